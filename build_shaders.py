@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Compile every kernel variant declared in the registry into spv/, and write spv/manifest.json.
+
+    python build_shaders.py            # compile what changed (by source hash), write the manifest
+    python build_shaders.py --force    # recompile everything
+    python build_shaders.py --check    # compile nothing; fail if spv/ is stale or incomplete
+
+GLSL (.comp/.glsl) goes through glslc; Slang (.slang) through the compiler library shipped in the
+PyPI slangpy wheel, driven with cffi. Diagnostics are printed with file and line; any error fails
+the build. The manifest records, per variant, what the runtime and the tests need (bindings,
+push-constant layout, workgroup size, features) so nothing has to reflect SPIR-V at run time.
+"""
+import argparse
+import glob
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+SHADERS, SPV = ROOT / "shaders", ROOT / "spv"
+sys.path.insert(0, str(ROOT / "src"))
+
+from fuelvk.kernels import VARIANTS  # noqa: E402
+from fuelvk.spirv import reflect  # noqa: E402
+
+
+def sha(data: bytes):
+    return hashlib.sha256(data).hexdigest()
+
+
+def common_hash():
+    """Hash of every shared include: a change there rebuilds every variant."""
+    h = hashlib.sha256()
+    for f in sorted((SHADERS / "common").rglob("*")):
+        if f.is_file():
+            h.update(f.relative_to(SHADERS).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def variant_hash(v, common):
+    src = (SHADERS / v.source).read_bytes()
+    key = json.dumps([v.source, v.entry, list(v.defines), common, sha(src)])
+    return sha(key.encode())
+
+
+class Slang:
+    """The Slang compiler library from the slangpy wheel, through cffi."""
+
+    def __init__(self):
+        import cffi
+        import slangpy
+        self.ffi = cffi.FFI()
+        self.ffi.cdef("""
+            typedef struct SlangSession SlangSession; typedef struct SlangCompileRequest SlangCompileRequest;
+            SlangSession* spCreateSession(const char*);
+            SlangCompileRequest* spCreateCompileRequest(SlangSession*);
+            int spProcessCommandLineArguments(SlangCompileRequest*, const char* const*, int);
+            int spCompile(SlangCompileRequest*);
+            const char* spGetDiagnosticOutput(SlangCompileRequest*);
+            const void* spGetEntryPointCode(SlangCompileRequest*, int, size_t*);
+            void spDestroyCompileRequest(SlangCompileRequest*);
+            const char* spGetBuildTagString();""")
+        libs = glob.glob(os.path.join(os.path.dirname(slangpy.__file__), "libslang-compiler.so*"))
+        if not libs:
+            raise SystemExit("slangpy is installed but ships no libslang-compiler.so")
+        self.lib = self.ffi.dlopen(libs[0])
+        self.session = self.lib.spCreateSession(self.ffi.NULL)
+        self.version = "slang " + self.ffi.string(self.lib.spGetBuildTagString()).decode()
+
+    def compile(self, v, out):
+        ffi, lib = self.ffi, self.lib
+        args = [str(SHADERS / v.source), "-target", "spirv", "-profile", "spirv_1_5", "-entry", v.entry,
+                "-stage", "compute", "-O2", "-I", str(SHADERS), "-o", str(out)]
+        args += [f"-D{k}={val}" for k, val in v.defines]
+        keep = [ffi.new("char[]", a.encode()) for a in args]
+        req = lib.spCreateCompileRequest(self.session)
+        try:
+            lib.spProcessCommandLineArguments(req, ffi.new("const char*[]", keep), len(keep))
+            rc = lib.spCompile(req)
+            diag = ffi.string(lib.spGetDiagnosticOutput(req)).decode(errors="replace")
+            if rc < 0:
+                return None, diag or f"slang failed with code {rc}"
+            n = ffi.new("size_t*")
+            code = lib.spGetEntryPointCode(req, 0, n)
+            return bytes(ffi.buffer(code, n[0])), diag
+        finally:
+            lib.spDestroyCompileRequest(req)
+
+
+def glslc_version():
+    exe = shutil.which("glslc")
+    if not exe:
+        return None
+    return subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+
+
+def compile_glsl(v, out):
+    cmd = ["glslc", "--target-env=vulkan1.2", "-fshader-stage=compute", "-I", str(SHADERS),
+           str(SHADERS / v.source), "-o", str(out)] + [f"-D{k}={val}" for k, val in v.defines]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, r.stderr
+    return out.read_bytes(), r.stderr
+
+
+def check_params(v, refl):
+    """The registry's Params must be exactly what the compiler laid out (names, offsets, size)."""
+    pc = refl["push_constants"]
+    want = v.params.layout
+    got = [(m["name"], m["offset"], m["size"]) for m in pc["members"]] if pc else []
+    if got != want:
+        return f"push constants of {v.id} do not match the registry Params:\n  shader:   {got}\n  registry: {want}"
+    return None
+
+
+def manifest_entry(v, h, compiler, code):
+    refl = reflect(code)
+    pc = refl["push_constants"]
+    return {"names": list(v.names), "family": v.family, "tag": v.tag,
+            "spv": v.spv, "source": v.source, "entry_point": v.entry, "defines": dict(v.defines),
+            "source_hash": h, "spv_sha256": sha(code), "compiler": compiler,
+            "bindings": refl["bindings"], "push_constant_size": pc["size"] if pc else 0,
+            "push_constants": pc["members"] if pc else [], "workgroup_size": refl["local_size"],
+            "spec_ids": refl["spec_ids"], "features": list(v.features)}
+
+
+def load_manifest():
+    try:
+        return json.loads((SPV / "manifest.json").read_text())["variants"]
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+def check(verbose=True):
+    """Problems that make spv/ stale or incomplete for the current sources (empty list = fresh)."""
+    manifest, common, problems = load_manifest(), common_hash(), []
+    for vid, v in sorted(VARIANTS.items()):
+        m = manifest.get(vid)
+        f = SPV / v.spv
+        if m is None:
+            problems.append(f"{vid}: not in spv/manifest.json")
+        elif not f.exists():
+            problems.append(f"{vid}: {f.name} missing")
+        elif m["source_hash"] != variant_hash(v, common):
+            problems.append(f"{vid}: {v.source} (or shaders/common) changed since {f.name} was built")
+        elif sha(f.read_bytes()) != m["spv_sha256"]:
+            problems.append(f"{vid}: {f.name} does not match the manifest")
+        elif m["names"] != list(v.names) or m["features"] != list(v.features):
+            problems.append(f"{vid}: registry metadata changed since the build")
+    for vid in sorted(set(manifest) - set(VARIANTS)):
+        problems.append(f"{vid}: in the manifest but no longer in the registry")
+    for f in sorted(SPV.glob("*.spv")):
+        if f.stem not in VARIANTS:
+            problems.append(f"{f.name}: stray file (no registry variant)")
+    if verbose:
+        for p in problems:
+            print("stale:", p)
+    return problems
+
+
+def build(force=False, only=None):
+    SPV.mkdir(exist_ok=True)
+    manifest, common = load_manifest(), common_hash()
+    todo, keep = [], {}
+    for vid, v in sorted(VARIANTS.items()):
+        if only and not any(vid.startswith(o) for o in only):
+            if vid in manifest:
+                keep[vid] = manifest[vid]
+            continue
+        h = variant_hash(v, common)
+        m = manifest.get(vid)
+        if not force and m and m["source_hash"] == h and (SPV / v.spv).exists():
+            keep[vid] = m
+        else:
+            todo.append((v, h))
+    glsl_ver = glslc_version()
+    slang = Slang() if any(v.source.endswith(".slang") for v, _ in todo) else None
+    errors = []
+
+    def one(item):
+        v, h = item
+        out = SPV / v.spv
+        if v.source.endswith(".slang"):
+            code, diag = slang.compile(v, out)
+            compiler = slang.version
+        else:
+            if glsl_ver is None:
+                return v, None, "glslc not found (Debian: apt-get install glslc)", None
+            code, diag = compile_glsl(v, out)
+            compiler = glsl_ver
+        if code is None:
+            return v, None, diag, None
+        out.write_bytes(code)
+        entry = manifest_entry(v, h, compiler, code)
+        bad = check_params(v, reflect(code))
+        return v, entry, diag, bad
+
+    slang_items = [t for t in todo if t[0].source.endswith(".slang")]
+    glsl_items = [t for t in todo if not t[0].source.endswith(".slang")]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(one, glsl_items))
+    results += [one(t) for t in slang_items]  # the Slang session is not thread-safe
+    for v, entry, diag, bad in results:
+        if diag and diag.strip():
+            print(f"--- {v.id} ({v.source}):\n{diag.strip()}", file=sys.stderr)
+        if entry is None:
+            errors.append(f"{v.id}: compilation failed")
+            continue
+        if bad:
+            errors.append(bad)
+            continue
+        keep[v.id] = entry
+        print(f"built {v.spv}")
+    for vid in set(load_manifest()) - set(VARIANTS):
+        (SPV / f"{vid}.spv").unlink(missing_ok=True)
+    (SPV / "manifest.json").write_text(json.dumps({"variants": dict(sorted(keep.items()))}, indent=1) + "\n")
+    for e in errors:
+        print("error:", e, file=sys.stderr)
+    return 1 if errors else 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="compile nothing; exit 1 if spv/ is stale")
+    ap.add_argument("--force", action="store_true", help="recompile every variant")
+    ap.add_argument("only", nargs="*", help="variant id prefixes to (re)build, e.g. unary. binary.f16")
+    args = ap.parse_args(argv)
+    if args.check:
+        problems = check()
+        print("spv/ is up to date" if not problems else f"spv/ is stale: {len(problems)} problem(s)")
+        return 1 if problems else 0
+    return build(force=args.force, only=args.only)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

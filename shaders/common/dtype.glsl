@@ -1,0 +1,49 @@
+// Element type T as stored, compute type V, and the LOAD/STORE conversions between them.
+// Selected by one of DT_F32 / DT_F16 / DT_BF16 / DT_F64 (kernels/registry.py DTYPE_DEFINES).
+// Half types are computed in f32 and rounded on store (f16: the device's conversion, RNE on every
+// driver fuelvk is tested on; bf16: explicit round-to-nearest-even, NaN kept quiet).
+#ifndef FUELVK_DTYPE_GLSL
+#define FUELVK_DTYPE_GLSL
+#if defined(DT_F32)
+#define T float
+#define V float
+#define LOAD(x) (x)
+#define STORE(v) (v)
+#elif defined(DT_F16)
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#define T float16_t
+#define V float
+#define LOAD(x) float(x)
+#define STORE(v) float16_t(v)
+#elif defined(DT_BF16)
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#define T uint16_t
+#define V float
+#define LOAD(x) uintBitsToFloat(uint(x) << 16)
+#define STORE(v) uint16_t(f32_to_bf16_bits(v))
+#elif defined(DT_F64)
+#define T double
+#define V double
+#define LOAD(x) (x)
+#define STORE(v) (v)
+#else
+#error "one of DT_F32, DT_F16, DT_BF16, DT_F64 must be defined"
+#endif
+
+uint f32_to_bf16_bits(float f) {
+    uint u = floatBitsToUint(f);
+    if (isnan(f)) return (u >> 16) | 0x40u;
+    return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+}
+
+// A scalar kernel argument passed as two u32 words (f64 needs both; f32 uses the first).
+V scalar_arg(uint w[2]) {
+#if defined(DT_F64)
+    return packDouble2x32(uvec2(w[0], w[1]));
+#else
+    return uintBitsToFloat(w[0]);
+#endif
+}
+#endif

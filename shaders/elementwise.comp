@@ -1,0 +1,117 @@
+#version 450
+// Elementwise unary / binary / affine (and the clamp / powi ops): one generic kernel.
+// Inputs are strided + broadcast + offset capable (rank <= 6 after the host collapses dims);
+// flags per input (a: bits 0-1, b: bits 2-3): bit 0 = contiguous (linear index), bit 1 = constant
+// (every stride 0). Bit 4: b is the scalar s1 (x + 2.0 needs no buffer); bit 5: a is the scalar s0.
+// The output is contiguous. Each invocation handles EPT elements spaced one workgroup apart, so
+// neighbouring invocations touch neighbouring addresses (coalesced on GPUs, vectorised on lavapipe).
+#include "common/dtype.glsl"
+#include "common/index.glsl"
+
+#define WG 128u
+#define EPT 8u
+layout(local_size_x = 128) in;
+
+#ifdef FIXED_OP
+const uint OP = FIXED_OP;
+#else
+layout(constant_id = 0) const uint OP = 0;
+#endif
+
+layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
+layout(set = 0, binding = 1) readonly buffer InA { T a[]; };
+#if NIN == 2
+layout(set = 0, binding = 2) readonly buffer InB { T b[]; };
+#endif
+
+layout(push_constant) uniform Params {
+    uint n; uint rank; uint flags; uint off_o;
+    uint off_a; uint off_b; uint s0[2]; uint s1[2];
+    int shape[6]; int sa[6]; int sb[6];
+} p;
+
+// f64 transcendental functions go through f32 (GLSL has no double exp/log/sin/cos/tanh).
+#define F32FN(f, x) V(f(float(x)))
+
+V tanh_stable(V x) {
+    V e = F32FN(exp, -2.0 * abs(x));
+    V t = (1.0 - e) / (1.0 + e);
+    return x < 0.0 ? -t : t;
+}
+
+V sigmoid(V x) { return 1.0 / (1.0 + F32FN(exp, -x)); }
+
+V apply_unary(V x) {
+    switch (OP) {
+    case 0u: return -x;
+    case 1u: return x * x;
+    case 2u: return sqrt(x);
+    case 3u: return F32FN(exp, x);
+    case 4u: return F32FN(log, x);
+    case 5u: return F32FN(sin, x);
+    case 6u: return F32FN(cos, x);
+    case 7u: return tanh_stable(x);
+    case 8u: return sigmoid(x);
+    case 9u: return x * sigmoid(x);
+    case 10u: return 0.5 * x * (1.0 + tanh_stable(V(0.7978845608028654) * (x + V(0.044715) * x * x * x)));
+    case 11u: return x < 0.0 ? V(0.0) : x;                       // relu (NaN stays NaN)
+    case 12u: return isnan(x) ? x : (x > 0.0 ? V(1.0) : (x < 0.0 ? V(0.0) : scalar_arg(p.s0)));  // heaviside
+    case 13u: return abs(x);
+    case 14u: return x > 0.0 ? V(1.0) : (x < 0.0 ? V(-1.0) : x * 0.0);  // sign (NaN -> NaN, -0 -> 0)
+    case 15u: return 1.0 / x;
+    case 16u: { precise V m = x * scalar_arg(p.s0); precise V r = m + scalar_arg(p.s1); return r; }  // affine
+    case 17u: return isnan(x) ? x : min(max(x, scalar_arg(p.s0)), scalar_arg(p.s1));            // clamp
+    default: {                                                                                 // powi
+        int e = int(p.s0[0]);
+        if (e == 0) return V(1.0);
+        V base = e < 0 ? V(1.0) / x : x;
+        uint k = uint(abs(e));
+        V r = V(1.0);
+        while (k != 0u) { if ((k & 1u) != 0u) r *= base; base *= base; k >>= 1; }
+        return r;
+    }
+    }
+}
+
+V apply_binary(V x, V y) {
+    switch (OP) {
+    case 0u: return x + y;
+    case 1u: return x - y;
+    case 2u: return x * y;
+    case 3u: return x / y;
+    case 4u: return (isnan(x) || x > y) ? x : y;   // maximum (NaN propagates, numpy)
+    default: return (isnan(x) || x < y) ? x : y;   // minimum
+    }
+}
+
+uint strided(uint i, uint off, int st[6]) {
+    int idx = int(off);
+    for (int d = int(p.rank) - 1; d >= 0; --d) {
+        uint n = uint(p.shape[d]);
+        idx += int(i % n) * st[d];
+        i /= n;
+    }
+    return uint(idx);
+}
+
+uint input_index(uint i, uint flags, uint off, int st[6]) {
+    if ((flags & 1u) != 0u) return off + i;
+    if ((flags & 2u) != 0u) return off;
+    return strided(i, off, st);
+}
+
+void main() {
+    uint base = linear_group() * (WG * EPT) + gl_LocalInvocationID.x;
+    for (uint j = 0u; j < EPT; ++j) {
+        uint i = base + j * WG;
+        if (i >= p.n) return;
+#if NIN == 2
+        V x = (p.flags & 32u) != 0u ? scalar_arg(p.s0) : LOAD(a[input_index(i, p.flags, p.off_a, p.sa)]);
+        V y = (p.flags & 16u) != 0u ? scalar_arg(p.s1) : LOAD(b[input_index(i, p.flags >> 2, p.off_b, p.sb)]);
+        o[p.off_o + i] = STORE(apply_binary(x, y));
+#else
+        V x = LOAD(a[input_index(i, p.flags, p.off_a, p.sa)]);
+        o[p.off_o + i] = STORE(apply_unary(x));
+#endif
+    }
+}

@@ -1,0 +1,28 @@
+"""fuelvk: ML kernels on any Vulkan device, with a numpy-style API.
+
+    import fuelvk as fv
+    a = fv.asarray(np.ones((4, 4), np.float32))
+    b = fv.exp(a) + 1.0          # Array in -> Array out
+    fv.exp(np.ones(3))           # numpy in -> numpy out
+"""
+from . import dtypes
+from .array import Array, asarray, empty, zeros
+from .dtypes import (bfloat16, bool_, float8_e4m3fn, float16, float32, float64, int8, int16, int32, int64,
+                     uint8, uint16, uint32)
+from .errors import (BuildError, DeviceError, DTypeError, FuelVKError, FuelVKIndexError, FuelVKMemoryError,
+                     ShapeError, UnsupportedError)
+from .info import device_info, synchronize
+from .ops.elementwise import *  # noqa: F401,F403
+from .ops.elementwise import __all__ as _ew_all
+from .ops.movement_core import ascontiguousarray, copy
+
+__version__ = "0.1.0"
+
+#: Public ops (each has a spec in fuelvk/specs).
+OPS = list(_ew_all) + ["ascontiguousarray", "copy"]
+
+__all__ = ["Array", "asarray", "empty", "zeros", "synchronize", "device_info", "dtypes",
+           "FuelVKError", "DTypeError", "ShapeError", "FuelVKIndexError", "FuelVKMemoryError",
+           "UnsupportedError", "DeviceError", "BuildError",
+           "float32", "float16", "bfloat16", "float64", "float8_e4m3fn", "int8", "int16", "int32", "int64",
+           "uint8", "uint16", "uint32", "bool_"] + OPS

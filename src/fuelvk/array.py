@@ -1,0 +1,245 @@
+"""fuelvk.Array: a strided view of a device buffer (shape, strides in elements, offset, dtype).
+
+Views (transpose, reshape where possible, slicing with any step, broadcast_to, flip) are free:
+they share the buffer and change only the metadata. Kernels that cannot take a view get a
+contiguous copy from the dispatcher; outputs are always contiguous.
+"""
+import operator
+
+import numpy as np
+
+from . import dtypes as _dt
+from . import layout as L
+from . import runtime
+from .errors import DeviceError, FuelVKIndexError, ShapeError
+
+
+class Array:
+    __slots__ = ("buffer", "shape", "strides", "offset", "dtype", "__weakref__")
+    __array_priority__ = 100  # numpy defers binary operators to Array
+
+    def __init__(self, buffer, shape, strides, offset, dtype):
+        self.buffer, self.shape, self.strides, self.offset, self.dtype = buffer, shape, strides, offset, dtype
+
+    # -- metadata ---------------------------------------------------------------------------------
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return L.size_of(self.shape)
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return self.size * self.itemsize
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    @property
+    def is_contiguous(self):
+        return L.is_contiguous(self.shape, self.strides)
+
+    def __repr__(self):
+        try:
+            body = np.array2string(self.numpy(), separator=", ")
+        except DeviceError:
+            body = "<closed device>"
+        return f"fuelvk.Array({body}, dtype={self.dtype})"
+
+    # -- views ------------------------------------------------------------------------------------
+    def _view(self, shape, strides, offset):
+        return Array(self.buffer, tuple(shape), tuple(strides), offset, self.dtype)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        if not axes:
+            axes = tuple(reversed(range(self.ndim)))
+        axes = tuple(L.normalize_axis("transpose", a, self.ndim) for a in axes)
+        if sorted(axes) != list(range(self.ndim)):
+            raise ShapeError(f"transpose: axes {axes} are not a permutation of {self.ndim} dims")
+        return self._view([self.shape[a] for a in axes], [self.strides[a] for a in axes], self.offset)
+
+    permute = transpose
+
+    @property
+    def T(self):
+        return self.transpose()
+
+    @property
+    def mT(self):
+        if self.ndim < 2:
+            raise ShapeError("mT needs at least 2 dims")
+        return self.swapaxes(-1, -2)
+
+    def swapaxes(self, a, b):
+        axes = list(range(self.ndim))
+        a, b = L.normalize_axis("swapaxes", a, self.ndim), L.normalize_axis("swapaxes", b, self.ndim)
+        axes[a], axes[b] = axes[b], axes[a]
+        return self.transpose(axes)
+
+    def reshape(self, *shape):
+        """A view when the strides allow it (numpy's rule), else a contiguous copy."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        shape = L.resolve_reshape(self.size, shape)
+        strides = L.reshape_strides(self.shape, self.strides, shape)
+        if strides is None:
+            from .ops.movement_core import ascontiguousarray
+            c = ascontiguousarray(self)
+            return c._view(shape, L.contiguous_strides(shape), c.offset)
+        return self._view(shape, strides, self.offset)
+
+    def ravel(self):
+        return self.reshape(-1)
+
+    def broadcast_to(self, shape):
+        shape = tuple(operator.index(n) for n in shape)
+        if len(shape) < self.ndim:
+            raise ShapeError(f"broadcast_to: cannot broadcast {self.shape} to {shape}")
+        return self._view(shape, L.broadcast_strides(self.shape, self.strides, shape), self.offset)
+
+    def expand_dims(self, axis):
+        axis = L.normalize_axis("expand_dims", axis, self.ndim + 1)
+        return self._view(self.shape[:axis] + (1,) + self.shape[axis:],
+                          self.strides[:axis] + (0,) + self.strides[axis:], self.offset)
+
+    def squeeze(self, axis=None):
+        if axis is None:
+            keep = [i for i, n in enumerate(self.shape) if n != 1]
+        else:
+            axes = {L.normalize_axis("squeeze", a, self.ndim) for a in (axis if isinstance(axis, tuple) else (axis,))}
+            if any(self.shape[a] != 1 for a in axes):
+                raise ShapeError(f"squeeze: cannot squeeze axes {sorted(axes)} of shape {self.shape}")
+            keep = [i for i in range(self.ndim) if i not in axes]
+        return self._view([self.shape[i] for i in keep], [self.strides[i] for i in keep], self.offset)
+
+    def flip(self, axis=None):
+        axes = range(self.ndim) if axis is None else (axis if isinstance(axis, tuple) else (axis,))
+        axes = {L.normalize_axis("flip", a, self.ndim) for a in axes}
+        off, strides = self.offset, list(self.strides)
+        for a in axes:
+            if self.shape[a] > 0:
+                off += (self.shape[a] - 1) * strides[a]
+            strides[a] = -strides[a]
+        return self._view(self.shape, strides, off)
+
+    def __getitem__(self, key):
+        if isinstance(key, (Array, np.ndarray, list)):
+            raise FuelVKIndexError("advanced (array) indexing is not a view; use fuelvk.take / take_along_axis")
+        shape, strides, offset = L.index_view(self.shape, self.strides, self.offset, key)
+        return self._view(shape, strides, offset)
+
+    def __setitem__(self, key, value):
+        from .ops.movement_core import assign
+        assign(self[key], value)
+
+    # -- host transfer ----------------------------------------------------------------------------
+    def numpy(self):
+        """Copy to a new contiguous numpy array (waits for pending device work)."""
+        runtime.check_alive(self.buffer)
+        if self.size == 0:
+            return np.empty(self.shape, self.dtype)
+        lo = self.offset + sum((n - 1) * s for n, s in zip(self.shape, self.strides) if s < 0)
+        hi = self.offset + sum((n - 1) * s for n, s in zip(self.shape, self.strides) if s > 0)
+        host = runtime.get().download(self.buffer, lo * self.itemsize, (hi - lo + 1) * self.itemsize)
+        flat = np.frombuffer(host, dtype=self.dtype)
+        view = np.lib.stride_tricks.as_strided(flat[self.offset - lo:], self.shape,
+                                               [s * self.itemsize for s in self.strides])
+        return np.array(view, copy=True)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def item(self):
+        if self.size != 1:
+            raise ShapeError(f"item: only size-1 arrays convert to a Python scalar, shape is {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __bool__(self):
+        return bool(self.item())
+
+    def astype(self, dtype):
+        from .ops import casts
+        return casts.astype(self, dtype)
+
+    def copy(self):
+        from .ops.movement_core import copy
+        return copy(self)
+
+    # -- operators --------------------------------------------------------------------------------
+    def _binary(name, reflected=False):  # noqa: N805
+        def op(self, other):
+            from .ops import elementwise as ew
+            f = getattr(ew, name)
+            return f(other, self) if reflected else f(self, other)
+        op.__name__ = name
+        return op
+
+    __add__, __radd__ = _binary("add"), _binary("add", True)
+    __sub__, __rsub__ = _binary("subtract"), _binary("subtract", True)
+    __mul__, __rmul__ = _binary("multiply"), _binary("multiply", True)
+    __truediv__, __rtruediv__ = _binary("divide"), _binary("divide", True)
+    __matmul__, __rmatmul__ = None, None
+
+    def __neg__(self):
+        from .ops.elementwise import negative
+        return negative(self)
+
+    def __abs__(self):
+        from .ops.elementwise import abs as abs_
+        return abs_(self)
+
+    def __pow__(self, n):
+        from .ops.elementwise import power
+        return power(self, n)
+
+    del _binary
+
+
+def empty(shape, dtype=_dt.float32):
+    """A new contiguous device array (contents undefined)."""
+    shape = (operator.index(shape),) if not isinstance(shape, (tuple, list)) else tuple(map(operator.index, shape))
+    if any(n < 0 for n in shape):
+        raise ShapeError(f"empty: negative dimensions are not allowed, got {shape}")
+    dt = _dt.dtype(dtype)
+    buf = runtime.get().pool.alloc(max(L.size_of(shape), 1) * dt.itemsize)
+    return Array(buf, shape, L.contiguous_strides(shape), 0, dt)
+
+
+def zeros(shape, dtype=_dt.float32):
+    a = empty(shape, dtype)
+    runtime.get().stream.fill(a.buffer, (a.nbytes + 3) & ~3)
+    return a
+
+
+def asarray(obj, dtype=None):
+    """An Array from an Array (no copy unless dtype differs), numpy array, scalar or nested list."""
+    if isinstance(obj, Array):
+        return obj if dtype is None or _dt.dtype(dtype) == obj.dtype else obj.astype(dtype)
+    if dtype is not None:
+        dt = _dt.dtype(dtype)
+        host = np.asarray(obj).astype(dt, copy=False)
+    else:
+        host = np.asarray(obj)
+        dt = _dt.dtype(host.dtype)
+    host = np.ascontiguousarray(host)
+    a = empty(host.shape, dt)
+    if host.size:
+        runtime.get().upload(a.buffer, host)
+    return a

@@ -1,0 +1,49 @@
+"""Dtypes fuelvk knows, their numpy (ml_dtypes) twins and the kernel tags they map to."""
+import numpy as np
+import ml_dtypes
+
+from .errors import DTypeError
+
+float32 = np.dtype(np.float32)
+float16 = np.dtype(np.float16)
+float64 = np.dtype(np.float64)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
+int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
+uint8, uint16, uint32 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32))
+bool_ = np.dtype(np.bool_)
+
+ALL = (float32, float16, bfloat16, float64, float8_e4m3fn,
+       int8, int16, int32, int64, uint8, uint16, uint32, bool_)
+
+# Kernel variant tags of the float families (the inventory's f32/f16/bf16/f64 monomorphization).
+FLOAT_TAGS = {float32: "f32", float16: "f16", bfloat16: "bf16", float64: "f64"}
+TAG_DTYPES = {v: k for k, v in FLOAT_TAGS.items()}
+
+
+def dtype(d):
+    """Normalize anything numpy/ml_dtypes/torch-style names into a supported numpy dtype."""
+    if isinstance(d, str) and d in ("bf16", "f16", "f32", "f64"):
+        return TAG_DTYPES[d]
+    try:
+        dt = np.dtype(d)
+    except TypeError:
+        dt = None
+    if dt is None or dt not in ALL:
+        names = ", ".join(str(t) for t in ALL)
+        raise DTypeError(f"unsupported dtype {d!r}; fuelvk supports {names}")
+    return dt
+
+
+def float_tag(op, dt, accepted=FLOAT_TAGS):
+    """The f32/f16/bf16/f64 tag of dt, or a DTypeError naming the op and what it accepts."""
+    tag = accepted.get(dt) if isinstance(accepted, dict) else (FLOAT_TAGS.get(dt) if dt in accepted else None)
+    if tag is None:
+        ok = ", ".join(str(t) for t in (accepted if not isinstance(accepted, dict) else accepted.keys()))
+        raise DTypeError(f"{op}: dtype {dt} is not supported; accepted: {ok}")
+    return tag
+
+
+def width_tag(dt):
+    """The byte-width tag (b1/b2/b4/b8) of the dtype-agnostic movement kernels."""
+    return f"b{dt.itemsize}"

@@ -1,0 +1,44 @@
+"""The FuelVKError hierarchy.
+
+Every error fuelvk raises is a FuelVKError; each subclass also derives from the builtin a caller
+would naturally catch (TypeError for dtypes, ValueError for shapes, ...), so ``except ValueError``
+keeps working for code written against numpy.
+"""
+
+
+class FuelVKError(Exception):
+    """Base class of every fuelvk error."""
+
+
+class DTypeError(FuelVKError, TypeError):
+    """A dtype the op or kernel does not accept."""
+
+
+class ShapeError(FuelVKError, ValueError):
+    """Shapes that do not match, broadcast or fit the kernel's contract."""
+
+
+class FuelVKIndexError(FuelVKError, IndexError):
+    """An index outside the axis it indexes."""
+
+
+class FuelVKMemoryError(FuelVKError, MemoryError):
+    """Device memory could not be allocated (the message gives the sizes)."""
+
+
+class UnsupportedError(FuelVKError, NotImplementedError):
+    """The device lacks a feature the kernel or route needs."""
+
+
+class DeviceError(FuelVKError, RuntimeError):
+    """A Vulkan call failed, or the device/array is no longer usable."""
+
+
+class BuildError(FuelVKError, RuntimeError):
+    """Shader compilation failed or spv/ is stale."""
+
+
+def op_error(cls, op, msg, **details):
+    """Build an error whose message names the op and the offending values."""
+    extra = ", ".join(f"{k}={v}" for k, v in details.items())
+    return cls(f"{op}: {msg}" + (f" ({extra})" if extra else ""))

@@ -1,0 +1,36 @@
+"""synchronize() and device_info(): what the user can ask of the device."""
+from . import runtime
+
+
+def synchronize():
+    """Submit recorded work and wait for the device to finish it."""
+    ctx = runtime.current()
+    if ctx is not None:
+        ctx.stream.synchronize()
+
+
+def device_info():
+    """A plain dict: device, driver, limits, enabled features and the routes they make available."""
+    ctx = runtime.get()
+    d = ctx.device
+    lim = d.limits
+    feats = sorted(d.features)
+    return {
+        "name": d.name, "index": d.index, "type": d.device_type, "driver": d.driver,
+        "api_version": d.api_version, "subgroup_size": d.subgroup_size,
+        "limits": {
+            "maxStorageBufferRange": lim.maxStorageBufferRange,
+            "maxComputeSharedMemorySize": lim.maxComputeSharedMemorySize,
+            "maxComputeWorkGroupInvocations": lim.maxComputeWorkGroupInvocations,
+            "maxComputeWorkGroupCount": list(ctx.max_groups),
+            "maxPushConstantsSize": lim.maxPushConstantsSize,
+            "timestampPeriod_ns": d.timestamp_period_ns,
+        },
+        "memory": {"direct_mapped": ctx.pool.direct, "heaps_bytes": ctx.pool.heaps},
+        "features": feats,
+        "extensions": list(d.extensions),
+        "cooperative_matrix_shapes": d.coop_matrix_shapes,
+        "routes": {"matmul": ["matvec", "register_tiled", "tiled", "small"]
+                   + (["coop"] if "cooperative_matrix" in d.features else [])},
+        "validation": d.messenger is not None,
+    }

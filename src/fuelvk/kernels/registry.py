@@ -1,0 +1,136 @@
+"""The kernel registry: every kernel family declared once, as data.
+
+build_shaders.py compiles what is declared here, the pipeline cache builds from it, the tests walk it
+and `python -m fuelvk kernels --json` lists it. A variant's id is ``family.tag``, where tag is a
+dtype (f32/f16/bf16/f64), a byte width (b1/b2/b4/b8) or a dtype combination.
+"""
+import struct
+from dataclasses import dataclass, field
+
+# Per-tag preprocessor defines and device features of the float families (shaders/common/dtype.glsl).
+DTYPE_DEFINES = {"f32": {"DT_F32": 1}, "f16": {"DT_F16": 1}, "bf16": {"DT_BF16": 1}, "f64": {"DT_F64": 1}}
+DTYPE_FEATURES = {"f32": (), "f16": ("storage16",), "bf16": ("storage16",), "f64": ("float64",)}
+# Byte-width families move raw words (shaders/common/width.glsl).
+WIDTH_DEFINES = {"b1": {"WIDTH": 1}, "b2": {"WIDTH": 2}, "b4": {"WIDTH": 4}, "b8": {"WIDTH": 8}}
+WIDTH_FEATURES = {"b1": ("storage8",), "b2": ("storage16",), "b4": (), "b8": ("int64",)}
+
+_CODES = {"u32": "I", "i32": "i", "f32": "f"}
+
+
+@dataclass(frozen=True)
+class Params:
+    """A push-constant block: ordered (name, type, count) fields of 4-byte scalars or arrays.
+
+    std430 lays 4-byte scalars and their arrays out back to back, so offsets are running sums; the
+    test suite checks this against the SPIR-V the compiler produced.
+    """
+    fields: tuple
+
+    @property
+    def layout(self):
+        out, off = [], 0
+        for name, typ, count in self.fields:
+            out.append((name, off, 4 * count))
+            off += 4 * count
+        return out
+
+    @property
+    def size(self):
+        return sum(4 * c for _, _, c in self.fields)
+
+    @property
+    def format(self):
+        return "<" + "".join(f"{c}{_CODES[t]}" for _, t, c in self.fields)
+
+    def pack(self, *values):
+        """Pack values in field order; array fields take a sequence, zero-padded to their count."""
+        flat = []
+        for (name, _typ, count), v in zip(self.fields, values, strict=True):
+            if count == 1:
+                flat.append(v)
+            else:
+                v = list(v)
+                if len(v) > count:
+                    raise ValueError(f"Params field {name} holds {count} values, got {len(v)}")
+                flat.extend(v + [0] * (count - len(v)))
+        return struct.pack(self.format, *flat)
+
+
+def P(*spec):
+    """Params from compact "name:type" or "name:type[n]" strings."""
+    fields = []
+    for s in spec:
+        name, typ = s.split(":")
+        count = 1
+        if "[" in typ:
+            typ, n = typ[:-1].split("[")
+            count = int(n)
+        fields.append((name, typ, count))
+    return Params(tuple(fields))
+
+
+@dataclass(frozen=True)
+class Variant:
+    family: str
+    tag: str
+    name: object         # inventory kernel name (e.g. "unary_bf16") or a tuple of the names it serves
+    source: str          # path under shaders/
+    defines: tuple       # ((NAME, value), ...)
+    features: tuple      # device features the variant needs (runtime.device.FEATURE_FIELDS names)
+    params: Params
+    entry: str = "main"
+
+    @property
+    def names(self):
+        return self.name if isinstance(self.name, tuple) else (self.name,)
+
+    @property
+    def id(self):
+        return f"{self.family}.{self.tag}"
+
+    @property
+    def spv(self):
+        return f"{self.id}.spv"
+
+
+@dataclass
+class Family:
+    name: str
+    source: str
+    params: Params
+    group: str
+    variants: dict = field(default_factory=dict)  # tag -> Variant
+
+
+FAMILIES: dict = {}
+VARIANTS: dict = {}
+
+
+def family(name, source, params, variants, group, defines=None, tag_defines=DTYPE_DEFINES,
+           tag_features=DTYPE_FEATURES, features=(), entry="main", extra=()):
+    """Declare a family. `variants` maps tag -> kernel name(s); `extra` tags get `<family>_<tag>` names."""
+    fam = Family(name, source, params, group)
+    for tag, kname in list(variants.items()) + [(t, f"{name}_{t}") for t in extra]:
+        d = dict(defines or {})
+        d.update(tag_defines.get(tag, {}))
+        v = Variant(name, tag, kname, source, tuple(sorted(d.items())),
+                    tuple(sorted(set(features) | set(tag_features.get(tag, ())))), params, entry)
+        fam.variants[tag] = v
+        if v.id in VARIANTS:
+            raise ValueError(f"kernel variant {v.id} declared twice")
+        VARIANTS[v.id] = v
+    FAMILIES[name] = fam
+    return fam
+
+
+def kernel(family_name, tag):
+    return FAMILIES[family_name].variants[tag]
+
+
+def float_variants(prefix, tags=("f32", "f16", "bf16", "f64"), bare="f32"):
+    """The inventory's naming of float families: `unary`, `unary_f16`, ... (f32 has no suffix)."""
+    return {t: prefix if t == bare else f"{prefix}_{t}" for t in tags}
+
+
+def width_variants(prefix, tags=("b1", "b2", "b4", "b8")):
+    return {t: f"{prefix}_{t}" for t in tags}

@@ -1,0 +1,175 @@
+"""Pure shape/stride arithmetic (element units). No device, no numpy arrays."""
+import math
+import operator
+
+from .errors import ShapeError, FuelVKIndexError
+
+
+def size_of(shape):
+    return math.prod(shape)
+
+
+def contiguous_strides(shape):
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return tuple(reversed(strides))
+
+
+def is_contiguous(shape, strides):
+    """True when the view walks memory linearly (size-1 dims may have any stride)."""
+    acc = 1
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n != 1 and s != acc:
+            return False
+        acc *= n
+    return True
+
+
+def broadcast_shapes(op, *shapes):
+    """numpy broadcasting; ShapeError naming the op and the shapes when they do not broadcast."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(rank):
+        dims = {s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            raise ShapeError(f"{op}: shapes {' and '.join(map(str, map(tuple, shapes)))} do not broadcast")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def broadcast_strides(shape, strides, out_shape):
+    """Strides of a view of (shape, strides) broadcast to out_shape (0 on broadcast dims)."""
+    pad = len(out_shape) - len(shape)
+    res = [0] * pad
+    for n, s, o in zip(shape, strides, out_shape[pad:]):
+        if n == o:
+            res.append(s if n != 1 else 0)
+        elif n == 1:
+            res.append(0)
+        else:
+            raise ShapeError(f"cannot broadcast shape {tuple(shape)} to {tuple(out_shape)}")
+    return tuple(res)
+
+
+def collapse(shape, *stride_sets):
+    """Merge adjacent dims that every operand walks as one (and drop size-1 dims).
+
+    Returns (shape, [strides...]) of the smallest rank that addresses the same elements in the same
+    order, which lets rank-N views run through a kernel with a small fixed rank.
+    """
+    dims = [(n, [st[i] for st in stride_sets]) for i, n in enumerate(shape) if n != 1]
+    if not dims:
+        return (), [() for _ in stride_sets]
+    merged = [dims[0]]
+    for n, ss in dims[1:]:
+        pn, ps = merged[-1]
+        if all(p == s * n for p, s in zip(ps, ss)):
+            merged[-1] = (pn * n, ss)
+        else:
+            merged.append((n, ss))
+    return tuple(n for n, _ in merged), [tuple(ss[k] for _, ss in merged) for k in range(len(stride_sets))]
+
+
+def normalize_axis(op, axis, rank):
+    try:
+        axis = operator.index(axis)
+    except TypeError:
+        raise ShapeError(f"{op}: axis must be an integer, got {axis!r}") from None
+    if not -rank <= axis < max(rank, 1):
+        raise ShapeError(f"{op}: axis {axis} is out of range for an array of rank {rank}")
+    return axis % rank if rank else 0
+
+
+def index_view(shape, strides, offset, key):
+    """Apply a numpy basic index (ints, slices with any step, None, Ellipsis) to a strided view.
+
+    Returns (shape, strides, offset). Advanced (array) indexing is not a view and is rejected.
+    """
+    if not isinstance(key, tuple):
+        key = (key,)
+    n_ell = sum(k is Ellipsis for k in key)
+    if n_ell > 1:
+        raise FuelVKIndexError("an index can only have a single ellipsis ('...')")
+    n_real = sum(k is not None and k is not Ellipsis for k in key)
+    if n_real > len(shape):
+        raise FuelVKIndexError(f"too many indices: array is {len(shape)}-dimensional, {n_real} were indexed")
+    if n_ell == 0:
+        key = key + (Ellipsis,)
+    out_shape, out_strides, dim = [], [], 0
+    for k in key:
+        if k is Ellipsis:
+            for _ in range(len(shape) - n_real):
+                out_shape.append(shape[dim])
+                out_strides.append(strides[dim])
+                dim += 1
+        elif k is None:
+            out_shape.append(1)
+            out_strides.append(0)
+        elif isinstance(k, slice):
+            start, stop, step = k.indices(shape[dim])
+            n = len(range(start, stop, step))
+            if n:
+                offset += start * strides[dim]
+            out_shape.append(n)
+            out_strides.append(strides[dim] * step)
+            dim += 1
+        else:
+            try:
+                i = operator.index(k)
+            except TypeError:
+                raise FuelVKIndexError(
+                    f"only integers, slices, None and ... are valid view indices, got {type(k).__name__}") from None
+            if not -shape[dim] <= i < shape[dim]:
+                raise FuelVKIndexError(f"index {i} is out of bounds for axis {dim} with size {shape[dim]}")
+            offset += (i % shape[dim]) * strides[dim]
+            dim += 1
+    return tuple(out_shape), tuple(out_strides), offset
+
+
+def reshape_strides(shape, strides, new_shape):
+    """Strides that view (shape, strides) as new_shape without a copy, or None if impossible.
+
+    numpy's no-copy reshape: dims are matched in groups of equal product; a group of old dims
+    can be re-split only if it is itself contiguous.
+    """
+    if math.prod(shape) == 0:
+        return contiguous_strides(new_shape)
+    od = [n for n in shape if n != 1]
+    os_ = [s for n, s in zip(shape, strides) if n != 1]
+    nd = list(new_shape)
+    ns = [0] * len(nd)
+    oi, oj, ni, nj = 0, 1, 0, 1
+    while ni < len(nd) and oi < len(od):
+        pn, po = nd[ni], od[oi]
+        while pn != po:
+            if pn < po:
+                pn *= nd[nj]
+                nj += 1
+            else:
+                po *= od[oj]
+                oj += 1
+        if any(os_[k] != od[k + 1] * os_[k + 1] for k in range(oi, oj - 1)):
+            return None
+        ns[nj - 1] = os_[oj - 1]
+        for k in range(nj - 1, ni, -1):
+            ns[k - 1] = ns[k] * nd[k]
+        ni, nj, oi, oj = nj, nj + 1, oj, oj + 1
+    return tuple(ns)
+
+
+def resolve_reshape(size, new_shape):
+    new_shape = [operator.index(n) for n in new_shape]
+    unknown = [i for i, n in enumerate(new_shape) if n == -1]
+    if len(unknown) > 1 or any(n < -1 for n in new_shape):
+        raise ShapeError(f"reshape: invalid shape {tuple(new_shape)}")
+    if unknown:
+        rest = math.prod(n for n in new_shape if n != -1)
+        if rest == 0 or size % rest:
+            raise ShapeError(f"reshape: cannot reshape array of size {size} into shape {tuple(new_shape)}")
+        new_shape[unknown[0]] = size // rest
+    if math.prod(new_shape) != size:
+        raise ShapeError(f"reshape: cannot reshape array of size {size} into shape {tuple(new_shape)}")
+    return tuple(new_shape)

@@ -1,0 +1,1 @@
+"""numpy-style public functions, one module per family."""

@@ -1,0 +1,120 @@
+"""What every public op shares: argument normalization, output wrapping and the strided launch.
+
+Convention (CuPy's): numpy (or scalar) inputs give numpy outputs; any Array input gives Array outputs.
+"""
+import math
+import numbers
+import struct
+
+import numpy as np
+
+from .. import dtypes as _dt
+from .. import layout as L
+from .. import runtime
+from ..array import Array, asarray, empty
+from ..errors import DTypeError
+from ..kernels.elementwise import EW_PARAMS, EPT, MAX_RANK, WG
+
+ZERO2 = (0, 0)
+
+
+def device_args(op, *xs):
+    """(Arrays, numpy_out): uploads numpy inputs; numpy_out is True when no input was an Array."""
+    numpy_out = not any(isinstance(x, Array) for x in xs)
+    out = []
+    for x in xs:
+        if isinstance(x, Array):
+            runtime.check_alive(x.buffer)
+            out.append(x)
+        else:
+            try:
+                out.append(asarray(x))
+            except DTypeError as e:
+                raise DTypeError(f"{op}: {e}") from None
+    return out, numpy_out
+
+
+def result(out, numpy_out):
+    if numpy_out:
+        return tuple(o.numpy() for o in out) if isinstance(out, tuple) else out.numpy()
+    return out
+
+
+def is_scalar(x):
+    return isinstance(x, numbers.Number) and not isinstance(x, complex) or (
+        isinstance(x, np.generic) and x.dtype.kind in "biuf")
+
+
+def scalar_words(value, dt):
+    """A Python scalar rounded to dt (numpy's weak-scalar rule), as the kernels' two u32 words."""
+    v = np.asarray(value).astype(dt)
+    if dt == _dt.float64:
+        return struct.unpack("<2I", struct.pack("<d", float(v)))
+    return (struct.unpack("<I", struct.pack("<f", float(v)))[0], 0)
+
+
+def promote(op, arrays):
+    """Bring Arrays to their numpy result dtype (casting the others with astype)."""
+    dts = {a.dtype for a in arrays}
+    if len(dts) == 1:
+        return arrays
+    target = np.result_type(*dts)
+    from .casts import astype
+    return [a if a.dtype == target else astype(a, target) for a in arrays]
+
+
+def contiguous(x):
+    """x itself when it is contiguous (any offset), else a contiguous copy."""
+    if x.is_contiguous:
+        return x
+    from .movement_core import ascontiguousarray
+    return ascontiguousarray(x)
+
+
+def _chunks(shape, strides, offsets):
+    """Split leading dims until rank <= MAX_RANK; yields (shape, strides, offsets, out_offset)."""
+    if len(shape) <= MAX_RANK:
+        yield shape, strides, offsets, 0
+        return
+    inner = math.prod(shape[1:])
+    for i in range(shape[0]):
+        for sub, st, offs, o in _chunks(shape[1:], [s[1:] for s in strides], [
+                off + i * s[0] for off, s in zip(offsets, strides)]):
+            yield sub, st, offs, o + i * inner
+
+
+def launch_strided(variant, out, inputs, spec=(), s0=ZERO2, s1=ZERO2, flags_extra=0):
+    """Launch an EW_PARAMS kernel: out (contiguous) from up to two strided/broadcast inputs.
+
+    Dims are collapsed wherever every input allows, so most views run at rank 1-3; contiguous and
+    constant (all-stride-0) inputs get the kernel's linear fast paths.
+    """
+    n = out.size
+    if n == 0:
+        return
+    ctx = runtime.get()
+    shape = out.shape
+    if all(x.shape == shape and L.is_contiguous(shape, x.strides) for x in inputs):
+        cshape, cstrides = (n,), [(1,)] * len(inputs)
+    else:
+        cshape, cstrides = L.collapse(shape, *[L.broadcast_strides(x.shape, x.strides, shape) for x in inputs])
+    bufs = (out.buffer,) + tuple(x.buffer for x in inputs)
+    writes = (True,) + (False,) * len(inputs)
+    for sub, st, offs, o in _chunks(cshape, cstrides, [x.offset for x in inputs]):
+        m = math.prod(sub)
+        contig = L.contiguous_strides(sub)
+        flags = flags_extra
+        for k, s in enumerate(st):
+            if tuple(s) == contig:
+                flags |= 1 << (2 * k)
+            elif not any(s):
+                flags |= 2 << (2 * k)
+        offs = list(offs) + [0] * (2 - len(offs))
+        sa = list(st[0]) if st else []
+        sb = list(st[1]) if len(st) > 1 else []
+        push = EW_PARAMS.pack(m, len(sub), flags, out.offset + o, offs[0], offs[1], s0, s1, list(sub), sa, sb)
+        ctx.launch(variant, ctx.groups(-(-m // (WG * EPT))), bufs, writes, push, spec)
+
+
+def new_like(shape, dtype):
+    return empty(shape, dtype)

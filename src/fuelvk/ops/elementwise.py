@@ -1,0 +1,107 @@
+"""Elementwise ops (numpy names): unary math, binary arithmetic with broadcasting, affine, clip, power.
+
+Every op runs the one generic kernel (shaders/elementwise.comp) in f32/f16/bf16/f64; inputs may be
+any view (strided, broadcast, negative steps, offsets), half types compute in f32.
+"""
+import operator
+
+from .. import dtypes as _dt
+from .. import layout as L
+from ..errors import DTypeError
+from ..kernels import kernel
+from ..kernels.elementwise import BINARY_OPS, UNARY_OPS
+from ._core import ZERO2, device_args, is_scalar, launch_strided, new_like, promote, result, scalar_words
+
+__all__ = list(UNARY_OPS) + list(BINARY_OPS) + ["affine", "clip", "power"]
+
+
+def _unary(op, family, x, spec=(), s0=ZERO2, s1=ZERO2, accepted=_dt.FLOAT_TAGS):
+    """One launch of a single-input family; s0/s1 are scalar arguments (Python values)."""
+    (x,), numpy_out = device_args(op, x)
+    tag = _dt.float_tag(op, x.dtype, accepted)
+    out = new_like(x.shape, x.dtype)
+    words = [scalar_words(s, x.dtype) if not isinstance(s, tuple) else s for s in (s0, s1)]
+    launch_strided(kernel(family, tag), out, [x], spec=spec, s0=words[0], s1=words[1])
+    return result(out, numpy_out)
+
+
+def _make_unary(name, op_id):
+    def f(x):
+        return _unary(name, "unary", x, spec=((0, op_id),))
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"Elementwise {name}(x) (numpy semantics; f32/f16/bf16/f64)."
+    return f
+
+
+for _i, _name in enumerate(UNARY_OPS):
+    if _name != "heaviside":
+        globals()[_name] = _make_unary(_name, _i)
+abs = globals()["abs"]  # noqa: A001 - numpy's name
+
+
+def heaviside(x, h0=0.0):
+    """numpy.heaviside(x, h0) with a scalar h0: 0 for x < 0, h0 at 0, 1 for x > 0, NaN stays NaN."""
+    return _unary("heaviside", "unary", x, spec=((0, UNARY_OPS.index("heaviside")),), s0=h0)
+
+
+def _binary(op, op_id, a, b):
+    a_s, b_s = is_scalar(a), is_scalar(b)
+    if a_s and b_s:
+        a, b = device_args(op, a, b)[0]  # both scalars: numpy arrays of numpy's dtype
+        numpy_out, a_s, b_s = True, False, False
+    elif a_s or b_s:
+        (arr,), numpy_out = device_args(op, b if a_s else a)
+        a, b = (a, arr) if a_s else (arr, b)
+    else:
+        (a, b), numpy_out = device_args(op, a, b)
+        a, b = promote(op, [a, b])
+    dt = (b if a_s else a).dtype
+    tag = _dt.float_tag(op, dt)
+    v = kernel("binary", tag)
+    spec = ((0, op_id),)
+    if a_s:
+        out = new_like(b.shape, dt)
+        launch_strided(v, out, [b, b], spec, s0=scalar_words(a, dt), flags_extra=32)
+    elif b_s:
+        out = new_like(a.shape, dt)
+        launch_strided(v, out, [a, a], spec, s1=scalar_words(b, dt), flags_extra=16)
+    else:
+        out = new_like(L.broadcast_shapes(op, a.shape, b.shape), dt)
+        launch_strided(v, out, [a, b], spec)
+    return result(out, numpy_out)
+
+
+def _make_binary(name, op_id):
+    def f(a, b):
+        return _binary(name, op_id, a, b)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"Elementwise {name}(a, b) with numpy broadcasting (f32/f16/bf16/f64; Python scalars allowed)."
+    return f
+
+
+for _i, _name in enumerate(BINARY_OPS):
+    globals()[_name] = _make_binary(_name, _i)
+
+
+def affine(x, mul, add):
+    """x * mul + add with scalar mul/add (two roundings, as numpy's x * mul + add)."""
+    return _unary("affine", "affine", x, s0=mul, s1=add)
+
+
+def clip(x, lo, hi):
+    """numpy.clip with scalar bounds (NaN stays NaN); float32 (the inventory's clamp)."""
+    return _unary("clip", "clamp", x, s0=lo, s1=hi, accepted=(_dt.float32,))
+
+
+def power(x, n):
+    """x ** n for an integer n (repeated squaring; n < 0 uses 1/x, so power(0, -k) = inf); float32."""
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise DTypeError(f"power: the exponent must be an integer, got {n!r}") from None
+    if not -2**31 <= n < 2**31:
+        raise DTypeError(f"power: exponent {n} does not fit in int32")
+    return _unary("power", "powi", x, s0=(n & 0xFFFFFFFF, 0), accepted=(_dt.float32,))
+
+
+del _i, _name

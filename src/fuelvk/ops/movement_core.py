@@ -1,0 +1,24 @@
+"""Contiguize and copy: the strided_copy kernel behind every dispatcher's layout fix-up."""
+from .. import dtypes as _dt
+from ..kernels import kernel
+from ._core import device_args, launch_strided, new_like, result
+
+
+def _copy_into_new(x):
+    out = new_like(x.shape, x.dtype)
+    launch_strided(kernel("strided_copy", _dt.width_tag(x.dtype)), out, [x])
+    return out
+
+
+def ascontiguousarray(x):
+    """x itself if already contiguous, else a contiguous copy (bit-exact, any dtype)."""
+    (xa,), numpy_out = device_args("ascontiguousarray", x)
+    if xa.is_contiguous and xa.offset == 0:
+        return result(xa, numpy_out)
+    return result(_copy_into_new(xa), numpy_out)
+
+
+def copy(x):
+    """A new contiguous array with the same contents (bit-exact)."""
+    (xa,), numpy_out = device_args("copy", x)
+    return result(_copy_into_new(xa), numpy_out)

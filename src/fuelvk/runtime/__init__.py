@@ -1,0 +1,107 @@
+"""The Vulkan runtime: one Context (device, memory pool, command stream, pipelines) per process.
+
+This package is the only code that imports `vulkan`. Everything above it talks in registry Variants,
+Buffers and packed Params.
+"""
+import atexit
+import threading
+
+from ..errors import DeviceError
+from .device import Device
+from .memory import MemoryPool
+from .commands import Stream
+from .pipelines import PipelineCache
+from .vk import ffi
+
+_ctx = None
+_lock = threading.Lock()
+
+
+class Context:
+    def __init__(self, selector=None, validation=None):
+        self.device = Device(selector, validation)
+        self.pool = MemoryPool(self.device)
+        self.stream = Stream(self.device)
+        self.pipelines = PipelineCache(self.device)
+        lim = self.device.limits
+        self.max_groups = (lim.maxComputeWorkGroupCount[0], lim.maxComputeWorkGroupCount[1],
+                           lim.maxComputeWorkGroupCount[2])
+        self.closed = False
+
+    def groups(self, n):
+        """A grid of n workgroups split over x/y/z to respect maxComputeWorkGroupCount."""
+        mx = self.max_groups[0]
+        if n <= mx:
+            return (max(n, 1), 1, 1)
+        y = -(-n // mx)
+        if y <= self.max_groups[1]:
+            return (mx, y, 1)
+        z = -(-y // self.max_groups[1])
+        return (mx, self.max_groups[1], z)
+
+    def launch(self, variant, groups, buffers, writes, push, spec=()):
+        self.stream.dispatch(self.pipelines.get(variant, spec), groups, buffers, writes, push)
+
+    def upload(self, buffer, host, offset=0):
+        """Write a contiguous numpy array into buffer at byte offset (mapped copy or staging)."""
+        src = memoryview(host).cast("B")
+        if buffer.mapped is not None:
+            ffi.memmove(buffer.mapped + offset, ffi.from_buffer(src), len(src))
+            return
+        staging = self.pool.alloc(len(src), host=True)
+        ffi.memmove(staging.mapped, ffi.from_buffer(src), len(src))
+        self.stream.copy(staging, buffer, len(src), 0, offset)
+
+    def download(self, buffer, offset, nbytes):
+        """bytes of buffer[offset:offset+nbytes] after all pending device work."""
+        if buffer.mapped is not None:
+            self.stream.synchronize()
+            return ffi.buffer(buffer.mapped + offset, nbytes)[:]
+        staging = self.pool.alloc(nbytes, host=True)
+        self.stream.copy(buffer, staging, nbytes, offset, 0)
+        self.stream.synchronize()
+        return ffi.buffer(staging.mapped, nbytes)[:]
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.stream.destroy()
+            self.pipelines.destroy()
+            self.pool.close()
+        finally:
+            self.device.destroy()
+
+
+def get():
+    """The process-wide context, created on first use (FUELVK_DEVICE picks the device)."""
+    global _ctx
+    ctx = _ctx
+    if ctx is None or ctx.closed:
+        with _lock:
+            if _ctx is None or _ctx.closed:
+                _ctx = Context()
+            ctx = _ctx
+    return ctx
+
+
+def current():
+    """The live context or None (never creates one)."""
+    return _ctx if _ctx is not None and not _ctx.closed else None
+
+
+def close():
+    """Wait for the device, free everything; arrays created before become unusable."""
+    global _ctx
+    if _ctx is not None:
+        _ctx.close()
+
+
+def check_alive(buffer, what="array"):
+    pool = buffer.pool
+    if pool is None or pool.closed:
+        raise DeviceError(f"this {what} belongs to a closed fuelvk device; create it again")
+
+
+atexit.register(close)

@@ -1,0 +1,199 @@
+"""Command recording with batched submission and hazard-aware barriers.
+
+Dispatches are recorded into one command buffer; the batch is submitted when the host needs data,
+on synchronize(), or past FLUSH_EVERY dispatches (then without waiting, so the device keeps busy).
+A barrier is inserted only when a dispatch touches a buffer that an earlier dispatch since the
+last barrier wrote (RAW/WAW), or writes one that an earlier dispatch read (WAR).
+"""
+import os
+from collections import deque
+
+from ..errors import DeviceError
+from .vk import C, ffi, lib, check
+
+FLUSH_EVERY = 512
+MAX_IN_FLIGHT = 3
+COMPUTE = C.VK_PIPELINE_BIND_POINT_COMPUTE
+STAGES = C.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | C.VK_PIPELINE_STAGE_TRANSFER_BIT
+ACCESS = (C.VK_ACCESS_SHADER_READ_BIT | C.VK_ACCESS_SHADER_WRITE_BIT | C.VK_ACCESS_TRANSFER_READ_BIT
+          | C.VK_ACCESS_TRANSFER_WRITE_BIT)
+
+
+class _Slot:
+    """A command pool + buffer + fence, reused round-robin."""
+
+    def __init__(self, device):
+        dev = device.handle
+        info = ffi.new("VkCommandPoolCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                                    "queueFamilyIndex": device.queue_family,
+                                                    "flags": C.VK_COMMAND_POOL_CREATE_TRANSIENT_BIT})
+        p = ffi.new("VkCommandPool*")
+        check(lib.vkCreateCommandPool(dev, info, ffi.NULL, p), "vkCreateCommandPool")
+        self.pool = p[0]
+        ai = ffi.new("VkCommandBufferAllocateInfo*", {
+            "sType": C.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": self.pool,
+            "level": C.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1})
+        cb = ffi.new("VkCommandBuffer*")
+        check(lib.vkAllocateCommandBuffers(dev, ai, cb), "vkAllocateCommandBuffers")
+        self.cb = cb[0]
+        fi = ffi.new("VkFenceCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO})
+        f = ffi.new("VkFence*")
+        check(lib.vkCreateFence(dev, fi, ffi.NULL, f), "vkCreateFence")
+        self.fence = f[0]
+        self.fence_ptr = f
+        self.resources = []
+
+    def destroy(self, dev):
+        lib.vkDestroyFence(dev, self.fence, ffi.NULL)
+        lib.vkDestroyCommandPool(dev, self.pool, ffi.NULL)
+
+
+class Stream:
+    def __init__(self, device):
+        self.device = device
+        self.timeout_ns = int(float(os.environ.get("FUELVK_TIMEOUT_S", "600")) * 1e9)
+        self.free = [_Slot(device) for _ in range(MAX_IN_FLIGHT)]
+        self.in_flight = deque()
+        self.cur = None
+        self.cb = None
+        self.count = 0
+        self.dispatches = 0  # total recorded, for tests/benchmarks
+        self.barriers = 0
+        self.bound = None
+        self.written, self.read = set(), set()
+        self._begin_info = ffi.new("VkCommandBufferBeginInfo*", {
+            "sType": C.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+            "flags": C.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT})
+        self._barrier = ffi.new("VkMemoryBarrier*", {"sType": C.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                                     "srcAccessMask": ACCESS, "dstAccessMask": ACCESS})
+        self._host_barrier = ffi.new("VkMemoryBarrier*", {
+            "sType": C.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": ACCESS,
+            "dstAccessMask": C.VK_ACCESS_HOST_READ_BIT | C.VK_ACCESS_HOST_WRITE_BIT})
+        self._copy = ffi.new("VkBufferCopy*")
+        self.push_descriptor = device.push_descriptor
+
+    # -- recording --------------------------------------------------------------------------------
+    def _begin(self):
+        if not self.free:
+            self._retire(wait=True, upto=1)
+        slot = self.free.pop()
+        check(lib.vkResetCommandPool(self.device.handle, slot.pool, 0), "vkResetCommandPool")
+        check(lib.vkBeginCommandBuffer(slot.cb, self._begin_info), "vkBeginCommandBuffer")
+        self.cur, self.cb, self.count, self.bound = slot, slot.cb, 0, None
+        self.written.clear()
+        self.read.clear()
+
+    def _hazard(self, buffers, writes):
+        """Record a barrier if this command conflicts with unsynchronized earlier ones."""
+        written, read = self.written, self.read
+        for b, w in zip(buffers, writes):
+            h = b.handle
+            if h in written or (w and h in read):
+                lib.vkCmdPipelineBarrier(self.cb, STAGES, STAGES, 0, 1, self._barrier, 0, ffi.NULL, 0, ffi.NULL)
+                self.barriers += 1
+                written.clear()
+                read.clear()
+                break
+        for b, w in zip(buffers, writes):
+            (written if w else read).add(b.handle)
+
+    def dispatch(self, pipe, groups, buffers, writes, push):
+        """Record one dispatch of `pipe` binding `buffers` (writes[i] true for outputs)."""
+        if self.cur is None:
+            self._begin()
+        self._hazard(buffers, writes)
+        cb = self.cb
+        if self.bound is not pipe:
+            lib.vkCmdBindPipeline(cb, COMPUTE, pipe.handle)
+            self.bound = pipe
+        infos = pipe.infos
+        for i, b in enumerate(buffers):
+            infos[i].buffer = b.handle
+        self.push_descriptor(cb, COMPUTE, pipe.layout, 0, pipe.n_bindings, pipe.writes)
+        if push:
+            lib.vkCmdPushConstants(cb, pipe.layout, C.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(push),
+                                   ffi.from_buffer(push))
+        lib.vkCmdDispatch(cb, groups[0], groups[1], groups[2])
+        self.cur.resources.append(buffers)
+        self.count += 1
+        self.dispatches += 1
+        if self.count >= FLUSH_EVERY:
+            self.flush()
+
+    def copy(self, src, dst, nbytes, src_offset=0, dst_offset=0):
+        """vkCmdCopyBuffer (staging transfers, benchmarks' copy roof)."""
+        if nbytes == 0:
+            return
+        if self.cur is None:
+            self._begin()
+        self._hazard((src, dst), (False, True))
+        c = self._copy
+        c.srcOffset, c.dstOffset, c.size = src_offset, dst_offset, nbytes
+        lib.vkCmdCopyBuffer(self.cb, src.handle, dst.handle, 1, c)
+        self.cur.resources.append((src, dst))
+        self.count += 1
+
+    def fill(self, dst, nbytes, value=0, dst_offset=0):
+        """vkCmdFillBuffer with a 32-bit pattern (offset and size in multiples of 4 bytes)."""
+        if nbytes == 0:
+            return
+        if self.cur is None:
+            self._begin()
+        self._hazard((dst,), (True,))
+        lib.vkCmdFillBuffer(self.cb, dst.handle, dst_offset, nbytes, value & 0xFFFFFFFF)
+        self.cur.resources.append((dst,))
+        self.count += 1
+
+    def timestamp(self, query_pool, index):
+        if self.cur is None:
+            self._begin()
+        lib.vkCmdResetQueryPool(self.cb, query_pool, index, 1)
+        lib.vkCmdWriteTimestamp(self.cb, C.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool, index)
+
+    # -- submission -------------------------------------------------------------------------------
+    def flush(self, wait=False):
+        if self.cur is not None:
+            slot = self.cur
+            lib.vkCmdPipelineBarrier(self.cb, STAGES, C.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, self._host_barrier,
+                                     0, ffi.NULL, 0, ffi.NULL)
+            check(lib.vkEndCommandBuffer(slot.cb), "vkEndCommandBuffer")
+            cbs = ffi.new("VkCommandBuffer[1]", [slot.cb])
+            si = ffi.new("VkSubmitInfo*", {"sType": C.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1,
+                                           "pCommandBuffers": cbs})
+            self.cur = self.cb = None
+            res = lib.vkQueueSubmit(self.device.queue, 1, si, slot.fence)
+            if res != C.VK_SUCCESS:
+                slot.resources.clear()
+                self.free.append(slot)
+                check(res, "vkQueueSubmit")
+            self.in_flight.append(slot)
+        if wait:
+            self._retire(wait=True)
+
+    def _retire(self, wait, upto=None):
+        dev = self.device.handle
+        n = 0
+        while self.in_flight and (upto is None or n < upto):
+            slot = self.in_flight[0]
+            if wait:
+                res = lib.vkWaitForFences(dev, 1, slot.fence_ptr, 1, self.timeout_ns)
+                if res == C.VK_TIMEOUT:
+                    raise DeviceError(f"device did not finish a batch within {self.timeout_ns / 1e9:.0f} s "
+                                      "(FUELVK_TIMEOUT_S)")
+                check(res, "vkWaitForFences")
+            elif lib.vkGetFenceStatus(dev, slot.fence) != C.VK_SUCCESS:
+                break
+            check(lib.vkResetFences(dev, 1, slot.fence_ptr), "vkResetFences")
+            slot.resources.clear()
+            self.in_flight.popleft()
+            self.free.append(slot)
+            n += 1
+
+    def synchronize(self):
+        self.flush(wait=True)
+
+    def destroy(self):
+        self.flush(wait=True)
+        for slot in self.free:
+            slot.destroy(self.device.handle)
+        self.free.clear()

@@ -1,0 +1,256 @@
+"""Instance, physical-device choice, optional features, logical device and queue."""
+import os
+import threading
+
+from ..errors import DeviceError, UnsupportedError
+from .vk import C, ffi, lib, check, new, cstrs, enumerate_, proc, instance_proc
+
+DEVICE_TYPE_RANK = {C.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: 0, C.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: 1,
+                    C.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: 2, C.VK_PHYSICAL_DEVICE_TYPE_CPU: 3,
+                    C.VK_PHYSICAL_DEVICE_TYPE_OTHER: 4}
+DEVICE_TYPE_NAME = {C.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: "discrete", C.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+                    "integrated", C.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: "virtual",
+                    C.VK_PHYSICAL_DEVICE_TYPE_CPU: "cpu", C.VK_PHYSICAL_DEVICE_TYPE_OTHER: "other"}
+VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
+
+# feature name -> (struct key, field); the registry's `features` use these names.
+FEATURE_FIELDS = {
+    "float64": ("core", "shaderFloat64"), "int64": ("core", "shaderInt64"), "int16": ("core", "shaderInt16"),
+    "storage16": ("v11", "storageBuffer16BitAccess"), "storage8": ("v12", "storageBuffer8BitAccess"),
+    "float16": ("v12", "shaderFloat16"), "int8": ("v12", "shaderInt8"),
+    "int64_atomics": ("v12", "shaderBufferInt64Atomics"),
+    "subgroup_size_control": ("v13", "subgroupSizeControl"), "full_subgroups": ("v13", "computeFullSubgroups"),
+    "float32_atomic_add": ("atomic_float", "shaderBufferFloat32AtomicAdd"),
+    "float64_atomic_add": ("atomic_float", "shaderBufferFloat64AtomicAdd"),
+    "cooperative_matrix": ("coop", "cooperativeMatrix"),
+}
+OPTIONAL_EXTENSIONS = ("VK_KHR_push_descriptor", "VK_EXT_shader_atomic_float", "VK_KHR_cooperative_matrix")
+
+
+class Messenger:
+    """Collects validation-layer messages; tests fail on any that a test caused."""
+
+    def __init__(self):
+        self.messages = []
+        self._lock = threading.Lock()
+
+        @ffi.callback("VkBool32(VkDebugUtilsMessageSeverityFlagBitsEXT, VkDebugUtilsMessageTypeFlagsEXT,"
+                      " const VkDebugUtilsMessengerCallbackDataEXT*, void*)")
+        def callback(severity, types, data, user):
+            msg = ffi.string(data.pMessage).decode(errors="replace") if data.pMessage else "?"
+            with self._lock:
+                self.messages.append(msg)
+            return 0
+        self.callback = callback
+
+    def take(self):
+        with self._lock:
+            msgs, self.messages = self.messages, []
+        return msgs
+
+
+def _layers_available():
+    names, _ = enumerate_(lib.vkEnumerateInstanceLayerProperties, "VkLayerProperties")
+    return {ffi.string(p.layerName).decode() for p in names}
+
+
+def _instance_version():
+    """The highest API version up to 1.3 the loader offers (1.3 feature structs need a 1.3 instance)."""
+    v = ffi.new("uint32_t*")
+    check(lib.vkEnumerateInstanceVersion(v), "vkEnumerateInstanceVersion")
+    return min(v[0], C.VK_MAKE_VERSION(1, 3, 0))
+
+
+class Device:
+    """One Vulkan device and its compute queue; everything else hangs off it."""
+
+    def __init__(self, selector=None, validation=None):
+        self._keep = []
+        if validation is None:
+            validation = os.environ.get("FUELVK_VALIDATION", "") not in ("", "0")
+        self.closed = False
+        self.messenger = None
+        self._create_instance(validation)
+        self._choose_physical(selector if selector is not None else os.environ.get("FUELVK_DEVICE"))
+        self._create_device()
+
+    # -- instance ---------------------------------------------------------------------------------
+    def _create_instance(self, validation):
+        keep = self._keep
+        layers, exts = [], []
+        if validation:
+            if VALIDATION_LAYER not in _layers_available():
+                raise DeviceError("FUELVK_VALIDATION is set but VK_LAYER_KHRONOS_validation is not installed "
+                                  "(Debian: apt-get install vulkan-validationlayers)")
+            layers.append(VALIDATION_LAYER)
+            exts.append("VK_EXT_debug_utils")
+            self.messenger = Messenger()
+        app = new("VkApplicationInfo*", {"sType": C.VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                                         "pApplicationName": cstrs(["fuelvk"], keep)[0],
+                                         "apiVersion": _instance_version()}, keep)
+        info = new("VkInstanceCreateInfo*", {
+            "sType": C.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, "pApplicationInfo": app,
+            "enabledLayerCount": len(layers), "ppEnabledLayerNames": cstrs(layers, keep),
+            "enabledExtensionCount": len(exts), "ppEnabledExtensionNames": cstrs(exts, keep)}, keep)
+        out = ffi.new("VkInstance*")
+        check(lib.vkCreateInstance(info, ffi.NULL, out), "vkCreateInstance")
+        self.instance = out[0]
+        if self.messenger:
+            sev = (C.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | C.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)
+            typ = (C.VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT | C.VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT)
+            mi = new("VkDebugUtilsMessengerCreateInfoEXT*", {
+                "sType": C.VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT, "messageSeverity": sev,
+                "messageType": typ, "pfnUserCallback": self.messenger.callback}, keep)
+            h = ffi.new("VkDebugUtilsMessengerEXT*")
+            create = instance_proc(self.instance, "vkCreateDebugUtilsMessengerEXT")
+            check(create(self.instance, mi, ffi.NULL, h), "vkCreateDebugUtilsMessengerEXT")
+            self._messenger_handle = h[0]
+
+    # -- physical device --------------------------------------------------------------------------
+    def _choose_physical(self, selector):
+        devs, _ = enumerate_(lib.vkEnumeratePhysicalDevices, "VkPhysicalDevice", self.instance)
+        if not devs:
+            raise DeviceError("no Vulkan device found (on Debian: apt-get install mesa-vulkan-drivers for lavapipe)")
+        cands = []
+        for i, d in enumerate(devs):
+            props = ffi.new("VkPhysicalDeviceProperties*")
+            lib.vkGetPhysicalDeviceProperties(d, props)
+            cands.append((i, d, props, ffi.string(props.deviceName).decode()))
+        if selector not in (None, ""):
+            if str(selector).isdigit():
+                pick = [c for c in cands if c[0] == int(selector)]
+            else:
+                pick = [c for c in cands if str(selector).lower() in c[3].lower()]
+            if not pick:
+                names = "; ".join(f"{c[0]}: {c[3]}" for c in cands)
+                raise DeviceError(f"FUELVK_DEVICE={selector!r} matches no device; available: {names}")
+        else:
+            pick = sorted(cands, key=lambda c: (DEVICE_TYPE_RANK.get(c[2].deviceType, 9), c[0]))
+        self.index, self.physical, self._props, self.name = pick[0]
+        if self._props.apiVersion < C.VK_MAKE_VERSION(1, 2, 0):
+            raise DeviceError(f"{self.name} supports Vulkan {self.api_version}; fuelvk needs 1.2")
+        self.limits = self._props.limits
+        self.device_type = DEVICE_TYPE_NAME.get(self._props.deviceType, "other")
+        ext_list, _ = enumerate_(lib.vkEnumerateDeviceExtensionProperties, "VkExtensionProperties",
+                                 self.physical, ffi.NULL)
+        self.available_extensions = {ffi.string(e.extensionName).decode() for e in ext_list}
+        self.extensions = [e for e in OPTIONAL_EXTENSIONS if e in self.available_extensions]
+        subgroup = ffi.new("VkPhysicalDeviceSubgroupProperties*",
+                           {"sType": C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES})
+        driver = ffi.new("VkPhysicalDeviceDriverProperties*",
+                         {"sType": C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, "pNext": subgroup})
+        p2 = ffi.new("VkPhysicalDeviceProperties2*",
+                     {"sType": C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": driver})
+        lib.vkGetPhysicalDeviceProperties2(self.physical, p2)
+        self.subgroup_size = subgroup.subgroupSize
+        self.driver = f"{ffi.string(driver.driverName).decode()} {ffi.string(driver.driverInfo).decode()}".strip()
+        self.uuid = bytes(ffi.buffer(self._props.pipelineCacheUUID, 16)).hex()
+        self._query_features()
+        fams, _ = enumerate_(lib.vkGetPhysicalDeviceQueueFamilyProperties, "VkQueueFamilyProperties",
+                             self.physical)
+        compute = [i for i, f in enumerate(fams) if f.queueFlags & C.VK_QUEUE_COMPUTE_BIT]
+        if not compute:
+            raise DeviceError(f"{self.name} has no compute queue")
+        # Prefer a queue family that also does graphics? No: a compute one is what we need; first is fine.
+        self.queue_family = compute[0]
+        self.timestamp_bits = fams[self.queue_family].timestampValidBits
+        self.timestamp_period_ns = self.limits.timestampPeriod
+
+    def _query_features(self):
+        keep = self._keep
+        chain = []
+        def link(ctype, stype):
+            s = new(ctype, {"sType": stype, "pNext": chain[-1] if chain else ffi.NULL}, keep)
+            chain.append(s)
+            return s
+        self._feat = {"v11": link("VkPhysicalDeviceVulkan11Features*", C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES),
+                      "v12": link("VkPhysicalDeviceVulkan12Features*", C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)}
+        if min(self._props.apiVersion, _instance_version()) >= C.VK_MAKE_VERSION(1, 3, 0):
+            self._feat["v13"] = link("VkPhysicalDeviceVulkan13Features*",
+                                     C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES)
+        if "VK_EXT_shader_atomic_float" in self.extensions:
+            self._feat["atomic_float"] = link("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT*",
+                                              C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT)
+        if "VK_KHR_cooperative_matrix" in self.extensions:
+            self._feat["coop"] = link("VkPhysicalDeviceCooperativeMatrixFeaturesKHR*",
+                                      C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR)
+        f2 = new("VkPhysicalDeviceFeatures2*", {"sType": C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                                "pNext": chain[-1]}, keep)
+        lib.vkGetPhysicalDeviceFeatures2(self.physical, f2)
+        self._feat["core"] = f2.features
+        self._features2 = f2
+        self.features = {name for name, (key, field) in FEATURE_FIELDS.items()
+                         if key in self._feat and getattr(self._feat[key], field)}
+        # Enable only what fuelvk uses; turn off the rest to keep the create-info honest.
+        for key in ("v11", "v12", "v13", "atomic_float", "coop"):
+            if key not in self._feat:
+                continue
+            used = {f for n, (k, f) in FEATURE_FIELDS.items() if k == key}
+            s = self._feat[key]
+            for field in dir(s):
+                if field not in ("sType", "pNext") and field not in used and isinstance(getattr(s, field), int):
+                    setattr(s, field, 0)
+        core = f2.features
+        for field in dir(core):
+            if field not in ("shaderFloat64", "shaderInt64", "shaderInt16"):
+                setattr(core, field, 0)
+        if "v12" in self._feat:
+            self._feat["v12"].hostQueryReset = 0
+        self.coop_matrix_shapes = self._coop_shapes() if "cooperative_matrix" in self.features else []
+
+    def _coop_shapes(self):
+        fn = instance_proc(self.instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR")
+        if fn is None:
+            return []
+        n = ffi.new("uint32_t*")
+        fn(self.physical, n, ffi.NULL)
+        arr = ffi.new("VkCooperativeMatrixPropertiesKHR[]", n[0])
+        for i in range(n[0]):
+            arr[i].sType = C.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
+        fn(self.physical, n, arr)
+        comp = {C.VK_COMPONENT_TYPE_FLOAT16_KHR: "f16", C.VK_COMPONENT_TYPE_FLOAT32_KHR: "f32"}
+        return [dict(M=a.MSize, N=a.NSize, K=a.KSize, A=comp.get(a.AType, str(a.AType)),
+                     B=comp.get(a.BType, str(a.BType)), C=comp.get(a.CType, str(a.CType)),
+                     R=comp.get(a.ResultType, str(a.ResultType)), scope=a.scope) for a in arr]
+
+    # -- logical device ---------------------------------------------------------------------------
+    def _create_device(self):
+        keep = self._keep
+        prio = new("float*", 1.0, keep)
+        qi = new("VkDeviceQueueCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                              "queueFamilyIndex": self.queue_family, "queueCount": 1,
+                                              "pQueuePriorities": prio}, keep)
+        info = new("VkDeviceCreateInfo*", {
+            "sType": C.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, "pNext": self._features2,
+            "queueCreateInfoCount": 1, "pQueueCreateInfos": qi,
+            "enabledExtensionCount": len(self.extensions),
+            "ppEnabledExtensionNames": cstrs(self.extensions, keep)}, keep)
+        out = ffi.new("VkDevice*")
+        check(lib.vkCreateDevice(self.physical, info, ffi.NULL, out), "vkCreateDevice")
+        self.handle = out[0]
+        q = ffi.new("VkQueue*")
+        lib.vkGetDeviceQueue(self.handle, self.queue_family, 0, q)
+        self.queue = q[0]
+        self.push_descriptor = proc(self.handle, "vkCmdPushDescriptorSetKHR") \
+            if "VK_KHR_push_descriptor" in self.extensions else None
+
+    @property
+    def api_version(self):
+        v = self._props.apiVersion
+        return f"{C.VK_VERSION_MAJOR(v)}.{C.VK_VERSION_MINOR(v)}.{C.VK_VERSION_PATCH(v)}"
+
+    def require(self, features, what):
+        missing = [f for f in features if f not in self.features]
+        if missing:
+            raise UnsupportedError(f"{what} needs device features {missing}, which {self.name} does not have")
+
+    def destroy(self):
+        if self.closed:
+            return
+        self.closed = True
+        lib.vkDeviceWaitIdle(self.handle)
+        lib.vkDestroyDevice(self.handle, ffi.NULL)
+        if self.messenger:
+            instance_proc(self.instance, "vkDestroyDebugUtilsMessengerEXT")(
+                self.instance, self._messenger_handle, ffi.NULL)
+        lib.vkDestroyInstance(self.instance, ffi.NULL)

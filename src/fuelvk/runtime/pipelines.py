@@ -1,0 +1,177 @@
+"""Lazily built compute pipelines, cached by (variant id, specialization constants).
+
+Each pipeline uses push descriptors (VK_KHR_push_descriptor): binding a kernel's buffers is one
+call into pre-built write structs, with no descriptor pool to manage or recycle.
+"""
+import json
+import os
+import struct
+from pathlib import Path
+
+from ..errors import BuildError, UnsupportedError
+from .vk import C, ffi, lib, check
+
+WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF  # VK_WHOLE_SIZE (the bindings export it as -1)
+
+
+def spv_dir():
+    env = os.environ.get("FUELVK_SPV_DIR")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve()
+    for cand in (here.parents[1] / "spv", here.parents[3] / "spv"):
+        if (cand / "manifest.json").exists():
+            return cand
+    raise BuildError("spv/manifest.json not found (run `python build_shaders.py` or set FUELVK_SPV_DIR)")
+
+
+class Pipeline:
+    __slots__ = ("handle", "layout", "n_bindings", "infos", "writes", "push_size", "variant", "_keep")
+
+
+class PipelineCache:
+    def __init__(self, device):
+        self.device = device
+        self.dir = spv_dir()
+        self.manifest = json.loads((self.dir / "manifest.json").read_text())["variants"]
+        self.pipelines = {}
+        self._modules = {}
+        self._set_layouts = {}
+        self._vk_cache = self._load_vk_cache()
+
+    # -- on-disk VkPipelineCache, keyed by device UUID + driver --------------------------------------
+    def _cache_path(self):
+        root = os.environ.get("FUELVK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fuelvk")
+        return Path(root) / f"pipelines-{self.device.uuid}-{self.device._props.driverVersion}.bin"
+
+    def _load_vk_cache(self):
+        data = b""
+        if os.environ.get("FUELVK_PIPELINE_CACHE", "1") != "0":
+            try:
+                data = self._cache_path().read_bytes()
+            except OSError:
+                data = b""
+        blob = ffi.from_buffer(data) if data else ffi.NULL
+        info = ffi.new("VkPipelineCacheCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                                                      "initialDataSize": len(data), "pInitialData": blob})
+        out = ffi.new("VkPipelineCache*")
+        check(lib.vkCreatePipelineCache(self.device.handle, info, ffi.NULL, out), "vkCreatePipelineCache")
+        return out[0]
+
+    def save(self):
+        if os.environ.get("FUELVK_PIPELINE_CACHE", "1") == "0" or not self.pipelines:
+            return
+        n = ffi.new("size_t*")
+        dev = self.device.handle
+        if lib.vkGetPipelineCacheData(dev, self._vk_cache, n, ffi.NULL) != C.VK_SUCCESS:
+            return
+        buf = ffi.new("char[]", n[0])
+        if lib.vkGetPipelineCacheData(dev, self._vk_cache, n, buf) == C.VK_SUCCESS:
+            try:
+                path = self._cache_path()
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(ffi.buffer(buf, n[0])[:])
+            except OSError:
+                pass
+
+    # -- objects ----------------------------------------------------------------------------------
+    def meta(self, vid):
+        try:
+            return self.manifest[vid]
+        except KeyError:
+            raise BuildError(f"kernel variant {vid!r} is not in {self.dir}/manifest.json; "
+                             "run `python build_shaders.py`") from None
+
+    def _module(self, vid):
+        mod = self._modules.get(vid)
+        if mod is None:
+            code = (self.dir / self.meta(vid)["spv"]).read_bytes()
+            info = ffi.new("VkShaderModuleCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                                         "codeSize": len(code),
+                                                         "pCode": ffi.cast("uint32_t*", ffi.from_buffer(code))})
+            out = ffi.new("VkShaderModule*")
+            check(lib.vkCreateShaderModule(self.device.handle, info, ffi.NULL, out), f"vkCreateShaderModule({vid})")
+            mod = self._modules[vid] = out[0]
+        return mod
+
+    def _set_layout(self, n):
+        lay = self._set_layouts.get(n)
+        if lay is None:
+            binds = ffi.new("VkDescriptorSetLayoutBinding[]", [
+                {"binding": i, "descriptorType": C.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": 1,
+                 "stageFlags": C.VK_SHADER_STAGE_COMPUTE_BIT} for i in range(n)])
+            info = ffi.new("VkDescriptorSetLayoutCreateInfo*", {
+                "sType": C.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                "flags": C.VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
+                "bindingCount": n, "pBindings": binds})
+            out = ffi.new("VkDescriptorSetLayout*")
+            check(lib.vkCreateDescriptorSetLayout(self.device.handle, info, ffi.NULL, out),
+                  "vkCreateDescriptorSetLayout")
+            lay = self._set_layouts[n] = out[0]
+        return lay
+
+    def get(self, variant, spec=()):
+        """The pipeline of a registry Variant with the given specialization constant values."""
+        key = (variant.id, spec)
+        pipe = self.pipelines.get(key)
+        if pipe is None:
+            pipe = self.pipelines[key] = self._create(variant, spec)
+        return pipe
+
+    def _create(self, variant, spec):
+        if self.device.push_descriptor is None:
+            raise UnsupportedError(f"{self.device.name} lacks VK_KHR_push_descriptor, which fuelvk's dispatch "
+                                   "path uses")
+        self.device.require(variant.features, f"kernel {variant.id} ({variant.name})")
+        meta = self.meta(variant.id)
+        dev = self.device.handle
+        keep = []
+        n = len({b["binding"] for b in meta["bindings"]})
+        set_layout = ffi.new("VkDescriptorSetLayout[1]", [self._set_layout(n)])
+        push_size = meta["push_constant_size"]
+        rng = ffi.new("VkPushConstantRange*", {"stageFlags": C.VK_SHADER_STAGE_COMPUTE_BIT, "offset": 0,
+                                               "size": push_size})
+        li = ffi.new("VkPipelineLayoutCreateInfo*", {
+            "sType": C.VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, "setLayoutCount": 1,
+            "pSetLayouts": set_layout, "pushConstantRangeCount": 1 if push_size else 0,
+            "pPushConstantRanges": rng if push_size else ffi.NULL})
+        lo = ffi.new("VkPipelineLayout*")
+        check(lib.vkCreatePipelineLayout(dev, li, ffi.NULL, lo), "vkCreatePipelineLayout")
+        spec_info = ffi.NULL
+        if spec:
+            entries = ffi.new("VkSpecializationMapEntry[]", [
+                {"constantID": cid, "offset": 4 * i, "size": 4} for i, (cid, _) in enumerate(spec)])
+            data = ffi.new("char[]", struct.pack(f"<{len(spec)}I", *(v & 0xFFFFFFFF for _, v in spec)))
+            spec_info = ffi.new("VkSpecializationInfo*", {"mapEntryCount": len(spec), "pMapEntries": entries,
+                                                          "dataSize": 4 * len(spec), "pData": data})
+            keep += [entries, data, spec_info]
+        entry = ffi.new("char[]", meta["entry_point"].encode())
+        stage = {"sType": C.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                 "stage": C.VK_SHADER_STAGE_COMPUTE_BIT, "module": self._module(variant.id), "pName": entry,
+                 "pSpecializationInfo": spec_info}
+        ci = ffi.new("VkComputePipelineCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                                                      "stage": stage, "layout": lo[0]})
+        out = ffi.new("VkPipeline*")
+        check(lib.vkCreateComputePipelines(dev, self._vk_cache, 1, ci, ffi.NULL, out),
+              f"vkCreateComputePipelines({variant.id})")
+        p = Pipeline()
+        p.handle, p.layout, p.n_bindings, p.push_size, p.variant = out[0], lo[0], n, push_size, variant
+        p.infos = ffi.new("VkDescriptorBufferInfo[]", [{"offset": 0, "range": WHOLE_SIZE} for _ in range(n)])
+        p.writes = ffi.new("VkWriteDescriptorSet[]", [
+            {"sType": C.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstBinding": i, "descriptorCount": 1,
+             "descriptorType": C.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "pBufferInfo": p.infos + i} for i in range(n)])
+        p._keep = keep + [entry, ci, set_layout]
+        return p
+
+    def destroy(self):
+        dev = self.device.handle
+        self.save()
+        for p in self.pipelines.values():
+            lib.vkDestroyPipeline(dev, p.handle, ffi.NULL)
+            lib.vkDestroyPipelineLayout(dev, p.layout, ffi.NULL)
+        for m in self._modules.values():
+            lib.vkDestroyShaderModule(dev, m, ffi.NULL)
+        for lay in self._set_layouts.values():
+            lib.vkDestroyDescriptorSetLayout(dev, lay, ffi.NULL)
+        lib.vkDestroyPipelineCache(dev, self._vk_cache, ffi.NULL)
+        self.pipelines.clear()

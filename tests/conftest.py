@@ -1,0 +1,34 @@
+"""Test set-up: every test runs with the Khronos validation layer, and fails on any message it caused."""
+import os
+import ctypes.util
+
+import pytest
+
+# Validation on unless explicitly disabled (FUELVK_VALIDATION=0) or the layer is absent (then a
+# test below says so loudly: CI installs it, so CI always validates).
+os.environ.setdefault("FUELVK_VALIDATION", "1")
+os.environ.setdefault("FUELVK_PIPELINE_CACHE", "1")
+
+import fuelvk  # noqa: E402
+from fuelvk import runtime  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _validation_clean():
+    """Fail the test if the validation layer reported anything while it ran."""
+    ctx = runtime.current()
+    if ctx is not None and ctx.device.messenger:
+        ctx.device.messenger.take()  # messages of earlier tests belong to them
+    yield
+    ctx = runtime.current()
+    if ctx is None or ctx.device.messenger is None:
+        return
+    fuelvk.synchronize()
+    msgs = ctx.device.messenger.take()
+    if msgs:
+        pytest.fail("Vulkan validation messages:\n" + "\n".join(m[:2000] for m in msgs), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def ctx():
+    return runtime.get()

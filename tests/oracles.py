@@ -1,0 +1,54 @@
+"""Tolerances (one per-dtype table) and comparison helpers shared by all tests."""
+import numpy as np
+import ml_dtypes
+
+import fuelvk as fv
+
+# (rtol, atol) for results of approximate math; exact operations are compared bit for bit.
+TOL = {
+    np.dtype(np.float32): (2e-6, 1e-6),
+    np.dtype(np.float16): (1e-3, 1e-4),
+    np.dtype(ml_dtypes.bfloat16): (8e-3, 1e-3),
+    np.dtype(np.float64): (1e-13, 1e-13),
+}
+# Transcendental functions (exp/log/sin/cos/tanh/...) evaluated with the device's f32 builtins:
+# Vulkan allows a few ulp (and absolute error for sin/cos). f64 transcendentals go through f32.
+TRANS_TOL = {
+    np.dtype(np.float32): (3e-6, 3e-6),
+    np.dtype(np.float16): (1e-3, 1e-4),
+    np.dtype(ml_dtypes.bfloat16): (8e-3, 1e-3),
+    np.dtype(np.float64): (3e-6, 3e-6),
+}
+FLOATS = [np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float64)]
+
+
+def tol(dt, table=TOL, scale=1.0):
+    r, a = table[np.dtype(dt)]
+    return r * scale, a * scale
+
+
+def to_numpy(x):
+    return x.numpy() if isinstance(x, fv.Array) else np.asarray(x)
+
+
+def assert_close(got, want, dt=None, table=TOL, scale=1.0):
+    got, want = to_numpy(got), np.asarray(want)
+    assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
+    dt = np.dtype(dt or got.dtype)
+    r, a = tol(dt, table, scale)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=r, atol=a, equal_nan=True)
+
+
+def assert_bits(got, want):
+    """Bit-exact comparison (NaN payloads and signed zeros included)."""
+    got, want = to_numpy(got), np.asarray(want)
+    assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
+    assert got.dtype == want.dtype, f"dtype {got.dtype} != {want.dtype}"
+    g = np.ascontiguousarray(got).view(f"u{got.dtype.itemsize}")
+    w = np.ascontiguousarray(want).view(f"u{want.dtype.itemsize}")
+    bad = np.flatnonzero(g != w)
+    assert bad.size == 0, f"{bad.size} elements differ, first at {bad[:5]}: got {got.ravel()[bad[:5]]} want {want.ravel()[bad[:5]]}"
+
+
+def rand(shape, dt, rng, lo=-2.0, hi=2.0):
+    return rng.uniform(lo, hi, size=shape).astype(dt)
