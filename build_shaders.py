@@ -224,6 +224,15 @@ def build(force=False, only=None):
     return 1 if errors else 0
 
 
+def _locked(fn, *a, **kw):
+    """Serialize builds (several developers' or helpers' builds share spv/manifest.json)."""
+    import fcntl
+    SPV.mkdir(exist_ok=True)
+    with open(SPV / ".lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        return fn(*a, **kw)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="compile nothing; exit 1 if spv/ is stale")
@@ -234,7 +243,7 @@ def main(argv=None):
         problems = check()
         print("spv/ is up to date" if not problems else f"spv/ is stale: {len(problems)} problem(s)")
         return 1 if problems else 0
-    return build(force=args.force, only=args.only)
+    return _locked(build, force=args.force, only=args.only)
 
 
 if __name__ == "__main__":

@@ -8,10 +8,13 @@
 #include "common/dtype.glsl"
 #include "common/index.glsl"
 
-#define WG 128u
-#define EPT 8u
-layout(local_size_x = 128) in;
+// WG/EPT tuned on lavapipe (kernels/elementwise.py mirrors them for the grid size): the LINEAR
+// path moves 4 * WG * EPT elements per workgroup, the strided path WG * EPT.
+#define WG 256u
+#define EPT 4u
+layout(local_size_x = 256) in;
 
+layout(constant_id = 1) const uint LINEAR = 0;  // 1: every input contiguous or scalar (no index math)
 #ifdef FIXED_OP
 const uint OP = FIXED_OP;
 #else
@@ -20,8 +23,12 @@ layout(constant_id = 0) const uint OP = 0;
 
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
 layout(set = 0, binding = 1) readonly buffer InA { T a[]; };
+// The same buffers seen as 4-element vectors, for the LINEAR path (offsets multiple of 4).
+layout(set = 0, binding = 0) writeonly buffer Out4 { T4 o4[]; };
+layout(set = 0, binding = 1) readonly buffer InA4 { T4 a4[]; };
 #if NIN == 2
 layout(set = 0, binding = 2) readonly buffer InB { T b[]; };
+layout(set = 0, binding = 2) readonly buffer InB4 { T4 b4[]; };
 #endif
 
 layout(push_constant) uniform Params {
@@ -57,7 +64,7 @@ V apply_unary(V x) {
     case 11u: return x < 0.0 ? V(0.0) : x;                       // relu (NaN stays NaN)
     case 12u: return isnan(x) ? x : (x > 0.0 ? V(1.0) : (x < 0.0 ? V(0.0) : scalar_arg(p.s0)));  // heaviside
     case 13u: return abs(x);
-    case 14u: return x > 0.0 ? V(1.0) : (x < 0.0 ? V(-1.0) : x * 0.0);  // sign (NaN -> NaN, -0 -> 0)
+    case 14u: return isnan(x) ? x : (x > 0.0 ? V(1.0) : (x < 0.0 ? V(-1.0) : V(0.0)));  // sign
     case 15u: return 1.0 / x;
     case 16u: { precise V m = x * scalar_arg(p.s0); precise V r = m + scalar_arg(p.s1); return r; }  // affine
     case 17u: return isnan(x) ? x : min(max(x, scalar_arg(p.s0)), scalar_arg(p.s1));            // clamp
@@ -100,7 +107,40 @@ uint input_index(uint i, uint flags, uint off, int st[6]) {
     return strided(i, off, st);
 }
 
+// LINEAR path: every input contiguous (offset % 4 == 0) or constant; 4 elements per access.
+void main_linear() {
+    uint base = linear_group() * (WG * EPT) + gl_LocalInvocationID.x;
+    uint nq = p.n / 4u;
+    for (uint j = 0u; j < EPT; ++j) {
+        uint q = base + j * WG;
+        if (q < nq) {
+#if NIN == 2
+            V4 x = (p.flags & 32u) != 0u ? V4(scalar_arg(p.s0))
+                 : ((p.flags & 1u) != 0u ? LOAD4(a4[p.off_a / 4u + q]) : V4(LOAD(a[p.off_a])));
+            V4 y = (p.flags & 16u) != 0u ? V4(scalar_arg(p.s1))
+                 : ((p.flags & 4u) != 0u ? LOAD4(b4[p.off_b / 4u + q]) : V4(LOAD(b[p.off_b])));
+            V4 r = V4(apply_binary(x.x, y.x), apply_binary(x.y, y.y), apply_binary(x.z, y.z), apply_binary(x.w, y.w));
+#else
+            V4 x = (p.flags & 1u) != 0u ? LOAD4(a4[p.off_a / 4u + q]) : V4(LOAD(a[p.off_a]));
+            V4 r = V4(apply_unary(x.x), apply_unary(x.y), apply_unary(x.z), apply_unary(x.w));
+#endif
+            o4[p.off_o / 4u + q] = STORE4(r);
+        } else if (q == nq) {
+            for (uint i = nq * 4u; i < p.n; ++i) {   // the < 4 tail elements
+#if NIN == 2
+                V x = (p.flags & 32u) != 0u ? scalar_arg(p.s0) : LOAD(a[input_index(i, p.flags, p.off_a, p.sa)]);
+                V y = (p.flags & 16u) != 0u ? scalar_arg(p.s1) : LOAD(b[input_index(i, p.flags >> 2, p.off_b, p.sb)]);
+                o[p.off_o + i] = STORE(apply_binary(x, y));
+#else
+                o[p.off_o + i] = STORE(apply_unary(LOAD(a[input_index(i, p.flags, p.off_a, p.sa)])));
+#endif
+            }
+        }
+    }
+}
+
 void main() {
+    if (LINEAR != 0u) { main_linear(); return; }
     uint base = linear_group() * (WG * EPT) + gl_LocalInvocationID.x;
     for (uint j = 0u; j < EPT; ++j) {
         uint i = base + j * WG;

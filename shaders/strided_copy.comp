@@ -5,9 +5,9 @@
 #include "common/width.glsl"
 #include "common/index.glsl"
 
-#define WG 128u
-#define EPT 8u
-layout(local_size_x = 128) in;
+#define WG 256u
+#define EPT 4u
+layout(local_size_x = 256) in;
 
 layout(set = 0, binding = 0) writeonly buffer Out { W o[]; };
 layout(set = 0, binding = 1) readonly buffer In { W a[]; };

@@ -9,6 +9,10 @@
 #define V float
 #define LOAD(x) (x)
 #define STORE(v) (v)
+#define T4 vec4
+#define V4 vec4
+#define LOAD4(x) (x)
+#define STORE4(v) (v)
 #elif defined(DT_F16)
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -16,6 +20,10 @@
 #define V float
 #define LOAD(x) float(x)
 #define STORE(v) float16_t(v)
+#define T4 f16vec4
+#define V4 vec4
+#define LOAD4(x) vec4(x)
+#define STORE4(v) f16vec4(v)
 #elif defined(DT_BF16)
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -23,11 +31,19 @@
 #define V float
 #define LOAD(x) uintBitsToFloat(uint(x) << 16)
 #define STORE(v) uint16_t(f32_to_bf16_bits(v))
+#define T4 u16vec4
+#define V4 vec4
+#define LOAD4(x) uintBitsToFloat(uvec4(x) << 16)
+#define STORE4(v) u16vec4(f32_to_bf16_bits(v.x), f32_to_bf16_bits(v.y), f32_to_bf16_bits(v.z), f32_to_bf16_bits(v.w))
 #elif defined(DT_F64)
 #define T double
 #define V double
 #define LOAD(x) (x)
 #define STORE(v) (v)
+#define T4 dvec4
+#define V4 dvec4
+#define LOAD4(x) (x)
+#define STORE4(v) (v)
 #else
 #error "one of DT_F32, DT_F16, DT_BF16, DT_F64 must be defined"
 #endif

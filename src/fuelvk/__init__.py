@@ -12,14 +12,16 @@ from .dtypes import (bfloat16, bool_, float8_e4m3fn, float16, float32, float64, 
 from .errors import (BuildError, DeviceError, DTypeError, FuelVKError, FuelVKIndexError, FuelVKMemoryError,
                      ShapeError, UnsupportedError)
 from .info import device_info, synchronize
-from .ops.elementwise import *  # noqa: F401,F403
-from .ops.elementwise import __all__ as _ew_all
-from .ops.movement_core import ascontiguousarray, copy
+from .ops import public_ops as _public_ops
 
 __version__ = "0.1.0"
 
-#: Public ops (each has a spec in fuelvk/specs).
-OPS = list(_ew_all) + ["ascontiguousarray", "copy"]
+#: Public ops (each has a spec in fuelvk/specs): every name in an ops module's __all__.
+OPS = []
+for _name, _fn in _public_ops():
+    globals()[_name] = _fn
+    OPS.append(_name)
+del _name, _fn
 
 __all__ = ["Array", "asarray", "empty", "zeros", "synchronize", "device_info", "dtypes",
            "FuelVKError", "DTypeError", "ShapeError", "FuelVKIndexError", "FuelVKMemoryError",

@@ -139,8 +139,9 @@ class Array:
         return self._view(shape, strides, offset)
 
     def __setitem__(self, key, value):
-        from .ops.movement_core import assign
-        assign(self[key], value)
+        """a[index] = b: an in-place write through the view (write_slice / strided write kernels)."""
+        from .ops.movement import setitem
+        setitem(self, key, value)
 
     # -- host transfer ----------------------------------------------------------------------------
     def numpy(self):
@@ -238,7 +239,7 @@ def asarray(obj, dtype=None):
     else:
         host = np.asarray(obj)
         dt = _dt.dtype(host.dtype)
-    host = np.ascontiguousarray(host)
+    host = host if host.flags.c_contiguous else host.copy()  # (ascontiguousarray makes 0-d 1-d)
     a = empty(host.shape, dt)
     if host.size:
         runtime.get().upload(a.buffer, host)

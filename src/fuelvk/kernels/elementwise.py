@@ -5,7 +5,8 @@ GROUP = "Element-wise unary / binary / affine"
 MAX_RANK = 6
 EW_PARAMS = P("n:u32", "rank:u32", "flags:u32", "off_o:u32", "off_a:u32", "off_b:u32", "s0:u32[2]", "s1:u32[2]",
               f"shape:i32[{MAX_RANK}]", f"sa:i32[{MAX_RANK}]", f"sb:i32[{MAX_RANK}]")
-WG, EPT = 128, 8  # shaders/elementwise.comp: elements per workgroup = WG * EPT
+WG, EPT = 256, 4  # shaders/elementwise.comp: elements per workgroup = WG * EPT (x4 on the LINEAR path)
+LINEAR_SPEC = 1   # specialization constant id of the LINEAR (all inputs contiguous/constant) path
 
 # op ids of shaders/elementwise.comp (specialization constant 0 of the unary/binary families)
 UNARY_OPS = ("negative", "square", "sqrt", "exp", "log", "sin", "cos", "tanh", "sigmoid", "silu", "gelu",

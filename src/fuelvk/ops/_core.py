@@ -13,7 +13,7 @@ from .. import layout as L
 from .. import runtime
 from ..array import Array, asarray, empty
 from ..errors import DTypeError
-from ..kernels.elementwise import EW_PARAMS, EPT, MAX_RANK, WG
+from ..kernels.elementwise import EW_PARAMS, EPT, LINEAR_SPEC, MAX_RANK, WG
 
 ZERO2 = (0, 0)
 
@@ -87,12 +87,15 @@ def launch_strided(variant, out, inputs, spec=(), s0=ZERO2, s1=ZERO2, flags_extr
     """Launch an EW_PARAMS kernel: out (contiguous) from up to two strided/broadcast inputs.
 
     Dims are collapsed wherever every input allows, so most views run at rank 1-3; contiguous and
-    constant (all-stride-0) inputs get the kernel's linear fast paths.
+    constant (all-stride-0) inputs get the kernel's linear fast paths. When every input is
+    contiguous or constant with 4-aligned offsets, the LINEAR specialization (vec4 accesses, no
+    index arithmetic) runs, in the kernels whose SPIR-V declares it.
     """
     n = out.size
     if n == 0:
         return
     ctx = runtime.get()
+    linear_ok = LINEAR_SPEC in ctx.pipelines.meta(variant.id)["spec_ids"]
     shape = out.shape
     if all(x.shape == shape and L.is_contiguous(shape, x.strides) for x in inputs):
         cshape, cstrides = (n,), [(1,)] * len(inputs)
@@ -112,8 +115,13 @@ def launch_strided(variant, out, inputs, spec=(), s0=ZERO2, s1=ZERO2, flags_extr
         offs = list(offs) + [0] * (2 - len(offs))
         sa = list(st[0]) if st else []
         sb = list(st[1]) if len(st) > 1 else []
-        push = EW_PARAMS.pack(m, len(sub), flags, out.offset + o, offs[0], offs[1], s0, s1, list(sub), sa, sb)
-        ctx.launch(variant, ctx.groups(-(-m // (WG * EPT))), bufs, writes, push, spec)
+        off_o = out.offset + o
+        linear = linear_ok and off_o % 4 == 0 and all(
+            (flags >> (2 * k)) & 2 or ((flags >> (2 * k)) & 1 and offs[k] % 4 == 0) for k in range(len(st)))
+        push = EW_PARAMS.pack(m, len(sub), flags, off_o, offs[0], offs[1], s0, s1, list(sub), sa, sb)
+        per_group = WG * EPT * (4 if linear else 1)
+        ctx.launch(variant, ctx.groups(-(-m // per_group)), bufs, writes, push,
+                   spec + ((LINEAR_SPEC, 1),) if linear else spec)
 
 
 def new_like(shape, dtype):

@@ -3,6 +3,8 @@ from .. import dtypes as _dt
 from ..kernels import kernel
 from ._core import device_args, launch_strided, new_like, result
 
+__all__ = ["ascontiguousarray", "copy"]
+
 
 def _copy_into_new(x):
     out = new_like(x.shape, x.dtype)

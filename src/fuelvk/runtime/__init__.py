@@ -4,6 +4,8 @@ This package is the only code that imports `vulkan`. Everything above it talks i
 Buffers and packed Params.
 """
 import atexit
+
+import numpy as np
 import threading
 
 from ..errors import DeviceError
@@ -44,7 +46,7 @@ class Context:
 
     def upload(self, buffer, host, offset=0):
         """Write a contiguous numpy array into buffer at byte offset (mapped copy or staging)."""
-        src = memoryview(host).cast("B")
+        src = host.reshape(-1).view(np.uint8)  # memoryview cannot take ml_dtypes
         if buffer.mapped is not None:
             ffi.memmove(buffer.mapped + offset, ffi.from_buffer(src), len(src))
             return
@@ -62,6 +64,9 @@ class Context:
         self.stream.synchronize()
         return ffi.buffer(staging.mapped, nbytes)[:]
 
+    def timer(self):
+        return Timer(self)
+
     def close(self):
         if self.closed:
             return
@@ -72,6 +77,51 @@ class Context:
             self.pool.close()
         finally:
             self.device.destroy()
+
+
+class Timer:
+    """Device time between start() and stop(), from timestamp queries (wall clock where absent)."""
+
+    def __init__(self, ctx):
+        from .vk import C, lib, check
+        self.ctx, self._lib, self._C = ctx, lib, C
+        self.device_timestamps = ctx.device.timestamp_bits > 0 and ctx.device.limits.timestampComputeAndGraphics
+        info = ffi.new("VkQueryPoolCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                                  "queryType": C.VK_QUERY_TYPE_TIMESTAMP, "queryCount": 2})
+        out = ffi.new("VkQueryPool*")
+        check(lib.vkCreateQueryPool(ctx.device.handle, info, ffi.NULL, out), "vkCreateQueryPool")
+        self.pool = out[0]
+        self._wall = None
+
+    def start(self):
+        import time
+        if self.device_timestamps:
+            self.ctx.stream.timestamp(self.pool, 0)
+        self._wall = time.perf_counter()
+
+    def stop(self):
+        """Wait for the work since start(); return (device_ms, wall_ms)."""
+        import time
+        if self.device_timestamps:
+            self.ctx.stream.timestamp(self.pool, 1)
+        self.ctx.stream.synchronize()
+        wall = (time.perf_counter() - self._wall) * 1e3
+        if not self.device_timestamps:
+            return wall, wall
+        C = self._C
+        data = ffi.new("uint64_t[2]")
+        res = self._lib.vkGetQueryPoolResults(self.ctx.device.handle, self.pool, 0, 2, 16, data, 8,
+                                              C.VK_QUERY_RESULT_64_BIT | C.VK_QUERY_RESULT_WAIT_BIT)
+        if res != C.VK_SUCCESS:
+            return wall, wall
+        mask = (1 << self.ctx.device.timestamp_bits) - 1 if self.ctx.device.timestamp_bits < 64 else ~0
+        ticks = (data[1] - data[0]) & mask
+        return ticks * self.ctx.device.timestamp_period_ns / 1e6, wall
+
+    def __del__(self):
+        ctx = getattr(self, "ctx", None)
+        if ctx is not None and not ctx.closed:
+            self._lib.vkDestroyQueryPool(ctx.device.handle, self.pool, ffi.NULL)
 
 
 def get():

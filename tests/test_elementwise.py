@@ -1,0 +1,207 @@
+"""unary / binary / affine in f32, f16, bf16, f64 against numpy (ml_dtypes for bf16)."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import fuelvk as fv
+from fuelvk.kernels.elementwise import UNARY_OPS, BINARY_OPS
+from oracles import FLOATS, TRANS_TOL, TOL, assert_bits, assert_close
+
+RNG = np.random.default_rng(1234)
+
+
+def _ref_unary(name, x64):
+    """float64 reference for each unary op (torch semantics where numpy has no function)."""
+    t = torch.from_numpy(x64)
+    return {
+        "negative": lambda: -x64, "square": lambda: x64 * x64, "sqrt": lambda: np.sqrt(x64),
+        "exp": lambda: np.exp(x64), "log": lambda: np.log(x64), "sin": lambda: np.sin(x64),
+        "cos": lambda: np.cos(x64), "tanh": lambda: np.tanh(x64),
+        "sigmoid": lambda: torch.sigmoid(t).numpy(), "silu": lambda: torch.nn.functional.silu(t).numpy(),
+        "gelu": lambda: torch.nn.functional.gelu(t, approximate="tanh").numpy(),
+        "relu": lambda: torch.relu(t).numpy(), "heaviside": lambda: np.heaviside(x64, 0.0),
+        "abs": lambda: np.abs(x64), "sign": lambda: np.sign(x64), "reciprocal": lambda: 1.0 / x64,
+    }[name]()
+
+
+EXACT_UNARY = {"negative", "relu", "heaviside", "abs", "sign"}
+POSITIVE = {"sqrt", "log"}
+
+
+def _inputs(name, shape, dt):
+    lo, hi = (0.05, 4.0) if name in POSITIVE else (-4.0, 4.0)
+    return RNG.uniform(lo, hi, size=shape).astype(dt)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=str)
+@pytest.mark.parametrize("name", UNARY_OPS)
+def test_unary(name, dt):
+    x = _inputs(name, (3, 257), dt)
+    got = getattr(fv, name)(x)
+    assert isinstance(got, np.ndarray) and got.dtype == dt and got.shape == x.shape
+    want = _ref_unary(name, x.astype(np.float64)).astype(dt)
+    if name in EXACT_UNARY or (name == "square" and dt != np.float64):
+        assert_bits(got, want)
+    else:
+        # the reference rounded to dt, so allow one rounding of dt on top of the math tolerance
+        assert_close(got, want, dt, table=TRANS_TOL, scale=2.0)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=str)
+def test_unary_special_values(dt):
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 80.0, -80.0], dtype=dt)
+    assert_bits(fv.negative(x), -x)
+    assert_bits(fv.abs(x), np.abs(x))
+    np.testing.assert_array_equal(fv.sign(x), np.sign(x))
+    np.testing.assert_array_equal(fv.relu(x), torch.relu(torch.from_numpy(x.astype(np.float64))).numpy().astype(dt))
+    np.testing.assert_array_equal(fv.heaviside(x, 0.5), np.heaviside(x, np.asarray(0.5, dt)))
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(np.isnan(fv.tanh(x)), np.isnan(x))      # no NaN from large |x|
+        np.testing.assert_array_equal(fv.tanh(x)[np.isfinite(x)] ** 2 <= 1, True)
+        assert_close(fv.sigmoid(x), torch.sigmoid(torch.from_numpy(x.astype(np.float64))).numpy().astype(dt), dt,
+                     table=TRANS_TOL, scale=2.0)
+        np.testing.assert_array_equal(fv.reciprocal(x)[:4], (1 / x.astype(np.float64))[:4].astype(dt))
+
+
+def _ref_binary(name, a, b):
+    return {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
+            "maximum": np.maximum, "minimum": np.minimum}[name](a, b)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=str)
+@pytest.mark.parametrize("name", BINARY_OPS)
+def test_binary_broadcast(name, dt):
+    a = RNG.uniform(-3, 3, size=(4, 1, 33)).astype(dt)
+    b = RNG.uniform(0.5, 3, size=(5, 1)).astype(dt)
+    got = getattr(fv, name)(a, b)
+    # numpy computes half types in f32 and rounds: the same single rounding as the kernel
+    want = _ref_binary(name, a.astype(np.float64), b.astype(np.float64)).astype(dt)
+    assert got.shape == (4, 5, 33)
+    if name == "divide":
+        assert_close(got, want, dt)
+    else:
+        assert_bits(got, want)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=str)
+def test_maximum_minimum_nan(dt):
+    a = np.array([np.nan, 1.0, np.nan, -np.inf], dt)
+    b = np.array([1.0, np.nan, np.nan, 2.0], dt)
+    np.testing.assert_array_equal(fv.maximum(a, b), np.maximum(a, b))
+    np.testing.assert_array_equal(fv.minimum(a, b), np.minimum(a, b))
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=str)
+def test_scalar_operands(dt):
+    x = RNG.uniform(-3, 3, size=(7, 9)).astype(dt)
+    xa = fv.asarray(x)
+    s = np.asarray(0.3, dt).astype(np.float64)  # numpy's weak scalar: 0.3 rounded to dt first
+    assert_bits(xa + 0.3, (x.astype(np.float64) + s).astype(dt))
+    assert_bits(0.3 - xa, (s - x.astype(np.float64)).astype(dt))
+    assert_bits(xa * 2, (x * np.asarray(2, dt)).astype(dt))
+    assert_close(1.5 / xa, (1.5 / x.astype(np.float64)).astype(dt), dt)
+    assert_bits(fv.maximum(xa, 0.0), np.maximum(x, np.asarray(0, dt)))
+    assert isinstance(xa + 1, fv.Array)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=str)
+def test_affine(dt):
+    x = RNG.uniform(-3, 3, size=(1000,)).astype(dt)
+    got = fv.affine(x, 1.5, -0.25)
+    x64 = x.astype(np.float64)
+    if dt == np.float64:
+        assert_bits(got, x64 * 1.5 - 0.25)
+    else:
+        # two f32 roundings then one to dt; compare within one ulp of dt
+        assert_close(got, (x64 * 1.5 - 0.25).astype(dt), dt)
+
+
+VIEWS = {
+    "contiguous": lambda a: a,
+    "transposed": lambda a: a.T,
+    "negative_step": lambda a: a[::-1, ::-2],
+    "sliced_offset": lambda a: a[3:, 5:-1],
+    "broadcast": lambda a: a[:1].broadcast_to(a.shape) if isinstance(a, fv.Array) else np.broadcast_to(a[:1], a.shape),
+}
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=str)
+@pytest.mark.parametrize("view", VIEWS)
+def test_views(dt, view):
+    host = RNG.uniform(0.5, 2, size=(16, 23)).astype(dt)
+    dev = fv.asarray(host)
+    v_dev, v_host = VIEWS[view](dev), VIEWS[view](host)
+    assert_bits(fv.negative(v_dev), -v_host)
+    assert_close(fv.exp(v_dev), np.exp(v_host.astype(np.float64)).astype(dt), dt, table=TRANS_TOL, scale=2)
+    assert_bits(fv.add(v_dev, v_dev), (v_host.astype(np.float64) * 2).astype(dt))
+    other = RNG.uniform(0.5, 2, size=v_host.shape).astype(dt)
+    assert_bits(fv.multiply(v_dev, other), (v_host.astype(np.float64) * other).astype(dt))
+    assert_bits(fv.subtract(other, v_dev), (other.astype(np.float64) - v_host).astype(dt))
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 255, 256, 257, 1023, 1025, 4097])
+def test_sizes(n):
+    x = RNG.uniform(-1, 1, size=n).astype(np.float32)
+    y = RNG.uniform(-1, 1, size=n).astype(np.float32)
+    assert_bits(fv.add(x, y), x + y)
+    assert_bits(fv.negative(x), -x)
+    # unaligned offsets take the general (non-vec4) path: same answers
+    xa = fv.asarray(np.concatenate([[0], x]).astype(np.float32))[1:]
+    assert_bits(fv.add(xa, y), x + y)
+
+
+def test_large_size():
+    n = 1_000_003
+    x = RNG.standard_normal(n).astype(np.float32)
+    y = RNG.standard_normal(n).astype(np.float32)
+    assert_bits(fv.add(x, y), x + y)
+    assert_bits(fv.maximum(x[::-1], y), np.maximum(x[::-1], y))
+
+
+@pytest.mark.parametrize("rank", range(0, 8))
+def test_ranks(rank):
+    shape = (2, 3, 1, 4, 2, 3, 2)[:rank]
+    x = RNG.standard_normal(shape).astype(np.float32)
+    y = RNG.standard_normal(shape[-2:] if rank >= 2 else shape).astype(np.float32)
+    assert_bits(fv.add(x, y), x + y)
+    # a permuted view whose dims cannot collapse exercises rank > 6 splitting at rank 7
+    perm = tuple(reversed(range(rank)))
+    xd = fv.asarray(x).transpose(perm)
+    assert_bits(fv.negative(xd), -np.transpose(x, perm))
+
+
+def test_grid_split_over_y(monkeypatch):
+    """More workgroups than maxComputeWorkGroupCount[0]: the grid is split over y."""
+    from fuelvk import runtime
+    ctx = runtime.get()
+    monkeypatch.setattr(ctx, "max_groups", (3, 65535, 65535))
+    x = RNG.standard_normal(50_001).astype(np.float32)
+    assert_bits(fv.negative(x), -x)
+    assert_bits(fv.negative(x[::-1]), -x[::-1])
+
+
+def test_array_in_array_out_and_operators():
+    a = fv.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    b = (a + a) * 2.0 - 1.0
+    assert isinstance(b, fv.Array)
+    np.testing.assert_array_equal(b.numpy(), (np.arange(6).reshape(2, 3) * 4 - 1).astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(-a), -np.arange(6, dtype=np.float32).reshape(2, 3))
+    np.testing.assert_array_equal(abs(-a).numpy(), a.numpy())
+
+
+def test_errors():
+    x = np.ones(4, np.float32)
+    with pytest.raises(fv.ShapeError, match="add: shapes"):
+        fv.add(np.ones((2, 3), np.float32), np.ones((4,), np.float32))
+    with pytest.raises(fv.DTypeError, match="negative: dtype int32"):
+        fv.negative(np.ones(3, np.int32))
+    with pytest.raises(TypeError):  # DTypeError is a TypeError
+        fv.exp(np.ones(3, np.int64))
+    with pytest.raises(fv.DTypeError, match="unsupported dtype"):
+        fv.exp(np.ones(3, np.complex64))
+    with pytest.raises(fv.DTypeError, match="power: the exponent must be an integer"):
+        fv.power(x, 0.5)
+    with pytest.raises(fv.DTypeError, match="clip: dtype float16"):
+        fv.clip(np.ones(3, np.float16), 0, 1)
