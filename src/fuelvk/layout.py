@@ -29,6 +29,8 @@ def is_contiguous(shape, strides):
 
 def broadcast_shapes(op, *shapes):
     """numpy broadcasting; ShapeError naming the op and the shapes when they do not broadcast."""
+    if len(shapes) == 2 and shapes[0] == shapes[1]:
+        return tuple(shapes[0])
     rank = max((len(s) for s in shapes), default=0)
     out = []
     for i in range(rank):

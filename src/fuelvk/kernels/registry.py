@@ -26,6 +26,11 @@ class Params:
     """
     fields: tuple
 
+    def __post_init__(self):
+        fmt = "<" + "".join(f"{c}{_CODES[t]}" for _, t, c in self.fields)
+        object.__setattr__(self, "_struct", struct.Struct(fmt))
+        object.__setattr__(self, "_counts", tuple(c for _, _, c in self.fields))
+
     @property
     def layout(self):
         out, off = [], 0
@@ -40,20 +45,26 @@ class Params:
 
     @property
     def format(self):
-        return "<" + "".join(f"{c}{_CODES[t]}" for _, t, c in self.fields)
+        return self._struct.format
 
     def pack(self, *values):
         """Pack values in field order; array fields take a sequence, zero-padded to their count."""
+        if len(values) != len(self._counts):
+            raise ValueError(f"Params takes {len(self._counts)} values ({[f[0] for f in self.fields]}), "
+                             f"got {len(values)}")
         flat = []
-        for (name, _typ, count), v in zip(self.fields, values, strict=True):
+        for count, v in zip(self._counts, values):
             if count == 1:
                 flat.append(v)
             else:
-                v = list(v)
-                if len(v) > count:
-                    raise ValueError(f"Params field {name} holds {count} values, got {len(v)}")
-                flat.extend(v + [0] * (count - len(v)))
-        return struct.pack(self.format, *flat)
+                n = len(v)
+                if n > count:
+                    name = self.fields[self._counts.index(count)][0]
+                    raise ValueError(f"Params field {name} holds {count} values, got {n}")
+                flat.extend(v)
+                if n < count:
+                    flat.extend([0] * (count - n))
+        return self._struct.pack(*flat)
 
 
 def P(*spec):
@@ -80,13 +91,16 @@ class Variant:
     params: Params
     entry: str = "main"
 
+    def __post_init__(self):
+        object.__setattr__(self, "_id", f"{self.family}.{self.tag}")
+
     @property
     def names(self):
         return self.name if isinstance(self.name, tuple) else (self.name,)
 
     @property
     def id(self):
-        return f"{self.family}.{self.tag}"
+        return self._id
 
     @property
     def spv(self):

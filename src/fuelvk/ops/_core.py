@@ -91,38 +91,46 @@ def launch_strided(variant, out, inputs, spec=(), s0=ZERO2, s1=ZERO2, flags_extr
     contiguous or constant with 4-aligned offsets, the LINEAR specialization (vec4 accesses, no
     index arithmetic) runs, in the kernels whose SPIR-V declares it.
     """
-    n = out.size
+    shape = out.shape
+    n = math.prod(shape)
     if n == 0:
         return
     ctx = runtime.get()
-    linear_ok = LINEAR_SPEC in ctx.pipelines.meta(variant.id)["spec_ids"]
-    shape = out.shape
+    bufs = (out.buffer,) + tuple(x.buffer for x in inputs)
+    writes = _WRITES[len(inputs)]
     if all(x.shape == shape and L.is_contiguous(shape, x.strides) for x in inputs):
-        cshape, cstrides = (n,), [(1,)] * len(inputs)
+        chunks = [((n,), [(1,)] * len(inputs), [x.offset for x in inputs], 0)]   # the common case
     else:
         cshape, cstrides = L.collapse(shape, *[L.broadcast_strides(x.shape, x.strides, shape) for x in inputs])
-    bufs = (out.buffer,) + tuple(x.buffer for x in inputs)
-    writes = (True,) + (False,) * len(inputs)
-    for sub, st, offs, o in _chunks(cshape, cstrides, [x.offset for x in inputs]):
+        chunks = _chunks(cshape, cstrides, [x.offset for x in inputs])
+    linear_ok = LINEAR_SPEC in ctx.pipelines.meta(variant.id)["spec_ids"]
+    for sub, st, offs, o in chunks:
         m = math.prod(sub)
-        contig = L.contiguous_strides(sub)
+        contig = L.contiguous_strides(sub) if len(sub) > 1 else (1,)
         flags = flags_extra
+        linear = linear_ok
         for k, s in enumerate(st):
             if tuple(s) == contig:
                 flags |= 1 << (2 * k)
+                linear = linear and offs[k] % 4 == 0
             elif not any(s):
                 flags |= 2 << (2 * k)
-        offs = list(offs) + [0] * (2 - len(offs))
-        sa = list(st[0]) if st else []
-        sb = list(st[1]) if len(st) > 1 else []
+            else:
+                linear = False
         off_o = out.offset + o
-        linear = linear_ok and off_o % 4 == 0 and all(
-            (flags >> (2 * k)) & 2 or ((flags >> (2 * k)) & 1 and offs[k] % 4 == 0) for k in range(len(st)))
-        push = EW_PARAMS.pack(m, len(sub), flags, off_o, offs[0], offs[1], s0, s1, list(sub), sa, sb)
+        linear = linear and off_o % 4 == 0
+        push = EW_PARAMS.pack(m, len(sub), flags, off_o, offs[0] if offs else 0, offs[1] if len(offs) > 1 else 0,
+                              s0, s1, sub, st[0] if st else (), st[1] if len(st) > 1 else ())
         per_group = WG * EPT * (4 if linear else 1)
         ctx.launch(variant, ctx.groups(-(-m // per_group)), bufs, writes, push,
-                   spec + ((LINEAR_SPEC, 1),) if linear else spec)
+                   spec + _LINEAR if linear else spec)
+
+
+_WRITES = {1: (True, False), 2: (True, False, False)}
+_LINEAR = ((LINEAR_SPEC, 1),)
 
 
 def new_like(shape, dtype):
-    return empty(shape, dtype)
+    """A contiguous output (shape a tuple of ints, dtype a supported numpy dtype: no re-validation)."""
+    buf = runtime.get().pool.alloc(max(math.prod(shape), 1) * dtype.itemsize)
+    return Array(buf, shape, L.contiguous_strides(shape), 0, dtype)

@@ -14,6 +14,7 @@ from .vk import C, ffi, lib, check
 FLUSH_EVERY = 512
 MAX_IN_FLIGHT = 3
 COMPUTE = C.VK_PIPELINE_BIND_POINT_COMPUTE
+STAGE_COMPUTE = C.VK_SHADER_STAGE_COMPUTE_BIT
 STAGES = C.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | C.VK_PIPELINE_STAGE_TRANSFER_BIT
 ACCESS = (C.VK_ACCESS_SHADER_READ_BIT | C.VK_ACCESS_SHADER_WRITE_BIT | C.VK_ACCESS_TRANSFER_READ_BIT
           | C.VK_ACCESS_TRANSFER_WRITE_BIT)
@@ -87,7 +88,7 @@ class Stream:
         """Record a barrier if this command conflicts with unsynchronized earlier ones."""
         written, read = self.written, self.read
         for b, w in zip(buffers, writes):
-            h = b.handle
+            h = b.key
             if h in written or (w and h in read):
                 lib.vkCmdPipelineBarrier(self.cb, STAGES, STAGES, 0, 1, self._barrier, 0, ffi.NULL, 0, ffi.NULL)
                 self.barriers += 1
@@ -95,7 +96,7 @@ class Stream:
                 read.clear()
                 break
         for b, w in zip(buffers, writes):
-            (written if w else read).add(b.handle)
+            (written if w else read).add(b.key)
 
     def dispatch(self, pipe, groups, buffers, writes, push):
         """Record one dispatch of `pipe` binding `buffers` (writes[i] true for outputs)."""
@@ -106,13 +107,13 @@ class Stream:
         if self.bound is not pipe:
             lib.vkCmdBindPipeline(cb, COMPUTE, pipe.handle)
             self.bound = pipe
-        infos = pipe.infos
-        for i, b in enumerate(buffers):
-            infos[i].buffer = b.handle
+        for info, b in zip(pipe.infos_list, buffers):
+            info.buffer = b.handle
+            info.offset = b.offset
+            info.range = b.size
         self.push_descriptor(cb, COMPUTE, pipe.layout, 0, pipe.n_bindings, pipe.writes)
         if push:
-            lib.vkCmdPushConstants(cb, pipe.layout, C.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(push),
-                                   ffi.from_buffer(push))
+            lib.vkCmdPushConstants(cb, pipe.layout, STAGE_COMPUTE, 0, len(push), push)
         lib.vkCmdDispatch(cb, groups[0], groups[1], groups[2])
         self.cur.resources.append(buffers)
         self.count += 1
@@ -128,7 +129,7 @@ class Stream:
             self._begin()
         self._hazard((src, dst), (False, True))
         c = self._copy
-        c.srcOffset, c.dstOffset, c.size = src_offset, dst_offset, nbytes
+        c.srcOffset, c.dstOffset, c.size = src.offset + src_offset, dst.offset + dst_offset, nbytes
         lib.vkCmdCopyBuffer(self.cb, src.handle, dst.handle, 1, c)
         self.cur.resources.append((src, dst))
         self.count += 1
@@ -140,7 +141,7 @@ class Stream:
         if self.cur is None:
             self._begin()
         self._hazard((dst,), (True,))
-        lib.vkCmdFillBuffer(self.cb, dst.handle, dst_offset, nbytes, value & 0xFFFFFFFF)
+        lib.vkCmdFillBuffer(self.cb, dst.handle, dst.offset + dst_offset, nbytes, value & 0xFFFFFFFF)
         self.cur.resources.append((dst,))
         self.count += 1
 

@@ -1,10 +1,10 @@
-"""Device buffers and a pooled allocator (size classes, reuse after the GPU is done with them).
+"""Device memory: a caching allocator that sub-allocates size-classed slots from large chunks.
 
-A Buffer returns its Vulkan objects to the pool when the last Python reference goes away. Batches
-in flight hold references to every buffer they touch, so reuse can never race the device.
+Allocating is Python bookkeeping (no Vulkan call) once a chunk of the size class exists, which is
+what makes a tiny op cheap. A Buffer is a (chunk VkBuffer, byte offset, size) slot; it returns to
+its free list when the last Python reference goes away. Batches in flight hold references to every
+buffer they touch, so a slot is never reused while the device may still access it.
 """
-import weakref
-
 from ..errors import FuelVKMemoryError
 from .vk import C, ffi, lib, check
 
@@ -12,7 +12,8 @@ USAGE = (C.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | C.VK_BUFFER_USAGE_TRANSFER_SRC_B
          | C.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
 HOST = C.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | C.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
 LOCAL = C.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
-MIN_BYTES = 256
+MIN_BYTES = 256          # also the slot alignment: >= every device's minStorageBufferOffsetAlignment
+CHUNK_BYTES = 8 << 20    # slots up to this size share chunks; larger sizes get a chunk each
 
 
 def size_class(nbytes):
@@ -25,24 +26,41 @@ def size_class(nbytes):
     return (n + step - 1) // step * step
 
 
-class Buffer:
-    __slots__ = ("handle", "memory", "size", "mapped", "pool", "__weakref__")
+class Chunk:
+    """One VkBuffer + VkDeviceMemory carved into equal slots."""
+    __slots__ = ("handle", "memory", "mapped", "size", "slot", "n_free")
 
-    def __init__(self, pool, handle, memory, size, mapped):
-        self.pool, self.handle, self.memory, self.size, self.mapped = pool, handle, memory, size, mapped
+    def __init__(self, handle, memory, mapped, size, slot):
+        self.handle, self.memory, self.mapped, self.size, self.slot = handle, memory, mapped, size, slot
+        self.n_free = 0
+
+
+class Buffer:
+    __slots__ = ("pool", "chunk", "handle", "offset", "size", "key", "host", "__weakref__")
+
+    def __init__(self, pool, chunk, offset, size, host):
+        self.pool, self.chunk, self.handle, self.offset, self.size = pool, chunk, chunk.handle, offset, size
+        self.key = (chunk.handle, offset)   # hazard tracking identity
+        self.host = host
+
+    @property
+    def mapped(self):
+        """char* to this slot in mapped memory, or None for device-local memory."""
+        m = self.chunk.mapped
+        return None if m is None else m + self.offset
 
     def __del__(self):
         pool = self.pool
         if pool is not None and not pool.closed:
-            pool.free.setdefault((self.size, self.mapped is not None), []).append(
-                (self.handle, self.memory, self.mapped))
+            pool.release(self)
 
 
 class MemoryPool:
     def __init__(self, device):
         self.device = device
         self.closed = False
-        self.free = {}
+        self.free = {}            # (size class, host) -> [(chunk, offset)]
+        self.chunks = []
         self.max_binding = device.limits.maxStorageBufferRange
         props = ffi.new("VkPhysicalDeviceMemoryProperties*")
         lib.vkGetPhysicalDeviceMemoryProperties(device.physical, props)
@@ -50,44 +68,54 @@ class MemoryPool:
                        for i in range(props.memoryTypeCount)]
         self.heaps = [props.memoryHeaps[i].size for i in range(props.memoryHeapCount)]
         # Arrays live in mapped memory when the device reads host-visible memory at full speed
-        # (CPU and integrated devices, and UMA); discrete GPUs get device-local memory + staging.
+        # (CPU and integrated devices); discrete GPUs get device-local memory + staging copies.
         self.direct = device.device_type != "discrete"
         self.allocated = 0
-        self.live = weakref.WeakSet()
 
     def _memory_type(self, bits, want_host):
-        prefs = ([HOST | LOCAL, HOST] if want_host else [LOCAL])
+        prefs = [HOST | LOCAL, HOST] if want_host else [LOCAL]
         for flags in prefs:
             for i, (f, _) in enumerate(self._types):
                 if bits & (1 << i) and (f & flags) == flags:
                     return i
-        raise FuelVKMemoryError(f"no memory type with flags {prefs} for buffer on {self.device.name}")
+        raise FuelVKMemoryError(f"no memory type with flags {prefs} for a buffer on {self.device.name}")
 
     def alloc(self, nbytes, host=None):
-        """A buffer of at least nbytes; host=True forces mapped memory (staging)."""
+        """A buffer slot of at least nbytes; host=True forces mapped memory (staging)."""
         host = self.direct if host is None else host
-        size = size_class(nbytes)
-        if host and not self.direct:
-            size = max(size, MIN_BYTES)
         if nbytes > self.max_binding:
             raise FuelVKMemoryError(
                 f"an array of {nbytes} bytes exceeds one binding's limit on {self.device.name} "
                 f"(maxStorageBufferRange = {self.max_binding} bytes); split the tensor")
-        size = min(size, max(self.max_binding, nbytes))
+        size = min(size_class(nbytes), max(self.max_binding & ~255, nbytes))
         free = self.free.get((size, host))
-        if free:
-            return self._track(Buffer(self, *_unpack(free.pop(), size)))
+        if not free:
+            self._grow(size, host)
+            free = self.free[(size, host)]
+        chunk, offset = free.pop()
+        chunk.n_free -= 1
+        return Buffer(self, chunk, offset, size, host)
+
+    def release(self, buf):
+        buf.chunk.n_free += 1
+        self.free.setdefault((buf.size, buf.host), []).append((buf.chunk, buf.offset))
+
+    def _grow(self, size, host):
+        n_slots = max(1, CHUNK_BYTES // size) if size <= CHUNK_BYTES else 1
         try:
-            return self._create(size, host)
+            chunk = self._create(size * n_slots, host, size)
         except FuelVKMemoryError:
             self.trim()
             try:
-                return self._create(size, host)
+                chunk = self._create(size, host, size)   # retry with a single slot
             except FuelVKMemoryError as e:
-                raise FuelVKMemoryError(f"out of device memory allocating {nbytes} bytes "
-                                        f"({self.allocated} bytes in use by fuelvk): {e}") from None
+                raise FuelVKMemoryError(f"out of device memory allocating {size} bytes "
+                                        f"({self.allocated} bytes held by fuelvk): {e}") from None
+        n_slots = chunk.size // size
+        chunk.n_free = n_slots
+        self.free.setdefault((size, host), []).extend((chunk, i * size) for i in reversed(range(n_slots)))
 
-    def _create(self, size, host):
+    def _create(self, size, host, slot):
         dev = self.device.handle
         info = ffi.new("VkBufferCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": size,
                                                "usage": USAGE, "sharingMode": C.VK_SHARING_MODE_EXCLUSIVE})
@@ -110,33 +138,32 @@ class MemoryPool:
             check(lib.vkMapMemory(dev, m[0], 0, size, 0, p), "vkMapMemory")
             mapped = ffi.cast("char*", p[0])
         self.allocated += size
-        return self._track(Buffer(self, h[0], m[0], size, mapped))
+        chunk = Chunk(h[0], m[0], mapped, size, slot)
+        self.chunks.append(chunk)
+        return chunk
 
-    def _track(self, buf):
-        self.live.add(buf)
-        return buf
+    def _destroy(self, chunk):
+        dev = self.device.handle
+        lib.vkDestroyBuffer(dev, chunk.handle, ffi.NULL)
+        lib.vkFreeMemory(dev, chunk.memory, ffi.NULL)
+        self.allocated -= chunk.size
 
     def trim(self):
-        """Release every cached (free) buffer back to the driver."""
-        dev = self.device.handle
-        for (size, _), items in self.free.items():
-            for handle, memory, _mapped in items:
-                lib.vkDestroyBuffer(dev, handle, ffi.NULL)
-                lib.vkFreeMemory(dev, memory, ffi.NULL)
-                self.allocated -= size
-        self.free.clear()
+        """Give every chunk with no live slot back to the driver."""
+        idle = {id(c) for c in self.chunks if c.n_free * c.slot == c.size}
+        if not idle:
+            return
+        for key, items in list(self.free.items()):
+            self.free[key] = [(c, o) for c, o in items if id(c) not in idle]
+        for c in self.chunks:
+            if id(c) in idle:
+                self._destroy(c)
+        self.chunks = [c for c in self.chunks if id(c) not in idle]
 
     def close(self):
-        """Free everything, live buffers included; arrays that still hold one become unusable."""
-        self.trim()
-        dev = self.device.handle
-        for buf in list(self.live):
-            lib.vkDestroyBuffer(dev, buf.handle, ffi.NULL)
-            lib.vkFreeMemory(dev, buf.memory, ffi.NULL)
-            buf.pool = None
+        """Free everything; arrays that still hold a slot become unusable (typed error on use)."""
+        for c in self.chunks:
+            self._destroy(c)
+        self.chunks.clear()
+        self.free.clear()
         self.closed = True
-
-
-def _unpack(item, size):
-    handle, memory, mapped = item
-    return handle, memory, size, mapped

@@ -26,7 +26,7 @@ def spv_dir():
 
 
 class Pipeline:
-    __slots__ = ("handle", "layout", "n_bindings", "infos", "writes", "push_size", "variant", "_keep")
+    __slots__ = ("handle", "layout", "n_bindings", "infos", "infos_list", "writes", "push_size", "variant", "_keep")
 
 
 class PipelineCache:
@@ -112,7 +112,7 @@ class PipelineCache:
 
     def get(self, variant, spec=()):
         """The pipeline of a registry Variant with the given specialization constant values."""
-        key = (variant.id, spec)
+        key = (variant._id, spec)
         pipe = self.pipelines.get(key)
         if pipe is None:
             pipe = self.pipelines[key] = self._create(variant, spec)
@@ -157,6 +157,7 @@ class PipelineCache:
         p = Pipeline()
         p.handle, p.layout, p.n_bindings, p.push_size, p.variant = out[0], lo[0], n, push_size, variant
         p.infos = ffi.new("VkDescriptorBufferInfo[]", [{"offset": 0, "range": WHOLE_SIZE} for _ in range(n)])
+        p.infos_list = [p.infos[i] for i in range(n)]
         p.writes = ffi.new("VkWriteDescriptorSet[]", [
             {"sType": C.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstBinding": i, "descriptorCount": 1,
              "descriptorType": C.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "pBufferInfo": p.infos + i} for i in range(n)])
