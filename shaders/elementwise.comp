@@ -125,16 +125,17 @@ void main_linear() {
             V4 r = V4(apply_unary(x.x), apply_unary(x.y), apply_unary(x.z), apply_unary(x.w));
 #endif
             o4[p.off_o / 4u + q] = STORE4(r);
-        } else if (q == nq) {
-            for (uint i = nq * 4u; i < p.n; ++i) {   // the < 4 tail elements
+        }
+    }
+    if (linear_group() == 0u && gl_LocalInvocationID.x == 0u) {
+        for (uint i = nq * 4u; i < p.n; ++i) {   // the < 4 tail elements (kept out of the hot loop)
 #if NIN == 2
-                V x = (p.flags & 32u) != 0u ? scalar_arg(p.s0) : LOAD(a[input_index(i, p.flags, p.off_a, p.sa)]);
-                V y = (p.flags & 16u) != 0u ? scalar_arg(p.s1) : LOAD(b[input_index(i, p.flags >> 2, p.off_b, p.sb)]);
-                o[p.off_o + i] = STORE(apply_binary(x, y));
+            V x = (p.flags & 32u) != 0u ? scalar_arg(p.s0) : LOAD(a[input_index(i, p.flags, p.off_a, p.sa)]);
+            V y = (p.flags & 16u) != 0u ? scalar_arg(p.s1) : LOAD(b[input_index(i, p.flags >> 2, p.off_b, p.sb)]);
+            o[p.off_o + i] = STORE(apply_binary(x, y));
 #else
-                o[p.off_o + i] = STORE(apply_unary(LOAD(a[input_index(i, p.flags, p.off_a, p.sa)])));
+            o[p.off_o + i] = STORE(apply_unary(LOAD(a[input_index(i, p.flags, p.off_a, p.sa)])));
 #endif
-            }
         }
     }
 }
