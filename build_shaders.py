@@ -15,6 +15,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,18 +34,38 @@ def sha(data: bytes):
     return hashlib.sha256(data).hexdigest()
 
 
+INCLUDE = re.compile(rb'^\s*#\s*include\s+"([^"]+)"', re.M)
+IMPORT = re.compile(rb'^\s*(?:import|__include)\s+([\w.]+)\s*;', re.M)
+
+
+def sources_of(path, seen=None):
+    """The shader file and everything it #includes (GLSL) or imports (Slang), transitively."""
+    seen = set() if seen is None else seen
+    if path in seen or not path.exists():
+        return seen
+    seen.add(path)
+    text = path.read_bytes()
+    for inc in INCLUDE.findall(text):
+        name = inc.decode()
+        for base in (path.parent, SHADERS):
+            if (base / name).exists():
+                sources_of((base / name).resolve(), seen)
+                break
+    for mod in IMPORT.findall(text):
+        sources_of((SHADERS / (mod.decode().replace(".", "/") + ".slang")).resolve(), seen)
+    return seen
+
+
 def common_hash():
-    """Hash of every shared include: a change there rebuilds every variant."""
-    h = hashlib.sha256()
-    for f in sorted((SHADERS / "common").rglob("*")):
-        if f.is_file():
-            h.update(f.relative_to(SHADERS).as_posix().encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()
+    """Kept for the cache key's shape: per-variant hashes follow includes, so this is constant."""
+    return "includes-followed"
 
 
 def variant_hash(v, common):
-    src = (SHADERS / v.source).read_bytes()
-    key = json.dumps([v.source, v.entry, list(v.defines), common, sha(src)])
+    """Source + its includes + defines + entry + registry metadata: any change rebuilds the variant."""
+    files = sorted(sources_of((SHADERS / v.source).resolve()))
+    digests = [(f.relative_to(SHADERS.resolve()).as_posix(), sha(f.read_bytes())) for f in files]
+    key = json.dumps([v.source, v.entry, list(v.defines), list(v.names), list(v.features), common, digests])
     return sha(key.encode())
 
 
@@ -147,7 +168,7 @@ def check(verbose=True):
         elif not f.exists():
             problems.append(f"{vid}: {f.name} missing")
         elif m["source_hash"] != variant_hash(v, common):
-            problems.append(f"{vid}: {v.source} (or shaders/common) changed since {f.name} was built")
+            problems.append(f"{vid}: {v.source}, an include or its registry entry changed since {f.name} was built")
         elif sha(f.read_bytes()) != m["spv_sha256"]:
             problems.append(f"{vid}: {f.name} does not match the manifest")
         elif m["names"] != list(v.names) or m["features"] != list(v.features):

@@ -12,6 +12,7 @@ from .dtypes import (bfloat16, bool_, float8_e4m3fn, float16, float32, float64, 
 from .errors import (BuildError, DeviceError, DTypeError, FuelVKError, FuelVKIndexError, FuelVKMemoryError,
                      ShapeError, UnsupportedError)
 from .info import device_info, synchronize
+from . import quant  # noqa: E402,F401  (fuelvk.quant namespace)
 from .ops import public_ops as _public_ops
 
 __version__ = "0.1.0"

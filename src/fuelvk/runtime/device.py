@@ -24,6 +24,8 @@ FEATURE_FIELDS = {
     "float64_atomic_add": ("atomic_float", "shaderBufferFloat64AtomicAdd"),
     "cooperative_matrix": ("coop", "cooperativeMatrix"),
 }
+# plus subgroup_basic / subgroup_arithmetic / subgroup_ballot / subgroup_shuffle (compute stage), read
+# from VkPhysicalDeviceSubgroupProperties: kernels using subgroupAdd etc. declare them.
 OPTIONAL_EXTENSIONS = ("VK_KHR_push_descriptor", "VK_EXT_shader_atomic_float", "VK_KHR_cooperative_matrix")
 
 
@@ -143,6 +145,12 @@ class Device:
                      {"sType": C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": driver})
         lib.vkGetPhysicalDeviceProperties2(self.physical, p2)
         self.subgroup_size = subgroup.subgroupSize
+        ops = subgroup.supportedOperations if subgroup.supportedStages & C.VK_SHADER_STAGE_COMPUTE_BIT else 0
+        self._subgroup_features = {name for name, bit in (
+            ("subgroup_basic", C.VK_SUBGROUP_FEATURE_BASIC_BIT),
+            ("subgroup_arithmetic", C.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT),
+            ("subgroup_ballot", C.VK_SUBGROUP_FEATURE_BALLOT_BIT),
+            ("subgroup_shuffle", C.VK_SUBGROUP_FEATURE_SHUFFLE_BIT)) if ops & bit}
         self.driver = f"{ffi.string(driver.driverName).decode()} {ffi.string(driver.driverInfo).decode()}".strip()
         self.uuid = bytes(ffi.buffer(self._props.pipelineCacheUUID, 16)).hex()
         self._query_features()
@@ -180,7 +188,7 @@ class Device:
         self._feat["core"] = f2.features
         self._features2 = f2
         self.features = {name for name, (key, field) in FEATURE_FIELDS.items()
-                         if key in self._feat and getattr(self._feat[key], field)}
+                         if key in self._feat and getattr(self._feat[key], field)} | self._subgroup_features
         # Enable only what fuelvk uses; turn off the rest to keep the create-info honest.
         for key in ("v11", "v12", "v13", "atomic_float", "coop"):
             if key not in self._feat:

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Quantized matmul, conv2d and RoPE (issue 6 benchmarks), side by side in one run.
+
+(a) qmatmul q4_0 M=1 N=K=4096 (fused qmatvec) beside dequantize + f32 matvec and beside an f32
+    matvec of the same shape; effective GB/s counts the weight bytes each variant reads.
+(b) conv2d [8,64,56,56] x [64,64,3,3] pad 1 beside torch CPU (same inputs, same run).
+(c) rope on [1,32,2048,128] f32 beside a device copy of the same bytes.
+--small scales every shape down (for a quick check on a busy machine).
+"""
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+
+import fuelvk as fv
+from fuelvk import runtime
+from fuelvk.bench.timing import measure
+from fuelvk.ops import quant as fq
+from fuelvk.ops.conv import conv2d
+from fuelvk.ops.matmul import matmul
+from fuelvk.ops.rope import rope
+
+
+def host_ms(fn, reps):
+    fn()
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts) * 1e3
+
+
+def bench_qmatmul(n, k, reps):
+    import gguf
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    blocks = gguf.quants.quantize(w, gguf.GGMLQuantizationType.Q4_0)
+    qw = fq.QuantTensor(fv.asarray(blocks.reshape(-1)), "q4_0", (n, k))
+    wf = fv.asarray(gguf.quants.dequantize(blocks, gguf.GGMLQuantizationType.Q4_0))
+    x = fv.asarray(rng.standard_normal((1, k)).astype(np.float32))
+    fused = measure(lambda: fq.qmatmul(x, qw), repeats=reps)
+    deq = measure(lambda: matmul(x, fq.dequantize(qw).T), repeats=reps)
+    f32 = measure(lambda: matmul(x, wf.T), repeats=reps)
+    qbytes, fbytes = blocks.nbytes, 4 * n * k
+    xn, wn = x.numpy(), wf.numpy()
+    np_ms = host_ms(lambda: xn @ wn.T, reps)
+    return {"shape": f"M=1 N={n} K={k}", "q4_0_bytes": qbytes, "f32_bytes": fbytes,
+            "qmatvec_ms": fused["median_ms"], "qmatvec_GBps": qbytes / fused["median_ms"] / 1e6,
+            "dequant_then_matvec_ms": deq["median_ms"],
+            "f32_matvec_ms": f32["median_ms"], "f32_matvec_GBps": fbytes / f32["median_ms"] / 1e6,
+            "numpy_f32_matvec_ms": np_ms}
+
+
+def bench_conv(shape, wshape, reps):
+    import torch
+    import torch.nn.functional as F
+    rng = np.random.default_rng(1)
+    xn = rng.standard_normal(shape).astype(np.float32)
+    wn = (rng.standard_normal(wshape) / 24).astype(np.float32)
+    x, w = fv.asarray(xn), fv.asarray(wn)
+    dev = measure(lambda: conv2d(x, w, padding=1), warmup=1, repeats=reps)
+    xt, wt = torch.from_numpy(xn), torch.from_numpy(wn)
+    torch_ms = host_ms(lambda: F.conv2d(xt, wt, padding=1), reps)
+    b, c, h, wd = shape
+    flops = 2 * b * wshape[0] * h * wd * c * wshape[2] * wshape[3]
+    return {"shape": f"{list(shape)} x {list(wshape)} pad 1", "fuelvk_ms": dev["median_ms"],
+            "fuelvk_GFLOPs": flops / dev["median_ms"] / 1e6, "torch_cpu_ms": torch_ms,
+            "torch_GFLOPs": flops / torch_ms / 1e6, "torch_threads": torch.get_num_threads()}
+
+
+def bench_rope(shape, reps):
+    rng = np.random.default_rng(2)
+    x = fv.asarray(rng.standard_normal(shape).astype(np.float32))
+    ang = rng.uniform(0, 6.3, shape[-2:])
+    cos, sin = fv.asarray(np.cos(ang).astype(np.float32)), fv.asarray(np.sin(ang).astype(np.float32))
+    ctx = runtime.get()
+    dst = fv.empty(shape)
+    nbytes = x.nbytes
+    copy = measure(lambda: ctx.stream.copy(x.buffer, dst.buffer, nbytes), repeats=reps)
+    r = measure(lambda: rope(x, cos, sin), repeats=reps)
+    return {"shape": list(shape), "rope_ms": r["median_ms"], "rope_GBps": 2 * nbytes / r["median_ms"] / 1e6,
+            "copy_ms": copy["median_ms"], "copy_GBps": 2 * nbytes / copy["median_ms"] / 1e6}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--small", action="store_true")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    s = 4 if args.small else 1
+    res = {"device": fv.device_info()["name"] if isinstance(fv.device_info(), dict) else str(fv.device_info()),
+           "qmatmul_q4_0": bench_qmatmul(4096 // s, 4096 // s, args.reps),
+           "conv2d": bench_conv((8 // s, 64, 56 // s, 56 // s), (64, 64, 3, 3), max(2, args.reps // 2)),
+           "rope": bench_rope((1, 32 // s, 2048 // s, 128), args.reps)}
+    if args.json:
+        print(json.dumps(res, indent=1))
+        return
+    for name, r in res.items():
+        if isinstance(r, dict):
+            print(name + ": " + ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()))
+        else:
+            print(name + ": " + r)
+
+
+if __name__ == "__main__":
+    main()

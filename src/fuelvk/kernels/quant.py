@@ -1,0 +1,39 @@
+"""GGML quantized kernels: dequant, quantize, fused qmatvec (M == 1) and tiled qmatmul (M > 1).
+
+All four families are one source, shaders/quant.comp (MODE picks the kernel, KIND the block
+format), so each block decoder is written once. Tags are the GGML kinds; the inventory's kernels
+are the q4_0/q8_0/q4_k ones, the rest (q6_k everywhere, q4_0 quantize, q8_0/q4_k/q6_k fused
+matmuls) are fuelvk additions.
+"""
+from .registry import P, family
+
+GROUP = "Quantized (GGML) family"
+SRC = "quant.comp"
+MODES = {"dequant": 1, "quantize": 2, "qmatvec": 3, "qmatmul_tiled": 4}
+KIND_IDS = {"q4_0": 0, "q8_0": 1, "q4_k": 2, "q6_k": 3}
+# (elements per block, bytes per block): GGML's block sizes (gguf.constants.GGML_QUANT_SIZES)
+BLOCK = {"q4_0": (32, 18), "q8_0": (32, 34), "q4_k": (256, 144), "q6_k": (256, 210)}
+
+DEQUANT_WG, QUANTIZE_WG = 256, 64  # shaders/quant.comp local sizes
+MATVEC_ROWS = 4                     # output rows per qmatvec workgroup (NR)
+TILE_M, TILE_N = 16, 64
+
+DEQUANT_PARAMS = P("n_blocks:u32", "out_elements:u32", "off_q:u32", "off_o:u32")
+QUANTIZE_PARAMS = P("n_elements:u32", "n_blocks:u32", "off_x:u32", "off_q:u32")
+MATVEC_PARAMS = P("n:u32", "k:u32", "blocks_per_row:u32", "off_x:u32", "off_w:u32", "off_o:u32")
+TILED_PARAMS = P("m:u32", "n:u32", "k:u32", "blocks_per_row:u32", "off_x:u32", "off_w:u32", "off_o:u32")
+
+_KIND_DEFINES = {k: {"KIND": v} for k, v in KIND_IDS.items()}
+_FEATURES = {k: ("storage16",) for k in KIND_IDS}
+
+
+def _family(name, params, variants, features=()):
+    family(name, SRC, params, variants, GROUP, defines={"MODE": MODES[name]}, tag_defines=_KIND_DEFINES,
+           tag_features=_FEATURES, features=features)
+
+
+_family("dequant", DEQUANT_PARAMS, {"q4_0": "dequant_q4_0", "q8_0": "dequant_q8_0", "q4_k": "dequant_q4_km",
+                                     "q6_k": "dequant_q6_k"})
+_family("quantize", QUANTIZE_PARAMS, {"q8_0": "quantize_q8_0", "q4_0": "quantize_q4_0"})
+_family("qmatvec", MATVEC_PARAMS, {k: f"qmatvec_{k}" for k in KIND_IDS}, features=("subgroup_arithmetic",))
+_family("qmatmul_tiled", TILED_PARAMS, {k: f"matmul_{k}_tiled" for k in KIND_IDS})

@@ -1,0 +1,261 @@
+"""GGML quantization (fuelvk.quant): quantize / dequantize / qmatmul on packed block bytes, and a
+GGUF loader that keeps quantized tensors packed on the device.
+
+Blocks are plain uint8 arrays laid out exactly as in GGUF files (and as `gguf.quants.quantize`
+returns them), so files, gguf-py and fuelvk exchange them without conversion. Quantize and
+dequantize are bit-exact with gguf-py (its numpy float32 arithmetic, round-half-away-from-zero,
+first-index argmax for Q4_0's signed max). Inputs whose block scale falls in float32's subnormal
+range (max |x| < ~1.5e-36) or that hold inf/NaN are outside that promise: Vulkan lets devices
+flush f32 denormals, and gguf's own result there is NaN-driven casts.
+
+qmatmul(x, w) computes x @ W.T with W [N, K] in GGML's row-major weight layout (llama.cpp's
+convention); M == 1 runs the fused matvec, M > 1 the fused tiled kernel; W is never expanded.
+"""
+import math
+import operator
+import os
+
+import numpy as np
+
+from .. import dtypes as _dt
+from .. import runtime
+from ..array import Array, asarray, empty
+from ..errors import DTypeError, ShapeError, UnsupportedError
+from ..kernels import kernel
+from ..kernels.quant import (BLOCK, DEQUANT_PARAMS, DEQUANT_WG, MATVEC_PARAMS, MATVEC_ROWS, QUANTIZE_PARAMS,
+                             QUANTIZE_WG, TILE_M, TILE_N, TILED_PARAMS)
+from ._core import contiguous, device_args, result
+
+__all__ = ["qmatmul"]  # quantize/dequantize stay module-level (fuelvk.quant.*): no clash with fuelvk.*
+
+KINDS = tuple(BLOCK)
+QUANTIZE_KINDS = ("q8_0", "q4_0")
+ROUTES = ("matvec", "tiled")
+
+
+class QuantTensor:
+    """Packed GGML blocks on the device: `data` (uint8 Array of the raw block bytes), `kind`, and
+    the logical `shape` (numpy order; the last dim is the row length K)."""
+    __slots__ = ("data", "kind", "shape")
+
+    def __init__(self, data, kind, shape):
+        self.data, self.kind, self.shape = data, kind, tuple(int(n) for n in shape)
+
+    @property
+    def nbytes(self):
+        return self.data.nbytes
+
+    @property
+    def dtype(self):
+        return self.kind
+
+    def dequantize(self):
+        return dequantize(self)
+
+    def __repr__(self):
+        return f"QuantTensor(kind={self.kind}, shape={self.shape}, nbytes={self.nbytes})"
+
+
+def _kind(op, kind):
+    """Normalize a kind ('q4_0', 'Q4_K', gguf's GGMLQuantizationType) or raise a typed error."""
+    name = getattr(kind, "name", kind)
+    if not isinstance(name, str):
+        raise DTypeError(f"{op}: quant kind must be a string such as 'q4_0', got {kind!r}; accepted: {KINDS}")
+    k = name.lower()
+    if k == "q4_k_m":
+        k = "q4_k"
+    if k in BLOCK:
+        return k
+    try:
+        from gguf import GGMLQuantizationType
+        known = k.upper() in GGMLQuantizationType.__members__
+    except ImportError:  # pragma: no cover - gguf is a test dependency
+        known = False
+    if known:
+        raise UnsupportedError(f"{op}: GGML kind {name!r} is not implemented by fuelvk; accepted: {KINDS}")
+    raise DTypeError(f"{op}: unknown quant kind {kind!r}; accepted: {KINDS}")
+
+
+def _logical_shape(op, kind, shape, byte_shape):
+    qk, bs = BLOCK[kind]
+    if shape is None:
+        if not byte_shape or byte_shape[-1] % bs:
+            raise ShapeError(f"{op}: {kind} blocks are {bs} bytes; a block array of shape {tuple(byte_shape)} "
+                             "is not whole blocks per row (pass shape=)")
+        return tuple(byte_shape[:-1]) + (byte_shape[-1] // bs * qk,)
+    try:
+        shape = (operator.index(shape),) if not isinstance(shape, (tuple, list)) else tuple(map(operator.index, shape))
+    except TypeError:
+        raise ShapeError(f"{op}: shape must be a tuple of ints, got {shape!r}") from None
+    if not shape or any(n < 0 for n in shape):
+        raise ShapeError(f"{op}: shape {shape} must have at least one non-negative dim")
+    return shape
+
+
+def _check_rows(op, kind, shape):
+    qk, _ = BLOCK[kind]
+    if shape[-1] % qk:
+        raise ShapeError(f"{op}: the row length K={shape[-1]} of shape {shape} is not a multiple of the "
+                         f"{kind} block size {qk}")
+
+
+def _blocks(op, blocks, kind, shape):
+    """(uint8 Array of whole blocks with an even byte offset, kind, logical shape, numpy_out)."""
+    if isinstance(blocks, QuantTensor):
+        k = _kind(op, kind) if kind is not None else _kind(op, blocks.kind)
+        if k != _kind(op, blocks.kind):
+            raise DTypeError(f"{op}: kind {kind!r} given for a {blocks.kind} QuantTensor")
+        if shape is not None and tuple(shape) != blocks.shape:
+            raise ShapeError(f"{op}: shape {tuple(shape)} given for a QuantTensor of shape {blocks.shape}")
+        data, numpy_out, shape = blocks.data, False, blocks.shape
+    else:
+        if kind is None:
+            raise DTypeError(f"{op}: raw block bytes need kind=; accepted: {KINDS}")
+        k = _kind(op, kind)
+        (data,), numpy_out = device_args(op, blocks)
+        shape = _logical_shape(op, k, shape, data.shape)
+    if data.dtype != _dt.uint8:
+        raise DTypeError(f"{op}: block bytes must be uint8, got {data.dtype}")
+    _check_rows(op, k, shape)
+    qk, bs = BLOCK[k]
+    want = math.prod(shape) // qk * bs
+    if data.size != want:
+        raise ShapeError(f"{op}: {k} blocks of logical shape {shape} take {want} bytes "
+                         f"({math.prod(shape) // qk} blocks x {bs} B), got {data.size} bytes")
+    data = contiguous(data)
+    if data.offset % 2:  # blocks are read as 16-bit words
+        from .movement_core import copy
+        data = copy(data)
+    return data.reshape(-1), k, shape, numpy_out
+
+
+def quantize(x, kind="q8_0"):
+    """float32 [..., K] -> uint8 blocks [..., K / 32 * bytes_per_block], bit-exact with gguf.quants.quantize.
+
+    numpy inputs of other float dtypes are converted to float32 on the host first (as gguf does).
+    """
+    op = "quantize"
+    k = _kind(op, kind)
+    if k not in QUANTIZE_KINDS:
+        raise UnsupportedError(f"{op}: quantizing to {k} is not implemented; accepted: {QUANTIZE_KINDS}")
+    if not isinstance(x, Array):
+        x = np.asarray(x)
+        if x.dtype.kind not in "fiu" and x.dtype != _dt.bfloat16:
+            raise DTypeError(f"{op}: expected a float array, got {x.dtype}")
+        x = x.astype(np.float32)
+    (x,), numpy_out = device_args(op, x)
+    if x.dtype != _dt.float32:
+        raise DTypeError(f"{op}: kernel quantize.{k} takes float32, got {x.dtype}")
+    if x.ndim == 0:
+        raise ShapeError(f"{op}: a 0-d array has no rows to quantize")
+    _check_rows(op, k, x.shape)
+    qk, bs = BLOCK[k]
+    out = empty(x.shape[:-1] + (x.shape[-1] // qk * bs,), _dt.uint8)
+    n_blocks = x.size // qk
+    if n_blocks:
+        x = contiguous(x)
+        ctx = runtime.get()
+        ctx.launch(kernel("quantize", k), ctx.groups(-(-n_blocks // QUANTIZE_WG)), (out.buffer, x.buffer),
+                   (True, False), QUANTIZE_PARAMS.pack(x.size, n_blocks, x.offset, out.offset // 2))
+    return result(out, numpy_out)
+
+
+def dequantize(blocks, kind=None, shape=None):
+    """Packed blocks (uint8 array or QuantTensor) -> float32 of the logical shape, bit-exact with gguf.
+
+    Without shape=, the shape follows gguf's rule: the last dim of the byte array holds whole blocks.
+    """
+    data, k, shape, numpy_out = _blocks("dequantize", blocks, kind, shape)
+    out = empty(shape, _dt.float32)
+    n = out.size
+    if n:
+        ctx = runtime.get()
+        ctx.launch(kernel("dequant", k), ctx.groups(-(-n // DEQUANT_WG)), (out.buffer, data.buffer),
+                   (True, False), DEQUANT_PARAMS.pack(n // BLOCK[k][0], n, data.offset // 2, 0))
+    return result(out, numpy_out)
+
+
+def _route(m, route):
+    route = route or os.environ.get("FUELVK_QMATMUL_ROUTE") or None
+    if route is None:
+        route = "matvec" if m == 1 else "tiled"
+    if route not in ROUTES:
+        raise ValueError(f"qmatmul: unknown route {route!r}; accepted: {ROUTES}")
+    return route
+
+
+def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
+    """x [..., K] float32 @ W.T for W [N, K] given as GGML blocks (uint8 bytes or a QuantTensor).
+
+    M (= prod of x's leading dims) == 1 runs the fused qmatvec, M > 1 the fused tiled kernel;
+    route="matvec"/"tiled" (or FUELVK_QMATMUL_ROUTE) forces one. Returns float32 [..., N].
+    """
+    op = "qmatmul"
+    (xa,), x_numpy = device_args(op, x)
+    w, k, wshape, w_numpy = _blocks(op, w_blocks, kind, shape)
+    if len(wshape) != 2:
+        raise ShapeError(f"{op}: the weight shape must be (N, K), got {wshape}")
+    n, kk = wshape
+    if xa.dtype != _dt.float32:
+        raise DTypeError(f"{op}: x must be float32 (kernels qmatvec.{k} / qmatmul_tiled.{k}), got {xa.dtype}")
+    if xa.ndim == 0 or xa.shape[-1] != kk:
+        raise ShapeError(f"{op}: x of shape {xa.shape} does not match the weight shape (N, K) = {wshape}")
+    lead = xa.shape[:-1]
+    m = math.prod(lead)
+    out = empty(lead + (n,), _dt.float32)
+    if m == 0 or n == 0:
+        return result(out, x_numpy and w_numpy)
+    if kk == 0:
+        runtime.get().stream.fill(out.buffer, out.nbytes)
+        return result(out, x_numpy and w_numpy)
+    xa = contiguous(xa)
+    bpr = kk // BLOCK[k][0]
+    ctx = runtime.get()
+    bufs, writes = (out.buffer, w.buffer, xa.buffer), (True, False, False)
+    woff = w.offset // 2
+    if _route(m, route) == "matvec":
+        if xa.offset % 4:  # the matvec reads x as vec4
+            from .movement_core import copy
+            xa = copy(xa)
+            bufs = (out.buffer, w.buffer, xa.buffer)
+        groups = ctx.groups(-(-n // MATVEC_ROWS))
+        v = kernel("qmatvec", k)
+        for i in range(m):
+            ctx.launch(v, groups, bufs, writes,
+                       MATVEC_PARAMS.pack(n, kk, bpr, xa.offset + i * kk, woff, out.offset + i * n))
+    else:
+        groups = ctx.groups(-(-m // TILE_M) * -(-n // TILE_N))
+        ctx.launch(kernel("qmatmul_tiled", k), groups, bufs, writes,
+                   TILED_PARAMS.pack(m, n, kk, bpr, xa.offset, woff, out.offset))
+    return result(out, x_numpy and w_numpy)
+
+
+# -- GGUF files ---------------------------------------------------------------------------------
+def _gguf_array(t, shape):
+    from gguf import GGMLQuantizationType as Q
+    data = np.asarray(t.data)
+    if t.tensor_type == Q.BF16:
+        data = data.view(np.uint8).view(_dt.bfloat16)
+    return asarray(np.ascontiguousarray(data).reshape(shape))
+
+
+def load_gguf(path):
+    """{name: QuantTensor | Array} of a GGUF file (gguf-py's GGUFReader).
+
+    Quantized tensors go to the device as their raw block bytes (no conversion, no dequantize);
+    kinds fuelvk has no kernel for (e.g. q5_k) load too, and raise UnsupportedError when used.
+    Float and integer tensors become Arrays. Shapes are numpy order (GGUF stores ne0 first).
+    """
+    from gguf import GGMLQuantizationType as Q
+    from gguf import GGUFReader
+    reader = GGUFReader(path)
+    plain = {Q.F32, Q.F16, Q.BF16, Q.F64, Q.I8, Q.I16, Q.I32, Q.I64}
+    out = {}
+    for t in reader.tensors:
+        shape = tuple(int(n) for n in reversed(t.shape.tolist()))
+        if t.tensor_type in plain:
+            out[t.name] = _gguf_array(t, shape)
+        else:
+            raw = np.ascontiguousarray(np.asarray(t.data).view(np.uint8).reshape(-1))
+            out[t.name] = QuantTensor(asarray(raw), t.tensor_type.name.lower(), shape)
+    return out

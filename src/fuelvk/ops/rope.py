@@ -1,0 +1,92 @@
+"""fuelvk.rope: rotary position embedding with precomputed cos/sin tables (one fused kernel).
+
+Conventions (HF / vLLM / FlashInfer):
+- NeoX (default): rotate_half pairs channel i with i + rot/2: out = x * cos + rotate_half(x) * sin.
+- GPT-J (interleaved=True): pairs (2i, 2i+1).
+- rotary_dim: only the first rotary_dim channels rotate; the rest are copied unchanged.
+- Tables: cos/sin of shape [..., rot] (HF's full tables: cat(freqs, freqs) for NeoX,
+  repeat_interleave(freqs, 2) for GPT-J) or, with rotary_dim=, half tables [..., rot/2] (vLLM's
+  cos_sin_cache halves). They broadcast against x's leading dims ([seq, rot] or [b, 1, seq, rot]...).
+x may be any view, e.g. q.permute(0, 2, 1, 3) of a [b, s, h, d] projection: no copy is made.
+Math runs in float32 for f16/bf16 (float64 for f64), rounded once: for every dtype the result
+is bit-identical to torch's formula evaluated in float32 (float64) and cast back.
+"""
+import math
+
+from .. import dtypes as _dt
+from .. import layout as L
+from .. import runtime
+from ..errors import DTypeError, ShapeError
+from ..kernels import kernel
+from ..kernels.rope import FLAG_HALF_TABLE, FLAG_INTERLEAVED, ROPE_PARAMS, ROPE_WG
+from ._core import contiguous, device_args, new_like, result
+
+__all__ = ["rope"]
+
+
+def _table_strides(op, name, t, lead_orig):
+    """Strides of table t broadcast to the 4-d lead dims (o0, o1, seq) plus its last-dim stride."""
+    try:
+        st = L.broadcast_strides(t.shape[:-1], t.strides[:-1], lead_orig)
+    except ShapeError:
+        raise ShapeError(f"{op}: {name} of shape {t.shape} does not broadcast against x's leading dims "
+                         f"{lead_orig}") from None
+    extra = len(lead_orig) - 3
+    if extra > 0:
+        if any(st[:extra + 1]):  # x's dims [:-3] collapse into one
+            raise ShapeError(f"{op}: for x of rank {len(lead_orig) + 1}, {name} may vary only over x's last "
+                             f"two leading dims (seq and the one before), got shape {t.shape}")
+        st = st[extra:]
+    st = (0,) * (3 - len(st)) + tuple(st)
+    return list(st) + [t.strides[-1]]
+
+
+def rope(x, cos, sin, *, interleaved=False, rotary_dim=None):
+    """Rotary embedding of x [..., seq, head_dim] (rank >= 2) with cos/sin tables; see the module doc."""
+    op = "rope"
+    (x, cos, sin), numpy_out = device_args(op, x, cos, sin)
+    tag = _dt.float_tag(op, x.dtype)
+    if cos.dtype != x.dtype or sin.dtype != x.dtype:
+        raise DTypeError(f"{op}: kernel rope.{tag} needs cos/sin of x's dtype {x.dtype}, "
+                         f"got cos {cos.dtype}, sin {sin.dtype}")
+    if x.ndim < 2:
+        raise ShapeError(f"{op}: x must be [..., seq, head_dim] (rank >= 2), got shape {x.shape}")
+    if cos.shape != sin.shape or cos.ndim < 1:
+        raise ShapeError(f"{op}: cos {cos.shape} and sin {sin.shape} must have the same shape [..., rot]")
+    hd, table = x.shape[-1], cos.shape[-1]
+    rot = table if rotary_dim is None else int(rotary_dim)
+    if rot <= 0 or rot % 2 or rot > hd:
+        raise ShapeError(f"{op}: rotary dim {rot} must be even and in (0, head_dim={hd}] (x {x.shape}, "
+                         f"cos {cos.shape})")
+    if table == rot:
+        half = False
+    elif 2 * table == rot:
+        half = True
+    else:
+        raise ShapeError(f"{op}: cos/sin last dim {table} must be rotary_dim={rot} (full tables) or "
+                         f"{rot // 2} (half tables)")
+    out = new_like(x.shape, x.dtype)
+    if out.size == 0:
+        return result(out, numpy_out)
+    lead_orig = x.shape[:-1]
+    cst = _table_strides(op, "cos", cos, lead_orig)
+    sst = _table_strides(op, "sin", sin, lead_orig)
+    if x.ndim > 4:
+        shape4 = (math.prod(x.shape[:-3]),) + x.shape[-3:]
+        st = L.reshape_strides(x.shape, x.strides, shape4)
+        if st is None:
+            x = contiguous(x)
+            st = L.contiguous_strides(shape4)
+        xv_shape, xs = shape4, list(st)
+    else:
+        pad = 4 - x.ndim
+        xv_shape, xs = (1,) * pad + x.shape, [0] * pad + list(x.strides)
+    o0, o1, seq, _ = xv_shape
+    ppr = rot // 2 + (hd - rot + 1) // 2
+    total = o0 * o1 * seq * ppr
+    flags = (FLAG_INTERLEAVED if interleaved else 0) | (FLAG_HALF_TABLE if half else 0)
+    ctx = runtime.get()
+    ctx.launch(kernel("rope", tag), ctx.groups(-(-total // ROPE_WG)),
+               (out.buffer, x.buffer, cos.buffer, sin.buffer), (True, False, False, False),
+               ROPE_PARAMS.pack(o1, seq, hd, rot, flags, total, x.offset, cos.offset, sin.offset, xs, cst, sst))
+    return result(out, numpy_out)

@@ -1,0 +1,213 @@
+"""GGML quantization vs PyPI gguf (bit-exact both ways), fused qmatmul vs float64 dequant-then-matmul,
+the GGUF loader, and typed errors on bad input."""
+import numpy as np
+import pytest
+
+import fuelvk as fv
+from fuelvk.errors import DTypeError, ShapeError, UnsupportedError
+from fuelvk.ops import quant as fq
+from oracles import assert_bits
+
+gguf = pytest.importorskip("gguf")
+Q = gguf.GGMLQuantizationType
+QT = {"q4_0": Q.Q4_0, "q8_0": Q.Q8_0, "q4_k": Q.Q4_K, "q6_k": Q.Q6_K}
+rng = np.random.default_rng(1234)
+
+
+def block_bytes(kind):
+    return gguf.GGML_QUANT_SIZES[QT[kind]]
+
+
+def random_blocks(kind, n_rows, n_blocks, finite=True):
+    """Random block bytes; with finite=True the f16 scale fields hold small finite values."""
+    qk, bs = block_bytes(kind)
+    b = rng.integers(0, 256, (n_rows, n_blocks, bs), dtype=np.uint8)
+    if finite:
+        scales = rng.uniform(-0.02, 0.02, (n_rows, n_blocks, 2)).astype(np.float16).view(np.uint8)
+        at = {"q6_k": slice(208, 210), "q4_k": slice(0, 4)}.get(kind, slice(0, 2))
+        b[..., at] = scales[..., : at.stop - at.start]
+    return b.reshape(n_rows, n_blocks * bs)
+
+
+def edge_rows():
+    """Blocks of 32 that stress the rounding rules: zeros, signed zeros, ties, max magnitude, tiny."""
+    blocks = [np.zeros(32), -np.zeros(32)]
+    t = np.zeros(32)
+    t[0] = 127.0                          # q8_0: d = 1, id = 1 -> exact ties at .5
+    t[1:16] = np.arange(15) + 0.5
+    t[16:31] = -(np.arange(15) + 0.5)
+    blocks.append(t)
+    t = np.zeros(32)
+    t[0] = -8.0                           # q4_0: d = 1, x * id + 8.5 exact at half-integers
+    t[1:] = np.linspace(-7.5, 7.5, 31)
+    blocks.append(t)
+    blocks.append(np.r_[3.0, -3.0, np.full(30, 1.5)])   # equal magnitudes: the first wins (argmax)
+    blocks.append(np.r_[-3.0, 3.0, np.full(30, -1.5)])
+    blocks.append(np.full(32, 3.0e38) * np.sign(np.linspace(-1, 1, 32) + 1e-3))   # f16 scale -> inf
+    blocks.append(rng.uniform(-65504, 65504, 32))
+    blocks.append(rng.uniform(-1, 1, 32) * 1e-30)      # tiny but normal scales
+    blocks.append(np.r_[np.zeros(31), 1e-3])
+    blocks.append(np.float32(2 ** -14) * np.arange(-16, 16))   # scales near f16 subnormals
+    return np.stack(blocks).astype(np.float32).reshape(1, -1)
+
+
+@pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("shape", [(1, 32), (3, 96), (2, 3, 64), (0, 64), (7, 2048)])
+def test_quantize_matches_gguf(kind, shape):
+    x = (rng.standard_normal(shape) * rng.uniform(0.01, 100)).astype(np.float32)
+    want = gguf.quants.quantize(x, QT[kind]) if x.size else np.empty(shape[:-1] + (shape[-1] // 32 * block_bytes(kind)[1],), np.uint8)
+    assert_bits(fq.quantize(x, kind), want)
+
+
+@pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
+def test_quantize_edge_blocks(kind):
+    x = edge_rows()
+    with np.errstate(all="ignore"):
+        want = gguf.quants.quantize(x, QT[kind])
+    got = fq.quantize(fv.asarray(x), kind)
+    assert isinstance(got, fv.Array)
+    assert_bits(got, want)
+    # dequantize(quantize(x)) also matches gguf's round trip
+    with np.errstate(all="ignore"):
+        assert_bits(fq.dequantize(got, kind), gguf.quants.dequantize(want, QT[kind]))
+
+
+def test_quantize_offset_view_and_other_float_input():
+    base = rng.standard_normal((5, 64)).astype(np.float32)
+    xa = fv.asarray(base)[2:4]                        # offset view
+    assert_bits(fq.quantize(xa, "q8_0"), gguf.quants.quantize(base[2:4], Q.Q8_0))
+    xt = fv.asarray(np.ascontiguousarray(base.T))[:, :].T  # non-contiguous view -> copy
+    assert_bits(fq.quantize(xt, "q4_0"), gguf.quants.quantize(base, Q.Q4_0))
+    x16 = base.astype(np.float16)                    # numpy: converted on the host as gguf does
+    assert_bits(fq.quantize(x16, "q8_0"), gguf.quants.quantize(x16, Q.Q8_0))
+
+
+@pytest.mark.parametrize("kind", ["q4_0", "q8_0", "q4_k", "q6_k"])
+def test_dequantize_matches_gguf(kind):
+    qk, _ = block_bytes(kind)
+    for n_rows, n_blocks, finite in [(1, 1, True), (3, 5, True), (2, 3, False), (0, 2, True)]:
+        b = random_blocks(kind, n_rows, n_blocks, finite)
+        with np.errstate(all="ignore"):
+            want = gguf.quants.dequantize(b, QT[kind]) if b.size else np.empty((0, n_blocks * qk), np.float32)
+        assert_bits(fq.dequantize(b, kind), want)                            # shape from the byte shape
+        assert_bits(fq.dequantize(b.reshape(-1), kind, want.shape), want)    # explicit shape
+
+
+@pytest.mark.parametrize("kind", ["q4_0", "q4_k"])
+def test_dequantize_large_and_views(kind):
+    qk, bs = block_bytes(kind)
+    b = random_blocks(kind, 9, 4096 // qk if kind == "q4_0" else 4)
+    want = gguf.quants.dequantize(b, QT[kind])
+    assert_bits(fq.dequantize(b, kind), want)
+    ba = fv.asarray(b)
+    assert_bits(fq.dequantize(ba[2:5], kind), want[2:5])                # even byte offset: no copy
+    odd = fv.asarray(np.r_[np.uint8(7), b[1].reshape(-1)])[1:]          # odd byte offset: copied
+    assert_bits(fq.dequantize(odd, kind, (want.shape[1],)), want[1])
+
+
+def _ref_matmul(x, blocks, kind, n, k):
+    w = gguf.quants.dequantize(blocks, QT[kind]).reshape(n, k).astype(np.float64)
+    ref = x.astype(np.float64) @ w.T
+    bound = np.abs(x.astype(np.float64)) @ np.abs(w).T
+    return ref, bound
+
+
+def _assert_mm(got, ref, bound):
+    got = got.numpy() if isinstance(got, fv.Array) else got
+    assert got.shape == ref.shape and got.dtype == np.float32
+    err = np.abs(got - ref)
+    assert np.all(err <= 2e-6 * bound + 1e-7), f"max err {err.max()} (bound {bound.max()})"
+
+
+@pytest.mark.parametrize("kind", ["q4_0", "q8_0", "q4_k", "q6_k"])
+@pytest.mark.parametrize("route", ["matvec", "tiled"])
+def test_qmatmul_routes(kind, route):
+    qk, _ = block_bytes(kind)
+    for m, n, k in [(1, 1, qk), (3, 70, 2 * qk), (17, 130, 2 * qk)]:
+        if kind in ("q4_0", "q8_0"):
+            blocks = gguf.quants.quantize(rng.standard_normal((n, k)).astype(np.float32), QT[kind])
+        else:
+            blocks = random_blocks(kind, n, k // qk)
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        ref, bound = _ref_matmul(x, blocks, kind, n, k)
+        _assert_mm(fq.qmatmul(x, blocks, kind, (n, k), route=route), ref, bound)
+
+
+def test_qmatmul_default_routes_views_and_quanttensor():
+    n, k = 96, 4096
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    blocks = gguf.quants.quantize(w, Q.Q4_0)
+    qt = fq.QuantTensor(fv.asarray(blocks.reshape(-1)), "q4_0", (n, k))
+    x = rng.standard_normal((2, 3, k)).astype(np.float32)
+    ref, bound = _ref_matmul(x.reshape(6, k), blocks, "q4_0", n, k)
+    got = fq.qmatmul(fv.asarray(x), qt)                                   # batched, M = 6: tiled
+    assert isinstance(got, fv.Array) and got.shape == (2, 3, n)
+    _assert_mm(got.numpy().reshape(6, n), ref, bound)
+    xa = fv.asarray(np.ascontiguousarray(x.reshape(6, k)[:, ::-1]))[:, ::-1]  # strided view -> copied
+    _assert_mm(fq.qmatmul(xa, qt), ref, bound)
+    x1 = fv.asarray(x.reshape(6, k))[4]                                    # offset vector, M = 1: matvec
+    _assert_mm(fq.qmatmul(x1, qt).numpy()[None], ref[4:5], bound[4:5])
+    assert fq.qmatmul(np.zeros((0, k), np.float32), blocks, "q4_0", (n, k)).shape == (0, n)
+
+
+def test_gguf_loader(tmp_path):
+    path = tmp_path / "tiny.gguf"
+    w4 = rng.standard_normal((8, 64)).astype(np.float32)
+    w8 = rng.standard_normal((4, 32)).astype(np.float32)
+    k4 = random_blocks("q4_k", 2, 1)
+    norm = rng.standard_normal(16).astype(np.float32)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_tensor("blk.0.attn_q.weight", gguf.quants.quantize(w4, Q.Q4_0), raw_dtype=Q.Q4_0)
+    writer.add_tensor("blk.0.ffn_up.weight", gguf.quants.quantize(w8, Q.Q8_0), raw_dtype=Q.Q8_0)
+    writer.add_tensor("blk.0.ffn_down.weight", k4, raw_dtype=Q.Q4_K)
+    writer.add_tensor("blk.0.attn_norm.weight", norm)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+    t = fq.load_gguf(path)
+    q4 = t["blk.0.attn_q.weight"]
+    assert isinstance(q4, fq.QuantTensor) and q4.kind == "q4_0" and q4.shape == (8, 64)
+    assert q4.nbytes == 8 * 2 * 18                                         # still packed
+    assert_bits(q4.dequantize(), gguf.quants.dequantize(gguf.quants.quantize(w4, Q.Q4_0), Q.Q4_0))
+    assert_bits(fq.dequantize(t["blk.0.ffn_up.weight"]),
+                gguf.quants.dequantize(gguf.quants.quantize(w8, Q.Q8_0), Q.Q8_0))
+    assert t["blk.0.ffn_down.weight"].shape == (2, 256)
+    assert_bits(fq.dequantize(t["blk.0.ffn_down.weight"]), gguf.quants.dequantize(k4, Q.Q4_K))
+    assert_bits(t["blk.0.attn_norm.weight"], norm)
+    x = rng.standard_normal(64).astype(np.float32)
+    ref, bound = _ref_matmul(x[None], gguf.quants.quantize(w4, Q.Q4_0), "q4_0", 8, 64)
+    _assert_mm(fq.qmatmul(fv.asarray(x), q4).numpy()[None], ref, bound)
+
+
+def test_bad_input():
+    good = gguf.quants.quantize(rng.standard_normal((4, 64)).astype(np.float32), Q.Q4_0)
+    with pytest.raises(ShapeError, match="take 144 bytes"):
+        fq.dequantize(good.reshape(-1)[:-1], "q4_0", (4, 64))             # wrong byte length
+    with pytest.raises(ShapeError, match="whole blocks"):
+        fq.dequantize(good[:, :-1], "q4_0")
+    with pytest.raises(ShapeError, match="multiple of the q4_0 block size 32"):
+        fq.quantize(np.ones((2, 48), np.float32), "q4_0")
+    with pytest.raises(ShapeError, match="multiple of the q4_k block size 256"):
+        fq.dequantize(np.zeros(144, np.uint8), "q4_k", (128,))
+    with pytest.raises(DTypeError, match="unknown quant kind"):
+        fq.dequantize(good, "q3_z")
+    with pytest.raises(UnsupportedError, match="q5_k"):
+        fq.dequantize(good, "q5_k")
+    with pytest.raises(UnsupportedError, match="quantizing to q6_k"):
+        fq.quantize(np.ones(256, np.float32), "q6_k")
+    with pytest.raises(DTypeError, match="uint8"):
+        fq.dequantize(good.view(np.int8), "q4_0")
+    with pytest.raises(DTypeError, match="need kind"):
+        fq.dequantize(good)
+    with pytest.raises(DTypeError, match="float32"):
+        fq.qmatmul(np.ones((1, 64), np.float16), good, "q4_0", (4, 64))
+    with pytest.raises(ShapeError, match="does not match the weight shape"):
+        fq.qmatmul(np.ones((1, 32), np.float32), good, "q4_0", (4, 64))
+    with pytest.raises(ShapeError, match="multiple of the q4_0 block size"):
+        fq.qmatmul(np.ones((1, 48), np.float32), np.zeros(4 * 27, np.uint8), "q4_0", (4, 48))
+    with pytest.raises(ValueError, match="unknown route"):
+        fq.qmatmul(np.ones((1, 64), np.float32), good, "q4_0", (4, 64), route="fast")
+    with pytest.raises(DTypeError, match="float32"):
+        fq.quantize(fv.asarray(np.ones(32, np.float64)), "q8_0")
