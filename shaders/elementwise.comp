@@ -37,37 +37,51 @@ layout(push_constant) uniform Params {
     int shape[6]; int sa[6]; int sb[6];
 } p;
 
-// f64 transcendental functions go through f32 (GLSL has no double exp/log/sin/cos/tanh).
-#define F32FN(f, x) V(f(float(x)))
-
-V tanh_stable(V x) {
-    V e = F32FN(exp, -2.0 * abs(x));
+#if defined(DT_F64)
+#include "common/math64.glsl"
+V exp_v(V x) { return exp64(x); }
+V log_v(V x) { return log64(x); }
+V sin_v(V x) { return sincos64(x, false); }
+V cos_v(V x) { return sincos64(x, true); }
+V tanh_v(V x) {                               // -expm1(-2|x|) / (2 + expm1(-2|x|)): no cancellation near 0
+    V m = expm1_64(-2.0 * abs(x));
+    V t = -m / (2.0 + m);
+    return x < 0.0 ? -t : t;
+}
+#else
+V exp_v(V x) { return exp(x); }
+V log_v(V x) { return log(x); }
+V sin_v(V x) { return sin(x); }
+V cos_v(V x) { return cos(x); }
+V tanh_v(V x) {                               // stable for large |x| (builtin tanh may overflow)
+    V e = exp(-2.0 * abs(x));
     V t = (1.0 - e) / (1.0 + e);
     return x < 0.0 ? -t : t;
 }
+#endif
 
-V sigmoid(V x) { return 1.0 / (1.0 + F32FN(exp, -x)); }
+V sigmoid(V x) { return 1.0 / (1.0 + exp_v(-x)); }
 
 V apply_unary(V x) {
     switch (OP) {
     case 0u: return -x;
     case 1u: return x * x;
     case 2u: return sqrt(x);
-    case 3u: return F32FN(exp, x);
-    case 4u: return F32FN(log, x);
-    case 5u: return F32FN(sin, x);
-    case 6u: return F32FN(cos, x);
-    case 7u: return tanh_stable(x);
+    case 3u: return exp_v(x);
+    case 4u: return log_v(x);
+    case 5u: return sin_v(x);
+    case 6u: return cos_v(x);
+    case 7u: return tanh_v(x);
     case 8u: return sigmoid(x);
     case 9u: return x * sigmoid(x);
-    case 10u: return 0.5 * x * (1.0 + tanh_stable(V(0.7978845608028654) * (x + V(0.044715) * x * x * x)));
+    case 10u: return 0.5 * x * (1.0 + tanh_v(V(0.7978845608028654) * (x + V(0.044715) * x * x * x)));
     case 11u: return x < 0.0 ? V(0.0) : x;                       // relu (NaN stays NaN)
     case 12u: return isnan(x) ? x : (x > 0.0 ? V(1.0) : (x < 0.0 ? V(0.0) : scalar_arg(p.s0)));  // heaviside
     case 13u: return abs(x);
     case 14u: return isnan(x) ? x : (x > 0.0 ? V(1.0) : (x < 0.0 ? V(-1.0) : V(0.0)));  // sign
     case 15u: return 1.0 / x;
     case 16u: { precise V m = x * scalar_arg(p.s0); precise V r = m + scalar_arg(p.s1); return r; }  // affine
-    case 17u: return isnan(x) ? x : min(max(x, scalar_arg(p.s0)), scalar_arg(p.s1));            // clamp
+    case 17u: return x < scalar_arg(p.s0) ? scalar_arg(p.s0) : (x > scalar_arg(p.s1) ? scalar_arg(p.s1) : x);  // clamp (NaN, -0 kept)
     default: {                                                                                 // powi
         int e = int(p.s0[0]);
         if (e == 0) return V(1.0);

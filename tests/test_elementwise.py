@@ -205,3 +205,22 @@ def test_errors():
         fv.power(x, 0.5)
     with pytest.raises(fv.DTypeError, match="clip: dtype float16"):
         fv.clip(np.ones(3, np.float16), 0, 1)
+
+
+def test_f64_transcendentals_full_range():
+    """math64.glsl: near correctly rounded double exp/log/sin/cos/tanh over wide ranges."""
+    x = np.concatenate([RNG.uniform(-700, 700, 2000), RNG.uniform(-1e-3, 1e-3, 500)])
+    np.testing.assert_allclose(fv.exp(x), np.exp(x), rtol=1e-15)
+    y = np.exp(RNG.uniform(-700, 700, 2000))
+    np.testing.assert_allclose(fv.log(y), np.log(y), rtol=1e-15, atol=1e-15)
+    z = RNG.uniform(-1e4, 1e4, 2000)
+    np.testing.assert_allclose(fv.sin(z), np.sin(z), atol=1e-15)
+    np.testing.assert_allclose(fv.cos(z), np.cos(z), atol=1e-15)
+    np.testing.assert_allclose(fv.tanh(x[:2000] / 30), np.tanh(x[:2000] / 30), rtol=1e-15)
+    np.testing.assert_allclose(fv.tanh(x[2000:]), np.tanh(x[2000:]), rtol=1e-15)   # no cancellation near 0
+    special = np.array([np.nan, np.inf, -np.inf, 710.0, -746.0, 0.0])
+    np.testing.assert_array_equal(fv.exp(special), np.exp(special))
+    with np.errstate(all="ignore"):
+        lg = np.array([0.0, -1.0, np.inf, np.nan, 1.0])
+        np.testing.assert_array_equal(fv.log(lg), np.log(lg))
+        np.testing.assert_array_equal(fv.sin(np.array([np.inf, np.nan, 0.0])), np.sin(np.array([np.inf, np.nan, 0.0])))

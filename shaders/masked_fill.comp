@@ -1,0 +1,55 @@
+#version 450
+// masked_fill: out = mask != 0 ? fill : x, for any dtype of WIDTH bytes (raw words, bit-exact).
+// x and the u8/bool mask are strided + broadcast + offset views (EW_PARAMS, as elementwise.comp:
+// flags bits 0-1 describe x, bits 2-3 the mask); fill is the element's bit pattern in s0.
+// Output contiguous. The mask is read as bytes (8-bit storage), never packed four to a word.
+#extension GL_EXT_shader_8bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
+#include "common/width.glsl"
+#include "common/index.glsl"
+
+layout(local_size_x = WG) in;
+const uint WGU = WG, EPTU = EPT;
+
+layout(set = 0, binding = 0) writeonly buffer Out { W o[]; };
+layout(set = 0, binding = 1) readonly buffer In { W a[]; };
+layout(set = 0, binding = 2) readonly buffer Mask { uint8_t m[]; };
+
+layout(push_constant) uniform Params {
+    uint n; uint rank; uint flags; uint off_o;
+    uint off_a; uint off_b; uint s0[2]; uint s1[2];
+    int shape[6]; int sa[6]; int sb[6];
+} p;
+
+uint strided(uint i, uint off, int st[6]) {
+    int idx = int(off);
+    for (int d = int(p.rank) - 1; d >= 0; --d) {
+        uint n = uint(p.shape[d]);
+        idx += int(i % n) * st[d];
+        i /= n;
+    }
+    return uint(idx);
+}
+
+uint input_index(uint i, uint flags, uint off, int st[6]) {
+    if ((flags & 1u) != 0u) return off + i;
+    if ((flags & 2u) != 0u) return off;
+    return strided(i, off, st);
+}
+
+void main() {
+    uint base = linear_group() * (WGU * EPTU) + gl_LocalInvocationID.x;
+#if WIDTH == 8
+    W fill = uvec2(p.s0[0], p.s0[1]);
+#else
+    W fill = W(p.s0[0]);
+#endif
+    for (uint j = 0u; j < EPTU; ++j) {
+        uint i = base + j * WGU;
+        if (i >= p.n) return;
+        W v;
+        if (m[input_index(i, p.flags >> 2, p.off_b, p.sb)] != uint8_t(0)) v = fill;
+        else v = a[input_index(i, p.flags, p.off_a, p.sa)];
+        o[p.off_o + i] = v;
+    }
+}

@@ -1,0 +1,68 @@
+#version 450
+// Pad backward for reflect (MODE 5) and replicate (MODE 6): grad_in[c] = sum of grad_out over every
+// padded position the forward pass read c from. One invocation per grad_in element gathers its
+// preimage (per dim: itself plus <= 2 mirror positions for reflect; the whole edge run for
+// replicate) and writes once: no atomics, so no value can be lost under contention and the result
+// is deterministic. grad_out is any strided view (`sa`, off_a); grad_in contiguous. Half types
+// accumulate in f32, f64 in f64. Params as remap.comp: shape = grad_in shape, dim = grad_out shape,
+// lo = left pads (right pad = dim - shape - lo).
+#include "common/dtype.glsl"
+#include "common/index.glsl"
+
+layout(local_size_x = WG) in;
+const uint WGU = WG, EPTU = EPT;
+
+layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
+layout(set = 0, binding = 1) readonly buffer In { T a[]; };
+
+layout(push_constant) uniform Params {
+    uint n; uint rank; uint off_o; uint off_a; int k; uint fill[2];
+    int shape[6]; int sa[6]; int lo[6]; int dim[6];
+} p;
+
+void main() {
+    uint base = linear_group() * (WGU * EPTU) + gl_LocalInvocationID.x;
+    int r = int(p.rank);
+    for (uint j = 0u; j < EPTU; ++j) {
+        uint i = base + j * WGU;
+        if (i >= p.n) return;
+        // per dim: up to 3 runs (start in grad_out coordinates, length), in ascending order
+        int rs[6][3], rl[6][3], nr[6];
+        uint rest = i;
+        for (int d = r - 1; d >= 0; --d) {
+            int nin = p.shape[d];
+            int c = int(rest % uint(nin));
+            rest /= uint(nin);
+            int lo = p.lo[d], hi = p.dim[d] - nin - lo;
+            int cnt = 0;
+#if MODE == 5
+            if (c >= 1 && c <= lo) { rs[d][cnt] = lo - c; rl[d][cnt] = 1; ++cnt; }
+            rs[d][cnt] = lo + c; rl[d][cnt] = 1; ++cnt;
+            if (c <= nin - 2 && c >= nin - 1 - hi) { rs[d][cnt] = lo + 2 * (nin - 1) - c; rl[d][cnt] = 1; ++cnt; }
+#else
+            int s0 = c == 0 ? 0 : lo + c;
+            int e0 = c == nin - 1 ? p.dim[d] : lo + c + 1;
+            rs[d][0] = s0; rl[d][0] = e0 - s0; cnt = 1;
+#endif
+            nr[d] = cnt;
+        }
+        // odometer over the product of the per-dim runs
+        int ri[6], t[6];
+        for (int d = 0; d < r; ++d) { ri[d] = 0; t[d] = 0; }
+        V acc = V(0.0);
+        while (true) {
+            int src = int(p.off_a);
+            for (int d = 0; d < r; ++d) src += (rs[d][ri[d]] + t[d]) * p.sa[d];
+            acc += LOAD(a[uint(src)]);
+            int d = r - 1;
+            for (; d >= 0; --d) {
+                if (++t[d] < rl[d][ri[d]]) break;
+                t[d] = 0;
+                if (++ri[d] < nr[d]) break;
+                ri[d] = 0;
+            }
+            if (d < 0) break;
+        }
+        o[p.off_o + i] = STORE(acc);
+    }
+}

@@ -1,0 +1,36 @@
+"""Float casts: one generic kernel (shaders/cast.comp) for every ordered pair of f8e4m3fn/f16/bf16/f32/f64.
+
+The inventory lists 12 pairs (f32<->f16/bf16/f64, f8e4m3<->f32/f16/bf16); the other 8 (f16<->bf16,
+f64<->f16/bf16/f8) are fuelvk additions, so every float astype is one dispatch with one rounding.
+"""
+from .elementwise import EPT, EW_PARAMS, WG
+from .registry import family
+
+GROUP = "Casts"
+FORMATS = {"f8e4m3": 0, "f16": 1, "bf16": 2, "f32": 3, "f64": 4}
+# Device features each side's storage type needs (cast.comp works on raw bits: u8/u16/u32/u64).
+_FEATURES = {"f8e4m3": ("storage8", "int8"), "f16": ("storage16", "int16"), "bf16": ("storage16", "int16"),
+             "f32": (), "f64": ("int64",)}
+
+
+def nan_rule(src, dst):
+    """NaN payload rule of shaders/cast.comp, matching numpy/ml_dtypes bit for bit.
+
+    0: keep the payload's top bits (numpy's software f16 path; f16/bf16 -> f32 exact widening);
+    1: keep them and set the quiet bit (what x86 cvtss2sd/cvtsd2ss do for f32<->f64, bf16->f64);
+    2: canonical quiet NaN (ml_dtypes for every bf16 / f8 destination, and bf16 -> f16).
+    The sign is always kept.
+    """
+    if dst in ("bf16", "f8e4m3") or (dst == "f16" and src in ("bf16", "f8e4m3")):
+        return 2
+    if (src, dst) in (("f64", "f32"), ("f32", "f64"), ("bf16", "f64")):
+        return 1
+    return 0
+
+
+PAIRS = [(s, d) for s in FORMATS for d in FORMATS if s != d]
+family("cast", "cast.comp", EW_PARAMS, {f"{s}_to_{d}": f"cast_{s}_to_{d}" for s, d in PAIRS}, GROUP,
+       defines={"WG": WG, "EPT": EPT},
+       tag_defines={f"{s}_to_{d}": {"SRC": FORMATS[s], "DST": FORMATS[d], "NAN_RULE": nan_rule(s, d)}
+                    for s, d in PAIRS},
+       tag_features={f"{s}_to_{d}": tuple(sorted(set(_FEATURES[s]) | set(_FEATURES[d]))) for s, d in PAIRS})

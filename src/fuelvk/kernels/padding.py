@@ -1,0 +1,17 @@
+"""Padding: pad_const / pad_reflect / pad_replicate and pad_backward_const (byte-width keyed, remap.comp),
+pad_backward_reflect / pad_backward_replicate (dtype keyed, pad_backward.comp: a deterministic gather
+of each input element's preimage instead of the inventory's atomic CAS scatter)."""
+from .movement import REMAP_MODES, REMAP_PARAMS, WG, EPT, remap_family
+from .registry import family, width_variants
+
+GROUP = "Padding (forward + backward)"
+
+remap_family("pad_const", "pad_const", width_variants("pad_const"), GROUP)
+remap_family("pad_reflect", "pad_reflect", width_variants("pad_reflect"), GROUP)
+remap_family("pad_replicate", "pad_replicate", width_variants("pad_replicate"), GROUP)
+remap_family("pad_backward_const", "pad_const", width_variants("pad_backward_const"), GROUP)
+
+for _mode in ("reflect", "replicate"):
+    family(f"pad_backward_{_mode}", "pad_backward.comp", REMAP_PARAMS,
+           {t: f"pad_backward_{_mode}_{t}" for t in ("f32", "f64", "f16", "bf16")}, GROUP,
+           defines={"WG": WG, "EPT": EPT, "MODE": REMAP_MODES[f"pad_{_mode}"]})

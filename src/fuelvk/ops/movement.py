@@ -1,0 +1,364 @@
+"""Data movement (numpy names): flip, roll, triu, tril, concatenate, masked_fill (torch's), slice
+assignment ``a[index] = b`` (setitem) and the in-place ``add_assign_scaled(dst, src, scale)``.
+
+Every kernel here reads any view (strided, negative steps, broadcast, offset) directly, so nothing is
+contiguized first; outputs are contiguous, except the in-place writes, which go through the view.
+Moves are raw words of the element's width, bit-exact for every dtype (NaN payloads included).
+"""
+import math
+import numbers
+import operator
+import struct
+
+import numpy as np
+
+from .. import dtypes as _dt
+from .. import layout as L
+from .. import runtime
+from ..array import Array, asarray
+from ..errors import DTypeError, FuelVKIndexError, ShapeError
+from ..kernels import kernel
+from ..kernels.movement import EPT, MAX_RANK, REMAP_PARAMS, WG, WRITE_PARAMS
+from ._core import device_args, launch_strided, new_like, result
+
+__all__ = ["flip", "roll", "triu", "tril", "concatenate", "masked_fill", "add_assign_scaled", "setitem"]
+
+_PER_GROUP = WG * EPT
+
+
+# -- launchers ------------------------------------------------------------------------------------
+def fill_words(op, value, dt):
+    """The bit pattern of scalar `value` stored as dt (numpy's cast), as two u32 words."""
+    try:
+        raw = np.asarray(value).astype(dt).reshape(1).tobytes()
+    except (TypeError, ValueError, OverflowError) as e:
+        raise DTypeError(f"{op}: fill value {value!r} cannot be stored as {dt}: {e}") from None
+    raw = raw + b"\0" * (8 - len(raw))
+    return struct.unpack("<2I", raw)
+
+
+def _check_scalar(op, value):
+    if isinstance(value, Array):
+        if value.size != 1:
+            raise ShapeError(f"{op}: the fill value must be a scalar, got an array of shape {value.shape}")
+        value = value.item()
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if not (isinstance(value, (numbers.Number, np.generic)) and not isinstance(value, complex)):
+        raise DTypeError(f"{op}: the fill value must be a real scalar, got {type(value).__name__}")
+    return value
+
+
+def launch_remap(op, variant, out, src, sa, lo=None, dim=None, k=0, fill=(0, 0), mode="gather", fixed_tail=0):
+    """Run a remap.comp / pad_backward.comp variant: out (contiguous, out.shape) gathered from src.
+
+    sa: src strides per out dim; lo/dim: per-dim shift or left pad and source extent (mode-specific).
+    Dims that are not remapped are merged wherever the strides allow; the last `fixed_tail` dims are
+    never merged (triu/tril need rows and columns). Ranks above 6 loop on the host over leading dims.
+    """
+    shape = out.shape
+    if out.size == 0:
+        return
+    r = len(shape)
+    lo = list(lo) if lo is not None else [0] * r
+    dim = list(dim) if dim is not None else list(shape)
+    dims = []   # [n, stride, lo, dim, identity]
+    for d in range(r):
+        ident = lo[d] == 0 and dim[d] == shape[d] and d < r - fixed_tail
+        if ident and shape[d] == 1:
+            continue
+        if ident and dims and dims[-1][4] and dims[-1][1] == sa[d] * shape[d]:
+            prev = dims[-1]
+            prev[0] *= shape[d]
+            prev[1] = sa[d]
+            prev[3] = prev[0]
+        else:
+            dims.append([shape[d], sa[d], lo[d], dim[d], ident])
+    ctx = runtime.get()
+    bufs, writes = (out.buffer, src.buffer), (True, False)
+
+    def go(ds, off_o, off_a, fill_row):
+        if len(ds) > MAX_RANK:
+            n0, s0, lo0, dim0, _ = ds[0]
+            inner = math.prod(d[0] for d in ds[1:])
+            for P in range(n0):
+                c, row_fill = _source_coord(mode, P, lo0, dim0)
+                go(ds[1:], off_o + P * inner, off_a + (c * s0 if not row_fill else 0), fill_row or row_fill)
+            return
+        m = math.prod(d[0] for d in ds)
+        los = [d[2] for d in ds]
+        dms = [d[3] for d in ds]
+        if fill_row:       # a whole row of constant padding (rank > 6 only): force every read outside
+            los[0], dms[0] = -ds[0][0], 0
+        push = REMAP_PARAMS.pack(m, len(ds), off_o, off_a, k, fill, [d[0] for d in ds], [d[1] for d in ds],
+                                 los, dms)
+        ctx.launch(variant, ctx.groups(-(-m // _PER_GROUP)), bufs, writes, push)
+
+    go(dims, out.offset, src.offset, False)
+
+
+def _source_coord(mode, P, lo, dim):
+    """(source coordinate, is_fill) of output coordinate P along one dim (host twin of remap.comp)."""
+    if mode == "roll":
+        c = P + lo
+        return (c - dim if c >= dim else c), False
+    if mode in ("pad_const", "pad_reflect", "pad_replicate"):
+        c = P - lo
+        if mode == "pad_const":
+            return (c, False) if 0 <= c < dim else (0, True)
+        if mode == "pad_reflect":
+            c = -c if c < 0 else c
+            return (2 * (dim - 1) - c if c >= dim else c), False
+        return min(max(c, 0), dim - 1), False
+    return P, False
+
+
+def _write_chunks(shape, so, sa, off_o, off_a):
+    if len(shape) <= MAX_RANK:
+        yield shape, so, sa, off_o, off_a
+        return
+    for i in range(shape[0]):
+        yield from _write_chunks(shape[1:], so[1:], sa[1:], off_o + i * so[0], off_a + i * sa[0])
+
+
+def launch_write(variant, dst, src, scale=0.0):
+    """Run a write.comp / add_assign_scaled.comp variant: the dst view <- src broadcast to dst.shape."""
+    shape = dst.shape
+    if dst.size == 0:
+        return
+    ss = L.broadcast_strides(src.shape, src.strides, shape)
+    cshape, (cso, csa) = L.collapse(shape, dst.strides, ss)
+    ctx = runtime.get()
+    bufs, writes = (dst.buffer, src.buffer), (True, False)
+    for sub, so, sa, oo, oa in _write_chunks(cshape, cso, csa, dst.offset, src.offset):
+        m = math.prod(sub)
+        contig = L.contiguous_strides(sub)
+        flags = (1 if tuple(sa) == contig else 0) | (2 if not any(sa) else 0) | (4 if tuple(so) == contig else 0)
+        push = WRITE_PARAMS.pack(m, len(sub), flags, oo, oa, scale, list(sub), list(sa), list(so))
+        ctx.launch(variant, ctx.groups(-(-m // _PER_GROUP)), bufs, writes, push)
+
+
+def _width_tag(op, dt, accepted=("b1", "b2", "b4", "b8")):
+    tag = _dt.width_tag(dt)
+    if tag not in accepted:
+        raise DTypeError(f"{op}: dtype {dt} ({dt.itemsize} bytes) is not supported; accepted element widths: "
+                         + ", ".join(f"{t[1:]} bytes" for t in accepted))
+    return tag
+
+
+def _axes(op, axis, ndim):
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    out = [L.normalize_axis(op, a, ndim) for a in axes]
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{op}: repeated axis in {tuple(axes)}")
+    return out
+
+
+# -- flip / roll / triu / tril --------------------------------------------------------------------
+def flip(x, axis=None):
+    """numpy.flip as a new contiguous array (any dtype; axis None flips every axis)."""
+    (xa,), numpy_out = device_args("flip", x)
+    axes = range(xa.ndim) if axis is None else _axes("flip", axis, xa.ndim)
+    v = xa.flip(tuple(axes)) if xa.ndim else xa
+    out = new_like(xa.shape, xa.dtype)
+    launch_remap("flip", kernel("flip", _width_tag("flip", xa.dtype)), out, v, v.strides)
+    return result(out, numpy_out)
+
+
+def roll(x, shift, axis=None):
+    """numpy.roll: elements shifted cyclically along axis (axis None: over the flattened array)."""
+    (xa,), numpy_out = device_args("roll", x)
+    tag = _width_tag("roll", xa.dtype)
+    if axis is None:
+        try:
+            s = operator.index(shift)
+        except TypeError:
+            raise ShapeError(f"roll: with axis=None the shift must be one integer, got {shift!r}") from None
+        flat = xa.reshape(-1)
+        out = new_like(flat.shape, xa.dtype)
+        if flat.size:
+            launch_remap("roll", kernel("roll", tag), out, flat, flat.strides, [(-s) % flat.size], list(flat.shape),
+                         mode="roll")
+        out = out.reshape(xa.shape)
+        return result(out, numpy_out)
+    axes = _axes_allow_repeat("roll", axis, xa.ndim)
+    shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
+    try:
+        shifts = [operator.index(s) for s in shifts]
+    except TypeError:
+        raise ShapeError(f"roll: shifts must be integers, got {shift!r}") from None
+    if len(shifts) == 1:
+        shifts = shifts * len(axes)
+    elif len(axes) == 1:
+        axes = axes * len(shifts)
+    if len(shifts) != len(axes):
+        raise ShapeError(f"roll: shift {shift!r} and axis {axis!r} must have the same length (or one of them be "
+                         "a scalar)")
+    total = [0] * xa.ndim
+    for s, a in zip(shifts, axes):
+        total[a] += s
+    lo = [(-t) % n if n else 0 for t, n in zip(total, xa.shape)]
+    out = new_like(xa.shape, xa.dtype)
+    launch_remap("roll", kernel("roll", tag), out, xa, xa.strides, lo, list(xa.shape), mode="roll")
+    return result(out, numpy_out)
+
+
+def _axes_allow_repeat(op, axis, ndim):
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    return [L.normalize_axis(op, a, ndim) for a in axes]
+
+
+def _triangle(op, x, k):
+    (xa,), numpy_out = device_args(op, x)
+    try:
+        k = operator.index(k)
+    except TypeError:
+        raise DTypeError(f"{op}: the diagonal offset k must be an integer, got {k!r}") from None
+    if xa.ndim == 0:
+        raise ShapeError(f"{op}: input must be at least 1-D, got a 0-d array")
+    if xa.ndim == 1:                     # numpy: a 1-D input is broadcast to a square matrix
+        xa = xa.broadcast_to((xa.shape[0], xa.shape[0]))
+    k = max(min(k, 2**31 - 1), -2**31)
+    out = new_like(xa.shape, xa.dtype)
+    launch_remap(op, kernel(op, _width_tag(op, xa.dtype)), out, xa, xa.strides, k=k, fixed_tail=2)
+    return result(out, numpy_out)
+
+
+def triu(x, k=0):
+    """numpy.triu: zero below the k-th diagonal of the last two dims (any dtype; 1-D input -> square)."""
+    return _triangle("triu", x, k)
+
+
+def tril(x, k=0):
+    """numpy.tril: zero above the k-th diagonal of the last two dims (any dtype; 1-D input -> square)."""
+    return _triangle("tril", x, k)
+
+
+# -- concatenate ----------------------------------------------------------------------------------
+def concatenate(arrays, axis=0):
+    """numpy.concatenate of any number of arrays (one strided write per input, no contiguizing)."""
+    if isinstance(arrays, (Array, np.ndarray)) or not hasattr(arrays, "__len__"):
+        raise ShapeError("concatenate: expects a sequence of arrays")
+    if len(arrays) == 0:
+        raise ShapeError("concatenate: need at least one array to concatenate")
+    xs, numpy_out = device_args("concatenate", *arrays)
+    if axis is None:
+        xs = [x.reshape(-1) for x in xs]
+        axis = 0
+    nd = xs[0].ndim
+    if nd == 0 or any(x.ndim == 0 for x in xs):
+        raise ShapeError("concatenate: zero-dimensional arrays cannot be concatenated")
+    if any(x.ndim != nd for x in xs):
+        raise ShapeError(f"concatenate: all inputs must have the same number of dimensions, got shapes "
+                         f"{[x.shape for x in xs]}")
+    ax = L.normalize_axis("concatenate", axis, nd)
+    for x in xs:
+        if x.shape[:ax] + x.shape[ax + 1:] != xs[0].shape[:ax] + xs[0].shape[ax + 1:]:
+            raise ShapeError(f"concatenate: shapes {[x.shape for x in xs]} differ outside axis {ax}")
+    dt = np.result_type(*[x.dtype for x in xs])
+    if any(x.dtype != dt for x in xs):
+        from .casts import astype
+        xs = [x if x.dtype == dt else astype(x, dt) for x in xs]
+    shape = list(xs[0].shape)
+    shape[ax] = sum(x.shape[ax] for x in xs)
+    out = new_like(tuple(shape), dt)
+    ftag = _dt.FLOAT_TAGS.get(dt)
+    v = kernel("concat_along_dim", ftag) if ftag else kernel("write_slice", _width_tag("concatenate", dt))
+    start = 0
+    for x in xs:
+        n = x.shape[ax]
+        if n and x.size:
+            key = (slice(None),) * ax + (slice(start, start + n),)
+            launch_write(v, out[key], x)
+        start += n
+    return result(out, numpy_out)
+
+
+# -- masked_fill ----------------------------------------------------------------------------------
+def masked_fill(x, mask, value):
+    """torch.Tensor.masked_fill: value where mask is true, x elsewhere (mask bool/uint8, broadcast to x)."""
+    (xa, ma), numpy_out = device_args("masked_fill", x, mask)
+    if ma.dtype not in (_dt.bool_, _dt.uint8):
+        raise DTypeError(f"masked_fill: mask must be bool or uint8, got {ma.dtype}")
+    value = _check_scalar("masked_fill", value)
+    try:
+        out_shape = L.broadcast_shapes("masked_fill", xa.shape, ma.shape)
+    except ShapeError:
+        out_shape = None
+    if out_shape != xa.shape:
+        raise ShapeError(f"masked_fill: mask of shape {ma.shape} does not broadcast to the input's shape {xa.shape}")
+    out = new_like(xa.shape, xa.dtype)
+    v = kernel("masked_fill", _width_tag("masked_fill", xa.dtype))
+    launch_strided(v, out, [xa, ma], s0=fill_words("masked_fill", value, xa.dtype))
+    return result(out, numpy_out)
+
+
+# -- in-place writes ------------------------------------------------------------------------------
+def _writable(op, view):
+    if any(s == 0 and n > 1 for n, s in zip(view.shape, view.strides)):
+        raise ShapeError(f"{op}: cannot write into a broadcast view (shape {view.shape}, strides {view.strides}: "
+                         "stride 0 repeats one element); write into a real array or a slice of one")
+
+
+def _source_for(op, dst, value):
+    """value as an Array of dst's dtype that can be read while dst is written (copied if it overlaps)."""
+    if isinstance(value, Array):
+        runtime.check_alive(value.buffer)
+        src = value
+        if src.dtype != dst.dtype:
+            from .casts import astype
+            src = astype(src, dst.dtype)
+        elif src.buffer is dst.buffer and not (src.shape == dst.shape and src.strides == dst.strides
+                                                and src.offset == dst.offset):
+            from .movement_core import copy
+            src = copy(src)    # numpy semantics when source and destination overlap
+    else:
+        if not isinstance(value, (np.ndarray, list, tuple)):
+            value = _check_scalar(op, value)
+        try:
+            host = np.asarray(value).astype(dst.dtype)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise DTypeError(f"{op}: value cannot be stored as {dst.dtype}: {e}") from None
+        src = asarray(host)
+    try:
+        L.broadcast_strides(src.shape, src.strides, dst.shape)
+    except ShapeError:
+        raise ShapeError(f"{op}: could not broadcast a value of shape {src.shape} into a view of shape "
+                         f"{dst.shape}") from None
+    return src
+
+
+def setitem(array, key, value):
+    """array[key] = value through the view (write_slice): any basic index, value broadcast and cast."""
+    if not isinstance(array, Array):
+        raise DTypeError(f"setitem: expects a fuelvk.Array, got {type(array).__name__}")
+    runtime.check_alive(array.buffer)
+    if isinstance(key, (Array, np.ndarray, list)):
+        raise FuelVKIndexError("setitem: advanced (array) indexing is not supported; use basic indices "
+                               "(ints, slices, None, ...)")
+    view = array[key]
+    _writable("setitem", view)
+    src = _source_for("setitem", view, value)
+    launch_write(kernel("write_slice", _width_tag("setitem", view.dtype)), view, src)
+
+
+def add_assign_scaled(dst, src, scale):
+    """dst += src * scale in place (float32; src broadcast to dst). Returns dst.
+
+    dst may be any non-broadcast Array view, or a numpy array (updated in place).
+    """
+    if not isinstance(dst, (Array, np.ndarray)):
+        raise DTypeError(f"add_assign_scaled: dst must be a fuelvk.Array or numpy array, got {type(dst).__name__}")
+    host_dst = dst if isinstance(dst, np.ndarray) else None
+    (d, s), _ = device_args("add_assign_scaled", dst, src)
+    if d.dtype != _dt.float32 or s.dtype != _dt.float32:
+        raise DTypeError(f"add_assign_scaled: float32 only (kernel add_assign_scaled.f32), got dst {d.dtype} "
+                         f"and src {s.dtype}")
+    scale = _check_scalar("add_assign_scaled", scale)
+    _writable("add_assign_scaled", d)
+    s = _source_for("add_assign_scaled", d, s)
+    launch_write(kernel("add_assign_scaled", "f32"), d, s, float(np.float32(scale)))
+    if host_dst is not None:
+        host_dst[...] = d.numpy()
+        return host_dst
+    return dst

@@ -1,0 +1,148 @@
+"""Casts between f8e4m3fn / f16 / bf16 / f32 / f64, bit for bit.
+
+Oracles: numpy + ml_dtypes for every pair (every f16/bf16 bit pattern, every f8 code, random and
+special f32/f64 bits, ties at each target's rounding point), with one documented difference:
+casts to float8_e4m3fn saturate to +-448 (torch's `.to(torch.float8_e4m3fn)`, checked directly
+against torch) where ml_dtypes gives NaN. NaN payloads are compared bit for bit too.
+"""
+import warnings
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+import fuelvk as fv
+from fuelvk.kernels.casts import PAIRS
+from oracles import assert_bits
+
+F = {"f8e4m3": np.dtype(ml_dtypes.float8_e4m3fn), "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
+     "f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
+U = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def oracle(x, dst):
+    """numpy/ml_dtypes cast; to f8e4m3fn saturating (finite or inf overflow -> +-448, torch's rule)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = x.astype(F[dst])
+        if dst != "f8e4m3":
+            return want
+        wide = x.astype(np.float64)
+        over = ~np.isnan(wide) & np.isnan(want.astype(np.float32))
+    w = want.view(np.uint8).copy()
+    w[over] = np.where(np.signbit(wide[over]), 0xFE, 0x7E)
+    return w.view(F[dst])
+
+
+def sources(src, rng):
+    """Every bit pattern of the 8/16-bit formats; random + special + tie patterns of f32/f64."""
+    if src in ("f16", "bf16"):
+        return np.arange(1 << 16, dtype=np.uint16).view(F[src])
+    if src == "f8e4m3":
+        return np.arange(256, dtype=np.uint8).view(F[src])
+    nb, u = (32, np.uint32) if src == "f32" else (64, np.uint64)
+    rnd = rng.integers(0, 2 ** 63, 4000, dtype=np.uint64)
+    if src == "f32":
+        rnd = (rnd >> np.uint64(31)).astype(np.uint32)
+    parts = [rnd.astype(u)]
+    # ties and their neighbours at every narrower target's rounding point (f16, bf16, f8; and f32 for f64)
+    for sh in ((13, 16, 20) if src == "f32" else (29, 42, 45, 49)):
+        b = parts[0][:1500] & ~u((1 << sh) - 1) | u(1 << (sh - 1))
+        parts += [b, b - u(1), b + u(1), b ^ u(1 << sh)]
+    # values around the targets' subnormal / overflow ranges, both signs
+    mags = np.concatenate([rng.uniform(-500, 500, 2000), 2.0 ** rng.uniform(-160, 20, 2000), [448, 464, 465, 479.9,
+                           480, 65504, 65519.99, 65520, 3.4e38, 2 ** -24, 2 ** -25, 2 ** -149, 2 ** -133, 2 ** -9,
+                           2 ** -10, 0.0]])
+    parts.append(mags.astype(F[src]).view(u))
+    parts.append((-mags).astype(F[src]).view(u))
+    top = u(1 << (nb - 1))
+    ebits = 8 if src == "f32" else 11
+    inf = u(((1 << ebits) - 1) << (nb - 1 - ebits))
+    parts.append(np.array([0, top, inf, inf | top, inf | u(1), inf | u(1 << (nb - 2 - ebits)), inf | top | u(5),
+                           u(1), u(1) | top, inf - u(1), (inf - u(1)) | top], dtype=u))
+    if src == "f64":
+        parts.append(np.array([0x7FF0000100000000, 0x7FF0000000000001, 0x36A0000000000000, 0x47EFFFFFE0000000,
+                               0x47EFFFFFF0000000, 0x47EFFFFFEFFFFFFF], dtype=np.uint64))
+    return np.concatenate(parts).view(F[src])
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: f"{p[0]}_to_{p[1]}")
+def test_cast_bit_exact(pair):
+    src, dst = pair
+    x = sources(src, np.random.default_rng(hash(pair) % 2**32))
+    assert_bits(fv.astype(x, F[dst]), oracle(x, dst))
+
+
+@pytest.mark.parametrize("src", ["f16", "bf16", "f32", "f64"])
+def test_cast_to_f8_matches_torch(src):
+    """torch is the oracle of f8e4m3fn saturation (ml_dtypes overflows to NaN)."""
+    x = sources(src, np.random.default_rng(11))
+    if src == "f64":   # torch rounds f64 -> f8 through f32 (double rounding); compare off the f32 ties only
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            x = x.astype(np.float32).astype(np.float64)
+    t = torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) if src == "bf16" else torch.from_numpy(x)
+    want = t.to(torch.float8_e4m3fn).view(torch.uint8).numpy()
+    got = fv.astype(x, F["f8e4m3"]).view(np.uint8)
+    assert np.array_equal(got, want), np.flatnonzero(got != want)[:5]
+    big = np.array([1000.0, -1e30, np.inf, -np.inf, 464.0, 465.0], np.float32)
+    assert_bits(fv.astype(big, F["f8e4m3"]), np.array([448, -448, 448, -448, 448, 448], np.float32).astype(F["f8e4m3"]))
+
+
+def test_cast_round_to_nearest_even_examples():
+    # 1 + 2^-11 is a tie between 1 and 1 + 2^-10 in f16: even -> 1.0; 1 + 3 * 2^-11 -> 1 + 2^-9
+    x = np.array([1 + 2 ** -11, 1 + 3 * 2 ** -11, 2 ** -25, 3 * 2 ** -25, 65520.0], np.float32)
+    assert_bits(fv.astype(x, np.float16), np.array([1.0, 1 + 2 ** -9, 0.0, 2 ** -23, np.inf], np.float16))
+    y = np.array([1 + 2 ** -8, 1 + 3 * 2 ** -8], np.float32)
+    assert_bits(fv.astype(y, ml_dtypes.bfloat16), np.array([1.0, 1 + 2 ** -6], ml_dtypes.bfloat16))
+
+
+@pytest.mark.parametrize("pair", [("f32", "f16"), ("f32", "bf16"), ("f16", "f32"), ("f64", "f32"), ("f8e4m3", "bf16"),
+                                  ("f32", "f8e4m3"), ("bf16", "f64")], ids=lambda p: f"{p[0]}_to_{p[1]}")
+def test_cast_views_and_sizes(pair):
+    src, dst = pair
+    rng = np.random.default_rng(12)
+    a = np.resize(sources(src, rng), 37 * 41).reshape(37, 41)
+    d = fv.asarray(a)
+    for nv, dv in ((a.T, d.T), (a[::-1, ::-3], d[::-1, ::-3]), (a[5, 3:], d[5, 3:]), (a[1:, 1:], d[1:, 1:]),
+                   (np.broadcast_to(a[2], (3, 41)), d[2].broadcast_to((3, 41))), (a[:, None, 7], d[:, None, 7])):
+        got = fv.astype(dv, F[dst])
+        assert isinstance(got, fv.Array) and got.is_contiguous
+        assert_bits(got, oracle(np.ascontiguousarray(nv), dst))
+    flat = a.reshape(-1)
+    for n in (0, 1, 3, 4, 5, 255, 1023, 1024, 1025, 4097):
+        for off in (0, 1, 4):      # offsets % 4 != 0 take the scalar path, others the vec4 path
+            x = flat[off:off + n]
+            assert_bits(fv.astype(d.reshape(-1)[off:off + n], F[dst]), oracle(x, dst))
+
+
+def test_astype_same_dtype_copies_and_method():
+    a = np.arange(10, dtype=np.float32)
+    d = fv.asarray(a)
+    c = d.astype(np.float32)
+    assert c is not d and c.buffer is not d.buffer
+    assert_bits(c, a)
+    assert_bits(d.astype("bf16"), a.astype(ml_dtypes.bfloat16))
+    assert_bits(fv.astype(np.arange(4, dtype=np.int32), np.int32), np.arange(4, dtype=np.int32))
+    # promotion in binary ops goes through astype: f16 + f32 -> f32
+    s = fv.asarray(a.astype(np.float16)) + d
+    assert s.dtype == np.float32
+    assert_bits(s, a.astype(np.float16).astype(np.float32) + a)
+
+
+def test_cast_errors():
+    with pytest.raises(fv.DTypeError, match="astype: no cast kernel from int32 to float32"):
+        fv.astype(np.zeros(3, np.int32), np.float32)
+    with pytest.raises(fv.DTypeError, match="astype.*unsupported dtype"):
+        fv.astype(np.zeros(3, np.float32), np.complex64)
+
+
+def test_cast_large():
+    """One >= 16M-element case per direction that the benchmark times (f32 -> f16 / bf16)."""
+    n = 16 * 1024 * 1024 + 3
+    x = np.random.default_rng(13).standard_normal(n).astype(np.float32)
+    d = fv.asarray(x)
+    assert np.array_equal(fv.astype(d, np.float16).numpy().view(np.uint16), x.astype(np.float16).view(np.uint16))
+    assert np.array_equal(fv.astype(d, ml_dtypes.bfloat16).numpy().view(np.uint16),
+                          x.astype(ml_dtypes.bfloat16).view(np.uint16))
