@@ -89,24 +89,44 @@ def launch_strided(variant, out, inputs, spec=(), s0=ZERO2, s1=ZERO2, flags_extr
     Dims are collapsed wherever every input allows, so most views run at rank 1-3; contiguous and
     constant (all-stride-0) inputs get the kernel's linear fast paths. When every input is
     contiguous or constant with 4-aligned offsets, the LINEAR specialization (vec4 accesses, no
-    index arithmetic) runs, in the kernels whose SPIR-V declares it.
+    index arithmetic) runs, in the kernels whose SPIR-V declares it. The launch plan (pipelines,
+    grids, packed Params) depends only on the geometry, so it is cached per context: a repeated
+    call costs a dict lookup plus the dispatches.
     """
+    ctx = runtime.get()
+    key = (variant._id, spec, s0, s1, flags_extra, out.shape, out.offset,
+           tuple((x.shape, x.strides, x.offset) for x in inputs))
+    plan = ctx.plans.get(key)
+    if plan is None:
+        plan = _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra)
+        if len(ctx.plans) > 4096:
+            ctx.plans.clear()
+        ctx.plans[key] = plan
+    if not plan:
+        return
+    bufs = (out.buffer,) + tuple(x.buffer for x in inputs)
+    writes = _WRITES[len(inputs)]
+    dispatch = ctx.stream.dispatch
+    for pipe, groups, push in plan:
+        dispatch(pipe, groups, bufs, writes, push)
+
+
+def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra):
+    """[(pipeline, grid, Params bytes)] for launch_strided (one entry per rank<=6 chunk)."""
     shape = out.shape
     n = math.prod(shape)
     if n == 0:
-        return
-    ctx = runtime.get()
-    bufs = (out.buffer,) + tuple(x.buffer for x in inputs)
-    writes = _WRITES[len(inputs)]
+        return []
     if all(x.shape == shape and L.is_contiguous(shape, x.strides) for x in inputs):
         chunks = [((n,), [(1,)] * len(inputs), [x.offset for x in inputs], 0)]   # the common case
     else:
         cshape, cstrides = L.collapse(shape, *[L.broadcast_strides(x.shape, x.strides, shape) for x in inputs])
         chunks = _chunks(cshape, cstrides, [x.offset for x in inputs])
     linear_ok = LINEAR_SPEC in ctx.pipelines.meta(variant.id)["spec_ids"]
+    plan = []
     for sub, st, offs, o in chunks:
         m = math.prod(sub)
-        contig = L.contiguous_strides(sub) if len(sub) > 1 else (1,)
+        contig = L.contiguous_strides(sub)
         flags = flags_extra
         linear = linear_ok
         for k, s in enumerate(st):
@@ -122,8 +142,9 @@ def launch_strided(variant, out, inputs, spec=(), s0=ZERO2, s1=ZERO2, flags_extr
         push = EW_PARAMS.pack(m, len(sub), flags, off_o, offs[0] if offs else 0, offs[1] if len(offs) > 1 else 0,
                               s0, s1, sub, st[0] if st else (), st[1] if len(st) > 1 else ())
         per_group = WG * EPT * (4 if linear else 1)
-        ctx.launch(variant, ctx.groups(-(-m // per_group)), bufs, writes, push,
-                   spec + _LINEAR if linear else spec)
+        pipe = ctx.pipelines.get(variant, spec + _LINEAR if linear else spec)
+        plan.append((pipe, ctx.groups(-(-m // per_group)), push))
+    return plan
 
 
 _WRITES = {1: (True, False), 2: (True, False, False)}

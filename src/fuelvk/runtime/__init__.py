@@ -28,6 +28,7 @@ class Context:
         lim = self.device.limits
         self.max_groups = (lim.maxComputeWorkGroupCount[0], lim.maxComputeWorkGroupCount[1],
                            lim.maxComputeWorkGroupCount[2])
+        self.plans = {}   # launch plans of ops/_core.launch_strided, keyed by geometry
         self.closed = False
 
     def groups(self, n):

@@ -1,0 +1,104 @@
+#version 450
+// argmax / argmin. Logical view [n_out / n_inner, d, n_inner] with signed element strides
+// (s_outer, s_d, s_inner) from off_in, so any view that collapses to that shape runs without a copy.
+// ANY_DIM: one invocation per output element scans the reduced dim serially (coalesced across
+// invocations when s_inner == 1). Otherwise (last dim): one workgroup per output element, each
+// invocation scans a strided subset, then a tree on (value, index) pairs; rows longer than a chunk
+// run workgroup-per-chunk (MODE 1 writes each chunk's winner) and then MODE 2 over the winners.
+// Lowest index wins on ties; NaN wins over every number and the first NaN is returned (torch and
+// numpy). Output: u32 indices, or int64 (two words, high word 0) when OUT64 is set.
+#include "common/dtype.glsl"
+#include "common/index.glsl"
+#define A V
+layout(constant_id = 0) const uint WG = 128;
+layout(constant_id = 1) const uint OP = 0;     // 0 argmax, 1 argmin
+layout(constant_id = 2) const uint OUT64 = 1;
+layout(local_size_x_id = 0) in;
+
+layout(constant_id = 3) const uint MODE = 0;    // last dim: 0 direct, 1 chunk partials, 2 final
+layout(set = 0, binding = 0) writeonly buffer Out { uint o[]; };
+layout(set = 0, binding = 1) readonly buffer In { T x[]; };
+layout(set = 0, binding = 2) buffer PartV { A part_v[]; };
+layout(set = 0, binding = 3) buffer PartI { uint part_i[]; };
+
+layout(push_constant) uniform Params {
+    uint n_out; uint n_inner; uint d; uint off_in;
+    uint off_out; int s_outer; int s_d; int s_inner;
+    uint chunk; uint n_chunks;
+} p;
+
+const uint NONE = 0xFFFFFFFFu;
+
+// Does (vb, ib) beat (va, ia)? ia/ib may be NONE (no candidate yet).
+bool beats(A vb, uint ib, A va, uint ia) {
+    if (ib == NONE) return false;
+    if (ia == NONE) return true;
+    bool na = isnan(va), nb = isnan(vb);
+    if (nb) return !na || ib < ia;
+    if (na) return false;
+    if (vb == va) return ib < ia;
+    return OP == 0u ? vb > va : vb < va;
+}
+
+void store(uint e, uint idx) {
+    if (OUT64 != 0u) { o[2u * (p.off_out + e)] = idx; o[2u * (p.off_out + e) + 1u] = 0u; }
+    else o[p.off_out + e] = idx;
+}
+
+int base_of(uint e) {
+    uint outer = e / p.n_inner, inner = e - outer * p.n_inner;
+    return int(p.off_in) + int(outer) * p.s_outer + int(inner) * p.s_inner;
+}
+
+#ifdef ANY_DIM
+void main() {
+    uint e = linear_group() * WG + gl_LocalInvocationID.x;
+    if (e >= p.n_out) return;
+    int b = base_of(e);
+    A best = A(0);
+    uint bi = NONE;
+    for (uint k = 0u; k < p.d; ++k) {
+        A v = A(LOAD(x[uint(b + int(k) * p.s_d)]));
+        if (beats(v, k, best, bi)) { best = v; bi = k; }
+    }
+    store(e, bi == NONE ? 0u : bi);
+}
+#else
+shared A red_v[WG];
+shared uint red_i[WG];
+
+void main() {
+    uint g = linear_group();
+    uint e = g / p.n_chunks, ch = g - e * p.n_chunks;
+    if (e >= p.n_out) return;                         // uniform per workgroup
+    uint t = gl_LocalInvocationID.x;
+    A best = A(0);
+    uint bi = NONE;
+    if (MODE == 2u) {                                 // a row of (value, index) chunk winners
+        for (uint k = t; k < p.d; k += WG) {
+            uint j = e * p.d + k;
+            if (beats(part_v[j], part_i[j], best, bi)) { best = part_v[j]; bi = part_i[j]; }
+        }
+    } else {
+        int b = base_of(e);
+        uint k1 = min(ch * p.chunk + p.chunk, p.d);
+        for (uint k = ch * p.chunk + t; k < k1; k += WG) {
+            A v = A(LOAD(x[uint(b + int(k) * p.s_d)]));
+            if (beats(v, k, best, bi)) { best = v; bi = k; }
+        }
+    }
+    red_v[t] = best;
+    red_i[t] = bi;
+    barrier();
+    for (uint s = WG / 2u; s > 0u; s >>= 1) {
+        if (t < s && beats(red_v[t + s], red_i[t + s], red_v[t], red_i[t])) {
+            red_v[t] = red_v[t + s];
+            red_i[t] = red_i[t + s];
+        }
+        barrier();
+    }
+    if (t != 0u) return;
+    if (MODE == 1u) { part_v[g] = red_v[0]; part_i[g] = red_i[0]; }
+    else store(e, red_i[0] == NONE ? 0u : red_i[0]);
+}
+#endif

@@ -1,0 +1,91 @@
+#version 450
+// Inclusive prefix sum along one axis of a strided input (signed strides, element offset, up to
+// 5 outer dims after the host collapses them), into a contiguous output of the input's shape.
+// Running sums are compensated (Kahan) in f32 (f64 for f64) and every output is rounded once.
+// SCAN == 0: one invocation per slice walks the axis serially (neighbouring invocations handle
+// neighbouring slices: coalesced when the axis is not the innermost one). SCAN == 1 (long axes, few
+// slices): a workgroup per slice, see main(). lavapipe caps an invocation at 65535 loop
+// iterations, so the host picks SCAN for long axes.
+#include "common/dtype.glsl"
+#include "common/index.glsl"
+#define A V
+layout(constant_id = 0) const uint WG = 64;
+layout(constant_id = 1) const uint SCAN = 0;  // 1: one workgroup per slice (long axes)
+layout(local_size_x_id = 0) in;
+
+layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
+layout(set = 0, binding = 1) readonly buffer In { T x[]; };
+
+layout(push_constant) uniform Params {
+    uint n_slices; uint d; uint rank; uint off_in;
+    uint off_out; int s_ax; uint so_ax; int shape[5];
+    int s_in[5]; int s_out[5];
+} p;
+
+void slice_base(uint e, out int bi, out int bo) {
+    bi = int(p.off_in);
+    bo = int(p.off_out);
+    for (int k = int(p.rank) - 1; k >= 0; --k) {
+        uint n = uint(p.shape[k]);
+        int c = int(e % n);
+        e /= n;
+        bi += c * p.s_in[k];
+        bo += c * p.s_out[k];
+    }
+}
+
+// Compensated running sum over [k0, k1) of one slice starting from (s, comp), writing every prefix.
+void walk(int bi, int bo, uint k0, uint k1, A s, A comp) {
+    for (uint k = k0; k < k1; ++k) {
+        precise A y = A(LOAD(x[uint(bi + int(k) * p.s_ax)])) - comp;
+        precise A t = s + y;
+        precise A dt = t - s;
+        comp = dt - y;
+        s = t;
+        o[uint(bo) + k * p.so_ax] = STORE(s - comp);
+    }
+}
+
+shared A scan_s[WG];
+
+void main() {
+    int bi, bo;
+    if (SCAN == 0u) {
+        uint e = linear_group() * WG + gl_LocalInvocationID.x;
+        if (e >= p.n_slices) return;
+        slice_base(e, bi, bo);
+        walk(bi, bo, 0u, p.d, A(0), A(0));
+        return;
+    }
+    // SCAN: one workgroup per slice. Invocation t owns a contiguous segment; segment sums are
+    // exclusive-scanned across the workgroup (Blelloch tree: pairwise), then each segment is
+    // re-walked from its prefix. Keeps every invocation's serial work at ~2 d / WG.
+    uint e = linear_group(), t = gl_LocalInvocationID.x;
+    if (e >= p.n_slices) return;                       // uniform per workgroup
+    slice_base(e, bi, bo);
+    uint len = (p.d + WG - 1u) / WG;
+    uint k0 = min(t * len, p.d), k1 = min(k0 + len, p.d);
+    A s = A(0), comp = A(0);
+    for (uint k = k0; k < k1; ++k) {
+        precise A y = A(LOAD(x[uint(bi + int(k) * p.s_ax)])) - comp;
+        precise A u = s + y;
+        precise A dt = u - s;
+        comp = dt - y;
+        s = u;
+    }
+    scan_s[t] = s - comp;
+    barrier();
+    for (uint off = 1u; off < WG; off <<= 1) {
+        uint i = (t + 1u) * off * 2u - 1u;
+        if (i < WG) scan_s[i] += scan_s[i - off];
+        barrier();
+    }
+    if (t == 0u) scan_s[WG - 1u] = A(0);
+    barrier();
+    for (uint off = WG / 2u; off > 0u; off >>= 1) {
+        uint i = (t + 1u) * off * 2u - 1u;
+        if (i < WG) { A l = scan_s[i - off]; scan_s[i - off] = scan_s[i]; scan_s[i] += l; }
+        barrier();
+    }
+    walk(bi, bo, k0, k1, scan_s[t], A(0));
+}

@@ -1,0 +1,64 @@
+#version 450
+// Sum / max / min / mean over the last dim of a contiguous [n_rows, n_cols] view (at element
+// offset off_in). The full-tensor `reduce` is the n_rows == 1 case. Workgroup-per-chunk: each
+// workgroup reduces `chunk` columns of one row; rows longer than a chunk are done in two passes
+// (MODE 1 writes per-chunk partials in the accumulator type A, MODE 2 reduces the partial rows), so
+// a 16M-element sum runs on every core and is pairwise-accurate: per invocation a short
+// compensated serial sum, then a log2(WG) tree, then the same again over the partials.
+// Half types accumulate in f32, f64 in f64; NaN propagates through max/min (numpy).
+#include "common/dtype.glsl"
+#include "common/index.glsl"
+#define A V
+layout(constant_id = 0) const uint WG = 128;
+layout(constant_id = 1) const uint OP = 0;    // 0 sum, 1 max, 2 min, 3 mean
+layout(constant_id = 2) const uint MODE = 0;  // 0: in -> out, 1: in -> part, 2: part -> out
+layout(local_size_x_id = 0) in;
+#include "rows.glsl"
+
+layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
+layout(set = 0, binding = 1) readonly buffer In { T x[]; };
+layout(set = 0, binding = 2) buffer Part { A part[]; };
+
+layout(push_constant) uniform Params {
+    uint n_rows; uint n_cols; uint chunk; uint n_chunks;
+    uint off_in; uint off_out; uint denom; uint pad;
+} p;
+
+A identity() {
+#if defined(DT_F64)
+    A inf = packDouble2x32(uvec2(0u, 0x7FF00000u));
+#else
+    A inf = uintBitsToFloat(0x7F800000u);
+#endif
+    return OP == 1u ? -inf : (OP == 2u ? inf : A(0));
+}
+
+A load(uint i) {
+    if (MODE == 2u) return part[i];
+    return A(LOAD(x[p.off_in + i]));
+}
+
+void main() {
+    uint g = linear_group();
+    uint row = g / p.n_chunks, ch = g - row * p.n_chunks;
+    if (row >= p.n_rows) return;                       // uniform per workgroup
+    uint rop = OP == 3u ? R_SUM : OP;
+    uint t = gl_LocalInvocationID.x;
+    uint base = row * p.n_cols;
+    uint start = ch * p.chunk;
+    uint end = min(start + p.chunk, p.n_cols);
+    A acc = identity(), c = A(0);
+    for (uint i = start + t; i < end; i += WG) {
+        A v = load(base + i);
+        if (rop == R_SUM) kahan_add(acc, c, v);
+        else acc = combine(acc, v, rop);
+    }
+    A r = block_reduce(acc, rop);
+    if (t != 0u) return;
+    if (MODE == 1u) {
+        part[g] = r;
+    } else {
+        if (OP == 3u) r /= A(p.denom);
+        o[p.off_out + row] = STORE(r);
+    }
+}

@@ -1,0 +1,42 @@
+"""Indexing families: index_select (take), gather (take_along_axis), scatter_add, index_add.
+
+index_select and gather are data moves (raw words per byte width, bit-exact for any dtype);
+index_select keeps the inventory's dtype tags (f32 = 4-byte words, f16/bf16 = 2, f64 = 8) plus a
+1-byte extra. scatter_add and index_add are one kernel (shaders/scatter_add.comp): per dtype a
+portable compare-and-swap variant (the inventory names) and a native-float-atomics variant
+(`*_native`, needs VK_EXT_shader_atomic_float); both never drop a value.
+"""
+from .registry import P, WIDTH_DEFINES, WIDTH_FEATURES, family, width_variants
+
+GROUP = "Indexing / scatter / gather"
+INDEX_KINDS = {"uint32": 0, "int32": 1, "int64": 2}
+
+INDEX_SELECT_PARAMS = P("n:u32", "inner:u32", "n_idx:u32", "axis_in:u32", "off_out:u32", "off_in:u32",
+                        "off_idx:u32", "pad:u32")
+GATHER_PARAMS = P("n:u32", "rank:u32", "axis:u32", "axis_len:u32", "off_out:u32", "off_x:u32", "off_idx:u32",
+                  "pad:u32", "shape:i32[6]", "sx:i32[6]", "si:i32[6]")
+SCATTER_PARAMS = P("n:u32", "rank:u32", "axis:u32", "dst_axis_len:u32", "off_src:u32", "off_idx:u32",
+                   "off_acc:u32", "shape:i32[6]", "s_src:i32[6]", "s_idx:i32[6]", "s_dst:i32[6]")
+SCATTER_INIT, SCATTER_FINISH = 1, 2
+
+_SEL_WIDTH = {"f32": "b4", "f16": "b2", "bf16": "b2", "f64": "b8", "b1": "b1"}
+family("index_select", "index_select.comp", INDEX_SELECT_PARAMS,
+       {"f32": "index_select", "f16": "index_select_f16", "bf16": "index_select_bf16", "f64": "index_select_f64"},
+       GROUP, extra=("b1",), tag_defines={t: WIDTH_DEFINES[w] for t, w in _SEL_WIDTH.items()},
+       tag_features={t: WIDTH_FEATURES[w] for t, w in _SEL_WIDTH.items()})
+family("gather", "gather.comp", GATHER_PARAMS, width_variants("gather"), GROUP, tag_defines=WIDTH_DEFINES,
+       tag_features=WIDTH_FEATURES)
+
+_ACC_DEFINES = {"f32": {"DT_F32": 1}, "f16": {"DT_F16": 1}, "bf16": {"DT_BF16": 1}, "f64": {"DT_F64": 1}}
+_ACC_DEFINES.update({f"{t}_native": dict(d, ATOMIC_NATIVE=1) for t, d in list(_ACC_DEFINES.items())})
+_ACC_FEATURES = {"f32": (), "f16": ("storage16",), "bf16": ("storage16",),
+                 "f64": ("float64", "int64", "int64_atomics"),
+                 "f32_native": ("float32_atomic_add",), "f16_native": ("storage16", "float32_atomic_add"),
+                 "bf16_native": ("storage16", "float32_atomic_add"),
+                 "f64_native": ("float64", "float64_atomic_add")}
+NATIVE_FEATURE = {"f32": "float32_atomic_add", "f16": "float32_atomic_add", "bf16": "float32_atomic_add",
+                  "f64": "float64_atomic_add"}
+for _fam in ("scatter_add", "index_add"):
+    family(_fam, "scatter_add.comp", SCATTER_PARAMS, {t: f"{_fam}_{t}" for t in ("f32", "f64", "bf16", "f16")},
+           GROUP, extra=("f32_native", "f64_native", "bf16_native", "f16_native"),
+           tag_defines=_ACC_DEFINES, tag_features=_ACC_FEATURES)

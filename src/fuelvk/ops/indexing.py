@@ -1,0 +1,256 @@
+"""Indexing (numpy names, torch semantics where numpy has none): take, take_along_axis, scatter_add,
+index_add.
+
+Indices: any integer numpy array / list (checked and normalized on the host, uploaded as u32), or
+a device Array of int32 / uint32 / int64 (read by the kernels as is). take / take_along_axis accept
+negative indices (numpy); scatter_add / index_add accept 0 <= i < n only (torch). Out-of-range
+indices raise FuelVKIndexError (an IndexError) before anything is launched. For device-resident
+indices that check downloads them (a synchronization); set CHECK_DEVICE_INDICES = False to skip it,
+and then the kernels' own guard applies: take / take_along_axis clamp an out-of-range index into
+the axis (and wrap negatives), scatter_add / index_add skip it — no kernel ever reads or writes
+outside a buffer.
+
+scatter_add / index_add are out of place (the result starts as a copy of base) and accumulate
+atomically without ever dropping a value: native float atomics where the device has them, else an
+unbounded compare-and-swap loop (ATOMICS = "cas" / "native" forces one). f16/bf16 accumulate in an
+f32 scratch and are rounded once at the end (torch's CPU kernel rounds after every addition).
+"""
+import math
+import os
+
+import numpy as np
+
+from .. import dtypes as _dt
+from .. import layout as L
+from .. import runtime
+from ..array import Array, asarray, empty
+from ..errors import DTypeError, FuelVKIndexError, ShapeError, UnsupportedError
+from ..kernels import kernel
+from ..kernels.indexing import (GATHER_PARAMS, INDEX_KINDS, INDEX_SELECT_PARAMS, NATIVE_FEATURE, SCATTER_FINISH,
+                                SCATTER_INIT, SCATTER_PARAMS)
+from ._core import contiguous, device_args, new_like, result
+
+__all__ = ["take", "take_along_axis", "scatter_add", "index_add"]
+
+CHECK_DEVICE_INDICES = True
+ATOMICS = os.environ.get("FUELVK_ATOMICS") or None  # None: native where available; "cas"; "native"
+MAX_RANK = 6
+_WG = 128
+_SEL_TAGS = {1: "b1", 2: "f16", 4: "f32", 8: "f64"}
+_DEVICE_INDEX_DTYPES = (_dt.int32, _dt.uint32, _dt.int64)
+
+
+def _indices(op, fam, idx, n, negative_ok):
+    """(index Array, IDX kind) after the bounds check against an axis of length n."""
+    lo = -n if negative_ok else 0
+    accepted = f"[{lo}, {n})"
+    if isinstance(idx, Array):
+        if idx.dtype not in _DEVICE_INDEX_DTYPES:
+            raise DTypeError(f"{op}: device indices must be int32, uint32 or int64, got {idx.dtype} "
+                             f"(kernel {fam}); cast them first or pass a numpy array")
+        runtime.check_alive(idx.buffer)
+        if CHECK_DEVICE_INDICES and idx.size:
+            _bounds(op, fam, idx.numpy(), lo, n, accepted)
+        return idx, INDEX_KINDS[idx.dtype.name]
+    host = np.asarray(idx)
+    if host.dtype == np.bool_ or host.dtype.kind not in "iu":
+        if not (host.size == 0 and host.dtype.kind == "f"):
+            raise DTypeError(f"{op}: indices must be integers, got dtype {host.dtype} (kernel {fam})")
+        host = host.astype(np.int64)
+    if host.size:
+        _bounds(op, fam, host, lo, n, accepted)
+    host = np.where(host < 0, host + n, host).astype(np.uint32) if host.dtype.kind == "i" else host.astype(np.uint32)
+    return asarray(host), 0
+
+
+def _bounds(op, fam, host, lo, n, accepted):
+    bad = (host < lo) | (host >= n)
+    if bad.any():
+        first = host.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]]
+        raise FuelVKIndexError(f"{op}: index {int(first)} is out of bounds for an axis of size {n} "
+                               f"({int(bad.sum())} bad of {host.size}; accepted {accepted}; kernel {fam})")
+
+
+def _tag_bytes(op, fam, dt):
+    if dt not in _dt.ALL:
+        raise DTypeError(f"{op}: unsupported dtype {dt} (kernel {fam})")
+    return dt.itemsize
+
+
+def take(x, indices, axis=None):
+    """numpy.take(x, indices, axis) (index_select / embedding lookup); axis=None takes from x.ravel()."""
+    (x,), numpy_out = device_args("take", x)
+    numpy_out = numpy_out and not isinstance(indices, Array)
+    if axis is None:
+        x = contiguous(x).reshape(-1)
+        ax = 0
+    else:
+        ax = L.normalize_axis("take", axis, x.ndim)
+        if x.ndim == 0:
+            raise ShapeError("take: axis given for a 0-d array; use axis=None")
+    tag = _SEL_TAGS[_tag_bytes("take", "index_select", x.dtype)]
+    n = x.shape[ax]
+    idx_shape = np.shape(indices) if not isinstance(indices, Array) else indices.shape
+    ids, kind = _indices("take", f"index_select.{tag}", indices, n, True)
+    ids = contiguous(ids)
+    out_shape = x.shape[:ax] + tuple(idx_shape) + x.shape[ax + 1:]
+    out = new_like(out_shape, x.dtype)
+    if out.size:
+        x = contiguous(x)
+        inner = math.prod(x.shape[ax + 1:])
+        n_idx = ids.size
+        ctx = runtime.get()
+        push = INDEX_SELECT_PARAMS.pack(out.size, inner, n_idx, n, 0, x.offset, ids.offset, 0)
+        ctx.launch(kernel("index_select", tag), ctx.groups(-(-out.size // _WG)), (out.buffer, x.buffer, ids.buffer),
+                   (True, False, False), push, spec=((0, kind),))
+    return result(out, numpy_out)
+
+
+def _collapse_around(ax, shape, *stride_sets):
+    """Merge the dims before and after `ax` (never ax itself); returns (shape, strides_list, new_ax)."""
+    bs, bst = L.collapse(shape[:ax], *[s[:ax] for s in stride_sets])
+    as_, ast = L.collapse(shape[ax + 1:], *[s[ax + 1:] for s in stride_sets])
+    new_shape = tuple(bs) + (shape[ax],) + tuple(as_)
+    strides = [tuple(b) + (s[ax],) + tuple(a) for b, s, a in zip(bst, stride_sets, ast)]
+    return new_shape, strides, len(bs)
+
+
+def take_along_axis(x, indices, axis):
+    """numpy.take_along_axis: out[..., j, ...] = x[..., indices[..., j, ...], ...] (broadcasting)."""
+    (x,), numpy_out = device_args("take_along_axis", x)
+    numpy_out = numpy_out and not isinstance(indices, Array)
+    tag = f"b{_tag_bytes('take_along_axis', 'gather', x.dtype)}"
+    fam = f"gather.{tag}"
+    if axis is None:
+        x = contiguous(x).reshape(-1)
+        ax = 0
+    else:
+        ax = L.normalize_axis("take_along_axis", axis, x.ndim)
+    idx_shape = tuple(np.shape(indices)) if not isinstance(indices, Array) else indices.shape
+    if len(idx_shape) != x.ndim:
+        raise ShapeError(f"take_along_axis: indices have rank {len(idx_shape)} but x has rank {x.ndim} "
+                         f"(shapes {idx_shape} and {x.shape}); kernel {fam} needs equal ranks")
+    n = x.shape[ax]
+    ids, kind = _indices("take_along_axis", fam, indices, n, True)
+    other = [d for d in range(x.ndim) if d != ax]
+    b = L.broadcast_shapes("take_along_axis", tuple(x.shape[d] for d in other), tuple(ids.shape[d] for d in other))
+    out_shape = list(b)
+    out_shape.insert(ax, ids.shape[ax])
+    out_shape = tuple(out_shape)
+    out = new_like(out_shape, x.dtype)
+    if out.size:
+        if n == 0:
+            raise FuelVKIndexError(f"take_along_axis: cannot take from an empty axis (x shape {x.shape}; {fam})")
+        xs = list(L.broadcast_strides(tuple(s if d != ax else 1 for d, s in enumerate(x.shape)),
+                                      tuple(st if d != ax else 0 for d, st in enumerate(x.strides)), out_shape))
+        xs[ax] = x.strides[ax]
+        si = L.broadcast_strides(ids.shape, ids.strides, out_shape)
+        shape, (sx, si), new_ax = _collapse_around(ax, out_shape, tuple(xs), si)
+        if len(shape) > MAX_RANK:
+            raise ShapeError(f"take_along_axis: rank {len(shape)} after merging dims exceeds {MAX_RANK} "
+                             f"(kernel {fam}); shapes {x.shape} and {ids.shape}")
+        ctx = runtime.get()
+        push = GATHER_PARAMS.pack(out.size, len(shape), new_ax, n, 0, x.offset, ids.offset, 0, list(shape),
+                                  list(sx), list(si))
+        ctx.launch(kernel("gather", tag), ctx.groups(-(-out.size // _WG)), (out.buffer, x.buffer, ids.buffer),
+                   (True, False, False), push, spec=((0, kind),))
+    return result(out, numpy_out)
+
+
+def _atomic_tag(op, fam, tag):
+    ctx = runtime.get()
+    have = NATIVE_FEATURE[tag] in ctx.device.features
+    mode = ATOMICS
+    if mode == "native" and not have:
+        raise UnsupportedError(f"{op}: ATOMICS='native' but {ctx.device.name} lacks {NATIVE_FEATURE[tag]} "
+                               f"(kernel {fam}_{tag}_native)")
+    if mode == "native" or (mode is None and have):
+        return f"{tag}_native"
+    return tag
+
+
+def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, numpy_out):
+    """out = copy of base, then out[dst(c)] += src[c] over iter_shape (atomic)."""
+    tag = _dt.float_tag(op, base.dtype)
+    vtag = _atomic_tag(op, fam, tag)
+    v = kernel(fam, vtag)
+    from .movement_core import copy
+    ctx = runtime.get()
+    half = tag in ("f16", "bf16")
+    n_base = base.size
+    if half:
+        base_c = contiguous(base)
+        out = new_like(base.shape, base.dtype)
+        acc = empty((max(n_base, 1),), _dt.float32)
+        if n_base:
+            ctx.launch(v, ctx.groups(-(-n_base // _WG)), (out.buffer, base_c.buffer, ids.buffer, acc.buffer),
+                       (False, False, False, True),
+                       SCATTER_PARAMS.pack(n_base, 0, 0, 0, base_c.offset, 0, 0, [], [], [], []),
+                       spec=((0, kind), (1, SCATTER_INIT)))
+    else:
+        out = copy(base)
+        acc = out
+    n = math.prod(iter_shape)
+    if n:
+        s_dst = L.contiguous_strides(base.shape)
+        shape, (ss, si, sd), new_ax = _collapse_around(axis, tuple(iter_shape), tuple(s_src), tuple(s_idx),
+                                                       tuple(s_dst))
+        if len(shape) > MAX_RANK:
+            raise ShapeError(f"{op}: rank {len(shape)} after merging dims exceeds {MAX_RANK} (kernel {fam}.{vtag})")
+        push = SCATTER_PARAMS.pack(n, len(shape), new_ax, base.shape[axis], src.offset, ids.offset, 0, list(shape),
+                                   list(ss), list(si), list(sd))
+        ctx.launch(v, ctx.groups(-(-n // _WG)), (out.buffer, src.buffer, ids.buffer, acc.buffer),
+                   (False, False, False, True), push, spec=((0, kind), (1, 0)))
+    if half and n_base:
+        ctx.launch(v, ctx.groups(-(-n_base // _WG)), (out.buffer, src.buffer, ids.buffer, acc.buffer),
+                   (True, False, False, False), SCATTER_PARAMS.pack(n_base, 0, 0, 0, 0, 0, 0, [], [], [], []),
+                   spec=((0, kind), (1, SCATTER_FINISH)))
+    return result(out, numpy_out)
+
+
+def _common(op, fam, base, axis, index, src):
+    (base, src), numpy_out = device_args(op, base, src)
+    numpy_out = numpy_out and not isinstance(index, Array)
+    tag = _dt.float_tag(op, base.dtype)
+    if src.dtype != base.dtype:
+        raise DTypeError(f"{op}: src has dtype {src.dtype} but base has {base.dtype}; kernel {fam}_{tag} "
+                         "needs equal dtypes")
+    if base.ndim == 0:
+        raise ShapeError(f"{op}: base must have at least one dim (kernel {fam}_{tag})")
+    ax = L.normalize_axis(op, axis, base.ndim)
+    return base, src, ax, tag, numpy_out
+
+
+def scatter_add(base, axis, index, src):
+    """torch.Tensor.scatter_add (out of place): out[..., index[c], ...] += src[c] for c over index.shape."""
+    base, src, ax, tag, numpy_out = _common("scatter_add", "scatter_add", base, axis, index, src)
+    idx_shape = tuple(np.shape(index)) if not isinstance(index, Array) else index.shape
+    fam = f"scatter_add_{tag}"
+    if not (len(idx_shape) == src.ndim == base.ndim):
+        raise ShapeError(f"scatter_add: index {idx_shape}, src {src.shape} and base {base.shape} must have the "
+                         f"same rank (kernel {fam})")
+    for d in range(base.ndim):
+        if idx_shape[d] > src.shape[d] or (d != ax and idx_shape[d] > base.shape[d]):
+            raise ShapeError(f"scatter_add: index shape {idx_shape} must be <= src shape {src.shape} in every "
+                             f"dim and <= base shape {base.shape} except along axis {ax} (kernel {fam})")
+    ids, kind = _indices("scatter_add", fam, index, base.shape[ax], False)
+    return _accumulate("scatter_add", "scatter_add", base, src, ids, kind, ax, idx_shape, src.strides,
+                       ids.strides, numpy_out)
+
+
+def index_add(base, axis, index, src):
+    """torch.Tensor.index_add (out of place): out[..., index[k], ...] += src[..., k, ...]."""
+    base, src, ax, tag, numpy_out = _common("index_add", "index_add", base, axis, index, src)
+    idx_shape = tuple(np.shape(index)) if not isinstance(index, Array) else index.shape
+    fam = f"index_add_{tag}"
+    if len(idx_shape) != 1:
+        raise ShapeError(f"index_add: index must be 1-D, got shape {idx_shape} (kernel {fam})")
+    want = base.shape[:ax] + (idx_shape[0],) + base.shape[ax + 1:]
+    if src.shape != want:
+        raise ShapeError(f"index_add: src has shape {src.shape}; with base {base.shape}, axis {ax} and "
+                         f"{idx_shape[0]} indices it must be {want} (kernel {fam})")
+    ids, kind = _indices("index_add", fam, index, base.shape[ax], False)
+    s_idx = [0] * base.ndim
+    s_idx[ax] = ids.strides[0]
+    return _accumulate("index_add", "index_add", base, src, ids, kind, ax, src.shape, src.strides, s_idx,
+                       numpy_out)

@@ -1,0 +1,215 @@
+"""Softmax, RMSNorm, LayerNorm and their backward passes (torch semantics, last-dim kernels).
+
+softmax/softmax_backward take any axis: it is moved last with a view and made contiguous (free
+for the last axis of a contiguous array); the result comes back in the caller's layout,
+contiguous. The norms normalize the last dim (torch's normalized_shape = (n,)); weight/bias have
+shape (n,) and the input's dtype, and are applied inside the normalizing pass (no extra pass).
+
+Numerics: half types compute in f32, f64 in f64 (with a double exp); row sums are compensated and
+tree-reduced, so 1M-element rows stay accurate. softmax of a row of all -inf is NaN, as in torch.
+
+Backward returns: softmax_backward -> dx. rms_norm_backward -> dx, or (dx, dweight) when weight is
+given. layer_norm_backward -> dx, or (dx, dweight, dbias) when weight or bias is given (None for
+the one not given). dweight/dbias are summed over rows in f32 (f64 for f64) and rounded once.
+"""
+import math
+
+from .. import dtypes as _dt
+from .. import runtime
+from ..errors import DTypeError, ShapeError
+from ..kernels import kernel
+from ..kernels.norm import NORM_PARAMS, SOFTMAX_PARAMS
+from ..kernels.reduction import REDUCE_OPS, loop_budget, row_wg
+from ._core import contiguous, device_args, new_like, result, scalar_words
+from .reduction import accum_dtype, launch_reduce
+
+__all__ = ["softmax", "softmax_backward", "rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward"]
+
+# Weight-gradient partials: at most this many rows per workgroup (serial f32 adds per column).
+_MAX_ROWS_PER_GROUP = 64
+_MIN_GROUPS = 512
+
+
+def _check_same(op, fam, tag, ref, others):
+    for name, a in others:
+        if a is None:
+            continue
+        if a.dtype != ref.dtype:
+            raise DTypeError(f"{op}: {name} has dtype {a.dtype} but x has {ref.dtype}; kernel {fam}.{tag} "
+                             "needs one dtype for all inputs")
+
+
+def _wg(ctx, op, fam, tag, cols, passes):
+    wg = row_wg(ctx, cols, passes)
+    if wg is None:
+        raise ShapeError(f"{op}: rows of {cols} elements exceed what kernel {fam}.{tag} can do on "
+                         f"{ctx.device.name} (its per-invocation loop limit); split the rows")
+    return wg
+
+
+def _axis_last(op, x, axis):
+    """(contiguous view with `axis` last as [rows, cols], rows, cols, perm) for the row kernels."""
+    from .. import layout as L
+    ax = L.normalize_axis(op, axis, x.ndim)
+    perm = [a for a in range(x.ndim) if a != ax] + [ax] if x.ndim else []
+    v = contiguous(x.transpose(perm)) if x.ndim else contiguous(x)
+    cols = x.shape[ax] if x.ndim else 1
+    rows = math.prod(x.shape) // cols if cols else 0
+    return v, rows, cols, perm
+
+
+def _restore(out, moved_shape, perm, numpy_out):
+    """The row-kernel output (axis last) back in the input's axis order, contiguous."""
+    if perm == sorted(perm):
+        return out
+    inv = [perm.index(a) for a in range(len(perm))]
+    view = out.reshape(moved_shape).transpose(inv)
+    if numpy_out:
+        return view  # result() downloads through the view
+    from .movement_core import ascontiguousarray
+    return ascontiguousarray(view)
+
+
+def _softmax_launch(fam, op, y_or_x, g, axis):
+    arrs, numpy_out = device_args(op, *([y_or_x] if g is None else [y_or_x, g]))
+    x = arrs[0]
+    tag = _dt.float_tag(op, x.dtype)
+    if g is not None:
+        gg = arrs[1]
+        if gg.shape != x.shape:
+            raise ShapeError(f"{op}: grad has shape {gg.shape} but y has {x.shape}; kernel {fam}.{tag} "
+                             "needs equal shapes")
+        _check_same(op, fam, tag, x, [("grad", gg)])
+    v, rows, cols, perm = _axis_last(op, x, axis)
+    out = new_like(v.shape, x.dtype)
+    if rows and cols:
+        ctx = runtime.get()
+        wg = _wg(ctx, op, fam, tag, cols, 2 if g is not None else 3)
+        bufs = (out.buffer, v.buffer)
+        off_g = 0
+        if g is not None:
+            gv = contiguous(arrs[1].transpose(perm)) if x.ndim else contiguous(arrs[1])
+            bufs += (gv.buffer,)
+            off_g = gv.offset
+        ctx.launch(kernel(fam, tag), ctx.groups(rows), bufs, (True,) + (False,) * (len(bufs) - 1),
+                   SOFTMAX_PARAMS.pack(rows, cols, 0, v.offset, off_g, 0), spec=((0, wg),))
+    return result(_restore(out, v.shape, perm, numpy_out), numpy_out)
+
+
+def softmax(x, axis=-1):
+    """torch.softmax(x, dim=axis): exp(x - max) / sum(exp(x - max)); a row of all -inf gives NaN."""
+    return _softmax_launch("softmax", "softmax", x, None, axis)
+
+
+def softmax_backward(y, grad, axis=-1):
+    """Gradient of softmax given its output y and the upstream grad: y * (grad - sum(y * grad))."""
+    return _softmax_launch("softmax_last_dim_backward", "softmax_backward", y, grad, axis)
+
+
+def _norm(op, fam, x, grad, eps, weight, bias, backward):
+    """Shared body of the four norm ops; returns (outputs..., numpy_out)."""
+    names = ["x"] + (["grad"] if backward else []) + (["weight"] if weight is not None else []) \
+        + (["bias"] if bias is not None else [])
+    given = [a for a in (x, grad, weight, bias) if a is not None]
+    arrs, numpy_out = device_args(op, *given)
+    named = dict(zip(names, arrs))
+    x = named["x"]
+    tag = _dt.float_tag(op, x.dtype)
+    _check_same(op, fam, tag, x, [(k, a) for k, a in named.items() if k != "x"])
+    if x.ndim == 0:
+        raise ShapeError(f"{op}: x must have at least one dim (the normalized last dim); got a 0-d array")
+    cols = x.shape[-1]
+    rows = math.prod(x.shape[:-1])
+    g = named.get("grad")
+    if g is not None and g.shape != x.shape:
+        raise ShapeError(f"{op}: grad has shape {g.shape} but x has {x.shape}; kernel {fam}.{tag} needs "
+                         "equal shapes")
+    w, b = named.get("weight"), named.get("bias")
+    for name, a in (("weight", w), ("bias", b)):
+        if a is not None and a.shape != (cols,):
+            raise ShapeError(f"{op}: {name} has shape {a.shape}; kernel {fam}.{tag} needs ({cols},) "
+                             f"(the last dim of x, shape {x.shape})")
+    x = contiguous(x)
+    g = contiguous(g) if g is not None else None
+    w = contiguous(w) if w is not None else None
+    b = contiguous(b) if b is not None else None
+    out = new_like(x.shape, x.dtype)
+    ln = fam.startswith("layer_norm")
+    n_grad = (1 + (1 if ln else 0)) if backward and (w is not None or b is not None) else 0
+    grads = new_like((n_grad * cols,), x.dtype) if n_grad else None
+    if rows == 0 or cols == 0:
+        if grads is not None and rows == 0 and cols:
+            ctx = runtime.get()
+            ctx.stream.fill(grads.buffer, (grads.nbytes + 3) & ~3)  # sums over no rows
+        return out, grads, cols, numpy_out
+    ctx = runtime.get()
+    passes = 3 if ln else 2
+    wg = _wg(ctx, op, fam, tag, cols, passes)
+    budget = loop_budget(ctx)
+    per_row = passes * -(-cols // wg) + 1
+    max_rpg = _MAX_ROWS_PER_GROUP if budget is None else max(1, min(_MAX_ROWS_PER_GROUP, budget // per_row))
+    eps_w = scalar_words(eps, x.dtype)
+    dummy = out.buffer
+    if backward:
+        wgrad = grads is not None
+        if wgrad:
+            n_groups = min(rows, max(_MIN_GROUPS, -(-rows // max_rpg)))
+            rpg = -(-rows // n_groups)
+            n_groups = -(-rows // rpg)
+            part = new_like((n_grad * cols * n_groups,), accum_dtype(x.dtype))
+        else:
+            n_groups, rpg, part = rows, 1, None
+        bufs = (out.buffer, x.buffer, g.buffer, w.buffer if w is not None else dummy,
+                part.buffer if part is not None else dummy)
+        writes = (True, False, False, False, part is not None)
+        push = NORM_PARAMS.pack(rows, cols, 0, x.offset, g.offset, w.offset if w is not None else 0, 0, rpg,
+                                n_groups, eps_w)
+        spec = ((0, wg), (1, int(w is not None)), (2, 0), (3, int(wgrad)))
+        ctx.launch(kernel(fam, tag), ctx.groups(n_groups), bufs, writes, push, spec)
+        if wgrad:
+            launch_reduce("reduce_last_dim", tag, REDUCE_OPS["sum"], part, n_grad * cols, n_groups, grads,
+                          src_is_partial=True)
+    else:
+        bufs = (out.buffer, x.buffer, w.buffer if w is not None else dummy, b.buffer if b is not None else dummy)
+        push = NORM_PARAMS.pack(rows, cols, 0, x.offset, 0, w.offset if w is not None else 0,
+                                b.offset if b is not None else 0, 1, rows, eps_w)
+        spec = ((0, wg), (1, int(w is not None)), (2, int(b is not None)), (3, 0))
+        ctx.launch(kernel(fam, tag), ctx.groups(rows), bufs, (True, False, False, False), push, spec)
+    return out, grads, cols, numpy_out
+
+
+def rms_norm(x, eps=1e-6, weight=None):
+    """torch.nn.functional.rms_norm over the last dim: x / sqrt(mean(x^2) + eps) * weight."""
+    out, _, _, numpy_out = _norm("rms_norm", "rms_norm_last_dim", x, None, eps, weight, None, False)
+    return result(out, numpy_out)
+
+
+def rms_norm_backward(x, grad, eps=1e-6, weight=None):
+    """Gradients of rms_norm(x, eps, weight) given the upstream grad: dx, or (dx, dweight) with weight."""
+    dx, grads, cols, numpy_out = _norm("rms_norm_backward", "rms_norm_last_dim_backward", x, grad, eps, weight,
+                                       None, True)
+    if weight is None:
+        return result(dx, numpy_out)
+    return result((dx, grads), numpy_out)
+
+
+def layer_norm(x, eps=1e-5, weight=None, bias=None):
+    """torch.nn.functional.layer_norm over the last dim: (x - mean) / sqrt(var + eps) * weight + bias."""
+    out, _, _, numpy_out = _norm("layer_norm", "layer_norm_last_dim", x, None, eps, weight, bias, False)
+    return result(out, numpy_out)
+
+
+def layer_norm_backward(x, grad, eps=1e-5, weight=None, bias=None):
+    """Gradients of layer_norm: dx, or (dx, dweight, dbias) when weight or bias is given.
+
+    dweight is None when weight is None (and dbias when bias is None).
+    """
+    dx, grads, cols, numpy_out = _norm("layer_norm_backward", "layer_norm_last_dim_backward", x, grad, eps,
+                                       weight, bias, True)
+    if weight is None and bias is None:
+        return result(dx, numpy_out)
+    dw = grads[:cols] if weight is not None else None
+    db = grads[cols:] if bias is not None else None
+    if numpy_out:
+        return dx.numpy(), (dw.numpy() if dw is not None else None), (db.numpy() if db is not None else None)
+    return dx, dw, db

@@ -1,0 +1,270 @@
+"""Reductions (numpy names): sum, max, min, mean over any axis or tuple of axes; argmax, argmin.
+
+Layout choice: the reduced axes are moved last with a free transpose view and the view is made
+contiguous (`_core.contiguous`: no copy when the reduced axes already are the trailing ones of a
+contiguous array, the common case), then the last-dim kernel runs. One accurate, parallel kernel
+(workgroup-per-chunk + a partials pass, pairwise-accurate for 1M+ element rows) is worth more than a
+strided variant that would need its own long-row scheme; the price is one strided copy when
+reducing leading axes. The arg-reductions do take strides (arg_reduce_any_dim), as the inventory
+specifies, so argmax over a middle axis of a view never copies.
+
+Semantics: numpy's. Results keep the input dtype (half types accumulate in f32); NaN propagates
+through max/min/sum/mean; sum of an empty axis is 0, mean is NaN, max/min/argmax/argmin of an
+empty axis raise ShapeError (numpy: "zero-size array to reduction operation ... has no identity").
+arg-reductions return int64 (numpy/torch), the lowest index on ties and the first NaN if any.
+"""
+import builtins as _b
+import math
+
+import numpy as np
+
+from .. import dtypes as _dt
+from .. import layout as L
+from .. import runtime
+from ..errors import ShapeError
+from ..kernels import kernel
+from ..kernels.reduction import (ARG_OPS, ARG_PARAMS, CHUNK_PER_INVOCATION, CUMSUM_MAX_RANK, CUMSUM_PARAMS,
+                                 MODE_DIRECT, MODE_FINAL, MODE_PARTIAL, REDUCE_OPS, REDUCE_PARAMS, loop_budget, row_wg)
+from ._core import contiguous, device_args, new_like, result
+
+# The public sum/max/min shadow the builtins in this module: internal code uses _b.max etc.
+__all__ = ["sum", "max", "min", "mean", "argmax", "argmin", "cumsum"]
+
+
+def normalize_axes(op, axis, rank):
+    """A sorted tuple of distinct axes (None = all); ShapeError on bad or repeated axes."""
+    if axis is None:
+        return tuple(range(rank))
+    if isinstance(axis, (tuple, list)):
+        axes = tuple(L.normalize_axis(op, a, rank) for a in axis)
+    else:
+        axes = (L.normalize_axis(op, axis, rank),)
+    if rank == 0:
+        return ()
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"{op}: repeated axis in {axis!r} for an array of rank {rank}")
+    return tuple(sorted(axes))
+
+
+def accum_dtype(dt):
+    return _dt.float64 if dt == _dt.float64 else _dt.float32
+
+
+def rows_view(x, axes):
+    """x as a contiguous [rows, cols] array whose rows run over the kept axes, cols over `axes`."""
+    kept = [a for a in range(x.ndim) if a not in axes]
+    v = x.transpose(kept + list(axes)) if x.ndim else x
+    v = contiguous(v)
+    cols = math.prod(x.shape[a] for a in axes)
+    rows = math.prod(x.shape[a] for a in kept)
+    return v, rows, cols
+
+
+def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, src_is_partial=False):
+    """Reduce each row of the contiguous [rows, cols] `src` into out[row] (one or two passes).
+
+    src_is_partial: src is a fresh (offset 0) accumulator-type array read by MODE_FINAL, e.g. the
+    norms' weight-gradient partials.
+    """
+    ctx = runtime.get()
+    v = kernel(fam, tag)
+    wg = row_wg(ctx)
+    off_out = out.offset if out_offset is None else out_offset
+    chunk = wg * CHUNK_PER_INVOCATION
+    n_chunks = -(-cols // chunk)
+    spec = ((0, wg), (1, op_id))
+    if src_is_partial:
+        ctx.launch(v, ctx.groups(rows), (out.buffer, out.buffer, src.buffer), (True, False, False),
+                   REDUCE_PARAMS.pack(rows, cols, _b.max(cols, 1), 1, 0, off_out, cols, 0),
+                   spec + ((2, MODE_FINAL),))
+        return
+    if n_chunks <= 1:
+        ctx.launch(v, ctx.groups(rows), (out.buffer, src.buffer, out.buffer), (True, False, False),
+                   REDUCE_PARAMS.pack(rows, cols, _b.max(cols, 1), 1, src.offset, off_out, cols, 0),
+                   spec + ((2, MODE_DIRECT),))
+        return
+    part = new_like((rows * n_chunks,), accum_dtype(src.dtype))
+    ctx.launch(v, ctx.groups(rows * n_chunks), (out.buffer, src.buffer, part.buffer), (False, False, True),
+               REDUCE_PARAMS.pack(rows, cols, chunk, n_chunks, src.offset, 0, cols, 0),
+               spec + ((2, MODE_PARTIAL),))
+    ctx.launch(v, ctx.groups(rows), (out.buffer, src.buffer, part.buffer), (True, False, False),
+               REDUCE_PARAMS.pack(rows, n_chunks, n_chunks, 1, 0, off_out, cols, 0), spec + ((2, MODE_FINAL),))
+
+
+def _fill(shape, dt, value):
+    from ..array import asarray
+    return asarray(np.full(shape, value, dtype=dt))
+
+
+def _reduce(op, x, axis, keepdims):
+    (x,), numpy_out = device_args(op, x)
+    tag = _dt.float_tag(op, x.dtype)
+    axes = normalize_axes(op, axis, x.ndim)
+    out_shape = tuple((1 if a in axes else n) for a, n in enumerate(x.shape) if keepdims or a not in axes)
+    cols = math.prod(x.shape[a] for a in axes)
+    if cols == 0 or math.prod(out_shape) == 0:
+        if math.prod(out_shape) != 0 and op in ("max", "min"):
+            raise ShapeError(f"{op}: zero-size array to reduction operation {op} which has no identity "
+                             f"(shape {x.shape}, axis {axis}); kernel reduce_last_dim.{tag}")
+        return result(_fill(out_shape, x.dtype, np.nan if op == "mean" else 0), numpy_out)
+    src, rows, cols = rows_view(x, axes)
+    out = new_like(out_shape, x.dtype)
+    fam = "reduce" if rows == 1 else "reduce_last_dim"
+    launch_reduce(fam, tag, REDUCE_OPS[op], src, rows, cols, out)
+    return result(out, numpy_out)
+
+
+def sum(x, axis=None, keepdims=False):  # noqa: A001 - numpy's name
+    """numpy.sum over an axis, a tuple of axes or everything (f32 accumulation for half types)."""
+    return _reduce("sum", x, axis, keepdims)
+
+
+def max(x, axis=None, keepdims=False):  # noqa: A001
+    """numpy.max (NaN propagates; an empty reduction raises ShapeError)."""
+    return _reduce("max", x, axis, keepdims)
+
+
+def min(x, axis=None, keepdims=False):  # noqa: A001
+    """numpy.min (NaN propagates; an empty reduction raises ShapeError)."""
+    return _reduce("min", x, axis, keepdims)
+
+
+def mean(x, axis=None, keepdims=False):
+    """numpy.mean (the sum divided once by the count; NaN for an empty reduction)."""
+    return _reduce("mean", x, axis, keepdims)
+
+
+# -- arg-reductions ------------------------------------------------------------------------------
+# Below this many outputs a long reduced dim is copied to rows and reduced by whole workgroups;
+# the strided kernel gives one invocation per output element.
+_ANY_DIM_MIN_OUTPUTS = 1024
+# Longest reduced dim for the strided kernel's serial scan (lavapipe's loop budget).
+_ANY_DIM_MAX_D = 16384
+
+
+def _single_dim(shape, strides):
+    """(n, stride) when the dims walk memory as one strided dim, else None."""
+    cs, (st,) = L.collapse(shape, strides)
+    if len(cs) == 0:
+        return 1, 0
+    if len(cs) == 1:
+        return cs[0], st[0]
+    return None
+
+
+def _arg(op, x, axis):
+    (x,), numpy_out = device_args(op, x)
+    tag = _dt.float_tag(op, x.dtype)
+    if axis is None:
+        x = contiguous(x).reshape(-1) if x.ndim != 1 else x
+        ax, out_shape = 0, ()
+    else:
+        ax = L.normalize_axis(op, axis, x.ndim)
+        out_shape = x.shape[:ax] + x.shape[ax + 1:]
+        if x.ndim == 0:
+            x = x.reshape(1)
+    d = x.shape[ax]
+    if d == 0:
+        raise ShapeError(f"{op}: attempt to get {op} of an empty sequence (shape {x.shape}, axis {axis}); "
+                         f"kernel arg_reduce_last_dim_{tag}")
+    out = new_like(out_shape, _dt.int64)
+    n_out = math.prod(out_shape)
+    if n_out == 0:
+        return result(out, numpy_out)
+    ctx = runtime.get()
+    budget = loop_budget(ctx)
+    any_ok = budget is None or d <= _ANY_DIM_MAX_D
+    outer = _single_dim(x.shape[:ax], x.strides[:ax])
+    inner = _single_dim(x.shape[ax + 1:], x.strides[ax + 1:])
+    s_d = x.strides[ax]
+    if outer is None or inner is None or (inner[0] > 1 and (
+            not any_ok or (n_out < _ANY_DIM_MIN_OUTPUTS and d > 4 * n_out))):
+        # Not expressible as [outer, d, inner] strides, or too few outputs / too long a dim for the
+        # strided kernel: copy the reduced axis last and use whole workgroups per output.
+        kept = [a for a in range(x.ndim) if a != ax]
+        x = contiguous(x.transpose(kept + [ax]))
+        outer, inner, s_d = (n_out, d), (1, 0), 1
+    spec = ((1, ARG_OPS[op]), (2, 1))
+    wg = row_wg(ctx)
+    if inner[0] > 1 or (d <= 64 and n_out >= _ANY_DIM_MIN_OUTPUTS and any_ok):
+        push = ARG_PARAMS.pack(n_out, inner[0], d, x.offset, 0, outer[1], s_d, inner[1], d, 1)
+        ctx.launch(kernel("arg_reduce_any_dim", tag), ctx.groups(-(-n_out // wg)), (out.buffer, x.buffer) * 2,
+                   (True, False, False, False), push, spec=((0, wg),) + spec)
+        return result(out, numpy_out)
+    # Whole workgroups per output row; rows longer than a chunk go workgroup-per-chunk + a final pass.
+    v = kernel("arg_reduce_last_dim", tag)
+    chunk = wg * CHUNK_PER_INVOCATION * 16
+    n_chunks = -(-d // chunk)
+    if n_chunks == 1:
+        push = ARG_PARAMS.pack(n_out, 1, d, x.offset, 0, outer[1], s_d, 0, d, 1)
+        ctx.launch(v, ctx.groups(n_out), (out.buffer, x.buffer) * 2, (True, False, False, False), push,
+                   spec=((0, wg), (3, 0)) + spec)
+        return result(out, numpy_out)
+    pv = new_like((n_out * n_chunks,), accum_dtype(x.dtype))
+    pi = new_like((n_out * n_chunks,), _dt.uint32)
+    ctx.launch(v, ctx.groups(n_out * n_chunks), (out.buffer, x.buffer, pv.buffer, pi.buffer),
+               (False, False, True, True), ARG_PARAMS.pack(n_out, 1, d, x.offset, 0, outer[1], s_d, 0, chunk,
+                                                           n_chunks), spec=((0, wg), (3, 1)) + spec)
+    ctx.launch(v, ctx.groups(n_out), (out.buffer, x.buffer, pv.buffer, pi.buffer), (True, False, False, False),
+               ARG_PARAMS.pack(n_out, 1, n_chunks, 0, 0, 0, 1, 0, n_chunks, 1), spec=((0, wg), (3, 2)) + spec)
+    return result(out, numpy_out)
+
+
+def argmax(x, axis=None):
+    """numpy.argmax: int64 indices, lowest index on ties, the first NaN wins (torch agrees)."""
+    return _arg("argmax", x, axis)
+
+
+def argmin(x, axis=None):
+    """numpy.argmin: int64 indices, lowest index on ties, the first NaN wins (torch agrees)."""
+    return _arg("argmin", x, axis)
+
+
+
+# -- cumsum ----------------------------------------------------------------------------------------
+_CUMSUM_WG = 64
+# Longer axes (or few slices) use one workgroup per slice (SCAN) instead of one invocation.
+_CUMSUM_SERIAL_MAX_D = 16384
+
+
+def cumsum(x, axis=None):
+    """numpy.cumsum (axis=None: over the flattened array). Any view; compensated f32/f64 running sum."""
+    (x,), numpy_out = device_args("cumsum", x)
+    tag = _dt.float_tag("cumsum", x.dtype)
+    if axis is None or x.ndim == 0:
+        if axis is not None:
+            L.normalize_axis("cumsum", axis, 0)
+        x = x.reshape(-1) if x.ndim != 1 else x
+        ax = 0
+    else:
+        ax = L.normalize_axis("cumsum", axis, x.ndim)
+    out = new_like(x.shape, x.dtype)
+    d = x.shape[ax]
+    if out.size == 0:
+        return result(out, numpy_out)
+
+    def outer_dims(v):
+        keep = [a for a in range(v.ndim) if a != ax]
+        return L.collapse([v.shape[a] for a in keep], [v.strides[a] for a in keep],
+                          [out.strides[a] for a in keep])
+
+    shape, (s_in, s_out) = outer_dims(x)
+    if len(shape) > CUMSUM_MAX_RANK:
+        x = contiguous(x)
+        shape, (s_in, s_out) = outer_dims(x)
+    ctx = runtime.get()
+    n_slices = out.size // d
+    push = CUMSUM_PARAMS.pack(n_slices, d, len(shape), x.offset, out.offset, x.strides[ax], out.strides[ax],
+                              list(shape), list(s_in), list(s_out))
+    budget = loop_budget(ctx)
+    if d <= _CUMSUM_SERIAL_MAX_D and (budget is None or d <= budget // 2) and (n_slices >= 256 or d < 1024):
+        ctx.launch(kernel("cumsum", tag), ctx.groups(-(-n_slices // _CUMSUM_WG)), (out.buffer, x.buffer),
+                   (True, False), push, spec=((0, _CUMSUM_WG), (1, 0)))
+    else:
+        wg = row_wg(ctx, d, 2)
+        if wg is None:
+            raise ShapeError(f"cumsum: an axis of {d} elements exceeds what kernel cumsum_{tag} can scan on "
+                             f"{ctx.device.name} (its per-invocation loop limit); split the axis")
+        ctx.launch(kernel("cumsum", tag), ctx.groups(n_slices), (out.buffer, x.buffer), (True, False), push,
+                   spec=((0, wg), (1, 1)))
+    return result(out, numpy_out)

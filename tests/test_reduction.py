@@ -1,0 +1,219 @@
+"""sum/max/min/mean (reduce, reduce_last_dim), argmax/argmin (arg_reduce_*), cumsum.
+
+Oracles: numpy / torch CPU on float64 copies; exact results (max/min/arg/bit patterns) bit for bit.
+"""
+import numpy as np
+import pytest
+import torch
+
+import fuelvk as fv
+from fuelvk import runtime
+from oracles import FLOATS, TOL, assert_bits, assert_close
+
+rng = np.random.default_rng(1234)
+IDS = [str(d) for d in FLOATS]
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    """Variant ids launched during the test."""
+    ctx = runtime.get()
+    seen, orig = [], ctx.launch
+    monkeypatch.setattr(ctx, "launch", lambda v, *a, **k: (seen.append(v.id), orig(v, *a, **k))[1])
+    return seen
+
+
+def _sum_close(got, x64, axis, dt, op, keepdims=False):
+    """|got - ref| <= rtol * (|ref| + sum|x|): accumulation error is relative to sum|x|."""
+    want = getattr(np, op)(x64, axis=axis, keepdims=keepdims)
+    scale = np.sum(np.abs(x64), axis=axis, keepdims=keepdims)
+    if op == "mean":
+        scale = scale / max(x64.size // max(np.size(want), 1), 1)
+    got = np.asarray(got, np.float64)
+    assert got.shape == np.shape(want)
+    r, a = TOL[np.dtype(dt)]
+    bad = np.abs(got - want) > r * (np.abs(want) + scale) + a
+    assert not bad.any(), f"{op} axis={axis}: got {got[bad][:4]} want {np.asarray(want)[bad][:4]}"
+
+
+AXES = [None, 0, 1, 2, -1, (0, 2), (1, 2), (0, 1, 2)]
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_value_reductions_any_axis(dt, launched):
+    x = rng.standard_normal((3, 5, 7)).astype(dt)
+    x64 = x.astype(np.float64)
+    for axis in AXES:
+        for keepdims in (False, True):
+            for op in ("sum", "mean"):
+                _sum_close(getattr(fv, op)(x, axis=axis, keepdims=keepdims), x64, axis, dt, op, keepdims)
+            for op in ("max", "min"):
+                want = getattr(np, op)(x64, axis=axis, keepdims=keepdims).astype(dt)
+                assert_bits(np.asarray(getattr(fv, op)(x, axis=axis, keepdims=keepdims)), np.asarray(want))
+    tag = fv.dtypes.FLOAT_TAGS[np.dtype(dt)]
+    assert f"reduce.{tag}" in launched and f"reduce_last_dim.{tag}" in launched
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_value_reductions_views(dt):
+    base = rng.standard_normal((6, 9, 11)).astype(dt)
+    a = fv.asarray(base)
+    views = [(a[1:, ::2, ::-1], base[1:, ::2, ::-1]), (a.transpose(2, 0, 1), base.transpose(2, 0, 1)),
+             (a[2], base[2]), (a[:, 3:8], base[:, 3:8])]
+    for v, ref in views:
+        r64 = ref.astype(np.float64)
+        for axis in (None, 0, -1, (0, 1)):
+            out = fv.sum(v, axis=axis)
+            assert isinstance(out, fv.Array)
+            _sum_close(out.numpy(), r64, axis, dt, "sum")
+            assert_bits(fv.max(v, axis=axis).numpy(), np.asarray(np.max(r64, axis=axis).astype(dt)))
+
+
+@pytest.mark.parametrize("n", [1, 7, 129, 257, 1000, 40000])
+def test_edge_lengths(n):
+    x = rng.uniform(-1, 1, size=(3, n)).astype(np.float32)
+    x64 = x.astype(np.float64)
+    _sum_close(fv.sum(x, axis=1), x64, 1, np.float32, "sum")
+    _sum_close(fv.mean(x), x64, None, np.float32, "mean")
+    assert_bits(fv.min(x, axis=-1), x.min(axis=-1))
+    assert_bits(fv.argmax(x, axis=1), np.argmax(x, axis=1))
+
+
+def test_empty_and_scalar():
+    z = np.zeros((3, 0), np.float32)
+    assert_bits(fv.sum(z, axis=1), np.zeros(3, np.float32))
+    assert np.isnan(fv.mean(z, axis=1)).all()
+    assert fv.sum(z, axis=0).shape == (0,)
+    for op in ("max", "min", "argmax", "argmin"):
+        with pytest.raises(fv.ShapeError, match=op):
+            getattr(fv, op)(z, axis=1)
+    s = np.array(2.5, np.float32)
+    assert_bits(fv.sum(s), np.float32(2.5))
+    assert fv.argmax(s) == 0
+
+
+def test_nan_propagates():
+    x = rng.standard_normal((4, 300)).astype(np.float32)
+    x[1, 17] = np.nan
+    for op in ("sum", "max", "min", "mean"):
+        got = getattr(fv, op)(x, axis=1)
+        want = getattr(np, op)(x, axis=1)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_long_row_accuracy(dt, launched):
+    """1M+ elements, all positive (worst case for a serial sum): within tolerance of a float64 sum."""
+    n = (1 << 20) + 3
+    scale = 1 / 32 if dt == np.float16 else 1.0  # keep the f16 sum below 65504
+    x = (rng.uniform(0.5, 1.5, size=n) * scale).astype(dt)
+    want = torch.tensor(x.astype(np.float64)).sum().item()
+    r, _ = TOL[np.dtype(dt)]
+    got = float(np.asarray(fv.sum(x), np.float64))
+    assert abs(got - want) <= r * abs(want), (got, want)
+    got = float(np.asarray(fv.mean(x), np.float64))
+    assert abs(got - want / n) <= r * abs(want / n)
+    assert_bits(np.asarray(fv.max(x)), np.asarray(x.max()))
+    # arg over chunks: ties across chunk boundaries keep the lowest index (halves repeat values)
+    assert fv.argmax(x) == np.argmax(x) and fv.argmin(x) == np.argmin(x)
+    tag = fv.dtypes.FLOAT_TAGS[np.dtype(dt)]
+    assert launched.count(f"reduce.{tag}") >= 2  # partials + final pass
+    assert launched.count(f"arg_reduce_last_dim.{tag}") >= 4
+
+
+def test_partials_multi_row():
+    """rows longer than a chunk on several rows: the MODE 1/2 passes with row > 0."""
+    x = rng.uniform(-1, 1, size=(3, 70001)).astype(np.float16)
+    _sum_close(fv.sum(x, axis=1), x.astype(np.float64), 1, np.float16, "sum")
+    assert_bits(fv.max(x, axis=-1), x.max(axis=-1))
+
+
+# -- arg reductions ----------------------------------------------------------------------------
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_arg_all_routes(dt, launched):
+    tag = fv.dtypes.FLOAT_TAGS[np.dtype(dt)]
+    cases = [((7, 300), -1), ((50, 40), 0), ((2000, 10), 1), ((5, 6, 7), 1), ((3, 4000, 2), 1), ((9,), None),
+             ((4, 5, 6), None)]
+    for shape, axis in cases:
+        x = rng.integers(-20, 20, size=shape).astype(dt)  # many ties
+        for op in ("argmax", "argmin"):
+            got = getattr(fv, op)(x, axis=axis)
+            want = getattr(np, op)(x, axis=axis)
+            assert_bits(got, np.asarray(want, np.int64))
+    assert f"arg_reduce_last_dim.{tag}" in launched and f"arg_reduce_any_dim.{tag}" in launched
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_arg_nan_and_views(dt):
+    x = rng.standard_normal((6, 200)).astype(dt)
+    x[2, [5, 9]] = np.nan
+    x[4, 150] = np.nan
+    for op in ("argmax", "argmin"):
+        want = getattr(torch, op)(torch.tensor(x.astype(np.float64)), dim=1).numpy()
+        assert_bits(getattr(fv, op)(x, axis=1), want)
+        want0 = getattr(torch, op)(torch.tensor(x.astype(np.float64)), dim=0).numpy()
+        assert_bits(getattr(fv, op)(x, axis=0), want0)
+    a = fv.asarray(x)
+    for v, ref in ((a[::2, ::-3], x[::2, ::-3]), (a.T, x.T), (a[1:4, 7:], x[1:4, 7:])):
+        for axis in (0, 1, None):
+            got = fv.argmax(v, axis=axis)
+            want = torch.argmax(torch.tensor(np.ascontiguousarray(ref).astype(np.float64)),
+                                dim=axis).numpy()
+            assert_bits(got.numpy(), want.reshape(got.shape))
+
+
+def test_arg_bad_input():
+    with pytest.raises(fv.DTypeError, match="argmax"):
+        fv.argmax(np.arange(5, dtype=np.int32))
+    with pytest.raises(fv.ShapeError, match="axis"):
+        fv.argmin(np.zeros((2, 3), np.float32), axis=2)
+
+
+def test_reduce_bad_input():
+    with pytest.raises(fv.DTypeError, match="sum"):
+        fv.sum(np.arange(5, dtype=np.int32))
+    with pytest.raises(fv.ShapeError, match="repeated"):
+        fv.sum(np.zeros((2, 3), np.float32), axis=(1, -1))
+    with pytest.raises(fv.ShapeError, match="out of range"):
+        fv.max(np.zeros((2, 3), np.float32), axis=3)
+
+
+# -- cumsum ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_cumsum_axes_and_views(dt, launched):
+    x = rng.standard_normal((4, 5, 130)).astype(dt)
+    x64 = x.astype(np.float64)
+    for axis in (None, 0, 1, 2, -1):
+        assert_close(fv.cumsum(x, axis), np.cumsum(x64, axis).astype(dt), dt, scale=4)
+    a = fv.asarray(x)
+    for v, ref in ((a[:, ::-2, 3:], x64[:, ::-2, 3:]), (a.transpose(2, 0, 1), x64.transpose(2, 0, 1)),
+                   (a[1], x64[1])):
+        for axis in (0, -1):
+            got = fv.cumsum(v, axis)
+            assert isinstance(got, fv.Array) and got.is_contiguous
+            assert_close(got, np.cumsum(ref, axis).astype(dt), dt, scale=4)
+    assert f"cumsum.{fv.dtypes.FLOAT_TAGS[np.dtype(dt)]}" in launched
+
+
+def test_cumsum_edges():
+    for shape in ((0,), (3, 0), (1,), (129,), (2, 1, 3)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        assert_close(fv.cumsum(x, -1), np.cumsum(x.astype(np.float64), -1).astype(np.float32), np.float32)
+    # more outer dims than the kernel's rank, in a layout that does not collapse
+    x = rng.standard_normal((2, 3, 2, 3, 2, 3, 4)).astype(np.float32)
+    v = fv.asarray(x).transpose(1, 0, 3, 2, 5, 4, 6)
+    assert_close(fv.cumsum(v, 6), np.cumsum(x.transpose(1, 0, 3, 2, 5, 4, 6).astype(np.float64), 6)
+                 .astype(np.float32), np.float32)
+    with pytest.raises(fv.DTypeError, match="cumsum"):
+        fv.cumsum(np.arange(3, dtype=np.int64), 0)
+
+
+def test_cumsum_long_row_accuracy(launched):
+    """A 1M axis: one workgroup per slice (lavapipe stops any invocation after 65535 loop iterations)."""
+    n = 1 << 20
+    x = rng.uniform(0.5, 1.5, size=n).astype(np.float32)
+    got = fv.cumsum(x)
+    want = torch.cumsum(torch.tensor(x.astype(np.float64)), 0).numpy()
+    np.testing.assert_allclose(got, want, rtol=2e-7)
+    x2 = rng.uniform(-1, 1, size=(2, 3000)).astype(np.float32)  # few slices: SCAN route too
+    assert_close(fv.cumsum(x2, 1), np.cumsum(x2.astype(np.float64), 1).astype(np.float32), np.float32, scale=4)
