@@ -132,6 +132,10 @@ class Device:
         if self._props.apiVersion < C.VK_MAKE_VERSION(1, 2, 0):
             raise DeviceError(f"{self.name} supports Vulkan {self.api_version}; fuelvk needs 1.2")
         self.limits = self._props.limits
+        # llvmpipe (lavapipe) silently leaves any loop after 65535 iterations summed over one
+        # invocation (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS); kernels with long serial walks split work
+        # so that no invocation exceeds this. None: no such limit known.
+        self.loop_budget = 60000 if "llvmpipe" in self.name.lower() else None
         self.device_type = DEVICE_TYPE_NAME.get(self._props.deviceType, "other")
         ext_list, _ = enumerate_(lib.vkEnumerateDeviceExtensionProperties, "VkExtensionProperties",
                                  self.physical, ffi.NULL)
