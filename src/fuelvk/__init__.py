@@ -17,15 +17,17 @@ from .ops import public_ops as _public_ops
 
 __version__ = "0.1.0"
 
-#: Public ops (each has a spec in fuelvk/specs): every name in an ops module's __all__.
+#: Public ops (each has a spec in fuelvk/specs): every name in an ops module's __all__, except the
+#: route pickers (`matmul_route`, ...), which report a choice rather than compute.
 OPS = []
 for _name, _fn in _public_ops():
     globals()[_name] = _fn
-    OPS.append(_name)
+    if not _name.endswith("_route"):
+        OPS.append(_name)
 del _name, _fn
 
 __all__ = ["Array", "asarray", "empty", "zeros", "synchronize", "device_info", "dtypes",
            "FuelVKError", "DTypeError", "ShapeError", "FuelVKIndexError", "FuelVKMemoryError",
            "UnsupportedError", "DeviceError", "BuildError",
            "float32", "float16", "bfloat16", "float64", "float8_e4m3fn", "int8", "int16", "int32", "int64",
-           "uint8", "uint16", "uint32", "bool_"] + OPS
+           "uint8", "uint16", "uint32", "bool_"] + [n for n, _ in _public_ops()]

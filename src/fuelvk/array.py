@@ -196,7 +196,13 @@ class Array:
     __sub__, __rsub__ = _binary("subtract"), _binary("subtract", True)
     __mul__, __rmul__ = _binary("multiply"), _binary("multiply", True)
     __truediv__, __rtruediv__ = _binary("divide"), _binary("divide", True)
-    __matmul__, __rmatmul__ = None, None
+    def __matmul__(self, other):
+        from .ops.matmul import matmul
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        from .ops.matmul import matmul
+        return matmul(other, self)
 
     def __neg__(self):
         from .ops.elementwise import negative

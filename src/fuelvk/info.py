@@ -1,5 +1,6 @@
 """synchronize() and device_info(): what the user can ask of the device."""
 from . import runtime
+from .kernels.matmul import available_routes
 
 
 def synchronize():
@@ -17,7 +18,7 @@ def device_info():
     feats = sorted(d.features)
     return {
         "name": d.name, "index": d.index, "type": d.device_type, "driver": d.driver,
-        "api_version": d.api_version, "subgroup_size": d.subgroup_size,
+        "api_version": d.api_version, "subgroup_size": d.subgroup_size, "loop_budget": d.loop_budget,
         "limits": {
             "maxStorageBufferRange": lim.maxStorageBufferRange,
             "maxComputeSharedMemorySize": lim.maxComputeSharedMemorySize,
@@ -30,7 +31,6 @@ def device_info():
         "features": feats,
         "extensions": list(d.extensions),
         "cooperative_matrix_shapes": d.coop_matrix_shapes,
-        "routes": {"matmul": ["matvec", "register_tiled", "tiled", "small"]
-                   + (["coop"] if "cooperative_matrix" in d.features else [])},
+        "routes": {"matmul": available_routes(d.features)},
         "validation": d.messenger is not None,
     }

@@ -1,0 +1,67 @@
+"""Matmul / matvec family: matvec, register-tiled, shared-memory tiled, small scalar, cooperative matrix.
+
+The four GLSL routes are one generic kernel (shaders/matmul.comp, MODE macro) monomorphized per
+dtype combination A_B_C; the cooperative-matrix route is Slang (shaders/matmul_coop.slang) and is
+built into pipelines only on devices with VK_KHR_cooperative_matrix. ROUTES is the route table the
+picker (ops/matmul.py) and device_info() read.
+"""
+from .registry import P, family
+
+GROUP = "Matmul / matvec family"
+MAX_BATCH_DIMS = 3
+MATMUL_PARAMS = P("M:u32", "N:u32", "K:u32", "batch:u32", "off_a:u32", "off_b:u32", "off_c:u32",
+                  "sa_m:i32", "sa_k:i32", "sb_k:i32", "sb_n:i32", f"bshape:u32[{MAX_BATCH_DIMS}]",
+                  f"sa_batch:i32[{MAX_BATCH_DIMS}]", f"sb_batch:i32[{MAX_BATCH_DIMS}]")
+
+# dtype combinations "A_B_C" (all accumulate in f32) and their shader defines / device features.
+COMBOS = ("f32_f32_f32", "f32_bf16_f32", "f16_f16_f32", "f16_f16_f16", "bf16_bf16_f32", "bf16_bf16_bf16")
+_DT_CODE = {"f32": 0, "f16": 1, "bf16": 2}
+COMBO_DEFINES = {t: dict(zip(("A_DT", "B_DT", "C_DT"), (_DT_CODE[x] for x in t.split("_")))) for t in COMBOS}
+COMBO_FEATURES = {t: ("storage16",) if any(x != "f32" for x in t.split("_")) else () for t in COMBOS}
+
+# Geometry the host needs to size grids (must match shaders/matmul.comp and matmul_coop.slang).
+WG = 64
+MATVEC_COLS, MATVEC_KSPLIT_COLS = 64 * 4, 4   # columns per workgroup (KSPLIT = 0 / 1)
+REG_COLS = 64 * 4                              # register-tiled: TM rows x 64 * TN columns per workgroup
+REG_TM = (1, 2, 4, 8, 16)                      # rows per invocation (specialization constant 1; TN: 3)
+TILED_BLOCK = (64, 64)                         # shared-memory tiled: BM x BN
+SMALL_BLOCK = (16, 16)
+COOP_BLOCK = (64, 64)                          # coop: 2 x 2 subgroups, each 32 x 32 = 2 x 2 tiles of 16^3
+COOP_TILE = 16                                 # M, N, K must be multiples of it
+
+
+def _names(prefix, inventory, combos=COMBOS):
+    return {t: inventory.get(t, f"{prefix}_{t}") for t in combos}
+
+
+SRC = "matmul.comp"
+family("matvec", SRC, MATMUL_PARAMS,
+       _names("matvec", {"f32_f32_f32": "matvec", "f32_bf16_f32": "matvec_bf16_b"}), GROUP,
+       defines={"MODE": 0}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
+family("matmul", SRC, MATMUL_PARAMS, _names("matmul", {"f32_f32_f32": "matmul"}), GROUP,
+       defines={"MODE": 1}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
+family("matmul_tiled", SRC, MATMUL_PARAMS,
+       _names("matmul_tiled", {"f32_f32_f32": "matmul_tiled", "f32_bf16_f32": "matmul_tiled_bf16_b"}), GROUP,
+       defines={"MODE": 2}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
+family("matmul_small", SRC, MATMUL_PARAMS, _names("matmul_small", {}), GROUP,
+       defines={"MODE": 3}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
+# Not a matmul: the FMA-throughput calibration kernel benches/bench_matmul.py reports GFLOP/s against.
+family("matmul_calib", SRC, MATMUL_PARAMS, {"f32_f32_f32": "matmul_fma_peak"}, "Benchmark calibration",
+       defines={"MODE": 4}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
+CALIB_FMAS_PER_ITER = 32
+COOP_COMBOS = ("f32_bf16_f32", "f16_f16_f32", "f16_f16_f16", "bf16_bf16_f32", "bf16_bf16_bf16")
+family("matmul_coop", "matmul_coop.slang", MATMUL_PARAMS,
+       {"f32_bf16_f32": "matmul_coop", "bf16_bf16_f32": "matmul_coop_bf16_bf16",
+        "f16_f16_f32": "matmul_coop_f16_f16", "bf16_bf16_bf16": "matmul_coop_bf16_bf16_bf16",
+        "f16_f16_f16": "matmul_coop_f16_f16_f16"}, GROUP,
+       tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES, features=("cooperative_matrix", "float16"))
+
+# route name -> family; "coop" needs the device feature, the others run everywhere.
+ROUTES = {"matvec": "matvec", "register_tiled": "matmul", "tiled": "matmul_tiled", "small": "matmul_small",
+          "coop": "matmul_coop"}
+ROUTE_FEATURES = {"coop": ("cooperative_matrix",)}
+
+
+def available_routes(features):
+    """Routes a device with these feature names can run (device_info()["routes"]["matmul"])."""
+    return [r for r in ROUTES if all(f in features for f in ROUTE_FEATURES.get(r, ()))]

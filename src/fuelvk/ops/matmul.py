@@ -1,0 +1,239 @@
+"""matmul with numpy semantics, and the route picker behind it.
+
+numpy rules: 1-D operands get a dim prepended (a) / appended (b) that is removed from the result,
+batch dims broadcast; `n_rep` adds GQA broadcasting (a's head dim -3 is n_rep times b's: head h
+uses b's head h // n_rep, as repeat_interleave would give). Operands are read through their
+strides and offsets (transposed, sliced, broadcast views are never copied).
+
+dtypes (A x B -> C, accumulation always f32): f32 x f32 -> f32, f32 x bf16 -> f32 (bf16 weights),
+f16 x f16 -> f16 | f32, bf16 x bf16 -> bf16 | f32 (out_dtype; default: the input dtype).
+
+Routes (kernels/matmul.py ROUTES): M == 1 -> matvec (also N == 1 with equal dtypes, as the
+transposed problem); cooperative matrix where the device has it and M, N, K are multiples of
+its tile; on such devices the small scalar kernel for half types the coop tiles cannot take;
+else 1 < M < 32 -> register-tiled, M >= 32 -> shared-memory tiled (on CPU devices the
+register-tiled kernel for every M > 1: their shared memory is plain memory). `route=` or
+FUELVK_MATMUL_ROUTE forces one; a route the device or shape cannot take raises a typed error.
+"""
+import math
+import operator
+import os
+from collections import namedtuple
+
+import numpy as np
+
+from .. import dtypes as _dt
+from .. import layout as L
+from .. import runtime
+from ..array import Array, zeros
+from ..errors import DTypeError, FuelVKMemoryError, ShapeError, UnsupportedError
+from ..kernels import kernel
+from ..kernels import matmul as K_
+from ._core import device_args, new_like, result
+
+__all__ = ["matmul", "matmul_route"]
+
+ENV = "FUELVK_MATMUL_ROUTE"
+_TAG = {_dt.float32: "f32", _dt.float16: "f16", _dt.bfloat16: "bf16"}
+ACCEPTED = "f32 x f32 -> f32, f32 x bf16 -> f32, f16 x f16 -> f16|f32, bf16 x bf16 -> bf16|f32"
+
+Operand = namedtuple("Operand", "shape strides offset dtype")
+Plan = namedtuple("Plan", "route combo out_shape out_dtype M N K batch_shape a b transposed")
+
+
+def _operand(x):
+    """Shape/strides/offset/dtype of an Array or of what asarray(x) would upload (no upload)."""
+    if isinstance(x, Array):
+        return Operand(x.shape, x.strides, x.offset, x.dtype)
+    arr = np.asarray(x)
+    try:
+        dt = _dt.dtype(arr.dtype)
+    except DTypeError as e:
+        raise DTypeError(f"matmul: {e}") from None
+    return Operand(arr.shape, L.contiguous_strides(arr.shape), 0, dt)
+
+
+def _combo(a_dt, b_dt, out_dtype):
+    ta, tb = _TAG.get(a_dt), _TAG.get(b_dt)
+    out = a_dt if out_dtype is None else _dt.dtype(out_dtype)
+    if ta == tb == "f32" or (ta, tb) == ("f32", "bf16"):
+        ok = out == _dt.float32
+    else:
+        ok = ta == tb and ta is not None and out in (a_dt, _dt.float32)
+    if not ok:
+        raise DTypeError(f"matmul: dtypes {a_dt} x {b_dt} -> {out} are not supported; accepted: {ACCEPTED}")
+    return f"{ta}_{tb}_{_TAG[out]}", out
+
+
+def _shapes(a, b, n_rep):
+    """Per-operand (batch shape, batch strides, M/K or K/N strides) after numpy's 1-D and batch rules."""
+    if not a.shape or not b.shape:
+        raise ShapeError(f"matmul: operands must have at least 1 dim, got shapes {a.shape} and {b.shape}")
+    a_shape, a_str = (a.shape, a.strides) if len(a.shape) > 1 else ((1,) + a.shape, (0,) + a.strides)
+    b_shape, b_str = (b.shape, b.strides) if len(b.shape) > 1 else (b.shape + (1,), b.strides + (0,))
+    M, Ka = a_shape[-2:]
+    Kb, N = b_shape[-2:]
+    if Ka != Kb:
+        raise ShapeError(f"matmul: contracted dims differ: a {a.shape} has K={Ka}, b {b.shape} has K={Kb}")
+    abat, abs_ = list(a_shape[:-2]), list(a_str[:-2])
+    bbat, bbs = list(b_shape[:-2]), list(b_str[:-2])
+    n_rep = operator.index(n_rep)
+    if n_rep < 1:
+        raise ShapeError(f"matmul: n_rep must be >= 1, got {n_rep}")
+    if n_rep > 1:
+        if not abat or not bbat or abat[-1] != n_rep * bbat[-1]:
+            raise ShapeError(f"matmul: n_rep={n_rep} needs a.shape[-3] == n_rep * b.shape[-3], got shapes "
+                             f"{a.shape} and {b.shape}")
+        # a's head dim H = Hkv * n_rep splits into (Hkv, n_rep); b gets a broadcast n_rep dim.
+        abat[-1:], abs_[-1:] = [bbat[-1], n_rep], [abs_[-1] * n_rep, abs_[-1]]
+        bbat.append(1)
+        bbs.append(0)
+    batch = L.broadcast_shapes("matmul", tuple(abat), tuple(bbat))
+    sa_b = L.broadcast_strides(tuple(abat), tuple(abs_), batch)
+    sb_b = L.broadcast_strides(tuple(bbat), tuple(bbs), batch)
+    out_batch = batch
+    if n_rep > 1:
+        out_batch = batch[:-2] + (batch[-2] * n_rep,)
+    out_shape = out_batch + ((M,) if len(a.shape) > 1 else ()) + ((N,) if len(b.shape) > 1 else ())
+    return out_shape, M, N, Ka, batch, sa_b, sb_b, (a_str[-2], a_str[-1]), (b_str[-2], b_str[-1])
+
+
+def _device():
+    return runtime.get().device
+
+
+def _coop_ok(combo, M, N, K):
+    t = K_.COOP_TILE
+    return combo in K_.COOP_COMBOS and M % t == 0 and N % t == 0 and K % t == 0 and M >= t and N >= t
+
+
+def _plan(a, b, out_dtype, n_rep, route):
+    a, b = _operand(a), _operand(b)
+    combo, out_dt = _combo(a.dtype, b.dtype, out_dtype)
+    out_shape, M, N, K, batch, sa_b, sb_b, (sa_m, sa_k), (sb_k, sb_n) = _shapes(a, b, n_rep)
+    dev = _device()
+    limit = dev.limits.maxStorageBufferRange
+    nbytes = math.prod(out_shape) * out_dt.itemsize
+    if nbytes > limit:
+        raise FuelVKMemoryError(
+            f"matmul: the result {out_shape} {out_dt} needs {nbytes} bytes, more than one binding can hold on "
+            f"{dev.name} (maxStorageBufferRange = {limit} bytes); split the batch or N dimension")
+    same = combo.split("_")[0] == combo.split("_")[1]
+    transposed = M != 1 and N == 1 and same
+    forced = route if route is not None else (os.environ.get(ENV) or None)
+    if forced in (None, "", "auto"):
+        has_coop = "cooperative_matrix" in dev.features
+        half = combo.split("_")[0] in ("f16", "bf16")
+        if M == 1 or transposed:
+            name = "matvec"
+        elif has_coop and _coop_ok(combo, M, N, K):
+            name = "coop"
+        elif has_coop and half:
+            name = "small"
+        else:
+            # CPU devices (lavapipe): shared memory is ordinary memory there, so staging slabs only adds
+            # loads and stores; the register-tiled kernel stays faster for every M (measured).
+            name = "register_tiled" if M < 32 or dev.device_type == "cpu" else "tiled"
+    else:
+        name = forced
+        if name not in K_.ROUTES:
+            raise UnsupportedError(f"matmul: unknown route {name!r} (from {'route=' if route else ENV}); "
+                                   f"routes: {', '.join(K_.ROUTES)}, auto")
+        missing = [f for f in K_.ROUTE_FEATURES.get(name, ()) if f not in dev.features]
+        if missing:
+            raise UnsupportedError(f"matmul: route {name!r} needs device features {missing}, which {dev.name} "
+                                   f"lacks; routes here: {', '.join(K_.available_routes(dev.features))}")
+        if name == "matvec" and M != 1 and not transposed:
+            raise ShapeError(f"matmul: route 'matvec' needs M == 1 (or N == 1 with equal dtypes), got M={M} "
+                             f"N={N} for shapes {a.shape} x {b.shape}")
+        if name == "coop" and combo not in K_.COOP_COMBOS:
+            raise DTypeError(f"matmul: route 'coop' has no {combo} kernel; it takes {', '.join(K_.COOP_COMBOS)}")
+        if name == "coop" and not _coop_ok(combo, M, N, K):
+            raise ShapeError(f"matmul: route 'coop' needs M, N, K multiples of {K_.COOP_TILE} (M, N >= "
+                             f"{K_.COOP_TILE}), got M={M} N={N} K={K}")
+        transposed = transposed and name == "matvec"
+    ops = (tuple(batch), tuple(sa_b), tuple(sb_b), sa_m, sa_k, sb_k, sb_n)
+    return Plan(name, combo, out_shape, out_dt, M, N, K, batch, (a, ops), b, transposed)
+
+
+def matmul_route(a, b, out_dtype=None, *, n_rep=1, route=None):
+    """The route matmul(a, b, ...) takes on this device ("matvec", "register_tiled", "tiled", "small",
+    "coop"), with the same validation; nothing is uploaded or launched."""
+    return _plan(a, b, out_dtype, n_rep, route).route
+
+
+def _batch_chunks(batch, sa, sb, so):
+    """Collapse batch dims (<= MAX_BATCH_DIMS per launch; more are looped over on the host)."""
+    shape, (sa, sb, so) = L.collapse(batch, sa, sb, so)
+    nd = K_.MAX_BATCH_DIMS
+    if len(shape) <= nd:
+        yield shape, sa, sb, 0, 0, 0
+        return
+    lead = shape[:-nd]
+    for idx in np.ndindex(*lead):
+        yield (shape[-nd:], sa[-nd:], sb[-nd:], sum(i * s for i, s in zip(idx, sa)),
+               sum(i * s for i, s in zip(idx, sb)), sum(i * s for i, s in zip(idx, so)))
+
+
+def _sg8(dev):
+    s = dev.subgroup_size
+    return 1 if s == 8 else (2 if s % 8 == 0 else 0)
+
+
+def _reg_tile(M, N):
+    """(rows, columns) per invocation: rows cover M (up to 16); 8 columns once N fills the lanes."""
+    tm = next(t for t in K_.REG_TM if t >= min(M, K_.REG_TM[-1]))
+    return tm, (8 if N > K_.REG_COLS and tm >= 8 else 4)
+
+
+def _launch(plan, a, b, out):
+    ctx = runtime.get()
+    dev = ctx.device
+    batch, sa_b, sb_b, sa_m, sa_k, sb_k, sb_n = plan.a[1]
+    M, N, K = plan.M, plan.N, plan.K
+    if plan.transposed:  # C[m, 0] = sum_k B[k, 0] A[m, k]: matvec with x = B^T, matrix = A^T
+        a, b = b, a
+        sa_b, sb_b = sb_b, sa_b
+        sa_m, sa_k, sb_k, sb_n = sb_n, sb_k, sa_k, sa_m
+        M, N = 1, M
+    variant = kernel(K_.ROUTES[plan.route], plan.combo)
+    so = L.contiguous_strides(tuple(batch) + (M * N,))[:-1] if batch else ()
+    route = plan.route
+    spec = ((0, _sg8(dev)),)
+    if route == "matvec":
+        ksplit = 1 if (abs(sb_k) == 1 and abs(sb_n) != 1) or N < K_.MATVEC_COLS else 0
+        spec += ((2, ksplit),)
+        tiles = -(-N // (K_.MATVEC_KSPLIT_COLS if ksplit else K_.MATVEC_COLS))
+    elif route == "register_tiled":
+        tm, tn = _reg_tile(M, N)
+        spec += ((1, tm), (3, tn))
+        tiles = -(-N // (64 * tn)) * -(-M // tm)
+    else:
+        bm, bn = {"tiled": K_.TILED_BLOCK, "small": K_.SMALL_BLOCK, "coop": K_.COOP_BLOCK}[route]
+        tiles = -(-N // bn) * -(-M // bm)
+        if route == "coop":
+            spec = ()
+    bufs, writes = (out.buffer, a.buffer, b.buffer), (True, False, False)
+    nd = K_.MAX_BATCH_DIMS
+    for shape, sa, sb, oa, ob, oc in _batch_chunks(tuple(batch), tuple(sa_b), tuple(sb_b), so):
+        nb = math.prod(shape)
+        pad = nd - len(shape)
+        push = K_.MATMUL_PARAMS.pack(
+            M, N, K, nb, a.offset + oa, b.offset + ob, out.offset + oc, sa_m, sa_k, sb_k, sb_n,
+            [1] * pad + list(shape), [0] * pad + list(sa), [0] * pad + list(sb))
+        ctx.launch(variant, ctx.groups(tiles * nb), bufs, writes, push, spec)
+
+
+def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
+    """numpy.matmul(a, b) on the device (see the module docstring for dtypes, n_rep and routes)."""
+    plan = _plan(a, b, out_dtype, n_rep, route)
+    try:
+        (a_arr, b_arr), numpy_out = device_args("matmul", a, b)
+    except FuelVKMemoryError as e:
+        raise FuelVKMemoryError(f"matmul: an operand does not fit one binding: {e}") from None
+    if math.prod(plan.out_shape) == 0 or plan.K == 0:
+        out = zeros(plan.out_shape, plan.out_dtype)   # empty, or K == 0: a sum of nothing
+        return result(out, numpy_out)
+    out = new_like(plan.out_shape, plan.out_dtype)
+    _launch(plan, a_arr, b_arr, out)
+    return result(out, numpy_out)

@@ -1,0 +1,262 @@
+"""matmul / matmul_route: every route and dtype combination against a float64 numpy reference.
+
+Error bound per element: f32 accumulation of K products (K * 2^-24 * (|A| @ |B|), doubled for
+slack) plus the output dtype's rounding (rtol/atol of the per-dtype table).
+"""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fuelvk as fv
+from fuelvk.kernels import FAMILIES
+from fuelvk.kernels import matmul as K_
+from fuelvk.ops.matmul import matmul, matmul_route
+from oracles import tol
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+COMBO_DTYPES = {"f32_f32_f32": (F32, F32, F32), "f32_bf16_f32": (F32, BF16, F32), "f16_f16_f32": (F16, F16, F32),
+                "f16_f16_f16": (F16, F16, F16), "bf16_bf16_f32": (BF16, BF16, F32),
+                "bf16_bf16_bf16": (BF16, BF16, BF16)}
+SIZES = (1, 2, 3, 15, 16, 17, 31, 32, 33, 64, 65, 127, 128, 129, 255, 256, 257)
+LAVAPIPE_ROUTES = ("matvec", "register_tiled", "tiled", "small")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _np(x):
+    return x.numpy() if isinstance(x, fv.Array) else np.asarray(x)
+
+
+def check(got, a, b, out_dt, n_rep=1):
+    """Compare with float64 numpy; a, b are the operands exactly as the device saw them."""
+    a64, b64 = _np(a).astype(np.float64), _np(b).astype(np.float64)
+    if n_rep > 1:
+        b64 = np.repeat(b64, n_rep, axis=-3)
+    want, bound = a64 @ b64, np.abs(a64) @ np.abs(b64)
+    got = _np(got)
+    assert got.dtype == out_dt and got.shape == want.shape, (got.dtype, got.shape, want.shape)
+    k = a64.shape[-1]
+    rtol, atol = tol(out_dt)
+    lim = 2 * k * 2.0 ** -24 * bound + rtol * np.abs(want) + atol
+    err = np.abs(got.astype(np.float64) - want)
+    assert np.all(err <= lim), f"max err {err.max():.3e}, worst excess at {np.unravel_index(np.argmax(err - lim), err.shape)}"
+
+
+def rand(shape, dt, rng):
+    return rng.uniform(-1, 1, size=shape).astype(dt)
+
+
+def cycle_shapes(route):
+    """Every SIZES value appears as M, N and K at least once (matvec: M = 1)."""
+    n = len(SIZES)
+    return [(1 if route == "matvec" else SIZES[i], SIZES[(i + 5) % n], SIZES[(i + 11) % n]) for i in range(n)]
+
+
+@pytest.mark.parametrize("route", LAVAPIPE_ROUTES)
+def test_size_list_f32(route):
+    rng = np.random.default_rng(1)
+    for M, N, K in cycle_shapes(route):
+        a, b = rand((M, K), F32, rng), rand((K, N), F32, rng)
+        check(matmul(a, b, route=route), a, b, F32)
+
+
+@pytest.mark.parametrize("route", LAVAPIPE_ROUTES)
+@pytest.mark.parametrize("combo", [c for c in K_.COMBOS if c != "f32_f32_f32"])
+def test_combos(route, combo):
+    rng = np.random.default_rng(2)
+    adt, bdt, cdt = COMBO_DTYPES[combo]
+    out = None if cdt == adt else cdt
+    shapes = [(1, 65, 33), (1, 300, 17)] if route == "matvec" else [(3, 17, 31), (33, 65, 16), (2, 257, 129)]
+    for M, N, K in shapes:
+        a, b = rand((M, K), adt, rng), rand((K, N), bdt, rng)
+        assert matmul_route(a, b, out, route=route) == route
+        check(matmul(a, b, out, route=route), a, b, cdt)
+
+
+@pytest.mark.parametrize("route", LAVAPIPE_ROUTES)
+def test_views_batches_offsets(route):
+    """Transposed, offset, flipped and broadcast operands read in place; broadcast batch dims."""
+    rng = np.random.default_rng(3)
+    M = 1 if route == "matvec" else 19
+    big_a = fv.asarray(rand((3, 40, 50), F32, rng))
+    big_b = fv.asarray(rand((60, 70), F32, rng))
+    a_t = big_a[1, 5:5 + 23, 3:3 + M].T                 # (M, 23): transposed, offset
+    b_t = big_b[7:7 + 37, 2:2 + 23].T                   # (23, 37): transposed, offset
+    check(matmul(a_t, b_t, route=route), a_t, b_t, F32)
+    b_flip = big_b[10:33, ::-2].flip(0)                 # negative strides on both axes
+    check(matmul(a_t, b_flip, route=route), a_t, b_flip, F32)
+    a_bat = fv.asarray(rand((2, 1, M, 9), F32, rng))     # batch (2, 1) x (3,) -> (2, 3)
+    b_bat = fv.asarray(rand((3, 9, 21), F32, rng))
+    check(matmul(a_bat, b_bat, route=route), a_bat, b_bat, F32)
+    a_bc = fv.asarray(rand((1, 9), F32, rng)).broadcast_to((M, 9))   # stride-0 rows
+    check(matmul(a_bc, b_bat, route=route), a_bc, b_bat, F32)
+    # Six batch dims whose strides do not collapse: looped over on the host.
+    a6 = fv.asarray(rand((2, 2, 2, 2, M, 5), F32, rng)).transpose(3, 1, 2, 0, 4, 5)
+    b6 = fv.asarray(rand((2, 1, 2, 1, 5, 6), F32, rng))
+    check(matmul(a6, b6, route=route), a6, b6, F32)
+
+
+@pytest.mark.parametrize("route", ["register_tiled", "tiled", "small"])
+def test_gqa_n_rep(route):
+    rng = np.random.default_rng(4)
+    q = rand((2, 8, 5, 16), BF16, rng)                   # 8 query heads
+    k_t = fv.asarray(rand((2, 2, 21, 16), BF16, rng)).swapaxes(-1, -2)  # 2 kv heads, K^T view
+    got = matmul(fv.asarray(q), k_t, F32, n_rep=4, route=route)
+    assert got.shape == (2, 8, 5, 21)
+    check(got, q, k_t, F32, n_rep=4)
+
+
+def test_gqa_decode_matvec():
+    rng = np.random.default_rng(5)
+    q = rand((4, 1, 32), F32, rng)
+    kt = rand((2, 32, 40), F32, rng)
+    assert matmul_route(q, kt, n_rep=2) == "matvec"
+    check(matmul(q, kt, n_rep=2), q, kt, F32, n_rep=2)
+
+
+def test_one_d_and_numpy_semantics():
+    rng = np.random.default_rng(6)
+    v, m, bat = rand(7, F32, rng), rand((7, 5), F32, rng), rand((3, 4, 7), F32, rng)
+    for a, b in [(v, m), (m.T.copy(), v), (v, v), (bat, v), (v[:4].copy(), rand((2, 4, 3), F32, rng))]:
+        got, want = matmul(a, b), np.matmul(a.astype(np.float64), b.astype(np.float64))
+        assert isinstance(got, np.ndarray) and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    arr = matmul(fv.asarray(m.T), fv.asarray(m))
+    assert isinstance(arr, fv.Array) and arr.shape == (5, 5)
+
+
+def test_zero_sizes():
+    rng = np.random.default_rng(7)
+    assert matmul(np.zeros((0, 4), F32), np.zeros((4, 3), F32)).shape == (0, 3)
+    assert matmul(np.zeros((2, 4), F32), np.zeros((4, 0), F32)).shape == (2, 0)
+    assert matmul(np.zeros((0, 2, 4), F32), np.zeros((4, 3), F32)).shape == (0, 2, 3)
+    for dt in (F32, F16, BF16):
+        got = matmul(np.zeros((3, 0), dt), np.zeros((0, 5), dt))
+        assert got.dtype == dt and got.shape == (3, 5) and not np.any(got.astype(np.float32))
+    a, b = rand((1, 3), F32, rng), rand((3, 1), F32, rng)
+    check(matmul(a, b), a, b, F32)
+
+
+def test_nan_stays_in_its_row_and_column():
+    """Clamped out-of-range loads must never leak into stored outputs (tails of every tile)."""
+    rng = np.random.default_rng(8)
+    for route in LAVAPIPE_ROUTES:
+        M = 1 if route == "matvec" else 37
+        a, b = rand((M, 45), F32, rng), rand((45, 70), F32, rng)
+        a[-1, -1], b[-1, -1] = np.nan, np.inf
+        got = matmul(a, b, route=route)
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        assert np.array_equal(np.isnan(got), np.isnan(want)), route
+        fin = np.isfinite(want)
+        np.testing.assert_allclose(got[fin], want[fin], rtol=1e-5, atol=1e-4)
+
+
+def test_route_picker_and_env(monkeypatch):
+    f = np.zeros
+    assert matmul_route(f((1, 64), F32), f((64, 32), F32)) == "matvec"
+    assert matmul_route(f((64, 8), F32), f((8, 1), F32)) == "matvec"           # N == 1, transposed problem
+    assert matmul_route(f((64, 8), F32), f((8, 1), BF16)) != "matvec"          # mixed: no transposed kernel
+    assert matmul_route(f((5, 64), F32), f((64, 32), F32)) == "register_tiled"
+    big = matmul_route(f((64, 64), F32), f((64, 64), F32))
+    assert big == ("register_tiled" if fv.device_info()["type"] == "cpu" else "tiled")
+    assert matmul_route(f((64, 64), F16), f((64, 64), F16)) != "coop"           # lavapipe: no coop
+    monkeypatch.setenv("FUELVK_MATMUL_ROUTE", "small")
+    assert matmul_route(f((5, 64), F32), f((64, 32), F32)) == "small"
+    assert matmul_route(f((5, 64), F32), f((64, 32), F32), route="tiled") == "tiled"   # keyword wins
+    monkeypatch.setenv("FUELVK_MATMUL_ROUTE", "auto")
+    assert matmul_route(f((5, 64), F32), f((64, 32), F32)) == "register_tiled"
+    assert fv.device_info()["routes"]["matmul"] == K_.available_routes(fv.device_info()["features"])
+
+
+def test_coop_gating_and_fallback():
+    info = fv.device_info()
+    a = np.ones((64, 64), F16)
+    if "cooperative_matrix" in info["features"]:
+        pytest.skip("device has cooperative matrix: covered by test_coop_on_device")
+    assert "coop" not in info["routes"]["matmul"]
+    with pytest.raises(fv.UnsupportedError, match="cooperative_matrix"):
+        matmul(a, a, route="coop")
+    with pytest.raises(fv.UnsupportedError, match="cooperative_matrix"):
+        from fuelvk import runtime
+        runtime.get().pipelines.get(FAMILIES["matmul_coop"].variants["f16_f16_f32"])
+    got = matmul(a, a)                                   # the fallback route still answers
+    assert got.dtype == F16 and np.all(got == 64)
+
+
+def test_coop_spirv_declares_cooperative_matrix():
+    manifest = json.loads((ROOT / "spv" / "manifest.json").read_text())["variants"]
+    val = shutil.which("spirv-val")
+    for tag, v in FAMILIES["matmul_coop"].variants.items():
+        assert "cooperative_matrix" in v.features
+        code = (ROOT / "spv" / manifest[v.id]["spv"]).read_bytes()
+        words = np.frombuffer(code, "<u4")
+        # OpCapability (opcode 17, 2 words) CooperativeMatrixKHR = 6022
+        caps = {int(words[i + 1]) for i in range(5, len(words) - 1) if words[i] == (2 << 16 | 17)}
+        assert 6022 in caps, f"{v.id} does not declare CooperativeMatrixKHR"
+        if val:
+            r = subprocess.run([val, "--target-env", "vulkan1.3", str(ROOT / "spv" / manifest[v.id]["spv"])],
+                               capture_output=True, text=True)
+            if "Invalid capability operand: 6022" in r.stderr:
+                continue  # this spirv-val predates SPV_KHR_cooperative_matrix
+            assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.skipif("cooperative_matrix" not in fv.device_info()["features"], reason="no VK_KHR_cooperative_matrix")
+@pytest.mark.parametrize("combo", K_.COOP_COMBOS)
+def test_coop_on_device(combo):
+    rng = np.random.default_rng(9)
+    adt, bdt, cdt = COMBO_DTYPES[combo]
+    for M, N, K in [(16, 16, 16), (64, 128, 48), (80, 16, 272)]:
+        a, b = rand((M, K), adt, rng), rand((K, N), bdt, rng)
+        got = matmul(a, b, None if cdt == adt else cdt, route="coop")
+        a16, b16 = a.astype(np.float32).astype(F16), b.astype(np.float32).astype(F16)   # inputs pass through f16
+        check(got, a16, b16, cdt)
+
+
+def test_errors():
+    z = np.zeros
+    with pytest.raises(fv.DTypeError, match="accepted"):
+        matmul(z((2, 3), F16), z((3, 2), F32))
+    with pytest.raises(fv.DTypeError, match="float64"):
+        matmul(z((2, 3)), z((3, 2)))
+    with pytest.raises(fv.DTypeError):
+        matmul(z((2, 3), F32), z((3, 2), F32), out_dtype=F16)
+    with pytest.raises(fv.ShapeError, match="K=3.*K=4"):
+        matmul(z((2, 3), F32), z((4, 2), F32))
+    with pytest.raises(fv.ShapeError, match="at least 1 dim"):
+        matmul(np.float32(1), z((3,), F32))
+    with pytest.raises(fv.ShapeError, match="broadcast"):
+        matmul(z((2, 2, 3), F32), z((3, 3, 2), F32))
+    with pytest.raises(fv.ShapeError, match="n_rep"):
+        matmul(z((2, 6, 2, 3), F32), z((2, 4, 3, 2), F32), n_rep=2)
+    with pytest.raises(fv.ShapeError, match="matvec"):
+        matmul(z((2, 3), F32), z((3, 2), F32), route="matvec")
+    with pytest.raises(fv.UnsupportedError, match="unknown route"):
+        matmul(z((2, 3), F32), z((3, 2), F32), route="fast")
+
+
+def test_result_over_binding_limit_is_a_typed_error():
+    """A result bigger than maxStorageBufferRange is refused before anything is allocated."""
+    limit = fv.device_info()["limits"]["maxStorageBufferRange"]
+    n = int((limit // 4) ** 0.5) + 64
+    a = fv.asarray(np.ones((1, 8), F32)).broadcast_to((n, 8))
+    b = fv.asarray(np.ones((8, 1), F32)).broadcast_to((8, n))
+    with pytest.raises(fv.FuelVKMemoryError, match="maxStorageBufferRange"):
+        matmul(a, b)
+    with pytest.raises(fv.FuelVKMemoryError):
+        matmul_route(a, b)
+
+
+def test_realistic_size():
+    rng = np.random.default_rng(10)
+    a, b = rand((192, 384), F32, rng), rand((384, 320), F32, rng)
+    check(matmul(a, b), a, b, F32)
+    w = rand((320, 384), BF16, rng)
+    x = rand((1, 384), F32, rng)
+    wt = fv.asarray(w).T                                  # x @ W^T, the decode hot path
+    check(matmul(x, wt), x, wt, F32)
