@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""matmul GFLOP/s on the device vs numpy (OpenBLAS) and torch CPU, on the same inputs, in one run.
+
+    python benches/bench_matmul.py            # the issue's shapes (slow on lavapipe: ~1-2 min)
+    python benches/bench_matmul.py --quick    # shapes scaled down (1024 -> 512, 4096 -> 2048)
+    python benches/bench_matmul.py --json out.json
+
+Roofs, measured here: FMA throughput (calibration kernel matmul_calib, 16 independent FMA chains
+per invocation), copy bandwidth (vkCmdCopyBuffer, and the strided_copy shader, i.e. what a
+kernel's loads + stores reach). Device times come from timestamp queries (fuelvk.bench.timing).
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import ml_dtypes
+import numpy as np
+
+import fuelvk as fv
+from fuelvk import runtime
+from fuelvk.kernels import kernel
+from fuelvk.kernels import matmul as K_
+
+try:
+    from fuelvk.bench.timing import measure
+except ImportError:  # timing module not there yet: wall clock around fn() + synchronize()
+    def measure(fn, warmup=2, repeats=10):
+        for _ in range(warmup):
+            fn()
+        fv.synchronize()
+        ts = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            fv.synchronize()
+            ts.append((time.perf_counter() - t0) * 1e3)
+        return {"median_ms": float(np.median(ts))}
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def host_time(fn, repeats):
+    fn()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts)) * 1e3
+
+
+def fma_peak(repeats):
+    ctx = runtime.get()
+    n, iters = 64 * 512, 4000
+    out = fv.empty((n,), np.float32)
+    push = K_.MATMUL_PARAMS.pack(0, n, iters, 1, 0, 0, 0, 0, 0, 0, 0, [1, 1, 1], [], [])
+    v = kernel("matmul_calib", "f32_f32_f32")
+    r = measure(lambda: ctx.launch(v, ctx.groups(n // 64), (out.buffer, out.buffer, out.buffer),
+                                   (True, False, False), push), warmup=1, repeats=repeats)
+    return n * iters * K_.CALIB_FMAS_PER_ITER * 2 / (r["median_ms"] * 1e-3) / 1e9
+
+
+def copy_bandwidth(repeats):
+    ctx = runtime.get()
+    nbytes = 64 << 20
+    a, b = fv.empty((nbytes // 4,), np.float32), fv.empty((nbytes // 4,), np.float32)
+    r = measure(lambda: ctx.stream.copy(a.buffer, b.buffer, nbytes), warmup=1, repeats=repeats)
+    cmd = 2 * nbytes / (r["median_ms"] * 1e-3) / 1e9
+    x = fv.asarray(np.ones((4096, 2048), np.float32))[:, ::2]    # strided read, contiguous write
+    r = measure(lambda: fv.ascontiguousarray(x), warmup=1, repeats=repeats)
+    shader = 2 * x.size * 4 / (r["median_ms"] * 1e-3) / 1e9
+    return cmd, shader
+
+
+def cases(quick):
+    big, wide = (512, 2048) if quick else (1024, 4096)
+    return [
+        ("f32 square", big, big, big, np.float32, np.float32),
+        ("f32 matvec", 1, wide, wide, np.float32, np.float32),
+        ("f32 x bf16 matvec", 1, wide, wide, np.float32, BF16),
+        ("f16 square", big, big, big, np.float16, np.float16),
+        ("bf16 square", big, big, big, BF16, BF16),
+        ("f32 prefill", big // 2, wide, wide, np.float32, np.float32),
+    ]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    try:
+        import torch
+        torch.set_num_threads(os.cpu_count() or 1)
+    except ImportError:
+        torch = None
+    info = fv.device_info()
+    peak = fma_peak(args.repeats)
+    cmd_bw, shader_bw = copy_bandwidth(args.repeats)
+    print(f"device: {info['name']} ({info['driver']}); routes: {', '.join(info['routes']['matmul'])}")
+    print(f"roofs: FMA {peak:.1f} GFLOP/s (calibration kernel); copy {cmd_bw:.2f} GB/s (vkCmdCopyBuffer), "
+          f"{shader_bw:.2f} GB/s (strided_copy shader)")
+    rows = []
+    rng = np.random.default_rng(0)
+    hdr = f"{'case':20s} {'M':>5s} {'N':>5s} {'K':>5s} {'route':15s} {'ms':>9s} {'GFLOP/s':>8s} {'%FMA':>5s} " \
+          f"{'GB/s':>6s} {'numpy':>8s} {'torch':>8s}"
+    print(hdr)
+    for name, M, N, K, adt, bdt in cases(args.quick):
+        a_h = rng.uniform(-1, 1, (M, K)).astype(adt)
+        b_h = rng.uniform(-1, 1, (K, N)).astype(bdt)
+        a, b = fv.asarray(a_h), fv.asarray(b_h)
+        route = fv.matmul_route(a, b)
+        reps = args.repeats
+        r = measure(lambda: fv.matmul(a, b), warmup=1, repeats=reps)
+        flops = 2 * M * N * K
+        ms = r["median_ms"]
+        nbytes = a_h.nbytes + b_h.nbytes + M * N * (4 if adt == np.float32 else a_h.itemsize)
+        # numpy / torch on the same values: f32 compute where their CPU kernels lack the dtype
+        a32, b32 = a_h.astype(np.float32), b_h.astype(np.float32)
+        np_a, np_b = a32, b32   # numpy has no BLAS for f16 (and no bf16): f32 GEMM on the same values
+        t_np = host_time(lambda: np_a @ np_b, reps)
+        t_torch = None
+        if torch is not None:
+            ta = torch.from_numpy(a32).to(torch.bfloat16 if adt == BF16 else torch.float16 if adt == np.float16
+                                          else torch.float32)
+            tb = torch.from_numpy(b32).to(ta.dtype if adt == bdt else torch.bfloat16)
+            if adt != bdt:
+                ta = ta.to(torch.bfloat16)  # torch CPU: both operands in one dtype
+            t_torch = host_time(lambda: ta @ tb, reps)
+        row = {"case": name, "M": M, "N": N, "K": K, "route": route, "ms": ms, "gflops": flops / ms / 1e6,
+               "pct_fma_peak": 100 * flops / ms / 1e6 / peak, "gbs": nbytes / ms / 1e6,
+               "numpy_gflops": flops / t_np / 1e6, "torch_gflops": flops / t_torch / 1e6 if t_torch else None}
+        rows.append(row)
+        tg = f"{row['torch_gflops']:8.1f}" if t_torch else "       -"
+        print(f"{name:20s} {M:5d} {N:5d} {K:5d} {route:15s} {ms:9.1f} {row['gflops']:8.2f} "
+              f"{row['pct_fma_peak']:5.1f} {row['gbs']:6.2f} {row['numpy_gflops']:8.1f} {tg}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": info["name"], "fma_peak_gflops": peak, "copy_gbs": cmd_bw,
+                       "shader_copy_gbs": shader_bw, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
