@@ -1,0 +1,448 @@
+#version 450
+// Scaled-dot-product attention, forward and backward: five kernels from one source, chosen by KIND.
+//   KIND 1  flash_attn_{f32,bf16,f16}   single pass: one workgroup per (b, hq, query row); the
+//           visible score row (<= SKMAX keys) lives in shared memory.
+//   KIND 2  flash_attention[_f16,_bf16] FlashAttention-2: one workgroup per (b, hq, BR query rows),
+//           key/value tiles of BC rows streamed through shared memory with an online softmax; no
+//           score matrix beyond one BR x BC tile exists anywhere.
+//   KIND 3/4/5  flash_attn_backward_{q,k,v}_f32: dQ per query row (also writes delta = rowsum(dO*O)),
+//           dK / dV per key row, recomputing P from the forward's log-sum-exp.
+// Semantics shared by all kinds (ops/attention.py documents them for users):
+//   s = scale * q.k;  softcap: s = cap * tanh(s / cap);  ALiBi: s -= slope[h] * |j - i - (Sk - Sq)|;
+//   query i sees key j iff -wl <= j - i - (Sk - Sq) <= wr (a negative bound is unbounded; causal is
+//   wr = 0, i.e. bottom-right aligned). The visible keys of a row form one contiguous band, so no
+//   kernel ever computes a masked score. Rows that see no key give O = 0 and lse = -inf.
+// D (head dim) is specialization constant 0, so every shared/private array is sized exactly.
+#extension GL_EXT_control_flow_attributes : enable
+#include "common/dtype.glsl"
+#include "common/index.glsl"
+
+#define NEG_INF uintBitsToFloat(0xff800000u)
+#define FLAG_ALIBI 1u
+
+layout(constant_id = 0) const uint D = 64;
+
+#if KIND <= 2
+layout(push_constant) uniform Params {
+    uint B; uint Hq; uint Hkv; uint Sq; uint Sk; uint flags; int wl; int wr; float scale; float cap;
+    uint off_q; uint off_k; uint off_v; uint off_o; uint off_a; uint sa_b;
+    uint q_b; uint q_h; uint q_s; uint k_b; uint k_h; uint k_s; uint v_b; uint v_h; uint v_s;
+} p;
+layout(set = 0, binding = 0) writeonly buffer OutO { T o[]; };
+layout(set = 0, binding = 1) writeonly buffer OutL { float lse[]; };
+layout(set = 0, binding = 2) readonly buffer InQ { T q[]; };
+layout(set = 0, binding = 3) readonly buffer InK { T k[]; };
+layout(set = 0, binding = 4) readonly buffer InV { T v[]; };
+layout(set = 0, binding = 5) readonly buffer InA { float alibi[]; };
+#else
+// Backward tensors are contiguous [B, H, S, D] (offsets allowed). Bindings are dense per kind:
+// dV needs 0-5, dK 0-7, dQ 0-8.
+layout(push_constant) uniform Params {
+    uint B; uint Hq; uint Hkv; uint Sq; uint Sk; uint flags; int wl; int wr; float scale; float cap;
+    uint off_q; uint off_k; uint off_v; uint off_o; uint off_do; uint off_lse; uint off_a; uint sa_b;
+} p;
+layout(set = 0, binding = 0) writeonly buffer OutG { float grad[]; };
+layout(set = 0, binding = 1) readonly buffer InQ { T q[]; };
+layout(set = 0, binding = 2) readonly buffer InK { T k[]; };
+layout(set = 0, binding = 3) readonly buffer InDO { T dout[]; };
+layout(set = 0, binding = 4) readonly buffer InL { float lse[]; };
+layout(set = 0, binding = 5) readonly buffer InA { float alibi[]; };
+#if KIND != 5
+layout(set = 0, binding = 6) readonly buffer InV { T v[]; };
+#endif
+#if KIND == 3
+layout(set = 0, binding = 7) writeonly buffer OutDelta { float delta[]; };
+layout(set = 0, binding = 8) readonly buffer InO { T o[]; };
+#elif KIND == 4
+layout(set = 0, binding = 7) readonly buffer InDelta { float delta[]; };
+#endif
+#endif
+
+int diag() { return int(p.Sk) - int(p.Sq); }
+
+// Visible keys of query row i: [lo, hi] (empty when hi < lo).
+void key_band(uint i, out int lo, out int hi) {
+    int c = int(i) + diag();
+    lo = p.wl < 0 ? 0 : max(0, c - p.wl);
+    hi = p.wr < 0 ? int(p.Sk) - 1 : min(int(p.Sk) - 1, c + p.wr);
+}
+
+// Queries that see key j: [lo, hi].
+void query_band(uint j, out int lo, out int hi) {
+    int c = int(j) - diag();
+    lo = p.wr < 0 ? 0 : max(0, c - p.wr);
+    hi = p.wl < 0 ? int(p.Sq) - 1 : min(int(p.Sq) - 1, c + p.wl);
+}
+
+float tanh_stable(float x) {
+    float e = exp(-2.0 * abs(x));
+    float t = (1.0 - e) / (1.0 + e);
+    return x < 0.0 ? -t : t;
+}
+
+float slope_of(uint b, uint h) {
+    return (p.flags & FLAG_ALIBI) != 0u ? alibi[p.off_a + b * p.sa_b + h] : 0.0;
+}
+
+// The logit of (i, j) from the raw dot product; th receives tanh(.) for the softcap gradient.
+float logit(float dot_qk, uint i, uint j, float slope, out float th) {
+    float s = dot_qk * p.scale;
+    th = 0.0;
+    if (p.cap > 0.0) {
+        th = tanh_stable(s / p.cap);
+        s = p.cap * th;
+    }
+    return s - slope * abs(float(int(j) - int(i) - diag()));
+}
+
+#if KIND == 1 || KIND >= 3
+#define WG 128u
+layout(local_size_x = 128) in;
+shared float s_red[WG];
+
+float wg_sum(float x) {
+    uint t = gl_LocalInvocationID.x;
+    s_red[t] = x;
+    barrier();
+    [[unroll]] for (uint s = WG / 2u; s > 0u; s >>= 1) {
+        if (t < s) s_red[t] += s_red[t + s];
+        barrier();
+    }
+    float r = s_red[0];
+    barrier();
+    return r;
+}
+
+float wg_max(float x) {
+    uint t = gl_LocalInvocationID.x;
+    s_red[t] = x;
+    barrier();
+    [[unroll]] for (uint s = WG / 2u; s > 0u; s >>= 1) {
+        if (t < s) s_red[t] = max(s_red[t], s_red[t + s]);
+        barrier();
+    }
+    float r = s_red[0];
+    barrier();
+    return r;
+}
+#endif
+
+#if KIND == 1
+// ---------------------------------------------------------------- single pass
+layout(constant_id = 1) const uint SKMAX = 4096;   // score row capacity (host: >= Sk)
+const uint NG = D >= WG ? 1u : WG / D;             // key groups in the P.V phase (fills idle threads)
+shared float s_q[D];
+shared float s_p[SKMAX];
+
+void main() {
+    uint row = linear_group();
+    if (row >= p.B * p.Hq * p.Sq) return;           // whole workgroup: uniform
+    uint t = gl_LocalInvocationID.x;
+    uint i = row % p.Sq, bh = row / p.Sq, h = bh % p.Hq, b = bh / p.Hq;
+    uint hk = h / (p.Hq / p.Hkv);
+    uint qb = p.off_q + b * p.q_b + h * p.q_h + i * p.q_s;
+    uint kb = p.off_k + b * p.k_b + hk * p.k_h;
+    uint vb = p.off_v + b * p.v_b + hk * p.v_h;
+    for (uint d = t; d < D; d += WG) s_q[d] = LOAD(q[qb + d]);
+    barrier();
+    int lo, hi;
+    key_band(i, lo, hi);
+    uint n = hi >= lo ? uint(hi - lo + 1) : 0u;
+    float slope = slope_of(b, h), th, mx = NEG_INF;
+    for (uint c0 = 0u; c0 < n; c0 += WG) {          // uniform loop: s_q reads stay scalar loads
+        uint c = c0 + t, j = uint(lo) + min(c, n - 1u), kr = kb + j * p.k_s;
+        float acc = 0.0;
+        for (uint d = 0u; d < D; ++d) acc += s_q[d] * LOAD(k[kr + d]);
+        float s = logit(acc, i, j, slope, th);
+        if (c < n) {
+            s_p[c] = s;
+            mx = max(mx, s);
+        }
+    }
+    mx = wg_max(mx);
+    float sum = 0.0;
+    for (uint c = t; c < n; c += WG) {
+        float e = exp(s_p[c] - mx);
+        s_p[c] = e;
+        sum += e;
+    }
+    sum = wg_sum(sum);   // its barriers also publish s_p
+    float inv = sum > 0.0 ? 1.0 / sum : 0.0;
+    uint ob = p.off_o + row * D;
+    if (NG == 1u) {
+        for (uint d = t; d < D; d += WG) {
+            float acc = 0.0;
+            for (uint c = 0u; c < n; ++c) acc += s_p[c] * LOAD(v[vb + (uint(lo) + c) * p.v_s + d]);
+            o[ob + d] = STORE(acc * inv);
+        }
+    } else {
+        uint d = t % D, g = t / D;
+        float acc = 0.0;
+        if (g < NG)
+            for (uint c = g; c < n; c += NG) acc += s_p[c] * LOAD(v[vb + (uint(lo) + c) * p.v_s + d]);
+        s_red[t] = acc;
+        barrier();
+        if (t < D) {
+            for (uint k2 = 1u; k2 < NG; ++k2) acc += s_red[t + k2 * D];
+            o[ob + t] = STORE(acc * inv);
+        }
+    }
+    if (t == 0u) lse[row] = n > 0u ? mx + log(sum) : NEG_INF;
+}
+
+#elif KIND == 2
+// ---------------------------------------------------------------- FlashAttention-2 (tiled)
+// A workgroup owns BR query rows of one kv head: rows are (query i, head of the GQA group) pairs,
+// i-major, so GQA heads and decode steps share every K/V tile. Invocation t owns key column
+// j0 + t of each BC-key tile (scores of all BR rows in registers) and output dims t, t + BC, ...
+// Every K/V element is read once per workgroup by exactly one invocation, straight from global
+// memory; shared memory holds only the query tile and two score tiles:
+// 4 * BR * (D + 2 * BC) bytes, linear in D (BR = 16, BC = 64: 64 * D + 8 KiB).
+// All shared reads index with loop counters only (the same address in every invocation), which
+// CPU drivers such as lavapipe turn into one scalar load instead of a per-lane gather.
+layout(local_size_x_id = 3) in;
+layout(constant_id = 2) const uint BR = 16;          // rows per workgroup (register block)
+layout(constant_id = 3) const uint BC = 64;          // keys per tile = invocations
+const uint DPT = (D + BC - 1u) / BC;                 // output dims per invocation
+shared float sQ[BR * D];                             // query tile (pre-scaled unless softcap)
+shared float sS[BR * BC];                            // logits of the tile
+shared float sP[BR * BC];                            // probabilities of the tile
+
+void main() {
+    uint G = p.Hq / p.Hkv, nrow = G * p.Sq, nblk = (nrow + BR - 1u) / BR;
+    uint wgid = linear_group();
+    if (wgid >= p.B * p.Hkv * nblk) return;          // whole workgroup: uniform
+    uint t = gl_LocalInvocationID.x;
+    uint blk = wgid % nblk, bk = wgid / nblk, hk = bk % p.Hkv, b = bk / p.Hkv;
+    uint r0 = blk * BR, nr = min(BR, nrow - r0);
+    uint kb = p.off_k + b * p.k_b + hk * p.k_h;
+    uint vb = p.off_v + b * p.v_b + hk * p.v_h;
+    float qs = p.cap > 0.0 ? 1.0 : p.scale;
+    for (uint e = t; e < BR * D; e += BC) {
+        uint r = e / D, d = e % D, R = r0 + r;
+        sQ[e] = r < nr ? LOAD(q[p.off_q + b * p.q_b + (hk * G + R % G) * p.q_h + (R / G) * p.q_s + d]) * qs : 0.0;
+    }
+    int lo[BR], hi[BR];
+    float slope[BR], m[BR], l[BR], acc[BR * DPT];
+    uint qi[BR];
+    int wlo = int(p.Sk), whi = -1;
+    [[unroll]] for (uint r = 0u; r < BR; ++r) {
+        uint R = min(r0 + r, nrow - 1u);
+        qi[r] = R / G;
+        key_band(qi[r], lo[r], hi[r]);
+        if (r >= nr) hi[r] = -1;                     // padding rows see nothing
+        if (hi[r] >= lo[r]) { wlo = min(wlo, lo[r]); whi = max(whi, hi[r]); }
+        slope[r] = slope_of(b, hk * G + R % G);
+        m[r] = NEG_INF;
+        l[r] = 0.0;
+        [[unroll]] for (uint x = 0u; x < DPT; ++x) acc[r * DPT + x] = 0.0;
+    }
+    barrier();
+    for (int j0 = wlo; j0 <= whi; j0 += int(BC)) {
+        int j = j0 + int(t);
+        float s[BR];
+        [[unroll]] for (uint r = 0u; r < BR; ++r) s[r] = 0.0;
+        // No branch around the loop: shared loads stay in uniform control flow (lavapipe's scalar
+        // path); columns past the band read a valid row and are masked below.
+        uint kr = kb + uint(min(j, whi)) * p.k_s;
+        [[dont_unroll]] for (uint d = 0u; d < D; ++d) {
+            float kv = LOAD(k[kr + d]);
+            [[unroll]] for (uint r = 0u; r < BR; ++r) s[r] += sQ[r * D + d] * kv;
+        }
+        float th;
+        [[unroll]] for (uint r = 0u; r < BR; ++r) {
+            bool vis = j >= lo[r] && j <= hi[r];
+            float x = p.cap > 0.0 ? logit(s[r], qi[r], uint(j), slope[r], th)
+                                  : s[r] - slope[r] * abs(float(j - int(qi[r]) - diag()));
+            s[r] = vis ? x : NEG_INF;
+            sS[r * BC + t] = s[r];
+        }
+        barrier();                                   // logits published (and last tile's sP consumed)
+        float mn[BR];
+        [[unroll]] for (uint r = 0u; r < BR; ++r) {
+            float mt = m[r];
+            for (uint c = 0u; c < BC; ++c) mt = max(mt, sS[r * BC + c]);
+            mn[r] = mt;
+            sP[r * BC + t] = s[r] == NEG_INF ? 0.0 : exp(s[r] - mt);
+        }
+        barrier();                                   // probabilities published
+        [[unroll]] for (uint r = 0u; r < BR; ++r) {
+            float lt = 0.0;
+            for (uint c = 0u; c < BC; ++c) lt += sP[r * BC + c];
+            float alpha = m[r] == NEG_INF ? 0.0 : exp(m[r] - mn[r]);
+            l[r] = l[r] * alpha + lt;
+            m[r] = mn[r];
+            [[unroll]] for (uint x = 0u; x < DPT; ++x) acc[r * DPT + x] *= alpha;
+        }
+        uint nc = uint(min(int(BC), whi - j0 + 1));
+        [[dont_unroll]] for (uint c = 0u; c < nc; ++c) {
+            uint vr = vb + (uint(j0) + c) * p.v_s;
+            float vv[DPT];
+            [[unroll]] for (uint x = 0u; x < DPT; ++x) {
+                uint d = t + x * BC;
+                vv[x] = LOAD(v[vr + min(d, D - 1u)]);   // dims >= D are computed, never stored
+            }
+            [[unroll]] for (uint r = 0u; r < BR; ++r) {
+                float pr = sP[r * BC + c];
+                [[unroll]] for (uint x = 0u; x < DPT; ++x) acc[r * DPT + x] += pr * vv[x];
+            }
+        }
+    }
+    [[unroll]] for (uint r = 0u; r < BR; ++r) {
+        if (r < nr) {
+            uint R = r0 + r, row = (b * p.Hq + hk * G + R % G) * p.Sq + R / G;
+            float inv = l[r] > 0.0 ? 1.0 / l[r] : 0.0;
+            [[unroll]] for (uint x = 0u; x < DPT; ++x) {
+                uint d = t + x * BC;
+                if (d < D) o[p.off_o + row * D + d] = STORE(acc[r * DPT + x] * inv);
+            }
+            if (t == 0u) lse[row] = l[r] > 0.0 ? m[r] + log(l[r]) : NEG_INF;
+        }
+    }
+}
+
+#elif KIND == 3
+// ---------------------------------------------------------------- dQ (and delta)
+const uint DR = (D + WG - 1u) / WG;
+shared float s_q[D];
+shared float s_do[D];
+shared float s_x[WG];
+
+void main() {
+    uint row = linear_group();
+    if (row >= p.B * p.Hq * p.Sq) return;
+    uint t = gl_LocalInvocationID.x;
+    uint i = row % p.Sq, bh = row / p.Sq, h = bh % p.Hq, b = bh / p.Hq;
+    uint hk = h / (p.Hq / p.Hkv);
+    uint kb = p.off_k + (b * p.Hkv + hk) * p.Sk * D;
+    uint vb = p.off_v + (b * p.Hkv + hk) * p.Sk * D;
+    float part = 0.0;
+    for (uint d = t; d < D; d += WG) {
+        s_q[d] = LOAD(q[p.off_q + row * D + d]);
+        float g = LOAD(dout[p.off_do + row * D + d]);
+        s_do[d] = g;
+        part += g * LOAD(o[p.off_o + row * D + d]);
+    }
+    float dl = wg_sum(part);                          // also publishes s_q / s_do
+    if (t == 0u) delta[row] = dl;
+    float li = lse[p.off_lse + row];
+    int lo, hi;
+    key_band(i, lo, hi);
+    float slope = slope_of(b, h), th;
+    float acc[DR];
+    [[unroll]] for (uint x = 0u; x < DR; ++x) acc[x] = 0.0;
+    for (int c0 = lo; c0 <= hi; c0 += int(WG)) {
+        int j = c0 + int(t);
+        float dx = 0.0;
+        if (j <= hi) {
+            uint kr = kb + uint(j) * D, vr = vb + uint(j) * D;
+            float sd = 0.0, dp = 0.0;
+            for (uint d = 0u; d < D; ++d) {
+                sd += s_q[d] * LOAD(k[kr + d]);
+                dp += s_do[d] * LOAD(v[vr + d]);
+            }
+            float pij = exp(logit(sd, i, uint(j), slope, th) - li);
+            dx = pij * (dp - dl) * (p.cap > 0.0 ? 1.0 - th * th : 1.0);
+        }
+        s_x[t] = dx;
+        barrier();
+        uint n = uint(min(int(WG), hi - c0 + 1));
+        [[unroll]] for (uint x = 0u; x < DR; ++x) {
+            uint d = t + x * WG;
+            if (d < D) {
+                float a = acc[x];
+                for (uint c = 0u; c < n; ++c) a += s_x[c] * LOAD(k[kb + (uint(c0) + c) * D + d]);
+                acc[x] = a;
+            }
+        }
+        barrier();
+    }
+    [[unroll]] for (uint x = 0u; x < DR; ++x) {
+        uint d = t + x * WG;
+        if (d < D) grad[row * D + d] = acc[x] * p.scale;
+    }
+}
+
+#else
+// ---------------------------------------------------------------- dK (KIND 4) / dV (KIND 5)
+// One workgroup per (b, hkv, key j); the (query head in the group, query row) pairs that see j
+// are processed WG at a time: each thread recomputes one p (and ds), then threads sum over them.
+const uint DR = (D + WG - 1u) / WG;
+shared float s_k[D];
+#if KIND == 4
+shared float s_v[D];
+#endif
+shared float s_x[WG];
+shared uint s_row[WG];
+
+void main() {
+    uint kr = linear_group();
+    if (kr >= p.B * p.Hkv * p.Sk) return;
+    uint t = gl_LocalInvocationID.x;
+    uint j = kr % p.Sk, bhk = kr / p.Sk, hk = bhk % p.Hkv, b = bhk / p.Hkv;
+    uint G = p.Hq / p.Hkv;
+    for (uint d = t; d < D; d += WG) {
+        s_k[d] = LOAD(k[p.off_k + kr * D + d]);
+#if KIND == 4
+        s_v[d] = LOAD(v[p.off_v + kr * D + d]);
+#endif
+    }
+    barrier();
+    int lo, hi;
+    query_band(j, lo, hi);
+    uint nq = hi >= lo ? uint(hi - lo + 1) : 0u, total = nq * G;
+    float th;
+    float acc[DR];
+    [[unroll]] for (uint x = 0u; x < DR; ++x) acc[x] = 0.0;
+    for (uint c0 = 0u; c0 < total; c0 += WG) {
+        uint e = c0 + t;
+        float xv = 0.0;
+        uint qrow = 0u;
+        if (e < total) {
+            uint g = e / nq, i = uint(lo) + e % nq, h = hk * G + g;
+            qrow = (b * p.Hq + h) * p.Sq + i;
+            float sd = 0.0;
+#if KIND == 4
+            float dp = 0.0;
+            for (uint d = 0u; d < D; ++d) {
+                sd += LOAD(q[p.off_q + qrow * D + d]) * s_k[d];
+                dp += LOAD(dout[p.off_do + qrow * D + d]) * s_v[d];
+            }
+#else
+            for (uint d = 0u; d < D; ++d) sd += LOAD(q[p.off_q + qrow * D + d]) * s_k[d];
+#endif
+            float pij = exp(logit(sd, i, j, slope_of(b, h), th) - lse[p.off_lse + qrow]);
+#if KIND == 4
+            xv = pij * (dp - delta[qrow]) * (p.cap > 0.0 ? 1.0 - th * th : 1.0);
+#else
+            xv = pij;
+#endif
+        }
+        s_x[t] = xv;
+        s_row[t] = qrow;
+        barrier();
+        uint n = min(WG, total - c0);
+        [[unroll]] for (uint x = 0u; x < DR; ++x) {
+            uint d = t + x * WG;
+            if (d < D) {
+                float a = acc[x];
+#if KIND == 4
+                for (uint c = 0u; c < n; ++c) a += s_x[c] * LOAD(q[p.off_q + s_row[c] * D + d]);
+#else
+                for (uint c = 0u; c < n; ++c) a += s_x[c] * LOAD(dout[p.off_do + s_row[c] * D + d]);
+#endif
+                acc[x] = a;
+            }
+        }
+        barrier();
+    }
+    [[unroll]] for (uint x = 0u; x < DR; ++x) {
+        uint d = t + x * WG;
+#if KIND == 4
+        if (d < D) grad[kr * D + d] = acc[x] * p.scale;
+#else
+        if (d < D) grad[kr * D + d] = acc[x];
+#endif
+    }
+}
+#endif

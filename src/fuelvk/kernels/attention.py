@@ -1,0 +1,59 @@
+"""Attention kernels: single-pass and FlashAttention-2 forward, dQ/dK/dV backward (shaders/attention.comp).
+
+One GLSL source serves all five families; KIND picks the kernel, DT_* the storage dtype, and the
+head dim D is specialization constant 0 (each D gets its own exactly-sized pipeline).
+"""
+from .registry import P, family
+
+GROUP = "Attention"
+SRC = "attention.comp"
+
+# Forward: q/k/v may be strided views (unit stride on D); o [B,Hq,Sq,D] and lse [B,Hq,Sq] are fresh.
+FWD_PARAMS = P("B:u32", "Hq:u32", "Hkv:u32", "Sq:u32", "Sk:u32", "flags:u32", "wl:i32", "wr:i32",
+               "scale:f32", "cap:f32", "off_q:u32", "off_k:u32", "off_v:u32", "off_o:u32", "off_a:u32",
+               "sa_b:u32", "q_b:u32", "q_h:u32", "q_s:u32", "k_b:u32", "k_h:u32", "k_s:u32",
+               "v_b:u32", "v_h:u32", "v_s:u32")
+# Backward: every tensor contiguous [B, H, S, D] (element offsets allowed).
+BWD_PARAMS = P("B:u32", "Hq:u32", "Hkv:u32", "Sq:u32", "Sk:u32", "flags:u32", "wl:i32", "wr:i32",
+               "scale:f32", "cap:f32", "off_q:u32", "off_k:u32", "off_v:u32", "off_o:u32", "off_do:u32",
+               "off_lse:u32", "off_a:u32", "sa_b:u32")
+
+FLAG_ALIBI = 1
+SPEC_D, SPEC_SKMAX, SPEC_BR, SPEC_BC = 0, 1, 2, 3
+WG = 128                  # single pass and backward: invocations per workgroup
+SINGLE_SK_MAX = 4096      # the single-pass score row (inventory contract)
+TILED_BR_MAX = 16         # tiled: rows per workgroup (fewer for decode-sized problems)
+D_MAX = 256
+SKMAX_BUCKETS = (256, 1024, SINGLE_SK_MAX)   # score-row sizes the single-pass pipelines are built for
+
+family("flash_attn", SRC, FWD_PARAMS, {"f32": "flash_attn_f32", "bf16": "flash_attn_bf16", "f16": "flash_attn_f16"},
+       GROUP, defines={"KIND": 1})
+family("flash_attention", SRC, FWD_PARAMS, {"f32": "flash_attention"}, GROUP, defines={"KIND": 2},
+       extra=("f16", "bf16"))
+for _kind, _g in ((3, "q"), (4, "k"), (5, "v")):
+    family(f"flash_attn_backward_{_g}", SRC, BWD_PARAMS, {"f32": f"flash_attn_backward_{_g}_f32"}, GROUP,
+           defines={"KIND": _kind})
+
+
+def tiled_shared_bytes(d, br, bc):
+    """Shared memory of the tiled kernel: the query tile and two score tiles (f32)."""
+    return 4 * br * (d + 2 * bc)
+
+
+def tiled_config(d, rows, shared_limit):
+    """(BR, BC) of the tiled kernel for head dim d and rows = G * Sq query rows per kv head, or None.
+
+    BC (keys per tile = invocations) covers D in at most 4 dims per invocation; BR is the smallest
+    power of two >= rows up to 16, halved until the tile fits the device's shared memory.
+    """
+    bc = 32 if d <= 32 else 64
+    br = 1
+    while br < min(rows, TILED_BR_MAX):
+        br *= 2
+    while br > 1 and tiled_shared_bytes(d, br, bc) > shared_limit:
+        br //= 2
+    return (br, bc) if tiled_shared_bytes(d, br, bc) <= shared_limit else None
+
+
+def single_shared_bytes(d, skmax):
+    return 4 * (d + skmax + WG)

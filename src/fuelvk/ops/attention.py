@@ -1,0 +1,251 @@
+"""Scaled-dot-product attention (torch SDPA layout), forward with two routes and the backward.
+
+Layout: q [B, Hq, Sq, D], k / v [B, Hkv, Sk, D]; Hq a multiple of Hkv (GQA: query head h reads
+kv head h // (Hq // Hkv)). D <= 256, v has the head dim of k.
+
+Semantics (flash-attn's, so models ported from it keep their numbers):
+  s = scale * q.k (scale defaults to 1/sqrt(D)); softcap c > 0: s = c * tanh(s / c);
+  ALiBi slopes [Hq] or [B, Hq]: s -= slope * |j - i - (Sk - Sq)|;
+  window (left, right): query i sees key j iff -left <= j - i - (Sk - Sq) <= right (-1 = unbounded);
+  is_causal sets right = 0: the causal mask is aligned bottom-right when Sq != Sk (flash-attn,
+  TileOPs), so the last query row sees every key; this differs from torch SDPA's top-left mask
+  when Sq != Sk (identical when Sq == Sk). A row that sees no key gives zeros and lse = -inf.
+  lse is the natural-log log-sum-exp of the visible logits, float32 [B, Hq, Sq].
+
+Routes: "single" (flash_attn_*: one workgroup per query row, the score row in shared memory,
+Sk <= 4096) and "tiled" (flash_attention*: FlashAttention-2, no Sk limit). The picker takes the
+single pass for short query blocks (decode) and the tiled kernel otherwise; FUELVK_ATTENTION_ROUTE
+or route= forces one (auto/single/tiled); attention_route() says which a call takes.
+"""
+import math
+import os
+
+import numpy as np
+
+from .. import dtypes as _dt
+from .. import runtime
+from ..array import Array, asarray
+from ..errors import DTypeError, ShapeError, UnsupportedError
+from ..kernels import kernel
+from ..kernels import attention as K
+from ._core import contiguous, device_args, new_like, result
+
+__all__ = ["scaled_dot_product_attention", "scaled_dot_product_attention_backward", "attention_route"]
+
+ROUTES = ("single", "tiled")
+FWD_DTYPES = (_dt.float32, _dt.float16, _dt.bfloat16)
+FAMILY = {"single": "flash_attn", "tiled": "flash_attention"}
+# The single pass wins while a query block would leave most of a tiled workgroup's rows idle
+# (benches/bench_attention.py measures the crossover on the device).
+SINGLE_MAX_SQ = 4
+
+
+def _shape_of(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else tuple(np.shape(x)) if not isinstance(x, Array) else x.shape
+
+
+def _check_shapes(op, qs, ks, vs=None):
+    if len(qs) != 4 or len(ks) != 4 or (vs is not None and len(vs) != 4):
+        raise ShapeError(f"{op}: q, k, v must be 4-d [B, H, S, D]; got q{qs}, k{ks}" + (f", v{vs}" if vs else ""))
+    if vs is not None and tuple(vs) != tuple(ks):
+        raise ShapeError(f"{op}: k and v must have the same shape [B, Hkv, Sk, D]; got k{ks}, v{vs}")
+    B, Hq, Sq, D = qs
+    if ks[0] != B or ks[3] != D:
+        raise ShapeError(f"{op}: q{qs} and k{ks} must share batch and head dim (q [B, Hq, Sq, D], k [B, Hkv, Sk, D])")
+    Hkv = ks[1]
+    if (Hkv == 0) != (Hq == 0) or (Hkv and Hq % Hkv):
+        raise ShapeError(f"{op}: query heads Hq={Hq} must be a multiple of kv heads Hkv={Hkv} (GQA); "
+                         f"q{qs}, k{ks}")
+    if not 1 <= D <= K.D_MAX:
+        raise ShapeError(f"{op}: head dim D={D} is not supported; accepted: 1 <= D <= {K.D_MAX} (q{qs})")
+    return B, Hq, Hkv, Sq, ks[2], D
+
+
+def _options(op, D, is_causal, scale, window, softcap):
+    """(scale, cap, wl, wr) as the kernels take them, after validating the user's values."""
+    if scale is None:
+        scale = 1.0 / math.sqrt(D)
+    if not isinstance(scale, (int, float, np.floating, np.integer)) or not math.isfinite(scale):
+        raise ShapeError(f"{op}: scale must be a finite number, got {scale!r}")
+    if window is None:
+        window = (-1, -1)
+    try:
+        wl, wr = (int(w) for w in window)
+        ok = all(int(w) == w for w in window) and wl >= -1 and wr >= -1
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ShapeError(f"{op}: window must be (left, right) ints >= -1 (-1 = unbounded), got {window!r}")
+    if is_causal:
+        wr = 0
+    cap = 0.0
+    if softcap is not None and softcap != 0:
+        if not isinstance(softcap, (int, float, np.floating, np.integer)) or not (math.isfinite(softcap) and softcap > 0):
+            raise ShapeError(f"{op}: softcap must be a positive finite number or None, got {softcap!r}")
+        cap = float(softcap)
+    big = 2**31 - 1
+    return float(scale), cap, min(wl, big), min(wr, big)
+
+
+def _slopes(op, alibi_slopes, B, Hq):
+    """(Array of f32 slopes or None, batch stride): [Hq] or [B, Hq], any float dtype."""
+    if alibi_slopes is None:
+        return None, 0
+    shp = _shape_of(alibi_slopes)
+    if shp not in ((Hq,), (B, Hq)):
+        raise ShapeError(f"{op}: alibi_slopes must have shape [Hq]=({Hq},) or [B, Hq]=({B}, {Hq}); got {shp}")
+    if isinstance(alibi_slopes, Array):
+        if alibi_slopes.dtype != _dt.float32 or not alibi_slopes.is_contiguous:
+            alibi_slopes = alibi_slopes.numpy()
+    if not isinstance(alibi_slopes, Array):
+        host = np.asarray(alibi_slopes)
+        if host.dtype.kind not in "fiu":
+            raise DTypeError(f"{op}: alibi_slopes must be real numbers, got dtype {host.dtype}")
+        alibi_slopes = asarray(np.ascontiguousarray(host, dtype=np.float32))
+    return alibi_slopes, (Hq if len(shp) == 2 else 0)
+
+
+def _view_strides(x):
+    """(b, h, s) strides of a [B, H, S, D] view the forward kernels take as is, else None."""
+    if x.size == 0:
+        return (0, 0, 0)
+    st = [0 if n == 1 else s for n, s in zip(x.shape, x.strides)]
+    if (x.shape[3] != 1 and st[3] != 1) or any(s < 0 for s in st):
+        return None
+    return tuple(st[:3])
+
+
+def _pick(op, Sq, Sk, D, G, route):
+    """The forward route a call takes (see the module docstring)."""
+    want = route if route is not None else os.environ.get("FUELVK_ATTENTION_ROUTE", "auto")
+    want = (want or "auto").lower()
+    if want not in ("auto",) + ROUTES:
+        raise ShapeError(f"{op}: unknown attention route {want!r}; accepted: auto, single, tiled "
+                         "(route= or FUELVK_ATTENTION_ROUTE)")
+    ctx = runtime.get()
+    shared = ctx.device.limits.maxComputeSharedMemorySize
+    tiled_ok = K.tiled_config(D, G * Sq, shared) is not None
+    single_ok = Sk <= K.SINGLE_SK_MAX and K.single_shared_bytes(D, _skmax(Sk)) <= shared
+    if want == "single" and not single_ok:
+        raise ShapeError(f"{op}: route 'single' (flash_attn_*) takes Sk <= {K.SINGLE_SK_MAX} keys and fits "
+                         f"{K.single_shared_bytes(D, _skmax(Sk))} B of shared memory in {shared} B; got Sk={Sk}, "
+                         f"D={D}; use route='tiled'")
+    if want == "tiled" and not tiled_ok:
+        raise UnsupportedError(f"{op}: route 'tiled' needs {K.tiled_shared_bytes(D, 1, 64)} B of shared memory for "
+                               f"D={D}; this device has {shared} B")
+    if want != "auto":
+        return want
+    if single_ok and (Sq <= SINGLE_MAX_SQ or not tiled_ok):
+        return "single"
+    if tiled_ok:
+        return "tiled"
+    raise UnsupportedError(f"{op}: no attention route fits D={D}, Sk={Sk} in {shared} B of shared memory")
+
+
+def _skmax(Sk):
+    return next((b for b in K.SKMAX_BUCKETS if Sk <= b), K.SINGLE_SK_MAX)
+
+
+def attention_route(q, k, *, route=None):
+    """The forward route ("single" or "tiled") scaled_dot_product_attention takes for these
+    shapes (q, k: arrays or shape tuples), honouring route= and FUELVK_ATTENTION_ROUTE."""
+    op = "attention_route"
+    _, Hq, Hkv, Sq, Sk, D = _check_shapes(op, _shape_of(q), _shape_of(k))
+    return _pick(op, Sq, Sk, D, Hq // max(Hkv, 1), route)
+
+
+def _check_dtypes(op, names, arrays, accepted):
+    dts = {a.dtype for a in arrays}
+    given = ", ".join(f"{n}={a.dtype}" for n, a in zip(names, arrays))
+    if len(dts) != 1:
+        raise DTypeError(f"{op}: {', '.join(names)} must share one dtype; got {given}")
+    dt = dts.pop()
+    if dt not in accepted:
+        raise DTypeError(f"{op}: dtype {dt} is not supported; accepted: {', '.join(str(a) for a in accepted)}")
+    return dt
+
+
+def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window=(-1, -1), alibi_slopes=None,
+                                 softcap=None, return_lse=False, route=None):
+    """softmax(mask(softcap(scale * q k^T) + alibi)) v, see the module docstring for every option.
+
+    Returns o [B, Hq, Sq, D] (dtype of q), and lse [B, Hq, Sq] float32 with return_lse=True.
+    f32 / f16 / bf16, accumulation in f32. q, k, v may be any views with unit stride along D.
+    """
+    op = "scaled_dot_product_attention"
+    B, Hq, Hkv, Sq, Sk, D = _check_shapes(op, _shape_of(q), _shape_of(k), _shape_of(v))
+    scale, cap, wl, wr = _options(op, D, is_causal, scale, window, softcap)
+    (q, k, v), numpy_out = device_args(op, q, k, v)
+    dt = _check_dtypes(op, ("q", "k", "v"), (q, k, v), FWD_DTYPES)
+    slopes, sa_b = _slopes(op, alibi_slopes, B, Hq)
+    rt = _pick(op, Sq, Sk, D, Hq // max(Hkv, 1), route)
+    o = new_like((B, Hq, Sq, D), dt)
+    lse = new_like((B, Hq, Sq), _dt.float32)
+    rows = B * Hq * Sq
+    if rows:
+        views = []
+        for x in (q, k, v):
+            st = _view_strides(x)
+            if st is None:
+                x = contiguous(x)
+                st = _view_strides(x)
+            views.append((x, st))
+        (q, qs), (k, ks), (v, vs) = views
+        ctx = runtime.get()
+        var = kernel(FAMILY[rt], _dt.FLOAT_TAGS[dt])
+        if rt == "single":
+            spec = ((K.SPEC_D, D), (K.SPEC_SKMAX, _skmax(Sk)))
+            groups = rows
+        else:
+            br, bc = K.tiled_config(D, (Hq // Hkv) * Sq, ctx.device.limits.maxComputeSharedMemorySize)
+            spec = ((K.SPEC_D, D), (K.SPEC_BR, br), (K.SPEC_BC, bc))
+            groups = B * Hkv * -(-(Hq // Hkv) * Sq // br)
+        flags = K.FLAG_ALIBI if slopes is not None else 0
+        push = K.FWD_PARAMS.pack(B, Hq, Hkv, Sq, Sk, flags, wl, wr, scale, cap, q.offset, k.offset, v.offset,
+                                 o.offset, slopes.offset if slopes is not None else 0, sa_b, *qs, *ks, *vs)
+        bufs = (o.buffer, lse.buffer, q.buffer, k.buffer, v.buffer, (slopes if slopes is not None else lse).buffer)
+        ctx.launch(var, ctx.groups(groups), bufs, (True, True, False, False, False, False), push, spec)
+    return result((o, lse) if return_lse else o, numpy_out)
+
+
+def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=False, scale=None, window=(-1, -1),
+                                          alibi_slopes=None, softcap=None):
+    """(dq, dk, dv) of scaled_dot_product_attention, from its output o and lse (return_lse=True).
+
+    float32 only (flash_attn_backward_{q,k,v}_f32); the options must be those of the forward.
+    P is recomputed from lse, so no [Sq, Sk] matrix is stored; dK/dV sum over the GQA group.
+    """
+    op = "scaled_dot_product_attention_backward"
+    B, Hq, Hkv, Sq, Sk, D = _check_shapes(op, _shape_of(q), _shape_of(k), _shape_of(v))
+    for name, x, want in (("do", do, (B, Hq, Sq, D)), ("o", o, (B, Hq, Sq, D)), ("lse", lse, (B, Hq, Sq))):
+        if _shape_of(x) != want:
+            raise ShapeError(f"{op}: {name} must have shape {want} for q{_shape_of(q)}; got {_shape_of(x)}")
+    scale, cap, wl, wr = _options(op, D, is_causal, scale, window, softcap)
+    (do, q, k, v, o, lse), numpy_out = device_args(op, do, q, k, v, o, lse)
+    _check_dtypes(op, ("do", "q", "k", "v", "o", "lse"), (do, q, k, v, o, lse), (_dt.float32,))
+    slopes, sa_b = _slopes(op, alibi_slopes, B, Hq)
+    do, q, k, v, o, lse = (contiguous(x) for x in (do, q, k, v, o, lse))
+    dq = new_like(q.shape, _dt.float32)
+    dk = new_like(k.shape, _dt.float32)
+    dv = new_like(k.shape, _dt.float32)
+    ctx = runtime.get()
+    flags = K.FLAG_ALIBI if slopes is not None else 0
+    push = K.BWD_PARAMS.pack(B, Hq, Hkv, Sq, Sk, flags, wl, wr, scale, cap, q.offset, k.offset, v.offset, o.offset,
+                             do.offset, lse.offset, slopes.offset if slopes is not None else 0, sa_b)
+    spec = ((K.SPEC_D, D),)
+    a_buf = (slopes if slopes is not None else lse).buffer
+    common = (q.buffer, k.buffer, do.buffer, lse.buffer, a_buf)
+    if dq.size:
+        delta = new_like((B, Hq, Sq), _dt.float32)
+        ctx.launch(kernel("flash_attn_backward_q", "f32"), ctx.groups(B * Hq * Sq),
+                   (dq.buffer,) + common + (v.buffer, delta.buffer, o.buffer), (True,) + (False,) * 6 + (True, False),
+                   push, spec)
+        if dk.size:
+            ctx.launch(kernel("flash_attn_backward_k", "f32"), ctx.groups(B * Hkv * Sk),
+                       (dk.buffer,) + common + (v.buffer, delta.buffer), (True,) + (False,) * 7, push, spec)
+    elif dk.size:  # no query rows: dK = 0 (the dV kernel below writes zeros the same way)
+        ctx.stream.fill(dk.buffer, dk.nbytes)
+    if dv.size:
+        ctx.launch(kernel("flash_attn_backward_v", "f32"), ctx.groups(B * Hkv * Sk),
+                   (dv.buffer,) + common, (True,) + (False,) * 5, push, spec)
+    return result((dq, dk, dv), numpy_out)
