@@ -32,3 +32,12 @@ def _validation_clean():
 @pytest.fixture(scope="session")
 def ctx():
     return runtime.get()
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    """Variant ids launched during the test (to check which kernel a call took)."""
+    ctx = runtime.get()
+    seen, orig = [], ctx.launch
+    monkeypatch.setattr(ctx, "launch", lambda v, *a, **k: (seen.append(v.id), orig(v, *a, **k))[1])
+    return seen

@@ -20,14 +20,6 @@ MOVE_DTYPES = FLOATS + [np.dtype(np.int32), np.dtype(np.int8), np.dtype(np.bool_
                         np.dtype(np.uint16)]
 
 
-@pytest.fixture
-def launched(monkeypatch):
-    ctx = runtime.get()
-    seen, orig = [], ctx.launch
-    monkeypatch.setattr(ctx, "launch", lambda v, *a, **k: (seen.append(v.id), orig(v, *a, **k))[1])
-    return seen
-
-
 def data(shape, dt):
     dt = np.dtype(dt)
     if dt == np.bool_:

@@ -9,20 +9,11 @@ import torch
 import torch.nn.functional as F
 
 import fuelvk as fv
-from fuelvk import runtime
 from oracles import FLOATS, TOL, assert_close
 
 rng = np.random.default_rng(99)
 IDS = [str(d) for d in FLOATS]
 TAGS = fv.dtypes.FLOAT_TAGS
-
-
-@pytest.fixture
-def launched(monkeypatch):
-    ctx = runtime.get()
-    seen, orig = [], ctx.launch
-    monkeypatch.setattr(ctx, "launch", lambda v, *a, **k: (seen.append(v.id), orig(v, *a, **k))[1])
-    return seen
 
 
 def t64(a, grad=False):

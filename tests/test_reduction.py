@@ -7,20 +7,10 @@ import pytest
 import torch
 
 import fuelvk as fv
-from fuelvk import runtime
 from oracles import FLOATS, TOL, assert_bits, assert_close
 
 rng = np.random.default_rng(1234)
 IDS = [str(d) for d in FLOATS]
-
-
-@pytest.fixture
-def launched(monkeypatch):
-    """Variant ids launched during the test."""
-    ctx = runtime.get()
-    seen, orig = [], ctx.launch
-    monkeypatch.setattr(ctx, "launch", lambda v, *a, **k: (seen.append(v.id), orig(v, *a, **k))[1])
-    return seen
 
 
 def _sum_close(got, x64, axis, dt, op, keepdims=False):
