@@ -121,6 +121,9 @@ def plot(res, path):
     fig, ax = plt.subplots(figsize=(8, 5.5))
     for dt, peak in rf["fma_GFLOPs"].items():
         ax.plot(xs, [min(peak, x * bw) for x in xs], lw=1.5, label=f"roof: {bw:.1f} GB/s, {dt} FMA {peak:.1f} GFLOP/s")
+    sh = rf.get("copy_shader_GBps")
+    if sh and sh < bw:                    # what a shader's loads + stores reach, when below the copy engine
+        ax.plot(xs, [x * sh for x in xs], ls=":", color="gray", label=f"copy shader {sh:.2f} GB/s")
     ops = sorted({c["op"] for c in pts})
     cmap = plt.get_cmap("tab20")
     for i, op in enumerate(ops):
