@@ -4,7 +4,7 @@ Scale-down (CPU devices such as lavapipe, or any device with `max_bytes`/`max_fl
 case's roofline bytes or FLOPs exceed the budget, its largest forall dimensions (Dim indices and
 Shape index elements; all those equal to the largest value at once, so broadcast and contraction
 dims stay equal) are halved; a halving the spec's shape rules reject is skipped for the next. The case keeps its case id; the row reports the shape that ran and
-`scale` = original bytes / scaled bytes. Default budget on CPU devices: 8 MiB and 0.5 GFLOP per
+`scale` = original size / scaled size (size = max(roofline bytes, bytes of all its tensors)). Default budget on CPU devices: 8 MiB and 0.5 GFLOP per
 case, so each case runs in milliseconds to tens of milliseconds on lavapipe.
 
 Inputs follow the spec's rules for generated data, with values chosen so every op is defined on
@@ -68,8 +68,8 @@ def _runnable(spec):
 
 
 def select(ops=None, pattern=None, quick=False):
-    """The spec cases to run: `ops` names ops (fuelvk api, spec name or family; None = every implemented
-    op), `pattern` a regex searched in '<op> <case id>'. Raises ValueError naming what did not match."""
+    """The spec cases to run: `ops` names ops (fuelvk api or spec name, else a family; None = every
+    implemented op), `pattern` a regex searched in '<op> <case id>'. Raises ValueError naming what did not match."""
     specs = load_specs()
     if quick:
         chosen = []
@@ -83,8 +83,9 @@ def select(ops=None, pattern=None, quick=False):
     else:
         wanted = []
         for name in ops or []:
-            hits = [s for s in specs.values() if name in (s.name, s.fuelvk_api, s.family)
-                    or (s.fuelvk_api or "").split(".")[-1] == name]
+            hits = [s for s in specs.values() if name in (s.name, s.fuelvk_api)
+                    or (s.fuelvk_api or "").split(".")[-1] == name]     # an op by name first,
+            hits = hits or [s for s in specs.values() if s.family == name]    # else a family
             if not hits:
                 apis = sorted({s.fuelvk_api for s in specs.values() if _runnable(s)})
                 fams = sorted({s.family for s in specs.values()})
@@ -114,6 +115,14 @@ def _find(specs, api):
         return get_spec(api, specs)
     except SpecError:
         return None
+
+
+def _call(inst):
+    """Instance.call() with a list input's ([shapes], dtype) as [(shape, dtype), ...]."""
+    call = inst.call()
+    call["inputs"] = {n: [(s, dt) for s in shape] if isinstance(shape, list) else (shape, dt)
+                      for n, (shape, dt) in call["inputs"].items()}
+    return call
 
 
 def _roof(spec, bindings, some):
@@ -154,30 +163,38 @@ def _halve(bindings, where):
     return b
 
 
+def _size(inst, nbytes):
+    """Bytes a case occupies or moves: max(roofline bytes, all its tensors' bytes). An op that reads
+    a few rows of a large table (take) moves little but must still allocate the table."""
+    return max(nbytes, sum(inst.tensor_bytes(n) for n in inst.shapes))
+
+
 def prepare(case, max_bytes=None, max_flops=None):
-    """Instantiate the case, halving its largest dimensions until it fits the budget (None = no limit)."""
+    """Instantiate the case, halving its largest dimensions until its size (_size) and FLOPs fit the
+    budget (None = no limit); case.scale = full size / scaled size."""
     inst, flops, nbytes = _roof(case.spec, case.bindings, case.some)
-    full_bytes = nbytes
-    case.full_shape = shape_text(inst.call()["inputs"])
+    size = full = _size(inst, nbytes)
+    case.full_shape = shape_text(_call(inst)["inputs"])
     bindings = case.bindings
 
     def over(f, b):
         return (max_bytes is not None and b > max_bytes) or (max_flops is not None and f > max_flops)
 
-    while over(flops, nbytes):
+    while over(flops, size):
         for trial in _halvings(case.spec, bindings):
             try:
                 t_inst, t_f, t_b = _roof(case.spec, trial, case.some)
             except (SpecError, ValueError, TypeError, ZeroDivisionError):
                 continue            # the spec's rules reject this halving; try the next dimension
-            if t_b < nbytes or (t_b == nbytes and t_f < flops):
-                bindings, inst, flops, nbytes = trial, t_inst, t_f, t_b
+            t_size = _size(t_inst, t_b)
+            if t_size < size or (t_size == size and t_f < flops):
+                bindings, inst, flops, nbytes, size = trial, t_inst, t_f, t_b, t_size
                 break
         else:
             break                   # nothing left to shrink
     case.bindings, case.flops, case.bytes = bindings, int(flops), int(nbytes)
-    case.call = inst.call()
-    case.scale = full_bytes / nbytes if nbytes else 1.0
+    case.call = _call(inst)
+    case.scale = full / size if size else 1.0
     return case
 
 
@@ -273,6 +290,7 @@ def _np_matmul(a, b, out_dtype=None, n_rep=1):
 
 NUMPY = {
     "astype": lambda x, dtype: x.astype(dtype),
+    "flip": lambda x, axis=None: np.ascontiguousarray(np.flip(x, axis)),     # np.flip alone is a view
     "heaviside": lambda x, h0=0.0: np.heaviside(x, h0),
     "clip": lambda x, lo, hi: np.clip(x, lo, hi),
     "power": lambda x, n: np.power(x, n),
@@ -315,6 +333,7 @@ def _torch_table():
         "silu": lambda x: F.silu(x), "gelu": lambda x: F.gelu(x),
         "sum": red(torch.sum), "mean": red(torch.mean), "max": red(torch.amax), "min": red(torch.amin),
         "cumsum": lambda x, axis=None: torch.cumsum(x.reshape(-1) if axis is None else x, 0 if axis is None else axis),
+        "argmax": lambda x, axis=None: torch.argmax(x, axis), "argmin": lambda x, axis=None: torch.argmin(x, axis),
         "softmax": lambda x, axis=-1: torch.softmax(x, axis),
         "rms_norm": lambda x, eps=1e-6, weight=None: F.rms_norm(x, (x.shape[-1],), weight, eps),
         "layer_norm": lambda x, eps=1e-5, weight=None, bias=None: F.layer_norm(x, (x.shape[-1],), weight, bias, eps),

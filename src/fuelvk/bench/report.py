@@ -47,9 +47,18 @@ def markdown(res):
         fv = c["fuelvk"]
         out.append(f"| {c['op']} | {c['case_id']} | {shape} | {c['route'] or '-'} | {_f(fv['median_ms'])} "
                    f"({_f(fv['p10_ms'])}-{_f(fv['p90_ms'])}) | {_f(c['GBps'])} | {_f(c['GFLOPs'])} | "
-                   f"{_f(c['pct_of_roof'], '.1f')}% ({c['bound']}) | {_ref_cell(c.get('numpy'))} | "
-                   f"{_ref_cell(c.get('torch'))} |")
-    return "\n".join(out)
+                   f"{_f(c['pct_of_roof'], '.1f')}%{' !' if c.get('note') else ''} ({c['bound']}) | "
+                   f"{_ref_cell(c.get('numpy'))} | {_ref_cell(c.get('torch'))} |")
+    notes = [f"- {c['op']} {c['case_id']}: {c['note']}" for c in res["cases"] if c.get("note")]
+    return "\n".join(out + ([""] + notes if notes else []))
+
+
+def table(rows, columns=None):
+    """A Markdown table of dicts (columns: their keys by default); floats to 4 significant digits."""
+    columns = columns or list(dict.fromkeys(k for r in rows for k in r))
+    cell = lambda v: _f(v, ".4g") if isinstance(v, float) else ("-" if v is None else str(v))  # noqa: E731
+    return "\n".join(["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] +
+                     ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows])
 
 
 def write_json(res, path):

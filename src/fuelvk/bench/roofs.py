@@ -47,6 +47,16 @@ def copy_roofs(repeats=5, min_ms=5.0, max_bytes=256 << 20):
             "copy_bytes": int(max(nb, ns))}
 
 
+def copy_gbps(nbytes, warmup=1, repeats=5):
+    """GB/s (read + write) of one vkCmdCopyBuffer of nbytes: the device copy of a case's own traffic."""
+    import fuelvk as fv
+    ctx = runtime.get()
+    n = -(-nbytes // 4)
+    a, b = fv.empty((n,), np.float32), fv.empty((n,), np.float32)
+    m = measure(lambda: ctx.stream.copy(a.buffer, b.buffer, nbytes), warmup, repeats)
+    return 2 * nbytes / m["median_ms"] / 1e6
+
+
 def fma_roof(tag, repeats=5, min_ms=5.0):
     """GFLOP/s of the calibrate FMA kernel in arithmetic dtype `tag` ('f32' or 'f16')."""
     import fuelvk as fv

@@ -46,10 +46,9 @@ def run_case(case, roofs, warmup, repeats, baselines, seed=0):
     import fuelvk as fv
     row = {"op": case.op, "case_id": case.case_id, "shape": case.shape, "full_shape": case.full_shape,
            "scale": case.scale, "dtypes": _dtypes(case.call), "flops": case.flops, "bytes": case.bytes,
-           "route": None, "error": None}
-    host = C.make_inputs(case, seed)
-    params = C.call_params(case)
+           "route": None, "error": None, "note": None}
     try:
+        host, params = C.make_inputs(case, seed), C.call_params(case)
         dev = {k: [fv.asarray(x) for x in v] if isinstance(v, list) else fv.asarray(v) for k, v in host.items()}
         row["route"] = C.route_of(case, dev, params)
         m = measure(C.fuelvk_fn(case, dev, params), warmup, repeats)
@@ -64,6 +63,9 @@ def run_case(case, roofs, warmup, repeats, baselines, seed=0):
     row["peak_dtype"], peak = peak_for(roofs, row["dtypes"])
     row["sol_ms"], row["bound"] = attainable(roofs, case.flops, case.bytes, peak)
     row["pct_of_roof"] = 100 * row["sol_ms"] / ms
+    if row["pct_of_roof"] > 100:
+        row["note"] = ("above the roof: the call did less work than the spec's roofline counts "
+                       "(e.g. a no-op on an already contiguous input), or the roofs were measured low")
     for impl in baselines:
         try:
             fn = C.reference(impl, case, host, params)
