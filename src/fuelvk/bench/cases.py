@@ -143,12 +143,22 @@ def _dims(spec, bindings):
     return out
 
 
+def _int_list_params(spec, bindings):
+    """(key, position, value) of the elements of int-list parameters (e.g. dequantize's shape=), which
+    may mirror dimensions: they are halved along with equal dimensions, never alone."""
+    return [(k, i, d) for k, v in bindings.items() if k in spec.params and isinstance(v, (list, tuple))
+            and v and all(isinstance(d, int) and not isinstance(d, bool) for d in v) for i, d in enumerate(v)]
+
+
 def _halvings(spec, bindings):
     """Candidate bindings, most preferred first: every dimension equal to the largest value halved at
     once (keeps broadcast and contraction dims equal), then each single dimension, largest first."""
     dims = _dims(spec, bindings)
+    mirrors = _int_list_params(spec, bindings)
     for v in sorted({d for _, _, d in dims}, reverse=True):
-        yield _halve(bindings, [(k, i) for k, i, d in dims if d == v])
+        yield _halve(bindings, [(k, i) for k, i, d in dims + mirrors if d == v])
+        if any(d == v for _, _, d in mirrors):
+            yield _halve(bindings, [(k, i) for k, i, d in dims if d == v])
     for k, i, _ in sorted(dims, key=lambda t: -t[2]):
         yield _halve(bindings, [(k, i)])
 
@@ -227,12 +237,18 @@ def make_inputs(case, seed=0):
     return {n: [one(*p) for p in v] if isinstance(v, list) else one(*v) for n, v in items.items()}
 
 
+# Parameters whose spec encoding is not the Python value the function takes.
+ADAPT = {"setitem": {"key": lambda key: tuple(slice(a, b) for a, b in key)}}   # (start, stop) -> slice
+
+
 def call_params(case):
-    """The call's parameters, with dtype parameters as numpy dtypes (None stays None)."""
-    out = {}
+    """The call's parameters as the function takes them: dtype parameters as numpy dtypes (None stays
+    None), and the encodings in ADAPT converted."""
+    out, adapt = {}, ADAPT.get(case.op, {})
     for name, v in case.call["params"].items():
         p = case.spec.params[name]
-        out[name] = np_dtype(v) if (p.type.dtypes and isinstance(v, str)) else v
+        v = np_dtype(v) if (p.type.dtypes and isinstance(v, str)) else v
+        out[name] = adapt[name](v) if name in adapt else v
     return out
 
 
@@ -288,7 +304,16 @@ def _np_matmul(a, b, out_dtype=None, n_rep=1):
     return np.matmul(a, b)
 
 
+def _np_setitem(array, key, value):
+    array[key] = value
+
+
+def _np_pad(x, pad_width, mode="constant", constant_values=0):
+    return np.pad(x, pad_width, mode, **({"constant_values": constant_values} if mode == "constant" else {}))
+
+
 NUMPY = {
+    "setitem": _np_setitem, "pad": _np_pad,
     "astype": lambda x, dtype: x.astype(dtype),
     "flip": lambda x, axis=None: np.ascontiguousarray(np.flip(x, axis)),     # np.flip alone is a view
     "heaviside": lambda x, h0=0.0: np.heaviside(x, h0),

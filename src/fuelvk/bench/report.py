@@ -31,7 +31,8 @@ def header(res):
     return (f"device: {res['device']['name']} ({res['device']['type']}); roofs: copy {rf['bandwidth_GBps']:.2f} GB/s "
             f"(vkCmdCopyBuffer {rf['copy_cmd_GBps']:.2f}, shader {rf['copy_shader_GBps']:.2f}), FMA GFLOP/s: "
             f"{peaks}; median of {res['settings']['repeats']} (device timestamps), scale-down: "
-            f"{res['settings']['scale_rule']}")
+            f"{res['settings']['scale_rule']}"
+            + "".join(f"; {b} not installed" for b in res["settings"].get("baselines_not_installed", [])))
 
 
 def markdown(res):

@@ -96,6 +96,9 @@ def run(ops=None, pattern=None, quick=False, warmup=None, repeats=None, max_byte
     bad = [b for b in baselines if b not in report.BASELINES]
     if bad:
         raise ValueError(f"bench: unknown baseline(s) {bad}; accepted: {', '.join(report.BASELINES)}")
+    import importlib.util
+    missing = [b for b in baselines if importlib.util.find_spec(b) is None]   # e.g. no torch installed
+    baselines = tuple(b for b in baselines if b not in missing)
     selected = C.select(ops, pattern, quick)
     info = fv.device_info()
     cpu = runtime.get().device.device_type == "cpu"
@@ -121,7 +124,7 @@ def run(ops=None, pattern=None, quick=False, warmup=None, repeats=None, max_byte
     return {"device": {"name": info["name"], "type": info["type"], "driver": info["driver"]},
             "settings": {"quick": quick, "ops": ops, "filter": pattern, "warmup": warmup, "repeats": repeats,
                          "max_bytes": max_bytes, "max_flops": max_flops, "scale_rule": rule,
-                         "baselines": list(baselines)},
+                         "baselines": list(baselines), "baselines_not_installed": missing},
             "roofs": roofs, "cases": rows, "wall_s": time.perf_counter() - t0}
 
 
