@@ -106,6 +106,25 @@ def test_scale_down_keeps_spec_roofline():
     assert (case.flops, case.bytes) == (math.prod(shape), 3 * 4 * math.prod(shape))
 
 
+def test_every_workload_case_scales_into_the_cpu_budget():
+    """Every implemented op's every case instantiates scaled (its spec's rules hold) and fits."""
+    picked = C.select()
+    assert {c.op for c in picked} >= {"add", "matmul", "take", "quant.dequantize", "setitem"}
+    for c in picked:
+        C.prepare(c, C.CPU_MAX_BYTES, C.CPU_MAX_FLOPS)
+        inst = C.instantiate(c.spec, c.bindings, c.some)
+        assert C._size(inst, c.bytes) <= C.CPU_MAX_BYTES and c.flops <= C.CPU_MAX_FLOPS, (c.op, c.case_id)
+        assert inst.roofline() == (c.flops, c.bytes) and c.scale >= 1
+
+
+def test_scale_down_halves_mirroring_params():
+    (c,) = C.select(["quant.dequantize"], "q4k$")
+    C.prepare(c, C.CPU_MAX_BYTES, None)
+    rows = c.call["inputs"]["blocks"][0][0]
+    assert c.call["params"]["shape"] == (rows, 4096) or list(c.call["params"]["shape"]) == [rows, 4096]
+    assert rows < 14336 and 14336 % rows == 0
+
+
 def test_quick_selection_fits_cpu_budget():
     picked = C.select(quick=True)
     ops = {c.op for c in picked}
