@@ -31,7 +31,7 @@ CPU_MAX_FLOPS = 500e6
 # spanning memory-bound elementwise / reduction / movement ops and compute-bound matmul.
 QUICK = [("add", "float32"), ("silu", "float32"), ("astype", "float32-bfloat16"), ("sum", "float32"),
          ("softmax", "float32"), ("rms_norm", "float32"), ("cumsum", "float32"), ("rope", "float32"),
-         ("matmul", "decode"), ("matmul", "square-1k-float32"), ("scaled_dot_product_attention", "float32")]
+         ("matmul", "decode"), ("matmul", "square-1k-float32"), ("scaled_dot_product_attention", "decode-4k-float32")]
 
 
 @dataclass

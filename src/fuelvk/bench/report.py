@@ -14,7 +14,12 @@ BASELINES = ("numpy", "torch")
 
 
 def _f(v, fmt=".3g"):
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
+    """3 significant digits without exponents for values the table shows (12300, 4.56, 0.00789)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if fmt == ".3g" and abs(v) >= 1000:
+        return f"{v:.0f}"
+    return format(v, fmt)
 
 
 def _ref_cell(r):
