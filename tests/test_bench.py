@@ -63,7 +63,7 @@ def test_calibrate_fma_chains(ctx, tag):
                K.CALIB_PARAMS.pack(n, iters), spec=((0, K.MODE_FMA),))
     got = out.numpy().reshape(n, 4)
     ft = np.float32 if tag == "f32" else np.float16
-    rnd = lambda v: v.astype(ft).astype(np.float64)  # noqa: E731
+    rnd = lambda v: v.astype(ft).astype(np.float64)
     m, q = 0.9990234375, 0.0009765625                  # exact in f16 and f32
     x = rnd((np.arange(n) & 1023).astype(np.float32) * np.float32(1e-4))
     wants = []

@@ -352,7 +352,7 @@ def _torch_table():
             a, b = a.float(), b.float()
         return torch.matmul(a, b)
 
-    red = lambda f: lambda x, axis=None, keepdims=False: f(x) if axis is None else f(x, axis, keepdims)  # noqa: E731
+    red = lambda f: lambda x, axis=None, keepdims=False: f(x) if axis is None else f(x, axis, keepdims)
     return {
         "astype": lambda x, dtype: x.to(_torch_dtype(dtype)),
         "silu": lambda x: F.silu(x), "gelu": lambda x: F.gelu(x),

@@ -42,8 +42,8 @@ def header(res):
 
 def markdown(res):
     out = [header(res), "",
-           "| op | case | shape (scale) | route | ms (p10-p90) | GB/s | GFLOP/s | % roof (bound) "
-           "| numpy ms (ratio) | torch ms (ratio) |",
+           ("| op | case | shape (scale) | route | ms (p10-p90) | GB/s | GFLOP/s | % roof (bound) "
+            "| numpy ms (ratio) | torch ms (ratio) |"),
            "|---|---|---|---|---|---|---|---|---|---|"]
     for c in res["cases"]:
         shape = c["shape"] + (f" (1/{c['scale']:.0f})" if c["scale"] > 1.5 else "")
@@ -62,7 +62,7 @@ def markdown(res):
 def table(rows, columns=None):
     """A Markdown table of dicts (columns: their keys by default); floats to 4 significant digits."""
     columns = columns or list(dict.fromkeys(k for r in rows for k in r))
-    cell = lambda v: _f(v, ".4g") if isinstance(v, float) else ("-" if v is None else str(v))  # noqa: E731
+    cell = lambda v: _f(v, ".4g") if isinstance(v, float) else ("-" if v is None else str(v))
     return "\n".join(["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] +
                      ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows])
 
@@ -91,7 +91,7 @@ def junit(res):
             continue
         p = ET.SubElement(tc, "properties")
 
-        def prop(name, value):
+        def prop(name, value, p=p):
             ET.SubElement(p, "property", name=name, value=repr(value) if isinstance(value, float) else str(value))
 
         for impl in ("fuelvk",) + BASELINES:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import runtime
-from ..kernels import kernel
 from ..kernels import calibrate as K
+from ..kernels import kernel
 from .timing import measure
 
 
@@ -65,7 +65,7 @@ def fma_roof(tag, repeats=5, min_ms=5.0):
     out = fv.empty((4 * n,), np.float32)
     v = kernel("calibrate", tag)
     groups, spec = ctx.groups(n // K.CALIB_WG), ((0, K.MODE_FMA),)
-    run = lambda iters: lambda: ctx.launch(v, groups, (out.buffer, out.buffer), (True, False),  # noqa: E731
+    run = lambda iters: lambda: ctx.launch(v, groups, (out.buffer, out.buffer), (True, False),
                                            K.CALIB_PARAMS.pack(n, iters), spec=spec)
     iters, m = _grow(run, 64, 1 << 20, min_ms, repeats)
     return 2 * K.CALIB_FMAS_PER_ITER * n * iters / m["median_ms"] / 1e6

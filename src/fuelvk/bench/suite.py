@@ -52,7 +52,7 @@ def run_case(case, roofs, warmup, repeats, baselines, seed=0):
         dev = {k: [fv.asarray(x) for x in v] if isinstance(v, list) else fv.asarray(v) for k, v in host.items()}
         row["route"] = C.route_of(case, dev, params)
         m = measure(C.fuelvk_fn(case, dev, params), warmup, repeats)
-    except Exception as e:      # the run goes on; the case reports the error (and the exit status is 1)
+    except Exception as e:  # noqa: BLE001 - the run goes on; the case reports the error (and the exit status is 1)
         row["error"] = f"{type(e).__name__}: {e}"
         return row
     ms = m["median_ms"]
@@ -75,7 +75,7 @@ def run_case(case, roofs, warmup, repeats, baselines, seed=0):
             r = host_measure(fn, 1, repeats)
             row[impl] = {"median_ms": r["median_ms"], "p10_ms": r["p10_ms"], "p90_ms": r["p90_ms"],
                          "ratio": r["median_ms"] / ms}
-        except Exception as e:  # e.g. a dtype the library lacks: reported, not fatal
+        except Exception as e:  # noqa: BLE001 - e.g. a dtype the library lacks: reported, not fatal
             row[impl] = {"error": f"{type(e).__name__}: {e}"}
     return row
 
@@ -87,6 +87,7 @@ def run(ops=None, pattern=None, quick=False, warmup=None, repeats=None, max_byte
     max_bytes / max_flops: the per-case scale-down budget; "auto" = cases.CPU_MAX_* on CPU devices and
     no limit elsewhere, None = no limit. Raises ValueError for a selection that matches nothing."""
     import fuelvk as fv
+
     from .. import runtime
     t0 = time.perf_counter()
     warmup = (1 if quick else 2) if warmup is None else warmup
