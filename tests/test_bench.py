@@ -253,3 +253,11 @@ def test_attainable_and_peak():
     assert peak_for(roofs, ["float16", "float16"]) == ("float16", 200.0)
     assert peak_for(roofs, ["float16", "bfloat16"]) == ("float32", 100.0)
     assert peak_for(roofs, ["float32", "int64"]) == ("float32", 100.0)
+
+
+def test_list_prints_scaled_cases(capsys):
+    assert suite.main(["--list", "--ops", "add", "--filter", "resid-prefill-float32", "--max-mb", "1"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    op, case_id, a, b, scale = line.split()
+    assert (op, case_id, scale) == ("add", "llama-8b-resid-prefill-float32", "(1/128)")
+    assert a == "a=256x256" and b == "b=256x256"          # 2048x4096 -> 256x256: 96 MiB -> 0.75 MiB
