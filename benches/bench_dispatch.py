@@ -7,24 +7,20 @@ copy of the same bytes (vkCmdCopyBuffer) and numpy, in the same run.
 """
 import argparse
 import json
-import statistics
 import time
 
 import numpy as np
 
 import fuelvk as fv
-from fuelvk import runtime
-from fuelvk.bench.timing import measure
+from fuelvk.bench.roofs import copy_gbps
+from fuelvk.bench.timing import host_measure, host_ms, measure
 
 
 def per_op_single(a, b, reps):
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
+    def one():
         fv.add(a, b)
         fv.synchronize()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e6
+    return host_measure(one, 0, reps)["median_ms"] * 1e3
 
 
 def per_op_batched(a, b, n_ops, reps):
@@ -42,24 +38,15 @@ def per_op_batched(a, b, n_ops, reps):
 
 
 def throughput(n, reps):
-    ctx = runtime.get()
     ha, hb = np.random.default_rng(0).standard_normal((2, n), dtype=np.float32)
     a, b = fv.asarray(ha), fv.asarray(hb)
-    dst = fv.empty(n)
-    copy = measure(lambda: ctx.stream.copy(a.buffer, dst.buffer, 4 * n), warmup=1, repeats=reps)
     add = measure(lambda: fv.add(a, b), warmup=1, repeats=reps)
-    ts = []
     out = np.empty_like(ha)
-    for _ in range(reps):
-        t = time.perf_counter()
-        np.add(ha, hb, out=out)
-        ts.append(time.perf_counter() - t)
-    np_ms = statistics.median(ts) * 1e3
-    copy_gbs = 2 * 4 * n / copy["median_ms"] / 1e6
+    np_ms = host_ms(lambda: np.add(ha, hb, out=out), reps)
+    copy = copy_gbps(4 * n, repeats=reps)
     add_gbs = 3 * 4 * n / add["median_ms"] / 1e6
-    return {"n": n, "copy_ms": copy["median_ms"], "copy_GBps": copy_gbs, "add_ms": add["median_ms"],
-            "add_GBps": add_gbs, "add_pct_of_copy": 100 * add_gbs / copy_gbs,
-            "numpy_add_ms": np_ms, "numpy_add_GBps": 3 * 4 * n / np_ms / 1e6}
+    return {"n": n, "copy_GBps": copy, "add_ms": add["median_ms"], "add_GBps": add_gbs,
+            "add_pct_of_copy": 100 * add_gbs / copy, "numpy_add_ms": np_ms, "numpy_add_GBps": 3 * 4 * n / np_ms / 1e6}
 
 
 def main(argv=None):

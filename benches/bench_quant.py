@@ -9,28 +9,17 @@
 """
 import argparse
 import json
-import statistics
-import time
 
 import numpy as np
 
 import fuelvk as fv
-from fuelvk import runtime
-from fuelvk.bench.timing import measure
+from fuelvk.bench.report import table
+from fuelvk.bench.roofs import copy_gbps
+from fuelvk.bench.timing import host_ms, measure
 from fuelvk.ops import quant as fq
 from fuelvk.ops.conv import conv2d
 from fuelvk.ops.matmul import matmul
 from fuelvk.ops.rope import rope
-
-
-def host_ms(fn, reps):
-    fn()
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e3
 
 
 def bench_qmatmul(n, k, reps):
@@ -76,13 +65,10 @@ def bench_rope(shape, reps):
     x = fv.asarray(rng.standard_normal(shape).astype(np.float32))
     ang = rng.uniform(0, 6.3, shape[-2:])
     cos, sin = fv.asarray(np.cos(ang).astype(np.float32)), fv.asarray(np.sin(ang).astype(np.float32))
-    ctx = runtime.get()
-    dst = fv.empty(shape)
     nbytes = x.nbytes
-    copy = measure(lambda: ctx.stream.copy(x.buffer, dst.buffer, nbytes), repeats=reps)
     r = measure(lambda: rope(x, cos, sin), repeats=reps)
     return {"shape": list(shape), "rope_ms": r["median_ms"], "rope_GBps": 2 * nbytes / r["median_ms"] / 1e6,
-            "copy_ms": copy["median_ms"], "copy_GBps": 2 * nbytes / copy["median_ms"] / 1e6}
+            "copy_GBps": copy_gbps(nbytes, repeats=reps)}
 
 
 def main():
@@ -92,18 +78,16 @@ def main():
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     s = 4 if args.small else 1
-    res = {"device": fv.device_info()["name"] if isinstance(fv.device_info(), dict) else str(fv.device_info()),
+    res = {"device": fv.device_info()["name"],
            "qmatmul_q4_0": bench_qmatmul(4096 // s, 4096 // s, args.reps),
            "conv2d": bench_conv((8 // s, 64, 56 // s, 56 // s), (64, 64, 3, 3), max(2, args.reps // 2)),
            "rope": bench_rope((1, 32 // s, 2048 // s, 128), args.reps)}
     if args.json:
         print(json.dumps(res, indent=1))
         return
+    print(f"device: {res.pop('device')}")
     for name, r in res.items():
-        if isinstance(r, dict):
-            print(name + ": " + ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()))
-        else:
-            print(name + ": " + r)
+        print(f"\n{name}\n" + table([r]))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Benchmarks: device timing, roofs (calibration kernels) and the workload-driven suite."""
+"""Benchmarks: device timing (timing), roofs from calibration kernels (roofs), cases from the op
+specs' workload rows (cases), the suite and its CLI (suite), outputs (report)."""
 
 
 def main(argv):

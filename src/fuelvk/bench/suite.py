@@ -1,85 +1,195 @@
-"""`python -m fuelvk bench`: the benchmark suite on the default device.
+"""`python -m fuelvk bench`: op specs' workload rows timed on the device against the device's roofs.
 
---quick (the README's main job) finishes in well under two minutes on lavapipe: the device's copy
-roof, dispatch overhead, and elementwise throughput beside numpy, printed as a Markdown table.
+Each case is one workload row's dtype case (its TileOPs case id), scaled down on CPU devices (see
+fuelvk.bench.cases), timed with device timestamp queries (warm-up, repeats; median and p10/p90),
+and reported with GB/s and GFLOP/s from the spec's roofline, % of roof (speed of light =
+max(bytes / copy bandwidth, FLOPs / FMA peak), both measured at the start of the run by calibration
+kernels), the route fuelvk took, and numpy / torch CPU on the same inputs in the same run
+(ratio = their time / fuelvk's).
+
+    python -m fuelvk bench --quick                       # representative set, < 2 min on lavapipe
+    python -m fuelvk bench --ops rms_norm,softmax --filter float32 --json out.json --plot roof.png
+    python -m fuelvk bench --list --ops matmul           # the cases, without running them
 """
+from __future__ import annotations
+
 import argparse
-import json
 import sys
 import time
 
-import numpy as np
+from . import cases as C
+from . import report
+from .roofs import attainable, measure_roofs, peak_for
+from .timing import host_measure, measure
 
 
-def _progress(i, n, label):
-    sys.stderr.write(f"\r[{'#' * (20 * i // n):20s}] {i}/{n} {label:40s}")
-    sys.stderr.flush()
-    if i == n:
-        sys.stderr.write("\n")
+class Progress:
+    """A one-line progress bar on stderr."""
+
+    def __init__(self, n, stream=None):
+        self.n, self.t0, self.stream = n, time.perf_counter(), stream or sys.stderr
+
+    def show(self, i, label):
+        bar = "#" * (24 * i // max(self.n, 1))
+        self.stream.write(f"\r[{bar:24s}] {i}/{self.n} {time.perf_counter() - self.t0:6.1f}s {label[:60]:60s}")
+        if i == self.n:
+            self.stream.write("\n")
+        self.stream.flush()
 
 
-def run_cases(quick):
+def _dtypes(call):
+    return [dt for v in call["inputs"].values() for _, dt in (v if isinstance(v, list) else [v])]
+
+
+def run_case(case, roofs, warmup, repeats, baselines, seed=0):
+    """One row of the result: the fuelvk timing, throughput, roof, route and the baselines."""
     import fuelvk as fv
-    from fuelvk import runtime
-    from fuelvk.bench.timing import measure
-    ctx = runtime.get()
-    n = 1 << 22 if quick else 1 << 24
-    reps = 3 if quick else 10
-    rng = np.random.default_rng(0)
-    ha, hb = rng.standard_normal((2, n), dtype=np.float32)
-    a, b = fv.asarray(ha), fv.asarray(hb)
-    dst = fv.empty(n)
-    cases = [
-        ("copy (vkCmdCopyBuffer)", 8 * n, 0, lambda: ctx.stream.copy(a.buffer, dst.buffer, 4 * n), None),
-        ("add f32", 12 * n, n, lambda: fv.add(a, b), lambda: np.add(ha, hb)),
-        ("exp f32", 8 * n, n, lambda: fv.exp(a), lambda: np.exp(ha)),
-        ("add f32 strided (a[::-1])", 12 * n, n, lambda: fv.add(a[::-1], b), lambda: np.add(ha[::-1], hb)),
-        ("ascontiguousarray(a.T) f32", 8 * n, 0, lambda: fv.ascontiguousarray(a.reshape(2048, -1).T),
-         lambda: np.ascontiguousarray(ha.reshape(2048, -1).T)),
-    ]
+    row = {"op": case.op, "case_id": case.case_id, "shape": case.shape, "full_shape": case.full_shape,
+           "scale": case.scale, "dtypes": _dtypes(case.call), "flops": case.flops, "bytes": case.bytes,
+           "route": None, "error": None, "note": None}
+    try:
+        host, params = C.make_inputs(case, seed), C.call_params(case)
+        dev = {k: [fv.asarray(x) for x in v] if isinstance(v, list) else fv.asarray(v) for k, v in host.items()}
+        row["route"] = C.route_of(case, dev, params)
+        m = measure(C.fuelvk_fn(case, dev, params), warmup, repeats)
+    except Exception as e:  # noqa: BLE001 - the run goes on; the case reports the error (and the exit status is 1)
+        row["error"] = f"{type(e).__name__}: {e}"
+        return row
+    ms = m["median_ms"]
+    row["fuelvk"] = {k: m[k] for k in ("median_ms", "p10_ms", "p90_ms", "repeats", "device_timestamps")}
+    row["GBps"] = case.bytes / ms / 1e6
+    row["GFLOPs"] = case.flops / ms / 1e6
+    row["intensity"] = case.flops / case.bytes if case.bytes else None
+    row["peak_dtype"], peak = peak_for(roofs, row["dtypes"])
+    row["sol_ms"], row["bound"] = attainable(roofs, case.flops, case.bytes, peak)
+    row["pct_of_roof"] = 100 * row["sol_ms"] / ms
+    if row["pct_of_roof"] > 100:
+        row["note"] = ("above the roof: the call did less work than the spec's roofline counts "
+                       "(e.g. a no-op on an already contiguous input), or the roofs were measured low")
+    for impl in baselines:
+        try:
+            fn = C.reference(impl, case, host, params)
+            if fn is None:
+                row[impl] = None
+                continue
+            r = host_measure(fn, 1, repeats)
+            row[impl] = {"median_ms": r["median_ms"], "p10_ms": r["p10_ms"], "p90_ms": r["p90_ms"],
+                         "ratio": r["median_ms"] / ms}
+        except Exception as e:  # noqa: BLE001 - e.g. a dtype the library lacks: reported, not fatal
+            row[impl] = {"error": f"{type(e).__name__}: {e}"}
+    return row
+
+
+def run(ops=None, pattern=None, quick=False, warmup=None, repeats=None, max_bytes="auto", max_flops="auto",
+        baselines=report.BASELINES, progress=True, roofs=None):
+    """Run the selected cases; returns the result dict (device, settings, roofs, cases, wall_s).
+
+    max_bytes / max_flops: the per-case scale-down budget; "auto" = cases.CPU_MAX_* on CPU devices and
+    no limit elsewhere, None = no limit. Raises ValueError for a selection that matches nothing."""
+    import fuelvk as fv
+
+    from .. import runtime
+    t0 = time.perf_counter()
+    warmup = (1 if quick else 2) if warmup is None else warmup
+    repeats = (5 if quick else 10) if repeats is None else repeats
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"bench: repeats must be >= 1 and warmup >= 0, got repeats={repeats} warmup={warmup}")
+    bad = [b for b in baselines if b not in report.BASELINES]
+    if bad:
+        raise ValueError(f"bench: unknown baseline(s) {bad}; accepted: {', '.join(report.BASELINES)}")
+    import importlib.util
+    missing = [b for b in baselines if importlib.util.find_spec(b) is None]   # e.g. no torch installed
+    baselines = tuple(b for b in baselines if b not in missing)
+    selected = C.select(ops, pattern, quick)
+    info = fv.device_info()
+    cpu = runtime.get().device.device_type == "cpu"
+    if max_bytes == "auto":
+        max_bytes = C.CPU_MAX_BYTES if cpu else None
+    if max_flops == "auto":
+        max_flops = C.CPU_MAX_FLOPS if cpu else None
+    for case in selected:
+        C.prepare(case, max_bytes, max_flops)
+    bar = Progress(len(selected) + 1) if progress else None
+    if bar:
+        bar.show(0, "calibrating roofs (copy bandwidth, FMA peak)")
+    roofs = roofs or measure_roofs(repeats=max(3, min(repeats, 5)))
     rows = []
-    for i, (name, nbytes, flops, fn, ref) in enumerate(cases):
-        _progress(i, len(cases), name)
-        m = measure(fn, warmup=1, repeats=reps)
-        row = {"case": name, "ms": m["median_ms"], "p10_ms": m["p10_ms"], "p90_ms": m["p90_ms"],
-               "GBps": nbytes / m["median_ms"] / 1e6, "GFLOPs": flops / m["median_ms"] / 1e6}
-        if ref is not None:
-            ts = []
-            for _ in range(reps):
-                t = time.perf_counter()
-                ref()
-                ts.append((time.perf_counter() - t) * 1e3)
-            row["numpy_ms"] = sorted(ts)[len(ts) // 2]
-            row["ratio_vs_numpy"] = row["numpy_ms"] / row["ms"]
-        rows.append(row)
-    _progress(len(cases), len(cases), "done")
-    roof = rows[0]["GBps"]
-    for r in rows:
-        r["pct_of_copy_roof"] = 100 * r["GBps"] / roof
-    return rows
+    for i, case in enumerate(selected):
+        if bar:
+            bar.show(i + 1, f"{case.op} {case.case_id}")
+        rows.append(run_case(case, roofs, warmup, repeats, baselines))
+    if bar:
+        bar.show(len(selected) + 1, "done")
+    rule = ("none" if max_bytes is None and max_flops is None else
+            f"largest dims halved until <= {(max_bytes or 0) / 2**20:g} MiB and <= {(max_flops or 0) / 1e9:g} GFLOP per case")
+    return {"device": {"name": info["name"], "type": info["type"], "driver": info["driver"]},
+            "settings": {"quick": quick, "ops": ops, "filter": pattern, "warmup": warmup, "repeats": repeats,
+                         "max_bytes": max_bytes, "max_flops": max_flops, "scale_rule": rule,
+                         "baselines": list(baselines), "baselines_not_installed": missing},
+            "roofs": roofs, "cases": rows, "wall_s": time.perf_counter() - t0}
 
 
-def markdown(rows):
-    out = ["| case | ms (p10-p90) | GB/s | % of copy roof | numpy ms | speed vs numpy |", "|---|---|---|---|---|---|"]
-    for r in rows:
-        np_ms = f"{r['numpy_ms']:.2f}" if "numpy_ms" in r else "-"
-        ratio = f"{r['ratio_vs_numpy']:.2f}x" if "ratio_vs_numpy" in r else "-"
-        out.append(f"| {r['case']} | {r['ms']:.2f} ({r['p10_ms']:.2f}-{r['p90_ms']:.2f}) | {r['GBps']:.2f} | "
-                   f"{r['pct_of_copy_roof']:.0f}% | {np_ms} | {ratio} |")
-    return "\n".join(out)
+def parser():
+    ap = argparse.ArgumentParser(prog="python -m fuelvk bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="one representative case per op (< 2 min on lavapipe)")
+    ap.add_argument("--ops", help="comma-separated ops (fuelvk name, spec name or family); default: all implemented")
+    ap.add_argument("--filter", help="regex searched in '<op> <case id>', e.g. float32 or 'matmul .*decode'")
+    ap.add_argument("--list", action="store_true", help="print the selected cases (scaled shapes) and exit")
+    ap.add_argument("--repeats", type=int, help="timed repeats per case (default 10, --quick 5)")
+    ap.add_argument("--warmup", type=int, help="untimed calls first (default 2, --quick 1)")
+    ap.add_argument("--max-mb", type=float, help="scale-down budget per case in MiB (0: none; default 8 on CPU devices)")
+    ap.add_argument("--max-gflop", type=float, help="scale-down budget per case in GFLOP (0: none; default 0.5 on CPU)")
+    ap.add_argument("--baselines", default="numpy,torch", help="CPU baselines to time beside fuelvk ('' for none)")
+    ap.add_argument("--json", metavar="FILE", help="write the full result as JSON")
+    ap.add_argument("--junit", metavar="FILE", help="write pytest-JUnit-style XML (TileOPs property names)")
+    ap.add_argument("--plot", metavar="FILE.png", help="write the roofline plot (needs matplotlib)")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    return ap
+
+
+def _budget(v, unit):
+    return "auto" if v is None else (None if v == 0 else v * unit)
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m fuelvk bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="small sizes, few repeats (< 2 min on lavapipe)")
-    ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
-    args = ap.parse_args(argv)
-    import fuelvk as fv
-    print(f"device: {fv.device_info()['name']}")
-    rows = run_cases(args.quick)
-    print(markdown(rows))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    return 0
+    ap = parser()
+    a = ap.parse_args(argv)
+    if a.quick and (a.ops or a.filter):
+        ap.error("--quick picks its own cases; use --ops/--filter without --quick")
+    if a.plot:
+        if not a.plot.lower().endswith(".png"):
+            ap.error(f"--plot writes a PNG; give a file name ending in .png, got {a.plot!r}")
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            ap.error("--plot needs matplotlib, which is not installed (pip install 'fuelvk[bench]')")
+    for name, v in (("--max-mb", a.max_mb), ("--max-gflop", a.max_gflop)):
+        if v is not None and v < 0:
+            ap.error(f"{name} must be >= 0, got {v}")
+    ops = [o.strip() for o in a.ops.split(",") if o.strip()] if a.ops else None
+    baselines = tuple(b.strip() for b in a.baselines.split(",") if b.strip())
+    max_bytes, max_flops = _budget(a.max_mb, 2 ** 20), _budget(a.max_gflop, 1e9)
+    try:
+        if a.list:
+            from .. import runtime
+            cpu = runtime.get().device.device_type == "cpu"
+            mb = (C.CPU_MAX_BYTES if cpu else None) if max_bytes == "auto" else max_bytes
+            mf = (C.CPU_MAX_FLOPS if cpu else None) if max_flops == "auto" else max_flops
+            for case in C.select(ops, a.filter, a.quick):
+                C.prepare(case, mb, mf)
+                print(f"{case.op:28s} {case.case_id:44s} {case.shape} (1/{case.scale:.0f})")
+            return 0
+        res = run(ops, a.filter, a.quick, a.warmup, a.repeats, max_bytes, max_flops, baselines,
+                  progress=not a.no_progress)
+    except ValueError as e:
+        ap.error(str(e))
+    print(report.markdown(res))
+    print(f"\n{len(res['cases'])} case(s) in {res['wall_s']:.1f} s")
+    if a.json:
+        report.write_json(res, a.json)
+    if a.junit:
+        report.write_junit(res, a.junit)
+    if a.plot:
+        report.plot(res, a.plot)
+    return 1 if any(c.get("error") for c in res["cases"]) else 0

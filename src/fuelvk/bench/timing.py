@@ -1,5 +1,7 @@
-"""Timing with device timestamp queries: warm-up, repeats, median and p10/p90."""
+"""Timing: device time from timestamp queries for fuelvk work, wall time for CPU references; warm-up,
+repeats, median and p10/p90 either way."""
 import statistics
+import time
 
 from .. import runtime
 
@@ -9,6 +11,11 @@ def _pct(xs, q):
     k = (len(xs) - 1) * q
     lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def stats(ms):
+    return {"median_ms": statistics.median(ms), "p10_ms": _pct(ms, 0.1), "p90_ms": _pct(ms, 0.9),
+            "repeats": len(ms)}
 
 
 def measure(fn, warmup=2, repeats=10):
@@ -28,6 +35,21 @@ def measure(fn, warmup=2, repeats=10):
         d, w = timer.stop()
         dev.append(d)
         wall.append(w)
-    return {"median_ms": statistics.median(dev), "p10_ms": _pct(dev, 0.1), "p90_ms": _pct(dev, 0.9),
-            "wall_median_ms": statistics.median(wall), "repeats": repeats,
-            "device_timestamps": timer.device_timestamps}
+    return {**stats(dev), "wall_median_ms": statistics.median(wall), "device_timestamps": timer.device_timestamps}
+
+
+def host_measure(fn, warmup=1, repeats=10):
+    """Wall time of a synchronous host call (numpy, torch CPU), same statistics as measure()."""
+    for _ in range(warmup):
+        fn()
+    ms = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        ms.append((time.perf_counter() - t) * 1e3)
+    return stats(ms)
+
+
+def host_ms(fn, repeats=5):
+    """Median wall ms of fn() after one warm-up call."""
+    return host_measure(fn, 1, repeats)["median_ms"]
