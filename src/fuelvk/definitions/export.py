@@ -8,7 +8,7 @@ dtypes FlashInfer-Bench can name:
   its value given by each workload.
 - parameters (eps, axis, ...) are fixed at the row's values: module constants in the reference and
   `fuelvk_param:NAME=JSON` tags (what `definitions run` passes to fuelvk); `fuelvk_api:NAME` tags name
-  the function.  Optional inputs are those the row passes (`some`); an absent one is `None`.
+  the function; `fuelvk_mutates:NAME` an input the function writes in place (fresh for every call).  Optional inputs are those the row passes (`some`); an absent one is `None`.
 - reference: references.REFERENCES[op] wrapped into a module with `run` (see references.py).
 Ops in references.SKIP, or with no dtype case FlashInfer-Bench can express, are skipped with a reason.
 """
@@ -137,6 +137,7 @@ def definition(spec, case, small=False):
         desc += " with " + ", ".join(f"{k}={v!r}" for k, v in params.items())
     tags = ["status:draft", f"fuelvk_api:{_api(spec)}", f"fuelvk_spec:{spec.name}"]
     tags += [f"fuelvk_param:{k}={json.dumps(v)}" for k, v in params.items()]
+    tags += [f"fuelvk_mutates:{n}" for n in inputs if inst.mutated(n)]
     if spec.ref_api:
         tags.append(f"ref_api:{spec.ref_api}")
     defn = {

@@ -100,7 +100,7 @@ REFERENCES.update({
     "layer_norm": (_LAYER, "output = _layer_norm(x, weight, bias)"),
     "layer_norm_backward": (_LAYER + _GRAD, "grad_input, grad_weight, grad_bias = _grads(_layer_norm, (x, weight, bias), grad)"),
     "pad": (_PAD, "output = _pad(x)"),
-    "pad_backward": (_PAD + _GRAD, "shape = [p - lo - hi for p, (lo, hi) in zip(grad.shape, pad_width)]\n"
+    "pad_backward": ("\nconstant_values = 0   # the fill value does not reach the gradient\n" + _PAD + _GRAD, "shape = [p - lo - hi for p, (lo, hi) in zip(grad.shape, pad_width)]\n"
                                    "(grad_input,) = _grads(_pad, (torch.zeros(shape),), grad)"),
     "rope": ("", '''R = x.shape[-1] if rotary_dim is None else rotary_dim
 if cos.shape[-1] == R // 2 and R > 1:   # half tables: expand as the convention pairs channels

@@ -183,10 +183,12 @@ def _solve_exported(defn, inputs):
     for t in _tag(defn, "fuelvk_param"):
         k, v = t.split("=", 1)
         params[k] = json.loads(v)
-    dev = {k: fuelvk.asarray(to_numpy(v)) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    host = {k: to_numpy(v) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    mutated = set(_tag(defn, "fuelvk_mutates"))
+    dev = {k: fuelvk.asarray(v) if isinstance(v, np.ndarray) and k not in mutated else v for k, v in host.items()}
 
-    def call():
-        out = fn(**dev, **params)
+    def call():   # an input written in place is uploaded afresh each call (and timed with it)
+        out = fn(**{**dev, **{k: fuelvk.asarray(host[k]) for k in mutated}}, **params)
         out = out if isinstance(out, tuple) else (out,)
         return tuple(o.numpy() for o in out)
     return call
@@ -316,8 +318,12 @@ def evaluate(defn, row, root=".", solution=fuelvk_solution, repeats=5, atol=ATOL
     except Unavailable as e:
         ev.update(status=INPUT_UNAVAILABLE, log=str(e))
         return trace
-    run = reference_fn(defn)
-    want, ref_ms = timed(lambda: normalize(defn, run(**inputs)), repeats)
+    try:
+        run = reference_fn(defn)
+        want, ref_ms = timed(lambda: normalize(defn, run(**inputs)), repeats)
+    except Exception as e:  # a broken reference is reported, and says so
+        ev.update(status="RUNTIME_ERROR", log=f"reference failed: {type(e).__name__}: {e}")
+        return trace
     try:
         call = solution(defn, inputs)
         got, ms = timed(call, repeats)
@@ -355,11 +361,12 @@ def workload_elements(defn, row):
 
 
 def run(definitions, workloads, out=None, max_workloads=None, max_elements=None, only=None,
-        solution=fuelvk_solution, log=sys.stderr, repeats=5):
+        solution=fuelvk_solution, log=None, repeats=5):
     """Evaluate every workload row (of a known Definition) that passes the filters; returns the traces.
 
     max_elements skips rows whose tensors hold more elements in total (lavapipe is a CPU);
     max_workloads keeps the first N rows per Definition, after that filter; only: Definition names."""
+    log = sys.stderr if log is None else log
     defs = load_definitions(definitions)
     rows = load_workloads(workloads)
     traces, taken = [], {}
