@@ -15,7 +15,9 @@ from fuelvk.__main__ import main as fuelvk_main
 from fuelvk.definitions import compare, evaluate, export, export_one, fuelvk_solution, run
 from fuelvk.definitions.export import FI_DTYPES
 from fuelvk.definitions.references import SKIP
-from fuelvk.definitions.run import INPUT_UNAVAILABLE, load_definitions, load_workloads, reference_fn
+from fuelvk.definitions.run import (INPUT_UNAVAILABLE, gen_inputs, load_definitions, load_workloads, normalize,
+                                    reference_fn, to_numpy)
+from oracles import TRANS_TOL, assert_close
 from fuelvk.specs import load_specs
 
 TRACE_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "reference" / "flashinfer-trace"
@@ -83,6 +85,17 @@ def test_exported_reference_agrees_with_fuelvk(api):
     t = evaluate(d, rows[0], repeats=1)
     ev = t["evaluation"]
     assert ev["status"] == "PASSED", (d["name"], ev["log"])
+    # FlashInfer's 1e-2 rule is loose for float32 (a doubled in-place update passed it): also hold
+    # fuelvk to the suite's per-dtype table against the same reference (4x for reduction order).
+    inputs = gen_inputs(d, rows[0]["workload"])
+    want = normalize(d, reference_fn(d)(**inputs))
+    got = normalize(d, fuelvk_solution(d, inputs)())
+    for name in d["outputs"]:
+        w = to_numpy(want[name])
+        if w.dtype.kind == "f" or w.dtype.name == "bfloat16":
+            assert_close(got[name], w, w.dtype, TRANS_TOL, scale=4)
+        else:   # indices, masks: exact
+            assert got[name].dtype == w.dtype and (got[name] == w).all(), name
 
 
 def _smallest(name, n):
