@@ -10,4 +10,4 @@ fuelvk, applies FlashInfer-Bench's correctness rule and writes Trace JSONL.  Imp
 from .export import export, export_one
 from .run import compare, evaluate, fuelvk_solution, run
 
-__all__ = ["export", "export_one", "run", "evaluate", "compare", "fuelvk_solution"]
+__all__ = ["compare", "evaluate", "export", "export_one", "fuelvk_solution", "run"]

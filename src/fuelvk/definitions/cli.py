@@ -31,6 +31,6 @@ def main(argv=None):
     counts = {}
     for t in traces:
         counts[t["evaluation"]["status"]] = counts.get(t["evaluation"]["status"], 0) + 1
-    print("summary: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) if counts else "summary: nothing run",
-          file=sys.stderr)
+    summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing run"
+    print(f"summary: {summary}", file=sys.stderr)
     return 0 if traces and all(t["evaluation"]["status"] == "PASSED" for t in traces) else 1

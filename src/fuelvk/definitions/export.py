@@ -8,7 +8,8 @@ dtypes FlashInfer-Bench can name:
   its value given by each workload.
 - parameters (eps, axis, ...) are fixed at the row's values: module constants in the reference and
   `fuelvk_param:NAME=JSON` tags (what `definitions run` passes to fuelvk); `fuelvk_api:NAME` tags name
-  the function; `fuelvk_mutates:NAME` an input the function writes in place (fresh for every call).  Optional inputs are those the row passes (`some`); an absent one is `None`.
+  the function; `fuelvk_mutates:NAME` an input the function writes in place (fresh for every call).
+  Optional inputs are those the row passes (`some`); an absent one is `None`.
 - reference: references.REFERENCES[op] wrapped into a module with `run` (see references.py).
 Ops in references.SKIP, or with no dtype case FlashInfer-Bench can express, are skipped with a reason.
 """
@@ -20,8 +21,8 @@ from pathlib import Path
 
 from ..specs import load_specs
 from ..specs import rows as _rows
-from ..specs.expr import Node, parse
 from ..specs.evaluate import evaluate
+from ..specs.expr import Node, parse
 from ..specs.instance import instantiate
 from ..specs.model import SpecError
 from .references import LETS, REFERENCES, SKIP
@@ -78,7 +79,9 @@ def _literal(v):
         return f'float("{v}")'
     if isinstance(v, (list, tuple)):
         inner = ", ".join(_literal(x) for x in v)
-        return f"({inner},)" if isinstance(v, tuple) and len(v) == 1 else (f"({inner})" if isinstance(v, tuple) else f"[{inner}]")
+        if isinstance(v, list):
+            return f"[{inner}]"
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
     return repr(v)
 
 

@@ -32,7 +32,8 @@ _UNARY = {
             "((axis,) if isinstance(axis, int) else tuple(axis)))",
 }
 
-_DIMS = "dims = tuple(range(x.dim())) if axis is None else ((axis,) if isinstance(axis, int) else tuple(axis))"
+_DIMS = ("dims = tuple(range(x.dim())) if axis is None else "
+         "((axis,) if isinstance(axis, int) else tuple(axis))")
 _REDUCE = {"sum": "torch.sum", "mean": "torch.mean", "max": "torch.amax", "min": "torch.amin"}
 
 _PAD = '''
@@ -89,19 +90,22 @@ REFERENCES = {op: ("", f"output = {expr}") for op, expr in _UNARY.items()}
 REFERENCES.update({op: ("", f"{_DIMS}\noutput = {fn}(x, dim=dims, keepdim=keepdims)")
                    for op, fn in _REDUCE.items()})
 REFERENCES.update({
-    "matmul": ("", "if n_rep > 1:   # GQA broadcast: b's last batch axis (heads) repeats n_rep times\n"
-                   "    b = b.repeat_interleave(n_rep, dim=-3)\n"
-                   "output = torch.matmul(a, b)"),
-    "softmax": ("", "e = torch.exp(x - x.amax(axis, keepdim=True))\noutput = e / e.sum(axis, keepdim=True)"),
+    "matmul": ("", """if n_rep > 1:   # GQA broadcast: b's last batch axis (heads) repeats n_rep times
+    b = b.repeat_interleave(n_rep, dim=-3)
+output = torch.matmul(a, b)"""),
+    "softmax": ("", """e = torch.exp(x - x.amax(axis, keepdim=True))
+output = e / e.sum(axis, keepdim=True)"""),
     "softmax_backward": ("", "grad_input = y * (grad - (grad * y).sum(axis, keepdim=True))"),
     "rms_norm": (_RMS, "output = _rms_norm(x, weight)"),
-    "rms_norm_backward": (_RMS + _GRAD, "grad_input, _, grad_weight = _grads(lambda x_, g_, w_: _rms_norm(x_, w_), "
-                                        "(x, None, weight), grad)"),
+    "rms_norm_backward": (_RMS + _GRAD, """grad_input, _, grad_weight = _grads(
+    lambda x_, g_, w_: _rms_norm(x_, w_), (x, None, weight), grad)"""),
     "layer_norm": (_LAYER, "output = _layer_norm(x, weight, bias)"),
-    "layer_norm_backward": (_LAYER + _GRAD, "grad_input, grad_weight, grad_bias = _grads(_layer_norm, (x, weight, bias), grad)"),
+    "layer_norm_backward": (_LAYER + _GRAD, """grad_input, grad_weight, grad_bias = _grads(
+    _layer_norm, (x, weight, bias), grad)"""),
     "pad": (_PAD, "output = _pad(x)"),
-    "pad_backward": ("\nconstant_values = 0   # the fill value does not reach the gradient\n" + _PAD + _GRAD, "shape = [p - lo - hi for p, (lo, hi) in zip(grad.shape, pad_width)]\n"
-                                   "(grad_input,) = _grads(_pad, (torch.zeros(shape),), grad)"),
+    "pad_backward": ("\nconstant_values = 0   # the fill value does not reach the gradient\n" + _PAD + _GRAD,
+                     """shape = [p - lo - hi for p, (lo, hi) in zip(grad.shape, pad_width)]
+(grad_input,) = _grads(_pad, (torch.zeros(shape),), grad)"""),
     "rope": ("", '''R = x.shape[-1] if rotary_dim is None else rotary_dim
 if cos.shape[-1] == R // 2 and R > 1:   # half tables: expand as the convention pairs channels
     cos, sin = ((c.repeat_interleave(2, -1) if interleaved else torch.cat([c, c], -1)) for c in (cos, sin))
@@ -156,16 +160,18 @@ lse = (torch.log(l) + m).squeeze(-1)           # natural log; -inf for a row tha
 })
 
 # Ops whose Definition cannot be stated sensibly, with the reason `export` prints.
+_UINT8 = "GGUF blocks are uint8 byte streams: no FlashInfer-Bench dtype (uint8) describes them"
+_INDEX = "integer index input: FlashInfer-Bench's random ints span [-1024, 1024) and would index out of range"
 SKIP = {
-    "quant.quantize": "GGUF block outputs are uint8 byte streams: no FlashInfer-Bench dtype (uint8) describes them",
-    "quant.dequantize": "GGUF block inputs are uint8 byte streams: no FlashInfer-Bench dtype (uint8) describes them",
-    "quant.qmatmul": "GGUF block weights are uint8 byte streams: no FlashInfer-Bench dtype (uint8) describes them",
-    "concatenate": "takes a Python list of a variable number of tensors; Definition inputs are fixed named tensors",
+    "quant.quantize": _UINT8,
+    "quant.dequantize": _UINT8,
+    "quant.qmatmul": _UINT8,
+    "concatenate": "takes a Python list of a variable number of tensors; Definition inputs are fixed, named",
     "setitem": "an in-place write through a view with no output tensor; a Definition needs outputs",
-    "take": "integer index input: FlashInfer-Bench's random ints span [-1024, 1024) and would index out of range",
-    "take_along_axis": "integer index input: FlashInfer-Bench's random ints span [-1024, 1024) and would index out of range",
-    "scatter_add": "integer index input: FlashInfer-Bench's random ints span [-1024, 1024) and would index out of range",
-    "index_add": "integer index input: FlashInfer-Bench's random ints span [-1024, 1024) and would index out of range",
+    "take": _INDEX,
+    "take_along_axis": _INDEX,
+    "scatter_add": _INDEX,
+    "index_add": _INDEX,
     "scaled_dot_product_attention_backward": "inputs o and lse must be the forward's outputs for q, k, v; "
                                              "independent random inputs make the gradient ill-defined",
 }

@@ -14,6 +14,7 @@ that runs the op on device-resident inputs and returns the outputs on the host (
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import json
@@ -52,7 +53,8 @@ def load_workloads(path):
     """[(trace row, folder it came from)] from a .jsonl file or a folder of them."""
     p = Path(path)
     files = sorted(p.rglob("*.jsonl")) if p.is_dir() else [p]
-    return [(json.loads(line), f.parent) for f in files for line in f.read_text().splitlines() if line.strip()]
+    return [(json.loads(line), f.parent) for f in files
+            for line in f.read_text().splitlines() if line.strip()]
 
 
 def axis_values(defn, wl):
@@ -128,7 +130,7 @@ def gen_inputs(defn, wl, root="."):
 
 def reference_fn(defn):
     scope = {}
-    exec(compile(defn["reference"], f"<reference {defn['name']}>", "exec"), scope)
+    exec(compile(defn["reference"], f"<reference {defn['name']}>", "exec"), scope)  # noqa: S102 (its purpose)
     return scope["run"]
 
 
@@ -185,7 +187,8 @@ def _solve_exported(defn, inputs):
         params[k] = json.loads(v)
     host = {k: to_numpy(v) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
     mutated = set(_tag(defn, "fuelvk_mutates"))
-    dev = {k: fuelvk.asarray(v) if isinstance(v, np.ndarray) and k not in mutated else v for k, v in host.items()}
+    dev = {k: fuelvk.asarray(v) if isinstance(v, np.ndarray) and k not in mutated else v
+           for k, v in host.items()}
 
     def call():   # an input written in place is uploaded afresh each call (and timed with it)
         out = fn(**{**dev, **{k: fuelvk.asarray(host[k]) for k in mutated}}, **params)
@@ -243,7 +246,8 @@ def _solve_gqa_ragged(defn, inputs):
             if q1 <= q0 or k1 <= k0:
                 continue
             qb, kb, vb = (t[None].transpose(0, 2, 1, 3) for t in (q[q0:q1], k[k0:k1], v[k0:k1]))
-            r = fuelvk.scaled_dot_product_attention(qb, kb, vb, is_causal=True, scale=scale, return_lse=want_lse)
+            r = fuelvk.scaled_dot_product_attention(qb, kb, vb, is_causal=True, scale=scale,
+                                                    return_lse=want_lse)
             o, l_ = r if want_lse else (r, None)
             out[q0:q1] = o.numpy()[0].transpose(1, 0, 2)
             if want_lse:
@@ -311,7 +315,7 @@ def evaluate(defn, row, root=".", solution=fuelvk_solution, repeats=5, atol=ATOL
     """One Trace dict (FlashInfer-Bench schema) for one workload row."""
     wl = row["workload"]
     ev = {"status": None, "environment": environment(),
-          "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(), "log": ""}
+          "timestamp": datetime.datetime.now(datetime.UTC).isoformat(), "log": ""}
     trace = {"definition": defn["name"], "workload": wl, "solution": "fuelvk", "evaluation": ev}
     try:
         inputs = gen_inputs(defn, wl, root)
@@ -321,14 +325,14 @@ def evaluate(defn, row, root=".", solution=fuelvk_solution, repeats=5, atol=ATOL
     try:
         run = reference_fn(defn)
         want, ref_ms = timed(lambda: normalize(defn, run(**inputs)), repeats)
-    except Exception as e:  # a broken reference is reported, and says so
+    except Exception as e:  # noqa: BLE001 -- a broken reference is reported, and says so
         ev.update(status="RUNTIME_ERROR", log=f"reference failed: {type(e).__name__}: {e}")
         return trace
     try:
         call = solution(defn, inputs)
         got, ms = timed(call, repeats)
         got = normalize(defn, got)
-    except Exception as e:  # the solution failing is a result, not a crash of the evaluator
+    except Exception as e:  # noqa: BLE001 -- the solution failing is a result, not a crash of the evaluator
         ev.update(status="RUNTIME_ERROR", log=f"{type(e).__name__}: {e}")
         return trace
     max_abs = max_rel = 0.0
@@ -336,7 +340,8 @@ def evaluate(defn, row, root=".", solution=fuelvk_solution, repeats=5, atol=ATOL
         g = got[name] if isinstance(got[name], torch.Tensor) else to_torch(got[name])
         w = want[name] if isinstance(want[name], torch.Tensor) else torch.as_tensor(want[name])
         if list(g.shape) != list(w.shape):
-            ev.update(status="INCORRECT_SHAPE", log=f"{name}: shape {list(g.shape)}, reference {list(w.shape)}")
+            ev.update(status="INCORRECT_SHAPE",
+                      log=f"{name}: shape {list(g.shape)}, reference {list(w.shape)}")
             return trace
         if g.dtype != TORCH_DTYPES[spec["dtype"]]:
             ev.update(status="INCORRECT_DTYPE", log=f"{name}: dtype {g.dtype}, defined {spec['dtype']}")
@@ -370,14 +375,13 @@ def run(definitions, workloads, out=None, max_workloads=None, max_elements=None,
     defs = load_definitions(definitions)
     rows = load_workloads(workloads)
     traces, taken = [], {}
-    sink = open(out, "w") if out else None
-    try:
+    with open(out, "w") if out else contextlib.nullcontext() as sink:
         for i, (row, root) in enumerate(rows):
             name = row["definition"]
             tag = f"[{i + 1}/{len(rows)}] {name} {json.dumps(row['workload']['axes'])}"
             if name not in defs or (only and name not in only):
-                print(f"{tag}: skipped (no such definition loaded)" if name not in defs else f"{tag}: skipped (--only)",
-                      file=log)
+                why = "no such definition loaded" if name not in defs else "--only"
+                print(f"{tag}: skipped ({why})", file=log)
                 continue
             size = workload_elements(defs[name], row)
             if max_elements is not None and size > max_elements:
@@ -393,13 +397,11 @@ def run(definitions, workloads, out=None, max_workloads=None, max_elements=None,
             extra = (f" {perf['latency_ms']:.3f} ms vs torch {perf['reference_latency_ms']:.3f} ms "
                      f"(x{perf['speedup_factor']:.2f})" if perf else f" {ev['log'].strip()[:200]}")
             corr = ev.get("correctness")
-            errs = f" abs {corr['max_absolute_error']:.2e} rel {corr['max_relative_error']:.2e}" if corr else ""
+            errs = (f" abs {corr['max_absolute_error']:.2e} rel {corr['max_relative_error']:.2e}"
+                    if corr else "")
             print(f"{tag}: {ev['status']}{errs}{extra}", file=log, flush=True)
             traces.append(t)
             if sink:
                 sink.write(json.dumps(t) + "\n")
                 sink.flush()
-    finally:
-        if sink:
-            sink.close()
     return traces
