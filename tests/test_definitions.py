@@ -8,13 +8,14 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
-from oracles import TRANS_TOL, assert_close
+from oracles import TRANS_TOL, tol
 
 from fuelvk.__main__ import main as fuelvk_main
 from fuelvk.definitions import compare, evaluate, export_one, fuelvk_solution, run
-from fuelvk.definitions.export import FI_DTYPES
+from fuelvk.definitions.export import FI_DTYPES, row_cases
 from fuelvk.definitions.references import SKIP
 from fuelvk.definitions.run import (
     INPUT_UNAVAILABLE,
@@ -32,6 +33,10 @@ if not TRACE_DIR.is_dir():
     TRACE_DIR = Path("/work/shared/reference/flashinfer-trace")
 SPECS = load_specs()
 EXPORTED = sorted(s.fuelvk_api for s in SPECS.values() if s.fuelvk_api not in SKIP)
+# Every workload row of every exported op (dtype cases rotating across rows): parameters such as
+# softcap / window / return_lse / pad modes / optional inputs are each exercised.
+CASES = {f"{s.fuelvk_api}:{c.case_id}": (s, c) for s in SPECS.values() if s.fuelvk_api not in SKIP
+         for c in row_cases(s)}
 
 
 def _check_definition(d):
@@ -83,24 +88,35 @@ def test_export_derives_axes_from_the_spec():
     assert g["inputs"]["b"]["shape"] == ["K", "N"] and g["outputs"]["output"]["dtype"] == "bfloat16"
 
 
-@pytest.mark.parametrize("api", EXPORTED)
-def test_exported_reference_agrees_with_fuelvk(api):
-    """Small constants (every dim capped at 8): the reference runs in torch, fuelvk matches it."""
-    (spec,) = [s for s in SPECS.values() if s.fuelvk_api == api]
-    d, rows = export_one(spec, small=True)
+def test_every_exported_op_is_evaluated():
+    assert {key.split(":")[0] for key in CASES} == set(EXPORTED)
+
+
+@pytest.mark.parametrize("key", sorted(CASES))
+def test_exported_reference_agrees_with_fuelvk(key):
+    """Small constants (dims capped at 8): the reference runs in torch, fuelvk matches it."""
+    spec, case = CASES[key]
+    d, rows = export_one(spec, small=True, case=case)
     _check_definition(d)
     t = evaluate(d, rows[0], repeats=1)
     ev = t["evaluation"]
     assert ev["status"] == "PASSED", (d["name"], ev["log"])
     # FlashInfer's 1e-2 rule is loose for float32 (a doubled in-place update passed it): also hold
-    # fuelvk to the suite's per-dtype table against the same reference (4x for reduction order).
+    # fuelvk to the suite's per-dtype table against the same reference.  Ops that sum many terms
+    # (all but elementwise / movement / cast) get the absolute part scaled by the output's magnitude:
+    # where terms cancel, the rounding error follows the terms, not the small result.
+    sums = spec.family not in ("elementwise", "movement", "cast")
     inputs = gen_inputs(d, rows[0]["workload"])
     want = normalize(d, reference_fn(d)(**inputs))
     got = normalize(d, fuelvk_solution(d, inputs)())
     for name in d["outputs"]:
         w = to_numpy(want[name])
         if w.dtype.kind == "f" or w.dtype.name == "bfloat16":
-            assert_close(got[name], w, w.dtype, TRANS_TOL, scale=4)
+            w64 = w.astype(np.float64)
+            mag = float(np.nanmax(np.abs(np.where(np.isinf(w64), 0.0, w64)), initial=1.0)) if sums else 1.0
+            rtol, atol = tol(w.dtype, TRANS_TOL, 4)
+            np.testing.assert_allclose(got[name].astype(np.float64), w64, rtol=rtol, atol=atol * mag,
+                                       equal_nan=True, err_msg=f"{key} {name}")
         else:   # indices, masks: exact
             assert got[name].dtype == w.dtype and (got[name] == w).all(), name
 

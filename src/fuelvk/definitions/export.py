@@ -33,22 +33,52 @@ FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"
 # Dims that vary per call in a model (batch / tokens), as FlashInfer marks M or batch_size var.
 VAR_DIMS = {"matmul": ("M",), "scaled_dot_product_attention": ("B", "S_q", "S_kv"), "conv2d": ("N",),
             "rope": ("S",)}
-SMALL = 8   # --small: every Dim and Shape item capped at this (tests; keeps shapes valid for the specs seen)
+# --small caps every Dim and Shape index at the first of SMALL_CAPS that instantiates, then lowers
+# each index alone as far as it goes (a conv with groups=96 keeps C=96 but gets 8x8 images);
+# SMALL_FLOOR raises the caps where the function enforces a limit the spec does not state; SMALL_KEEP
+# keeps a ratio the caps would erase (GQA: query heads per kv head).
+SMALL_CAPS = (8, 16, 32, 64, 128)
+SMALL_FLOOR = {"pad_backward": 16}   # reflect needs pads < the unpadded size (numpy's, torch's rule)
+SMALL_KEEP = {"scaled_dot_product_attention": ("H_q", "H_kv")}
 
 
 def _api(spec):
     return spec.fuelvk_api
 
 
+def _capped(spec, bindings, names, cap):
+    out = dict(bindings)
+    for name in names:
+        v = bindings[name]
+        out[name] = [min(n, cap) for n in v] if spec.forall[name].name == "Shape" else min(v, cap)
+    keep = SMALL_KEEP.get(_api(spec))
+    if keep and keep[0] in names and bindings[keep[0]] % bindings[keep[1]] == 0:
+        out[keep[1]] = max(1, out[keep[0]] // (bindings[keep[0]] // bindings[keep[1]]))
+    return out
+
+
+def _valid(spec, bindings, some):
+    try:
+        instantiate(spec, bindings, some)
+        return True
+    except SpecError:
+        return False
+
+
 def _instance(spec, case, small):
     bindings = dict(case.bindings)
     if small:
-        for k, v in bindings.items():
-            kind = spec.forall.get(k)
-            if kind is not None and kind.name == "Dim":
-                bindings[k] = min(v, SMALL)
-            elif kind is not None and kind.name == "Shape":
-                bindings[k] = [min(n, SMALL) for n in v]
+        caps = [c for c in SMALL_CAPS if c >= SMALL_FLOOR.get(_api(spec), 0)]
+        names = [k for k in bindings if k in spec.forall and spec.forall[k].name in ("Dim", "Shape")]
+        uniform = next((c for c in caps if _valid(spec, _capped(spec, bindings, names, c), case.some)), None)
+        if uniform is not None:
+            bindings = _capped(spec, bindings, names, uniform)
+            for name in names:
+                for cap in (c for c in caps if c < uniform):
+                    trial = _capped(spec, bindings, [name], cap)
+                    if _valid(spec, trial, case.some):
+                        bindings = trial
+                        break
     return instantiate(spec, bindings, case.some)
 
 
@@ -105,15 +135,30 @@ def _dtype_ok(inst):
     return all(d in FI_DTYPES for d in inst.dtypes.values())
 
 
-def choose_case(spec):
-    """The first workload case whose tensor dtypes are all FlashInfer-Bench dtypes, or None."""
+def fi_cases(spec):
+    """The workload cases whose tensor dtypes are all FlashInfer-Bench dtypes (float64/uint have none)."""
+    out = []
     for case in _rows.expand(spec):
         try:
             if _dtype_ok(instantiate(spec, case.bindings, case.some)):
-                return case
+                out.append(case)
         except SpecError:
             continue
-    return None
+    return out
+
+
+def choose_case(spec):
+    """The case a Definition is exported at: the first one FlashInfer-Bench can name, or None."""
+    return next(iter(fi_cases(spec)), None)
+
+
+def row_cases(spec):
+    """One case per workload row, its dtype case rotating with the row index (all parameters and
+    dtypes of the spec covered in about one case per row: what the tests evaluate, small)."""
+    by_row = {}
+    for case in fi_cases(spec):
+        by_row.setdefault(case.row_index, []).append(case)
+    return [cs[i % len(cs)] for i, cs in enumerate(by_row.values())]
 
 
 def definition(spec, case, small=False):
@@ -160,14 +205,14 @@ def workload_row(defn, var_values, label):
             "evaluation": None}
 
 
-def export_one(spec, small=False):
-    """(Definition, [workload rows]) or (None, reason)."""
+def export_one(spec, small=False, case=None):
+    """(Definition, [workload rows]) or (None, reason); at `case` (default choose_case)."""
     api = _api(spec)
     if api in SKIP:
         return None, SKIP[api]
     if api not in REFERENCES:
         return None, "no torch reference written for it yet (definitions/references.py)"
-    case = choose_case(spec)
+    case = choose_case(spec) if case is None else case
     if case is None:
         return None, "no workload case whose dtypes FlashInfer-Bench can name (float64 / unsigned only)"
     defn, values = definition(spec, case, small)

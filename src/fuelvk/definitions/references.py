@@ -130,7 +130,8 @@ output = torch.zeros(n_, groups, o_ // groups, ho, wo)
 for i in range(kh):
     for j in range(kw):
         patch = xg[..., i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw]
-        output += torch.einsum("ngchw,goc->ngohw", patch, wg[..., i, j])
+        # sum over the group's input channels c: [n, g, 1, c, h, w] * [1, g, o, c, 1, 1]
+        output += (patch[:, :, None] * wg[None, :, :, :, i, j, None, None]).sum(3)
 output = output.reshape(n_, o_, ho, wo)
 if bias is not None:
     output = output + bias[None, :, None, None]'''),
@@ -138,7 +139,7 @@ if bias is not None:
 hkv, sk = k.shape[1], k.shape[2]
 kk = k.repeat_interleave(hq // hkv, dim=1)     # GQA: query head h reads kv head h // (hq / hkv)
 vv = v.repeat_interleave(hq // hkv, dim=1)
-s = torch.einsum("bhqd,bhkd->bhqk", q, kk) * (1.0 / math.sqrt(d_) if scale is None else scale)
+s = (q @ kk.transpose(-1, -2)) * (1.0 / math.sqrt(d_) if scale is None else scale)   # [b, h, sq, sk]
 if softcap is not None:
     s = softcap * torch.tanh(s / softcap)
 rel = torch.arange(sk)[None, :] - torch.arange(sq)[:, None] - (sk - sq)   # masks align bottom-right
@@ -155,7 +156,7 @@ m = s.amax(-1, keepdim=True)
 m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
 p = torch.exp(s - m)
 l = p.sum(-1, keepdim=True)
-output = torch.einsum("bhqk,bhkd->bhqd", p / torch.where(l > 0, l, torch.ones_like(l)), vv)
+output = (p / torch.where(l > 0, l, torch.ones_like(l))) @ vv
 lse = (torch.log(l) + m).squeeze(-1)           # natural log; -inf for a row that sees no key'''),
 })
 
