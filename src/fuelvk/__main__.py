@@ -1,4 +1,4 @@
-"""python -m fuelvk {info, kernels, specs, bench}"""
+"""python -m fuelvk {info, kernels, specs, bench, definitions}"""
 import argparse
 import json
 import sys
@@ -40,6 +40,11 @@ def _specs(rest):
     return cli.main(rest)
 
 
+def _definitions(rest):
+    from fuelvk.definitions import cli
+    return cli.main(rest)
+
+
 def _bench(rest):
     from fuelvk.bench import main
     return main(rest)
@@ -51,6 +56,8 @@ def main(argv=None):
         return _specs(argv[1:])
     if argv and argv[0] == "bench":
         return _bench(argv[1:])
+    if argv and argv[0] == "definitions":
+        return _definitions(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m fuelvk")
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("info", help="device, driver, limits, features, routes")
@@ -61,6 +68,7 @@ def main(argv=None):
     p.set_defaults(fn=_kernels)
     sub.add_parser("specs", help="op specs: validate (see `specs --help`)")
     sub.add_parser("bench", help="benchmarks (see `bench --help`)")
+    sub.add_parser("definitions", help="FlashInfer-Bench Definitions: export, run (see `definitions --help`)")
     args = ap.parse_args(argv)
     return args.fn(args)
 

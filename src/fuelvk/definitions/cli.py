@@ -1,0 +1,38 @@
+"""python -m fuelvk definitions {export, run}: FlashInfer-Bench Definitions and fuelvk's Traces."""
+import argparse
+import sys
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m fuelvk definitions")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("export", help="write DIR/definitions/*.json and DIR/workloads/*.jsonl, one per op")
+    p.add_argument("dir")
+    p.add_argument("--small", action="store_true",
+                   help="cap every dimension at 8 (quick checks; the names carry the smaller constants)")
+    p = sub.add_parser("run", help="evaluate fuelvk on Definitions + workload JSONL, write Trace JSONL")
+    p.add_argument("definitions", help="a Definition .json or a folder of them")
+    p.add_argument("workloads", help="a workload .jsonl or a folder of them")
+    p.add_argument("-o", "--output", help="Trace JSONL to write (default: none, progress only)")
+    p.add_argument("--max-workloads", type=int, help="evaluate at most N rows per Definition")
+    p.add_argument("--max-elements", type=float,
+                   help="skip rows whose input+output tensors hold more elements (e.g. 2e7 on lavapipe)")
+    p.add_argument("--only", action="append", help="Definition name to evaluate (repeatable)")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per side (after one warm-up)")
+    args = ap.parse_args(argv)
+    if args.cmd == "export":
+        from .export import export
+        export(args.dir, small=args.small)
+        return 0
+    from .run import INPUT_UNAVAILABLE, run
+    traces = run(args.definitions, args.workloads, args.output, args.max_workloads,
+                 None if args.max_elements is None else int(args.max_elements), args.only,
+                 repeats=args.repeats)
+    counts = {}
+    for t in traces:
+        counts[t["evaluation"]["status"]] = counts.get(t["evaluation"]["status"], 0) + 1
+    summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing run"
+    print(f"summary: {summary}", file=sys.stderr)
+    # Exit 1 when nothing ran or a row failed; a blob we could not load is reported, not a failure.
+    ok = ("PASSED", INPUT_UNAVAILABLE)
+    return 0 if traces and all(t["evaluation"]["status"] in ok for t in traces) else 1
