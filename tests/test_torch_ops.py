@@ -80,17 +80,20 @@ def _vjp(f, n_in):
     return ref
 
 
-def _q8_0(w):
-    """GGML q8_0 blocks of w [N, K] (32 values: f16 scale + 32 int8) and their exact dequantization."""
-    blocks = w.reshape(-1, 32).double()
-    d = (blocks.abs().amax(1) / 127).half()
-    qs = torch.round(blocks / d.double().clamp_min(1e-30)[:, None]).clamp(-127, 127).to(torch.int8)
-    raw = torch.cat([d.view(torch.uint8).reshape(-1, 2), qs.view(torch.uint8)], 1).reshape(w.shape[0], -1)
-    return raw.contiguous(), (d.float()[:, None] * qs.float()).reshape(w.shape)
+gguf = pytest.importorskip("gguf")
+GQ = {"q8_0": gguf.GGMLQuantizationType.Q8_0, "q4_0": gguf.GGMLQuantizationType.Q4_0}
 
 
-_QW = rnd(4, 64, seed=3)
-_QRAW, _QDEQ = _q8_0(_QW)
+def _gguf_quantize(x, kind):
+    return torch.from_numpy(gguf.quants.quantize(x.numpy(), GQ[kind]))
+
+
+def _gguf_dequantize(b, kind):
+    return torch.from_numpy(gguf.quants.dequantize(b.numpy(), GQ[kind]).astype(np.float32))
+
+
+_QRAW = _gguf_quantize(rnd(4, 64, seed=3), "q8_0")
+_QDEQ = _gguf_dequantize(_QRAW, "q8_0")
 
 UNARY_REF = {
     "negative": torch.neg, "square": torch.square, "sqrt": torch.sqrt, "exp": torch.exp, "log": torch.log,
@@ -195,9 +198,17 @@ CASES = [
          scale=8.0, id="batched"),
     Case("matmul", lambda dt: (rnd(3, 5, dt=dt, seed=1), rnd(5, 4, dt=dt, seed=2).to(torch.bfloat16)),
          lambda a, b: a @ b.float(), scale=8.0, id="bf16-weight"),
-    Case("qmatmul", lambda dt: (rnd(3, 64, dt=dt), _QRAW, "q8_0"), lambda x, w, k: x @ _QDEQ.T, scale=64.0),
+    Case("qmatmul", lambda dt: (rnd(3, 64, dt=dt), _QRAW, "q8_0"), lambda x, w, k: x @ _QDEQ.T, (0,), F32,
+         scale=64.0),
+    *[Case("quantize", lambda dt, k=k: (rnd(3, 64, dt=dt), k), _gguf_quantize, bits=True, id=k) for k in GQ],
+    *[Case("dequantize", lambda dt, k=k: (_gguf_quantize(rnd(3, 64), k), k), _gguf_dequantize, bits=True, id=k)
+      for k in GQ],
     Case("conv2d", lambda dt: (rnd(1, 2, 5, 5, dt=dt, seed=1), rnd(3, 2, 3, 3, dt=dt, seed=2), rnd(3, dt=dt, seed=3),
-                               [1, 1], [1, 1], [1, 1], 1), TF.conv2d, scale=16.0),
+                               [1, 1], [1, 1], [1, 1], 1), TF.conv2d, (0, 1, 2), F32, scale=16.0),
+    Case("conv2d", lambda dt: (rnd(2, 2, 7, 6, dt=dt, seed=1), rnd(3, 2, 3, 2, dt=dt, seed=2), None,
+                               [2, 3], [2, 1], [2, 1], 1), TF.conv2d, (0, 1), F32, scale=16.0, id="strided"),
+    Case("conv2d", lambda dt: (rnd(2, 6, 6, dt=dt, seed=1), rnd(4, 1, 2, 2, dt=dt, seed=2), None,
+                               [1, 1], [0, 0], [1, 1], 2), TF.conv2d, scale=16.0, id="grouped-unbatched"),
     Case("rope", lambda dt: (rnd(1, 2, 4, 8, dt=dt), *_rope_tables(4, 8, dt)), _rope_ref, (0,), scale=4.0),
     Case("scaled_dot_product_attention", lambda dt: (rnd(1, 2, 3, 8, dt=dt, seed=1), rnd(1, 1, 4, 8, dt=dt, seed=2),
                                                      rnd(1, 1, 4, 8, dt=dt, seed=3)),
@@ -265,10 +276,11 @@ def test_vs_torch(case):
 GRAD_CASES = [c for c in CASES if c.grad]
 
 
+@pytest.mark.filterwarnings("ignore:Input #.* is not a double precision")
 @pytest.mark.parametrize("case", GRAD_CASES, ids=[i for c, i in zip(CASES, IDS) if c.grad])
 def test_gradcheck(case):
-    """float64 where fuelvk has f64 kernels; float32 (clip, power, add_scaled, matmul, attention: no f64
-    kernel) with eps 1e-3 and atol/rtol 1e-2 (a central difference in f32 has ~1e-4 relative error)."""
+    """float64 where fuelvk has f64 kernels; float32 (clip, power, add_scaled, matmul, qmatmul, attention:
+    no f64 kernel) with eps 1e-3 and atol/rtol 1e-2 (a central difference in f32 has ~1e-4 relative error)."""
     args = list(_args(case, case.grad_dtype))
     diff = [i for i in case.grad]
 

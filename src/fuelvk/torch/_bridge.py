@@ -108,6 +108,8 @@ class WeightCache:
         if hit is not None:
             self._drop(key)
         self.misses += 1
+        for k in [k for k, e in self.entries.items() if e[0].expired()]:   # freed tensors: drop now
+            self._drop(k)
         arr = asarray(to_numpy(t, op))
         self.entries[key] = (StorageWeakRef(t.untyped_storage()), arr, nbytes)
         self.nbytes += nbytes

@@ -9,6 +9,8 @@ import math
 
 import torch
 
+from ..errors import UnsupportedError
+
 F = torch.ops.fuelvk
 GELU_K = math.sqrt(2.0 / math.pi)
 GELU_C = 0.044715
@@ -297,6 +299,58 @@ def matmul(ins, outs, g):
     da = sum_to(F.matmul(g, b.mT), a.shape)
     db = sum_to(F.matmul(a.mT, g), b.shape)
     return (da if da.dtype == a.dtype else F.astype(da, a.dtype)), (db if db.dtype == b.dtype else F.astype(db, b.dtype))
+
+
+def _dilate(g, s, dims):
+    """Zeros between g's elements along dims (a stride-s conv's output grid on its input grid)."""
+    for dim, st in zip(dims, s):
+        if st == 1:
+            continue
+        shape = list(g.shape)
+        shape[dim] = (shape[dim] - 1) * st + 1
+        g = F.slice_write(torch.zeros(shape, dtype=g.dtype), g, dim, 0, shape[dim], st)
+    return g
+
+
+def _pad_or_crop(g, lo_hi):
+    """Spatial (lo, hi) pads of g's last two dims; negative amounts crop."""
+    key = tuple(slice(max(-lo, 0), g.shape[2 + i] - max(-hi, 0)) for i, (lo, hi) in enumerate(lo_hi))
+    g = g[(slice(None), slice(None)) + key]
+    pw = [0, 0, 0, 0] + [max(v, 0) for lo, hi in lo_hi for v in (lo, hi)]
+    return F.pad(g, pw, "constant", 0.0) if any(pw) else g
+
+
+def conv2d(ins, outs, g):
+    """Input and weight gradients as two more conv2d calls (groups == 1).
+
+    dx: the output grad dilated by the stride, padded to the full correlation, convolved with the
+    flipped weight (in/out channels swapped). dw: x (batch as channels) convolved with the output
+    grad as the kernel, the forward's stride and dilation trading places.
+    """
+    x, w, bias, stride, padding, dilation, groups = ins
+    if groups != 1:
+        raise UnsupportedError(f"torch.ops.fuelvk.conv2d backward: groups={groups} is not supported; accepted: 1")
+    unbatched = x.dim() == 3
+    if unbatched:
+        x, g = x.unsqueeze(0), g.unsqueeze(0)
+    k = w.shape[2:]
+    gd = _dilate(g, stride, (2, 3))
+    lo_hi = []
+    for i in range(2):
+        q = dilation[i] * (k[i] - 1) - padding[i]
+        extra = x.shape[2 + i] - (gd.shape[2 + i] + 2 * q - dilation[i] * (k[i] - 1))
+        lo_hi.append((q, q + extra))
+    dx = F.conv2d(_pad_or_crop(gd, lo_hi), F.flip(w, [2, 3]).transpose(0, 1), None, [1, 1], [0, 0], dilation, 1)
+    dw = F.conv2d(x.transpose(0, 1), g.transpose(0, 1), None, dilation, padding, stride, 1)
+    dw = dw[:, :, :k[0], :k[1]].transpose(0, 1)
+    db = F.sum(g, [0, 2, 3], False) if bias is not None else None
+    return (dx.squeeze(0) if unbatched else dx), dw, db
+
+
+def qmatmul(ins, outs, g):
+    """x @ W.T with W fixed (quantized weights are not trained): dx = g @ dequantize(W)."""
+    x, w_blocks, kind = ins
+    return (F.matmul(g, F.dequantize(w_blocks, kind)),)
 
 
 def rope(ins, outs, g):

@@ -8,6 +8,8 @@ binary arithmetic, reductions, ...) come from tables.
 import torch
 
 import fuelvk as fv
+from fuelvk import quant as fq
+from fuelvk.kernels.quant import BLOCK
 
 from . import _grad as G
 from ._bridge import numpy_dtype, to_array, to_tensor
@@ -289,7 +291,17 @@ define("matmul", "(Tensor a, Tensor b) -> Tensor",
        lambda a, b: T(fv.matmul(A(a, "matmul"), A(b, "matmul", cache=True))), _fake_matmul, G.matmul)
 define("qmatmul", "(Tensor x, Tensor w_blocks, str kind) -> Tensor",
        lambda x, w_blocks, kind: T(fv.qmatmul(A(x, "qmatmul"), A(w_blocks, "qmatmul", cache=True), kind)),
-       lambda x, w_blocks, kind: new(list(x.shape[:-1]) + [w_blocks.shape[0]], torch.float32))
+       lambda x, w_blocks, kind: new(list(x.shape[:-1]) + [w_blocks.shape[0]], torch.float32), G.qmatmul)
+# GGML blocks travel as uint8 [rows, bytes per row] (gguf's layout): the logical last dim is
+# bytes / block bytes * block values (fuelvk.quant's rule).
+define("quantize", "(Tensor x, str kind='q8_0') -> Tensor",
+       lambda x, kind="q8_0": T(fq.quantize(A(x, "quantize"), kind)),
+       lambda x, kind="q8_0": new(list(x.shape[:-1]) + [x.shape[-1] // BLOCK[kind][0] * BLOCK[kind][1]],
+                                  torch.uint8))
+define("dequantize", "(Tensor blocks, str kind) -> Tensor",
+       lambda blocks, kind: T(fq.dequantize(A(blocks, "dequantize", cache=True), kind)),
+       lambda blocks, kind: new(list(blocks.shape[:-1]) + [blocks.shape[-1] // BLOCK[kind][1] * BLOCK[kind][0]],
+                                torch.float32))
 
 
 def _conv_out(n, k, s, p, d):
@@ -305,7 +317,7 @@ define("conv2d", "(Tensor x, Tensor w, Tensor? bias=None, int[2] stride=1, int[2
        "int groups=1) -> Tensor",
        lambda x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1: T(fv.conv2d(
            A(x, "conv2d"), A(w, "conv2d", cache=True), A(bias, "conv2d", cache=True), tuple(stride), tuple(padding),
-           tuple(dilation), groups)), _fake_conv2d)
+           tuple(dilation), groups)), _fake_conv2d, G.conv2d)
 define("rope", "(Tensor x, Tensor cos, Tensor sin, bool interleaved=False, int? rotary_dim=None) -> Tensor",
        lambda x, cos, sin, interleaved=False, rotary_dim=None: T(fv.rope(
            A(x, "rope"), A(cos, "rope", cache=True), A(sin, "rope", cache=True), interleaved=interleaved,

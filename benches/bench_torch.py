@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""torch.ops.fuelvk overhead and two large ops against torch CPU, in one run.
+
+(1) per-call cost of a tiny op (exp of 16 f32): torch.ops.fuelvk.exp (tensor in, upload, dispatch,
+download, tensor out) vs fuelvk.exp on a device Array (no transfer; synchronized each call) vs
+fuelvk.exp on numpy (upload + download, no torch) vs torch.exp;
+(2) an [n, n] @ [n, n] f32 matmul: torch.ops.fuelvk.matmul with the weight cache (b stays
+uploaded) and without it, vs torch.matmul; (3) an [n, n] f32 softmax vs torch.softmax.
+Wall-clock medians on the host (the numbers a torch user sees). lavapipe runs the 4096^3 matmul in
+tens of seconds: --size picks n.
+
+    PYTHONPATH=src python benches/bench_torch.py [--size 4096] [--reps 3] [--json out.json]
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+import fuelvk as fv
+import fuelvk.torch as ft
+
+F = torch.ops.fuelvk
+
+
+def wall(fn, reps, warmup=1):
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def tiny(reps):
+    t = torch.randn(16)
+    a, h = fv.asarray(t.numpy()), t.numpy()
+
+    def device_only():
+        fv.exp(a)
+        fv.synchronize()
+    rows = [("torch.ops.fuelvk.exp (tensor)", wall(lambda: F.exp(t), reps)),
+            ("fuelvk.exp (device Array)", wall(device_only, reps)),
+            ("fuelvk.exp (numpy in/out)", wall(lambda: fv.exp(h), reps)),
+            ("torch.exp", wall(lambda: torch.exp(t), reps))]
+    return [(name, "16", s * 1e6, "us/call") for name, s in rows]
+
+
+def big(n, reps):
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
+    flops = 2.0 * n ** 3
+    rows = []
+    ft.WEIGHTS.MIN_BYTES = 0
+    ft.clear_cache()
+    s = wall(lambda: F.matmul(a, b), reps)
+    rows.append(("torch.ops.fuelvk.matmul (weight cached)", s))
+    ft.WEIGHTS.enabled = False
+    rows.append(("torch.ops.fuelvk.matmul (no cache)", wall(lambda: F.matmul(a, b), reps)))
+    ft.WEIGHTS.enabled = True
+    rows.append(("torch.matmul", wall(lambda: torch.matmul(a, b), reps)))
+    out = [(name, f"{n}x{n}x{n}", s * 1e3, f"ms  {flops / s / 1e9:.1f} GFLOP/s") for name, s in rows]
+    x = torch.randn(n, n, generator=g)
+    for name, fn in (("torch.ops.fuelvk.softmax", lambda: F.softmax(x, -1)), ("torch.softmax", lambda: torch.softmax(x, -1))):
+        s = wall(fn, reps)
+        out.append((name, f"{n}x{n}", s * 1e3, f"ms  {3 * 4 * n * n / s / 1e9:.2f} GB/s (3 passes)"))
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", type=int, default=4096, help="n of the [n, n] matmul and softmax (default 4096)")
+    p.add_argument("--reps", type=int, default=3, help="timed repetitions of the large ops (median)")
+    p.add_argument("--tiny-reps", type=int, default=200, help="timed repetitions of the tiny op")
+    p.add_argument("--json", help="also write the rows here")
+    args = p.parse_args()
+    info = fv.device_info()
+    print(f"device: {info.get('name', info) if isinstance(info, dict) else info}; torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads")
+    rows = tiny(args.tiny_reps) + big(args.size, args.reps)
+    print(f"{'op':42} {'shape':>16} {'median':>12}")
+    for name, shape, v, unit in rows:
+        print(f"{name:42} {shape:>16} {v:12.2f} {unit}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([dict(op=r[0], shape=r[1], median=r[2], unit=r[3]) for r in rows], f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
