@@ -4,8 +4,9 @@
 (1) per-call cost of a tiny op (exp of 16 f32): torch.ops.fuelvk.exp (tensor in, upload, dispatch,
 download, tensor out) vs fuelvk.exp on a device Array (no transfer; synchronized each call) vs
 fuelvk.exp on numpy (upload + download, no torch) vs torch.exp;
-(2) an [n, n] @ [n, n] f32 matmul: torch.ops.fuelvk.matmul with the weight cache (b stays
-uploaded) and without it, vs torch.matmul; (3) an [n, n] f32 softmax vs torch.softmax.
+(2) an [n, n] @ [n, n] f32 matmul and a decode-shaped [1, n] @ [n, n] one: torch.ops.fuelvk.matmul
+with the weight cache (b stays uploaded) and without it, vs torch.matmul; (3) an [n, n] f32 softmax vs torch.softmax.
+fuelvk on device Arrays (no transfers) is shown beside each, so the torch layer's cost is visible.
 Wall-clock medians on the host (the numbers a torch user sees). lavapipe runs the 4096^3 matmul in
 tens of seconds: --size picks n.
 
@@ -49,24 +50,36 @@ def tiny(reps):
     return [(name, "16", s * 1e6, "us/call") for name, s in rows]
 
 
-def big(n, reps):
+def _device(fn, *arrays):
+    def run():
+        fn(*arrays)
+        fv.synchronize()
+    return run
+
+
+def big(n, reps, warmup):
     g = torch.Generator().manual_seed(0)
-    a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
-    flops = 2.0 * n ** 3
-    rows = []
+    a, b, x1 = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g), torch.randn(1, n, generator=g)
+    da, db, dx1 = (fv.asarray(t.numpy()) for t in (a, b, x1))
     ft.WEIGHTS.MIN_BYTES = 0
-    ft.clear_cache()
-    s = wall(lambda: F.matmul(a, b), reps)
-    rows.append(("torch.ops.fuelvk.matmul (weight cached)", s))
-    ft.WEIGHTS.enabled = False
-    rows.append(("torch.ops.fuelvk.matmul (no cache)", wall(lambda: F.matmul(a, b), reps)))
+    out = []
+    for shape, lhs, dlhs, unit in ((f"{n}x{n}x{n}", a, da, lambda s: f"ms  {2.0 * n ** 3 / s / 1e9:.2f} GFLOP/s"),
+                                   (f"1x{n}x{n}", x1, dx1, lambda s: f"ms  {4 * n * n / s / 1e9:.2f} GB/s of weight")):
+        for name, fn, cache in (("torch.ops.fuelvk.matmul (weight cached)", lambda: F.matmul(lhs, b), True),
+                                ("torch.ops.fuelvk.matmul (no cache)", lambda: F.matmul(lhs, b), False),
+                                ("fuelvk.matmul (device Arrays)", _device(fv.matmul, dlhs, db), True),
+                                ("torch.matmul", lambda: torch.matmul(lhs, b), True)):
+            ft.WEIGHTS.enabled = cache
+            ft.clear_cache()
+            s = wall(fn, reps, warmup)
+            out.append((name, shape, s * 1e3, unit(s)))
     ft.WEIGHTS.enabled = True
-    rows.append(("torch.matmul", wall(lambda: torch.matmul(a, b), reps)))
-    out = [(name, f"{n}x{n}x{n}", s * 1e3, f"ms  {flops / s / 1e9:.1f} GFLOP/s") for name, s in rows]
-    x = torch.randn(n, n, generator=g)
-    for name, fn in (("torch.ops.fuelvk.softmax", lambda: F.softmax(x, -1)), ("torch.softmax", lambda: torch.softmax(x, -1))):
-        s = wall(fn, reps)
-        out.append((name, f"{n}x{n}", s * 1e3, f"ms  {3 * 4 * n * n / s / 1e9:.2f} GB/s (3 passes)"))
+    x, dx = a, da
+    for name, fn in (("torch.ops.fuelvk.softmax", lambda: F.softmax(x, -1)),
+                     ("fuelvk.softmax (device Array)", _device(fv.softmax, dx)),
+                     ("torch.softmax", lambda: torch.softmax(x, -1))):
+        s = wall(fn, reps, warmup)
+        out.append((name, f"{n}x{n}", s * 1e3, f"ms  {2 * 4 * n * n / s / 1e9:.2f} GB/s (read + write)"))
     return out
 
 
@@ -74,13 +87,14 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", type=int, default=4096, help="n of the [n, n] matmul and softmax (default 4096)")
     p.add_argument("--reps", type=int, default=3, help="timed repetitions of the large ops (median)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed calls of each large op first (pipelines)")
     p.add_argument("--tiny-reps", type=int, default=200, help="timed repetitions of the tiny op")
     p.add_argument("--json", help="also write the rows here")
     args = p.parse_args()
     info = fv.device_info()
     print(f"device: {info.get('name', info) if isinstance(info, dict) else info}; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
-    rows = tiny(args.tiny_reps) + big(args.size, args.reps)
+    rows = tiny(args.tiny_reps) + big(args.size, args.reps, args.warmup)
     print(f"{'op':42} {'shape':>16} {'median':>12}")
     for name, shape, v, unit in rows:
         print(f"{name:42} {shape:>16} {v:12.2f} {unit}")

@@ -173,8 +173,9 @@ CASES = [
          scale=4.0),
     Case("sum", lambda dt: (rnd(3, 4, dt=dt), None, False), lambda x, a, k: x.sum(), (0,), scale=4.0, id="all"),
     Case("mean", lambda dt: (rnd(3, 4, dt=dt), [1], True), lambda x, a, k: x.mean(a, keepdim=k), (0,), scale=4.0),
-    Case("max", lambda dt: (rnd(3, 4, dt=dt), [1], False), lambda x, a, k: x.amax(a, keepdim=k), bits=True),
-    Case("min", lambda dt: (rnd(3, 4, dt=dt), None, True), lambda x, a, k: x.amin((0, 1), keepdim=k), bits=True),
+    Case("max", lambda dt: (rnd(3, 4, dt=dt), [1], False), lambda x, a, k: x.amax(a, keepdim=k), (0,), bits=True),
+    Case("min", lambda dt: (rnd(3, 4, dt=dt), None, True), lambda x, a, k: x.amin((0, 1), keepdim=k), (0,),
+         bits=True),
     Case("argmax", lambda dt: (rnd(3, 4, dt=dt), 1), torch.argmax, bits=True),
     Case("argmin", lambda dt: (rnd(3, 4, dt=dt), None), torch.argmin, bits=True),
     Case("cumsum", lambda dt: (rnd(3, 5, dt=dt), 1), torch.cumsum, (0,), scale=4.0),
@@ -230,6 +231,15 @@ CASES.append(Case("scaled_dot_product_attention_backward", _attn_bwd_args,
 
 IDS = [c.op + (f"-{c.id}" if c.id else "") for c in CASES]
 MUTATING = {"add_assign_scaled", "slice_write_", "scatter_add_", "index_add_"}
+
+
+def test_max_shares_the_gradient_of_ties_like_torch():
+    x = torch.tensor([[1.0, 3.0, 3.0, 3.0], [2.0, 2.0, 0.0, -1.0]], requires_grad=True)
+    xt = x.detach().clone().requires_grad_()
+    g = torch.tensor([0.3, 1.5])
+    (gx,) = torch.autograd.grad(F.max(x, [1], False), x, g)
+    (want,) = torch.autograd.grad(xt.amax(1), xt, g)
+    assert_close(gx.numpy(), want.numpy())
 
 
 def test_every_op_has_a_case():

@@ -261,7 +261,19 @@ def _mean(ins, outs, g):
     return (F.affine(ge, 1.0 / n, 0.0),)
 
 
-REDUCE = {"sum": _sum, "mean": _mean}
+def _extremum(sign):
+    def formula(ins, outs, g):
+        """torch.amax's rule: the gradient is shared evenly by the elements equal to the extremum."""
+        x, axis, keepdims = ins
+        y, _ = _expand_back(x, axis, keepdims, outs[0])
+        ge, _ = _expand_back(x, axis, keepdims, g)
+        hit = F.heaviside(F.subtract(x, y) if sign > 0 else F.subtract(y, x), 1.0)
+        count = F.sum(hit, axis, True)
+        return (F.divide(F.multiply(ge, hit), count),)
+    return formula
+
+
+REDUCE = {"sum": _sum, "mean": _mean, "max": _extremum(1), "min": _extremum(-1)}
 
 
 def cumsum(ins, outs, g):
