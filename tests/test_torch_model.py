@@ -145,6 +145,16 @@ def test_bits_cross_the_boundary(dtype):
     assert_bits(ft.to_numpy(t), ft.to_numpy(ft.to_tensor(ft.to_array(t))))
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.uint16,
+                                   torch.uint32, torch.bool, torch.float64])
+def test_other_dtypes_cross_the_boundary(dtype):
+    raw = torch.arange(-40, 40, 3, dtype=torch.int64)
+    t = (raw % 2 == 0) if dtype == torch.bool else raw.to(dtype)
+    back = F.flip(t, None)
+    assert back.dtype == dtype     # (torch has no flip for uint16/uint32: compare as int64)
+    assert torch.equal(back.to(torch.int64), t.to(torch.int64).flip(0))
+
+
 def test_bad_input_raises_typed_errors():
     with pytest.raises(fuelvk.DTypeError, match="clip"):
         F.clip(torch.ones(3, dtype=torch.float64), 0.0, 1.0)    # float32 only
