@@ -13,6 +13,7 @@ tens of seconds: --size picks n.
     PYTHONPATH=src python benches/bench_torch.py [--size 4096] [--reps 3] [--json out.json]
 """
 import argparse
+import functools
 import json
 import statistics
 import time
@@ -65,10 +66,10 @@ def big(n, reps, warmup):
     out = []
     for shape, lhs, dlhs, unit in ((f"{n}x{n}x{n}", a, da, lambda s: f"ms  {2.0 * n ** 3 / s / 1e9:.2f} GFLOP/s"),
                                    (f"1x{n}x{n}", x1, dx1, lambda s: f"ms  {4 * n * n / s / 1e9:.2f} GB/s of weight")):
-        for name, fn, cache in (("torch.ops.fuelvk.matmul (weight cached)", lambda: F.matmul(lhs, b), True),
-                                ("torch.ops.fuelvk.matmul (no cache)", lambda: F.matmul(lhs, b), False),
+        for name, fn, cache in (("torch.ops.fuelvk.matmul (weight cached)", functools.partial(F.matmul, lhs, b), True),
+                                ("torch.ops.fuelvk.matmul (no cache)", functools.partial(F.matmul, lhs, b), False),
                                 ("fuelvk.matmul (device Arrays)", _device(fv.matmul, dlhs, db), True),
-                                ("torch.matmul", lambda: torch.matmul(lhs, b), True)):
+                                ("torch.matmul", functools.partial(torch.matmul, lhs, b), True)):
             ft.WEIGHTS.enabled = cache
             ft.clear_cache()
             s = wall(fn, reps, warmup)
@@ -100,7 +101,7 @@ def main():
         print(f"{name:42} {shape:>16} {v:12.2f} {unit}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([dict(op=r[0], shape=r[1], median=r[2], unit=r[3]) for r in rows], f, indent=1)
+            json.dump([{"op": r[0], "shape": r[1], "median": r[2], "unit": r[3]} for r in rows], f, indent=1)
 
 
 if __name__ == "__main__":

@@ -3,17 +3,17 @@
 One table of cases: (op, inputs, torch reference, differentiable inputs). Inputs are tiny: opcheck
 runs several checks per op (schema, fake tensor, autograd registration, aot_dispatch_dynamic).
 """
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-import torch.nn.functional as TF  # noqa: E402
+import torch.nn.functional as TF
+from oracles import TOL, TRANS_TOL, assert_bits, assert_close
 
-import fuelvk.torch as ft  # noqa: E402
-from oracles import TOL, TRANS_TOL, assert_bits, assert_close  # noqa: E402
+import fuelvk.torch as ft
 
 F = torch.ops.fuelvk
 F32, F64 = torch.float32, torch.float64
@@ -308,8 +308,8 @@ def test_gradcheck(case):
     for i in diff:
         inputs.extend(args[i] if isinstance(args[i], list) else [args[i]])
     if any(isinstance(args[i], list) for i in diff):   # concatenate: one list argument
-        def f(*xs):  # noqa: F811
+        def f(*xs):
             return getattr(F, case.op)(list(xs), *args[1:])
     inputs = [x.detach().requires_grad_() for x in inputs]
-    kw = {} if case.grad_dtype == F64 else dict(eps=1e-3, atol=1e-2, rtol=1e-2)
+    kw = {} if case.grad_dtype == F64 else {"eps": 1e-3, "atol": 1e-2, "rtol": 1e-2}
     assert torch.autograd.gradcheck(f, inputs, **kw)

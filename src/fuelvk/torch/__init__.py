@@ -17,11 +17,19 @@ try:
 except ImportError as e:   # fuelvk itself does not need torch
     raise ImportError("fuelvk.torch needs PyTorch (pip install torch); the rest of fuelvk works without it") from e
 
-from ._bridge import WEIGHTS, WeightCache, to_array, to_numpy, to_tensor  # noqa: E402
-from ._ops import OPS  # noqa: E402
+from ._bridge import WEIGHTS, WeightCache, to_array, to_numpy, to_tensor
+from ._ops import OPS
 
-__all__ = ["OPS", "WEIGHTS", "WeightCache", "to_array", "to_numpy", "to_tensor", "clear_cache",
-           "scaled_dot_product_attention"]
+__all__ = [
+    "OPS",
+    "WEIGHTS",
+    "WeightCache",
+    "clear_cache",
+    "scaled_dot_product_attention",
+    "to_array",
+    "to_numpy",
+    "to_tensor",
+]
 
 
 def clear_cache():

@@ -199,7 +199,7 @@ def pad_backward(ins, outs, g):
 
 
 def add_scaled(ins, outs, g):
-    dst, src, scale = ins
+    _, src, scale = ins
     return g, sum_to(F.affine(g, scale, 0.0), src.shape)
 
 
@@ -222,7 +222,7 @@ def _scatter_add(ins, outs, g):
 
 
 def _index_add(ins, outs, g):
-    base, dim, index, src = ins
+    _, dim, index, _ = ins
     return g, None, None, F.take(g, index, dim)
 
 
@@ -361,7 +361,7 @@ def conv2d(ins, outs, g):
 
 def qmatmul(ins, outs, g):
     """x @ W.T with W fixed (quantized weights are not trained): dx = g @ dequantize(W)."""
-    x, w_blocks, kind = ins
+    _, w_blocks, kind = ins
     return (F.matmul(g, F.dequantize(w_blocks, kind)),)
 
 
@@ -370,7 +370,7 @@ def rope(ins, outs, g):
 
     Exact for HF/vLLM tables (each pair's two channels share an angle); cos/sin are constants.
     """
-    x, cos, sin, interleaved, rotary_dim = ins
+    _, cos, sin, interleaved, rotary_dim = ins
     return (F.rope(g, cos, F.negative(sin), interleaved, rotary_dim),)
 
 

@@ -5,6 +5,8 @@ Each op is declared once: schema, implementation (upload, run the fuelvk op, dow
 formula written with torch.ops.fuelvk ops only (see _grad.py). Ops sharing a shape (unary math,
 binary arithmetic, reductions, ...) come from tables.
 """
+import functools
+
 import torch
 
 import fuelvk as fv
@@ -59,9 +61,13 @@ def reduced_shape(x, axis, keepdims):
 
 
 # -- elementwise ----------------------------------------------------------------------------------
-for _name in G.UNARY:
-    define(_name, "(Tensor x) -> Tensor", lambda x, _f=getattr(fv, _name), _n=_name: T(_f(A(x, _n))), like,
-           G.UNARY[_name])
+def family(names, schema, call, fake, grads=None):
+    """One op per fuelvk function name, sharing a schema: call(fuelvk_fn, name, *args) runs one."""
+    for name in names:
+        define(name, schema, functools.partial(call, getattr(fv, name), name), fake, (grads or {}).get(name))
+
+
+family(G.UNARY, "(Tensor x) -> Tensor", lambda f, n, x: T(f(A(x, n))), like, G.UNARY)
 
 define("heaviside", "(Tensor x, float h0=0.0) -> Tensor", lambda x, h0=0.0: T(fv.heaviside(A(x, "heaviside"), h0)),
        like, G.zero_grad)
@@ -76,9 +82,8 @@ def _fake_binary(a, b):
     return new(torch.broadcast_shapes(a.shape, b.shape), torch.promote_types(a.dtype, b.dtype))
 
 
-for _name in G.BINARY:
-    define(_name, "(Tensor a, Tensor b) -> Tensor",
-           lambda a, b, _f=getattr(fv, _name), _n=_name: T(_f(A(a, _n), A(b, _n))), _fake_binary, G.BINARY[_name])
+family(G.BINARY, "(Tensor a, Tensor b) -> Tensor", lambda f, n, a, b: T(f(A(a, n), A(b, n))), _fake_binary,
+       G.BINARY)
 
 define("astype", "(Tensor x, ScalarType dtype) -> Tensor",
        lambda x, dtype: T(fv.astype(A(x, "astype"), numpy_dtype("astype", dtype))),
@@ -99,9 +104,7 @@ define("flip", "(Tensor x, int[]? axis=None) -> Tensor",
        lambda x, axis=None: T(fv.flip(A(x, "flip"), _tuple(axis))), like, G.flip)
 define("roll", "(Tensor x, int[] shift, int[]? axis=None) -> Tensor",
        lambda x, shift, axis=None: T(fv.roll(A(x, "roll"), tuple(shift), _tuple(axis))), like, G.roll)
-for _name in ("triu", "tril"):
-    define(_name, "(Tensor x, int k=0) -> Tensor",
-           lambda x, k=0, _f=getattr(fv, _name), _n=_name: T(_f(A(x, _n), k)), _fake_tri, G.TRI[_name])
+family(("triu", "tril"), "(Tensor x, int k=0) -> Tensor", lambda f, n, x, k=0: T(f(A(x, n), k)), _fake_tri, G.TRI)
 
 
 def _fake_cat(arrays, axis=0):
@@ -218,15 +221,11 @@ define("take_along_axis", "(Tensor x, Tensor indices, int axis) -> Tensor",
 
 
 # -- reductions, softmax, norms, cumsum ---------------------------------------------------------------
-for _name in ("sum", "mean", "max", "min"):
-    define(_name, "(Tensor x, int[]? axis=None, bool keepdims=False) -> Tensor",
-           lambda x, axis=None, keepdims=False, _f=getattr(fv, _name), _n=_name:
-           T(_f(A(x, _n), _tuple(axis), keepdims)),
-           lambda x, axis=None, keepdims=False: new(reduced_shape(x, axis, keepdims), x.dtype), G.REDUCE.get(_name))
-for _name in ("argmax", "argmin"):
-    define(_name, "(Tensor x, int? axis=None) -> Tensor",
-           lambda x, axis=None, _f=getattr(fv, _name), _n=_name: T(_f(A(x, _n), axis)),
-           lambda x, axis=None: new(reduced_shape(x, None if axis is None else [axis], False), torch.int64))
+family(("sum", "mean", "max", "min"), "(Tensor x, int[]? axis=None, bool keepdims=False) -> Tensor",
+       lambda f, n, x, axis=None, keepdims=False: T(f(A(x, n), _tuple(axis), keepdims)),
+       lambda x, axis=None, keepdims=False: new(reduced_shape(x, axis, keepdims), x.dtype), G.REDUCE)
+family(("argmax", "argmin"), "(Tensor x, int? axis=None) -> Tensor", lambda f, n, x, axis=None: T(f(A(x, n), axis)),
+       lambda x, axis=None: new(reduced_shape(x, None if axis is None else [axis], False), torch.int64))
 define("cumsum", "(Tensor x, int? axis=None) -> Tensor", lambda x, axis=None: T(fv.cumsum(A(x, "cumsum"), axis)),
        lambda x, axis=None: new((x.numel(),) if axis is None else x.shape, x.dtype), G.cumsum)
 
@@ -328,8 +327,8 @@ _ATTN_OPTS = "bool is_causal=False, float? scale=None, int[] window=[-1, -1], Te
 
 
 def _attn_kw(is_causal, scale, window, alibi_slopes, softcap, op):
-    return dict(is_causal=is_causal, scale=scale, window=tuple(window), alibi_slopes=A(alibi_slopes, op),
-                softcap=softcap)
+    return {"is_causal": is_causal, "scale": scale, "window": tuple(window), "alibi_slopes": A(alibi_slopes, op),
+            "softcap": softcap}
 
 
 def _attention(q, k, v, is_causal=False, scale=None, window=(-1, -1), alibi_slopes=None, softcap=None):
