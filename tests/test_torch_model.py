@@ -69,6 +69,14 @@ def test_compiled_model_matches_eager_and_torch():
         np.testing.assert_allclose(g_e[k].numpy(), g_t[k].numpy(), rtol=1e-4, atol=1e-5, err_msg=k)
 
 
+def test_backward_keeps_outputs_only_when_the_formula_reads_them():
+    a, b = torch.randn(3, 4, requires_grad=True), torch.randn(4, 2, requires_grad=True)
+    y = F.matmul(a, b)
+    assert [t.data_ptr() for t in y.grad_fn.saved_tensors] == [a.data_ptr(), b.data_ptr()]
+    y = F.exp(a)
+    assert y.data_ptr() in [t.data_ptr() for t in y.grad_fn.saved_tensors]
+
+
 # -- in-place ops: opcheck and the torch oracle --------------------------------------------------------
 def _inplace_cases():
     g = torch.Generator().manual_seed(2)

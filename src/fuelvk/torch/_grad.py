@@ -16,8 +16,20 @@ GELU_K = math.sqrt(2.0 / math.pi)
 GELU_C = 0.044715
 
 
+def uses_output(formula):
+    """Mark a formula that reads the op's outputs (the others' outputs are not kept for backward)."""
+    formula.uses_output = True
+    return formula
+
+
+def setup(formula):
+    """The setup_context of formula's op: tensor inputs always, outputs only when the formula reads them."""
+    keep = getattr(formula, "uses_output", False)
+    return lambda ctx, inputs, output: save(ctx, inputs, output if keep else ())
+
+
 def save(ctx, inputs, output):
-    """Keep every tensor input and output for the formula; lists of tensors keep only their shapes."""
+    """Keep the tensor inputs and the given outputs; lists of tensors keep only their shapes."""
     outs = output if isinstance(output, tuple) else (output,)
     slots, tensors = [], []
     for x in inputs:
@@ -33,7 +45,7 @@ def save(ctx, inputs, output):
 
 
 def save_attention(ctx, inputs, output):
-    """lse is an auxiliary output (the backward's input), not differentiable."""
+    """o and lse are the backward's inputs; lse is an auxiliary output, not differentiable."""
     ctx.mark_non_differentiable(output[1])
     save(ctx, inputs, output)
 
@@ -81,26 +93,31 @@ def zero_grad(ins, outs, g):
 
 
 def _u(f):
-    """A unary formula f(x, y, g) -> dx."""
-    return lambda ins, outs, g: (f(ins[0], outs[0], g),)
+    """A unary formula f(x, g) -> dx."""
+    return lambda ins, outs, g: (f(ins[0], g),)
+
+
+def _uy(f):
+    """A unary formula f(y, g) -> dx from the op's output y."""
+    return uses_output(lambda ins, outs, g: (f(outs[0], g),))
 
 
 UNARY = {
-    "negative": _u(lambda x, y, g: F.negative(g)),
-    "square": _u(lambda x, y, g: F.multiply(g, F.affine(x, 2.0, 0.0))),
-    "sqrt": _u(lambda x, y, g: F.divide(g, F.affine(y, 2.0, 0.0))),
-    "exp": _u(lambda x, y, g: F.multiply(g, y)),
-    "log": _u(lambda x, y, g: F.divide(g, x)),
-    "sin": _u(lambda x, y, g: F.multiply(g, F.cos(x))),
-    "cos": _u(lambda x, y, g: F.multiply(g, F.negative(F.sin(x)))),
-    "tanh": _u(lambda x, y, g: F.multiply(g, _one_minus(F.square(y)))),
-    "sigmoid": _u(lambda x, y, g: F.multiply(g, F.multiply(y, _one_minus(y)))),
-    "silu": _u(lambda x, y, g: _silu(x, g)),
-    "gelu": _u(lambda x, y, g: _gelu(x, g)),
-    "relu": _u(lambda x, y, g: F.multiply(g, F.heaviside(x, 0.0))),
-    "abs": _u(lambda x, y, g: F.multiply(g, F.sign(x))),
+    "negative": _u(lambda x, g: F.negative(g)),
+    "square": _u(lambda x, g: F.multiply(g, F.affine(x, 2.0, 0.0))),
+    "sqrt": _uy(lambda y, g: F.divide(g, F.affine(y, 2.0, 0.0))),
+    "exp": _uy(lambda y, g: F.multiply(g, y)),
+    "log": _u(lambda x, g: F.divide(g, x)),
+    "sin": _u(lambda x, g: F.multiply(g, F.cos(x))),
+    "cos": _u(lambda x, g: F.multiply(g, F.negative(F.sin(x)))),
+    "tanh": _uy(lambda y, g: F.multiply(g, _one_minus(F.square(y)))),
+    "sigmoid": _uy(lambda y, g: F.multiply(g, F.multiply(y, _one_minus(y)))),
+    "silu": _u(_silu),
+    "gelu": _u(_gelu),
+    "relu": _u(lambda x, g: F.multiply(g, F.heaviside(x, 0.0))),
+    "abs": _u(lambda x, g: F.multiply(g, F.sign(x))),
     "sign": zero_grad,
-    "reciprocal": _u(lambda x, y, g: F.multiply(g, F.negative(F.square(y)))),
+    "reciprocal": _uy(lambda y, g: F.multiply(g, F.negative(F.square(y)))),
 }
 
 
@@ -122,10 +139,10 @@ def power(ins, outs, g):
 
 
 def _b(f):
-    """A binary formula f(a, b, y, g) -> (da, db) before un-broadcasting."""
+    """A binary formula f(a, b, g) -> (da, db) before un-broadcasting."""
     def formula(ins, outs, g):
         a, b = ins
-        da, db = f(a, b, outs[0], g)
+        da, db = f(a, b, g)
         return sum_to(da, a.shape), sum_to(db, b.shape)
     return formula
 
@@ -136,12 +153,12 @@ def _max_mask(a, b):
 
 
 BINARY = {
-    "add": _b(lambda a, b, y, g: (g, g)),
-    "subtract": _b(lambda a, b, y, g: (g, F.negative(g))),
-    "multiply": _b(lambda a, b, y, g: (F.multiply(g, b), F.multiply(g, a))),
-    "divide": _b(lambda a, b, y, g: (F.divide(g, b), F.negative(F.divide(F.multiply(g, y), b)))),
-    "maximum": _b(lambda a, b, y, g: (F.multiply(g, _max_mask(a, b)), F.multiply(g, _max_mask(b, a)))),
-    "minimum": _b(lambda a, b, y, g: (F.multiply(g, _max_mask(b, a)), F.multiply(g, _max_mask(a, b)))),
+    "add": _b(lambda a, b, g: (g, g)),
+    "subtract": _b(lambda a, b, g: (g, F.negative(g))),
+    "multiply": _b(lambda a, b, g: (F.multiply(g, b), F.multiply(g, a))),
+    "divide": _b(lambda a, b, g: (F.divide(g, b), F.negative(F.divide(F.multiply(g, F.divide(a, b)), b)))),
+    "maximum": _b(lambda a, b, g: (F.multiply(g, _max_mask(a, b)), F.multiply(g, _max_mask(b, a)))),
+    "minimum": _b(lambda a, b, g: (F.multiply(g, _max_mask(b, a)), F.multiply(g, _max_mask(a, b)))),
 }
 
 
@@ -262,6 +279,7 @@ def _mean(ins, outs, g):
 
 
 def _extremum(sign):
+    @uses_output
     def formula(ins, outs, g):
         """torch.amax's rule: the gradient is shared evenly by the elements equal to the extremum."""
         x, axis, keepdims = ins
@@ -283,6 +301,7 @@ def cumsum(ins, outs, g):
     return (F.flip(F.cumsum(F.flip(g, [axis]), axis), [axis]),)
 
 
+@uses_output
 def softmax(ins, outs, g):
     return (F.softmax_backward(outs[0], g, ins[1]),)
 

@@ -29,11 +29,11 @@ def T(out):
 
 
 def define(name, schema, impl, fake, grad=None, mutates=(), setup=None):
-    """Register fuelvk::name; grad(ctx, *grads) uses ctx.inputs / ctx.outputs (see _grad.save)."""
+    """Register fuelvk::name; grad(inputs, outputs, *grads) -> input grads (see _grad.backward)."""
     op = torch.library.custom_op(f"{NS}::{name}", impl, mutates_args=mutates, schema=schema)
     op.register_fake(fake)
     if grad is not None:
-        op.register_autograd(G.backward(grad), setup_context=setup or G.save)
+        op.register_autograd(G.backward(grad), setup_context=setup or G.setup(grad))
     OPS[name] = op
     return op
 
