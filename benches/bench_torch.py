@@ -62,6 +62,7 @@ def big(n, reps, warmup):
     g = torch.Generator().manual_seed(0)
     a, b, x1 = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g), torch.randn(1, n, generator=g)
     da, db, dx1 = (fv.asarray(t.numpy()) for t in (a, b, x1))
+    ft.keep_uploaded(b)   # the weight (nn.Parameters are kept without marking)
     ft.WEIGHTS.MIN_BYTES = 0
     out = []
     for shape, lhs, dlhs, unit in ((f"{n}x{n}x{n}", a, da, lambda s: f"ms  {2.0 * n ** 3 / s / 1e9:.2f} GFLOP/s"),

@@ -102,41 +102,66 @@ def test_inplace(name, args, ref):
 
 
 # -- the weight cache ---------------------------------------------------------------------------------
-def test_weight_cache_reuses_and_invalidates(monkeypatch):
-    cache = ft.WeightCache(max_entries=2)
-    monkeypatch.setattr(ft._bridge, "WEIGHTS", cache)
+@pytest.fixture
+def cache(monkeypatch):
+    c = ft.WeightCache(max_entries=2)
+    monkeypatch.setattr(ft._bridge, "WEIGHTS", c)
     monkeypatch.setattr(ft.WeightCache, "MIN_BYTES", 0)
+    return c
+
+
+def test_weight_cache_reuses_and_invalidates(cache, monkeypatch):
     x = torch.randn(3, 8)
-    w = torch.randn(8, 5)
+    w = torch.nn.Parameter(torch.randn(8, 5))
     y0 = F.matmul(x, w)
     y1 = F.matmul(x, w)
-    assert (cache.misses, cache.hits) == (1, 1)
+    assert (cache.misses, cache.hits) == (1, 1)     # x (no weight) is never looked up
     assert torch.equal(y0, y1)
     with torch.no_grad():
         w.mul_(2)               # in-place write: new version, so a new upload
     y2 = F.matmul(x, w)
     assert cache.misses == 2
-    assert_close(y2.numpy(), (x @ w).numpy(), scale=8)
+    assert_close(y2.detach().numpy(), (x @ w).detach().numpy(), scale=8)
     for _ in range(3):          # bounded: least recently used entries go first
-        F.matmul(x, torch.randn(8, 5))
-    assert len(cache.entries) == 2
+        F.matmul(x, torch.nn.Parameter(torch.randn(8, 5)))
+    assert len(cache.entries) <= 2
     monkeypatch.setattr(cache, "enabled", False)
     F.matmul(x, w)
     assert cache.misses == 5    # disabled: no look-up at all
 
 
-def test_weight_cache_ignores_freed_storage(monkeypatch):
-    cache = ft.WeightCache()
-    monkeypatch.setattr(ft._bridge, "WEIGHTS", cache)
-    monkeypatch.setattr(ft.WeightCache, "MIN_BYTES", 0)
+def test_weight_cache_takes_only_weights(cache):
+    """Plain tensors may be scratch buffers that compiled code rewrites without a version bump."""
+    x, w = torch.randn(2, 4), torch.randn(4, 3)
+    F.matmul(x, w)
+    F.matmul(x, w)
+    assert cache.misses == cache.hits == 0
+    ft.keep_uploaded(w)
+    F.matmul(x, w)
+    F.matmul(x, w)
+    assert (cache.misses, cache.hits) == (1, 1)
+
+
+def test_weight_cache_never_hands_out_an_array_an_op_writes(cache):
+    """add_scaled writes into its dst on the device: a Parameter dst must not be the cached Array."""
+    p = torch.nn.Parameter(torch.ones(4))
+    src = torch.full((4,), 2.0)
+    F.matmul(p, torch.ones(4, 1))                       # p is now cached
+    out = F.add_scaled(p, src, 0.5)
+    assert torch.equal(out, torch.full((4,), 2.0))
+    assert torch.equal(F.matmul(p, torch.ones(4, 1)), torch.full((1,), 4.0))   # the cached copy is intact
+
+
+def test_weight_cache_ignores_freed_storage(cache):
     x = torch.randn(2, 4)
-    w = torch.randn(4, 3)
+    w = torch.nn.Parameter(torch.randn(4, 3))
     F.matmul(x, w)
     key = next(iter(cache.entries))
     del w                        # storage freed: its entry must never be hit again
     assert cache.entries[key][0].expired()
-    w2 = torch.randn(4, 3)
-    assert_close(F.matmul(x, w2).numpy(), (x @ w2).numpy(), scale=8)
+    w2 = torch.nn.Parameter(torch.randn(4, 3))
+    assert_close(F.matmul(x, w2).detach().numpy(), (x @ w2).detach().numpy(), scale=8)
+    assert key not in cache.entries or cache.hits == 0
 
 
 # -- the boundary -------------------------------------------------------------------------------------

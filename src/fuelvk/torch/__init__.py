@@ -6,9 +6,9 @@
 
 Each op uploads its inputs, runs the Vulkan kernel and downloads the result (a PrivateUse1 device
 would need a C++ extension). Ops have fake kernels (torch.compile, fullgraph) and, where
-differentiable, autograd formulas built from fuelvk ops. Weights (matmul's b, norm weights,
-embedding tables, conv weights, rope tables) are kept uploaded in a small cache keyed by
-(data_ptr, _version, shape, strides, dtype): see WeightCache for what it cannot see.
+differentiable, autograd formulas built from fuelvk ops. Weights (nn.Parameters, and tensors
+marked with keep_uploaded) stay uploaded in a small cache keyed by (data_ptr, _version, shape,
+strides, dtype): see WeightCache for what it cannot see.
 Mutating ops: add_assign_scaled, slice_write_, scatter_add_, index_add_ (functional twins:
 add_scaled, slice_write, scatter_add, index_add, which autograd differentiates).
 """
@@ -17,7 +17,7 @@ try:
 except ImportError as e:   # fuelvk itself does not need torch
     raise ImportError("fuelvk.torch needs PyTorch (pip install torch); the rest of fuelvk works without it") from e
 
-from ._bridge import WEIGHTS, WeightCache, to_array, to_numpy, to_tensor
+from ._bridge import WEIGHTS, WeightCache, keep_uploaded, to_array, to_numpy, to_tensor
 from ._ops import OPS
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "WEIGHTS",
     "WeightCache",
     "clear_cache",
+    "keep_uploaded",
     "scaled_dot_product_attention",
     "to_array",
     "to_numpy",

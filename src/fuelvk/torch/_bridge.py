@@ -57,25 +57,42 @@ def to_tensor(a):
     return torch.from_numpy(host)
 
 
-def to_array(t, op="?", cache=False):
-    """The fuelvk Array for tensor t (uploaded; from the weight cache when cache=True); None stays None."""
+def to_array(t, op="?", fresh=False):
+    """The fuelvk Array for tensor t: uploaded, or from the weight cache; None stays None.
+
+    fresh=True for arguments the fuelvk op writes into (a cached Array must never change).
+    """
     if t is None:
         return None
-    if cache and WEIGHTS.enabled:
+    if not fresh and WEIGHTS.enabled and WEIGHTS.wants(t):
         return WEIGHTS.get(t, op)
     return asarray(to_numpy(t, op))
 
 
-class WeightCache:
-    """Uploaded copies of weight tensors, so a layer's weights are not re-uploaded on every call.
+def keep_uploaded(*tensors):
+    """Mark tensors that are not nn.Parameters (buffers: rope tables, quantized blocks) as weights.
 
+    Only mark tensors whose in-place writes torch sees (their _version changes): see WeightCache.
+    """
+    for t in tensors:
+        t._fuelvk_keep_uploaded = True
+    return tensors[0] if len(tensors) == 1 else tensors
+
+
+class WeightCache:
+    """Uploaded copies of weights, so a layer's weights are not re-uploaded on every call.
+
+    Weights are nn.Parameters and tensors marked with keep_uploaded(): any other tensor may be
+    scratch memory (torch.compile's generated code reuses intermediate buffers without touching
+    their version counters), so it is uploaded on every call.
     Key: (data_ptr, _version, shape, strides, dtype). torch bumps _version on every in-place write
-    through autograd-visible aliases (optimizer steps, no_grad in-place ops, views), so a stale entry
-    is never hit by those; a StorageWeakRef detects a freed storage whose address was reused.
-    Writes that bypass the version counter (through `.data`, a numpy alias, or another tensor on the
-    same storage) are invisible: call clear() after them, or set FUELVK_TORCH_CACHE=0. Only tensors
-    of at least MIN_BYTES are cached (smaller uploads cost less than the bookkeeping); the cache is
-    bounded by entry count and bytes (least recently used evicted first).
+    through autograd-visible aliases (optimizer steps, no_grad in-place ops, views, input mutations
+    of compiled graphs), so a stale entry is never hit by those; a StorageWeakRef detects a freed
+    storage whose address was reused. Writes that bypass the version counter (through `.data`, a
+    numpy alias, or another tensor on the same storage) are invisible: call clear() after them, or
+    set FUELVK_TORCH_CACHE=0. Only tensors of at least MIN_BYTES are cached (smaller uploads cost
+    less than the bookkeeping); the cache is bounded by entry count and bytes (least recently used
+    evicted first).
     """
 
     MIN_BYTES = 1 << 16
@@ -91,9 +108,13 @@ class WeightCache:
         self.entries.clear()
         self.nbytes = 0
 
+    def wants(self, t):
+        return (isinstance(t, torch.nn.Parameter) or getattr(t, "_fuelvk_keep_uploaded", False)) and \
+            t.numel() * t.element_size() >= self.MIN_BYTES
+
     def get(self, t, op="?"):
         nbytes = t.numel() * t.element_size()
-        if nbytes < self.MIN_BYTES or t.device.type != "cpu":
+        if t.device.type != "cpu":
             return asarray(to_numpy(t, op))
         try:
             version = t._version

@@ -20,8 +20,8 @@ NS = "fuelvk"
 OPS = {}   # name -> CustomOpDef
 
 
-def A(t, op, cache=False):
-    return to_array(t, op, cache)
+def A(t, op, fresh=False):
+    return to_array(t, op, fresh)
 
 
 def T(out):
@@ -139,13 +139,13 @@ define("pad_backward", "(Tensor grad, int[] pad_width, str mode='constant') -> T
 
 # -- in-place writes and their functional twins -----------------------------------------------------
 def _add_assign_scaled(dst, src, scale):
-    d = A(dst, "add_assign_scaled")
+    d = A(dst, "add_assign_scaled", fresh=True)
     fv.add_assign_scaled(d, A(src, "add_assign_scaled"), scale)
     dst.copy_(to_tensor(d))
 
 
 def _add_scaled(dst, src, scale):
-    d = A(dst, "add_scaled")
+    d = A(dst, "add_scaled", fresh=True)
     fv.add_assign_scaled(d, A(src, "add_scaled"), scale)
     return to_tensor(d)
 
@@ -160,14 +160,14 @@ def slice_key(ndim, dim, start, end, step):
 
 
 def _slice_write_(dst, value, dim, start, end, step=1):
-    d = A(dst, "slice_write_")
+    d = A(dst, "slice_write_", fresh=True)
     key = slice_key(dst.dim(), dim, start, end, step)
     fv.setitem(d, key, A(value, "slice_write_"))
     dst[key].copy_(to_tensor(d[key]))
 
 
 def _slice_write(dst, value, dim, start, end, step=1):
-    d = A(dst, "slice_write")
+    d = A(dst, "slice_write", fresh=True)
     fv.setitem(d, slice_key(dst.dim(), dim, start, end, step), A(value, "slice_write"))
     return to_tensor(d)
 
@@ -207,8 +207,10 @@ def _fake_take(x, indices, axis=None):
 
 
 define("take", "(Tensor x, Tensor indices, int? axis=None) -> Tensor",
-       lambda x, indices, axis=None: T(fv.take(A(x, "take", cache=True), to_numpy_index(indices), axis)),
+       lambda x, indices, axis=None: T(fv.take(A(x, "take"), to_numpy_index(indices), axis)),
        _fake_take, G.take)
+
+
 def _fake_take_along(x, indices, axis):
     shape = list(x.shape)
     shape[axis % x.dim()] = indices.shape[axis % x.dim()]
@@ -235,24 +237,24 @@ define("softmax_backward", "(Tensor y, Tensor grad, int axis=-1) -> Tensor",
        lambda y, grad, axis=-1: T(fv.softmax_backward(A(y, "softmax_backward"), A(grad, "softmax_backward"), axis)),
        like)
 define("rms_norm", "(Tensor x, float eps=1e-06, Tensor? weight=None) -> Tensor",
-       lambda x, eps=1e-6, weight=None: T(fv.rms_norm(A(x, "rms_norm"), eps, A(weight, "rms_norm", cache=True))),
+       lambda x, eps=1e-6, weight=None: T(fv.rms_norm(A(x, "rms_norm"), eps, A(weight, "rms_norm"))),
        like, G.rms_norm)
 define("layer_norm", "(Tensor x, float eps=1e-05, Tensor? weight=None, Tensor? bias=None) -> Tensor",
        lambda x, eps=1e-5, weight=None, bias=None: T(fv.layer_norm(
-           A(x, "layer_norm"), eps, A(weight, "layer_norm", cache=True), A(bias, "layer_norm", cache=True))),
+           A(x, "layer_norm"), eps, A(weight, "layer_norm"), A(bias, "layer_norm"))),
        like, G.layer_norm)
 
 
 def _rms_norm_backward(x, grad, eps=1e-6, weight=None):
     out = fv.rms_norm_backward(A(x, "rms_norm_backward"), A(grad, "rms_norm_backward"), eps,
-                               A(weight, "rms_norm_backward", cache=True))
+                               A(weight, "rms_norm_backward"))
     dx, dw = out if weight is not None else (out, None)
     return to_tensor(dx), _or_empty(to_tensor(dw), x)
 
 
 def _layer_norm_backward(x, grad, eps=1e-5, weight=None, bias=None):
     out = fv.layer_norm_backward(A(x, "layer_norm_backward"), A(grad, "layer_norm_backward"), eps,
-                                 A(weight, "layer_norm_backward", cache=True), A(bias, "layer_norm_backward"))
+                                 A(weight, "layer_norm_backward"), A(bias, "layer_norm_backward"))
     dx, dw, db = out if (weight is not None or bias is not None) else (out, None, None)
     return to_tensor(dx), _or_empty(to_tensor(dw), x), _or_empty(to_tensor(db), x)
 
@@ -287,9 +289,9 @@ def _fake_matmul(a, b):
 
 
 define("matmul", "(Tensor a, Tensor b) -> Tensor",
-       lambda a, b: T(fv.matmul(A(a, "matmul"), A(b, "matmul", cache=True))), _fake_matmul, G.matmul)
+       lambda a, b: T(fv.matmul(A(a, "matmul"), A(b, "matmul"))), _fake_matmul, G.matmul)
 define("qmatmul", "(Tensor x, Tensor w_blocks, str kind) -> Tensor",
-       lambda x, w_blocks, kind: T(fv.qmatmul(A(x, "qmatmul"), A(w_blocks, "qmatmul", cache=True), kind)),
+       lambda x, w_blocks, kind: T(fv.qmatmul(A(x, "qmatmul"), A(w_blocks, "qmatmul"), kind)),
        lambda x, w_blocks, kind: new(list(x.shape[:-1]) + [w_blocks.shape[0]], torch.float32), G.qmatmul)
 # GGML blocks travel as uint8 [rows, bytes per row] (gguf's layout): the logical last dim is
 # bytes / block bytes * block values (fuelvk.quant's rule).
@@ -298,7 +300,7 @@ define("quantize", "(Tensor x, str kind='q8_0') -> Tensor",
        lambda x, kind="q8_0": new(list(x.shape[:-1]) + [x.shape[-1] // BLOCK[kind][0] * BLOCK[kind][1]],
                                   torch.uint8))
 define("dequantize", "(Tensor blocks, str kind) -> Tensor",
-       lambda blocks, kind: T(fq.dequantize(A(blocks, "dequantize", cache=True), kind)),
+       lambda blocks, kind: T(fq.dequantize(A(blocks, "dequantize"), kind)),
        lambda blocks, kind: new(list(blocks.shape[:-1]) + [blocks.shape[-1] // BLOCK[kind][1] * BLOCK[kind][0]],
                                 torch.float32))
 
@@ -315,11 +317,11 @@ def _fake_conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1)
 define("conv2d", "(Tensor x, Tensor w, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] dilation=1, "
        "int groups=1) -> Tensor",
        lambda x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1: T(fv.conv2d(
-           A(x, "conv2d"), A(w, "conv2d", cache=True), A(bias, "conv2d", cache=True), tuple(stride), tuple(padding),
+           A(x, "conv2d"), A(w, "conv2d"), A(bias, "conv2d"), tuple(stride), tuple(padding),
            tuple(dilation), groups)), _fake_conv2d, G.conv2d)
 define("rope", "(Tensor x, Tensor cos, Tensor sin, bool interleaved=False, int? rotary_dim=None) -> Tensor",
        lambda x, cos, sin, interleaved=False, rotary_dim=None: T(fv.rope(
-           A(x, "rope"), A(cos, "rope", cache=True), A(sin, "rope", cache=True), interleaved=interleaved,
+           A(x, "rope"), A(cos, "rope"), A(sin, "rope"), interleaved=interleaved,
            rotary_dim=rotary_dim)), like, G.rope)
 
 _ATTN_OPTS = "bool is_causal=False, float? scale=None, int[] window=[-1, -1], Tensor? alibi_slopes=None, " \
