@@ -10,7 +10,7 @@ fuelvk on device Arrays (no transfers) is shown beside each, so the torch layer'
 Wall-clock medians on the host (the numbers a torch user sees). lavapipe runs the 4096^3 matmul in
 tens of seconds: --size picks n.
 
-    PYTHONPATH=src python benches/bench_torch.py [--size 4096] [--reps 3] [--json out.json]
+    PYTHONPATH=src python benches/bench_torch.py [--size 4096] [--reps 3] [--only decode,softmax] [--json f]
 """
 import argparse
 import functools
@@ -58,15 +58,19 @@ def _device(fn, *arrays):
     return run
 
 
-def big(n, reps, warmup):
+def matmuls(n, reps, warmup, which):
+    """[n, n] @ [n, n] ("matmul") and [1, n] @ [n, n] ("decode"): cached / uncached / device / torch."""
     g = torch.Generator().manual_seed(0)
-    a, b, x1 = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g), torch.randn(1, n, generator=g)
-    da, db, dx1 = (fv.asarray(t.numpy()) for t in (a, b, x1))
-    ft.keep_uploaded(b)   # the weight (nn.Parameters are kept without marking)
+    b = ft.keep_uploaded(torch.randn(n, n, generator=g))   # the weight (nn.Parameters need no mark)
+    db = fv.asarray(b.numpy())
     ft.WEIGHTS.MIN_BYTES = 0
+    shapes = {"matmul": ((n, n), lambda s: f"ms  {2.0 * n ** 3 / s / 1e9:.2f} GFLOP/s"),
+              "decode": ((1, n), lambda s: f"ms  {4 * n * n / s / 1e9:.2f} GB/s of weight")}
     out = []
-    for shape, lhs, dlhs, unit in ((f"{n}x{n}x{n}", a, da, lambda s: f"ms  {2.0 * n ** 3 / s / 1e9:.2f} GFLOP/s"),
-                                   (f"1x{n}x{n}", x1, dx1, lambda s: f"ms  {4 * n * n / s / 1e9:.2f} GB/s of weight")):
+    for key in which:
+        shape, unit = shapes[key]
+        lhs = torch.randn(shape, generator=g)
+        dlhs = fv.asarray(lhs.numpy())
         for name, fn, cache in (("torch.ops.fuelvk.matmul (weight cached)", functools.partial(F.matmul, lhs, b), True),
                                 ("torch.ops.fuelvk.matmul (no cache)", functools.partial(F.matmul, lhs, b), False),
                                 ("fuelvk.matmul (device Arrays)", _device(fv.matmul, dlhs, db), True),
@@ -74,12 +78,18 @@ def big(n, reps, warmup):
             ft.WEIGHTS.enabled = cache
             ft.clear_cache()
             s = wall(fn, reps, warmup)
-            out.append((name, shape, s * 1e3, unit(s)))
+            out.append((name, "x".join(map(str, shape)) + f"x{n}", s * 1e3, unit(s)))
     ft.WEIGHTS.enabled = True
-    x, dx = a, da
-    for name, fn in (("torch.ops.fuelvk.softmax", lambda: F.softmax(x, -1)),
+    return out
+
+
+def softmax(n, reps, warmup):
+    x = torch.randn(n, n, generator=torch.Generator().manual_seed(1))
+    dx = fv.asarray(x.numpy())
+    out = []
+    for name, fn in (("torch.ops.fuelvk.softmax", functools.partial(F.softmax, x, -1)),
                      ("fuelvk.softmax (device Array)", _device(fv.softmax, dx)),
-                     ("torch.softmax", lambda: torch.softmax(x, -1))):
+                     ("torch.softmax", functools.partial(torch.softmax, x, -1))):
         s = wall(fn, reps, warmup)
         out.append((name, f"{n}x{n}", s * 1e3, f"ms  {2 * 4 * n * n / s / 1e9:.2f} GB/s (read + write)"))
     return out
@@ -91,12 +101,17 @@ def main():
     p.add_argument("--reps", type=int, default=3, help="timed repetitions of the large ops (median)")
     p.add_argument("--warmup", type=int, default=1, help="untimed calls of each large op first (pipelines)")
     p.add_argument("--tiny-reps", type=int, default=200, help="timed repetitions of the tiny op")
+    p.add_argument("--only", default="tiny,matmul,decode,softmax",
+                   help="comma-separated subset of tiny,matmul,decode,softmax (default: all)")
     p.add_argument("--json", help="also write the rows here")
     args = p.parse_args()
     info = fv.device_info()
     print(f"device: {info.get('name', info) if isinstance(info, dict) else info}; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
-    rows = tiny(args.tiny_reps) + big(args.size, args.reps, args.warmup)
+    only = args.only.split(",")
+    rows = tiny(args.tiny_reps) if "tiny" in only else []
+    rows += matmuls(args.size, args.reps, args.warmup, [k for k in ("matmul", "decode") if k in only])
+    rows += softmax(args.size, args.reps, args.warmup) if "softmax" in only else []
     print(f"{'op':42} {'shape':>16} {'median':>12}")
     for name, shape, v, unit in rows:
         print(f"{name:42} {shape:>16} {v:12.2f} {unit}")
