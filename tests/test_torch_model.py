@@ -152,6 +152,20 @@ def test_weight_cache_never_hands_out_an_array_an_op_writes(cache):
     assert torch.equal(F.matmul(p, torch.ones(4, 1)), torch.full((1,), 4.0))   # the cached copy is intact
 
 
+def test_sgd_step_through_add_assign_scaled_reaches_the_next_forward(cache):
+    x = torch.randn(2, 4)
+    w = torch.nn.Parameter(torch.randn(4, 3))
+    F.sum(F.matmul(x, w), None, False).backward()
+    assert_close(w.grad.numpy(), x.sum(0)[:, None].expand(4, 3).numpy(), scale=4)
+    before = w.detach().clone()
+    with torch.no_grad():
+        F.add_assign_scaled(w, w.grad, -0.5)
+    assert_close(w.detach().numpy(), (before - 0.5 * w.grad).numpy())
+    assert_close(F.matmul(x, w).detach().numpy(), (x @ w).detach().numpy(), scale=8)
+    # misses: w in the forward, w.mT (a view of it) in the backward, w after the update (a new version)
+    assert cache.misses == 3
+
+
 def test_weight_cache_ignores_freed_storage(cache):
     x = torch.randn(2, 4)
     w = torch.nn.Parameter(torch.randn(4, 3))

@@ -109,7 +109,9 @@ class WeightCache:
         self.nbytes = 0
 
     def wants(self, t):
-        return (isinstance(t, torch.nn.Parameter) or getattr(t, "_fuelvk_keep_uploaded", False)) and \
+        """A weight (or a view of one, such as w.mT in matmul's backward) of at least MIN_BYTES."""
+        w = t if t._base is None else t._base
+        return (isinstance(w, torch.nn.Parameter) or getattr(w, "_fuelvk_keep_uploaded", False)) and \
             t.numel() * t.element_size() >= self.MIN_BYTES
 
     def get(self, t, op="?"):
