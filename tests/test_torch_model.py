@@ -77,6 +77,14 @@ def test_backward_keeps_outputs_only_when_the_formula_reads_them():
     assert y.data_ptr() in [t.data_ptr() for t in y.grad_fn.saved_tensors]
 
 
+def test_attention_wrapper_matches_torch_sdpa():
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(2, 4, 5, 16, generator=g) for _ in range(3))
+    got = ft.scaled_dot_product_attention(q, k, v, is_causal=True)
+    want = TF.scaled_dot_product_attention(q, k, v, is_causal=True)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
 # -- in-place ops: opcheck and the torch oracle --------------------------------------------------------
 def _inplace_cases():
     g = torch.Generator().manual_seed(2)

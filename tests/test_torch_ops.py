@@ -64,12 +64,22 @@ def _rope_ref(x, cos, sin, interleaved=False, rotary_dim=None):
 
 
 def _attn_ref(q, k, v, is_causal=False, scale=None, window=(-1, -1), alibi=None, softcap=None):
-    o = TF.scaled_dot_product_attention(q, k, v, is_causal=is_causal, enable_gqa=True)
-    kk = k.repeat_interleave(q.shape[1] // k.shape[1], 1)
-    s = q @ kk.mT / q.shape[-1] ** 0.5
-    if is_causal:
-        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
-    return o, torch.logsumexp(s, -1)
+    """flash-attn's semantics (bottom-right aligned window / causal mask, ALiBi, softcap) in float64."""
+    rep = q.shape[1] // k.shape[1]
+    kk, vv = (t.double().repeat_interleave(rep, 1) for t in (k, v))
+    s = q.double() @ kk.mT * (scale if scale is not None else q.shape[-1] ** -0.5)
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    sq, sk = q.shape[2], k.shape[2]
+    rel = torch.arange(sk)[None, :] - torch.arange(sq)[:, None] - (sk - sq)   # j - i - (Sk - Sq)
+    if alibi is not None:
+        s = s - alibi.double()[None, :, None, None] * rel.abs()
+    left, right = window
+    right = 0 if is_causal else right
+    hidden = ((rel < -left) if left >= 0 else torch.zeros_like(rel, dtype=torch.bool)) | (
+        (rel > right) if right >= 0 else torch.zeros_like(rel, dtype=torch.bool))
+    s = s.masked_fill(hidden, float("-inf"))
+    return (torch.softmax(s, -1) @ vv).to(q.dtype), torch.logsumexp(s, -1).float()
 
 
 def _vjp(f, n_in):
@@ -221,6 +231,10 @@ CASES = [
     Case("scaled_dot_product_attention", lambda dt: (rnd(1, 2, 4, 8, dt=dt, seed=1), rnd(1, 2, 4, 8, dt=dt, seed=2),
                                                      rnd(1, 2, 4, 8, dt=dt, seed=3), True),
          _attn_ref, (0, 1, 2), F32, scale=16.0, id="causal"),
+    Case("scaled_dot_product_attention", lambda dt: (
+        rnd(1, 2, 3, 8, dt=dt, seed=1), rnd(1, 1, 5, 8, dt=dt, seed=2), rnd(1, 1, 5, 8, dt=dt, seed=3), False, 0.4,
+        [2, 1], torch.tensor([0.5, 0.25], dtype=dt), 3.0), _attn_ref, (0, 1, 2), F32, scale=16.0,
+        id="window-alibi-softcap"),
 ]
 
 
