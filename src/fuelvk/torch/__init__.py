@@ -1,0 +1,45 @@
+"""PyTorch integration: `import fuelvk.torch` registers fuelvk's ops as torch.ops.fuelvk.*.
+
+    import torch, fuelvk.torch
+    y = torch.ops.fuelvk.softmax(x, -1)          # CPU tensors in, CPU tensors out
+    o = fuelvk.torch.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+Each op uploads its inputs, runs the Vulkan kernel and downloads the result (a PrivateUse1 device
+would need a C++ extension). Ops have fake kernels (torch.compile, fullgraph) and, where
+differentiable, autograd formulas built from fuelvk ops. Weights (nn.Parameters, and tensors
+marked with keep_uploaded) stay uploaded in a small cache keyed by (data_ptr, _version, shape,
+strides, dtype): see WeightCache for what it cannot see.
+Mutating ops: add_assign_scaled, slice_write_, scatter_add_, index_add_ (functional twins:
+add_scaled, slice_write, scatter_add, index_add, which autograd differentiates).
+"""
+try:
+    import torch
+except ImportError as e:   # fuelvk itself does not need torch
+    raise ImportError("fuelvk.torch needs PyTorch (pip install torch); the rest of fuelvk works without it") from e
+
+from ._bridge import WEIGHTS, WeightCache, keep_uploaded, to_array, to_numpy, to_tensor
+from ._ops import OPS
+
+__all__ = [
+    "OPS",
+    "WEIGHTS",
+    "WeightCache",
+    "clear_cache",
+    "keep_uploaded",
+    "scaled_dot_product_attention",
+    "to_array",
+    "to_numpy",
+    "to_tensor",
+]
+
+
+def clear_cache():
+    """Drop every cached weight upload (after writes torch's version counter does not see)."""
+    WEIGHTS.clear()
+
+
+def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window=(-1, -1), alibi_slopes=None,
+                                 softcap=None):
+    """The attention output alone (torch.ops.fuelvk.scaled_dot_product_attention also returns lse)."""
+    return torch.ops.fuelvk.scaled_dot_product_attention(q, k, v, is_causal, scale, list(window), alibi_slopes,
+                                                         softcap)[0]

@@ -1,0 +1,147 @@
+"""Crossing the torch <-> fuelvk boundary: bit-exact dtype mapping and the weight upload cache.
+
+Half and float8 tensors travel as same-width integer views (torch bf16 -> int16 -> ml_dtypes bf16),
+so no value is ever rounded through another float type.
+"""
+import os
+from collections import OrderedDict
+
+import numpy as np
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from .. import dtypes as _dt
+from ..array import Array, asarray
+from ..errors import DTypeError
+
+# torch dtype -> (numpy dtype fuelvk uses, torch dtype of the same width that numpy knows, or None)
+_BITS = {torch.bfloat16: (_dt.bfloat16, torch.int16), torch.float8_e4m3fn: (_dt.float8_e4m3fn, torch.uint8)}
+_PLAIN = {torch.float32: _dt.float32, torch.float16: _dt.float16, torch.float64: _dt.float64,
+          torch.int8: _dt.int8, torch.int16: _dt.int16, torch.int32: _dt.int32, torch.int64: _dt.int64,
+          torch.uint8: _dt.uint8, torch.uint16: _dt.uint16, torch.uint32: _dt.uint32, torch.bool: _dt.bool_}
+TO_NUMPY = {**_PLAIN, **{t: v[0] for t, v in _BITS.items()}}
+TO_TORCH = {v: k for k, v in TO_NUMPY.items()}
+
+
+def numpy_dtype(op, dtype):
+    """The fuelvk (numpy / ml_dtypes) dtype of a torch dtype, or a DTypeError naming the op."""
+    dt = TO_NUMPY.get(dtype)
+    if dt is None:
+        raise DTypeError(f"torch.ops.fuelvk.{op}: torch dtype {dtype} has no fuelvk twin; accepted: "
+                         + ", ".join(str(t) for t in TO_NUMPY))
+    return dt
+
+
+def to_numpy(t, op="?"):
+    """A numpy view (no copy when t is a CPU tensor) with fuelvk's dtype, bits unchanged."""
+    if t.device.type != "cpu":
+        raise DTypeError(f"torch.ops.fuelvk.{op}: expects CPU tensors (fuelvk uploads them itself), got {t.device}")
+    t = t.detach()
+    dt = numpy_dtype(op, t.dtype)
+    if t.dtype in _BITS:
+        t = t.view(_BITS[t.dtype][1])   # same width: a reinterpreting view of any layout
+    host = t.numpy()
+    return host if host.dtype == dt else host.view(dt)
+
+
+def to_tensor(a):
+    """A torch CPU tensor holding the bits of a fuelvk Array (or numpy array); None stays None."""
+    if a is None:
+        return None
+    host = a.numpy() if isinstance(a, Array) else np.asarray(a)
+    if host.dtype in (_dt.bfloat16, _dt.float8_e4m3fn):
+        raw, want = _BITS[TO_TORCH[host.dtype]][1], TO_TORCH[host.dtype]
+        return torch.from_numpy(host.view(np.int16 if raw == torch.int16 else np.uint8)).view(want)
+    if not host.flags.writeable:
+        host = host.copy()
+    return torch.from_numpy(host)
+
+
+def to_array(t, op="?", fresh=False):
+    """The fuelvk Array for tensor t: uploaded, or from the weight cache; None stays None.
+
+    fresh=True for arguments the fuelvk op writes into (a cached Array must never change).
+    """
+    if t is None:
+        return None
+    if not fresh and WEIGHTS.enabled and WEIGHTS.wants(t):
+        return WEIGHTS.get(t, op)
+    return asarray(to_numpy(t, op))
+
+
+def keep_uploaded(*tensors):
+    """Mark tensors that are not nn.Parameters (buffers: rope tables, quantized blocks) as weights.
+
+    Only mark tensors whose in-place writes torch sees (their _version changes): see WeightCache.
+    """
+    for t in tensors:
+        t._fuelvk_keep_uploaded = True
+    return tensors[0] if len(tensors) == 1 else tensors
+
+
+class WeightCache:
+    """Uploaded copies of weights, so a layer's weights are not re-uploaded on every call.
+
+    Weights are nn.Parameters and tensors marked with keep_uploaded(): any other tensor may be
+    scratch memory (torch.compile's generated code reuses intermediate buffers without touching
+    their version counters), so it is uploaded on every call.
+    Key: (data_ptr, _version, shape, strides, dtype). torch bumps _version on every in-place write
+    through autograd-visible aliases (optimizer steps, no_grad in-place ops, views, input mutations
+    of compiled graphs), so a stale entry is never hit by those; a StorageWeakRef detects a freed
+    storage whose address was reused. Writes that bypass the version counter (through `.data`, a
+    numpy alias, or another tensor on the same storage) are invisible: call clear() after them, or
+    set FUELVK_TORCH_CACHE=0. Only tensors of at least MIN_BYTES are cached (smaller uploads cost
+    less than the bookkeeping); the cache is bounded by entry count and bytes (least recently used
+    evicted first).
+    """
+
+    MIN_BYTES = 1 << 16
+
+    def __init__(self, max_entries=64, max_bytes=512 << 20):
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self.enabled = os.environ.get("FUELVK_TORCH_CACHE", "1") != "0"
+        self.entries = OrderedDict()
+        self.nbytes = 0
+        self.hits = self.misses = 0
+
+    def clear(self):
+        self.entries.clear()
+        self.nbytes = 0
+
+    def wants(self, t):
+        """A weight (or a view of one, such as w.mT in matmul's backward) of at least MIN_BYTES."""
+        w = t if t._base is None else t._base
+        return (isinstance(w, torch.nn.Parameter) or getattr(w, "_fuelvk_keep_uploaded", False)) and \
+            t.numel() * t.element_size() >= self.MIN_BYTES
+
+    def get(self, t, op="?"):
+        nbytes = t.numel() * t.element_size()
+        if t.device.type != "cpu":
+            return asarray(to_numpy(t, op))
+        try:
+            version = t._version
+        except RuntimeError:   # inference-mode tensors have no version counter: never cached
+            return asarray(to_numpy(t, op))
+        key = (t.data_ptr(), version, tuple(t.shape), tuple(t.stride()), t.dtype)
+        hit = self.entries.get(key)
+        if hit is not None and not hit[0].expired():
+            self.entries.move_to_end(key)
+            self.hits += 1
+            return hit[1]
+        if hit is not None:
+            self._drop(key)
+        self.misses += 1
+        for k in [k for k, e in self.entries.items() if e[0].expired()]:   # freed tensors: drop now
+            self._drop(k)
+        arr = asarray(to_numpy(t, op))
+        self.entries[key] = (StorageWeakRef(t.untyped_storage()), arr, nbytes)
+        self.nbytes += nbytes
+        while self.entries and (len(self.entries) > self.max_entries or self.nbytes > self.max_bytes):
+            self._drop(next(iter(self.entries)))
+        return arr
+
+    def _drop(self, key):
+        self.nbytes -= self.entries.pop(key)[2]
+
+
+WEIGHTS = WeightCache()
