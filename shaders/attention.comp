@@ -19,6 +19,9 @@
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 #define FLAG_ALIBI 1u
+#define FLAG_RESUME 2u     // tiled: a previous launch left (m, l, acc) in st
+#define FLAG_PARTIAL 4u    // tiled: more keys follow; store (m, l, acc) instead of o and lse
+#define FLAG_ACCUM 2u      // backward: add to grad (a previous launch covered other keys / rows)
 
 layout(constant_id = 0) const uint D = 64;
 
@@ -27,6 +30,7 @@ layout(push_constant) uniform Params {
     uint B; uint Hq; uint Hkv; uint Sq; uint Sk; uint flags; int wl; int wr; float scale; float cap;
     uint off_q; uint off_k; uint off_v; uint off_o; uint off_a; uint sa_b;
     uint q_b; uint q_h; uint q_s; uint k_b; uint k_h; uint k_s; uint v_b; uint v_h; uint v_s;
+    uint jb; uint je;
 } p;
 layout(set = 0, binding = 0) writeonly buffer OutO { T o[]; };
 layout(set = 0, binding = 1) writeonly buffer OutL { float lse[]; };
@@ -34,14 +38,21 @@ layout(set = 0, binding = 2) readonly buffer InQ { T q[]; };
 layout(set = 0, binding = 3) readonly buffer InK { T k[]; };
 layout(set = 0, binding = 4) readonly buffer InV { T v[]; };
 layout(set = 0, binding = 5) readonly buffer InA { float alibi[]; };
+#if KIND == 2
+layout(set = 0, binding = 6) buffer State { float st[]; };
+#endif
 #else
-// Backward tensors are contiguous [B, H, S, D] (offsets allowed). Bindings are dense per kind:
+// Backward tensors are contiguous [B, H, S, D] (offsets allowed). Each launch covers a range of
+// keys (dQ) or query rows (dK/dV) and adds to grad under FLAG_ACCUM: the host splits long ranges
+// so no invocation's loops exceed lavapipe's iteration cap (Device.loop_budget).
+// Bindings are dense per kind:
 // dV needs 0-5, dK 0-7, dQ 0-8.
 layout(push_constant) uniform Params {
     uint B; uint Hq; uint Hkv; uint Sq; uint Sk; uint flags; int wl; int wr; float scale; float cap;
     uint off_q; uint off_k; uint off_v; uint off_o; uint off_do; uint off_lse; uint off_a; uint sa_b;
+    uint jb; uint je;     // this launch's keys (dQ) or query rows (dK, dV): [jb, je)
 } p;
-layout(set = 0, binding = 0) writeonly buffer OutG { float grad[]; };
+layout(set = 0, binding = 0) buffer OutG { float grad[]; };   // read back under FLAG_ACCUM
 layout(set = 0, binding = 1) readonly buffer InQ { T q[]; };
 layout(set = 0, binding = 2) readonly buffer InK { T k[]; };
 layout(set = 0, binding = 3) readonly buffer InDO { T dout[]; };
@@ -196,17 +207,24 @@ void main() {
 // i-major, so GQA heads and decode steps share every K/V tile. Invocation t owns key column
 // j0 + t of each BC-key tile (scores of all BR rows in registers) and output dims t, t + BC, ...
 // Every K/V element is read once per workgroup by exactly one invocation, straight from global
-// memory; shared memory holds only the query tile and two score tiles:
-// 4 * BR * (D + 2 * BC) bytes, linear in D (BR = 16, BC = 64: 64 * D + 8 KiB).
-// All shared reads index with loop counters only (the same address in every invocation), which
-// CPU drivers such as lavapipe turn into one scalar load instead of a per-lane gather.
+// memory; shared memory holds only the query tile and one score tile:
+// 4 * BR * (D + BC + 3) bytes, linear in D (BR = 16, BC = 64: 64 * D + 4.2 KiB).
+// Online softmax per tile: invocation r < BR owns row r's running max m and sum l (the row
+// reductions cost BC steps on BR invocations, not BR * BC on all of them); the rescale factor and
+// new max reach the others through shared memory.
+// A launch covers the keys [jb, je): the host splits long key ranges over several launches so no
+// invocation's loops exceed lavapipe's per-invocation iteration cap (Device.loop_budget); between
+// launches (m, l, unnormalized acc) of each row wait in the f32 state buffer st [rows, D + 2].
+// All shared reads in the hot loops index with loop counters only (the same address in every
+// invocation), which CPU drivers such as lavapipe turn into one scalar load, not a per-lane gather.
 layout(local_size_x_id = 3) in;
 layout(constant_id = 2) const uint BR = 16;          // rows per workgroup (register block)
 layout(constant_id = 3) const uint BC = 64;          // keys per tile = invocations
 const uint DPT = (D + BC - 1u) / BC;                 // output dims per invocation
 shared float sQ[BR * D];                             // query tile (pre-scaled unless softcap)
-shared float sS[BR * BC];                            // logits of the tile
-shared float sP[BR * BC];                            // probabilities of the tile
+shared float sS[BR * BC];                            // logits, then probabilities, of the tile
+shared float sM[BR];                                 // new row max (then row sum l at the end)
+shared float sA[BR];                                 // rescale factor exp(m_old - m_new)
 
 void main() {
     uint G = p.Hq / p.Hkv, nrow = G * p.Sq, nblk = (nrow + BR - 1u) / BR;
@@ -217,25 +235,37 @@ void main() {
     uint r0 = blk * BR, nr = min(BR, nrow - r0);
     uint kb = p.off_k + b * p.k_b + hk * p.k_h;
     uint vb = p.off_v + b * p.v_b + hk * p.v_h;
+    bool resume = (p.flags & FLAG_RESUME) != 0u, partial = (p.flags & FLAG_PARTIAL) != 0u;
     float qs = p.cap > 0.0 ? 1.0 : p.scale;
     for (uint e = t; e < BR * D; e += BC) {
         uint r = e / D, d = e % D, R = r0 + r;
         sQ[e] = r < nr ? LOAD(q[p.off_q + b * p.q_b + (hk * G + R % G) * p.q_h + (R / G) * p.q_s + d]) * qs : 0.0;
     }
     int lo[BR], hi[BR];
-    float slope[BR], m[BR], l[BR], acc[BR * DPT];
-    uint qi[BR];
+    float slope[BR], acc[BR * DPT];
+    uint qi[BR], orow[BR];
     int wlo = int(p.Sk), whi = -1;
     [[unroll]] for (uint r = 0u; r < BR; ++r) {
         uint R = min(r0 + r, nrow - 1u);
         qi[r] = R / G;
+        orow[r] = (b * p.Hq + hk * G + R % G) * p.Sq + R / G;
         key_band(qi[r], lo[r], hi[r]);
+        lo[r] = max(lo[r], int(p.jb));
+        hi[r] = min(hi[r], int(p.je) - 1);
         if (r >= nr) hi[r] = -1;                     // padding rows see nothing
         if (hi[r] >= lo[r]) { wlo = min(wlo, lo[r]); whi = max(whi, hi[r]); }
         slope[r] = slope_of(b, hk * G + R % G);
-        m[r] = NEG_INF;
-        l[r] = 0.0;
         [[unroll]] for (uint x = 0u; x < DPT; ++x) acc[r * DPT + x] = 0.0;
+        if (resume && r < nr)
+            [[unroll]] for (uint x = 0u; x < DPT; ++x)
+                acc[r * DPT + x] = st[orow[r] * (D + 2u) + 2u + min(t + x * BC, D - 1u)];
+    }
+    // Invocation t < BR: row t's running max and sum.
+    uint Rt = min(r0 + t, nrow - 1u), ro = (b * p.Hq + hk * G + Rt % G) * p.Sq + Rt / G;
+    float m = NEG_INF, l = 0.0;
+    if (resume && t < nr) {
+        m = st[ro * (D + 2u)];
+        l = st[ro * (D + 2u) + 1u];
     }
     barrier();
     for (int j0 = wlo; j0 <= whi; j0 += int(BC)) {
@@ -257,22 +287,25 @@ void main() {
             s[r] = vis ? x : NEG_INF;
             sS[r * BC + t] = s[r];
         }
-        barrier();                                   // logits published (and last tile's sP consumed)
-        float mn[BR];
+        barrier();                                   // logits published
+        if (t < BR) {
+            float mn = m;
+            for (uint c = 0u; c < BC; ++c) mn = max(mn, sS[t * BC + c]);
+            sM[t] = mn;
+            sA[t] = m == NEG_INF ? 0.0 : exp(m - mn);
+            m = mn;
+        }
+        barrier();                                   // new max and rescale published
         [[unroll]] for (uint r = 0u; r < BR; ++r) {
-            float mt = m[r];
-            for (uint c = 0u; c < BC; ++c) mt = max(mt, sS[r * BC + c]);
-            mn[r] = mt;
-            sP[r * BC + t] = s[r] == NEG_INF ? 0.0 : exp(s[r] - mt);
+            sS[r * BC + t] = s[r] == NEG_INF ? 0.0 : exp(s[r] - sM[r]);
+            float a = sA[r];
+            [[unroll]] for (uint x = 0u; x < DPT; ++x) acc[r * DPT + x] *= a;
         }
         barrier();                                   // probabilities published
-        [[unroll]] for (uint r = 0u; r < BR; ++r) {
+        if (t < BR) {
             float lt = 0.0;
-            for (uint c = 0u; c < BC; ++c) lt += sP[r * BC + c];
-            float alpha = m[r] == NEG_INF ? 0.0 : exp(m[r] - mn[r]);
-            l[r] = l[r] * alpha + lt;
-            m[r] = mn[r];
-            [[unroll]] for (uint x = 0u; x < DPT; ++x) acc[r * DPT + x] *= alpha;
+            for (uint c = 0u; c < BC; ++c) lt += sS[t * BC + c];
+            l = l * sA[t] + lt;
         }
         uint nc = uint(min(int(BC), whi - j0 + 1));
         [[dont_unroll]] for (uint c = 0u; c < nc; ++c) {
@@ -283,20 +316,32 @@ void main() {
                 vv[x] = LOAD(v[vr + min(d, D - 1u)]);   // dims >= D are computed, never stored
             }
             [[unroll]] for (uint r = 0u; r < BR; ++r) {
-                float pr = sP[r * BC + c];
+                float pr = sS[r * BC + c];
                 [[unroll]] for (uint x = 0u; x < DPT; ++x) acc[r * DPT + x] += pr * vv[x];
             }
         }
+        barrier();                                   // sS consumed before the next tile
     }
-    [[unroll]] for (uint r = 0u; r < BR; ++r) {
-        if (r < nr) {
-            uint R = r0 + r, row = (b * p.Hq + hk * G + R % G) * p.Sq + R / G;
-            float inv = l[r] > 0.0 ? 1.0 / l[r] : 0.0;
+    if (partial) {                                   // more keys follow in a later launch
+        if (t < nr) {
+            st[ro * (D + 2u)] = m;
+            st[ro * (D + 2u) + 1u] = l;
+        }
+        [[unroll]] for (uint r = 0u; r < BR; ++r)
             [[unroll]] for (uint x = 0u; x < DPT; ++x) {
                 uint d = t + x * BC;
-                if (d < D) o[p.off_o + row * D + d] = STORE(acc[r * DPT + x] * inv);
+                if (r < nr && d < D) st[orow[r] * (D + 2u) + 2u + d] = acc[r * DPT + x];
             }
-            if (t == 0u) lse[row] = l[r] > 0.0 ? m[r] + log(l[r]) : NEG_INF;
+        return;
+    }
+    if (t < BR) sM[t] = l;
+    if (t < nr) lse[ro] = l > 0.0 ? m + log(l) : NEG_INF;
+    barrier();
+    [[unroll]] for (uint r = 0u; r < BR; ++r) {
+        float inv = sM[r] > 0.0 ? 1.0 / sM[r] : 0.0;
+        [[unroll]] for (uint x = 0u; x < DPT; ++x) {
+            uint d = t + x * BC;
+            if (r < nr && d < D) o[p.off_o + orow[r] * D + d] = STORE(acc[r * DPT + x] * inv);
         }
     }
 }
@@ -328,6 +373,8 @@ void main() {
     float li = lse[p.off_lse + row];
     int lo, hi;
     key_band(i, lo, hi);
+    lo = max(lo, int(p.jb));
+    hi = min(hi, int(p.je) - 1);
     float slope = slope_of(b, h), th;
     float acc[DR];
     [[unroll]] for (uint x = 0u; x < DR; ++x) acc[x] = 0.0;
@@ -359,7 +406,7 @@ void main() {
     }
     [[unroll]] for (uint x = 0u; x < DR; ++x) {
         uint d = t + x * WG;
-        if (d < D) grad[row * D + d] = acc[x] * p.scale;
+        if (d < D) grad[row * D + d] = acc[x] * p.scale + ((p.flags & FLAG_ACCUM) != 0u ? grad[row * D + d] : 0.0);
     }
 }
 
@@ -390,6 +437,8 @@ void main() {
     barrier();
     int lo, hi;
     query_band(j, lo, hi);
+    lo = max(lo, int(p.jb));
+    hi = min(hi, int(p.je) - 1);
     uint nq = hi >= lo ? uint(hi - lo + 1) : 0u, total = nq * G;
     float th;
     float acc[DR];
@@ -439,10 +488,11 @@ void main() {
     [[unroll]] for (uint x = 0u; x < DR; ++x) {
         uint d = t + x * WG;
 #if KIND == 4
-        if (d < D) grad[kr * D + d] = acc[x] * p.scale;
+        float g = acc[x] * p.scale;
 #else
-        if (d < D) grad[kr * D + d] = acc[x];
+        float g = acc[x];
 #endif
+        if (d < D) grad[kr * D + d] = g + ((p.flags & FLAG_ACCUM) != 0u ? grad[kr * D + d] : 0.0);
     }
 }
 #endif

@@ -142,6 +142,13 @@ def _pick(op, Sq, Sk, D, G, route):
     raise UnsupportedError(f"{op}: no attention route fits D={D}, Sk={Sk} in {shared} B of shared memory")
 
 
+def _spans(n, per):
+    """[jb, je) ranges of at most per items covering range(n) (one range when per is None)."""
+    if per is None or n <= per:
+        return [(0, n)]
+    return [(b, min(b + per, n)) for b in range(0, n, per)]
+
+
 def _skmax(Sk):
     return next((b for b in K.SKMAX_BUCKETS if Sk <= b), K.SINGLE_SK_MAX)
 
@@ -201,10 +208,21 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
             spec = ((K.SPEC_D, D), (K.SPEC_BR, br), (K.SPEC_BC, bc))
             groups = B * Hkv * -(-(Hq // Hkv) * Sq // br)
         flags = K.FLAG_ALIBI if slopes is not None else 0
-        push = K.FWD_PARAMS.pack(B, Hq, Hkv, Sq, Sk, flags, wl, wr, scale, cap, q.offset, k.offset, v.offset,
-                                 o.offset, slopes.offset if slopes is not None else 0, sa_b, *qs, *ks, *vs)
+        head = (B, Hq, Hkv, Sq, Sk)
+        tail = (scale, cap, q.offset, k.offset, v.offset, o.offset, slopes.offset if slopes is not None else 0, sa_b,
+                *qs, *ks, *vs)
         bufs = (o.buffer, lse.buffer, q.buffer, k.buffer, v.buffer, (slopes if slopes is not None else lse).buffer)
-        ctx.launch(var, ctx.groups(groups), bufs, (True, True, False, False, False, False), push, spec)
+        writes = (True, True, False, False, False, False)
+        if rt == "single":
+            ctx.launch(var, ctx.groups(groups), bufs, writes, K.FWD_PARAMS.pack(*head, flags, wl, wr, *tail, 0, Sk),
+                       spec)
+        else:
+            spans = _spans(Sk, K.tiled_keys_per_launch(D, br, bc, ctx.device.loop_budget))
+            state = new_like((rows, D + 2), _dt.float32) if len(spans) > 1 else lse
+            for n, (jb, je) in enumerate(spans):
+                f = flags | (K.FLAG_RESUME if n else 0) | (K.FLAG_PARTIAL if n < len(spans) - 1 else 0)
+                ctx.launch(var, ctx.groups(groups), bufs + (state.buffer,), writes + (True,),
+                           K.FWD_PARAMS.pack(*head, f, wl, wr, *tail, jb, je), spec)
     return result((o, lse) if return_lse else o, numpy_out)
 
 
@@ -230,22 +248,29 @@ def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=Fals
     dv = new_like(k.shape, _dt.float32)
     ctx = runtime.get()
     flags = K.FLAG_ALIBI if slopes is not None else 0
-    push = K.BWD_PARAMS.pack(B, Hq, Hkv, Sq, Sk, flags, wl, wr, scale, cap, q.offset, k.offset, v.offset, o.offset,
-                             do.offset, lse.offset, slopes.offset if slopes is not None else 0, sa_b)
+    head = (B, Hq, Hkv, Sq, Sk)
+    tail = (scale, cap, q.offset, k.offset, v.offset, o.offset, do.offset, lse.offset,
+            slopes.offset if slopes is not None else 0, sa_b)
     spec = ((K.SPEC_D, D),)
     a_buf = (slopes if slopes is not None else lse).buffer
     common = (q.buffer, k.buffer, do.buffer, lse.buffer, a_buf)
-    if dq.size:
+    per = K.bwd_span_per_launch(D, ctx.device.loop_budget)
+
+    def launches(fam, n_groups, bufs, writes, span, n):
+        for m, (jb, je) in enumerate(_spans(n, span)):
+            push = K.BWD_PARAMS.pack(*head, flags | (K.FLAG_ACCUM if m else 0), wl, wr, *tail, jb, je)
+            ctx.launch(kernel(fam, "f32"), ctx.groups(n_groups), bufs, writes, push, spec)
+
+    rows_per = None if per is None else max(1, per // max(Hq // max(Hkv, 1), 1))
+    if dq.size:  # dQ over key ranges; dK / dV over query-row ranges (rows_per rows of each GQA group)
         delta = new_like((B, Hq, Sq), _dt.float32)
-        ctx.launch(kernel("flash_attn_backward_q", "f32"), ctx.groups(B * Hq * Sq),
-                   (dq.buffer,) + common + (v.buffer, delta.buffer, o.buffer), (True,) + (False,) * 6 + (True, False),
-                   push, spec)
+        launches("flash_attn_backward_q", B * Hq * Sq, (dq.buffer,) + common + (v.buffer, delta.buffer, o.buffer),
+                 (True,) + (False,) * 6 + (True, False), per, Sk)
         if dk.size:
-            ctx.launch(kernel("flash_attn_backward_k", "f32"), ctx.groups(B * Hkv * Sk),
-                       (dk.buffer,) + common + (v.buffer, delta.buffer), (True,) + (False,) * 7, push, spec)
+            launches("flash_attn_backward_k", B * Hkv * Sk, (dk.buffer,) + common + (v.buffer, delta.buffer),
+                     (True,) + (False,) * 7, rows_per, Sq)
     elif dk.size:  # no query rows: dK = 0 (the dV kernel below writes zeros the same way)
         ctx.stream.fill(dk.buffer, dk.nbytes)
     if dv.size:
-        ctx.launch(kernel("flash_attn_backward_v", "f32"), ctx.groups(B * Hkv * Sk),
-                   (dv.buffer,) + common, (True,) + (False,) * 5, push, spec)
+        launches("flash_attn_backward_v", B * Hkv * Sk, (dv.buffer,) + common, (True,) + (False,) * 5, rows_per, Sq)
     return result((dq, dk, dv), numpy_out)
