@@ -65,8 +65,9 @@ def _options(op, D, is_causal, scale, window, softcap):
     """(scale, cap, wl, wr) as the kernels take them, after validating the user's values."""
     if scale is None:
         scale = 1.0 / math.sqrt(D)
-    if not isinstance(scale, (int, float, np.floating, np.integer)) or not math.isfinite(scale):
-        raise ShapeError(f"{op}: scale must be a finite number, got {scale!r}")
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating, np.integer)) \
+            or not (math.isfinite(scale) and scale > 0):
+        raise ShapeError(f"{op}: scale must be a positive finite number or None (1/sqrt(D)), got {scale!r}")
     if window is None:
         window = (-1, -1)
     try:
@@ -91,7 +92,7 @@ def _slopes(op, alibi_slopes, B, Hq):
     """(Array of f32 slopes or None, batch stride): [Hq] or [B, Hq], any float dtype."""
     if alibi_slopes is None:
         return None, 0
-    shp = _shape_of(alibi_slopes)
+    shp = alibi_slopes.shape if isinstance(alibi_slopes, Array) else np.shape(alibi_slopes)
     if shp not in ((Hq,), (B, Hq)):
         raise ShapeError(f"{op}: alibi_slopes must have shape [Hq]=({Hq},) or [B, Hq]=({B}, {Hq}); got {shp}")
     if isinstance(alibi_slopes, Array):
