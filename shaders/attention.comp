@@ -14,6 +14,9 @@
 //   kernel ever computes a masked score. Rows that see no key give O = 0 and lse = -inf.
 // D (head dim) is specialization constant 0, so every shared/private array is sized exactly.
 #extension GL_EXT_control_flow_attributes : enable
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_ballot : enable
+#extension GL_KHR_shader_subgroup_shuffle : enable
 #include "common/dtype.glsl"
 #include "common/index.glsl"
 
@@ -215,13 +218,21 @@ void main() {
 // A launch covers the keys [jb, je): the host splits long key ranges over several launches so no
 // invocation's loops exceed lavapipe's per-invocation iteration cap (Device.loop_budget); between
 // launches (m, l, unnormalized acc) of each row wait in the f32 state buffer st [rows, D + 2].
-// All shared reads in the hot loops index with loop counters only (the same address in every
-// invocation), which CPU drivers such as lavapipe turn into one scalar load, not a per-lane gather.
+// Shared reads in the two hot loops (q.k over D, p.v over the tile's keys) go 8 at a time: each
+// lane of an 8-lane group loads one of 8 consecutive values and subgroupBroadcast / Shuffle hands
+// them to the others (a register move on lavapipe, where a shared load at a per-lane address is
+// an 8-way gather); SG8 = 0 (subgroups not a multiple of 8) reads shared memory directly.
 layout(local_size_x_id = 3) in;
 layout(constant_id = 2) const uint BR = 16;          // rows per workgroup (register block)
-layout(constant_id = 3) const uint BC = 64;          // keys per tile = invocations
+layout(constant_id = 3) const uint BC = 64;          // keys per tile = invocations (a multiple of 8)
+layout(constant_id = 4) const uint SG8 = 0;          // 1: subgroups of 8; 2: a multiple of 8; 0: other
 const uint DPT = (D + BC - 1u) / BC;                 // output dims per invocation
+const uint D8 = D & ~7u;                             // dims done 8 at a time (the rest one by one)
 shared float sQ[BR * D];                             // query tile (pre-scaled unless softcap)
+
+float bcast8(float x, uint src) {
+    return SG8 == 1u ? subgroupBroadcast(x, src) : subgroupShuffle(x, (gl_SubgroupInvocationID & ~7u) | src);
+}
 shared float sS[BR * BC];                            // logits, then probabilities, of the tile
 shared float sM[BR];                                 // new row max (then row sum l at the end)
 shared float sA[BR];                                 // rescale factor exp(m_old - m_new)
@@ -275,7 +286,19 @@ void main() {
         // No branch around the loop: shared loads stay in uniform control flow (lavapipe's scalar
         // path); columns past the band read a valid row and are masked below.
         uint kr = kb + uint(min(j, whi)) * p.k_s;
-        [[dont_unroll]] for (uint d = 0u; d < D; ++d) {
+        uint d = 0u;
+        if (SG8 != 0u) {
+            uint ln = gl_SubgroupInvocationID & 7u;
+            [[dont_unroll]] for (; d < D8; d += 8u) {
+                float qv[BR];
+                [[unroll]] for (uint r = 0u; r < BR; ++r) qv[r] = sQ[r * D + d + ln];
+                [[unroll]] for (uint x = 0u; x < 8u; ++x) {
+                    float kv = LOAD(k[kr + d + x]);
+                    [[unroll]] for (uint r = 0u; r < BR; ++r) s[r] += bcast8(qv[r], x) * kv;
+                }
+            }
+        }
+        [[dont_unroll]] for (; d < D; ++d) {
             float kv = LOAD(k[kr + d]);
             [[unroll]] for (uint r = 0u; r < BR; ++r) s[r] += sQ[r * D + d] * kv;
         }
@@ -307,14 +330,28 @@ void main() {
             for (uint c = 0u; c < BC; ++c) lt += sS[t * BC + c];
             l = l * sA[t] + lt;
         }
-        uint nc = uint(min(int(BC), whi - j0 + 1));
-        [[dont_unroll]] for (uint c = 0u; c < nc; ++c) {
+        uint nc = uint(min(int(BC), whi - j0 + 1)), c = 0u;
+        if (SG8 != 0u) {
+            uint ln = gl_SubgroupInvocationID & 7u;
+            [[dont_unroll]] for (; c + 8u <= nc; c += 8u) {
+                float pv[BR];
+                [[unroll]] for (uint r = 0u; r < BR; ++r) pv[r] = sS[r * BC + c + ln];
+                [[unroll]] for (uint y = 0u; y < 8u; ++y) {
+                    uint vr = vb + (uint(j0) + c + y) * p.v_s;
+                    float vv[DPT];
+                    [[unroll]] for (uint x = 0u; x < DPT; ++x)
+                        vv[x] = LOAD(v[vr + min(t + x * BC, D - 1u)]);   // dims >= D: computed, never stored
+                    [[unroll]] for (uint r = 0u; r < BR; ++r) {
+                        float pr = bcast8(pv[r], y);
+                        [[unroll]] for (uint x = 0u; x < DPT; ++x) acc[r * DPT + x] += pr * vv[x];
+                    }
+                }
+            }
+        }
+        [[dont_unroll]] for (; c < nc; ++c) {
             uint vr = vb + (uint(j0) + c) * p.v_s;
             float vv[DPT];
-            [[unroll]] for (uint x = 0u; x < DPT; ++x) {
-                uint d = t + x * BC;
-                vv[x] = LOAD(v[vr + min(d, D - 1u)]);   // dims >= D are computed, never stored
-            }
+            [[unroll]] for (uint x = 0u; x < DPT; ++x) vv[x] = LOAD(v[vr + min(t + x * BC, D - 1u)]);
             [[unroll]] for (uint r = 0u; r < BR; ++r) {
                 float pr = sS[r * BC + c];
                 [[unroll]] for (uint x = 0u; x < DPT; ++x) acc[r * DPT + x] += pr * vv[x];

@@ -206,7 +206,8 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
             groups = rows
         else:
             br, bc = K.tiled_config(D, (Hq // Hkv) * Sq, ctx.device.limits.maxComputeSharedMemorySize)
-            spec = ((K.SPEC_D, D), (K.SPEC_BR, br), (K.SPEC_BC, bc))
+            sg = ctx.device.subgroup_size
+            spec = ((K.SPEC_D, D), (K.SPEC_BR, br), (K.SPEC_BC, bc), (K.SPEC_SG8, 1 if sg == 8 else 2 if sg % 8 == 0 else 0))
             groups = B * Hkv * -(-(Hq // Hkv) * Sq // br)
         flags = K.FLAG_ALIBI if slopes is not None else 0
         head = (B, Hq, Hkv, Sq, Sk)
