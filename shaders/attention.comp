@@ -27,6 +27,15 @@
 #define FLAG_ACCUM 2u      // backward: add to grad (a previous launch covered other keys / rows)
 
 layout(constant_id = 0) const uint D = 64;
+layout(constant_id = 4) const uint SG8 = 0;   // forward: 1 subgroups of 8, 2 a multiple of 8, 0 other
+const uint D8 = D & ~7u;                      // dims done 8 at a time (the rest one by one)
+
+// Forward kernels read shared vectors 8 at a time: each lane of an 8-lane group loads one of 8
+// consecutive values and bcast8 hands them to the others (a register move on lavapipe, where a
+// shared load at a per-lane address is an 8-way gather). Uniform control flow only.
+float bcast8(float x, uint src) {
+    return SG8 == 1u ? subgroupBroadcast(x, src) : subgroupShuffle(x, (gl_SubgroupInvocationID & ~7u) | src);
+}
 
 #if KIND <= 2
 layout(push_constant) uniform Params {
@@ -145,6 +154,8 @@ float wg_max(float x) {
 // ---------------------------------------------------------------- single pass
 layout(constant_id = 1) const uint SKMAX = 4096;   // score row capacity (host: >= Sk)
 const uint NG = D >= WG ? 1u : WG / D;             // key groups in the P.V phase (fills idle threads)
+const uint DL = D >= WG ? WG : D;                  // dims per key group
+const uint DX = (D + DL - 1u) / DL;                // dims per invocation
 shared float s_q[D];
 shared float s_p[SKMAX];
 
@@ -163,10 +174,18 @@ void main() {
     key_band(i, lo, hi);
     uint n = hi >= lo ? uint(hi - lo + 1) : 0u;
     float slope = slope_of(b, h), th, mx = NEG_INF;
-    for (uint c0 = 0u; c0 < n; c0 += WG) {          // uniform loop: s_q reads stay scalar loads
+    for (uint c0 = 0u; c0 < n; c0 += WG) {          // uniform loop (bcast8 needs every lane)
         uint c = c0 + t, j = uint(lo) + min(c, n - 1u), kr = kb + j * p.k_s;
         float acc = 0.0;
-        for (uint d = 0u; d < D; ++d) acc += s_q[d] * LOAD(k[kr + d]);
+        uint d = 0u;
+        if (SG8 != 0u) {
+            uint ln = gl_SubgroupInvocationID & 7u;
+            for (; d < D8; d += 8u) {
+                float qv = s_q[d + ln];
+                [[unroll]] for (uint x = 0u; x < 8u; ++x) acc += bcast8(qv, x) * LOAD(k[kr + d + x]);
+            }
+        }
+        for (; d < D; ++d) acc += s_q[d] * LOAD(k[kr + d]);
         float s = logit(acc, i, j, slope, th);
         if (c < n) {
             s_p[c] = s;
@@ -182,23 +201,38 @@ void main() {
     }
     sum = wg_sum(sum);   // its barriers also publish s_p
     float inv = sum > 0.0 ? 1.0 / sum : 0.0;
-    uint ob = p.off_o + row * D;
-    if (NG == 1u) {
-        for (uint d = t; d < D; d += WG) {
-            float acc = 0.0;
-            for (uint c = 0u; c < n; ++c) acc += s_p[c] * LOAD(v[vb + (uint(lo) + c) * p.v_s + d]);
-            o[ob + d] = STORE(acc * inv);
+    // P.V: invocation t owns dims dl, dl + DL, ... for key group g (keys g*8.. of each 8*NG
+    // chunk when the groups are 8-lane aligned, else keys g, g + NG, ...); groups summed at the end.
+    uint ob = p.off_o + row * D, dl = t % DL, g = t / DL;
+    float acc[DX];
+    [[unroll]] for (uint x = 0u; x < DX; ++x) acc[x] = 0.0;
+    if (SG8 != 0u && DL % 8u == 0u) {                // uniform loop; idle lanes (g >= NG) add zeros
+        uint ln = gl_SubgroupInvocationID & 7u;
+        for (uint c0 = 0u; c0 < n; c0 += 8u * NG) {
+            uint cl = c0 + g * 8u + ln;
+            float pv = cl < n && g < NG ? s_p[cl] : 0.0;
+            [[unroll]] for (uint y = 0u; y < 8u; ++y) {
+                float pr = bcast8(pv, y);
+                uint vr = vb + (uint(lo) + min(c0 + g * 8u + y, n - 1u)) * p.v_s;
+                [[unroll]] for (uint x = 0u; x < DX; ++x) acc[x] += pr * LOAD(v[vr + min(dl + x * DL, D - 1u)]);
+            }
         }
-    } else {
-        uint d = t % D, g = t / D;
-        float acc = 0.0;
-        if (g < NG)
-            for (uint c = g; c < n; c += NG) acc += s_p[c] * LOAD(v[vb + (uint(lo) + c) * p.v_s + d]);
-        s_red[t] = acc;
+    } else if (g < NG) {
+        for (uint c = g; c < n; c += NG) {
+            uint vr = vb + (uint(lo) + c) * p.v_s;
+            [[unroll]] for (uint x = 0u; x < DX; ++x) acc[x] += s_p[c] * LOAD(v[vr + min(dl + x * DL, D - 1u)]);
+        }
+    }
+    if (NG == 1u) {
+        [[unroll]] for (uint x = 0u; x < DX; ++x)
+            if (dl + x * DL < D && g == 0u) o[ob + dl + x * DL] = STORE(acc[x] * inv);
+    } else {                                         // DL = D < WG: one dim per invocation
+        s_red[t] = acc[0];
         barrier();
         if (t < D) {
-            for (uint k2 = 1u; k2 < NG; ++k2) acc += s_red[t + k2 * D];
-            o[ob + t] = STORE(acc * inv);
+            float a = acc[0];
+            for (uint k2 = 1u; k2 < NG; ++k2) a += s_red[t + k2 * D];
+            o[ob + t] = STORE(a * inv);
         }
     }
     if (t == 0u) lse[row] = n > 0u ? mx + log(sum) : NEG_INF;
@@ -218,21 +252,13 @@ void main() {
 // A launch covers the keys [jb, je): the host splits long key ranges over several launches so no
 // invocation's loops exceed lavapipe's per-invocation iteration cap (Device.loop_budget); between
 // launches (m, l, unnormalized acc) of each row wait in the f32 state buffer st [rows, D + 2].
-// Shared reads in the two hot loops (q.k over D, p.v over the tile's keys) go 8 at a time: each
-// lane of an 8-lane group loads one of 8 consecutive values and subgroupBroadcast / Shuffle hands
-// them to the others (a register move on lavapipe, where a shared load at a per-lane address is
-// an 8-way gather); SG8 = 0 (subgroups not a multiple of 8) reads shared memory directly.
+// Shared reads in the two hot loops (q.k over D, p.v over the tile's keys) go 8 at a time through
+// bcast8; SG8 = 0 (subgroups not a multiple of 8) reads shared memory directly.
 layout(local_size_x_id = 3) in;
 layout(constant_id = 2) const uint BR = 16;          // rows per workgroup (register block)
 layout(constant_id = 3) const uint BC = 64;          // keys per tile = invocations (a multiple of 8)
-layout(constant_id = 4) const uint SG8 = 0;          // 1: subgroups of 8; 2: a multiple of 8; 0: other
 const uint DPT = (D + BC - 1u) / BC;                 // output dims per invocation
-const uint D8 = D & ~7u;                             // dims done 8 at a time (the rest one by one)
 shared float sQ[BR * D];                             // query tile (pre-scaled unless softcap)
-
-float bcast8(float x, uint src) {
-    return SG8 == 1u ? subgroupBroadcast(x, src) : subgroupShuffle(x, (gl_SubgroupInvocationID & ~7u) | src);
-}
 shared float sS[BR * BC];                            // logits, then probabilities, of the tile
 shared float sM[BR];                                 // new row max (then row sum l at the end)
 shared float sA[BR];                                 // rescale factor exp(m_old - m_new)

@@ -112,6 +112,8 @@ CASES = [
     (1, 1, 1, 513, 5000, 64, F32, {"is_causal": True, "window": (300, 40)}),
     (1, 1, 1, 7, 5000, 32, BF16, {"window": (4995, -1)}),                      # first rows see nothing
     (1, 1, 1, 513, 513, 128, F16, {"is_causal": True, "scale": 0.25}),
+    (1, 4, 1, 7, 70, 20, F32, {"is_causal": True}),                           # D % 8 != 0: the tails
+    (1, 1, 1, 7, 9, 1, BF16, {}),
 ]
 
 
@@ -190,6 +192,17 @@ def test_zero_size(route):
         o, lse = SDPA(q, k, v, return_lse=True, route=route)
         assert o.shape == (B, Hq, Sq, 32) and o.dtype == F16 and lse.shape == (B, Hq, Sq)
         assert np.all(o == 0) and np.all(np.isneginf(lse))   # Sk = 0: every row sees nothing
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("subgroup", [4, 16])
+def test_other_subgroup_sizes(monkeypatch, route, subgroup):
+    """The kernels' 8-lane broadcast (SG8 = 1 on lavapipe) has a shuffle form for subgroups of a
+    multiple of 8 and a direct form otherwise: both run here by pretending another subgroup size."""
+    monkeypatch.setattr(runtime.get().device, "subgroup_size", subgroup)
+    q, k, v = inputs(1, 4, 2, 7, 77, 64, F32, seed=2)
+    got = SDPA(q, k, v, return_lse=True, route=route, window=(50, 3))
+    check_forward(got, ref_forward(t64(q), t64(k), t64(v), window=(50, 3)), F32)
 
 
 def test_long_keys_split_over_launches():

@@ -201,13 +201,14 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
         (q, qs), (k, ks), (v, vs) = views
         ctx = runtime.get()
         var = kernel(FAMILY[rt], _dt.FLOAT_TAGS[dt])
+        sg = ctx.device.subgroup_size
+        sg8 = 1 if sg == 8 else 2 if sg % 8 == 0 else 0     # bcast8 in shaders/attention.comp
         if rt == "single":
-            spec = ((K.SPEC_D, D), (K.SPEC_SKMAX, _skmax(Sk)))
+            spec = ((K.SPEC_D, D), (K.SPEC_SKMAX, _skmax(Sk)), (K.SPEC_SG8, sg8))
             groups = rows
         else:
             br, bc = K.tiled_config(D, (Hq // Hkv) * Sq, ctx.device.limits.maxComputeSharedMemorySize)
-            sg = ctx.device.subgroup_size
-            spec = ((K.SPEC_D, D), (K.SPEC_BR, br), (K.SPEC_BC, bc), (K.SPEC_SG8, 1 if sg == 8 else 2 if sg % 8 == 0 else 0))
+            spec = ((K.SPEC_D, D), (K.SPEC_BR, br), (K.SPEC_BC, bc), (K.SPEC_SG8, sg8))
             groups = B * Hkv * -(-(Hq // Hkv) * Sq // br)
         flags = K.FLAG_ALIBI if slopes is not None else 0
         head = (B, Hq, Hkv, Sq, Sk)
