@@ -286,8 +286,9 @@ def test_backward_zero_size():
 # ------------------------------------------------------------------------------------- routes
 
 def test_route_picker():
-    assert attention_route((1, 32, 1, 128), (1, 8, 4096, 128)) == "single"      # decode
-    assert attention_route((1, 32, 1, 128), (1, 8, 5000, 128)) == "tiled"       # past the score row
+    assert attention_route((1, 8, 1, 128), (1, 8, 4096, 128)) == "single"      # decode, one row per kv head
+    assert attention_route((1, 32, 1, 128), (1, 8, 4096, 128)) == "tiled"       # GQA decode: 4 rows share K/V
+    assert attention_route((1, 8, 1, 128), (1, 8, 5000, 128)) == "tiled"        # past the score row
     assert attention_route((1, 8, 512, 64), (1, 8, 512, 64)) == "tiled"         # prefill
     assert attention_route((1, 8, 512, 64), (1, 8, 512, 64), route="single") == "single"
     assert attention_route((1, 8, 1, 64), (1, 8, 9, 64), route="TILED") == "tiled"

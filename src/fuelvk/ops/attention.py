@@ -14,7 +14,8 @@ Semantics (flash-attn's, so models ported from it keep their numbers):
 
 Routes: "single" (flash_attn_*: one workgroup per query row, the score row in shared memory,
 Sk <= 4096) and "tiled" (flash_attention*: FlashAttention-2, no Sk limit). The picker takes the
-single pass for short query blocks (decode) and the tiled kernel otherwise; FUELVK_ATTENTION_ROUTE
+single pass when each kv head has at most 2 query rows (G * Sq: decode without GQA) and Sk fits,
+the tiled kernel otherwise; FUELVK_ATTENTION_ROUTE
 or route= forces one (auto/single/tiled); attention_route() says which a call takes.
 """
 import math
@@ -35,9 +36,11 @@ __all__ = ["scaled_dot_product_attention", "scaled_dot_product_attention_backwar
 ROUTES = ("single", "tiled")
 FWD_DTYPES = (_dt.float32, _dt.float16, _dt.bfloat16)
 FAMILY = {"single": "flash_attn", "tiled": "flash_attention"}
-# The single pass wins while a query block would leave most of a tiled workgroup's rows idle
-# (benches/bench_attention.py measures the crossover on the device).
-SINGLE_MAX_SQ = 4
+# The single pass wins only while a kv head has almost no query rows (G * Sq, the rows a tiled
+# workgroup would share each K/V read between): on lavapipe, decode with G = 1 ties or wins
+# (Hq = 8, Sk = 4096, D = 128: 252 vs 264 ms; Hq = 32, Sk = 512, D = 64: 50 vs 68 ms), while 4 rows
+# per kv head already favour the tiled kernel (G = 4 decode, Hq = 32, Sk = 4096: 1173 vs 474 ms).
+SINGLE_MAX_ROWS = 2
 
 
 def _shape_of(x):
@@ -136,7 +139,7 @@ def _pick(op, Sq, Sk, D, G, route):
                                f"D={D}; this device has {shared} B")
     if want != "auto":
         return want
-    if single_ok and (Sq <= SINGLE_MAX_SQ or not tiled_ok):
+    if single_ok and (G * Sq <= SINGLE_MAX_ROWS or not tiled_ok):
         return "single"
     if tiled_ok:
         return "tiled"
