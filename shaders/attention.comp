@@ -27,14 +27,27 @@
 #define FLAG_ACCUM 2u      // backward: add to grad (a previous launch covered other keys / rows)
 
 layout(constant_id = 0) const uint D = 64;
-layout(constant_id = 4) const uint SG8 = 0;   // forward: 1 subgroups of 8, 2 a multiple of 8, 0 other
+layout(constant_id = 4) const uint SG8 = 0;   // 1: subgroups of 8, 2: a multiple of 8, 0: other
 const uint D8 = D & ~7u;                      // dims done 8 at a time (the rest one by one)
 
-// Forward kernels read shared vectors 8 at a time: each lane of an 8-lane group loads one of 8
+// Kernels read shared vectors 8 at a time: each lane of an 8-lane group loads one of 8
 // consecutive values and bcast8 hands them to the others (a register move on lavapipe, where a
 // shared load at a per-lane address is an 8-way gather). Uniform control flow only.
 float bcast8(float x, uint src) {
     return SG8 == 1u ? subgroupBroadcast(x, src) : subgroupShuffle(x, (gl_SubgroupInvocationID & ~7u) | src);
+}
+
+// acc += sum_d SH[d] * BUF[base + d] for a shared D-vector SH (uniform control flow).
+#define DOT(acc, SH, BUF, base) {                                                          \
+    uint d_ = 0u;                                                                          \
+    if (SG8 != 0u) {                                                                       \
+        uint ln_ = gl_SubgroupInvocationID & 7u;                                           \
+        for (; d_ < D8; d_ += 8u) {                                                        \
+            float sv_ = SH[d_ + ln_];                                                      \
+            [[unroll]] for (uint x_ = 0u; x_ < 8u; ++x_) acc += bcast8(sv_, x_) * LOAD(BUF[(base) + d_ + x_]); \
+        }                                                                                  \
+    }                                                                                      \
+    for (; d_ < D; ++d_) acc += SH[d_] * LOAD(BUF[(base) + d_]);                           \
 }
 
 #if KIND <= 2
@@ -442,28 +455,28 @@ void main() {
     float acc[DR];
     [[unroll]] for (uint x = 0u; x < DR; ++x) acc[x] = 0.0;
     for (int c0 = lo; c0 <= hi; c0 += int(WG)) {
-        int j = c0 + int(t);
-        float dx = 0.0;
-        if (j <= hi) {
-            uint kr = kb + uint(j) * D, vr = vb + uint(j) * D;
-            float sd = 0.0, dp = 0.0;
-            for (uint d = 0u; d < D; ++d) {
-                sd += s_q[d] * LOAD(k[kr + d]);
-                dp += s_do[d] * LOAD(v[vr + d]);
-            }
-            float pij = exp(logit(sd, i, uint(j), slope, th) - li);
-            dx = pij * (dp - dl) * (p.cap > 0.0 ? 1.0 - th * th : 1.0);
-        }
-        s_x[t] = dx;
+        int j = min(c0 + int(t), hi);                 // uniform control flow for bcast8; masked below
+        uint kr = kb + uint(j) * D, vr = vb + uint(j) * D;
+        float sd = 0.0, dp = 0.0;
+        DOT(sd, s_q, k, kr);
+        DOT(dp, s_do, v, vr);
+        float pij = exp(logit(sd, i, uint(j), slope, th) - li);
+        s_x[t] = c0 + int(t) <= hi ? pij * (dp - dl) * (p.cap > 0.0 ? 1.0 - th * th : 1.0) : 0.0;
         barrier();
         uint n = uint(min(int(WG), hi - c0 + 1));
         [[unroll]] for (uint x = 0u; x < DR; ++x) {
-            uint d = t + x * WG;
-            if (d < D) {
-                float a = acc[x];
-                for (uint c = 0u; c < n; ++c) a += s_x[c] * LOAD(k[kb + (uint(c0) + c) * D + d]);
-                acc[x] = a;
+            uint d = min(t + x * WG, D - 1u);           // dims >= D: computed, never stored
+            float a = acc[x];
+            uint c = 0u;
+            if (SG8 != 0u) {
+                uint ln = gl_SubgroupInvocationID & 7u;
+                for (; c + 8u <= n; c += 8u) {
+                    float xv = s_x[c + ln];
+                    [[unroll]] for (uint y = 0u; y < 8u; ++y) a += bcast8(xv, y) * LOAD(k[kb + (uint(c0) + c + y) * D + d]);
+                }
             }
+            for (; c < n; ++c) a += s_x[c] * LOAD(k[kb + (uint(c0) + c) * D + d]);
+            acc[x] = a;
         }
         barrier();
     }
@@ -484,6 +497,13 @@ shared float s_v[D];
 #endif
 shared float s_x[WG];
 shared uint s_row[WG];
+#if KIND == 4
+#define GSRC q                 // dK = scale * sum ds * q
+#define GOFF p.off_q
+#else
+#define GSRC dout              // dV = sum p * dO
+#define GOFF p.off_do
+#endif
 
 void main() {
     uint kr = linear_group();
@@ -507,44 +527,39 @@ void main() {
     float acc[DR];
     [[unroll]] for (uint x = 0u; x < DR; ++x) acc[x] = 0.0;
     for (uint c0 = 0u; c0 < total; c0 += WG) {
-        uint e = c0 + t;
-        float xv = 0.0;
-        uint qrow = 0u;
-        if (e < total) {
-            uint g = e / nq, i = uint(lo) + e % nq, h = hk * G + g;
-            qrow = (b * p.Hq + h) * p.Sq + i;
-            float sd = 0.0;
+        uint e = min(c0 + t, total - 1u);              // uniform control flow for bcast8; masked below
+        uint g = e / nq, i = uint(lo) + e % nq, h = hk * G + g;
+        uint qrow = (b * p.Hq + h) * p.Sq + i;
+        float sd = 0.0;
+        DOT(sd, s_k, q, p.off_q + qrow * D);
 #if KIND == 4
-            float dp = 0.0;
-            for (uint d = 0u; d < D; ++d) {
-                sd += LOAD(q[p.off_q + qrow * D + d]) * s_k[d];
-                dp += LOAD(dout[p.off_do + qrow * D + d]) * s_v[d];
-            }
-#else
-            for (uint d = 0u; d < D; ++d) sd += LOAD(q[p.off_q + qrow * D + d]) * s_k[d];
+        float dp = 0.0;
+        DOT(dp, s_v, dout, p.off_do + qrow * D);
 #endif
-            float pij = exp(logit(sd, i, j, slope_of(b, h), th) - lse[p.off_lse + qrow]);
+        float pij = exp(logit(sd, i, j, slope_of(b, h), th) - lse[p.off_lse + qrow]);
 #if KIND == 4
-            xv = pij * (dp - delta[qrow]) * (p.cap > 0.0 ? 1.0 - th * th : 1.0);
+        float xv = pij * (dp - delta[qrow]) * (p.cap > 0.0 ? 1.0 - th * th : 1.0);
 #else
-            xv = pij;
+        float xv = pij;
 #endif
-        }
-        s_x[t] = xv;
+        s_x[t] = c0 + t < total ? xv : 0.0;
         s_row[t] = qrow;
         barrier();
         uint n = min(WG, total - c0);
         [[unroll]] for (uint x = 0u; x < DR; ++x) {
-            uint d = t + x * WG;
-            if (d < D) {
-                float a = acc[x];
-#if KIND == 4
-                for (uint c = 0u; c < n; ++c) a += s_x[c] * LOAD(q[p.off_q + s_row[c] * D + d]);
-#else
-                for (uint c = 0u; c < n; ++c) a += s_x[c] * LOAD(dout[p.off_do + s_row[c] * D + d]);
-#endif
-                acc[x] = a;
+            uint d = min(t + x * WG, D - 1u);           // dims >= D: computed, never stored
+            float a = acc[x];
+            uint c = 0u;
+            if (SG8 != 0u) {
+                uint ln = gl_SubgroupInvocationID & 7u;
+                for (; c + 8u <= n; c += 8u) {
+                    float xv8 = s_x[c + ln], rw8 = uintBitsToFloat(s_row[c + ln]);
+                    [[unroll]] for (uint y = 0u; y < 8u; ++y)
+                        a += bcast8(xv8, y) * LOAD(GSRC[GOFF + floatBitsToUint(bcast8(rw8, y)) * D + d]);
+                }
             }
+            for (; c < n; ++c) a += s_x[c] * LOAD(GSRC[GOFF + s_row[c] * D + d]);
+            acc[x] = a;
         }
         barrier();
     }

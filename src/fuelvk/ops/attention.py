@@ -146,6 +146,12 @@ def _pick(op, Sq, Sk, D, G, route):
     raise UnsupportedError(f"{op}: no attention route fits D={D}, Sk={Sk} in {shared} B of shared memory")
 
 
+def _sg8(ctx):
+    """SG8 of shaders/attention.comp (bcast8): 1 subgroups of 8, 2 a multiple of 8, 0 other."""
+    sg = ctx.device.subgroup_size
+    return 1 if sg == 8 else 2 if sg % 8 == 0 else 0
+
+
 def _spans(n, per):
     """[jb, je) ranges of at most per items covering range(n) (one range when per is None)."""
     if per is None or n <= per:
@@ -204,8 +210,7 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
         (q, qs), (k, ks), (v, vs) = views
         ctx = runtime.get()
         var = kernel(FAMILY[rt], _dt.FLOAT_TAGS[dt])
-        sg = ctx.device.subgroup_size
-        sg8 = 1 if sg == 8 else 2 if sg % 8 == 0 else 0     # bcast8 in shaders/attention.comp
+        sg8 = _sg8(ctx)
         if rt == "single":
             spec = ((K.SPEC_D, D), (K.SPEC_SKMAX, _skmax(Sk)), (K.SPEC_SG8, sg8))
             groups = rows
@@ -257,7 +262,7 @@ def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=Fals
     head = (B, Hq, Hkv, Sq, Sk)
     tail = (scale, cap, q.offset, k.offset, v.offset, o.offset, do.offset, lse.offset,
             slopes.offset if slopes is not None else 0, sa_b)
-    spec = ((K.SPEC_D, D),)
+    spec = ((K.SPEC_D, D), (K.SPEC_SG8, _sg8(ctx)))
     a_buf = (slopes if slopes is not None else lse).buffer
     common = (q.buffer, k.buffer, do.buffer, lse.buffer, a_buf)
     per = K.bwd_span_per_launch(D, ctx.device.loop_budget)
