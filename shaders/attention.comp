@@ -258,7 +258,7 @@ void main() {
 // j0 + t of each BC-key tile (scores of all BR rows in registers) and output dims t, t + BC, ...
 // Every K/V element is read once per workgroup by exactly one invocation, straight from global
 // memory; shared memory holds only the query tile and one score tile:
-// 4 * BR * (D + BC + 3) bytes, linear in D (BR = 16, BC = 64: 64 * D + 4.2 KiB).
+// 4 * BR * (D + BC + 2) bytes, linear in D (BR = 16, BC = 64: 64 * D + 4.1 KiB; 20.5 KiB at D = 256).
 // Online softmax per tile: invocation r < BR owns row r's running max m and sum l (the row
 // reductions cost BC steps on BR invocations, not BR * BC on all of them); the rescale factor and
 // new max reach the others through shared memory.

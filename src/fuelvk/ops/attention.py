@@ -15,8 +15,10 @@ Semantics (flash-attn's, so models ported from it keep their numbers):
 Routes: "single" (flash_attn_*: one workgroup per query row, the score row in shared memory,
 Sk <= 4096) and "tiled" (flash_attention*: FlashAttention-2, no Sk limit). The picker takes the
 single pass when each kv head has at most 2 query rows (G * Sq: decode without GQA) and Sk fits,
-the tiled kernel otherwise; FUELVK_ATTENTION_ROUTE
-or route= forces one (auto/single/tiled); attention_route() says which a call takes.
+the tiled kernel otherwise; FUELVK_ATTENTION_ROUTE or route= forces one (auto/single/tiled);
+attention_route() says which a call takes. On lavapipe, whose loops silently stop after ~65535
+iterations per invocation (Device.loop_budget), long key ranges (tiled forward, dQ) and long
+query ranges (dK, dV) are split over several launches that carry or accumulate their state.
 """
 import math
 import os
