@@ -67,8 +67,9 @@ def main():
             q, k, v = (fv.asarray(x) for x in host)
             auto = attention_route(q, k)
             for route in ("single", "tiled"):
-                r = measure(lambda: scaled_dot_product_attention(q, k, v, is_causal=causal, route=route),
-                            warmup=1, repeats=args.repeats)
+                def run(q=q, k=k, v=v, causal=causal, route=route):
+                    return scaled_dot_product_attention(q, k, v, is_causal=causal, route=route)
+                r = measure(run, warmup=1, repeats=args.repeats)
                 rows.append((label, np.dtype(dt).name, route + ("*" if route == auto else ""), r["median_ms"],
                              flops / r["median_ms"] / 1e6))
             if dt == np.float32:

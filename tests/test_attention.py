@@ -15,14 +15,18 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
+from oracles import assert_close
 
 import fuelvk as fv
 from fuelvk import runtime
 from fuelvk.errors import DTypeError, ShapeError
 from fuelvk.kernels import FAMILIES
 from fuelvk.kernels import attention as K
-from fuelvk.ops.attention import attention_route, scaled_dot_product_attention, scaled_dot_product_attention_backward
-from oracles import assert_close
+from fuelvk.ops.attention import (
+    attention_route,
+    scaled_dot_product_attention,
+    scaled_dot_product_attention_backward,
+)
 
 F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 FWD_SLACK = {F32: 8.0, F16: 1.0, BF16: 1.0}
@@ -35,7 +39,7 @@ SDPA = scaled_dot_product_attention
 
 def ref_forward(q, k, v, is_causal=False, scale=None, window=(-1, -1), alibi_slopes=None, softcap=None):
     """(o, lse) in float64 torch (tensors in, tensors out; differentiable in q, k, v)."""
-    B, Hq, Sq, D = q.shape
+    Hq, Sq, D = q.shape[1:]
     Hkv, Sk = k.shape[1], k.shape[2]
     k, v = k.repeat_interleave(Hq // Hkv, 1), v.repeat_interleave(Hq // Hkv, 1)
     s = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(D) if scale is None else scale)

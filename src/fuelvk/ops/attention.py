@@ -29,11 +29,11 @@ from .. import dtypes as _dt
 from .. import runtime
 from ..array import Array, asarray
 from ..errors import DTypeError, ShapeError, UnsupportedError
-from ..kernels import kernel
 from ..kernels import attention as K
+from ..kernels import kernel
 from ._core import contiguous, device_args, new_like, result
 
-__all__ = ["scaled_dot_product_attention", "scaled_dot_product_attention_backward", "attention_route"]
+__all__ = ["attention_route", "scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
 
 ROUTES = ("single", "tiled")
 FWD_DTYPES = (_dt.float32, _dt.float16, _dt.bfloat16)
@@ -100,9 +100,8 @@ def _slopes(op, alibi_slopes, B, Hq):
     shp = alibi_slopes.shape if isinstance(alibi_slopes, Array) else np.shape(alibi_slopes)
     if shp not in ((Hq,), (B, Hq)):
         raise ShapeError(f"{op}: alibi_slopes must have shape [Hq]=({Hq},) or [B, Hq]=({B}, {Hq}); got {shp}")
-    if isinstance(alibi_slopes, Array):
-        if alibi_slopes.dtype != _dt.float32 or not alibi_slopes.is_contiguous:
-            alibi_slopes = alibi_slopes.numpy()
+    if isinstance(alibi_slopes, Array) and (alibi_slopes.dtype != _dt.float32 or not alibi_slopes.is_contiguous):
+        alibi_slopes = alibi_slopes.numpy()
     if not isinstance(alibi_slopes, Array):
         host = np.asarray(alibi_slopes)
         if host.dtype.kind not in "fiu":
