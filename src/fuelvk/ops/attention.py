@@ -14,7 +14,7 @@ Semantics (flash-attn's, so models ported from it keep their numbers):
 
 Routes: "single" (flash_attn_*: one workgroup per query row, the score row in shared memory,
 Sk <= 4096) and "tiled" (flash_attention*: FlashAttention-2, no Sk limit). The picker takes the
-single pass when each kv head has at most 2 query rows (G * Sq: decode without GQA) and Sk fits,
+single pass when each kv head has one query row (G * Sq = 1: decode without GQA) and Sk fits,
 the tiled kernel otherwise; FUELVK_ATTENTION_ROUTE or route= forces one (auto/single/tiled);
 attention_route() says which a call takes. On lavapipe, whose loops silently stop after ~65535
 iterations per invocation (Device.loop_budget), long key ranges (tiled forward, dQ) and long
@@ -38,11 +38,12 @@ __all__ = ["attention_route", "scaled_dot_product_attention", "scaled_dot_produc
 ROUTES = ("single", "tiled")
 FWD_DTYPES = (_dt.float32, _dt.float16, _dt.bfloat16)
 FAMILY = {"single": "flash_attn", "tiled": "flash_attention"}
-# The single pass wins only while a kv head has almost no query rows (G * Sq, the rows a tiled
-# workgroup would share each K/V read between): on lavapipe, decode with G = 1 ties or wins
-# (Hq = 8, Sk = 4096, D = 128: 252 vs 264 ms; Hq = 32, Sk = 512, D = 64: 50 vs 68 ms), while 4 rows
-# per kv head already favour the tiled kernel (G = 4 decode, Hq = 32, Sk = 4096: 1173 vs 474 ms).
-SINGLE_MAX_ROWS = 2
+# The single pass is only competitive while each kv head has one query row (G * Sq = 1: decode
+# without GQA), where the tiled kernel's rows cannot share a K/V read. On lavapipe (under load,
+# noisy) one row per kv head is a tie (Hq = Hkv = 8, Sk = 4096, D = 128: 252 vs 264 ms, later
+# 194 vs 177 ms; Hq = 32, Sk = 512, D = 64: 50 vs 68 ms) and two rows already favour the tiled
+# kernel (Hq = 16, Hkv = 8: 363 vs 213 ms; G = 4 decode, Hq = 32, Sk = 4096: 1173 vs 474 ms).
+SINGLE_MAX_ROWS = 1
 
 
 def _shape_of(x):
