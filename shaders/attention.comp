@@ -2,9 +2,9 @@
 // Scaled-dot-product attention, forward and backward: five kernels from one source, chosen by KIND.
 //   KIND 1  flash_attn_{f32,bf16,f16}   single pass: one workgroup per (b, hq, query row); the
 //           visible score row (<= SKMAX keys) lives in shared memory.
-//   KIND 2  flash_attention[_f16,_bf16] FlashAttention-2: one workgroup per (b, hq, BR query rows),
-//           key/value tiles of BC rows streamed through shared memory with an online softmax; no
-//           score matrix beyond one BR x BC tile exists anywhere.
+//   KIND 2  flash_attention[_f16,_bf16] FlashAttention-2: one workgroup per (b, hkv, BR rows of
+//           (query, GQA head) pairs), key/value tiles of BC keys streamed with an online softmax;
+//           no score matrix beyond one BR x BC tile (in shared memory) exists anywhere.
 //   KIND 3/4/5  flash_attn_backward_{q,k,v}_f32: dQ per query row (also writes delta = rowsum(dO*O)),
 //           dK / dV per key row, recomputing P from the forward's log-sum-exp.
 // Semantics shared by all kinds (ops/attention.py documents them for users):
