@@ -2,9 +2,9 @@
 // Scaled-dot-product attention, forward and backward: five kernels from one source, chosen by KIND.
 //   KIND 1  flash_attn_{f32,bf16,f16}   single pass: one workgroup per (b, hq, query row); the
 //           visible score row (<= SKMAX keys) lives in shared memory.
-//   KIND 2  flash_attention[_f16,_bf16] FlashAttention-2: one workgroup per (b, hq, BR query rows),
-//           key/value tiles of BC rows streamed through shared memory with an online softmax; no
-//           score matrix beyond one BR x BC tile exists anywhere.
+//   KIND 2  flash_attention[_f16,_bf16] FlashAttention-2: one workgroup per (b, hkv, BR rows of
+//           (query, GQA head) pairs), key/value tiles of BC keys streamed with an online softmax;
+//           no score matrix beyond one BR x BC tile (in shared memory) exists anywhere.
 //   KIND 3/4/5  flash_attn_backward_{q,k,v}_f32: dQ per query row (also writes delta = rowsum(dO*O)),
 //           dK / dV per key row, recomputing P from the forward's log-sum-exp.
 // Semantics shared by all kinds (ops/attention.py documents them for users):
@@ -14,19 +14,48 @@
 //   kernel ever computes a masked score. Rows that see no key give O = 0 and lse = -inf.
 // D (head dim) is specialization constant 0, so every shared/private array is sized exactly.
 #extension GL_EXT_control_flow_attributes : enable
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_ballot : enable
+#extension GL_KHR_shader_subgroup_shuffle : enable
 #include "common/dtype.glsl"
 #include "common/index.glsl"
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 #define FLAG_ALIBI 1u
+#define FLAG_RESUME 2u     // tiled: a previous launch left (m, l, acc) in st
+#define FLAG_PARTIAL 4u    // tiled: more keys follow; store (m, l, acc) instead of o and lse
+#define FLAG_ACCUM 2u      // backward: add to grad (a previous launch covered other keys / rows)
 
 layout(constant_id = 0) const uint D = 64;
+layout(constant_id = 4) const uint SG8 = 0;   // 1: subgroups of 8, 2: a multiple of 8, 0: other
+const uint D8 = D & ~7u;                      // dims done 8 at a time (the rest one by one)
+
+// Kernels read shared vectors 8 at a time: each lane of an 8-lane group loads one of 8
+// consecutive values and bcast8 hands them to the others (a register move on lavapipe, where a
+// shared load at a per-lane address is an 8-way gather). Uniform control flow only.
+float bcast8(float x, uint src) {
+    return SG8 == 1u ? subgroupBroadcast(x, src) : subgroupShuffle(x, (gl_SubgroupInvocationID & ~7u) | src);
+}
+
+// acc += sum_d SH[d] * BUF[base + d] for a shared D-vector SH (uniform control flow).
+#define DOT(acc, SH, BUF, base) {                                                          \
+    uint d_ = 0u;                                                                          \
+    if (SG8 != 0u) {                                                                       \
+        uint ln_ = gl_SubgroupInvocationID & 7u;                                           \
+        for (; d_ < D8; d_ += 8u) {                                                        \
+            float sv_ = SH[d_ + ln_];                                                      \
+            [[unroll]] for (uint x_ = 0u; x_ < 8u; ++x_) acc += bcast8(sv_, x_) * LOAD(BUF[(base) + d_ + x_]); \
+        }                                                                                  \
+    }                                                                                      \
+    for (; d_ < D; ++d_) acc += SH[d_] * LOAD(BUF[(base) + d_]);                           \
+}
 
 #if KIND <= 2
 layout(push_constant) uniform Params {
     uint B; uint Hq; uint Hkv; uint Sq; uint Sk; uint flags; int wl; int wr; float scale; float cap;
     uint off_q; uint off_k; uint off_v; uint off_o; uint off_a; uint sa_b;
     uint q_b; uint q_h; uint q_s; uint k_b; uint k_h; uint k_s; uint v_b; uint v_h; uint v_s;
+    uint jb; uint je;
 } p;
 layout(set = 0, binding = 0) writeonly buffer OutO { T o[]; };
 layout(set = 0, binding = 1) writeonly buffer OutL { float lse[]; };
@@ -34,14 +63,21 @@ layout(set = 0, binding = 2) readonly buffer InQ { T q[]; };
 layout(set = 0, binding = 3) readonly buffer InK { T k[]; };
 layout(set = 0, binding = 4) readonly buffer InV { T v[]; };
 layout(set = 0, binding = 5) readonly buffer InA { float alibi[]; };
+#if KIND == 2
+layout(set = 0, binding = 6) buffer State { float st[]; };
+#endif
 #else
-// Backward tensors are contiguous [B, H, S, D] (offsets allowed). Bindings are dense per kind:
+// Backward tensors are contiguous [B, H, S, D] (offsets allowed). Each launch covers a range of
+// keys (dQ) or query rows (dK/dV) and adds to grad under FLAG_ACCUM: the host splits long ranges
+// so no invocation's loops exceed lavapipe's iteration cap (Device.loop_budget).
+// Bindings are dense per kind:
 // dV needs 0-5, dK 0-7, dQ 0-8.
 layout(push_constant) uniform Params {
     uint B; uint Hq; uint Hkv; uint Sq; uint Sk; uint flags; int wl; int wr; float scale; float cap;
     uint off_q; uint off_k; uint off_v; uint off_o; uint off_do; uint off_lse; uint off_a; uint sa_b;
+    uint jb; uint je;     // this launch's keys (dQ) or query rows (dK, dV): [jb, je)
 } p;
-layout(set = 0, binding = 0) writeonly buffer OutG { float grad[]; };
+layout(set = 0, binding = 0) buffer OutG { float grad[]; };   // read back under FLAG_ACCUM
 layout(set = 0, binding = 1) readonly buffer InQ { T q[]; };
 layout(set = 0, binding = 2) readonly buffer InK { T k[]; };
 layout(set = 0, binding = 3) readonly buffer InDO { T dout[]; };
@@ -131,6 +167,8 @@ float wg_max(float x) {
 // ---------------------------------------------------------------- single pass
 layout(constant_id = 1) const uint SKMAX = 4096;   // score row capacity (host: >= Sk)
 const uint NG = D >= WG ? 1u : WG / D;             // key groups in the P.V phase (fills idle threads)
+const uint DL = D >= WG ? WG : D;                  // dims per key group
+const uint DX = (D + DL - 1u) / DL;                // dims per invocation
 shared float s_q[D];
 shared float s_p[SKMAX];
 
@@ -149,10 +187,18 @@ void main() {
     key_band(i, lo, hi);
     uint n = hi >= lo ? uint(hi - lo + 1) : 0u;
     float slope = slope_of(b, h), th, mx = NEG_INF;
-    for (uint c0 = 0u; c0 < n; c0 += WG) {          // uniform loop: s_q reads stay scalar loads
+    for (uint c0 = 0u; c0 < n; c0 += WG) {          // uniform loop (bcast8 needs every lane)
         uint c = c0 + t, j = uint(lo) + min(c, n - 1u), kr = kb + j * p.k_s;
         float acc = 0.0;
-        for (uint d = 0u; d < D; ++d) acc += s_q[d] * LOAD(k[kr + d]);
+        uint d = 0u;
+        if (SG8 != 0u) {
+            uint ln = gl_SubgroupInvocationID & 7u;
+            for (; d < D8; d += 8u) {
+                float qv = s_q[d + ln];
+                [[unroll]] for (uint x = 0u; x < 8u; ++x) acc += bcast8(qv, x) * LOAD(k[kr + d + x]);
+            }
+        }
+        for (; d < D; ++d) acc += s_q[d] * LOAD(k[kr + d]);
         float s = logit(acc, i, j, slope, th);
         if (c < n) {
             s_p[c] = s;
@@ -168,23 +214,38 @@ void main() {
     }
     sum = wg_sum(sum);   // its barriers also publish s_p
     float inv = sum > 0.0 ? 1.0 / sum : 0.0;
-    uint ob = p.off_o + row * D;
-    if (NG == 1u) {
-        for (uint d = t; d < D; d += WG) {
-            float acc = 0.0;
-            for (uint c = 0u; c < n; ++c) acc += s_p[c] * LOAD(v[vb + (uint(lo) + c) * p.v_s + d]);
-            o[ob + d] = STORE(acc * inv);
+    // P.V: invocation t owns dims dl, dl + DL, ... for key group g (keys g*8.. of each 8*NG
+    // chunk when the groups are 8-lane aligned, else keys g, g + NG, ...); groups summed at the end.
+    uint ob = p.off_o + row * D, dl = t % DL, g = t / DL;
+    float acc[DX];
+    [[unroll]] for (uint x = 0u; x < DX; ++x) acc[x] = 0.0;
+    if (SG8 != 0u && DL % 8u == 0u) {                // uniform loop; idle lanes (g >= NG) add zeros
+        uint ln = gl_SubgroupInvocationID & 7u;
+        for (uint c0 = 0u; c0 < n; c0 += 8u * NG) {
+            uint cl = c0 + g * 8u + ln;
+            float pv = cl < n && g < NG ? s_p[cl] : 0.0;
+            [[unroll]] for (uint y = 0u; y < 8u; ++y) {
+                float pr = bcast8(pv, y);
+                uint vr = vb + (uint(lo) + min(c0 + g * 8u + y, n - 1u)) * p.v_s;
+                [[unroll]] for (uint x = 0u; x < DX; ++x) acc[x] += pr * LOAD(v[vr + min(dl + x * DL, D - 1u)]);
+            }
         }
-    } else {
-        uint d = t % D, g = t / D;
-        float acc = 0.0;
-        if (g < NG)
-            for (uint c = g; c < n; c += NG) acc += s_p[c] * LOAD(v[vb + (uint(lo) + c) * p.v_s + d]);
-        s_red[t] = acc;
+    } else if (g < NG) {
+        for (uint c = g; c < n; c += NG) {
+            uint vr = vb + (uint(lo) + c) * p.v_s;
+            [[unroll]] for (uint x = 0u; x < DX; ++x) acc[x] += s_p[c] * LOAD(v[vr + min(dl + x * DL, D - 1u)]);
+        }
+    }
+    if (NG == 1u) {
+        [[unroll]] for (uint x = 0u; x < DX; ++x)
+            if (dl + x * DL < D && g == 0u) o[ob + dl + x * DL] = STORE(acc[x] * inv);
+    } else {                                         // DL = D < WG: one dim per invocation
+        s_red[t] = acc[0];
         barrier();
         if (t < D) {
-            for (uint k2 = 1u; k2 < NG; ++k2) acc += s_red[t + k2 * D];
-            o[ob + t] = STORE(acc * inv);
+            float a = acc[0];
+            for (uint k2 = 1u; k2 < NG; ++k2) a += s_red[t + k2 * D];
+            o[ob + t] = STORE(a * inv);
         }
     }
     if (t == 0u) lse[row] = n > 0u ? mx + log(sum) : NEG_INF;
@@ -196,17 +257,24 @@ void main() {
 // i-major, so GQA heads and decode steps share every K/V tile. Invocation t owns key column
 // j0 + t of each BC-key tile (scores of all BR rows in registers) and output dims t, t + BC, ...
 // Every K/V element is read once per workgroup by exactly one invocation, straight from global
-// memory; shared memory holds only the query tile and two score tiles:
-// 4 * BR * (D + 2 * BC) bytes, linear in D (BR = 16, BC = 64: 64 * D + 8 KiB).
-// All shared reads index with loop counters only (the same address in every invocation), which
-// CPU drivers such as lavapipe turn into one scalar load instead of a per-lane gather.
+// memory; shared memory holds only the query tile and one score tile:
+// 4 * BR * (D + BC + 2) bytes, linear in D (BR = 16, BC = 64: 64 * D + 4.1 KiB; 20.5 KiB at D = 256).
+// Online softmax per tile: invocation r < BR owns row r's running max m and sum l (the row
+// reductions cost BC steps on BR invocations, not BR * BC on all of them); the rescale factor and
+// new max reach the others through shared memory.
+// A launch covers the keys [jb, je): the host splits long key ranges over several launches so no
+// invocation's loops exceed lavapipe's per-invocation iteration cap (Device.loop_budget); between
+// launches (m, l, unnormalized acc) of each row wait in the f32 state buffer st [rows, D + 2].
+// Shared reads in the two hot loops (q.k over D, p.v over the tile's keys) go 8 at a time through
+// bcast8; SG8 = 0 (subgroups not a multiple of 8) reads shared memory directly.
 layout(local_size_x_id = 3) in;
 layout(constant_id = 2) const uint BR = 16;          // rows per workgroup (register block)
-layout(constant_id = 3) const uint BC = 64;          // keys per tile = invocations
+layout(constant_id = 3) const uint BC = 64;          // keys per tile = invocations (a multiple of 8)
 const uint DPT = (D + BC - 1u) / BC;                 // output dims per invocation
 shared float sQ[BR * D];                             // query tile (pre-scaled unless softcap)
-shared float sS[BR * BC];                            // logits of the tile
-shared float sP[BR * BC];                            // probabilities of the tile
+shared float sS[BR * BC];                            // logits, then probabilities, of the tile
+shared float sM[BR];                                 // new row max (then row sum l at the end)
+shared float sA[BR];                                 // rescale factor exp(m_old - m_new)
 
 void main() {
     uint G = p.Hq / p.Hkv, nrow = G * p.Sq, nblk = (nrow + BR - 1u) / BR;
@@ -217,25 +285,37 @@ void main() {
     uint r0 = blk * BR, nr = min(BR, nrow - r0);
     uint kb = p.off_k + b * p.k_b + hk * p.k_h;
     uint vb = p.off_v + b * p.v_b + hk * p.v_h;
+    bool resume = (p.flags & FLAG_RESUME) != 0u, partial = (p.flags & FLAG_PARTIAL) != 0u;
     float qs = p.cap > 0.0 ? 1.0 : p.scale;
     for (uint e = t; e < BR * D; e += BC) {
         uint r = e / D, d = e % D, R = r0 + r;
         sQ[e] = r < nr ? LOAD(q[p.off_q + b * p.q_b + (hk * G + R % G) * p.q_h + (R / G) * p.q_s + d]) * qs : 0.0;
     }
     int lo[BR], hi[BR];
-    float slope[BR], m[BR], l[BR], acc[BR * DPT];
-    uint qi[BR];
+    float slope[BR], acc[BR * DPT];
+    uint qi[BR], orow[BR];
     int wlo = int(p.Sk), whi = -1;
     [[unroll]] for (uint r = 0u; r < BR; ++r) {
         uint R = min(r0 + r, nrow - 1u);
         qi[r] = R / G;
+        orow[r] = (b * p.Hq + hk * G + R % G) * p.Sq + R / G;
         key_band(qi[r], lo[r], hi[r]);
+        lo[r] = max(lo[r], int(p.jb));
+        hi[r] = min(hi[r], int(p.je) - 1);
         if (r >= nr) hi[r] = -1;                     // padding rows see nothing
         if (hi[r] >= lo[r]) { wlo = min(wlo, lo[r]); whi = max(whi, hi[r]); }
         slope[r] = slope_of(b, hk * G + R % G);
-        m[r] = NEG_INF;
-        l[r] = 0.0;
         [[unroll]] for (uint x = 0u; x < DPT; ++x) acc[r * DPT + x] = 0.0;
+        if (resume && r < nr)
+            [[unroll]] for (uint x = 0u; x < DPT; ++x)
+                acc[r * DPT + x] = st[orow[r] * (D + 2u) + 2u + min(t + x * BC, D - 1u)];
+    }
+    // Invocation t < BR: row t's running max and sum.
+    uint Rt = min(r0 + t, nrow - 1u), ro = (b * p.Hq + hk * G + Rt % G) * p.Sq + Rt / G;
+    float m = NEG_INF, l = 0.0;
+    if (resume && t < nr) {
+        m = st[ro * (D + 2u)];
+        l = st[ro * (D + 2u) + 1u];
     }
     barrier();
     for (int j0 = wlo; j0 <= whi; j0 += int(BC)) {
@@ -245,7 +325,19 @@ void main() {
         // No branch around the loop: shared loads stay in uniform control flow (lavapipe's scalar
         // path); columns past the band read a valid row and are masked below.
         uint kr = kb + uint(min(j, whi)) * p.k_s;
-        [[dont_unroll]] for (uint d = 0u; d < D; ++d) {
+        uint d = 0u;
+        if (SG8 != 0u) {
+            uint ln = gl_SubgroupInvocationID & 7u;
+            [[dont_unroll]] for (; d < D8; d += 8u) {
+                float qv[BR];
+                [[unroll]] for (uint r = 0u; r < BR; ++r) qv[r] = sQ[r * D + d + ln];
+                [[unroll]] for (uint x = 0u; x < 8u; ++x) {
+                    float kv = LOAD(k[kr + d + x]);
+                    [[unroll]] for (uint r = 0u; r < BR; ++r) s[r] += bcast8(qv[r], x) * kv;
+                }
+            }
+        }
+        [[dont_unroll]] for (; d < D; ++d) {
             float kv = LOAD(k[kr + d]);
             [[unroll]] for (uint r = 0u; r < BR; ++r) s[r] += sQ[r * D + d] * kv;
         }
@@ -257,46 +349,75 @@ void main() {
             s[r] = vis ? x : NEG_INF;
             sS[r * BC + t] = s[r];
         }
-        barrier();                                   // logits published (and last tile's sP consumed)
-        float mn[BR];
+        barrier();                                   // logits published
+        if (t < BR) {
+            float mn = m;
+            for (uint c = 0u; c < BC; ++c) mn = max(mn, sS[t * BC + c]);
+            sM[t] = mn;
+            sA[t] = m == NEG_INF ? 0.0 : exp(m - mn);
+            m = mn;
+        }
+        barrier();                                   // new max and rescale published
         [[unroll]] for (uint r = 0u; r < BR; ++r) {
-            float mt = m[r];
-            for (uint c = 0u; c < BC; ++c) mt = max(mt, sS[r * BC + c]);
-            mn[r] = mt;
-            sP[r * BC + t] = s[r] == NEG_INF ? 0.0 : exp(s[r] - mt);
+            sS[r * BC + t] = s[r] == NEG_INF ? 0.0 : exp(s[r] - sM[r]);
+            float a = sA[r];
+            [[unroll]] for (uint x = 0u; x < DPT; ++x) acc[r * DPT + x] *= a;
         }
         barrier();                                   // probabilities published
-        [[unroll]] for (uint r = 0u; r < BR; ++r) {
+        if (t < BR) {
             float lt = 0.0;
-            for (uint c = 0u; c < BC; ++c) lt += sP[r * BC + c];
-            float alpha = m[r] == NEG_INF ? 0.0 : exp(m[r] - mn[r]);
-            l[r] = l[r] * alpha + lt;
-            m[r] = mn[r];
-            [[unroll]] for (uint x = 0u; x < DPT; ++x) acc[r * DPT + x] *= alpha;
+            for (uint c = 0u; c < BC; ++c) lt += sS[t * BC + c];
+            l = l * sA[t] + lt;
         }
-        uint nc = uint(min(int(BC), whi - j0 + 1));
-        [[dont_unroll]] for (uint c = 0u; c < nc; ++c) {
+        uint nc = uint(min(int(BC), whi - j0 + 1)), c = 0u;
+        if (SG8 != 0u) {
+            uint ln = gl_SubgroupInvocationID & 7u;
+            [[dont_unroll]] for (; c + 8u <= nc; c += 8u) {
+                float pv[BR];
+                [[unroll]] for (uint r = 0u; r < BR; ++r) pv[r] = sS[r * BC + c + ln];
+                [[unroll]] for (uint y = 0u; y < 8u; ++y) {
+                    uint vr = vb + (uint(j0) + c + y) * p.v_s;
+                    float vv[DPT];
+                    [[unroll]] for (uint x = 0u; x < DPT; ++x)
+                        vv[x] = LOAD(v[vr + min(t + x * BC, D - 1u)]);   // dims >= D: computed, never stored
+                    [[unroll]] for (uint r = 0u; r < BR; ++r) {
+                        float pr = bcast8(pv[r], y);
+                        [[unroll]] for (uint x = 0u; x < DPT; ++x) acc[r * DPT + x] += pr * vv[x];
+                    }
+                }
+            }
+        }
+        [[dont_unroll]] for (; c < nc; ++c) {
             uint vr = vb + (uint(j0) + c) * p.v_s;
             float vv[DPT];
-            [[unroll]] for (uint x = 0u; x < DPT; ++x) {
-                uint d = t + x * BC;
-                vv[x] = LOAD(v[vr + min(d, D - 1u)]);   // dims >= D are computed, never stored
-            }
+            [[unroll]] for (uint x = 0u; x < DPT; ++x) vv[x] = LOAD(v[vr + min(t + x * BC, D - 1u)]);
             [[unroll]] for (uint r = 0u; r < BR; ++r) {
-                float pr = sP[r * BC + c];
+                float pr = sS[r * BC + c];
                 [[unroll]] for (uint x = 0u; x < DPT; ++x) acc[r * DPT + x] += pr * vv[x];
             }
         }
+        barrier();                                   // sS consumed before the next tile
     }
-    [[unroll]] for (uint r = 0u; r < BR; ++r) {
-        if (r < nr) {
-            uint R = r0 + r, row = (b * p.Hq + hk * G + R % G) * p.Sq + R / G;
-            float inv = l[r] > 0.0 ? 1.0 / l[r] : 0.0;
+    if (partial) {                                   // more keys follow in a later launch
+        if (t < nr) {
+            st[ro * (D + 2u)] = m;
+            st[ro * (D + 2u) + 1u] = l;
+        }
+        [[unroll]] for (uint r = 0u; r < BR; ++r)
             [[unroll]] for (uint x = 0u; x < DPT; ++x) {
                 uint d = t + x * BC;
-                if (d < D) o[p.off_o + row * D + d] = STORE(acc[r * DPT + x] * inv);
+                if (r < nr && d < D) st[orow[r] * (D + 2u) + 2u + d] = acc[r * DPT + x];
             }
-            if (t == 0u) lse[row] = l[r] > 0.0 ? m[r] + log(l[r]) : NEG_INF;
+        return;
+    }
+    if (t < BR) sM[t] = l;
+    if (t < nr) lse[ro] = l > 0.0 ? m + log(l) : NEG_INF;
+    barrier();
+    [[unroll]] for (uint r = 0u; r < BR; ++r) {
+        float inv = sM[r] > 0.0 ? 1.0 / sM[r] : 0.0;
+        [[unroll]] for (uint x = 0u; x < DPT; ++x) {
+            uint d = t + x * BC;
+            if (r < nr && d < D) o[p.off_o + orow[r] * D + d] = STORE(acc[r * DPT + x] * inv);
         }
     }
 }
@@ -328,38 +449,40 @@ void main() {
     float li = lse[p.off_lse + row];
     int lo, hi;
     key_band(i, lo, hi);
+    lo = max(lo, int(p.jb));
+    hi = min(hi, int(p.je) - 1);
     float slope = slope_of(b, h), th;
     float acc[DR];
     [[unroll]] for (uint x = 0u; x < DR; ++x) acc[x] = 0.0;
     for (int c0 = lo; c0 <= hi; c0 += int(WG)) {
-        int j = c0 + int(t);
-        float dx = 0.0;
-        if (j <= hi) {
-            uint kr = kb + uint(j) * D, vr = vb + uint(j) * D;
-            float sd = 0.0, dp = 0.0;
-            for (uint d = 0u; d < D; ++d) {
-                sd += s_q[d] * LOAD(k[kr + d]);
-                dp += s_do[d] * LOAD(v[vr + d]);
-            }
-            float pij = exp(logit(sd, i, uint(j), slope, th) - li);
-            dx = pij * (dp - dl) * (p.cap > 0.0 ? 1.0 - th * th : 1.0);
-        }
-        s_x[t] = dx;
+        int j = min(c0 + int(t), hi);                 // uniform control flow for bcast8; masked below
+        uint kr = kb + uint(j) * D, vr = vb + uint(j) * D;
+        float sd = 0.0, dp = 0.0;
+        DOT(sd, s_q, k, kr);
+        DOT(dp, s_do, v, vr);
+        float pij = exp(logit(sd, i, uint(j), slope, th) - li);
+        s_x[t] = c0 + int(t) <= hi ? pij * (dp - dl) * (p.cap > 0.0 ? 1.0 - th * th : 1.0) : 0.0;
         barrier();
         uint n = uint(min(int(WG), hi - c0 + 1));
         [[unroll]] for (uint x = 0u; x < DR; ++x) {
-            uint d = t + x * WG;
-            if (d < D) {
-                float a = acc[x];
-                for (uint c = 0u; c < n; ++c) a += s_x[c] * LOAD(k[kb + (uint(c0) + c) * D + d]);
-                acc[x] = a;
+            uint d = min(t + x * WG, D - 1u);           // dims >= D: computed, never stored
+            float a = acc[x];
+            uint c = 0u;
+            if (SG8 != 0u) {
+                uint ln = gl_SubgroupInvocationID & 7u;
+                for (; c + 8u <= n; c += 8u) {
+                    float xv = s_x[c + ln];
+                    [[unroll]] for (uint y = 0u; y < 8u; ++y) a += bcast8(xv, y) * LOAD(k[kb + (uint(c0) + c + y) * D + d]);
+                }
             }
+            for (; c < n; ++c) a += s_x[c] * LOAD(k[kb + (uint(c0) + c) * D + d]);
+            acc[x] = a;
         }
         barrier();
     }
     [[unroll]] for (uint x = 0u; x < DR; ++x) {
         uint d = t + x * WG;
-        if (d < D) grad[row * D + d] = acc[x] * p.scale;
+        if (d < D) grad[row * D + d] = acc[x] * p.scale + ((p.flags & FLAG_ACCUM) != 0u ? grad[row * D + d] : 0.0);
     }
 }
 
@@ -374,6 +497,13 @@ shared float s_v[D];
 #endif
 shared float s_x[WG];
 shared uint s_row[WG];
+#if KIND == 4
+#define GSRC q                 // dK = scale * sum ds * q
+#define GOFF p.off_q
+#else
+#define GSRC dout              // dV = sum p * dO
+#define GOFF p.off_do
+#endif
 
 void main() {
     uint kr = linear_group();
@@ -390,59 +520,57 @@ void main() {
     barrier();
     int lo, hi;
     query_band(j, lo, hi);
+    lo = max(lo, int(p.jb));
+    hi = min(hi, int(p.je) - 1);
     uint nq = hi >= lo ? uint(hi - lo + 1) : 0u, total = nq * G;
     float th;
     float acc[DR];
     [[unroll]] for (uint x = 0u; x < DR; ++x) acc[x] = 0.0;
     for (uint c0 = 0u; c0 < total; c0 += WG) {
-        uint e = c0 + t;
-        float xv = 0.0;
-        uint qrow = 0u;
-        if (e < total) {
-            uint g = e / nq, i = uint(lo) + e % nq, h = hk * G + g;
-            qrow = (b * p.Hq + h) * p.Sq + i;
-            float sd = 0.0;
+        uint e = min(c0 + t, total - 1u);              // uniform control flow for bcast8; masked below
+        uint g = e / nq, i = uint(lo) + e % nq, h = hk * G + g;
+        uint qrow = (b * p.Hq + h) * p.Sq + i;
+        float sd = 0.0;
+        DOT(sd, s_k, q, p.off_q + qrow * D);
 #if KIND == 4
-            float dp = 0.0;
-            for (uint d = 0u; d < D; ++d) {
-                sd += LOAD(q[p.off_q + qrow * D + d]) * s_k[d];
-                dp += LOAD(dout[p.off_do + qrow * D + d]) * s_v[d];
-            }
-#else
-            for (uint d = 0u; d < D; ++d) sd += LOAD(q[p.off_q + qrow * D + d]) * s_k[d];
+        float dp = 0.0;
+        DOT(dp, s_v, dout, p.off_do + qrow * D);
 #endif
-            float pij = exp(logit(sd, i, j, slope_of(b, h), th) - lse[p.off_lse + qrow]);
+        float pij = exp(logit(sd, i, j, slope_of(b, h), th) - lse[p.off_lse + qrow]);
 #if KIND == 4
-            xv = pij * (dp - delta[qrow]) * (p.cap > 0.0 ? 1.0 - th * th : 1.0);
+        float xv = pij * (dp - delta[qrow]) * (p.cap > 0.0 ? 1.0 - th * th : 1.0);
 #else
-            xv = pij;
+        float xv = pij;
 #endif
-        }
-        s_x[t] = xv;
+        s_x[t] = c0 + t < total ? xv : 0.0;
         s_row[t] = qrow;
         barrier();
         uint n = min(WG, total - c0);
         [[unroll]] for (uint x = 0u; x < DR; ++x) {
-            uint d = t + x * WG;
-            if (d < D) {
-                float a = acc[x];
-#if KIND == 4
-                for (uint c = 0u; c < n; ++c) a += s_x[c] * LOAD(q[p.off_q + s_row[c] * D + d]);
-#else
-                for (uint c = 0u; c < n; ++c) a += s_x[c] * LOAD(dout[p.off_do + s_row[c] * D + d]);
-#endif
-                acc[x] = a;
+            uint d = min(t + x * WG, D - 1u);           // dims >= D: computed, never stored
+            float a = acc[x];
+            uint c = 0u;
+            if (SG8 != 0u) {
+                uint ln = gl_SubgroupInvocationID & 7u;
+                for (; c + 8u <= n; c += 8u) {
+                    float xv8 = s_x[c + ln], rw8 = uintBitsToFloat(s_row[c + ln]);
+                    [[unroll]] for (uint y = 0u; y < 8u; ++y)
+                        a += bcast8(xv8, y) * LOAD(GSRC[GOFF + floatBitsToUint(bcast8(rw8, y)) * D + d]);
+                }
             }
+            for (; c < n; ++c) a += s_x[c] * LOAD(GSRC[GOFF + s_row[c] * D + d]);
+            acc[x] = a;
         }
         barrier();
     }
     [[unroll]] for (uint x = 0u; x < DR; ++x) {
         uint d = t + x * WG;
 #if KIND == 4
-        if (d < D) grad[kr * D + d] = acc[x] * p.scale;
+        float g = acc[x] * p.scale;
 #else
-        if (d < D) grad[kr * D + d] = acc[x];
+        float g = acc[x];
 #endif
+        if (d < D) grad[kr * D + d] = g + ((p.flags & FLAG_ACCUM) != 0u ? grad[kr * D + d] : 0.0);
     }
 }
 #endif

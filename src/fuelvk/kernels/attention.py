@@ -12,14 +12,16 @@ SRC = "attention.comp"
 FWD_PARAMS = P("B:u32", "Hq:u32", "Hkv:u32", "Sq:u32", "Sk:u32", "flags:u32", "wl:i32", "wr:i32",
                "scale:f32", "cap:f32", "off_q:u32", "off_k:u32", "off_v:u32", "off_o:u32", "off_a:u32",
                "sa_b:u32", "q_b:u32", "q_h:u32", "q_s:u32", "k_b:u32", "k_h:u32", "k_s:u32",
-               "v_b:u32", "v_h:u32", "v_s:u32")
+               "v_b:u32", "v_h:u32", "v_s:u32", "jb:u32", "je:u32")
 # Backward: every tensor contiguous [B, H, S, D] (element offsets allowed).
 BWD_PARAMS = P("B:u32", "Hq:u32", "Hkv:u32", "Sq:u32", "Sk:u32", "flags:u32", "wl:i32", "wr:i32",
                "scale:f32", "cap:f32", "off_q:u32", "off_k:u32", "off_v:u32", "off_o:u32", "off_do:u32",
-               "off_lse:u32", "off_a:u32", "sa_b:u32")
+               "off_lse:u32", "off_a:u32", "sa_b:u32", "jb:u32", "je:u32")
 
 FLAG_ALIBI = 1
-SPEC_D, SPEC_SKMAX, SPEC_BR, SPEC_BC = 0, 1, 2, 3
+FLAG_RESUME, FLAG_PARTIAL = 2, 4   # tiled forward: (m, l, acc) carried between key-range launches
+FLAG_ACCUM = 2                     # backward: add to the gradient of an earlier launch
+SPEC_D, SPEC_SKMAX, SPEC_BR, SPEC_BC, SPEC_SG8 = 0, 1, 2, 3, 4
 WG = 128                  # single pass and backward: invocations per workgroup
 SINGLE_SK_MAX = 4096      # the single-pass score row (inventory contract)
 TILED_BR_MAX = 16         # tiled: rows per workgroup (fewer for decode-sized problems)
@@ -36,8 +38,8 @@ for _kind, _g in ((3, "q"), (4, "k"), (5, "v")):
 
 
 def tiled_shared_bytes(d, br, bc):
-    """Shared memory of the tiled kernel: the query tile and two score tiles (f32)."""
-    return 4 * br * (d + 2 * bc)
+    """Shared memory of the tiled kernel: the query tile, one score tile and 3 row scalars (f32)."""
+    return 4 * br * (d + bc + 2)
 
 
 def tiled_config(d, rows, shared_limit):
@@ -57,3 +59,16 @@ def tiled_config(d, rows, shared_limit):
 
 def single_shared_bytes(d, skmax):
     return 4 * (d + skmax + WG)
+
+
+# Loop iterations per invocation (lavapipe caps their sum, Device.loop_budget), counted without
+# unrolling except the [[unroll]] loops over constant bounds, with a margin for the prologue.
+def tiled_keys_per_launch(d, br, bc, budget):
+    """Keys one tiled launch may cover: each BC-key tile runs D + 3 * BC loop steps."""
+    return None if budget is None else max(1, (budget - br * d // bc - 256) // (d + 3 * bc)) * bc
+
+
+def bwd_span_per_launch(d, budget):
+    """Pairs (keys for dQ, GQA-group rows for dK/dV) one backward launch may cover: WG per
+    chunk, each chunk D + ceil(D / WG) * WG loop steps."""
+    return None if budget is None else max(1, (budget - 512) // (d + -(-d // WG) * WG)) * WG

@@ -14,8 +14,11 @@ Semantics (flash-attn's, so models ported from it keep their numbers):
 
 Routes: "single" (flash_attn_*: one workgroup per query row, the score row in shared memory,
 Sk <= 4096) and "tiled" (flash_attention*: FlashAttention-2, no Sk limit). The picker takes the
-single pass for short query blocks (decode) and the tiled kernel otherwise; FUELVK_ATTENTION_ROUTE
-or route= forces one (auto/single/tiled); attention_route() says which a call takes.
+single pass when each kv head has one query row (G * Sq = 1: decode without GQA) and Sk fits,
+the tiled kernel otherwise; FUELVK_ATTENTION_ROUTE or route= forces one (auto/single/tiled);
+attention_route() says which a call takes. On lavapipe, whose loops silently stop after ~65535
+iterations per invocation (Device.loop_budget), long key ranges (tiled forward, dQ) and long
+query ranges (dK, dV) are split over several launches that carry or accumulate their state.
 """
 import math
 import os
@@ -26,18 +29,21 @@ from .. import dtypes as _dt
 from .. import runtime
 from ..array import Array, asarray
 from ..errors import DTypeError, ShapeError, UnsupportedError
-from ..kernels import kernel
 from ..kernels import attention as K
+from ..kernels import kernel
 from ._core import contiguous, device_args, new_like, result
 
-__all__ = ["scaled_dot_product_attention", "scaled_dot_product_attention_backward", "attention_route"]
+__all__ = ["attention_route", "scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
 
 ROUTES = ("single", "tiled")
 FWD_DTYPES = (_dt.float32, _dt.float16, _dt.bfloat16)
 FAMILY = {"single": "flash_attn", "tiled": "flash_attention"}
-# The single pass wins while a query block would leave most of a tiled workgroup's rows idle
-# (benches/bench_attention.py measures the crossover on the device).
-SINGLE_MAX_SQ = 4
+# The single pass is only competitive while each kv head has one query row (G * Sq = 1: decode
+# without GQA), where the tiled kernel's rows cannot share a K/V read. On lavapipe (under load,
+# noisy) one row per kv head is a tie (Hq = Hkv = 8, Sk = 4096, D = 128: 252 vs 264 ms, later
+# 194 vs 177 ms; Hq = 32, Sk = 512, D = 64: 50 vs 68 ms) and two rows already favour the tiled
+# kernel (Hq = 16, Hkv = 8: 363 vs 213 ms; G = 4 decode, Hq = 32, Sk = 4096: 1173 vs 474 ms).
+SINGLE_MAX_ROWS = 1
 
 
 def _shape_of(x):
@@ -65,8 +71,9 @@ def _options(op, D, is_causal, scale, window, softcap):
     """(scale, cap, wl, wr) as the kernels take them, after validating the user's values."""
     if scale is None:
         scale = 1.0 / math.sqrt(D)
-    if not isinstance(scale, (int, float, np.floating, np.integer)) or not math.isfinite(scale):
-        raise ShapeError(f"{op}: scale must be a finite number, got {scale!r}")
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating, np.integer)) \
+            or not (math.isfinite(scale) and scale > 0):
+        raise ShapeError(f"{op}: scale must be a positive finite number or None (1/sqrt(D)), got {scale!r}")
     if window is None:
         window = (-1, -1)
     try:
@@ -91,12 +98,11 @@ def _slopes(op, alibi_slopes, B, Hq):
     """(Array of f32 slopes or None, batch stride): [Hq] or [B, Hq], any float dtype."""
     if alibi_slopes is None:
         return None, 0
-    shp = _shape_of(alibi_slopes)
+    shp = alibi_slopes.shape if isinstance(alibi_slopes, Array) else np.shape(alibi_slopes)
     if shp not in ((Hq,), (B, Hq)):
         raise ShapeError(f"{op}: alibi_slopes must have shape [Hq]=({Hq},) or [B, Hq]=({B}, {Hq}); got {shp}")
-    if isinstance(alibi_slopes, Array):
-        if alibi_slopes.dtype != _dt.float32 or not alibi_slopes.is_contiguous:
-            alibi_slopes = alibi_slopes.numpy()
+    if isinstance(alibi_slopes, Array) and (alibi_slopes.dtype != _dt.float32 or not alibi_slopes.is_contiguous):
+        alibi_slopes = alibi_slopes.numpy()
     if not isinstance(alibi_slopes, Array):
         host = np.asarray(alibi_slopes)
         if host.dtype.kind not in "fiu":
@@ -135,11 +141,24 @@ def _pick(op, Sq, Sk, D, G, route):
                                f"D={D}; this device has {shared} B")
     if want != "auto":
         return want
-    if single_ok and (Sq <= SINGLE_MAX_SQ or not tiled_ok):
+    if single_ok and (G * Sq <= SINGLE_MAX_ROWS or not tiled_ok):
         return "single"
     if tiled_ok:
         return "tiled"
     raise UnsupportedError(f"{op}: no attention route fits D={D}, Sk={Sk} in {shared} B of shared memory")
+
+
+def _sg8(ctx):
+    """SG8 of shaders/attention.comp (bcast8): 1 subgroups of 8, 2 a multiple of 8, 0 other."""
+    sg = ctx.device.subgroup_size
+    return 1 if sg == 8 else 2 if sg % 8 == 0 else 0
+
+
+def _spans(n, per):
+    """[jb, je) ranges of at most per items covering range(n) (one range when per is None)."""
+    if per is None or n <= per:
+        return [(0, n)]
+    return [(b, min(b + per, n)) for b in range(0, n, per)]
 
 
 def _skmax(Sk):
@@ -193,18 +212,30 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
         (q, qs), (k, ks), (v, vs) = views
         ctx = runtime.get()
         var = kernel(FAMILY[rt], _dt.FLOAT_TAGS[dt])
+        sg8 = _sg8(ctx)
         if rt == "single":
-            spec = ((K.SPEC_D, D), (K.SPEC_SKMAX, _skmax(Sk)))
+            spec = ((K.SPEC_D, D), (K.SPEC_SKMAX, _skmax(Sk)), (K.SPEC_SG8, sg8))
             groups = rows
         else:
             br, bc = K.tiled_config(D, (Hq // Hkv) * Sq, ctx.device.limits.maxComputeSharedMemorySize)
-            spec = ((K.SPEC_D, D), (K.SPEC_BR, br), (K.SPEC_BC, bc))
+            spec = ((K.SPEC_D, D), (K.SPEC_BR, br), (K.SPEC_BC, bc), (K.SPEC_SG8, sg8))
             groups = B * Hkv * -(-(Hq // Hkv) * Sq // br)
         flags = K.FLAG_ALIBI if slopes is not None else 0
-        push = K.FWD_PARAMS.pack(B, Hq, Hkv, Sq, Sk, flags, wl, wr, scale, cap, q.offset, k.offset, v.offset,
-                                 o.offset, slopes.offset if slopes is not None else 0, sa_b, *qs, *ks, *vs)
+        head = (B, Hq, Hkv, Sq, Sk)
+        tail = (scale, cap, q.offset, k.offset, v.offset, o.offset, slopes.offset if slopes is not None else 0, sa_b,
+                *qs, *ks, *vs)
         bufs = (o.buffer, lse.buffer, q.buffer, k.buffer, v.buffer, (slopes if slopes is not None else lse).buffer)
-        ctx.launch(var, ctx.groups(groups), bufs, (True, True, False, False, False, False), push, spec)
+        writes = (True, True, False, False, False, False)
+        if rt == "single":
+            ctx.launch(var, ctx.groups(groups), bufs, writes, K.FWD_PARAMS.pack(*head, flags, wl, wr, *tail, 0, Sk),
+                       spec)
+        else:
+            spans = _spans(Sk, K.tiled_keys_per_launch(D, br, bc, ctx.device.loop_budget))
+            state = new_like((rows, D + 2), _dt.float32) if len(spans) > 1 else lse
+            for n, (jb, je) in enumerate(spans):
+                f = flags | (K.FLAG_RESUME if n else 0) | (K.FLAG_PARTIAL if n < len(spans) - 1 else 0)
+                ctx.launch(var, ctx.groups(groups), bufs + (state.buffer,), writes + (True,),
+                           K.FWD_PARAMS.pack(*head, f, wl, wr, *tail, jb, je), spec)
     return result((o, lse) if return_lse else o, numpy_out)
 
 
@@ -230,22 +261,29 @@ def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=Fals
     dv = new_like(k.shape, _dt.float32)
     ctx = runtime.get()
     flags = K.FLAG_ALIBI if slopes is not None else 0
-    push = K.BWD_PARAMS.pack(B, Hq, Hkv, Sq, Sk, flags, wl, wr, scale, cap, q.offset, k.offset, v.offset, o.offset,
-                             do.offset, lse.offset, slopes.offset if slopes is not None else 0, sa_b)
-    spec = ((K.SPEC_D, D),)
+    head = (B, Hq, Hkv, Sq, Sk)
+    tail = (scale, cap, q.offset, k.offset, v.offset, o.offset, do.offset, lse.offset,
+            slopes.offset if slopes is not None else 0, sa_b)
+    spec = ((K.SPEC_D, D), (K.SPEC_SG8, _sg8(ctx)))
     a_buf = (slopes if slopes is not None else lse).buffer
     common = (q.buffer, k.buffer, do.buffer, lse.buffer, a_buf)
-    if dq.size:
+    per = K.bwd_span_per_launch(D, ctx.device.loop_budget)
+
+    def launches(fam, n_groups, bufs, writes, span, n):
+        for m, (jb, je) in enumerate(_spans(n, span)):
+            push = K.BWD_PARAMS.pack(*head, flags | (K.FLAG_ACCUM if m else 0), wl, wr, *tail, jb, je)
+            ctx.launch(kernel(fam, "f32"), ctx.groups(n_groups), bufs, writes, push, spec)
+
+    rows_per = None if per is None else max(1, per // max(Hq // max(Hkv, 1), 1))
+    if dq.size:  # dQ over key ranges; dK / dV over query-row ranges (rows_per rows of each GQA group)
         delta = new_like((B, Hq, Sq), _dt.float32)
-        ctx.launch(kernel("flash_attn_backward_q", "f32"), ctx.groups(B * Hq * Sq),
-                   (dq.buffer,) + common + (v.buffer, delta.buffer, o.buffer), (True,) + (False,) * 6 + (True, False),
-                   push, spec)
+        launches("flash_attn_backward_q", B * Hq * Sq, (dq.buffer,) + common + (v.buffer, delta.buffer, o.buffer),
+                 (True,) + (False,) * 6 + (True, False), per, Sk)
         if dk.size:
-            ctx.launch(kernel("flash_attn_backward_k", "f32"), ctx.groups(B * Hkv * Sk),
-                       (dk.buffer,) + common + (v.buffer, delta.buffer), (True,) + (False,) * 7, push, spec)
+            launches("flash_attn_backward_k", B * Hkv * Sk, (dk.buffer,) + common + (v.buffer, delta.buffer),
+                     (True,) + (False,) * 7, rows_per, Sq)
     elif dk.size:  # no query rows: dK = 0 (the dV kernel below writes zeros the same way)
         ctx.stream.fill(dk.buffer, dk.nbytes)
     if dv.size:
-        ctx.launch(kernel("flash_attn_backward_v", "f32"), ctx.groups(B * Hkv * Sk),
-                   (dv.buffer,) + common, (True,) + (False,) * 5, push, spec)
+        launches("flash_attn_backward_v", B * Hkv * Sk, (dv.buffer,) + common, (True,) + (False,) * 5, rows_per, Sq)
     return result((dq, dk, dv), numpy_out)

@@ -1,0 +1,369 @@
+"""scaled_dot_product_attention (+ backward, attention_route) against a float64 torch reference.
+
+The reference is written here in plain torch math (scores, bottom-right aligned masks, ALiBi,
+softcap, softmax; autograd for the backward), and checked itself against torch SDPA where the two
+semantics coincide. The shape matrix of issue 7 (GQA 1/4/8, Sq 1/7/128/513, Sk 1/9/4096/5000,
+D 32/64/80/128/256, causal, window, ALiBi [Hq] and [B, Hq], softcap, f32/f16/bf16) is covered by
+a list of cases in which every value appears, each case run on both forward routes; long-Sk cases
+keep B * H small. Tolerances: the per-dtype table of oracles.py; f32 results are scaled up for
+f32 accumulation over up to D + Sk terms (FWD_SLACK / BWD_SLACK), half types only round the f32
+result once.
+"""
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+from oracles import assert_close
+
+import fuelvk as fv
+from fuelvk import runtime
+from fuelvk.errors import DTypeError, ShapeError
+from fuelvk.kernels import FAMILIES
+from fuelvk.kernels import attention as K
+from fuelvk.ops.attention import (
+    attention_route,
+    scaled_dot_product_attention,
+    scaled_dot_product_attention_backward,
+)
+
+F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
+FWD_SLACK = {F32: 8.0, F16: 1.0, BF16: 1.0}
+BWD_SLACK = 32.0
+ROUTES = ("single", "tiled")
+SDPA = scaled_dot_product_attention
+
+
+# ------------------------------------------------------------------------------------ reference
+
+def ref_forward(q, k, v, is_causal=False, scale=None, window=(-1, -1), alibi_slopes=None, softcap=None):
+    """(o, lse) in float64 torch (tensors in, tensors out; differentiable in q, k, v)."""
+    Hq, Sq, D = q.shape[1:]
+    Hkv, Sk = k.shape[1], k.shape[2]
+    k, v = k.repeat_interleave(Hq // Hkv, 1), v.repeat_interleave(Hq // Hkv, 1)
+    s = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(D) if scale is None else scale)
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    rel = torch.arange(Sk)[None, :] - torch.arange(Sq)[:, None] - (Sk - Sq)   # 0 on the bottom-right diagonal
+    if alibi_slopes is not None:
+        a = torch.as_tensor(np.asarray(alibi_slopes, np.float64))
+        s = s - (a[None, :] if a.dim() == 1 else a)[:, :, None, None] * rel.abs()
+    wl, wr = window
+    wr = 0 if is_causal else wr
+    vis = torch.ones(Sq, Sk, dtype=torch.bool)
+    if wl >= 0:
+        vis &= rel >= -wl
+    if wr >= 0:
+        vis &= rel <= wr
+    s = s.masked_fill(~vis, -math.inf)
+    m = s.amax(-1, keepdim=True).detach()
+    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    e = torch.exp(s - m)                                                   # masked -> 0
+    lsum = e.sum(-1, keepdim=True)
+    o = (e / torch.where(lsum == 0, torch.ones_like(lsum), lsum)) @ v      # rows that see nothing -> 0
+    return o, (m + torch.log(lsum)).squeeze(-1)
+
+
+def t64(x):
+    return torch.from_numpy(np.asarray(x).astype(np.float64))
+
+
+def inputs(B, Hq, Hkv, Sq, Sk, D, dt, seed=0, amp=1.0):
+    rng = np.random.default_rng(seed)
+    return tuple((amp * rng.standard_normal(s)).astype(dt) for s in ((B, Hq, Sq, D), (B, Hkv, Sk, D), (B, Hkv, Sk, D)))
+
+
+def check_forward(got, want, dt):
+    (o, lse), (wo, wlse) = got, want
+    assert o.dtype == dt and lse.dtype == F32
+    assert_close(o, wo.numpy(), dt, scale=FWD_SLACK[dt])
+    wlse = wlse.numpy()
+    assert np.array_equal(np.isneginf(lse), np.isneginf(wlse)), "rows that see no key must have lse = -inf"
+    fin = np.isfinite(wlse)
+    assert_close(lse[fin], wlse[fin], F32, scale=FWD_SLACK[F32])
+    assert np.all(o.astype(np.float32)[~fin] == 0), "rows that see no key must be zeros"
+
+
+# --------------------------------------------------------------------------------- the reference
+
+def test_reference_matches_torch_sdpa():
+    """The plain-torch reference agrees with torch SDPA where their semantics coincide."""
+    F = torch.nn.functional
+    q, k, v = (t64(x) for x in inputs(2, 4, 2, 9, 9, 16, F32))
+    for causal in (False, True):
+        want = F.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), is_causal=causal)
+        torch.testing.assert_close(ref_forward(q, k, v, is_causal=causal)[0], want, rtol=1e-12, atol=1e-12)
+    q2, k2, v2 = (t64(x) for x in inputs(1, 2, 2, 5, 11, 16, F32, seed=1))   # Sq != Sk, no mask
+    torch.testing.assert_close(ref_forward(q2, k2, v2, scale=0.3)[0],
+                               F.scaled_dot_product_attention(q2, k2, v2, scale=0.3), rtol=1e-12, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------------- forward
+
+# (B, Hq, Hkv, Sq, Sk, D, dtype, options): every value of every axis of the issue's matrix.
+CASES = [
+    (1, 1, 1, 1, 1, 32, F32, {}),
+    (2, 4, 1, 7, 9, 64, F16, {"is_causal": True}),                              # GQA 4, bottom-right causal
+    (1, 8, 1, 7, 1, 80, BF16, {"is_causal": True}),                             # GQA 8, 6 rows see nothing
+    (1, 2, 2, 128, 9, 128, F32, {"window": (3, 2)}),
+    (1, 4, 1, 128, 128, 256, BF16, {"is_causal": True, "softcap": 5.0}),
+    (2, 2, 1, 513, 9, 32, F16, {"is_causal": True, "alibi_slopes": [0.5, 0.125]}),
+    (1, 8, 1, 1, 4096, 128, F32, {"is_causal": True}),                          # decode, GQA 8
+    (1, 8, 1, 1, 4096, 64, BF16, {"alibi_slopes": "bh", "softcap": 3.0}),
+    (1, 1, 1, 128, 4096, 80, F16, {"is_causal": True, "window": (700, 0), "alibi_slopes": [0.01]}),
+    (1, 4, 1, 7, 1000, 256, F32, {"softcap": 30.0, "scale": 0.5}),             # peaky: max moves across tiles
+    (1, 1, 1, 513, 5000, 64, F32, {"is_causal": True, "window": (300, 40)}),
+    (1, 1, 1, 7, 5000, 32, BF16, {"window": (4995, -1)}),                      # first rows see nothing
+    (1, 1, 1, 513, 513, 128, F16, {"is_causal": True, "scale": 0.25}),
+    (1, 4, 1, 7, 70, 20, F32, {"is_causal": True}),                           # D % 8 != 0: the tails
+    (1, 1, 1, 7, 9, 1, BF16, {}),
+]
+
+
+def _opts(opt, B, Hq):
+    o = dict(opt)
+    if isinstance(o.get("alibi_slopes"), str):
+        o["alibi_slopes"] = np.linspace(0.01, 0.3, B * Hq).reshape(B, Hq)
+    return o
+
+
+def _case_id(c):
+    B, Hq, Hkv, Sq, Sk, D, dt, opt = c
+    return f"{B}x{Hq}/{Hkv}-{Sq}x{Sk}-d{D}-{dt.name}-" + "-".join(sorted(opt)) if opt else \
+        f"{B}x{Hq}/{Hkv}-{Sq}x{Sk}-d{D}-{dt.name}"
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_forward(case, route):
+    B, Hq, Hkv, Sq, Sk, D, dt, opt = case
+    if route == "single" and Sk > K.SINGLE_SK_MAX:
+        with pytest.raises(ShapeError, match="route 'single'"):
+            attention_route((B, Hq, Sq, D), (B, Hkv, Sk, D), route=route)
+        return
+    opt = _opts(opt, B, Hq)
+    amp = 2.0 if "scale" in opt else 1.0
+    q, k, v = inputs(B, Hq, Hkv, Sq, Sk, D, dt, amp=amp)
+    got = SDPA(q, k, v, return_lse=True, route=route, **opt)
+    check_forward(got, ref_forward(t64(q), t64(k), t64(v), **opt), dt)
+
+
+def test_forward_matches_torch_sdpa_and_default_route():
+    """Sq == Sk causal and no-mask GQA agree with torch SDPA itself (float64) on the auto route."""
+    F = torch.nn.functional
+    q, k, v = inputs(1, 4, 2, 33, 33, 64, F32, seed=3)
+    kk, vv = (t64(x).repeat_interleave(2, 1) for x in (k, v))
+    for causal in (False, True):
+        want = F.scaled_dot_product_attention(t64(q), kk, vv, is_causal=causal)
+        assert_close(SDPA(q, k, v, is_causal=causal), want.numpy(), F32, scale=FWD_SLACK[F32])
+
+
+def test_return_lse_and_output_types():
+    q, k, v = inputs(1, 2, 1, 3, 5, 32, F32)
+    o = SDPA(q, k, v)
+    assert isinstance(o, np.ndarray) and o.shape == (1, 2, 3, 32)
+    o2, lse = SDPA(fv.asarray(q), fv.asarray(k), fv.asarray(v), return_lse=True)
+    assert isinstance(o2, fv.Array) and isinstance(lse, fv.Array) and lse.shape == (1, 2, 3)
+    wo, wl = ref_forward(t64(q), t64(k), t64(v))
+    assert_close(o2, wo.numpy(), F32, scale=FWD_SLACK[F32])
+    assert_close(lse, wl.numpy(), F32, scale=FWD_SLACK[F32])
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_strided_and_offset_views(route):
+    """q from a [B, S, H, D] tensor transposed to [B, H, S, D]; k a slice with an offset; v with
+    a non-unit stride along D (copied); all taken without changing the result."""
+    rng = np.random.default_rng(5)
+    B, Hq, Hkv, Sq, Sk, D = 2, 4, 2, 7, 9, 64
+    q_bshd = rng.standard_normal((B, Sq, Hq, D)).astype(F32)
+    k_big = rng.standard_normal((B, Hkv + 1, Sk + 5, D)).astype(F32)
+    v_wide = rng.standard_normal((B, Hkv, Sk, 2 * D)).astype(F32)
+    q = fv.asarray(q_bshd).transpose(0, 2, 1, 3)
+    k = fv.asarray(k_big)[:, 1:, 3:3 + Sk]
+    v = fv.asarray(v_wide)[..., ::2]
+    assert k.offset > 0 and not q.is_contiguous and v.strides[3] == 2
+    o, lse = SDPA(q, k, v, is_causal=True, return_lse=True, route=route)
+    want = ref_forward(t64(q_bshd.transpose(0, 2, 1, 3)), t64(k_big[:, 1:, 3:3 + Sk]), t64(v_wide[..., ::2]),
+                       is_causal=True)
+    check_forward((o.numpy(), lse.numpy()), want, F32)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_zero_size(route):
+    for (B, Hq, Hkv, Sq, Sk) in ((0, 2, 1, 3, 4), (1, 0, 0, 3, 4), (1, 2, 1, 0, 4), (1, 2, 1, 3, 0)):
+        q, k, v = inputs(B, Hq, Hkv, Sq, Sk, 32, F16)
+        o, lse = SDPA(q, k, v, return_lse=True, route=route)
+        assert o.shape == (B, Hq, Sq, 32) and o.dtype == F16 and lse.shape == (B, Hq, Sq)
+        assert np.all(o == 0) and np.all(np.isneginf(lse))   # Sk = 0: every row sees nothing
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("subgroup", [4, 16])
+def test_other_subgroup_sizes(monkeypatch, route, subgroup):
+    """The kernels' 8-lane broadcast (SG8 = 1 on lavapipe) has a shuffle form for subgroups of a
+    multiple of 8 and a direct form otherwise: both run here by pretending another subgroup size."""
+    monkeypatch.setattr(runtime.get().device, "subgroup_size", subgroup)
+    q, k, v = inputs(1, 4, 2, 7, 77, 36, F32, seed=2)
+    opt = {"window": (50, 3)}
+    got = SDPA(q, k, v, return_lse=True, route=route, **opt)
+    check_forward(got, ref_forward(t64(q), t64(k), t64(v), **opt), F32)
+    if route == "tiled":
+        _check_backward(q, k, v, *got, opt, _ref_backward(q, k, v, opt, seed=2), seed=2)
+
+
+def test_long_keys_split_over_launches():
+    """More keys than one tiled launch can take under lavapipe's loop cap (Device.loop_budget):
+    the host splits the key range and carries (m, l, acc) between launches."""
+    B, Hq, Hkv, Sq, Sk, D = 1, 2, 1, 5, 16000, 64
+    budget = runtime.get().device.loop_budget
+    per = K.tiled_keys_per_launch(D, 8, 64, budget)
+    assert budget is None or per < Sk
+    q, k, v = inputs(B, Hq, Hkv, Sq, Sk, D, F32, seed=7)
+    got = SDPA(q, k, v, return_lse=True, is_causal=True, route="tiled")
+    check_forward(got, ref_forward(t64(q), t64(k), t64(v), is_causal=True), F32)
+
+
+@pytest.mark.parametrize("opt", [{"is_causal": True}, {"window": (20, 3), "softcap": 4.0, "alibi_slopes": [0.1, 0.2, 0.3, 0.4]}])
+def test_split_launches_small_budget(monkeypatch, opt):
+    """Every split path (forward state carry, dQ over key ranges, dK/dV over row ranges) with a
+    loop budget small enough to force several launches at small sizes."""
+    q, k, v = inputs(1, 4, 2, 150, 300, 32, F32, seed=11, amp=2.0)
+    want = ref_forward(t64(q), t64(k), t64(v), **opt)
+    want_g = _ref_backward(q, k, v, opt, seed=11)
+    monkeypatch.setattr(runtime.get().device, "loop_budget", 700)
+    assert K.tiled_keys_per_launch(32, 16, 32, 700) < 300 and K.bwd_span_per_launch(32, 700) < 300 // 2
+    o, lse = SDPA(q, k, v, return_lse=True, route="tiled", **opt)
+    check_forward((o, lse), want, F32)
+    _check_backward(q, k, v, o, lse, opt, want_g, seed=11)
+
+
+# ---------------------------------------------------------------------------------- backward
+
+def _ref_backward(q, k, v, opt, seed):
+    q64, k64, v64 = (t64(x).requires_grad_() for x in (q, k, v))
+    o, _ = ref_forward(q64, k64, v64, **opt)
+    do = np.random.default_rng(seed + 1).standard_normal(o.shape).astype(F32)
+    o.backward(t64(do))
+    return do, (q64.grad.numpy(), k64.grad.numpy(), v64.grad.numpy())
+
+
+def _check_backward(q, k, v, o, lse, opt, want_g, seed):
+    do, want = want_g
+    got = scaled_dot_product_attention_backward(do, q, k, v, o, lse, **opt)
+    for name, g, w in zip(("dq", "dk", "dv"), got, want):
+        assert g.dtype == F32 and g.shape == w.shape, name
+        assert_close(g, w, F32, scale=BWD_SLACK)
+
+
+BWD_CASES = [
+    (1, 1, 1, 1, 1, 32, {}),
+    (2, 4, 1, 7, 9, 64, {"is_causal": True}),
+    (1, 8, 1, 7, 1, 80, {"is_causal": True}),                                  # rows that see nothing
+    (1, 2, 2, 128, 9, 128, {"window": (3, 2), "alibi_slopes": "bh"}),
+    (1, 4, 1, 9, 128, 256, {"is_causal": True, "softcap": 2.0, "scale": 0.5}),
+    (1, 8, 1, 128, 160, 32, {"is_causal": True, "alibi_slopes": np.linspace(0.02, 0.2, 8)}),
+    (1, 4, 1, 7, 5000, 64, {"window": (2000, 100)}),
+    (1, 2, 1, 513, 9, 80, {"is_causal": True}),                                # 504 rows see nothing
+    (1, 4, 1, 7, 4096, 32, {"is_causal": True}),
+]
+
+
+@pytest.mark.parametrize("case", BWD_CASES, ids=lambda c: _case_id(c[:6] + (F32, c[6])))
+def test_backward(case):
+    B, Hq, Hkv, Sq, Sk, D, opt = case
+    opt = _opts(opt, B, Hq)
+    q, k, v = inputs(B, Hq, Hkv, Sq, Sk, D, F32, seed=Sq + Sk, amp=1.5)
+    want_g = _ref_backward(q, k, v, opt, seed=Sq + Sk)
+    o, lse = SDPA(q, k, v, return_lse=True, **opt)
+    _check_backward(q, k, v, o, lse, opt, want_g, seed=Sq + Sk)
+
+
+def test_backward_zero_size():
+    q, k, v = inputs(1, 2, 1, 0, 5, 32, F32)
+    o, lse = SDPA(q, k, v, return_lse=True)
+    dq, dk, dv = scaled_dot_product_attention_backward(o, q, k, v, o, lse)
+    assert dq.shape == (1, 2, 0, 32) and np.all(dk == 0) and np.all(dv == 0) and dk.shape == (1, 1, 5, 32)
+    q, k, v = inputs(1, 2, 1, 3, 0, 32, F32)
+    o, lse = SDPA(q, k, v, return_lse=True)
+    dq, dk, dv = scaled_dot_product_attention_backward(o, q, k, v, o, lse)
+    assert np.all(dq == 0) and dq.shape == (1, 2, 3, 32) and dk.shape == (1, 1, 0, 32)
+
+
+# ------------------------------------------------------------------------------------- routes
+
+def test_route_picker():
+    assert attention_route((1, 8, 1, 128), (1, 8, 4096, 128)) == "single"      # decode, one row per kv head
+    assert attention_route((1, 32, 1, 128), (1, 8, 4096, 128)) == "tiled"       # GQA decode: 4 rows share K/V
+    assert attention_route((1, 8, 1, 128), (1, 8, 5000, 128)) == "tiled"        # past the score row
+    assert attention_route((1, 8, 512, 64), (1, 8, 512, 64)) == "tiled"         # prefill
+    assert attention_route((1, 8, 512, 64), (1, 8, 512, 64), route="single") == "single"
+    assert attention_route((1, 8, 1, 64), (1, 8, 9, 64), route="TILED") == "tiled"
+
+
+def test_route_env(monkeypatch):
+    monkeypatch.setenv("FUELVK_ATTENTION_ROUTE", "tiled")
+    assert attention_route((1, 8, 1, 64), (1, 8, 9, 64)) == "tiled"
+    monkeypatch.setenv("FUELVK_ATTENTION_ROUTE", "single")
+    assert attention_route((1, 8, 512, 64), (1, 8, 512, 64)) == "single"
+
+
+def test_kernels_listed():
+    names = {v.name for fam in ("flash_attn", "flash_attention", "flash_attn_backward_q", "flash_attn_backward_k",
+                                "flash_attn_backward_v") for v in FAMILIES[fam].variants.values()}
+    assert {"flash_attn_f32", "flash_attn_bf16", "flash_attn_f16", "flash_attention", "flash_attention_f16",
+            "flash_attention_bf16", "flash_attn_backward_q_f32", "flash_attn_backward_k_f32",
+            "flash_attn_backward_v_f32"} <= names
+
+
+# -------------------------------------------------------------------------------- bad input
+
+def _qkv(Hq=4, Hkv=2, D=32, dts=(F32, F32, F32), Sk=9):
+    q, k, v = inputs(1, Hq, Hkv, 3, Sk, D, F32)
+    return q.astype(dts[0]), k.astype(dts[1]), v.astype(dts[2])
+
+
+@pytest.mark.parametrize("args, kw, err, match", [
+    (_qkv(Hq=3, Hkv=2), {}, ShapeError, "multiple of kv heads"),
+    (_qkv(Hq=4, Hkv=0), {}, ShapeError, "multiple of kv heads"),
+    (_qkv(D=320), {}, ShapeError, "head dim D=320"),
+    (_qkv(dts=(F32, F16, F32)), {}, DTypeError, "share one dtype"),
+    (_qkv(dts=(np.float64,) * 3), {}, DTypeError, "not supported"),
+    (_qkv(), {"window": (-2, 0)}, ShapeError, "window"),
+    (_qkv(), {"window": (1.5, 0)}, ShapeError, "window"),
+    (_qkv(), {"window": (1, 2, 3)}, ShapeError, "window"),
+    (_qkv(), {"scale": float("nan")}, ShapeError, "scale"),
+    (_qkv(), {"scale": 0.0}, ShapeError, "scale"),
+    (_qkv(), {"scale": "x"}, ShapeError, "scale"),
+    (_qkv(), {"softcap": -1.0}, ShapeError, "softcap"),
+    (_qkv(), {"softcap": float("inf")}, ShapeError, "softcap"),
+    (_qkv(), {"alibi_slopes": [0.1, 0.2]}, ShapeError, "alibi_slopes"),
+    (_qkv(), {"route": "fast"}, ShapeError, "unknown attention route"),
+    (_qkv(Sk=5000), {"route": "single"}, ShapeError, "route 'single'"),
+], ids=lambda x: None)
+def test_bad_input(args, kw, err, match):
+    with pytest.raises(err, match=match) as e:
+        SDPA(*args, **kw)
+    assert "scaled_dot_product_attention" in str(e.value)
+
+
+def test_bad_shapes():
+    q, k, v = _qkv()
+    with pytest.raises(ShapeError, match="same shape"):
+        SDPA(q, k, v[:, :, :5])
+    with pytest.raises(ShapeError, match="share batch and head dim"):
+        SDPA(q, k[:, :, :, :16], v[:, :, :, :16])
+    with pytest.raises(ShapeError, match="4-d"):
+        SDPA(q[0], k[0], v[0])
+
+
+def test_backward_bad_input():
+    q, k, v = _qkv()
+    o, lse = SDPA(q, k, v, return_lse=True)
+    bwd = scaled_dot_product_attention_backward
+    with pytest.raises(DTypeError, match="share one dtype|not supported"):
+        bwd(o.astype(F16), q.astype(F16), k.astype(F16), v.astype(F16), o.astype(F16), lse)
+    with pytest.raises(ShapeError, match="lse must have shape"):
+        bwd(o, q, k, v, o, lse[:, :, :2])
+    with pytest.raises(ShapeError, match="do must have shape"):
+        bwd(o[:, :1], q, k, v, o, lse)
