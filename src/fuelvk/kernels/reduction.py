@@ -22,27 +22,17 @@ CHUNK_PER_INVOCATION = 64
 def row_wg(ctx, n_cols=0, passes=1):
     """Workgroup size of the row kernels (reduce, arg_reduce, softmax, norms): a power of two.
 
-    Long rows get bigger workgroups so each invocation's serial work stays under loop_budget().
+    Long rows get bigger workgroups so each invocation's serial work stays under Device.loop_budget.
     Returns None when even the largest workgroup cannot do the row within the budget.
     """
     mx = 1 << (ctx.device.limits.maxComputeWorkGroupInvocations.bit_length() - 1)
     wg = min(128, mx)
-    budget = loop_budget(ctx)
+    budget = ctx.device.loop_budget
     if budget is None:
         return wg
     while passes * -(-n_cols // wg) > budget and wg < mx:
         wg *= 2
     return wg if passes * -(-n_cols // wg) <= budget else None
-
-
-def loop_budget(ctx):
-    """Loop iterations one invocation may run, or None for no limit.
-
-    llvmpipe (lavapipe) counts every loop back-edge of an invocation against one 65535 budget
-    (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS) and silently leaves the loop after that; the host keeps
-    each invocation's serial work well below it (the margin covers the tree loops).
-    """
-    return 60000 if "llvmpipe" in ctx.device.name.lower() else None
 
 
 family("reduce", "reduce.comp", REDUCE_PARAMS, float_variants("reduce"), GROUP)

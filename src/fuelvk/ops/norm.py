@@ -19,7 +19,7 @@ from .. import runtime
 from ..errors import DTypeError, ShapeError
 from ..kernels import kernel
 from ..kernels.norm import NORM_PARAMS, SOFTMAX_PARAMS
-from ..kernels.reduction import REDUCE_OPS, loop_budget, row_wg
+from ..kernels.reduction import REDUCE_OPS, row_wg
 from ._core import contiguous, device_args, new_like, result, scalar_words
 from .reduction import accum_dtype, launch_reduce
 
@@ -145,7 +145,7 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
     ctx = runtime.get()
     passes = 3 if ln else 2
     wg = _wg(ctx, op, fam, tag, cols, passes)
-    budget = loop_budget(ctx)
+    budget = ctx.device.loop_budget
     per_row = passes * -(-cols // wg) + 1
     max_rpg = _MAX_ROWS_PER_GROUP if budget is None else max(1, min(_MAX_ROWS_PER_GROUP, budget // per_row))
     eps_w = scalar_words(eps, x.dtype)

@@ -24,7 +24,7 @@ from .. import runtime
 from ..errors import ShapeError
 from ..kernels import kernel
 from ..kernels.reduction import (ARG_OPS, ARG_PARAMS, CHUNK_PER_INVOCATION, CUMSUM_MAX_RANK, CUMSUM_PARAMS,
-                                 MODE_DIRECT, MODE_FINAL, MODE_PARTIAL, REDUCE_OPS, REDUCE_PARAMS, loop_budget, row_wg)
+                                 MODE_DIRECT, MODE_FINAL, MODE_PARTIAL, REDUCE_OPS, REDUCE_PARAMS, row_wg)
 from ._core import contiguous, device_args, new_like, result
 
 # The public sum/max/min shadow the builtins in this module: internal code uses _b.max etc.
@@ -172,7 +172,7 @@ def _arg(op, x, axis):
     if n_out == 0:
         return result(out, numpy_out)
     ctx = runtime.get()
-    budget = loop_budget(ctx)
+    budget = ctx.device.loop_budget
     any_ok = budget is None or d <= _ANY_DIM_MAX_D
     outer = _single_dim(x.shape[:ax], x.strides[:ax])
     inner = _single_dim(x.shape[ax + 1:], x.strides[ax + 1:])
@@ -256,7 +256,7 @@ def cumsum(x, axis=None):
     n_slices = out.size // d
     push = CUMSUM_PARAMS.pack(n_slices, d, len(shape), x.offset, out.offset, x.strides[ax], out.strides[ax],
                               list(shape), list(s_in), list(s_out))
-    budget = loop_budget(ctx)
+    budget = ctx.device.loop_budget
     if d <= _CUMSUM_SERIAL_MAX_D and (budget is None or d <= budget // 2) and (n_slices >= 256 or d < 1024):
         ctx.launch(kernel("cumsum", tag), ctx.groups(-(-n_slices // _CUMSUM_WG)), (out.buffer, x.buffer),
                    (True, False), push, spec=((0, _CUMSUM_WG), (1, 0)))
