@@ -21,9 +21,9 @@ COMBO_FEATURES = {t: ("storage16",) if any(x != "f32" for x in t.split("_")) els
 
 # Geometry the host needs to size grids (must match shaders/matmul.comp and matmul_coop.slang).
 WG = 64
-MATVEC_COLS, MATVEC_KSPLIT_COLS = 64 * 4, 4   # columns per workgroup (KSPLIT = 0 / 1)
-REG_COLS = 64 * 4                              # register-tiled: TM rows x 64 * TN columns per workgroup
-REG_TM = (1, 2, 4, 8, 16)                      # rows per invocation (specialization constant 1; TN: 3)
+REG_GROUP_COLS = 32                            # register tile: columns per 8-lane group per TNV
+REG_TM = (1, 4, 16, 32, 64)                 # rows per invocation (specialization constant 1)
+MATVEC_KSPLIT_COLS = 8 * 4                     # matvec with K-contiguous B: 8 groups x NCG columns
 TILED_BLOCK = (64, 64)                         # shared-memory tiled: BM x BN
 SMALL_BLOCK = (16, 16)
 COOP_BLOCK = (64, 64)                          # coop: 2 x 2 subgroups, each 32 x 32 = 2 x 2 tiles of 16^3

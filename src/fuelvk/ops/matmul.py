@@ -181,9 +181,18 @@ def _sg8(dev):
 
 
 def _reg_tile(M, N):
-    """(rows, columns) per invocation: rows cover M (up to 16); 8 columns once N fills the lanes."""
-    tm = next(t for t in K_.REG_TM if t >= min(M, K_.REG_TM[-1]))
-    return tm, (8 if N > K_.REG_COLS and tm >= 8 else 4)
+    """(rows, 4-column groups) per invocation of the register tile: as many rows as M has, up to 64
+    (each B element loaded feeds that many FMAs), 4 column groups (each broadcast A value feeds 16
+    vector FMAs) once N fills them. Measured on lavapipe; see the module docstring."""
+    tm = next((t for t in K_.REG_TM if t >= M), K_.REG_TM[-1])
+    return tm, (4 if N > 8 * K_.REG_GROUP_COLS else 1)
+
+
+def _vec(unit, other, n_other, offset, batch_strides):
+    """True when 4 consecutive elements along the unit-stride dim can be one 4-wide load: unit stride,
+    and every row start (offset, batch strides, the other dim's stride) a multiple of 4 elements."""
+    return unit == 1 and (n_other == 1 or other % 4 == 0) and offset % 4 == 0 and \
+        all(s % 4 == 0 for s in batch_strides)
 
 
 def _launch(plan, a, b, out):
@@ -199,27 +208,36 @@ def _launch(plan, a, b, out):
     variant = kernel(K_.ROUTES[plan.route], plan.combo)
     so = L.contiguous_strides(tuple(batch) + (M * N,))[:-1] if batch else ()
     route = plan.route
-    spec = ((0, _sg8(dev)),)
-    if route == "matvec":
-        ksplit = 1 if (abs(sb_k) == 1 and abs(sb_n) != 1) or N < K_.MATVEC_COLS else 0
-        spec += ((2, ksplit),)
-        tiles = -(-N // (K_.MATVEC_KSPLIT_COLS if ksplit else K_.MATVEC_COLS))
-    elif route == "register_tiled":
-        tm, tn = _reg_tile(M, N)
-        spec += ((1, tm), (3, tn))
-        tiles = -(-N // (64 * tn)) * -(-M // tm)
+    sg8 = _sg8(dev)
+    tm = tnv = ksplit = 0
+    if route in ("matvec", "register_tiled"):
+        # matvec with B contiguous along K (x @ W.T): lanes split K; otherwise the register tile, 1 row.
+        ksplit = int(route == "matvec" and sg8 != 0 and abs(sb_k) == 1 and abs(sb_n) != 1)
+        tm, tnv = (1, 4 if N >= 2048 else 1) if route == "matvec" else _reg_tile(M, N)
+        tiles = -(-N // K_.MATVEC_KSPLIT_COLS) if ksplit else \
+            -(-N // (8 * K_.REG_GROUP_COLS * tnv)) * -(-M // tm)
     else:
         bm, bn = {"tiled": K_.TILED_BLOCK, "small": K_.SMALL_BLOCK, "coop": K_.COOP_BLOCK}[route]
         tiles = -(-N // bn) * -(-M // bm)
-        if route == "coop":
-            spec = ()
     bufs, writes = (out.buffer, a.buffer, b.buffer), (True, False, False)
     nd = K_.MAX_BATCH_DIMS
     for shape, sa, sb, oa, ob, oc in _batch_chunks(tuple(batch), tuple(sa_b), tuple(sb_b), so):
         nb = math.prod(shape)
         pad = nd - len(shape)
+        offa, offb = a.offset + oa, b.offset + ob
+        if route == "coop":
+            spec = ()
+        elif tm:
+            if ksplit:   # 4-wide loads along K: of a, and of each of B's columns
+                vb = _vec(sb_k, sb_n, N, offb, sb)
+            else:        # 4-wide loads of B along N (its rows); of A along K
+                vb = N % 4 == 0 and _vec(sb_n, sb_k, K, offb, sb)
+            va = ksplit and _vec(sa_k, sa_m, M, offa, sa)
+            spec = ((0, sg8), (1, tm), (2, ksplit), (3, tnv), (4, int(vb) | 2 * int(va)))
+        else:
+            spec = ((0, sg8),)
         push = K_.MATMUL_PARAMS.pack(
-            M, N, K, nb, a.offset + oa, b.offset + ob, out.offset + oc, sa_m, sa_k, sb_k, sb_n,
+            M, N, K, nb, offa, offb, out.offset + oc, sa_m, sa_k, sb_k, sb_n,
             [1] * pad + list(shape), [0] * pad + list(sa), [0] * pad + list(sb))
         ctx.launch(variant, ctx.groups(tiles * nb), bufs, writes, push, spec)
 
