@@ -49,17 +49,20 @@ family("matmul_small", SRC, MATMUL_PARAMS, _names("matmul_small", {}), GROUP,
 family("matmul_calib", SRC, MATMUL_PARAMS, {"f32_f32_f32": "matmul_fma_peak"}, "Benchmark calibration",
        defines={"MODE": 4}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
 CALIB_FMAS_PER_ITER = 32
+# CooperativeMatrixKHR plus what the Slang SPIR-V declares with it (runtime/device.py FEATURE_FIELDS)
+COOP_FEATURES = ("cooperative_matrix", "float16", "uniform_storage16", "memory_model", "memory_model_device_scope")
 COOP_COMBOS = ("f32_bf16_f32", "f16_f16_f32", "f16_f16_f16", "bf16_bf16_f32", "bf16_bf16_bf16")
 family("matmul_coop", "matmul_coop.slang", MATMUL_PARAMS,
        {"f32_bf16_f32": "matmul_coop", "bf16_bf16_f32": "matmul_coop_bf16_bf16",
         "f16_f16_f32": "matmul_coop_f16_f16", "bf16_bf16_bf16": "matmul_coop_bf16_bf16_bf16",
         "f16_f16_f16": "matmul_coop_f16_f16_f16"}, GROUP,
-       tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES, features=("cooperative_matrix", "float16"))
+       tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES,
+       features=COOP_FEATURES)
 
 # route name -> family; "coop" needs the device feature, the others run everywhere.
 ROUTES = {"matvec": "matvec", "register_tiled": "matmul", "tiled": "matmul_tiled", "small": "matmul_small",
           "coop": "matmul_coop"}
-ROUTE_FEATURES = {"coop": ("cooperative_matrix",)}
+ROUTE_FEATURES = {"coop": COOP_FEATURES}
 
 
 def available_routes(features):
