@@ -14,6 +14,9 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
+#if MODE <= 1
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#endif
 #include "common/index.glsl"
 
 layout(local_size_x = 64) in;
@@ -64,14 +67,19 @@ layout(set = 0, binding = 1) readonly buffer A_ { XCAT(ELEM_, A_DT) a[]; };
 layout(set = 0, binding = 2) readonly buffer B_ { XCAT(ELEM_, B_DT) b[]; };
 #define LA(i) XCAT(TOF_, A_DT)(a[i])
 #define LB(i) XCAT(TOF_, B_DT)(b[i])
-// 4-element views of the same A / B bindings (f32: vec4; f16 / bf16: 4 halves in a uvec2).
-#define V4_0 vec4
-#define V4_1 uvec2
-#define V4_2 uvec2
-#define TOF4_0(v) (v)
-#define TOF4_1(v) vec4(unpackHalf2x16((v).x), unpackHalf2x16((v).y))
-#define TOF4_2(v) vec4(uintBitsToFloat((v).x << 16), uintBitsToFloat((v).x & 0xFFFF0000u), \
-                       uintBitsToFloat((v).y << 16), uintBitsToFloat((v).y & 0xFFFF0000u))
+#if MODE <= 1
+// 4-element views of the same A / B bindings in 64-bit words (f32: two; f16 / bf16: one). Why 64-bit:
+// lavapipe pays per loaded component whatever its width (matvec measured 1.7-1.8x faster than with
+// vec4 / uvec2 views). Needs shaderInt64 (kernels/matmul.py: the matvec / register-tiled variants).
+#define V4_0 u64vec2
+#define V4_1 uint64_t
+#define V4_2 uint64_t
+#define TOF4_0(v) vec4(uintBitsToFloat(unpackUint2x32((v).x)), uintBitsToFloat(unpackUint2x32((v).y)))
+#define TOF4_1(v) tof4_1(unpackUint2x32(v))
+#define TOF4_2(v) tof4_2(unpackUint2x32(v))
+vec4 tof4_1(uvec2 v) { return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y)); }
+vec4 tof4_2(uvec2 v) { return vec4(uintBitsToFloat(v.x << 16), uintBitsToFloat(v.x & 0xFFFF0000u),
+                                   uintBitsToFloat(v.y << 16), uintBitsToFloat(v.y & 0xFFFF0000u)); }
 layout(set = 0, binding = 1) readonly buffer A4_ { XCAT(V4_, A_DT) a4[]; };
 layout(set = 0, binding = 2) readonly buffer B4_ { XCAT(V4_, B_DT) b4[]; };
 // Elements e.x .. e.w: one 4-wide load when VEC says e = e.x + (0, 1, 2, 3) with e.x % 4 == 0.
@@ -83,6 +91,7 @@ vec4 ld4b(ivec4 e) {
     if ((VEC & 1u) != 0u) return XCAT(TOF4_, B_DT)(b4[e.x >> 2]);
     return vec4(LB(e.x), LB(e.y), LB(e.z), LB(e.w));
 }
+#endif
 
 layout(push_constant) uniform Params {
     uint M; uint N; uint K; uint batch;

@@ -183,6 +183,20 @@ def test_route_picker_and_env(monkeypatch):
     assert fv.device_info()["routes"]["matmul"] == K_.available_routes(fv.device_info()["features"])
 
 
+def test_routes_without_int64(monkeypatch):
+    """matvec / register tile read through 64-bit words; a device without shaderInt64 gets the others."""
+    from fuelvk import runtime
+    dev = runtime.get().device
+    monkeypatch.setattr(dev, "features", set(dev.features) - {"int64"})
+    rng = np.random.default_rng(11)
+    for M, route in [(1, "small"), (5, "tiled")]:
+        a, b = rand((M, 20), F32, rng), rand((20, 12), F32, rng)
+        assert matmul_route(a, b) == route
+        check(matmul(a, b), a, b, F32)
+    with pytest.raises(fv.UnsupportedError, match="int64"):
+        matmul(a, b, route="register_tiled")
+
+
 def test_coop_gating_and_fallback():
     info = fv.device_info()
     a = np.ones((64, 64), F16)

@@ -35,11 +35,12 @@ def _names(prefix, inventory, combos=COMBOS):
 
 
 SRC = "matmul.comp"
+WIDE_LOADS = ("int64",)   # matvec / register tile read 4 elements through 64-bit words
 family("matvec", SRC, MATMUL_PARAMS,
        _names("matvec", {"f32_f32_f32": "matvec", "f32_bf16_f32": "matvec_bf16_b"}), GROUP,
-       defines={"MODE": 0}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
+       defines={"MODE": 0}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES, features=WIDE_LOADS)
 family("matmul", SRC, MATMUL_PARAMS, _names("matmul", {"f32_f32_f32": "matmul"}), GROUP,
-       defines={"MODE": 1}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
+       defines={"MODE": 1}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES, features=WIDE_LOADS)
 family("matmul_tiled", SRC, MATMUL_PARAMS,
        _names("matmul_tiled", {"f32_f32_f32": "matmul_tiled", "f32_bf16_f32": "matmul_tiled_bf16_b"}), GROUP,
        defines={"MODE": 2}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
@@ -62,7 +63,7 @@ family("matmul_coop", "matmul_coop.slang", MATMUL_PARAMS,
 # route name -> family; "coop" needs the device feature, the others run everywhere.
 ROUTES = {"matvec": "matvec", "register_tiled": "matmul", "tiled": "matmul_tiled", "small": "matmul_small",
           "coop": "matmul_coop"}
-ROUTE_FEATURES = {"coop": COOP_FEATURES}
+ROUTE_FEATURES = {"matvec": WIDE_LOADS, "register_tiled": WIDE_LOADS, "coop": COOP_FEATURES}
 
 
 def available_routes(features):

@@ -129,7 +129,7 @@ def _plan(a, b, out_dtype, n_rep, route):
     transposed = M != 1 and N == 1 and same
     forced = route if route is not None else (os.environ.get(ENV) or None)
     if forced in (None, "", "auto"):
-        has_coop = "cooperative_matrix" in dev.features
+        has_coop = "coop" in K_.available_routes(dev.features)
         half = combo.split("_")[0] in ("f16", "bf16")
         if M == 1 or transposed:
             name = "matvec"
@@ -141,6 +141,9 @@ def _plan(a, b, out_dtype, n_rep, route):
             # CPU devices (lavapipe): shared memory is ordinary memory there, so staging slabs only adds
             # loads and stores; the register-tiled kernel stays faster for every M (measured).
             name = "register_tiled" if M < 32 or dev.device_type == "cpu" else "tiled"
+        if name not in K_.available_routes(dev.features):   # no shaderInt64: the kernels without wide loads
+            name = "small" if M == 1 or transposed else "tiled"
+        transposed = transposed and name == "matvec"
     else:
         name = forced
         if name not in K_.ROUTES:
