@@ -192,10 +192,15 @@ def _sg8(dev):
 
 def _reg_tile(M, N):
     """(rows, 4-column groups) per invocation of the register tile: as many rows as M has, up to 64
-    (each B element loaded feeds that many FMAs), 4 column groups (each broadcast A value feeds 16
-    vector FMAs) once N fills them. Measured on lavapipe; see the module docstring."""
+    (each B element loaded feeds that many FMAs); 2-4 column groups once N fills a workgroup (each
+    broadcast A value feeds 4 per group), the count that pads N least. Measured on lavapipe (under
+    load, % of the FMA calibration): 64 x 4 ~26%, 32 x 4 ~23%, 32 x 2 ~17%, 64 x 3 = 64 x 4 where
+    both tile N exactly; 128 rows was slower and once gave wrong sums (not investigated: capped at 64)."""
     tm = next((t for t in K_.REG_TM if t >= M), K_.REG_TM[-1])
-    return tm, (4 if N > 8 * K_.REG_GROUP_COLS else 1)
+    wg = 8 * K_.REG_GROUP_COLS
+    if N <= wg:
+        return tm, 1
+    return tm, min((4, 3, 2), key=lambda t: (-(-N // (wg * t)) * t, -t))
 
 
 def _vec(unit, other, n_other, offset, batch_strides):
@@ -223,7 +228,7 @@ def _launch(plan, a, b, out):
     if route in ("matvec", "register_tiled"):
         # matvec with B contiguous along K (x @ W.T): lanes split K; otherwise the register tile, 1 row.
         ksplit = int(route == "matvec" and sg8 != 0 and abs(sb_k) == 1 and abs(sb_n) != 1)
-        tm, tnv = (1, 4 if N >= 2048 else 1) if route == "matvec" else _reg_tile(M, N)
+        tm, tnv = _reg_tile(1 if route == "matvec" else M, N)
         tiles = -(-N // K_.MATVEC_KSPLIT_COLS) if ksplit else \
             -(-N // (8 * K_.REG_GROUP_COLS * tnv)) * -(-M // tm)
     else:
