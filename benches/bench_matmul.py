@@ -76,13 +76,16 @@ def copy_bandwidth(repeats):
 
 def cases(quick):
     big, wide = (512, 2048) if quick else (1024, 4096)
+    # last field: "T" = B given as W.T of a contiguous (N, K) W (a linear layer's weight layout)
     return [
-        ("f32 square", big, big, big, np.float32, np.float32),
-        ("f32 matvec", 1, wide, wide, np.float32, np.float32),
-        ("f32 x bf16 matvec", 1, wide, wide, np.float32, BF16),
-        ("f16 square", big, big, big, np.float16, np.float16),
-        ("bf16 square", big, big, big, BF16, BF16),
-        ("f32 prefill", big // 2, wide, wide, np.float32, np.float32),
+        ("f32 square", big, big, big, np.float32, np.float32, ""),
+        ("f32 matvec", 1, wide, wide, np.float32, np.float32, ""),
+        ("f32 matvec x@W.T", 1, wide, wide, np.float32, np.float32, "T"),
+        ("f32 x bf16 matvec", 1, wide, wide, np.float32, BF16, ""),
+        ("f32 x bf16 x@W.T", 1, wide, wide, np.float32, BF16, "T"),
+        ("f16 square", big, big, big, np.float16, np.float16, ""),
+        ("bf16 square", big, big, big, BF16, BF16, ""),
+        ("f32 prefill", big // 2, wide, wide, np.float32, np.float32, ""),
     ]
 
 
@@ -106,12 +109,12 @@ def main(argv=None):
     rows = []
     rng = np.random.default_rng(0)
     hdr = f"{'case':20s} {'M':>5s} {'N':>5s} {'K':>5s} {'route':15s} {'ms':>9s} {'GFLOP/s':>8s} {'%FMA':>5s} " \
-          f"{'GB/s':>6s} {'numpy':>8s} {'torch':>8s}"
+          f"{'GB/s':>6s} {'%copy':>5s} {'numpy':>8s} {'torch':>8s}"
     print(hdr)
-    for name, M, N, K, adt, bdt in cases(args.quick):
+    for name, M, N, K, adt, bdt, lay in cases(args.quick):
         a_h = rng.uniform(-1, 1, (M, K)).astype(adt)
-        b_h = rng.uniform(-1, 1, (K, N)).astype(bdt)
-        a, b = fv.asarray(a_h), fv.asarray(b_h)
+        b_h = rng.uniform(-1, 1, (N, K)).astype(bdt).T if lay == "T" else rng.uniform(-1, 1, (K, N)).astype(bdt)
+        a, b = fv.asarray(a_h), fv.asarray(np.ascontiguousarray(b_h.T)).T if lay == "T" else fv.asarray(b_h)
         route = fv.matmul_route(a, b)
         reps = args.repeats
         r = measure(lambda: fv.matmul(a, b), warmup=1, repeats=reps)
@@ -132,11 +135,12 @@ def main(argv=None):
             t_torch = host_time(lambda: ta @ tb, reps)
         row = {"case": name, "M": M, "N": N, "K": K, "route": route, "ms": ms, "gflops": flops / ms / 1e6,
                "pct_fma_peak": 100 * flops / ms / 1e6 / peak, "gbs": nbytes / ms / 1e6,
+               "pct_copy": 100 * nbytes / ms / 1e6 / cmd_bw,
                "numpy_gflops": flops / t_np / 1e6, "torch_gflops": flops / t_torch / 1e6 if t_torch else None}
         rows.append(row)
         tg = f"{row['torch_gflops']:8.1f}" if t_torch else "       -"
         print(f"{name:20s} {M:5d} {N:5d} {K:5d} {route:15s} {ms:9.1f} {row['gflops']:8.2f} "
-              f"{row['pct_fma_peak']:5.1f} {row['gbs']:6.2f} {row['numpy_gflops']:8.1f} {tg}", flush=True)
+              f"{row['pct_fma_peak']:5.1f} {row['gbs']:6.2f} {row['pct_copy']:5.1f} {row['numpy_gflops']:8.1f} {tg}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": info["name"], "fma_peak_gflops": peak, "copy_gbs": cmd_bw,

@@ -13,6 +13,10 @@
 #extension GL_KHR_shader_subgroup_ballot : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_control_flow_attributes : require
+#if MODE <= 1
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#endif
 #include "common/index.glsl"
 
 layout(local_size_x = 64) in;
@@ -20,9 +24,15 @@ layout(local_size_x = 64) in;
 // subgroup, so A is shared with subgroupBroadcast (a register move) instead of 8 loads; 2 when
 // subgroups are a multiple of 8 (shuffle within the 8-lane group); 0: every lane loads A itself.
 layout(constant_id = 0) const uint SG8 = 0;
-layout(constant_id = 1) const uint TM = 4;      // rows per invocation (register-tiled)
+layout(constant_id = 1) const uint TM = 4;      // rows per invocation (register-tiled / matvec)
 layout(constant_id = 2) const uint KSPLIT = 0;  // matvec: 1 = lanes split K (B contiguous along K)
-layout(constant_id = 3) const uint TN_REG = 4;  // columns per invocation (register-tiled)
+layout(constant_id = 3) const uint TNV = 1;     // 4-column groups per invocation (register-tiled)
+// VEC bit 0: B is read 4 elements at a time through a vec4 view of its binding (the 4 elements are
+// contiguous and 4-aligned: B rows along N for the register tile, along K for KSPLIT); bit 1: the
+// same for A along K (KSPLIT). The host sets the bits only when strides/offsets allow; otherwise 4 scalar loads.
+// Why: on lavapipe every SSBO load is a per-lane loop with a bounds check, so one 4-wide load costs
+// little more than one scalar load.
+layout(constant_id = 4) const uint VEC = 0;
 
 #define F32 0
 #define F16 1
@@ -57,6 +67,31 @@ layout(set = 0, binding = 1) readonly buffer A_ { XCAT(ELEM_, A_DT) a[]; };
 layout(set = 0, binding = 2) readonly buffer B_ { XCAT(ELEM_, B_DT) b[]; };
 #define LA(i) XCAT(TOF_, A_DT)(a[i])
 #define LB(i) XCAT(TOF_, B_DT)(b[i])
+#if MODE <= 1
+// 4-element views of the same A / B bindings in 64-bit words (f32: two; f16 / bf16: one). Why 64-bit:
+// lavapipe pays per loaded component whatever its width (matvec measured 1.7-1.8x faster than with
+// vec4 / uvec2 views). Needs shaderInt64 (kernels/matmul.py: the matvec / register-tiled variants).
+#define V4_0 u64vec2
+#define V4_1 uint64_t
+#define V4_2 uint64_t
+#define TOF4_0(v) vec4(uintBitsToFloat(unpackUint2x32((v).x)), uintBitsToFloat(unpackUint2x32((v).y)))
+#define TOF4_1(v) tof4_1(unpackUint2x32(v))
+#define TOF4_2(v) tof4_2(unpackUint2x32(v))
+vec4 tof4_1(uvec2 v) { return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y)); }
+vec4 tof4_2(uvec2 v) { return vec4(uintBitsToFloat(v.x << 16), uintBitsToFloat(v.x & 0xFFFF0000u),
+                                   uintBitsToFloat(v.y << 16), uintBitsToFloat(v.y & 0xFFFF0000u)); }
+layout(set = 0, binding = 1) readonly buffer A4_ { XCAT(V4_, A_DT) a4[]; };
+layout(set = 0, binding = 2) readonly buffer B4_ { XCAT(V4_, B_DT) b4[]; };
+// Elements e.x .. e.w: one 4-wide load when VEC says e = e.x + (0, 1, 2, 3) with e.x % 4 == 0.
+vec4 ld4a(ivec4 e) {
+    if ((VEC & 2u) != 0u) return XCAT(TOF4_, A_DT)(a4[e.x >> 2]);
+    return vec4(LA(e.x), LA(e.y), LA(e.z), LA(e.w));
+}
+vec4 ld4b(ivec4 e) {
+    if ((VEC & 1u) != 0u) return XCAT(TOF4_, B_DT)(b4[e.x >> 2]);
+    return vec4(LB(e.x), LB(e.y), LB(e.z), LB(e.w));
+}
+#endif
 
 layout(push_constant) uniform Params {
     uint M; uint N; uint K; uint batch;
@@ -79,147 +114,137 @@ float share8(float x, uint src) {
     return subgroupShuffle(x, (gl_SubgroupInvocationID & ~7u) | src);
 }
 
-#if MODE == 0
-// ---- matvec: c[n] = sum_k a[k] * B[k, n] ------------------------------------------------------------
-// KSPLIT == 0 (B contiguous along N, e.g. x @ W): lane owns columns n0 + lane + 64 j, a shared by the
-// 8-lane groups. KSPLIT == 1 (B contiguous along K, e.g. x @ W.T): the workgroup owns NC columns,
-// lanes stride over K and the partial sums are reduced (subgroups, then shared memory).
-#define TNV 4u
-#define NC 4u
-shared float red[64][NC];  // one row per subgroup (any subgroup size)
-void main() {
-    uint tiles = KSPLIT == 1u ? (p.N + NC - 1u) / NC : (p.N + 64u * TNV - 1u) / (64u * TNV);
+#if MODE <= 1
+// ---- register tile (MODE 1; matvec MODE 0 with KSPLIT == 0 is its TM == 1 case) ---------------------
+// Each invocation accumulates TM rows x 4 TNV columns; 8-lane groups: lane ln owns columns
+// n0 + 4 ln + 32 j + (0..3), so the 8 lanes read contiguous 32-column segments of B's rows; all
+// groups of a workgroup share the same TM rows. Per 8-deep K step the lanes load an 8 x 4 TNV slab of
+// B once and then stream the TM rows over it: lane ln loads A[m, k + ln], share8 hands it to the other
+// lanes. Why this shape (measured on lavapipe, where every SSBO element load is a per-lane loop and a
+// subgroup broadcast a loop too, while FMAs and compiler spills are real 8-wide vector ops): each B
+// element feeds TM FMAs and each broadcast 4 TNV vector FMAs; the slab and the TM x TNV accumulators
+// live in LLVM's registers / stack (cheap vector spills), never in shared memory.
+void regtile_main() {
+    const uint GC = 32u * TNV, WC = 8u * GC;       // columns per 8-lane group / per workgroup
+    uint tiles_n = (p.N + WC - 1u) / WC;
+    uint tiles = tiles_n * ((p.M + TM - 1u) / TM);
     uint g = linear_group();
     if (g >= tiles * p.batch) return;
     uint tile = g % tiles, z = g / tiles;
     int ba, bb;
     batch_bases(z, ba, bb);
-    uint l = gl_LocalInvocationID.x;
-    if (KSPLIT == 0u) {
-        uint n0 = tile * 64u * TNV + l;
-        int col[TNV];
-        float acc[TNV];
-        for (uint j = 0u; j < TNV; ++j) { col[j] = int(min(n0 + 64u * j, p.N - 1u)) * p.sb_n; acc[j] = 0.0; }
-        uint k = 0u;
-        if (SG8 != 0u) {
-            uint ln = l & 7u;
-            for (; k + 8u <= p.K; k += 8u) {
-                float av = LA(ba + int(k + ln) * p.sa_k);
-                for (uint kk = 0u; kk < 8u; ++kk) {
-                    float x = share8(av, kk);
-                    int row = bb + int(k + kk) * p.sb_k;
-                    for (uint j = 0u; j < TNV; ++j) acc[j] = fma(x, LB(row + col[j]), acc[j]);
-                }
-            }
-        }
-        for (; k < p.K; ++k) {
-            float x = LA(ba + int(k) * p.sa_k);
-            int row = bb + int(k) * p.sb_k;
-            for (uint j = 0u; j < TNV; ++j) acc[j] = fma(x, LB(row + col[j]), acc[j]);
-        }
-        uint cb = p.off_c + z * p.N;
-        for (uint j = 0u; j < TNV; ++j) if (n0 + 64u * j < p.N) STORE_C(cb + n0 + 64u * j, acc[j]);
-    } else {
-        uint n0 = tile * NC;
-        int col[NC];
-        float acc[NC];
-        for (uint j = 0u; j < NC; ++j) { col[j] = int(min(n0 + j, p.N - 1u)) * p.sb_n; acc[j] = 0.0; }
-        for (uint k = l; k < p.K; k += 64u) {
-            float x = LA(ba + int(k) * p.sa_k);
-            int row = bb + int(k) * p.sb_k;
-            for (uint j = 0u; j < NC; ++j) acc[j] = fma(x, LB(row + col[j]), acc[j]);
-        }
-        for (uint j = 0u; j < NC; ++j) acc[j] = subgroupAdd(acc[j]);
-        uint nsg = (64u + gl_SubgroupSize - 1u) / gl_SubgroupSize;
-        if (subgroupElect())
-            for (uint j = 0u; j < NC; ++j) red[gl_SubgroupID][j] = acc[j];
-        barrier();
-        if (l < NC && n0 + l < p.N) {
-            float s = 0.0;
-            for (uint q = 0u; q < nsg; ++q) s += red[q][l];
-            STORE_C(p.off_c + z * p.N + n0 + l, s);
-        }
-    }
-}
-
-#elif MODE == 1 || MODE == 2
-// ---- register tile: each invocation accumulates TM x TN outputs -------------------------------------
-// Lanes l = 8 * rg + ln: ln picks columns (n0 + ln + 8 j), rg picks a row group. Register-tiled:
-// the workgroup is TM rows x (64 * TN) columns, all row groups on the same rows (small M).
-// Tiled: 64 x 64 blocks, BK-deep slabs of A and B staged in shared memory (f32, 2 x 8 KiB + pad).
-#if MODE == 1
-#define TN TN_REG
-#define WROWS TM
-#define WCOLS (64u * TN)
-#else
-#define TN 8u
-#define TMT 8u
-#define BM 64u
-#define BN 64u
-#define BK 32u
-#define WROWS BM
-#define WCOLS BN
-shared float As[BK][BM + 1u];
-shared float Bs[BK][BN + 1u];
-#endif
-
-void main() {
-    uint tiles_n = (p.N + WCOLS - 1u) / WCOLS;
-    uint tiles = tiles_n * ((p.M + WROWS - 1u) / WROWS);
-    uint g = linear_group();
-    if (g >= tiles * p.batch) return;   // uniform per workgroup: barriers below stay legal
-    uint tile = g % tiles, z = g / tiles;
-    uint m_blk = (tile / tiles_n) * WROWS, n_blk = (tile % tiles_n) * WCOLS;
-    int ba, bb;
-    batch_bases(z, ba, bb);
-    uint l = gl_LocalInvocationID.x, ln = l & 7u, rg = l >> 3;
-#if MODE == 1
-    const uint R = TM;
-    uint n0 = n_blk + rg * (8u * TN) + ln;     // row groups side by side along N
-    uint m0 = m_blk;
+    uint l = gl_LocalInvocationID.x, ln = l & 7u;
+    uint m0 = (tile / tiles_n) * TM, nq = (tile % tiles_n) * WC + (l >> 3) * GC + 4u * ln;
     int arow[TM];
-    for (uint i = 0u; i < TM; ++i) arow[i] = ba + int(min(m0 + i, p.M - 1u)) * p.sa_m;
-    int bcol[TN];
-    for (uint j = 0u; j < TN; ++j) bcol[j] = bb + int(min(n0 + 8u * j, p.N - 1u)) * p.sb_n;
-    float acc[TM][TN];
-#else
-    const uint R = TMT;
-    float acc[TMT][TN];
-#endif
-    for (uint i = 0u; i < R; ++i) for (uint j = 0u; j < TN; ++j) acc[i][j] = 0.0;
-
-#if MODE == 1
+    [[unroll]] for (uint i = 0u; i < TM; ++i) arow[i] = ba + int(min(m0 + i, p.M - 1u)) * p.sa_m;
+    ivec4 bcol[TNV];   // clamped columns (vector view: N % 4 == 0, so a clamped group stays whole)
+    [[unroll]] for (uint j = 0u; j < TNV; ++j) {
+        uint c0 = nq + 32u * j;
+        bcol[j] = (VEC & 1u) != 0u ? ivec4(bb + int(min(c0, p.N - 4u)))
+                                   : bb + ivec4(min(uvec4(c0) + uvec4(0u, 1u, 2u, 3u), uvec4(p.N - 1u))) * p.sb_n;
+    }
+    vec4 acc[TM][TNV];
+    [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TNV; ++j) acc[i][j] = vec4(0.0);
     uint k = 0u;
     if (SG8 != 0u) {
         for (; k + 8u <= p.K; k += 8u) {
-            float ar[TM];
-            for (uint i = 0u; i < TM; ++i) ar[i] = LA(arow[i] + int(k + ln) * p.sa_k);
-            for (uint kk = 0u; kk < 8u; ++kk) {
-                int krow = int(k + kk) * p.sb_k;
-                float bv[TN];
-                for (uint j = 0u; j < TN; ++j) bv[j] = LB(bcol[j] + krow);
-                for (uint i = 0u; i < TM; ++i) {
-                    float x = share8(ar[i], kk);
-                    for (uint j = 0u; j < TN; ++j) acc[i][j] = fma(x, bv[j], acc[i][j]);
+            vec4 bv[8][TNV];
+            [[unroll]] for (uint kk = 0u; kk < 8u; ++kk)
+                [[unroll]] for (uint j = 0u; j < TNV; ++j) bv[kk][j] = ld4b(bcol[j] + int(k + kk) * p.sb_k);
+            [[unroll]] for (uint i = 0u; i < TM; ++i) {
+                float av = LA(arow[i] + int(k + ln) * p.sa_k);
+                [[unroll]] for (uint kk = 0u; kk < 8u; ++kk) {
+                    float x = share8(av, kk);
+                    [[unroll]] for (uint j = 0u; j < TNV; ++j) acc[i][j] = fma(vec4(x), bv[kk][j], acc[i][j]);
                 }
             }
         }
     }
     for (; k < p.K; ++k) {
-        float bv[TN];
-        for (uint j = 0u; j < TN; ++j) bv[j] = LB(bcol[j] + int(k) * p.sb_k);
-        for (uint i = 0u; i < TM; ++i) {
+        int kr = int(k) * p.sb_k;
+        vec4 bv[TNV];
+        [[unroll]] for (uint j = 0u; j < TNV; ++j) bv[j] = ld4b(bcol[j] + kr);
+        [[unroll]] for (uint i = 0u; i < TM; ++i) {
             float x = LA(arow[i] + int(k) * p.sa_k);
-            for (uint j = 0u; j < TN; ++j) acc[i][j] = fma(x, bv[j], acc[i][j]);
+            [[unroll]] for (uint j = 0u; j < TNV; ++j) acc[i][j] = fma(vec4(x), bv[j], acc[i][j]);
         }
     }
     uint cb = p.off_c + z * p.M * p.N;
-    for (uint i = 0u; i < TM; ++i) {
+    [[unroll]] for (uint i = 0u; i < TM; ++i) {
         if (m0 + i >= p.M) break;
-        for (uint j = 0u; j < TN; ++j)
-            if (n0 + 8u * j < p.N) STORE_C(cb + (m0 + i) * p.N + n0 + 8u * j, acc[i][j]);
+        [[unroll]] for (uint j = 0u; j < TNV; ++j) [[unroll]] for (uint q = 0u; q < 4u; ++q) {
+            uint n = nq + 32u * j + q;
+            if (n < p.N) STORE_C(cb + (m0 + i) * p.N + n, acc[i][j][q]);
+        }
     }
-#else
+}
+
+// ---- matvec with B contiguous along K (x @ W.T, the weight layout of a linear layer) ---------------
+// Each 8-lane group owns NCG columns; its lanes walk K 32 elements at a time (4 each, one 4-wide load
+// of a and of every column when VEC allows) and the partial sums meet in a butterfly over the group.
+#define NCG 4u
+float reduce8(float x) {
+    if (SG8 == 1u) return subgroupAdd(x);
+    x += subgroupShuffleXor(x, 1u);
+    x += subgroupShuffleXor(x, 2u);
+    return x + subgroupShuffleXor(x, 4u);
+}
+void ksplit_main() {
+    uint tiles = (p.N + 8u * NCG - 1u) / (8u * NCG);
+    uint g = linear_group();
+    if (g >= tiles * p.batch) return;
+    uint tile = g % tiles, z = g / tiles;
+    int ba, bb;
+    batch_bases(z, ba, bb);
+    uint l = gl_LocalInvocationID.x, ln = l & 7u;
+    uint n0 = tile * 8u * NCG + (l >> 3) * NCG;
+    int bcol[NCG];
+    vec4 acc[NCG];
+    [[unroll]] for (uint j = 0u; j < NCG; ++j) { bcol[j] = bb + int(min(n0 + j, p.N - 1u)) * p.sb_n; acc[j] = vec4(0.0); }
+    ivec4 q4 = ivec4(0, 1, 2, 3);
+    uint k4 = p.K & ~3u;
+    for (uint k = 4u * ln; k < k4; k += 32u) {
+        vec4 x = ld4a(ba + (int(k) + q4) * p.sa_k);
+        [[unroll]] for (uint j = 0u; j < NCG; ++j) acc[j] = fma(x, ld4b(bcol[j] + (int(k) + q4) * p.sb_k), acc[j]);
+    }
+    uint kt = k4 + ln;   // the K % 4 tail: one element per lane
+    float xt = kt < p.K ? LA(ba + int(kt) * p.sa_k) : 0.0;
+    for (uint j = 0u; j < NCG; ++j) {
+        float s = dot(acc[j], vec4(1.0)) + (kt < p.K ? xt * LB(bcol[j] + int(kt) * p.sb_k) : 0.0);
+        s = reduce8(s);
+        if (ln == j && n0 + j < p.N) STORE_C(p.off_c + z * p.N + n0 + j, s);
+    }
+}
+
+void main() {
+    if (KSPLIT == 1u) ksplit_main();
+    else regtile_main();
+}
+
+#elif MODE == 2
+// ---- shared-memory tiled: 64 x 64 blocks, each invocation 8 x 8 outputs -------------------------------
+// BK-deep slabs of A and B staged in shared memory (f32, 2 x 8 KiB + pad). Lanes l = 8 * rg + ln:
+// ln picks columns (ln + 8 j), rg rows (rg + 8 i). For GPUs; CPU devices take the register tile.
+#define TN 8u
+#define TMT 8u
+#define BM 64u
+#define BN 64u
+#define BK 32u
+shared float As[BK][BM + 1u];
+shared float Bs[BK][BN + 1u];
+
+void main() {
+    uint tiles_n = (p.N + BN - 1u) / BN;
+    uint tiles = tiles_n * ((p.M + BM - 1u) / BM);
+    uint g = linear_group();
+    if (g >= tiles * p.batch) return;   // uniform per workgroup: barriers below stay legal
+    uint tile = g % tiles, z = g / tiles;
+    uint m_blk = (tile / tiles_n) * BM, n_blk = (tile % tiles_n) * BN;
+    int ba, bb;
+    batch_bases(z, ba, bb);
+    uint l = gl_LocalInvocationID.x, ln = l & 7u, rg = l >> 3;
+    float acc[TMT][TN];
+    for (uint i = 0u; i < TMT; ++i) for (uint j = 0u; j < TN; ++j) acc[i][j] = 0.0;
     // Cooperative slab loads: 64 lanes fill BK x BM of A and BK x BN of B (clamped rows/cols,
     // zeros past K so the tail slab adds nothing).
     for (uint k0 = 0u; k0 < p.K; k0 += BK) {
@@ -253,7 +278,6 @@ void main() {
             if (n < p.N) STORE_C(cb + m * p.N + n, acc[i][j]);
         }
     }
-#endif
 }
 
 #elif MODE == 4

@@ -71,11 +71,17 @@ def test_combos(route, combo):
     rng = np.random.default_rng(2)
     adt, bdt, cdt = COMBO_DTYPES[combo]
     out = None if cdt == adt else cdt
-    shapes = [(1, 65, 33), (1, 300, 17)] if route == "matvec" else [(3, 17, 31), (33, 65, 16), (2, 257, 129)]
+    # N % 4 == 0 takes the 4-wide loads of B (register tile / matvec), N % 4 != 0 the scalar ones;
+    # matvec with a transposed B walks K (4-wide when K % 4 == 0).
+    shapes = [(1, 65, 33), (1, 300, 17)] if route == "matvec" else [(3, 17, 31), (40, 64, 21), (2, 257, 129)]
     for M, N, K in shapes:
         a, b = rand((M, K), adt, rng), rand((K, N), bdt, rng)
         assert matmul_route(a, b, out, route=route) == route
         check(matmul(a, b, out, route=route), a, b, cdt)
+    if route == "matvec":
+        for N, K in [(24, 36), (9, 35)]:
+            a, w = rand((1, K), adt, rng), fv.asarray(rand((N, K), bdt, rng))
+            check(matmul(a, w.T, out, route=route), a, w.T, cdt)
 
 
 @pytest.mark.parametrize("route", LAVAPIPE_ROUTES)
@@ -90,6 +96,10 @@ def test_views_batches_offsets(route):
     check(matmul(a_t, b_t, route=route), a_t, b_t, F32)
     b_flip = big_b[10:33, ::-2].flip(0)                 # negative strides on both axes
     check(matmul(a_t, b_flip, route=route), a_t, b_flip, F32)
+    big_c = fv.asarray(rand((30, 72), F32, rng))
+    for col0 in (4, 1):                                 # rows 4-aligned (4-wide loads) or not (scalar)
+        b_rows = big_c[3:3 + 23, col0:col0 + 36]
+        check(matmul(a_t, b_rows, route=route), a_t, b_rows, F32)
     a_bat = fv.asarray(rand((2, 1, M, 9), F32, rng))     # batch (2, 1) x (3,) -> (2, 3)
     b_bat = fv.asarray(rand((3, 9, 21), F32, rng))
     check(matmul(a_bat, b_bat, route=route), a_bat, b_bat, F32)
@@ -173,6 +183,20 @@ def test_route_picker_and_env(monkeypatch):
     assert fv.device_info()["routes"]["matmul"] == K_.available_routes(fv.device_info()["features"])
 
 
+def test_routes_without_int64(monkeypatch):
+    """matvec / register tile read through 64-bit words; a device without shaderInt64 gets the others."""
+    from fuelvk import runtime
+    dev = runtime.get().device
+    monkeypatch.setattr(dev, "features", set(dev.features) - {"int64"})
+    rng = np.random.default_rng(11)
+    for M, route in [(1, "small"), (5, "tiled")]:
+        a, b = rand((M, 20), F32, rng), rand((20, 12), F32, rng)
+        assert matmul_route(a, b) == route
+        check(matmul(a, b), a, b, F32)
+    with pytest.raises(fv.UnsupportedError, match="int64"):
+        matmul(a, b, route="register_tiled")
+
+
 def test_coop_gating_and_fallback():
     info = fv.device_info()
     a = np.ones((64, 64), F16)
@@ -250,6 +274,15 @@ def test_result_over_binding_limit_is_a_typed_error():
         matmul(a, b)
     with pytest.raises(fv.FuelVKMemoryError):
         matmul_route(a, b)
+
+
+def test_operand_over_binding_limit_is_a_typed_error():
+    """An operand bigger than maxStorageBufferRange is refused when it is uploaded (numpy zeros: the
+    host pages are never touched, so nothing big is allocated)."""
+    limit = fv.device_info()["limits"]["maxStorageBufferRange"]
+    a, b = np.zeros((1, limit // 4 + 4), F32), np.zeros((limit // 4 + 4, 1), F32)
+    with pytest.raises(fv.FuelVKMemoryError, match="maxStorageBufferRange"):
+        matmul(a, b)
 
 
 def test_realistic_size():

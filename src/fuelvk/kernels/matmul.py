@@ -21,9 +21,9 @@ COMBO_FEATURES = {t: ("storage16",) if any(x != "f32" for x in t.split("_")) els
 
 # Geometry the host needs to size grids (must match shaders/matmul.comp and matmul_coop.slang).
 WG = 64
-MATVEC_COLS, MATVEC_KSPLIT_COLS = 64 * 4, 4   # columns per workgroup (KSPLIT = 0 / 1)
-REG_COLS = 64 * 4                              # register-tiled: TM rows x 64 * TN columns per workgroup
-REG_TM = (1, 2, 4, 8, 16)                      # rows per invocation (specialization constant 1; TN: 3)
+REG_GROUP_COLS = 32                            # register tile: columns per 8-lane group per TNV
+REG_TM = (1, 4, 16, 32, 64)                 # rows per invocation (specialization constant 1)
+MATVEC_KSPLIT_COLS = 8 * 4                     # matvec with K-contiguous B: 8 groups x NCG columns
 TILED_BLOCK = (64, 64)                         # shared-memory tiled: BM x BN
 SMALL_BLOCK = (16, 16)
 COOP_BLOCK = (64, 64)                          # coop: 2 x 2 subgroups, each 32 x 32 = 2 x 2 tiles of 16^3
@@ -35,11 +35,12 @@ def _names(prefix, inventory, combos=COMBOS):
 
 
 SRC = "matmul.comp"
+WIDE_LOADS = ("int64",)   # matvec / register tile read 4 elements through 64-bit words
 family("matvec", SRC, MATMUL_PARAMS,
        _names("matvec", {"f32_f32_f32": "matvec", "f32_bf16_f32": "matvec_bf16_b"}), GROUP,
-       defines={"MODE": 0}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
+       defines={"MODE": 0}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES, features=WIDE_LOADS)
 family("matmul", SRC, MATMUL_PARAMS, _names("matmul", {"f32_f32_f32": "matmul"}), GROUP,
-       defines={"MODE": 1}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
+       defines={"MODE": 1}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES, features=WIDE_LOADS)
 family("matmul_tiled", SRC, MATMUL_PARAMS,
        _names("matmul_tiled", {"f32_f32_f32": "matmul_tiled", "f32_bf16_f32": "matmul_tiled_bf16_b"}), GROUP,
        defines={"MODE": 2}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
@@ -49,17 +50,20 @@ family("matmul_small", SRC, MATMUL_PARAMS, _names("matmul_small", {}), GROUP,
 family("matmul_calib", SRC, MATMUL_PARAMS, {"f32_f32_f32": "matmul_fma_peak"}, "Benchmark calibration",
        defines={"MODE": 4}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
 CALIB_FMAS_PER_ITER = 32
+# CooperativeMatrixKHR plus what the Slang SPIR-V declares with it (runtime/device.py FEATURE_FIELDS)
+COOP_FEATURES = ("cooperative_matrix", "float16", "uniform_storage16", "memory_model", "memory_model_device_scope")
 COOP_COMBOS = ("f32_bf16_f32", "f16_f16_f32", "f16_f16_f16", "bf16_bf16_f32", "bf16_bf16_bf16")
 family("matmul_coop", "matmul_coop.slang", MATMUL_PARAMS,
        {"f32_bf16_f32": "matmul_coop", "bf16_bf16_f32": "matmul_coop_bf16_bf16",
         "f16_f16_f32": "matmul_coop_f16_f16", "bf16_bf16_bf16": "matmul_coop_bf16_bf16_bf16",
         "f16_f16_f16": "matmul_coop_f16_f16_f16"}, GROUP,
-       tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES, features=("cooperative_matrix", "float16"))
+       tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES,
+       features=COOP_FEATURES)
 
 # route name -> family; "coop" needs the device feature, the others run everywhere.
 ROUTES = {"matvec": "matvec", "register_tiled": "matmul", "tiled": "matmul_tiled", "small": "matmul_small",
           "coop": "matmul_coop"}
-ROUTE_FEATURES = {"coop": ("cooperative_matrix",)}
+ROUTE_FEATURES = {"matvec": WIDE_LOADS, "register_tiled": WIDE_LOADS, "coop": COOP_FEATURES}
 
 
 def available_routes(features):

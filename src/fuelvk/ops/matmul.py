@@ -11,9 +11,16 @@ f16 x f16 -> f16 | f32, bf16 x bf16 -> bf16 | f32 (out_dtype; default: the input
 Routes (kernels/matmul.py ROUTES): M == 1 -> matvec (also N == 1 with equal dtypes, as the
 transposed problem); cooperative matrix where the device has it and M, N, K are multiples of
 its tile; on such devices the small scalar kernel for half types the coop tiles cannot take;
-else 1 < M < 32 -> register-tiled, M >= 32 -> shared-memory tiled (on CPU devices the
-register-tiled kernel for every M > 1: their shared memory is plain memory). `route=` or
-FUELVK_MATMUL_ROUTE forces one; a route the device or shape cannot take raises a typed error.
+else on GPUs 1 < M < 32 -> register-tiled, M >= 32 -> shared-memory tiled, and on CPU devices
+(lavapipe) register-tiled for every M > 1: there shared memory is plain memory reached through the
+same per-lane load loops as buffers, and barriers are coroutine switches; measured on lavapipe
+(one run, under load) the shared-memory kernel was 4-8x slower at M = 17, 32 and 256 (e.g.
+256 x 1024 x 256: 16 ms register-tiled, 135 ms tiled). `route=` or FUELVK_MATMUL_ROUTE forces one;
+a route the device or shape cannot take raises a typed error. matmul_route() runs the same picker.
+
+Fast paths chosen per launch (specialization constants, same kernel): 4-wide loads of B along N
+(register tile) or of A and B along K (matvec with B contiguous along K, e.g. x @ W.T) when the
+unit stride, offsets and other strides allow; scalar loads through the strides otherwise.
 """
 import math
 import operator
@@ -122,7 +129,7 @@ def _plan(a, b, out_dtype, n_rep, route):
     transposed = M != 1 and N == 1 and same
     forced = route if route is not None else (os.environ.get(ENV) or None)
     if forced in (None, "", "auto"):
-        has_coop = "cooperative_matrix" in dev.features
+        has_coop = "coop" in K_.available_routes(dev.features)
         half = combo.split("_")[0] in ("f16", "bf16")
         if M == 1 or transposed:
             name = "matvec"
@@ -134,6 +141,9 @@ def _plan(a, b, out_dtype, n_rep, route):
             # CPU devices (lavapipe): shared memory is ordinary memory there, so staging slabs only adds
             # loads and stores; the register-tiled kernel stays faster for every M (measured).
             name = "register_tiled" if M < 32 or dev.device_type == "cpu" else "tiled"
+        if name not in K_.available_routes(dev.features):   # no shaderInt64: the kernels without wide loads
+            name = "small" if M == 1 or transposed else "tiled"
+        transposed = transposed and name == "matvec"
     else:
         name = forced
         if name not in K_.ROUTES:
@@ -181,9 +191,23 @@ def _sg8(dev):
 
 
 def _reg_tile(M, N):
-    """(rows, columns) per invocation: rows cover M (up to 16); 8 columns once N fills the lanes."""
-    tm = next(t for t in K_.REG_TM if t >= min(M, K_.REG_TM[-1]))
-    return tm, (8 if N > K_.REG_COLS and tm >= 8 else 4)
+    """(rows, 4-column groups) per invocation of the register tile: as many rows as M has, up to 64
+    (each B element loaded feeds that many FMAs); 2-4 column groups once N fills a workgroup (each
+    broadcast A value feeds 4 per group), the count that pads N least. Measured on lavapipe (under
+    load, % of the FMA calibration): 64 x 4 ~26%, 32 x 4 ~23%, 32 x 2 ~17%, 64 x 3 = 64 x 4 where
+    both tile N exactly; 128 rows was slower and once gave wrong sums (not investigated: capped at 64)."""
+    tm = next((t for t in K_.REG_TM if t >= M), K_.REG_TM[-1])
+    wg = 8 * K_.REG_GROUP_COLS
+    if N <= wg:
+        return tm, 1
+    return tm, min((4, 3, 2), key=lambda t: (-(-N // (wg * t)) * t, -t))
+
+
+def _vec(unit, other, n_other, offset, batch_strides):
+    """True when 4 consecutive elements along the unit-stride dim can be one 4-wide load: unit stride,
+    and every row start (offset, batch strides, the other dim's stride) a multiple of 4 elements."""
+    return unit == 1 and (n_other == 1 or other % 4 == 0) and offset % 4 == 0 and \
+        all(s % 4 == 0 for s in batch_strides)
 
 
 def _launch(plan, a, b, out):
@@ -199,27 +223,36 @@ def _launch(plan, a, b, out):
     variant = kernel(K_.ROUTES[plan.route], plan.combo)
     so = L.contiguous_strides(tuple(batch) + (M * N,))[:-1] if batch else ()
     route = plan.route
-    spec = ((0, _sg8(dev)),)
-    if route == "matvec":
-        ksplit = 1 if (abs(sb_k) == 1 and abs(sb_n) != 1) or N < K_.MATVEC_COLS else 0
-        spec += ((2, ksplit),)
-        tiles = -(-N // (K_.MATVEC_KSPLIT_COLS if ksplit else K_.MATVEC_COLS))
-    elif route == "register_tiled":
-        tm, tn = _reg_tile(M, N)
-        spec += ((1, tm), (3, tn))
-        tiles = -(-N // (64 * tn)) * -(-M // tm)
+    sg8 = _sg8(dev)
+    tm = tnv = ksplit = 0
+    if route in ("matvec", "register_tiled"):
+        # matvec with B contiguous along K (x @ W.T): lanes split K; otherwise the register tile, 1 row.
+        ksplit = int(route == "matvec" and sg8 != 0 and abs(sb_k) == 1 and abs(sb_n) != 1)
+        tm, tnv = _reg_tile(1 if route == "matvec" else M, N)
+        tiles = -(-N // K_.MATVEC_KSPLIT_COLS) if ksplit else \
+            -(-N // (8 * K_.REG_GROUP_COLS * tnv)) * -(-M // tm)
     else:
         bm, bn = {"tiled": K_.TILED_BLOCK, "small": K_.SMALL_BLOCK, "coop": K_.COOP_BLOCK}[route]
         tiles = -(-N // bn) * -(-M // bm)
-        if route == "coop":
-            spec = ()
     bufs, writes = (out.buffer, a.buffer, b.buffer), (True, False, False)
     nd = K_.MAX_BATCH_DIMS
     for shape, sa, sb, oa, ob, oc in _batch_chunks(tuple(batch), tuple(sa_b), tuple(sb_b), so):
         nb = math.prod(shape)
         pad = nd - len(shape)
+        offa, offb = a.offset + oa, b.offset + ob
+        if route == "coop":
+            spec = ()
+        elif tm:
+            if ksplit:   # 4-wide loads along K: of a, and of each of B's columns
+                vb = _vec(sb_k, sb_n, N, offb, sb)
+            else:        # 4-wide loads of B along N (its rows); of A along K
+                vb = N % 4 == 0 and _vec(sb_n, sb_k, K, offb, sb)
+            va = ksplit and _vec(sa_k, sa_m, M, offa, sa)
+            spec = ((0, sg8), (1, tm), (2, ksplit), (3, tnv), (4, int(vb) | 2 * int(va)))
+        else:
+            spec = ((0, sg8),)
         push = K_.MATMUL_PARAMS.pack(
-            M, N, K, nb, a.offset + oa, b.offset + ob, out.offset + oc, sa_m, sa_k, sb_k, sb_n,
+            M, N, K, nb, offa, offb, out.offset + oc, sa_m, sa_k, sb_k, sb_n,
             [1] * pad + list(shape), [0] * pad + list(sa), [0] * pad + list(sb))
         ctx.launch(variant, ctx.groups(tiles * nb), bufs, writes, push, spec)
 

@@ -23,6 +23,9 @@ FEATURE_FIELDS = {
     "float32_atomic_add": ("atomic_float", "shaderBufferFloat32AtomicAdd"),
     "float64_atomic_add": ("atomic_float", "shaderBufferFloat64AtomicAdd"),
     "cooperative_matrix": ("coop", "cooperativeMatrix"),
+    # what the Slang cooperative-matrix SPIR-V declares besides CooperativeMatrixKHR
+    "uniform_storage16": ("v11", "uniformAndStorageBuffer16BitAccess"),
+    "memory_model": ("v12", "vulkanMemoryModel"), "memory_model_device_scope": ("v12", "vulkanMemoryModelDeviceScope"),
 }
 # plus subgroup_basic / subgroup_arithmetic / subgroup_ballot / subgroup_shuffle (compute stage), read
 # from VkPhysicalDeviceSubgroupProperties: kernels using subgroupAdd etc. declare them.
