@@ -5,9 +5,9 @@
     python benches/bench_matmul.py --quick    # shapes scaled down (1024 -> 512, 4096 -> 2048)
     python benches/bench_matmul.py --json out.json
 
-Roofs, measured here: FMA throughput (calibration kernel matmul_calib, 16 independent FMA chains
-per invocation), copy bandwidth (vkCmdCopyBuffer, and the strided_copy shader, i.e. what a
-kernel's loads + stores reach). Device times come from timestamp queries (fuelvk.bench.timing).
+Roofs, measured here by fuelvk.bench.roofs (the suite's calibration kernels): FMA throughput (16
+independent FMA chains per invocation), copy bandwidth (vkCmdCopyBuffer, and a copy shader, i.e.
+what a kernel's loads + stores reach). Device times come from timestamp queries (fuelvk.bench.timing).
 """
 import argparse
 import json
@@ -19,24 +19,8 @@ import ml_dtypes
 import numpy as np
 
 import fuelvk as fv
-from fuelvk import runtime
-from fuelvk.kernels import kernel
-from fuelvk.kernels import matmul as K_
-
-try:
-    from fuelvk.bench.timing import measure
-except ImportError:  # timing module not there yet: wall clock around fn() + synchronize()
-    def measure(fn, warmup=2, repeats=10):
-        for _ in range(warmup):
-            fn()
-        fv.synchronize()
-        ts = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            fv.synchronize()
-            ts.append((time.perf_counter() - t0) * 1e3)
-        return {"median_ms": float(np.median(ts))}
+from fuelvk.bench.roofs import copy_roofs, fma_roof
+from fuelvk.bench.timing import measure
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -49,29 +33,6 @@ def host_time(fn, repeats):
         fn()
         ts.append(time.perf_counter() - t0)
     return float(np.median(ts)) * 1e3
-
-
-def fma_peak(repeats):
-    ctx = runtime.get()
-    n, iters = 64 * 512, 4000
-    out = fv.empty((n,), np.float32)
-    push = K_.MATMUL_PARAMS.pack(0, n, iters, 1, 0, 0, 0, 0, 0, 0, 0, [1, 1, 1], [], [])
-    v = kernel("matmul_calib", "f32_f32_f32")
-    r = measure(lambda: ctx.launch(v, ctx.groups(n // 64), (out.buffer, out.buffer, out.buffer),
-                                   (True, False, False), push), warmup=1, repeats=repeats)
-    return n * iters * K_.CALIB_FMAS_PER_ITER * 2 / (r["median_ms"] * 1e-3) / 1e9
-
-
-def copy_bandwidth(repeats):
-    ctx = runtime.get()
-    nbytes = 64 << 20
-    a, b = fv.empty((nbytes // 4,), np.float32), fv.empty((nbytes // 4,), np.float32)
-    r = measure(lambda: ctx.stream.copy(a.buffer, b.buffer, nbytes), warmup=1, repeats=repeats)
-    cmd = 2 * nbytes / (r["median_ms"] * 1e-3) / 1e9
-    x = fv.asarray(np.ones((4096, 2048), np.float32))[:, ::2]    # strided read, contiguous write
-    r = measure(lambda: fv.ascontiguousarray(x), warmup=1, repeats=repeats)
-    shader = 2 * x.size * 4 / (r["median_ms"] * 1e-3) / 1e9
-    return cmd, shader
 
 
 def cases(quick):
@@ -101,11 +62,12 @@ def main(argv=None):
     except ImportError:
         torch = None
     info = fv.device_info()
-    peak = fma_peak(args.repeats)
-    cmd_bw, shader_bw = copy_bandwidth(args.repeats)
+    peak = fma_roof("f32", args.repeats)
+    bw = copy_roofs(args.repeats)
+    cmd_bw, shader_bw = bw["copy_cmd_GBps"], bw["copy_shader_GBps"]
     print(f"device: {info['name']} ({info['driver']}); routes: {', '.join(info['routes']['matmul'])}")
     print(f"roofs: FMA {peak:.1f} GFLOP/s (calibration kernel); copy {cmd_bw:.2f} GB/s (vkCmdCopyBuffer), "
-          f"{shader_bw:.2f} GB/s (strided_copy shader)")
+          f"{shader_bw:.2f} GB/s (copy shader)")
     rows = []
     rng = np.random.default_rng(0)
     hdr = f"{'case':20s} {'M':>5s} {'N':>5s} {'K':>5s} {'route':15s} {'ms':>9s} {'GFLOP/s':>8s} {'%FMA':>5s} " \

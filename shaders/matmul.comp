@@ -2,8 +2,7 @@
 // The matmul / matvec family: one generic kernel, C[batch] = A[batch] @ B[batch], f32 accumulation.
 //   A_DT / B_DT / C_DT: 0 = f32, 1 = f16, 2 = bf16 (element types as stored; compute is f32).
 //   MODE: 0 = matvec (M == 1), 1 = register-tiled (no shared memory), 2 = shared-memory tiled,
-//         3 = small scalar (one invocation per output element), 4 = FMA-throughput calibration
-//         (benches/bench_matmul.py: the device's FMA roof that matmul is measured against).
+//         3 = small scalar (one invocation per output element).
 // A and B are read through their strides (transposed / sliced / broadcast views need no copy) from
 // element offsets off_a / off_b; up to 3 batch dims with their own strides (0 = broadcast, GQA
 // n_rep is a split batch dim with B stride 0). C is contiguous [batch, M, N] from off_c.
@@ -278,24 +277,6 @@ void main() {
             if (n < p.N) STORE_C(cb + m * p.N + n, acc[i][j]);
         }
     }
-}
-
-#elif MODE == 4
-// ---- calibration: 16 independent FMA chains per invocation, p.K iterations of 32 FMAs -------------
-#define CH(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
-void main() {
-    uint i = linear_group() * 64u + gl_LocalInvocationID.x;
-    float x = float(i) * 1e-9, m = 0.999999 + x * 1e-12, q = 1e-7;
-#define DECL(j) float s##j = x + float(j);
-    CH(DECL)
-    for (uint k = 0u; k < p.K; ++k) {
-#define STEP(j) s##j = fma(s##j, m, q);
-        CH(STEP) CH(STEP)
-    }
-    float s = 0.0;
-#define SUM(j) s += s##j;
-    CH(SUM)
-    if (i < p.N) STORE_C(p.off_c + i, s);
 }
 
 #else

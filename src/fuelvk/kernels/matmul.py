@@ -46,10 +46,6 @@ family("matmul_tiled", SRC, MATMUL_PARAMS,
        defines={"MODE": 2}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
 family("matmul_small", SRC, MATMUL_PARAMS, _names("matmul_small", {}), GROUP,
        defines={"MODE": 3}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
-# Not a matmul: the FMA-throughput calibration kernel benches/bench_matmul.py reports GFLOP/s against.
-family("matmul_calib", SRC, MATMUL_PARAMS, {"f32_f32_f32": "matmul_fma_peak"}, "Benchmark calibration",
-       defines={"MODE": 4}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
-CALIB_FMAS_PER_ITER = 32
 # CooperativeMatrixKHR plus what the Slang SPIR-V declares with it (runtime/device.py FEATURE_FIELDS)
 COOP_FEATURES = ("cooperative_matrix", "float16", "uniform_storage16", "memory_model", "memory_model_device_scope")
 COOP_COMBOS = ("f32_bf16_f32", "f16_f16_f32", "f16_f16_f16", "bf16_bf16_f32", "bf16_bf16_bf16")
