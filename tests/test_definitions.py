@@ -154,6 +154,27 @@ def test_unloadable_safetensors_input_is_reported_not_crashed(tmp_path):
     assert t["evaluation"]["status"] == INPUT_UNAVAILABLE and "qo_indptr" in t["evaluation"]["log"]
 
 
+def test_ragged_batch_of_several_sequences_from_safetensors(tmp_path):
+    """The ragged path proper: three sequences (one with Sq < Sk, bottom-right causal) whose indptrs
+    come from a safetensors blob, as FlashInfer's multi-sequence workloads give them."""
+    st = pytest.importorskip("safetensors.torch")
+    gqa = "gqa_ragged_prefill_causal_h32_kv8_d128"
+    defn = load_definitions(TRACE_DIR / "definitions")[gqa]
+    blob = "blob/ragged3.safetensors"
+    (tmp_path / "blob").mkdir()
+    st.save_file({"qo_indptr": torch.tensor([0, 3, 7, 12], dtype=torch.int32),
+                  "kv_indptr": torch.tensor([0, 5, 11, 20], dtype=torch.int32)}, str(tmp_path / blob))
+    ind = {k: {"type": "safetensors", "path": "./" + blob, "tensor_key": k} for k in ("qo_indptr", "kv_indptr")}
+    row = {"definition": gqa, "solution": None, "evaluation": None,
+           "workload": {"uuid": "ragged-3", "axes": {"len_indptr": 4, "total_q": 12, "total_kv": 20},
+                        "inputs": {"q": {"type": "random"}, "k": {"type": "random"}, "v": {"type": "random"},
+                                   **ind, "sm_scale": {"type": "scalar", "value": 0.0883883461356163}}}}
+    t = evaluate(defn, row, root=tmp_path, repeats=1)
+    assert t["evaluation"]["status"] == "PASSED", t["evaluation"]["log"]
+    bad = evaluate(defn, row, root=tmp_path, solution=_perturbed(lambda o: (o[0] * 1.05, o[1])), repeats=1)
+    assert bad["evaluation"]["status"] == "INCORRECT_NUMERICAL"
+
+
 def _perturbed(change):
     def solution(defn, inputs):
         call = fuelvk_solution(defn, inputs)
