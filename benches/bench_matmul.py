@@ -13,26 +13,15 @@ import argparse
 import json
 import os
 import sys
-import time
 
 import ml_dtypes
 import numpy as np
 
 import fuelvk as fv
 from fuelvk.bench.roofs import copy_roofs, fma_roof
-from fuelvk.bench.timing import measure
+from fuelvk.bench.timing import host_ms, measure
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
-
-
-def host_time(fn, repeats):
-    fn()
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts)) * 1e3
 
 
 def cases(quick):
@@ -86,7 +75,7 @@ def main(argv=None):
         # numpy / torch on the same values: f32 compute where their CPU kernels lack the dtype
         a32, b32 = a_h.astype(np.float32), b_h.astype(np.float32)
         np_a, np_b = a32, b32   # numpy has no BLAS for f16 (and no bf16): f32 GEMM on the same values
-        t_np = host_time(lambda: np_a @ np_b, reps)
+        t_np = host_ms(lambda: np_a @ np_b, reps)
         t_torch = None
         if torch is not None:
             ta = torch.from_numpy(a32).to(torch.bfloat16 if adt == BF16 else torch.float16 if adt == np.float16
@@ -94,7 +83,7 @@ def main(argv=None):
             tb = torch.from_numpy(b32).to(ta.dtype if adt == bdt else torch.bfloat16)
             if adt != bdt:
                 ta = ta.to(torch.bfloat16)  # torch CPU: both operands in one dtype
-            t_torch = host_time(lambda: ta @ tb, reps)
+            t_torch = host_ms(lambda: ta @ tb, reps)
         row = {"case": name, "M": M, "N": N, "K": K, "route": route, "ms": ms, "gflops": flops / ms / 1e6,
                "pct_fma_peak": 100 * flops / ms / 1e6 / peak, "gbs": nbytes / ms / 1e6,
                "pct_copy": 100 * nbytes / ms / 1e6 / cmd_bw,

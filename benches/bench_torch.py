@@ -15,26 +15,19 @@ tens of seconds: --size picks n.
 import argparse
 import functools
 import json
-import statistics
-import time
 
 import torch
 
 import fuelvk as fv
 import fuelvk.torch as ft
+from fuelvk.bench.timing import host_measure
 
 F = torch.ops.fuelvk
 
 
 def wall(fn, reps, warmup=1):
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
+    """Median host seconds of fn() (what a torch user sees)."""
+    return host_measure(fn, warmup, reps)["median_ms"] / 1e3
 
 
 def tiny(reps):
