@@ -6,6 +6,8 @@
 //   4 uniform texel buffer texelFetch, R32_UINT   5 same, R32G32B32A32_UINT
 //   6 storage texel buffer imageLoad, r32ui       7 same, rgba32ui
 //   8 SSBO uint64_t   9 SSBO u64vec2 (what matmul.comp's 4-wide views use: lavapipe's cost is per component)
+//  10 uniform texel buffer, R32G32_UINT   11 uniform texel buffer, R16G16B16A16_SFLOAT (4 halves as a
+//     vec4, the f16 weights' case; repacked to 2 words for the store)
 // Each invocation copies EPT texels WG apart (consecutive invocations touch consecutive texels).
 // Constant 0 READ = 1: loads dominate instead (what matvec does): each invocation combines RPT
 // texels WG apart (xor; float: +) and stores one texel, dst[invocation].
@@ -17,7 +19,7 @@
 #if PATH == 1
 #define T float
 #define COMBINE(a, b) ((a) + (b))
-#elif PATH == 2
+#elif PATH == 2 || PATH == 10 || PATH == 11
 #define T uvec2
 #elif PATH == 3 || PATH == 5 || PATH == 7
 #define T uvec4
@@ -48,9 +50,16 @@ layout(set = 0, binding = 1) uniform usamplerBuffer src;
 #elif PATH == 6
 layout(set = 0, binding = 1, r32ui) uniform readonly uimageBuffer src;
 #define LOAD(k) imageLoad(src, int(k)).x
-#else
+#elif PATH == 7
 layout(set = 0, binding = 1, rgba32ui) uniform readonly uimageBuffer src;
 #define LOAD(k) imageLoad(src, int(k))
+#elif PATH == 10
+layout(set = 0, binding = 1) uniform usamplerBuffer src;
+#define LOAD(k) texelFetch(src, int(k)).xy
+#else
+layout(set = 0, binding = 1) uniform samplerBuffer src;
+uvec2 pack4h(vec4 v) { return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw)); }
+#define LOAD(k) pack4h(texelFetch(src, int(k)))
 #endif
 
 layout(push_constant) uniform Params { uint n; uint off; } p;

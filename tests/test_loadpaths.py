@@ -23,6 +23,10 @@ def _copy_case(tag, n, off):
     src_words = rng.integers(0, 2**32, (off + n) * w + 3 * w, dtype=np.uint32)
     if tag == "ssbo_f32":   # float loads: random finite floats (NaN payloads are not promised)
         src_words = rng.standard_normal(src_words.size, dtype=np.float32).view(np.uint32)
+    if tag == "utb_rgba16f":   # halves read as floats and repacked: infinities, zeros, subnormals too
+        halves = rng.standard_normal(2 * src_words.size).astype(np.float16).view(np.uint16)
+        halves[2 * off * w:][:8] = [0x0001, 0x03FF, 0x8001, 0x7C00, 0xFC00, 0x8000, 0x0000, 0x7BFF]
+        src_words = halves.view(np.uint32)
     src = fv.asarray(src_words)
     dst = fv.asarray(np.full(n * w + 2 * w + 5, SENTINEL, np.uint32))
     copy_through(tag, dst.buffer, src.buffer, n, off)
@@ -52,6 +56,8 @@ def test_read_mode(tag):
     rng = np.random.default_rng(7)
     if tag == "ssbo_f32":   # small integers: the float sum is exact in any order
         src_words = rng.integers(-50, 50, off + n).astype(np.float32).view(np.uint32)
+    elif tag == "utb_rgba16f":
+        src_words = rng.standard_normal(2 * (off + n) * w).astype(np.float16).view(np.uint32)
     else:
         src_words = rng.integers(0, 2**32, (off + n) * w, dtype=np.uint32)
     src = fv.asarray(src_words)

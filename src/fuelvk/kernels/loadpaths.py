@@ -16,7 +16,9 @@ LOADPATHS = {
     "ssbo_u64": (8, 2, None, ("int64",)),
     "ssbo_u64x2": (9, 4, None, ("int64",)),
     "utb_r32": (4, 1, "R32_UINT", ()),
+    "utb_rg32": (10, 2, "R32G32_UINT", ()),
     "utb_rgba32": (5, 4, "R32G32B32A32_UINT", ()),
+    "utb_rgba16f": (11, 2, "R16G16B16A16_SFLOAT", ()),   # f16 data only (converted to f32 and back)
     "stb_r32": (6, 1, None, ()),          # storage texel buffers: format from the shader's qualifier
     "stb_rgba32": (7, 4, None, ()),
 }
