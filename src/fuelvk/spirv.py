@@ -8,11 +8,19 @@ import struct
 MAGIC = 0x07230203
 OP_NAME, OP_MEMBER_NAME, OP_ENTRY, OP_EXEC_MODE = 5, 6, 15, 16
 OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, OP_TYPE_ARRAY = 21, 22, 23, 28
+OP_TYPE_IMAGE, OP_TYPE_SAMPLED_IMAGE = 25, 27
 OP_TYPE_STRUCT, OP_TYPE_POINTER, OP_CONSTANT, OP_VARIABLE = 30, 32, 43, 59
 OP_SPEC_CONSTANT = 50
 OP_DECORATE, OP_MEMBER_DECORATE, OP_CAPABILITY = 71, 72, 17
-DEC_SPEC_ID, DEC_ARRAY_STRIDE, DEC_BINDING, DEC_SET, DEC_OFFSET = 1, 6, 33, 34, 35
-SC_UNIFORM, SC_PUSH, SC_STORAGE = 2, 9, 12
+DEC_SPEC_ID, DEC_BLOCK, DEC_BUFFER_BLOCK, DEC_ARRAY_STRIDE = 1, 2, 3, 6
+DEC_BINDING, DEC_SET, DEC_OFFSET = 33, 34, 35
+SC_UNIFORM_CONSTANT, SC_UNIFORM, SC_PUSH, SC_STORAGE = 0, 2, 9, 12
+DIM_BUFFER = 5
+# SPIR-V ImageFormat -> VkFormat name (VK_FORMAT_<name>) for storage texel buffers' format qualifiers.
+IMAGE_FORMATS = {1: "R32G32B32A32_SFLOAT", 2: "R16G16B16A16_SFLOAT", 3: "R32_SFLOAT", 6: "R32G32_SFLOAT",
+                 9: "R16_SFLOAT", 21: "R32G32B32A32_SINT", 24: "R32_SINT", 25: "R32G32_SINT",
+                 30: "R32G32B32A32_UINT", 31: "R16G16B16A16_UINT", 33: "R32_UINT", 35: "R32G32_UINT",
+                 36: "R16G16_UINT", 38: "R16_UINT"}
 EXEC_LOCAL_SIZE, EXEC_LOCAL_SIZE_ID = 17, 38
 
 
@@ -52,6 +60,10 @@ def reflect(code: bytes) -> dict:
             types[a[0]] = ("vector", a[1], a[2])
         elif op == OP_TYPE_ARRAY:
             types[a[0]] = ("array", a[1], a[2])
+        elif op == OP_TYPE_IMAGE:
+            types[a[0]] = ("image", a[2], a[6], a[7])          # dim, sampled (1 sampled, 2 storage), format
+        elif op == OP_TYPE_SAMPLED_IMAGE:
+            types[a[0]] = ("sampled_image", a[1])
         elif op == OP_TYPE_STRUCT:
             types[a[0]] = ("struct", list(a[1:]))
         elif op == OP_TYPE_POINTER:
@@ -73,6 +85,25 @@ def reflect(code: bytes) -> dict:
         last = len(kind[1]) - 1
         return member_offsets.get((t, last), 0) + size_of(kind[1][last])
 
+    def descriptor_type(sc, t):
+        """{} for a storage buffer (the default, so manifests written before this key read the same),
+        else {"type": ...} and, for storage texel buffers, the format qualifier's VkFormat name."""
+        if sc == SC_STORAGE or (sc == SC_UNIFORM and DEC_BUFFER_BLOCK in decorations.get(t, {})):
+            return {}
+        if sc == SC_UNIFORM:
+            return {"type": "uniform_buffer"}
+        kind = types.get(t, ("other",))
+        if kind[0] == "sampled_image":
+            kind = types.get(kind[1], ("other",))
+            if kind[0] == "image" and kind[1] == DIM_BUFFER:
+                return {"type": "uniform_texel_buffer"}
+        elif kind[0] == "image" and kind[1] == DIM_BUFFER and kind[2] == 2:
+            out = {"type": "storage_texel_buffer"}
+            if kind[3] in IMAGE_FORMATS:
+                out["format"] = IMAGE_FORMATS[kind[3]]
+            return out
+        return {"type": "unsupported"}
+
     push, bindings = None, []
     for var, ptr, sc in variables:
         struct_t = pointers.get(ptr, (None, None))[1]
@@ -84,9 +115,12 @@ def reflect(code: bytes) -> dict:
                              "offset": member_offsets.get((struct_t, k)),
                              "size": size_of(m)} for k, m in enumerate(members)],
             }
-        elif sc in (SC_STORAGE, SC_UNIFORM) and DEC_BINDING in decorations.get(var, {}):
-            bindings.append({"set": decorations[var].get(DEC_SET, 0), "binding": decorations[var][DEC_BINDING],
-                             "name": names.get(var, "")})
+        elif sc in (SC_STORAGE, SC_UNIFORM, SC_UNIFORM_CONSTANT) and DEC_BINDING in decorations.get(var, {}):
+            b = {"set": decorations[var].get(DEC_SET, 0), "binding": decorations[var][DEC_BINDING],
+                 "name": names.get(var, "")}
+            b.update(descriptor_type(sc, struct_t))
+            bindings.append(b)
+
     spec_ids = sorted(d[DEC_SPEC_ID] for d in decorations.values() if DEC_SPEC_ID in d)
     if local_size_ids:
         local_size = tuple(consts.get(x, 0) for x in local_size_ids)

@@ -90,6 +90,7 @@ class Variant:
     features: tuple      # device features the variant needs (runtime.device.FEATURE_FIELDS names)
     params: Params
     entry: str = "main"
+    texel_formats: tuple = ()  # ((binding, VkFormat name), ...): views of uniform texel buffer bindings
 
     def __post_init__(self):
         object.__setattr__(self, "_id", f"{self.family}.{self.tag}")
@@ -121,14 +122,19 @@ VARIANTS: dict = {}
 
 
 def family(name, source, params, variants, group, defines=None, tag_defines=DTYPE_DEFINES,
-           tag_features=DTYPE_FEATURES, features=(), entry="main", extra=()):
-    """Declare a family. `variants` maps tag -> kernel name(s); `extra` tags get `<family>_<tag>` names."""
+           tag_features=DTYPE_FEATURES, features=(), entry="main", extra=(), tag_texel_formats=None):
+    """Declare a family. `variants` maps tag -> kernel name(s); `extra` tags get `<family>_<tag>` names.
+
+    `tag_texel_formats` maps tag -> {binding: VkFormat name (e.g. "R32_UINT")} for uniform texel
+    buffer bindings (GLSL's samplerBuffer has no format qualifier; storage texel buffers take theirs
+    from the shader's layout(r32ui) etc. via the manifest)."""
     fam = Family(name, source, params, group)
     for tag, kname in list(variants.items()) + [(t, f"{name}_{t}") for t in extra]:
         d = dict(defines or {})
         d.update(tag_defines.get(tag, {}))
         v = Variant(name, tag, kname, source, tuple(sorted(d.items())),
-                    tuple(sorted(set(features) | set(tag_features.get(tag, ())))), params, entry)
+                    tuple(sorted(set(features) | set(tag_features.get(tag, ())))), params, entry,
+                    tuple(sorted((tag_texel_formats or {}).get(tag, {}).items())))
         fam.variants[tag] = v
         if v.id in VARIANTS:
             raise ValueError(f"kernel variant {v.id} declared twice")

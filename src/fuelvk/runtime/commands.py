@@ -111,6 +111,9 @@ class Stream:
             info.buffer = b.handle
             info.offset = b.offset
             info.range = b.size
+        for i, fmt, kind, what in pipe.texel:
+            b = buffers[i]
+            pipe.views[i] = b.pool.texel_view(b, fmt, kind, what)
         self.push_descriptor(cb, COMPUTE, pipe.layout, 0, pipe.n_bindings, pipe.writes)
         if push:
             lib.vkCmdPushConstants(cb, pipe.layout, STAGE_COMPUTE, 0, len(push), push)

@@ -4,12 +4,23 @@ Allocating is Python bookkeeping (no Vulkan call) once a chunk of the size class
 what makes a tiny op cheap. A Buffer is a (chunk VkBuffer, byte offset, size) slot; it returns to
 its free list when the last Python reference goes away. Batches in flight hold references to every
 buffer they touch, so a slot is never reused while the device may still access it.
+Texel-buffer bindings read a slot through a VkBufferView, cached on its chunk per (format, slot).
 """
-from ..errors import FuelVKMemoryError
+import re
+
+from ..errors import FuelVKMemoryError, UnsupportedError
 from .vk import C, ffi, lib, check
 
 USAGE = (C.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | C.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
-         | C.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+         | C.VK_BUFFER_USAGE_TRANSFER_DST_BIT | C.VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT
+         | C.VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT)
+TEXEL_FEATURE = {"uniform_texel_buffer": C.VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT,
+                 "storage_texel_buffer": C.VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT}
+
+
+def texel_bytes(fmt):
+    """Bytes per texel of a plain VkFormat name ("R32G32B32A32_UINT" -> 16)."""
+    return sum(int(b) for b in re.findall(r"[RGBA](\d+)", fmt.split("_")[0])) // 8
 HOST = C.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | C.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
 LOCAL = C.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
 MIN_BYTES = 256          # also the slot alignment: >= every device's minStorageBufferOffsetAlignment
@@ -28,11 +39,12 @@ def size_class(nbytes):
 
 class Chunk:
     """One VkBuffer + VkDeviceMemory carved into equal slots."""
-    __slots__ = ("handle", "memory", "mapped", "size", "slot", "n_free")
+    __slots__ = ("handle", "memory", "mapped", "size", "slot", "n_free", "views")
 
     def __init__(self, handle, memory, mapped, size, slot):
         self.handle, self.memory, self.mapped, self.size, self.slot = handle, memory, mapped, size, slot
         self.n_free = 0
+        self.views = {}    # (format name, offset, range) -> VkBufferView
 
 
 class Buffer:
@@ -71,6 +83,35 @@ class MemoryPool:
         # (CPU and integrated devices); discrete GPUs get device-local memory + staging copies.
         self.direct = device.device_type != "discrete"
         self.allocated = 0
+        self._format_ok = {}
+
+    def texel_view(self, buf, fmt, kind, what):
+        """The VkBufferView of `buf`'s whole slot as `fmt` for a `kind` binding (cached on its chunk)."""
+        key = (fmt, buf.offset, buf.size)
+        view = buf.chunk.views.get(key)
+        if view is not None:
+            return view
+        ok = self._format_ok.get((fmt, kind))
+        if ok is None:
+            props = ffi.new("VkFormatProperties*")
+            lib.vkGetPhysicalDeviceFormatProperties(self.device.physical, getattr(C, "VK_FORMAT_" + fmt), props)
+            ok = self._format_ok[(fmt, kind)] = bool(props.bufferFeatures & TEXEL_FEATURE[kind])
+        if not ok:
+            raise UnsupportedError(f"{what}: {self.device.name} cannot read format {fmt} as a {kind}")
+        tb = texel_bytes(fmt)
+        elements = buf.size // tb
+        limit = self.device.limits.maxTexelBufferElements
+        if elements > limit:
+            raise UnsupportedError(f"{what}: a {buf.size}-byte array is {elements} {fmt} texels, over this "
+                                   f"device's maxTexelBufferElements = {limit}; split the tensor")
+        info = ffi.new("VkBufferViewCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
+                                                   "buffer": buf.chunk.handle,
+                                                   "format": getattr(C, "VK_FORMAT_" + fmt),
+                                                   "offset": buf.offset, "range": elements * tb})
+        out = ffi.new("VkBufferView*")
+        check(lib.vkCreateBufferView(self.device.handle, info, ffi.NULL, out), f"vkCreateBufferView({what})")
+        view = buf.chunk.views[key] = out[0]
+        return view
 
     def _memory_type(self, bits, want_host):
         prefs = [HOST | LOCAL, HOST] if want_host else [LOCAL]
@@ -144,6 +185,9 @@ class MemoryPool:
 
     def _destroy(self, chunk):
         dev = self.device.handle
+        for view in chunk.views.values():
+            lib.vkDestroyBufferView(dev, view, ffi.NULL)
+        chunk.views.clear()
         lib.vkDestroyBuffer(dev, chunk.handle, ffi.NULL)
         lib.vkFreeMemory(dev, chunk.memory, ffi.NULL)
         self.allocated -= chunk.size

@@ -1,7 +1,9 @@
 """Lazily built compute pipelines, cached by (variant id, specialization constants).
 
 Each pipeline uses push descriptors (VK_KHR_push_descriptor): binding a kernel's buffers is one
-call into pre-built write structs, with no descriptor pool to manage or recycle.
+call into pre-built write structs, with no descriptor pool to manage or recycle. A binding's
+descriptor type comes from the manifest (SPIR-V reflection): storage buffers by default, texel
+buffers (samplerBuffer / imageBuffer) through a VkBufferView of the bound slot.
 """
 import json
 import os
@@ -12,6 +14,9 @@ from ..errors import BuildError, UnsupportedError
 from .vk import C, ffi, lib, check
 
 WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF  # VK_WHOLE_SIZE (the bindings export it as -1)
+DESCRIPTOR_TYPES = {"storage_buffer": C.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                    "uniform_texel_buffer": C.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER,
+                    "storage_texel_buffer": C.VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER}
 
 
 def spv_dir():
@@ -26,7 +31,8 @@ def spv_dir():
 
 
 class Pipeline:
-    __slots__ = ("handle", "layout", "n_bindings", "infos", "infos_list", "writes", "push_size", "variant", "_keep")
+    __slots__ = ("handle", "layout", "n_bindings", "infos", "infos_list", "writes", "push_size", "variant",
+                 "views", "texel", "_keep")
 
 
 class PipelineCache:
@@ -94,12 +100,14 @@ class PipelineCache:
             mod = self._modules[vid] = out[0]
         return mod
 
-    def _set_layout(self, n):
-        lay = self._set_layouts.get(n)
+    def _set_layout(self, types):
+        """The push-descriptor set layout for bindings 0..n-1 of the given descriptor types."""
+        lay = self._set_layouts.get(types)
         if lay is None:
+            n = len(types)
             binds = ffi.new("VkDescriptorSetLayoutBinding[]", [
-                {"binding": i, "descriptorType": C.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": 1,
-                 "stageFlags": C.VK_SHADER_STAGE_COMPUTE_BIT} for i in range(n)])
+                {"binding": i, "descriptorType": t, "descriptorCount": 1,
+                 "stageFlags": C.VK_SHADER_STAGE_COMPUTE_BIT} for i, t in enumerate(types)])
             info = ffi.new("VkDescriptorSetLayoutCreateInfo*", {
                 "sType": C.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
                 "flags": C.VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
@@ -107,7 +115,7 @@ class PipelineCache:
             out = ffi.new("VkDescriptorSetLayout*")
             check(lib.vkCreateDescriptorSetLayout(self.device.handle, info, ffi.NULL, out),
                   "vkCreateDescriptorSetLayout")
-            lay = self._set_layouts[n] = out[0]
+            lay = self._set_layouts[types] = out[0]
         return lay
 
     def get(self, variant, spec=()):
@@ -126,8 +134,10 @@ class PipelineCache:
         meta = self.meta(variant.id)
         dev = self.device.handle
         keep = []
-        n = len({b["binding"] for b in meta["bindings"]})
-        set_layout = ffi.new("VkDescriptorSetLayout[1]", [self._set_layout(n)])
+        kinds, texel = self._binding_kinds(variant, meta)
+        n = len(kinds)
+        types = tuple(DESCRIPTOR_TYPES[k] for k in kinds)
+        set_layout = ffi.new("VkDescriptorSetLayout[1]", [self._set_layout(types)])
         push_size = meta["push_constant_size"]
         rng = ffi.new("VkPushConstantRange*", {"stageFlags": C.VK_SHADER_STAGE_COMPUTE_BIT, "offset": 0,
                                                "size": push_size})
@@ -158,11 +168,39 @@ class PipelineCache:
         p.handle, p.layout, p.n_bindings, p.push_size, p.variant = out[0], lo[0], n, push_size, variant
         p.infos = ffi.new("VkDescriptorBufferInfo[]", [{"offset": 0, "range": WHOLE_SIZE} for _ in range(n)])
         p.infos_list = [p.infos[i] for i in range(n)]
+        p.views = ffi.new("VkBufferView[]", max(n, 1))
+        p.texel = texel
         p.writes = ffi.new("VkWriteDescriptorSet[]", [
             {"sType": C.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstBinding": i, "descriptorCount": 1,
-             "descriptorType": C.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "pBufferInfo": p.infos + i} for i in range(n)])
+             "descriptorType": t, "pBufferInfo": p.infos + i, "pTexelBufferView": p.views + i}
+            for i, t in enumerate(types)])
         p._keep = keep + [entry, ci, set_layout]
         return p
+
+    def _binding_kinds(self, variant, meta):
+        """Descriptor kind per binding 0..n-1, and (binding, format, kind, what) for texel bindings."""
+        by_binding = {}
+        for b in meta["bindings"]:   # aliased variables (several views of one binding) must agree
+            if by_binding.setdefault(b["binding"], b).get("type") != b.get("type"):
+                raise BuildError(f"kernel {variant.id}: binding {b['binding']} is declared with two descriptor types")
+        if sorted(by_binding) != list(range(len(by_binding))):
+            raise BuildError(f"kernel {variant.id}: bindings {sorted(by_binding)} are not 0..n-1")
+        formats = dict(variant.texel_formats)
+        kinds, texel = [], []
+        for i in range(len(by_binding)):
+            b = by_binding[i]
+            kind = b.get("type", "storage_buffer")
+            if kind not in DESCRIPTOR_TYPES:
+                raise UnsupportedError(f"kernel {variant.id}: binding {i} is a {kind}; fuelvk binds "
+                                       f"{sorted(DESCRIPTOR_TYPES)}")
+            if kind != "storage_buffer":
+                fmt = formats.get(i) or b.get("format")
+                if fmt is None:
+                    raise BuildError(f"kernel {variant.id}: texel buffer binding {i} has no format (give it "
+                                     "in the registry's tag_texel_formats, or a format qualifier in the shader)")
+                texel.append((i, fmt, kind, f"kernel {variant.id} binding {i}"))
+            kinds.append(kind)
+        return kinds, tuple(texel)
 
     def destroy(self):
         dev = self.device.handle

@@ -1,0 +1,84 @@
+#version 450
+// Load-path micro-benchmark (kernels/loadpaths.py, benches/bench_load_paths.py): dst[i] = src[off + i]
+// for i < p.n texels, where src is read through one of several descriptor kinds (PATH) and dst is
+// always a storage buffer of the same texel type, so paths differ only in how they load:
+//   1 SSBO float   2 SSBO uvec2   3 SSBO uvec4
+//   4 uniform texel buffer texelFetch, R32_UINT   5 same, R32G32B32A32_UINT
+//   6 storage texel buffer imageLoad, r32ui       7 same, rgba32ui
+//   8 SSBO uint64_t   9 SSBO u64vec2 (what matmul.comp's 4-wide views use: lavapipe's cost is per component)
+//  10 uniform texel buffer, R32G32_UINT   11 uniform texel buffer, R16G16B16A16_SFLOAT (4 halves as a
+//     vec4, the f16 weights' case; repacked to 2 words for the store)
+// Each invocation copies EPT texels WG apart (consecutive invocations touch consecutive texels).
+// Constant 0 READ = 1: loads dominate instead (what matvec does): each invocation combines RPT
+// texels WG apart (xor; float: +) and stores one texel, dst[invocation].
+#include "common/index.glsl"
+#if PATH >= 8
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#endif
+
+#if PATH == 1
+#define T float
+#define COMBINE(a, b) ((a) + (b))
+#elif PATH == 2 || PATH == 10 || PATH == 11
+#define T uvec2
+#elif PATH == 3 || PATH == 5 || PATH == 7
+#define T uvec4
+#elif PATH == 8
+#define T uint64_t
+#elif PATH == 9
+#define T u64vec2
+#else
+#define T uint
+#endif
+#ifndef COMBINE
+#define COMBINE(a, b) ((a) ^ (b))
+#endif
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint READ = 0u;
+const uint WG = 256u, EPT = 4u, RPT = 16u;
+layout(set = 0, binding = 0) writeonly buffer Dst { T dst[]; };
+#if PATH <= 3 || PATH >= 8
+layout(set = 0, binding = 1) readonly buffer Src { T src[]; };
+#define LOAD(k) src[k]
+#elif PATH == 4
+layout(set = 0, binding = 1) uniform usamplerBuffer src;
+#define LOAD(k) texelFetch(src, int(k)).x
+#elif PATH == 5
+layout(set = 0, binding = 1) uniform usamplerBuffer src;
+#define LOAD(k) texelFetch(src, int(k))
+#elif PATH == 6
+layout(set = 0, binding = 1, r32ui) uniform readonly uimageBuffer src;
+#define LOAD(k) imageLoad(src, int(k)).x
+#elif PATH == 7
+layout(set = 0, binding = 1, rgba32ui) uniform readonly uimageBuffer src;
+#define LOAD(k) imageLoad(src, int(k))
+#elif PATH == 10
+layout(set = 0, binding = 1) uniform usamplerBuffer src;
+#define LOAD(k) texelFetch(src, int(k)).xy
+#else
+layout(set = 0, binding = 1) uniform samplerBuffer src;
+uvec2 pack4h(vec4 v) { return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw)); }
+#define LOAD(k) pack4h(texelFetch(src, int(k)))
+#endif
+
+layout(push_constant) uniform Params { uint n; uint off; } p;
+
+void main() {
+    if (READ != 0u) {
+        uint g = linear_group(), base = g * (WG * RPT) + gl_LocalInvocationID.x;
+        T acc = T(0);
+        for (uint j = 0u; j < RPT; ++j) {
+            uint i = base + j * WG;
+            if (i < p.n) acc = COMBINE(acc, LOAD(p.off + i));
+        }
+        dst[g * WG + gl_LocalInvocationID.x] = acc;
+        return;
+    }
+    uint base = linear_group() * (WG * EPT) + gl_LocalInvocationID.x;
+    for (uint j = 0u; j < EPT; ++j) {
+        uint i = base + j * WG;
+        if (i >= p.n) return;
+        dst[i] = LOAD(p.off + i);
+    }
+}

@@ -1,0 +1,29 @@
+"""Load-path micro-benchmark kernels (shaders/loadpath.comp): one copy kernel per way of reading a
+buffer (storage buffer scalar/vector loads, uniform texel buffer texelFetch, storage texel buffer
+imageLoad), so benches/bench_load_paths.py can compare what each costs on a device.
+
+LOADPATHS: tag -> (PATH define, 32-bit words per texel, uniform texel buffer format or None, features).
+"""
+from .registry import P, family
+
+LOADPATH_PARAMS = P("n:u32", "off:u32")   # texels to copy, source offset in texels
+LOADPATH_WG, LOADPATH_EPT = 256, 4        # invocations per workgroup, texels per invocation
+LOADPATH_RPT = 16                          # READ mode (constant 0 = 1): texels combined per invocation
+LOADPATHS = {
+    "ssbo_f32": (1, 1, None, ()),
+    "ssbo_u2": (2, 2, None, ()),
+    "ssbo_u4": (3, 4, None, ()),
+    "ssbo_u64": (8, 2, None, ("int64",)),
+    "ssbo_u64x2": (9, 4, None, ("int64",)),
+    "utb_r32": (4, 1, "R32_UINT", ()),
+    "utb_rg32": (10, 2, "R32G32_UINT", ()),
+    "utb_rgba32": (5, 4, "R32G32B32A32_UINT", ()),
+    "utb_rgba16f": (11, 2, "R16G16B16A16_SFLOAT", ()),   # f16 data only (converted to f32 and back)
+    "stb_r32": (6, 1, None, ()),          # storage texel buffers: format from the shader's qualifier
+    "stb_rgba32": (7, 4, None, ()),
+}
+
+family("loadpath", "loadpath.comp", LOADPATH_PARAMS, {t: f"loadpath_{t}" for t in LOADPATHS},
+       "Benchmark calibration", tag_defines={t: {"PATH": row[0]} for t, row in LOADPATHS.items()},
+       tag_features={t: row[3] for t, row in LOADPATHS.items()},
+       tag_texel_formats={t: {1: row[2]} for t, row in LOADPATHS.items() if row[2]})
