@@ -8,11 +8,11 @@ numpy / ml_dtypes computing in the same dtype (which rounds like the kernel: f32
 import numpy as np
 import pytest
 import torch
+from oracles import FLOATS, TRANS_TOL, assert_bits, assert_close
 
 import fuelvk as fv
 from fuelvk import runtime
 from fuelvk.kernels.elementwise import LINEAR_SPEC, WIDE_TAGS
-from oracles import FLOATS, TRANS_TOL, assert_bits, assert_close
 
 RNG = np.random.default_rng(64)
 TAG = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.float64): "f64"}

@@ -7,8 +7,8 @@ import operator
 
 from .. import dtypes as _dt
 from .. import layout as L
-from ..errors import DTypeError
 from .. import runtime
+from ..errors import DTypeError
 from ..kernels.elementwise import BINARY_OPS, UNARY_OPS, variant
 from ._core import ZERO2, device_args, is_scalar, launch_strided, new_like, promote, result, scalar_words
 
