@@ -64,8 +64,8 @@ void main_linear() {
         if (contig) {
             o4[p.off_o / 4u + q] = a4[p.off_a / 4u + q];
         } else {
-            W v = a[p.off_a];
-            for (uint k = 0u; k < 4u; ++k) o[p.off_o + 4u * q + k] = v;
+            // (no local of type W: an 8 / 16-bit local would need shaderInt8 / shaderInt16)
+            for (uint k = 0u; k < 4u; ++k) o[p.off_o + 4u * q + k] = a[p.off_a];
         }
     }
     if (linear_group() == 0u && gl_LocalInvocationID.x == 0u)

@@ -12,7 +12,8 @@ from oracles import FLOATS, TRANS_TOL, assert_bits, assert_close
 
 import fuelvk as fv
 from fuelvk import runtime
-from fuelvk.kernels.elementwise import LINEAR_SPEC, WIDE_TAGS
+from fuelvk.kernels import FAMILIES, kernel
+from fuelvk.kernels.elementwise import LINEAR_SPEC, WIDE_TAGS, variant
 
 RNG = np.random.default_rng(64)
 TAG = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.float64): "f64"}
@@ -41,7 +42,7 @@ def path(request, monkeypatch):
 def _check_path(path, seen, family, dt, linear):
     """The launch took the twin iff the path offers it for dt, and LINEAR iff the views allowed it."""
     name, seen = path[0], path[1]
-    wide = name == "w64" and _tag(dt) in WIDE_TAGS
+    wide = name == "w64" and _tag(dt) in WIDE_TAGS   # (lavapipe has every feature the twins need)
     assert seen == [(f"{family}{'_w64' if wide else ''}.{_tag(dt)}", linear)], seen
 
 
@@ -118,3 +119,47 @@ def test_f32_only_families(path):
     with np.errstate(all="ignore"):
         assert_bits(fv.power(x, 3), hp * hp * hp)
     _check_path(path, path[1], "powi", np.float32, True)
+
+
+def test_twin_needs_all_its_features(monkeypatch):
+    """The f16 twin converts through Float16 (packFloat2x16): without shaderFloat16 the plain kernel runs."""
+    ctx = runtime.get()
+    assert set(kernel("unary_w64", "f16").features) == {"int64", "storage16", "float16"}
+    assert set(kernel("unary_w64", "bf16").features) == {"int64", "storage16"}
+    assert "w64" not in " ".join(FAMILIES["unary_w64"].variants)   # no f64 twin: tags f32/f16/bf16
+    assert set(FAMILIES["unary_w64"].variants) == set(WIDE_TAGS)
+    monkeypatch.setattr(ctx.device, "features", set(ctx.device.features) - {"float16"})
+    assert variant("unary", "f16", ctx.device.features).id == "unary.f16"
+    assert variant("unary", "bf16", ctx.device.features).id == ("unary_w64.bf16" if "int64" in ctx.device.features
+                                                                  else "unary.bf16")
+    h = _data(1028, np.float16)
+    assert_bits(fv.negative(h), -h)
+
+
+# SPIR-V capabilities that need a device feature (runtime/device.py FEATURE_FIELDS names)
+CAP_FEATURE = {9: "float16", 10: "float64", 11: "int64", 22: "int16", 39: "int8"}
+
+
+def _capabilities(path):
+    words = np.frombuffer(path.read_bytes(), dtype="<u4")
+    caps, i = set(), 5
+    while i < len(words):
+        n, op = int(words[i]) >> 16, int(words[i]) & 0xFFFF
+        if op == 17:                                          # OpCapability
+            caps.add(int(words[i + 1]))
+        i += n
+    return caps
+
+
+@pytest.mark.parametrize("fam", [f"{f}_w64" for f in ("unary", "binary", "affine", "clamp", "powi")]
+                         + ["strided_copy", "strided_copy_w64"])
+def test_twins_declare_the_features_their_spirv_needs(fam):
+    """A capability the SPIR-V declares without the matching feature would fail pipeline creation on
+    devices lacking it (the plain kernels must stay free of Int64)."""
+    from fuelvk.runtime.pipelines import spv_dir
+    for v in FAMILIES[fam].variants.values():
+        need = {CAP_FEATURE[c] for c in _capabilities(spv_dir() / v.spv) if c in CAP_FEATURE}
+        assert need <= set(v.features), (v.id, need, v.features)
+    for f in ("unary", "binary", "affine"):
+        for t in WIDE_TAGS:
+            assert 11 not in _capabilities(spv_dir() / kernel(f, t).spv), f"{f}.{t} declares Int64"

@@ -1,6 +1,6 @@
 """strided_copy: the Contiguize every other family relies on (any width, signed strides, offsets)."""
-from .elementwise import EW_PARAMS, WIDE
-from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family, kernel
+from .elementwise import EW_PARAMS, WIDE, wide_or_plain
+from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family
 
 # One generic kernel serves the inventory's strided_copy (4-byte, unsigned strides) and
 # strided_copy_signed_b2/b4/b8 (negative strides); b1 is a fuelvk addition.
@@ -19,4 +19,4 @@ family("strided_copy_w64", "strided_copy.comp", EW_PARAMS, {t: f"strided_copy_w6
 
 def copy_variant(tag, features):
     """strided_copy for byte-width tag: the 64-bit-word twin where the device has shaderInt64."""
-    return kernel("strided_copy_w64" if WIDE in features and tag in WIDE_TAGS else "strided_copy", tag)
+    return wide_or_plain("strided_copy", "strided_copy_w64", tag, features)
