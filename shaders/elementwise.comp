@@ -21,14 +21,47 @@ const uint OP = FIXED_OP;
 layout(constant_id = 0) const uint OP = 0;
 #endif
 
+#if defined(W64)
+// W64 (the *_w64 families, shaderInt64): the LINEAR path moves its 4 elements through 64-bit words
+// (f32: two, f16 / bf16: one). Why: lavapipe pays per loaded / stored component whatever its width,
+// so a 64-bit word costs what one f32 does. Same bits as the T4 path (same conversions, same RNE).
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#if defined(DT_F32)
+#define Q u64vec2
+#define LOADQ(w) vec4(uintBitsToFloat(unpackUint2x32((w).x)), uintBitsToFloat(unpackUint2x32((w).y)))
+#define STOREQ(v) u64vec2(packUint2x32(floatBitsToUint((v).xy)), packUint2x32(floatBitsToUint((v).zw)))
+#elif defined(DT_F16)
+#define Q uint64_t
+#define LOADQ(w) vec4(unpackFloat2x16(unpackUint2x32(w).x), unpackFloat2x16(unpackUint2x32(w).y))
+#define STOREQ(v) packUint2x32(uvec2(packFloat2x16(f16vec2((v).xy)), packFloat2x16(f16vec2((v).zw))))
+#elif defined(DT_BF16)
+#define Q uint64_t
+vec4 bf16x4_load(uvec2 u) {
+    return uintBitsToFloat(uvec4(u.x << 16, u.x & 0xFFFF0000u, u.y << 16, u.y & 0xFFFF0000u));
+}
+uint64_t bf16x4_store(vec4 v) {
+    return packUint2x32(uvec2(f32_to_bf16_bits(v.x) | (f32_to_bf16_bits(v.y) << 16),
+                              f32_to_bf16_bits(v.z) | (f32_to_bf16_bits(v.w) << 16)));
+}
+#define LOADQ(w) bf16x4_load(unpackUint2x32(w))
+#define STOREQ(v) bf16x4_store(v)
+#else
+#error "W64 is for f32 / f16 / bf16 (f64 elements already are 64-bit words)"
+#endif
+#else
+#define Q T4
+#define LOADQ(w) LOAD4(w)
+#define STOREQ(v) STORE4(v)
+#endif
+
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
 layout(set = 0, binding = 1) readonly buffer InA { T a[]; };
-// The same buffers seen as 4-element vectors, for the LINEAR path (offsets multiple of 4).
-layout(set = 0, binding = 0) writeonly buffer Out4 { T4 o4[]; };
-layout(set = 0, binding = 1) readonly buffer InA4 { T4 a4[]; };
+// The same buffers seen in 4-element units Q, for the LINEAR path (offsets multiple of 4).
+layout(set = 0, binding = 0) writeonly buffer Out4 { Q o4[]; };
+layout(set = 0, binding = 1) readonly buffer InA4 { Q a4[]; };
 #if NIN == 2
 layout(set = 0, binding = 2) readonly buffer InB { T b[]; };
-layout(set = 0, binding = 2) readonly buffer InB4 { T4 b4[]; };
+layout(set = 0, binding = 2) readonly buffer InB4 { Q b4[]; };
 #endif
 
 layout(push_constant) uniform Params {
@@ -130,15 +163,15 @@ void main_linear() {
         if (q < nq) {
 #if NIN == 2
             V4 x = (p.flags & 32u) != 0u ? V4(scalar_arg(p.s0))
-                 : ((p.flags & 1u) != 0u ? LOAD4(a4[p.off_a / 4u + q]) : V4(LOAD(a[p.off_a])));
+                 : ((p.flags & 1u) != 0u ? LOADQ(a4[p.off_a / 4u + q]) : V4(LOAD(a[p.off_a])));
             V4 y = (p.flags & 16u) != 0u ? V4(scalar_arg(p.s1))
-                 : ((p.flags & 4u) != 0u ? LOAD4(b4[p.off_b / 4u + q]) : V4(LOAD(b[p.off_b])));
+                 : ((p.flags & 4u) != 0u ? LOADQ(b4[p.off_b / 4u + q]) : V4(LOAD(b[p.off_b])));
             V4 r = V4(apply_binary(x.x, y.x), apply_binary(x.y, y.y), apply_binary(x.z, y.z), apply_binary(x.w, y.w));
 #else
-            V4 x = (p.flags & 1u) != 0u ? LOAD4(a4[p.off_a / 4u + q]) : V4(LOAD(a[p.off_a]));
+            V4 x = (p.flags & 1u) != 0u ? LOADQ(a4[p.off_a / 4u + q]) : V4(LOAD(a[p.off_a]));
             V4 r = V4(apply_unary(x.x), apply_unary(x.y), apply_unary(x.z), apply_unary(x.w));
 #endif
-            o4[p.off_o / 4u + q] = STORE4(r);
+            o4[p.off_o / 4u + q] = STOREQ(r);
         }
     }
     if (linear_group() == 0u && gl_LocalInvocationID.x == 0u) {

@@ -83,6 +83,38 @@ def test_strided_copy_signed_variants_listed():
     assert {"strided_copy", "strided_copy_signed_b2", "strided_copy_signed_b4", "strided_copy_signed_b8"} <= names
 
 
+@pytest.mark.parametrize("wide", [True, False], ids=["w64", "no-int64"])
+@pytest.mark.parametrize("dt", WIDTH_DTYPES + [np.dtype(ml_dtypes.bfloat16)], ids=IDS)
+def test_strided_copy_contiguous_paths(dt, wide, monkeypatch):
+    """Contiguous copies: LINEAR (4 elements per access; b2/b4 through 64-bit words with shaderInt64)
+    when offsets are multiples of 4, the index path otherwise; odd sizes exercise the tail."""
+    from fuelvk import runtime
+    from fuelvk.kernels.elementwise import LINEAR_SPEC
+    ctx = runtime.get()
+    if not wide:
+        if dt.itemsize == 8:
+            pytest.skip("b8 kernels need shaderInt64 on any path")
+        monkeypatch.setattr(ctx.device, "features", set(ctx.device.features) - {"int64"})
+    elif "int64" not in ctx.device.features:
+        pytest.skip("device lacks shaderInt64")
+    seen, get = [], ctx.pipelines.get
+    monkeypatch.setattr(ctx, "plans", {})
+    monkeypatch.setattr(ctx.pipelines, "get", lambda v, spec=(), *a, **k: (
+        seen.append((v.id, (LINEAR_SPEC, 1) in tuple(spec))), get(v, spec, *a, **k))[1])
+    rng = np.random.default_rng(7)
+    tag = f"b{dt.itemsize}"
+    fam = "strided_copy_w64" if wide and tag in ("b2", "b4") else "strided_copy"
+    for n, off in ((1, 0), (3, 4), (4, 0), (1030, 0), (1031, 4), (1031, 1), (517, 2), (20001, 8)):
+        h = bits(n + 8, dt, rng)
+        seen.clear()
+        assert_bits(fv.copy(fv.asarray(h)[off:off + n]), h[off:off + n])
+        assert seen == [(f"{fam}.{tag}", off % 4 == 0)], seen
+    seen.clear()
+    h = bits(1, dt, rng)   # a constant (all-stride-0) input also takes the LINEAR path
+    assert_bits(fv.copy(fv.asarray(h).broadcast_to((1030,))), np.broadcast_to(h, (1030,)))
+    assert seen == [(f"{fam}.{tag}", True)], seen
+
+
 def test_ascontiguousarray_returns_contiguous_input_itself():
     d = fv.asarray(np.arange(6, dtype=np.float32))
     assert fv.ascontiguousarray(d) is d

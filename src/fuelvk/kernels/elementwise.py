@@ -1,5 +1,5 @@
 """Elementwise families unary, binary, affine, clamp, powi: all one generic kernel, elementwise.comp."""
-from .registry import P, family, float_variants
+from .registry import DTYPE_FEATURES, FAMILIES, P, family, float_variants, kernel
 
 GROUP = "Element-wise unary / binary / affine"
 MAX_RANK = 6
@@ -15,8 +15,34 @@ BINARY_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
 AFFINE_OP, CLAMP_OP, POWI_OP = 16, 17, 18
 
 SRC = "elementwise.comp"
-family("unary", SRC, EW_PARAMS, float_variants("unary"), GROUP, defines={"NIN": 1})
-family("binary", SRC, EW_PARAMS, float_variants("binary"), GROUP, defines={"NIN": 2})
-family("affine", SRC, EW_PARAMS, float_variants("affine"), GROUP, defines={"NIN": 1, "FIXED_OP": AFFINE_OP})
-family("clamp", SRC, EW_PARAMS, {"f32": "clamp"}, GROUP, defines={"NIN": 1, "FIXED_OP": CLAMP_OP})
-family("powi", SRC, EW_PARAMS, {"f32": "powi"}, GROUP, defines={"NIN": 1, "FIXED_OP": POWI_OP})
+# Each family has a `<name>_w64` twin, the same shader with W64 defined: its LINEAR path loads and
+# stores through 64-bit words (lavapipe costs per component: f32 ~1.5x, f16/bf16 ~2x faster on the
+# contiguous path). It needs shaderInt64, so ops pick it where the device has that (WIDE) and the
+# plain family otherwise. f64 has no twin: its elements already are 64-bit words. The f16 twin
+# converts with unpackFloat2x16 / packFloat2x16, which declare the Float16 capability.
+WIDE = "int64"
+WIDE_TAGS = ("f32", "f16", "bf16")
+WIDE_TAG_FEATURES = {**DTYPE_FEATURES, "f16": DTYPE_FEATURES["f16"] + ("float16",)}
+FAMILIES_EW = {  # name -> (defines, tags)
+    "unary": ({"NIN": 1}, ("f32", "f16", "bf16", "f64")),
+    "binary": ({"NIN": 2}, ("f32", "f16", "bf16", "f64")),
+    "affine": ({"NIN": 1, "FIXED_OP": AFFINE_OP}, ("f32", "f16", "bf16", "f64")),
+    "clamp": ({"NIN": 1, "FIXED_OP": CLAMP_OP}, ("f32",)),
+    "powi": ({"NIN": 1, "FIXED_OP": POWI_OP}, ("f32",)),
+}
+for _name, (_defs, _tags) in FAMILIES_EW.items():
+    family(_name, SRC, EW_PARAMS, float_variants(_name, _tags), GROUP, defines=_defs)
+    family(f"{_name}_w64", SRC, EW_PARAMS, float_variants(f"{_name}_w64", [t for t in _tags if t in WIDE_TAGS]),
+           GROUP, defines={**_defs, "W64": 1}, features=(WIDE,), tag_features=WIDE_TAG_FEATURES)
+del _name, _defs, _tags
+
+
+def variant(family_name, tag, features):
+    """The family's variant for tag: its 64-bit-word twin where the device has what the twin needs."""
+    return wide_or_plain(family_name, f"{family_name}_w64", tag, features)
+
+
+def wide_or_plain(plain, wide, tag, features):
+    """kernel(wide, tag) if declared and every feature it needs is in `features`, else kernel(plain, tag)."""
+    v = FAMILIES[wide].variants.get(tag)
+    return v if v is not None and all(f in features for f in v.features) else kernel(plain, tag)

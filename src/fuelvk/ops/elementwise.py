@@ -7,9 +7,9 @@ import operator
 
 from .. import dtypes as _dt
 from .. import layout as L
+from .. import runtime
 from ..errors import DTypeError
-from ..kernels import kernel
-from ..kernels.elementwise import BINARY_OPS, UNARY_OPS
+from ..kernels.elementwise import BINARY_OPS, UNARY_OPS, variant
 from ._core import ZERO2, device_args, is_scalar, launch_strided, new_like, promote, result, scalar_words
 
 __all__ = list(UNARY_OPS) + list(BINARY_OPS) + ["affine", "clip", "power"]
@@ -21,7 +21,7 @@ def _unary(op, family, x, spec=(), s0=ZERO2, s1=ZERO2, accepted=_dt.FLOAT_TAGS):
     tag = _dt.float_tag(op, x.dtype, accepted)
     out = new_like(x.shape, x.dtype)
     words = [scalar_words(s, x.dtype) if not isinstance(s, tuple) else s for s in (s0, s1)]
-    launch_strided(kernel(family, tag), out, [x], spec=spec, s0=words[0], s1=words[1])
+    launch_strided(variant(family, tag, runtime.get().device.features), out, [x], spec=spec, s0=words[0], s1=words[1])
     return result(out, numpy_out)
 
 
@@ -57,7 +57,7 @@ def _binary(op, op_id, a, b):
         a, b = promote(op, [a, b])
     dt = (b if a_s else a).dtype
     tag = _dt.float_tag(op, dt)
-    v = kernel("binary", tag)
+    v = variant("binary", tag, runtime.get().device.features)
     spec = ((0, op_id),)
     if a_s:
         out = new_like(b.shape, dt)

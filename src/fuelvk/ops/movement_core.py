@@ -1,6 +1,7 @@
 """Contiguize and copy: the strided_copy kernel behind every dispatcher's layout fix-up."""
 from .. import dtypes as _dt
-from ..kernels import kernel
+from .. import runtime
+from ..kernels.movement_core import copy_variant
 from ._core import device_args, launch_strided, new_like, result
 
 __all__ = ["ascontiguousarray", "copy"]
@@ -8,7 +9,7 @@ __all__ = ["ascontiguousarray", "copy"]
 
 def _copy_into_new(x):
     out = new_like(x.shape, x.dtype)
-    launch_strided(kernel("strided_copy", _dt.width_tag(x.dtype)), out, [x])
+    launch_strided(copy_variant(_dt.width_tag(x.dtype), runtime.get().device.features), out, [x])
     return out
 
 
