@@ -88,7 +88,8 @@ def launch_strided(variant, out, inputs, spec=(), s0=ZERO2, s1=ZERO2, flags_extr
 
     Dims are collapsed wherever every input allows, so most views run at rank 1-3; contiguous and
     constant (all-stride-0) inputs get the kernel's linear fast paths. When every input is
-    contiguous or constant with 4-aligned offsets, the LINEAR specialization (vec4 accesses, no
+    contiguous or constant with 4-aligned offsets, the LINEAR specialization (4 elements per access,
+    through 64-bit words in the *_w64 variants where the device has shaderInt64; no
     index arithmetic) runs, in the kernels whose SPIR-V declares it. The launch plan (pipelines,
     grids, packed Params) depends only on the geometry, so it is cached per context: a repeated
     call costs a dict lookup plus the dispatches.
