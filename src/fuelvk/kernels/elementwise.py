@@ -1,5 +1,5 @@
 """Elementwise families unary, binary, affine, clamp, powi: all one generic kernel, elementwise.comp."""
-from .registry import DTYPE_FEATURES, FAMILIES, P, family, float_variants, kernel
+from .registry import DTYPE_FEATURES, P, family, float_variants, wide_or_plain
 
 GROUP = "Element-wise unary / binary / affine"
 MAX_RANK = 6
@@ -40,9 +40,3 @@ del _name, _defs, _tags
 def variant(family_name, tag, features):
     """The family's variant for tag: its 64-bit-word twin where the device has what the twin needs."""
     return wide_or_plain(family_name, f"{family_name}_w64", tag, features)
-
-
-def wide_or_plain(plain, wide, tag, features):
-    """kernel(wide, tag) if declared and every feature it needs is in `features`, else kernel(plain, tag)."""
-    v = FAMILIES[wide].variants.get(tag)
-    return v if v is not None and all(f in features for f in v.features) else kernel(plain, tag)

@@ -1,6 +1,6 @@
 """strided_copy: the Contiguize every other family relies on (any width, signed strides, offsets)."""
-from .elementwise import EW_PARAMS, WIDE, wide_or_plain
-from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family
+from .elementwise import EW_PARAMS, WIDE
+from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family, wide_or_plain
 
 # One generic kernel serves the inventory's strided_copy (4-byte, unsigned strides) and
 # strided_copy_signed_b2/b4/b8 (negative strides); b1 is a fuelvk addition.

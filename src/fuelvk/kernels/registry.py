@@ -147,6 +147,13 @@ def kernel(family_name, tag):
     return FAMILIES[family_name].variants[tag]
 
 
+def wide_or_plain(plain, wide, tag, features):
+    """A faster twin family's variant (e.g. 64-bit-word loads) where the device has every feature it needs
+    (`features`), else the plain family's: kernel(wide, tag) or kernel(plain, tag)."""
+    v = FAMILIES[wide].variants.get(tag)
+    return v if v is not None and all(f in features for f in v.features) else kernel(plain, tag)
+
+
 def float_variants(prefix, tags=("f32", "f16", "bf16", "f64"), bare="f32"):
     """The inventory's naming of float families: `unary`, `unary_f16`, ... (f32 has no suffix)."""
     return {t: prefix if t == bare else f"{prefix}_{t}" for t in tags}
