@@ -13,9 +13,6 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
-#if MODE <= 1
-#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
-#endif
 #include "common/index.glsl"
 
 layout(local_size_x = 64) in;
@@ -26,12 +23,11 @@ layout(constant_id = 0) const uint SG8 = 0;
 layout(constant_id = 1) const uint TM = 4;      // rows per invocation (register-tiled / matvec)
 layout(constant_id = 2) const uint KSPLIT = 0;  // matvec: 1 = lanes split K (B contiguous along K)
 layout(constant_id = 3) const uint TNV = 1;     // 4-column groups per invocation (register-tiled)
-// VEC bit 0: B is read 4 elements at a time through a vec4 view of its binding (the 4 elements are
-// contiguous and 4-aligned: B rows along N for the register tile, along K for KSPLIT); bit 1: the
-// same for A along K (KSPLIT). The host sets the bits only when strides/offsets allow; otherwise 4 scalar loads.
-// Why: on lavapipe every SSBO load is a per-lane loop with a bounds check, so one 4-wide load costs
-// little more than one scalar load.
-layout(constant_id = 4) const uint VEC = 0;
+// TEXA / TEXB: how A / B are read (matvec / register tile). 0: scalar loads through the strides;
+// TEXA 1: A along K through its texel view; TEXB 1: B along N (its rows), TEXB 2: B along K (its columns).
+// The host sets them only when the unit stride, offsets and other strides make every texel whole.
+layout(constant_id = 4) const uint TEXA = 0;
+layout(constant_id = 5) const uint TEXB = 0;
 
 #define F32 0
 #define F16 1
@@ -67,29 +63,26 @@ layout(set = 0, binding = 2) readonly buffer B_ { XCAT(ELEM_, B_DT) b[]; };
 #define LA(i) XCAT(TOF_, A_DT)(a[i])
 #define LB(i) XCAT(TOF_, B_DT)(b[i])
 #if MODE <= 1
-// 4-element views of the same A / B bindings in 64-bit words (f32: two; f16 / bf16: one). Why 64-bit:
-// lavapipe pays per loaded component whatever its width (matvec measured 1.7-1.8x faster than with
-// vec4 / uvec2 views). Needs shaderInt64 (kernels/matmul.py: the matvec / register-tiled variants).
-#define V4_0 u64vec2
-#define V4_1 uint64_t
-#define V4_2 uint64_t
-#define TOF4_0(v) vec4(uintBitsToFloat(unpackUint2x32((v).x)), uintBitsToFloat(unpackUint2x32((v).y)))
-#define TOF4_1(v) tof4_1(unpackUint2x32(v))
-#define TOF4_2(v) tof4_2(unpackUint2x32(v))
-vec4 tof4_1(uvec2 v) { return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y)); }
-vec4 tof4_2(uvec2 v) { return vec4(uintBitsToFloat(v.x << 16), uintBitsToFloat(v.x & 0xFFFF0000u),
-                                   uintBitsToFloat(v.y << 16), uintBitsToFloat(v.y & 0xFFFF0000u)); }
-layout(set = 0, binding = 1) readonly buffer A4_ { XCAT(V4_, A_DT) a4[]; };
-layout(set = 0, binding = 2) readonly buffer B4_ { XCAT(V4_, B_DT) b4[]; };
-// Elements e.x .. e.w: one 4-wide load when VEC says e = e.x + (0, 1, 2, 3) with e.x % 4 == 0.
-vec4 ld4a(ivec4 e) {
-    if ((VEC & 2u) != 0u) return XCAT(TOF4_, A_DT)(a4[e.x >> 2]);
-    return vec4(LA(e.x), LA(e.y), LA(e.z), LA(e.w));
-}
-vec4 ld4b(ivec4 e) {
-    if ((VEC & 1u) != 0u) return XCAT(TOF4_, B_DT)(b4[e.x >> 2]);
-    return vec4(LB(e.x), LB(e.y), LB(e.z), LB(e.w));
-}
+// The same A / B buffers again as storage texel buffers: one rgba32ui texel is 16 bytes, 4 f32 or 8
+// f16 / bf16 elements. Why: on lavapipe (Mesa 22.3) an SSBO load is a loop over the lanes with a bounds
+// check per component, an imageLoad one vector gather: read-mode load throughput measured 7.3 GB/s
+// (rgba32ui imageLoad) vs 1.8 GB/s for the best SSBO load (benches/bench_load_paths.py).
+layout(set = 0, binding = 3, rgba32ui) uniform readonly uimageBuffer a_t;
+layout(set = 0, binding = 4, rgba32ui) uniform readonly uimageBuffer b_t;
+const uint QB = B_DT == F32 ? 1u : 2u;   // 4-column quads per texel of B
+const uint LC = 4u * QB;                 // register tile: columns per lane per column group (one B texel)
+vec4 h4_0(uvec2 w) { return vec4(0.0); }   // (unused: f32 texels hold 4 elements)
+vec4 h4_1(uvec2 w) { return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+vec4 h4_2(uvec2 w) { return vec4(uintBitsToFloat(w.x << 16), uintBitsToFloat(w.x & 0xFFFF0000u),
+                                 uintBitsToFloat(w.y << 16), uintBitsToFloat(w.y & 0xFFFF0000u)); }
+// v = elements e .. e + 7 of `img` holding DT elements; e is a multiple of the elements per texel.
+#define TEX8(img, DT, e, v) \
+    if (DT == F32) { v[0] = uintBitsToFloat(imageLoad(img, (e) >> 2)); v[1] = uintBitsToFloat(imageLoad(img, ((e) >> 2) + 1)); } \
+    else { uvec4 t_ = imageLoad(img, (e) >> 3); v[0] = XCAT(h4_, DT)(t_.xy); v[1] = XCAT(h4_, DT)(t_.zw); }
+// v = elements e, e + s, ..., e + 7 s through the storage buffer (the scalar path).
+#define SCALAR8(L, e, s, v) \
+    v[0] = vec4(L(e), L((e) + (s)), L((e) + 2 * (s)), L((e) + 3 * (s))); \
+    v[1] = vec4(L((e) + 4 * (s)), L((e) + 5 * (s)), L((e) + 6 * (s)), L((e) + 7 * (s)))
 #endif
 
 layout(push_constant) uniform Params {
@@ -115,17 +108,17 @@ float share8(float x, uint src) {
 
 #if MODE <= 1
 // ---- register tile (MODE 1; matvec MODE 0 with KSPLIT == 0 is its TM == 1 case) ---------------------
-// Each invocation accumulates TM rows x 4 TNV columns; 8-lane groups: lane ln owns columns
-// n0 + 4 ln + 32 j + (0..3), so the 8 lanes read contiguous 32-column segments of B's rows; all
-// groups of a workgroup share the same TM rows. Per 8-deep K step the lanes load an 8 x 4 TNV slab of
-// B once and then stream the TM rows over it: lane ln loads A[m, k + ln], share8 hands it to the other
-// lanes. Why this shape (measured on lavapipe, where every SSBO element load is a per-lane loop and a
-// subgroup broadcast a loop too, while FMAs and compiler spills are real 8-wide vector ops): each B
-// element feeds TM FMAs and each broadcast 4 TNV vector FMAs; the slab and the TM x TNV accumulators
-// live in LLVM's registers / stack (cheap vector spills), never in shared memory.
+// Each invocation accumulates TM rows x LC TNV columns; 8-lane groups: lane ln owns columns
+// n0 + LC (ln + 8 j) + (0 .. LC-1), one texel of a B row when TEXB == 1; all groups of a workgroup
+// share the same TM rows. Per 8-deep K step the lanes load an 8 x LC TNV slab of B once and then stream
+// the TM rows over it, 8 values of A per row: one or two texels (TEXA; the same address in every lane,
+// one gather), else lane ln loads A[m, k + ln] and share8 hands it to the other lanes. Why this shape
+// (measured on lavapipe, where loads and subgroup broadcasts cost per lane while FMAs and compiler
+// spills are real 8-wide vector ops): each B value loaded feeds TM FMAs, each A value LC TNV; the slab
+// and the accumulators live in LLVM's registers / stack, never in shared memory.
 void regtile_main() {
-    const uint GC = 32u * TNV, WC = 8u * GC;       // columns per 8-lane group / per workgroup
-    uint tiles_n = (p.N + WC - 1u) / WC;
+    const uint GC = 8u * LC * TNV;                 // columns per 8-lane group; a workgroup has 8 groups
+    uint tiles_n = (p.N + 8u * GC - 1u) / (8u * GC);
     uint tiles = tiles_n * ((p.M + TM - 1u) / TM);
     uint g = linear_group();
     if (g >= tiles * p.batch) return;
@@ -133,55 +126,75 @@ void regtile_main() {
     int ba, bb;
     batch_bases(z, ba, bb);
     uint l = gl_LocalInvocationID.x, ln = l & 7u;
-    uint m0 = (tile / tiles_n) * TM, nq = (tile % tiles_n) * WC + (l >> 3) * GC + 4u * ln;
+    uint m0 = (tile / tiles_n) * TM, nq = (tile % tiles_n) * 8u * GC + (l >> 3) * GC + LC * ln;
     int arow[TM];
     [[unroll]] for (uint i = 0u; i < TM; ++i) arow[i] = ba + int(min(m0 + i, p.M - 1u)) * p.sa_m;
-    ivec4 bcol[TNV];   // clamped columns (vector view: N % 4 == 0, so a clamped group stays whole)
-    [[unroll]] for (uint j = 0u; j < TNV; ++j) {
-        uint c0 = nq + 32u * j;
-        bcol[j] = (VEC & 1u) != 0u ? ivec4(bb + int(min(c0, p.N - 4u)))
-                                   : bb + ivec4(min(uvec4(c0) + uvec4(0u, 1u, 2u, 3u), uvec4(p.N - 1u))) * p.sb_n;
+    // Element index of each of the lane's columns at k = 0 (clamped; TEXB == 1: N % LC == 0, so a
+    // clamped texel stays whole and column c of group j is bcol[j][0] + c).
+    ivec4 bcol[TNV * QB];
+    [[unroll]] for (uint j = 0u; j < TNV; ++j) [[unroll]] for (uint q = 0u; q < QB; ++q) {
+        uint c0 = nq + 8u * LC * j + 4u * q;
+        bcol[j * QB + q] = TEXB == 1u ? ivec4(bb + int(min(nq + 8u * LC * j, p.N - LC)) + int(4u * q))
+                                      : bb + ivec4(min(uvec4(c0) + uvec4(0u, 1u, 2u, 3u), uvec4(p.N - 1u))) * p.sb_n;
     }
-    vec4 acc[TM][TNV];
-    [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TNV; ++j) acc[i][j] = vec4(0.0);
+    vec4 acc[TM][TNV * QB];
+    [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TNV * QB; ++j) acc[i][j] = vec4(0.0);
     uint k = 0u;
-    if (SG8 != 0u) {
-        for (; k + 8u <= p.K; k += 8u) {
-            vec4 bv[8][TNV];
-            [[unroll]] for (uint kk = 0u; kk < 8u; ++kk)
-                [[unroll]] for (uint j = 0u; j < TNV; ++j) bv[kk][j] = ld4b(bcol[j] + int(k + kk) * p.sb_k);
-            [[unroll]] for (uint i = 0u; i < TM; ++i) {
-                float av = LA(arow[i] + int(k + ln) * p.sa_k);
+    for (; k + 8u <= p.K; k += 8u) {
+        vec4 bv[8][TNV * QB];   // bv[kk][jq][c]: B[k + kk, column c of quad jq]
+        [[unroll]] for (uint j = 0u; j < TNV; ++j) {
+            if (TEXB == 1u) {
                 [[unroll]] for (uint kk = 0u; kk < 8u; ++kk) {
-                    float x = share8(av, kk);
-                    [[unroll]] for (uint j = 0u; j < TNV; ++j) acc[i][j] = fma(vec4(x), bv[kk][j], acc[i][j]);
+                    uvec4 t = imageLoad(b_t, int(uint(bcol[j * QB].x + int(k + kk) * p.sb_k) / LC));
+                    if (QB == 1u) bv[kk][j] = uintBitsToFloat(t);
+                    else { bv[kk][2u * j] = XCAT(h4_, B_DT)(t.xy); bv[kk][2u * j + 1u] = XCAT(h4_, B_DT)(t.zw); }
+                }
+            } else {
+                [[unroll]] for (uint q = 0u; q < QB; ++q) [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+                    vec4 v[2];   // column r of quad (j, q) at k .. k + 7
+                    if (TEXB == 2u) { TEX8(b_t, B_DT, bcol[j * QB + q][r] + int(k), v); }
+                    else { SCALAR8(LB, bcol[j * QB + q][r] + int(k) * p.sb_k, p.sb_k, v); }
+                    [[unroll]] for (uint kk = 0u; kk < 8u; ++kk) bv[kk][j * QB + q][r] = v[kk >> 2][kk & 3u];
                 }
             }
         }
+        [[unroll]] for (uint i = 0u; i < TM; ++i) {
+            vec4 av[2];   // A[m0 + i, k .. k + 7]
+            if (TEXA == 1u) { TEX8(a_t, A_DT, arow[i] + int(k), av); }
+            else if (SG8 != 0u) {
+                float x = LA(arow[i] + int(k + ln) * p.sa_k);
+                [[unroll]] for (uint kk = 0u; kk < 8u; ++kk) av[kk >> 2][kk & 3u] = share8(x, kk);
+            } else { SCALAR8(LA, arow[i] + int(k) * p.sa_k, p.sa_k, av); }
+            [[unroll]] for (uint kk = 0u; kk < 8u; ++kk)
+                [[unroll]] for (uint j = 0u; j < TNV * QB; ++j) acc[i][j] = fma(vec4(av[kk >> 2][kk & 3u]), bv[kk][j], acc[i][j]);
+        }
     }
-    for (; k < p.K; ++k) {
-        int kr = int(k) * p.sb_k;
-        vec4 bv[TNV];
-        [[unroll]] for (uint j = 0u; j < TNV; ++j) bv[j] = ld4b(bcol[j] + kr);
+    for (; k < p.K; ++k) {   // the K % 8 tail, scalar loads
+        vec4 bv[TNV * QB];
+        [[unroll]] for (uint j = 0u; j < TNV * QB; ++j) {
+            ivec4 e = TEXB == 1u ? bcol[j].x + ivec4(0, 1, 2, 3) : bcol[j];
+            e += int(k) * p.sb_k;
+            bv[j] = vec4(LB(e.x), LB(e.y), LB(e.z), LB(e.w));
+        }
         [[unroll]] for (uint i = 0u; i < TM; ++i) {
             float x = LA(arow[i] + int(k) * p.sa_k);
-            [[unroll]] for (uint j = 0u; j < TNV; ++j) acc[i][j] = fma(vec4(x), bv[j], acc[i][j]);
+            [[unroll]] for (uint j = 0u; j < TNV * QB; ++j) acc[i][j] = fma(vec4(x), bv[j], acc[i][j]);
         }
     }
     uint cb = p.off_c + z * p.M * p.N;
     [[unroll]] for (uint i = 0u; i < TM; ++i) {
         if (m0 + i >= p.M) break;
-        [[unroll]] for (uint j = 0u; j < TNV; ++j) [[unroll]] for (uint q = 0u; q < 4u; ++q) {
-            uint n = nq + 32u * j + q;
-            if (n < p.N) STORE_C(cb + (m0 + i) * p.N + n, acc[i][j][q]);
+        [[unroll]] for (uint j = 0u; j < TNV; ++j) [[unroll]] for (uint q = 0u; q < LC; ++q) {
+            uint n = nq + 8u * LC * j + q;
+            if (n < p.N) STORE_C(cb + (m0 + i) * p.N + n, acc[i][j * QB + (q >> 2)][q & 3u]);
         }
     }
 }
 
 // ---- matvec with B contiguous along K (x @ W.T, the weight layout of a linear layer) ---------------
-// Each 8-lane group owns NCG columns; its lanes walk K 32 elements at a time (4 each, one 4-wide load
-// of a and of every column when VEC allows) and the partial sums meet in a butterfly over the group.
-#define NCG 4u
+// Each 8-lane group owns NCG columns; its lanes walk K 64 elements at a time (8 each: texels of x and of
+// every column when TEXA / TEXB allow) and the partial sums meet in a butterfly over the group.
+#define NCG 8u
 float reduce8(float x) {
     if (SG8 == 1u) return subgroupAdd(x);
     x += subgroupShuffleXor(x, 1u);
@@ -200,13 +213,18 @@ void ksplit_main() {
     int bcol[NCG];
     vec4 acc[NCG];
     [[unroll]] for (uint j = 0u; j < NCG; ++j) { bcol[j] = bb + int(min(n0 + j, p.N - 1u)) * p.sb_n; acc[j] = vec4(0.0); }
-    ivec4 q4 = ivec4(0, 1, 2, 3);
-    uint k4 = p.K & ~3u;
-    for (uint k = 4u * ln; k < k4; k += 32u) {
-        vec4 x = ld4a(ba + (int(k) + q4) * p.sa_k);
-        [[unroll]] for (uint j = 0u; j < NCG; ++j) acc[j] = fma(x, ld4b(bcol[j] + (int(k) + q4) * p.sb_k), acc[j]);
+    uint k8 = p.K & ~7u;
+    for (uint k = 8u * ln; k < k8; k += 64u) {
+        vec4 x[2], w[2];
+        if (TEXA == 1u) { TEX8(a_t, A_DT, ba + int(k), x); }
+        else { SCALAR8(LA, ba + int(k) * p.sa_k, p.sa_k, x); }
+        [[unroll]] for (uint j = 0u; j < NCG; ++j) {
+            if (TEXB == 2u) { TEX8(b_t, B_DT, bcol[j] + int(k), w); }
+            else { SCALAR8(LB, bcol[j] + int(k) * p.sb_k, p.sb_k, w); }
+            acc[j] = fma(x[1], w[1], fma(x[0], w[0], acc[j]));
+        }
     }
-    uint kt = k4 + ln;   // the K % 4 tail: one element per lane
+    uint kt = k8 + ln;   // the K % 8 tail: one element per lane
     float xt = kt < p.K ? LA(ba + int(kt) * p.sa_k) : 0.0;
     for (uint j = 0u; j < NCG; ++j) {
         float s = dot(acc[j], vec4(1.0)) + (kt < p.K ? xt * LB(bcol[j] + int(kt) * p.sb_k) : 0.0);

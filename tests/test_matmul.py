@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import fuelvk as fv
+from fuelvk import runtime
 from fuelvk.kernels import FAMILIES
 from fuelvk.kernels import matmul as K_
 from fuelvk.ops.matmul import matmul, matmul_route
@@ -183,18 +184,62 @@ def test_route_picker_and_env(monkeypatch):
     assert fv.device_info()["routes"]["matmul"] == K_.available_routes(fv.device_info()["features"])
 
 
-def test_routes_without_int64(monkeypatch):
-    """matvec / register tile read through 64-bit words; a device without shaderInt64 gets the others."""
-    from fuelvk import runtime
-    dev = runtime.get().device
-    monkeypatch.setattr(dev, "features", set(dev.features) - {"int64"})
-    rng = np.random.default_rng(11)
-    for M, route in [(1, "small"), (5, "tiled")]:
-        a, b = rand((M, 20), F32, rng), rand((20, 12), F32, rng)
-        assert matmul_route(a, b) == route
-        check(matmul(a, b), a, b, F32)
-    with pytest.raises(fv.UnsupportedError, match="int64"):
-        matmul(a, b, route="register_tiled")
+def _specs(monkeypatch):
+    """Specialization constants of every launch during the test, as dicts."""
+    ctx = runtime.get()
+    seen, orig = [], ctx.launch
+    monkeypatch.setattr(ctx, "launch", lambda v, g, bufs, w, push, spec=(): (seen.append(dict(spec)),
+                                                                          orig(v, g, bufs, w, push, spec))[1])
+    return seen
+
+
+TEXA, TEXB = 4, 5   # specialization constant ids (shaders/matmul.comp)
+
+
+@pytest.mark.parametrize("combo", K_.COMBOS)
+def test_texel_load_paths(combo, monkeypatch):
+    """matvec / register tile read A along K, B along N (its rows) or along K (x @ W.T) as 16-byte
+    texels when every run is whole texels (unit stride; offset and the other strides multiples of the
+    elements per texel), scalar loads otherwise. Each case checks the path its launch took and the
+    result; K = 37 leaves a K % 8 tail, column counts leave partial column groups."""
+    rng = np.random.default_rng(12)
+    adt, bdt, cdt = COMBO_DTYPES[combo]
+    out = None if cdt == adt else cdt
+    pa, pb = 16 // adt.itemsize, 16 // bdt.itemsize        # elements per texel
+    seen = _specs(monkeypatch)
+    big_a = fv.asarray(rand((2, 9, 48), adt, rng))          # rows 48 apart: texel-aligned
+    big_b = fv.asarray(rand((40, 5 * pb + 8), bdt, rng))
+    big_w = fv.asarray(rand((3 * pb + 5, 48), bdt, rng))    # x @ W.T: W's rows run along K
+    a, a_odd = big_a[0, :5, :37], big_a[0, :5, 1:38]        # aligned / offset by one element
+    b_rows, b_odd = big_b[:37, :5 * pb], big_b[:37, 1:5 * pb - 2]
+    w_t, w_odd = big_w[:, :37].T, big_w[:, 3:40].T
+    cases = [(a, b_rows, (1, 1)), (a_odd, b_odd, (0, 0)), (a, w_t, (1, 2)), (a_odd, w_odd, (0, 0)),
+             (a[:1], b_rows, (1, 1)), (a[:1], w_t, (1, 2)), (a_odd[:1], w_odd, (0, 0)),   # M = 1: matvec
+             (big_a[:, :4, :37], b_rows, (1, 1))]                                        # batch stride 9 * 48
+    for x, y, (ta, tb) in cases:
+        seen.clear()
+        check(matmul(x, y, out), x, y, cdt)
+        assert [(s[TEXA], s[TEXB]) for s in seen] == [(ta, tb)], (x.shape, x.strides, y.strides, seen)
+
+
+def test_texel_limit_falls_back_to_scalar_loads(monkeypatch):
+    """Operands whose slot is over maxTexelBufferElements bind a stub texel view and take scalar loads."""
+    ctx = runtime.get()
+    real = ctx.device.limits
+
+    class Limits:
+        maxTexelBufferElements = 100
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    rng = np.random.default_rng(13)
+    a, b = fv.asarray(rand((3, 1000), F32, rng)), fv.asarray(rand((1000, 8), F32, rng))   # 750 / 500 texels
+    monkeypatch.setattr(ctx.device, "limits", Limits())
+    seen = _specs(monkeypatch)
+    for x in (a, a[:1]):
+        check(matmul(x, b), x, b, F32)
+    assert [(s[TEXA], s[TEXB]) for s in seen] == [(0, 0), (0, 0)]
 
 
 def test_coop_gating_and_fallback():
@@ -206,7 +251,6 @@ def test_coop_gating_and_fallback():
     with pytest.raises(fv.UnsupportedError, match="cooperative_matrix"):
         matmul(a, a, route="coop")
     with pytest.raises(fv.UnsupportedError, match="cooperative_matrix"):
-        from fuelvk import runtime
         runtime.get().pipelines.get(FAMILIES["matmul_coop"].variants["f16_f16_f32"])
     got = matmul(a, a)                                   # the fallback route still answers
     assert got.dtype == F16 and np.all(got == 64)

@@ -21,9 +21,10 @@ COMBO_FEATURES = {t: ("storage16",) if any(x != "f32" for x in t.split("_")) els
 
 # Geometry the host needs to size grids (must match shaders/matmul.comp and matmul_coop.slang).
 WG = 64
-REG_GROUP_COLS = 32                            # register tile: columns per 8-lane group per TNV
+REG_LANE_COLS = {"f32": 4, "f16": 8, "bf16": 8}  # register tile: columns per lane per TNV (one texel of B)
 REG_TM = (1, 4, 16, 32, 64)                 # rows per invocation (specialization constant 1)
-MATVEC_KSPLIT_COLS = 8 * 4                     # matvec with K-contiguous B: 8 groups x NCG columns
+MATVEC_KSPLIT_COLS = 8 * 8                     # matvec with K-contiguous B: 8 groups x NCG columns
+TEXEL_BYTES = 16                               # matvec / register tile texel views: rgba32ui
 TILED_BLOCK = (64, 64)                         # shared-memory tiled: BM x BN
 SMALL_BLOCK = (16, 16)
 COOP_BLOCK = (64, 64)                          # coop: 2 x 2 subgroups, each 32 x 32 = 2 x 2 tiles of 16^3
@@ -35,12 +36,11 @@ def _names(prefix, inventory, combos=COMBOS):
 
 
 SRC = "matmul.comp"
-WIDE_LOADS = ("int64",)   # matvec / register tile read 4 elements through 64-bit words
 family("matvec", SRC, MATMUL_PARAMS,
        _names("matvec", {"f32_f32_f32": "matvec", "f32_bf16_f32": "matvec_bf16_b"}), GROUP,
-       defines={"MODE": 0}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES, features=WIDE_LOADS)
+       defines={"MODE": 0}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
 family("matmul", SRC, MATMUL_PARAMS, _names("matmul", {"f32_f32_f32": "matmul"}), GROUP,
-       defines={"MODE": 1}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES, features=WIDE_LOADS)
+       defines={"MODE": 1}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
 family("matmul_tiled", SRC, MATMUL_PARAMS,
        _names("matmul_tiled", {"f32_f32_f32": "matmul_tiled", "f32_bf16_f32": "matmul_tiled_bf16_b"}), GROUP,
        defines={"MODE": 2}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
@@ -59,7 +59,7 @@ family("matmul_coop", "matmul_coop.slang", MATMUL_PARAMS,
 # route name -> family; "coop" needs the device feature, the others run everywhere.
 ROUTES = {"matvec": "matvec", "register_tiled": "matmul", "tiled": "matmul_tiled", "small": "matmul_small",
           "coop": "matmul_coop"}
-ROUTE_FEATURES = {"matvec": WIDE_LOADS, "register_tiled": WIDE_LOADS, "coop": COOP_FEATURES}
+ROUTE_FEATURES = {"coop": COOP_FEATURES}
 
 
 def available_routes(features):

@@ -18,13 +18,15 @@ same per-lane load loops as buffers, and barriers are coroutine switches; measur
 256 x 1024 x 256: 16 ms register-tiled, 135 ms tiled). `route=` or FUELVK_MATMUL_ROUTE forces one;
 a route the device or shape cannot take raises a typed error. matmul_route() runs the same picker.
 
-Fast paths chosen per launch (specialization constants, same kernel): 4-wide loads of B along N
-(register tile) or of A and B along K (matvec with B contiguous along K, e.g. x @ W.T) when the
-unit stride, offsets and other strides allow; scalar loads through the strides otherwise.
+Load paths chosen per launch (specialization constants, same kernel): matvec and the register tile
+read A along K and B along N (its rows) or along K (x @ W.T) as 16-byte texels of a storage texel
+buffer view of the same buffer (4 f32 / 8 f16 or bf16 elements) when the unit stride, offset and
+other strides keep every run whole texels; scalar loads through the strides otherwise.
 """
 import math
 import operator
 import os
+import weakref
 from collections import namedtuple
 
 import numpy as np
@@ -141,8 +143,6 @@ def _plan(a, b, out_dtype, n_rep, route):
             # CPU devices (lavapipe): shared memory is ordinary memory there, so staging slabs only adds
             # loads and stores; the register-tiled kernel stays faster for every M (measured).
             name = "register_tiled" if M < 32 or dev.device_type == "cpu" else "tiled"
-        if name not in K_.available_routes(dev.features):   # no shaderInt64: the kernels without wide loads
-            name = "small" if M == 1 or transposed else "tiled"
         transposed = transposed and name == "matvec"
     else:
         name = forced
@@ -190,24 +190,39 @@ def _sg8(dev):
     return 1 if s == 8 else (2 if s % 8 == 0 else 0)
 
 
-def _reg_tile(M, N):
-    """(rows, 4-column groups) per invocation of the register tile: as many rows as M has, up to 64
-    (each B element loaded feeds that many FMAs); 2-4 column groups once N fills a workgroup (each
-    broadcast A value feeds 4 per group), the count that pads N least. Measured on lavapipe (under
-    load, % of the FMA calibration): 64 x 4 ~26%, 32 x 4 ~23%, 32 x 2 ~17%, 64 x 3 = 64 x 4 where
-    both tile N exactly; 128 rows was slower and once gave wrong sums (not investigated: capped at 64)."""
+def _reg_tile(M, N, lc):
+    """(rows, column groups) per invocation of the register tile, whose lanes own `lc` columns (one
+    texel of B) per group: as many rows as M has, up to 64 (each B value loaded feeds that many FMAs);
+    more groups once N fills a workgroup (each A value feeds lc per group), up to 16 columns per lane,
+    the count that pads N least. Measured on lavapipe (% of the FMA calibration, f32, under load):
+    64 x 16 columns ~26%, 32 x 16 ~23%, 32 x 8 ~17%; 128 rows was slower and once gave wrong sums
+    (not investigated: capped at 64)."""
     tm = next((t for t in K_.REG_TM if t >= M), K_.REG_TM[-1])
-    wg = 8 * K_.REG_GROUP_COLS
+    wg = 64 * lc
     if N <= wg:
         return tm, 1
-    return tm, min((4, 3, 2), key=lambda t: (-(-N // (wg * t)) * t, -t))
+    return tm, min(range(16 // lc, 1, -1), key=lambda t: (-(-N // (wg * t)) * t, -t))
 
 
-def _vec(unit, other, n_other, offset, batch_strides):
-    """True when 4 consecutive elements along the unit-stride dim can be one 4-wide load: unit stride,
-    and every row start (offset, batch strides, the other dim's stride) a multiple of 4 elements."""
-    return unit == 1 and (n_other == 1 or other % 4 == 0) and offset % 4 == 0 and \
-        all(s % 4 == 0 for s in batch_strides)
+def _texel_ok(unit, others, offset, itemsize):
+    """True when runs of elements along the unit-stride dim can be read as whole 16-byte texels: unit
+    stride, and every run start (offset, the strides of the other dims with extent > 1) a multiple of
+    the elements per texel."""
+    per = K_.TEXEL_BYTES // itemsize
+    return unit == 1 and offset % per == 0 and all(s % per == 0 for s in others)
+
+
+_stubs = weakref.WeakKeyDictionary()
+
+
+def _texel_binding(pool, arr, ok):
+    """(buffer for a texel-view binding, whether the kernel may read it): the array's own slot, or a
+    16-byte stub when the slot is over maxTexelBufferElements (the kernel then takes scalar loads)."""
+    if arr.buffer.size // K_.TEXEL_BYTES <= pool.device.limits.maxTexelBufferElements:
+        return arr.buffer, ok
+    if pool not in _stubs:
+        _stubs[pool] = pool.alloc(K_.TEXEL_BYTES)
+    return _stubs[pool], False
 
 
 def _launch(plan, a, b, out):
@@ -225,16 +240,18 @@ def _launch(plan, a, b, out):
     route = plan.route
     sg8 = _sg8(dev)
     tm = tnv = ksplit = 0
+    bufs, writes = (out.buffer, a.buffer, b.buffer), (True, False, False)
     if route in ("matvec", "register_tiled"):
         # matvec with B contiguous along K (x @ W.T): lanes split K; otherwise the register tile, 1 row.
         ksplit = int(route == "matvec" and sg8 != 0 and abs(sb_k) == 1 and abs(sb_n) != 1)
-        tm, tnv = _reg_tile(1 if route == "matvec" else M, N)
-        tiles = -(-N // K_.MATVEC_KSPLIT_COLS) if ksplit else \
-            -(-N // (8 * K_.REG_GROUP_COLS * tnv)) * -(-M // tm)
+        lc = K_.REG_LANE_COLS[plan.combo.split("_")[1]]
+        tm, tnv = _reg_tile(1 if route == "matvec" else M, N, lc)
+        tiles = -(-N // K_.MATVEC_KSPLIT_COLS) if ksplit else -(-N // (64 * lc * tnv)) * -(-M // tm)
+        (ta_buf, ta_ok), (tb_buf, tb_ok) = (_texel_binding(ctx.pool, x, True) for x in (a, b))
+        bufs, writes = bufs + (ta_buf, tb_buf), writes + (False, False)
     else:
         bm, bn = {"tiled": K_.TILED_BLOCK, "small": K_.SMALL_BLOCK, "coop": K_.COOP_BLOCK}[route]
         tiles = -(-N // bn) * -(-M // bm)
-    bufs, writes = (out.buffer, a.buffer, b.buffer), (True, False, False)
     nd = K_.MAX_BATCH_DIMS
     for shape, sa, sb, oa, ob, oc in _batch_chunks(tuple(batch), tuple(sa_b), tuple(sb_b), so):
         nb = math.prod(shape)
@@ -243,12 +260,13 @@ def _launch(plan, a, b, out):
         if route == "coop":
             spec = ()
         elif tm:
-            if ksplit:   # 4-wide loads along K: of a, and of each of B's columns
-                vb = _vec(sb_k, sb_n, N, offb, sb)
-            else:        # 4-wide loads of B along N (its rows); of A along K
-                vb = N % 4 == 0 and _vec(sb_n, sb_k, K, offb, sb)
-            va = ksplit and _vec(sa_k, sa_m, M, offa, sa)
-            spec = ((0, sg8), (1, tm), (2, ksplit), (3, tnv), (4, int(vb) | 2 * int(va)))
+            ext = lambda n, s: [s] if n > 1 else []   # noqa: E731  (strides that move a run start)
+            texa = ta_ok and _texel_ok(sa_k, ext(M, sa_m) + list(sa), offa, a.dtype.itemsize)
+            along_k = tb_ok and _texel_ok(sb_k, ext(N, sb_n) + list(sb), offb, b.dtype.itemsize)
+            along_n = tb_ok and not ksplit and N % lc == 0 and \
+                _texel_ok(sb_n, ext(K, sb_k) + list(sb), offb, b.dtype.itemsize)
+            texb = 1 if along_n else (2 if along_k else 0)
+            spec = ((0, sg8), (1, tm), (2, ksplit), (3, tnv), (4, int(texa)), (5, texb))
         else:
             spec = ((0, sg8),)
         push = K_.MATMUL_PARAMS.pack(
