@@ -5,8 +5,8 @@
     python benches/bench_matmul.py --quick    # shapes scaled down (1024 -> 512, 4096 -> 2048)
     python benches/bench_matmul.py --json out.json
 
-Roofs, measured here by fuelvk.bench.roofs (the suite's calibration kernels): FMA throughput (16
-independent FMA chains per invocation), copy bandwidth (vkCmdCopyBuffer, and a copy shader, i.e.
+Roofs, measured here by fuelvk.bench.roofs (the suite's calibration kernels), best of three: FMA
+throughput (16 independent FMA chains per invocation), copy bandwidth (vkCmdCopyBuffer, and a copy shader, i.e.
 what a kernel's loads + stores reach). Device times come from timestamp queries (fuelvk.bench.timing).
 """
 import argparse
@@ -51,16 +51,21 @@ def main(argv=None):
     except ImportError:
         torch = None
     info = fv.device_info()
-    peak = fma_roof("f32", args.repeats)
-    bw = copy_roofs(args.repeats)
-    cmd_bw, shader_bw = bw["copy_cmd_GBps"], bw["copy_shader_GBps"]
+    # Roofs are measured right before and after every case and the case is compared with the higher
+    # of the two: on a shared host (lavapipe in a VM) throughput drifts by tens of percent over minutes.
+    def roofs():
+        bw = copy_roofs(args.repeats, min_ms=20)
+        return fma_roof("f32", args.repeats, min_ms=20), bw["copy_cmd_GBps"], bw["copy_shader_GBps"]
+
+    before = roofs()
     print(f"device: {info['name']} ({info['driver']}); routes: {', '.join(info['routes']['matmul'])}")
-    print(f"roofs: FMA {peak:.1f} GFLOP/s (calibration kernel); copy {cmd_bw:.2f} GB/s (vkCmdCopyBuffer), "
-          f"{shader_bw:.2f} GB/s (copy shader)")
+    print(f"roofs at start: FMA {before[0]:.1f} GFLOP/s (calibration kernel); copy {before[1]:.2f} GB/s "
+          f"(vkCmdCopyBuffer), {before[2]:.2f} GB/s (copy shader); per case: the higher of the roofs "
+          f"measured just before and after it (columns peak, copy)")
     rows = []
     rng = np.random.default_rng(0)
     hdr = f"{'case':20s} {'M':>5s} {'N':>5s} {'K':>5s} {'route':15s} {'ms':>9s} {'GFLOP/s':>8s} {'%FMA':>5s} " \
-          f"{'GB/s':>6s} {'%copy':>5s} {'numpy':>8s} {'torch':>8s}"
+          f"{'GB/s':>6s} {'%copy':>5s} {'numpy':>8s} {'torch':>8s} {'peak':>6s} {'copy':>6s}"
     print(hdr)
     for name, M, N, K, adt, bdt, lay in cases(args.quick):
         a_h = rng.uniform(-1, 1, (M, K)).astype(adt)
@@ -84,18 +89,21 @@ def main(argv=None):
             if adt != bdt:
                 ta = ta.to(torch.bfloat16)  # torch CPU: both operands in one dtype
             t_torch = host_ms(lambda: ta @ tb, reps)
+        after = roofs()
+        peak, cmd_bw, shader_bw = (max(x, y) for x, y in zip(before, after))
+        before = after
         row = {"case": name, "M": M, "N": N, "K": K, "route": route, "ms": ms, "gflops": flops / ms / 1e6,
                "pct_fma_peak": 100 * flops / ms / 1e6 / peak, "gbs": nbytes / ms / 1e6,
                "pct_copy": 100 * nbytes / ms / 1e6 / cmd_bw,
+               "fma_peak_gflops": peak, "copy_gbs": cmd_bw, "shader_copy_gbs": shader_bw,
                "numpy_gflops": flops / t_np / 1e6, "torch_gflops": flops / t_torch / 1e6 if t_torch else None}
         rows.append(row)
         tg = f"{row['torch_gflops']:8.1f}" if t_torch else "       -"
         print(f"{name:20s} {M:5d} {N:5d} {K:5d} {route:15s} {ms:9.1f} {row['gflops']:8.2f} "
-              f"{row['pct_fma_peak']:5.1f} {row['gbs']:6.2f} {row['pct_copy']:5.1f} {row['numpy_gflops']:8.1f} {tg}", flush=True)
+              f"{row['pct_fma_peak']:5.1f} {row['gbs']:6.2f} {row['pct_copy']:5.1f} {row['numpy_gflops']:8.1f} {tg} {peak:6.1f} {cmd_bw:6.2f}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": info["name"], "fma_peak_gflops": peak, "copy_gbs": cmd_bw,
-                       "shader_copy_gbs": shader_bw, "rows": rows}, f, indent=1)
+            json.dump({"device": info["name"], "rows": rows}, f, indent=1)
     return 0
 
 

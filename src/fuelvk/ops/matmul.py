@@ -190,18 +190,16 @@ def _sg8(dev):
     return 1 if s == 8 else (2 if s % 8 == 0 else 0)
 
 
-def _reg_tile(M, N, lc):
+def _reg_tile(M, N, lc, b_bytes):
     """(rows, column groups) per invocation of the register tile, whose lanes own `lc` columns (one
-    texel of B) per group: as many rows as M has, up to 64 (each B value loaded feeds that many FMAs);
-    more groups once N fills a workgroup (each A value feeds lc per group), up to 16 columns per lane,
-    the count that pads N least. Measured on lavapipe (% of the FMA calibration, f32, under load):
-    64 x 16 columns ~26%, 32 x 16 ~23%, 32 x 8 ~17%; 128 rows was slower and once gave wrong sums
-    (not investigated: capped at 64)."""
-    tm = next((t for t in K_.REG_TM if t >= M), K_.REG_TM[-1])
-    wg = 64 * lc
-    if N <= wg:
-        return tm, 1
-    return tm, min(range(16 // lc, 1, -1), key=lambda t: (-(-N // (wg * t)) * t, -t))
+    texel of B) per group. Measured on lavapipe with texel loads (% of the FMA calibration, medians of
+    3 interleaved runs): 8 columns per lane beat 16 (f32 1024^3: 16 x 8 ~60%, 16 x 16 ~50%, 64 x 16
+    ~38%; f16: 16 x 8 ~67%, 16 x 16 ~58%); 16 rows beat 32 and 64 while B stays in cache (1024^3), 32
+    rows when B is large and streams from memory (512 x 4096 x 4096: 32 rows 57-73%, 16 rows 52%,
+    64 rows 42%). Fewer rows when M is smaller; one group when N fits one workgroup."""
+    rows = K_.REG_ROWS_CACHED if b_bytes <= K_.REG_B_CACHED_BYTES else K_.REG_ROWS_STREAMED
+    tm = next(t for t in K_.REG_TM if t >= min(M, rows))
+    return tm, (1 if N <= 64 * lc else max(1, K_.REG_LANE_TARGET // lc))
 
 
 def _texel_ok(unit, others, offset, itemsize):
@@ -245,7 +243,7 @@ def _launch(plan, a, b, out):
         # matvec with B contiguous along K (x @ W.T): lanes split K; otherwise the register tile, 1 row.
         ksplit = int(route == "matvec" and sg8 != 0 and abs(sb_k) == 1 and abs(sb_n) != 1)
         lc = K_.REG_LANE_COLS[plan.combo.split("_")[1]]
-        tm, tnv = _reg_tile(1 if route == "matvec" else M, N, lc)
+        tm, tnv = _reg_tile(1 if route == "matvec" else M, N, lc, K * N * b.dtype.itemsize)
         tiles = -(-N // K_.MATVEC_KSPLIT_COLS) if ksplit else -(-N // (64 * lc * tnv)) * -(-M // tm)
         (ta_buf, ta_ok), (tb_buf, tb_ok) = (_texel_binding(ctx.pool, x, True) for x in (a, b))
         bufs, writes = bufs + (ta_buf, tb_buf), writes + (False, False)
