@@ -109,6 +109,31 @@ def test_pool_reuses_buffers():
     assert b.buffer.handle == h
 
 
+def _smaps_entry(addr):
+    """The /proc/self/smaps fields of the mapping holding addr."""
+    fields, hit = {}, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and ":" not in head:
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            if hit:
+                break
+            hit = lo <= addr < hi
+        elif hit:
+            fields[head.rstrip(":")] = line.split()[1]
+    return fields
+
+
+def test_cpu_device_memory_asks_for_huge_pages():
+    """On a CPU device (lavapipe) big chunks are madvise(MADV_HUGEPAGE)d: THP-eligible in smaps."""
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if fv.device_info()["type"] != "cpu" or not thp.exists() or "[never]" in thp.read_text():
+        pytest.skip("needs a CPU Vulkan device on Linux with transparent huge pages not disabled")
+    a = fv.empty((4 << 20,), fv.float32)        # 16 MiB: a chunk of its own (advised: its whole 2 MiB pages)
+    fields = _smaps_entry(int(runtime.ffi.cast("uintptr_t", a.buffer.mapped)) + (8 << 20))
+    assert fields.get("THPeligible") == "1", fields
+
+
 def test_allocation_over_binding_limit_is_a_typed_error():
     limit = runtime.get().pool.max_binding
     with pytest.raises(fv.FuelVKMemoryError, match="maxStorageBufferRange"):

@@ -26,6 +26,7 @@ REG_TM = (1, 4, 16, 32)                        # rows per invocation (specializa
 REG_ROWS_CACHED, REG_ROWS_STREAMED = 16, 32     # ... while B fits REG_B_CACHED_BYTES, and beyond
 REG_B_CACHED_BYTES = 8 << 20
 REG_LANE_TARGET = 8                            # columns per lane once N fills a workgroup
+REG_MATVEC_GROUPS = 2                          # column groups per lane of the one-row (matvec) tile
 MATVEC_KSPLIT_COLS = 8 * 8                     # matvec with K-contiguous B: 8 groups x NCG columns
 TEXEL_BYTES = 16                               # matvec / register tile texel views: rgba32ui
 TILED_BLOCK = (64, 64)                         # shared-memory tiled: BM x BN

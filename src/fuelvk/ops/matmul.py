@@ -196,10 +196,14 @@ def _reg_tile(M, N, lc, b_bytes):
     3 interleaved runs): 8 columns per lane beat 16 (f32 1024^3: 16 x 8 ~60%, 16 x 16 ~50%, 64 x 16
     ~38%; f16: 16 x 8 ~67%, 16 x 16 ~58%); 16 rows beat 32 and 64 while B stays in cache (1024^3), 32
     rows when B is large and streams from memory (512 x 4096 x 4096: 32 rows 57-73%, 16 rows 52%,
-    64 rows 42%). Fewer rows when M is smaller; one group when N fits one workgroup."""
+    64 rows 42%). Fewer rows when M is smaller; one group when N fits one workgroup. matvec (one row,
+    B [K, N]) measured best with two groups for every dtype (1 x 4096 x 4096: f32 2 groups 12-13 GB/s,
+    8 groups 6-9; bf16 B 2 groups 8-9 GB/s, 1 group 4.5-4.9, 4 groups 4.8-6.2)."""
     rows = K_.REG_ROWS_CACHED if b_bytes <= K_.REG_B_CACHED_BYTES else K_.REG_ROWS_STREAMED
     tm = next(t for t in K_.REG_TM if t >= min(M, rows))
-    return tm, (1 if N <= 64 * lc else max(1, K_.REG_LANE_TARGET // lc))
+    if N <= 64 * lc:
+        return tm, 1
+    return tm, K_.REG_MATVEC_GROUPS if tm == 1 else max(1, K_.REG_LANE_TARGET // lc)
 
 
 def _texel_ok(unit, others, offset, itemsize):

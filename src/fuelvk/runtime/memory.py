@@ -6,7 +6,9 @@ its free list when the last Python reference goes away. Batches in flight hold r
 buffer they touch, so a slot is never reused while the device may still access it.
 Texel-buffer bindings read a slot through a VkBufferView, cached on its chunk per (format, slot).
 """
+import ctypes
 import re
+import sys
 
 from ..errors import FuelVKMemoryError, UnsupportedError
 from .vk import C, ffi, lib, check
@@ -14,6 +16,7 @@ from .vk import C, ffi, lib, check
 USAGE = (C.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | C.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
          | C.VK_BUFFER_USAGE_TRANSFER_DST_BIT | C.VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT
          | C.VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT)
+HUGE, MADV_HUGEPAGE = 2 << 20, 14
 TEXEL_FEATURE = {"uniform_texel_buffer": C.VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT,
                  "storage_texel_buffer": C.VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT}
 
@@ -65,6 +68,19 @@ class Buffer:
         pool = self.pool
         if pool is not None and not pool.closed:
             pool.release(self)
+
+
+def _huge_pages(addr, size, _libc=[]):
+    """Ask Linux for transparent huge pages on a CPU device's memory (madvise(MADV_HUGEPAGE), before
+    first touch). Why: kernels that stride through big arrays (a matvec walking B's rows) miss the TLB
+    on every 4 KiB page otherwise; advisory only, ignored where unsupported."""
+    if sys.platform != "linux":
+        return
+    if not _libc:
+        _libc.append(ctypes.CDLL(None, use_errno=True))
+    lo, hi = -(-addr // HUGE) * HUGE, (addr + size) // HUGE * HUGE
+    if hi > lo:
+        _libc[0].madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), MADV_HUGEPAGE)
 
 
 class MemoryPool:
@@ -178,6 +194,8 @@ class MemoryPool:
             p = ffi.new("void**")
             check(lib.vkMapMemory(dev, m[0], 0, size, 0, p), "vkMapMemory")
             mapped = ffi.cast("char*", p[0])
+            if self.device.device_type == "cpu":
+                _huge_pages(int(ffi.cast("uintptr_t", mapped)), size)
         self.allocated += size
         chunk = Chunk(h[0], m[0], mapped, size, slot)
         self.chunks.append(chunk)
