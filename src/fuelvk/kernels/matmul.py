@@ -23,8 +23,6 @@ COMBO_FEATURES = {t: ("storage16",) if any(x != "f32" for x in t.split("_")) els
 WG = 64
 REG_LANE_COLS = {"f32": 4, "f16": 8, "bf16": 8}  # register tile: columns per lane per TNV (one texel of B)
 REG_TM = (1, 4, 16, 32)                        # rows per invocation (specialization constant 1)
-REG_ROWS_CACHED, REG_ROWS_STREAMED = 16, 32     # ... while B fits REG_B_CACHED_BYTES, and beyond
-REG_B_CACHED_BYTES = 8 << 20
 REG_LANE_TARGET = 8                            # columns per lane once N fills a workgroup
 REG_MATVEC_GROUPS = 2                          # column groups per lane of the one-row (matvec) tile
 MATVEC_KSPLIT_COLS = 8 * 8                     # matvec with K-contiguous B: 8 groups x NCG columns

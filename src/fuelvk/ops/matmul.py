@@ -190,17 +190,16 @@ def _sg8(dev):
     return 1 if s == 8 else (2 if s % 8 == 0 else 0)
 
 
-def _reg_tile(M, N, lc, b_bytes):
+def _reg_tile(M, N, lc):
     """(rows, column groups) per invocation of the register tile, whose lanes own `lc` columns (one
-    texel of B) per group. Measured on lavapipe with texel loads (% of the FMA calibration, medians of
-    3 interleaved runs): 8 columns per lane beat 16 (f32 1024^3: 16 x 8 ~60%, 16 x 16 ~50%, 64 x 16
-    ~38%; f16: 16 x 8 ~67%, 16 x 16 ~58%); 16 rows beat 32 and 64 while B stays in cache (1024^3), 32
-    rows when B is large and streams from memory (512 x 4096 x 4096: 32 rows 57-73%, 16 rows 52%,
-    64 rows 42%). Fewer rows when M is smaller; one group when N fits one workgroup. matvec (one row,
-    B [K, N]) measured best with two groups for every dtype (1 x 4096 x 4096: f32 2 groups 12-13 GB/s,
-    8 groups 6-9; bf16 B 2 groups 8-9 GB/s, 1 group 4.5-4.9, 4 groups 4.8-6.2)."""
-    rows = K_.REG_ROWS_CACHED if b_bytes <= K_.REG_B_CACHED_BYTES else K_.REG_ROWS_STREAMED
-    tm = next(t for t in K_.REG_TM if t >= min(M, rows))
+    texel of B) per group. Measured on lavapipe (texel loads, huge pages; % of the FMA calibration
+    kernel measured next to it, medians of 3 interleaved runs): 32 rows x 8 columns per lane best
+    (f32 1024^3: 32 x 8 ~100%, 16 x 8 ~94%, 64 x 8 ~58%, 32 x 4 ~74%; f16: 32 x 8 ~91%, 16 x 8 ~89%,
+    64 x 8 ~75%; 512 x 4096 x 4096 f32: 32 x 8 ~92%). Fewer rows when M is smaller; one group when N
+    fits one workgroup. matvec (one row, B [K, N]) is best with two groups for every dtype
+    (1 x 4096 x 4096: f32 2 groups 12-13 GB/s, 8 groups 6-9; bf16 B 2 groups 8-9 GB/s, 1 group
+    4.5-4.9, 4 groups 4.8-6.2)."""
+    tm = next((t for t in K_.REG_TM if t >= M), K_.REG_TM[-1])
     if N <= 64 * lc:
         return tm, 1
     return tm, K_.REG_MATVEC_GROUPS if tm == 1 else max(1, K_.REG_LANE_TARGET // lc)
@@ -247,7 +246,7 @@ def _launch(plan, a, b, out):
         # matvec with B contiguous along K (x @ W.T): lanes split K; otherwise the register tile, 1 row.
         ksplit = int(route == "matvec" and sg8 != 0 and abs(sb_k) == 1 and abs(sb_n) != 1)
         lc = K_.REG_LANE_COLS[plan.combo.split("_")[1]]
-        tm, tnv = _reg_tile(1 if route == "matvec" else M, N, lc, K * N * b.dtype.itemsize)
+        tm, tnv = _reg_tile(1 if route == "matvec" else M, N, lc)
         tiles = -(-N // K_.MATVEC_KSPLIT_COLS) if ksplit else -(-N // (64 * lc * tnv)) * -(-M // tm)
         (ta_buf, ta_ok), (tb_buf, tb_ok) = (_texel_binding(ctx.pool, x, True) for x in (a, b))
         bufs, writes = bufs + (ta_buf, tb_buf), writes + (False, False)
