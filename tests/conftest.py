@@ -41,3 +41,17 @@ def launched(monkeypatch):
     seen, orig = [], ctx.launch
     monkeypatch.setattr(ctx, "launch", lambda v, *a, **k: (seen.append(v.id), orig(v, *a, **k))[1])
     return seen
+
+
+@pytest.fixture
+def device_limits(monkeypatch):
+    """Override VkPhysicalDeviceLimits fields for one test: device_limits(maxTexelBufferElements=100)."""
+    dev = runtime.get().device
+    real = dev.limits
+
+    def override(**values):
+        class Limits:
+            def __getattr__(self, name):
+                return values[name] if name in values else getattr(real, name)
+        monkeypatch.setattr(dev, "limits", Limits())
+    return override

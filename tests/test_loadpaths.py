@@ -99,19 +99,10 @@ def test_views_are_cached_per_slot_and_format():
     ctx.pool.trim()   # destroys idle chunks and their views (validation checks nothing in use is destroyed)
 
 
-def test_texel_limit_raises(monkeypatch):
+def test_texel_limit_raises(device_limits):
     """A slot with more texels than maxTexelBufferElements is refused, naming kernel and limit."""
-    ctx = runtime.get()
-    real = ctx.device.limits
-
-    class Limits:
-        maxTexelBufferElements = 100
-
-        def __getattr__(self, name):
-            return getattr(real, name)
-
     src, dst = fv.empty((30_000,), np.uint32), fv.empty((30_000,), np.uint32)   # a size class of its own
-    monkeypatch.setattr(ctx.device, "limits", Limits())
+    device_limits(maxTexelBufferElements=100)
     with pytest.raises(fv.UnsupportedError, match=r"loadpath\.stb_r32 binding 1.*maxTexelBufferElements = 100"):
         copy_through("stb_r32", dst.buffer, src.buffer, 10)
 

@@ -232,20 +232,11 @@ def test_register_tile_row_counts(monkeypatch):
     assert sorted({s[1] for s in seen}) == [4, 16, 32]
 
 
-def test_texel_limit_falls_back_to_scalar_loads(monkeypatch):
+def test_texel_limit_falls_back_to_scalar_loads(monkeypatch, device_limits):
     """Operands whose slot is over maxTexelBufferElements bind a stub texel view and take scalar loads."""
-    ctx = runtime.get()
-    real = ctx.device.limits
-
-    class Limits:
-        maxTexelBufferElements = 100
-
-        def __getattr__(self, name):
-            return getattr(real, name)
-
     rng = np.random.default_rng(13)
     a, b = fv.asarray(rand((3, 1000), F32, rng)), fv.asarray(rand((1000, 8), F32, rng))   # 750 / 500 texels
-    monkeypatch.setattr(ctx.device, "limits", Limits())
+    device_limits(maxTexelBufferElements=100)
     seen = _specs(monkeypatch)
     for x in (a, a[:1]):
         check(matmul(x, b), x, b, F32)
