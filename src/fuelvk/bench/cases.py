@@ -291,11 +291,17 @@ def _np_ln(x, eps=1e-5, weight=None, bias=None):
     return y + bias if bias is not None else y
 
 
-def _np_rope(x, cos, sin, interleaved=False, rotary_dim=None):
-    if interleaved or rotary_dim is not None:
-        raise NotImplementedError("numpy reference covers NeoX full-rotary RoPE only")
-    h = x.shape[-1] // 2
-    return x * cos + np.concatenate([-x[..., h:], x[..., :h]], -1) * sin
+def _rope_ref(cat, who):
+    """NeoX full-rotary RoPE written with `cat` (np.concatenate / torch.cat): the references' one formula."""
+    def rope(x, cos, sin, interleaved=False, rotary_dim=None):
+        if interleaved or rotary_dim is not None:
+            raise NotImplementedError(f"{who} reference covers NeoX full-rotary RoPE only")
+        h = x.shape[-1] // 2
+        return x * cos + cat([-x[..., h:], x[..., :h]], -1) * sin
+    return rope
+
+
+_np_rope = _rope_ref(np.concatenate, "numpy")
 
 
 def _np_matmul(a, b, out_dtype=None, n_rep=1):
@@ -339,11 +345,7 @@ def _torch_table():
     import torch
     F = torch.nn.functional
 
-    def rope(x, cos, sin, interleaved=False, rotary_dim=None):
-        if interleaved or rotary_dim is not None:
-            raise NotImplementedError("torch reference covers NeoX full-rotary RoPE only")
-        h = x.shape[-1] // 2
-        return x * cos + torch.cat([-x[..., h:], x[..., :h]], -1) * sin
+    rope = _rope_ref(torch.cat, "torch")
 
     def matmul(a, b, out_dtype=None, n_rep=1):
         if n_rep != 1:

@@ -205,22 +205,22 @@ def _reg_tile(M, N, lc):
     return tm, K_.REG_MATVEC_GROUPS if tm == 1 else max(1, K_.REG_LANE_TARGET // lc)
 
 
-def _texel_ok(unit, others, offset, itemsize):
-    """True when runs of elements along the unit-stride dim can be read as whole 16-byte texels: unit
-    stride, and every run start (offset, the strides of the other dims with extent > 1) a multiple of
-    the elements per texel."""
+def _texel_ok(itemsize, offset, unit, *dims):
+    """True when runs along the unit-stride dim can be read as whole 16-byte texels: unit stride, and
+    every run start a multiple of the elements per texel: the offset and the stride of every other
+    dim (extent, stride) that has more than one index."""
     per = K_.TEXEL_BYTES // itemsize
-    return unit == 1 and offset % per == 0 and all(s % per == 0 for s in others)
+    return unit == 1 and offset % per == 0 and all(s % per == 0 for n, s in dims if n > 1)
 
 
 _stubs = weakref.WeakKeyDictionary()
 
 
-def _texel_binding(pool, arr, ok):
+def _texel_binding(pool, arr):
     """(buffer for a texel-view binding, whether the kernel may read it): the array's own slot, or a
     16-byte stub when the slot is over maxTexelBufferElements (the kernel then takes scalar loads)."""
     if arr.buffer.size // K_.TEXEL_BYTES <= pool.device.limits.maxTexelBufferElements:
-        return arr.buffer, ok
+        return arr.buffer, True
     if pool not in _stubs:
         _stubs[pool] = pool.alloc(K_.TEXEL_BYTES)
     return _stubs[pool], False
@@ -248,7 +248,7 @@ def _launch(plan, a, b, out):
         lc = K_.REG_LANE_COLS[plan.combo.split("_")[1]]
         tm, tnv = _reg_tile(1 if route == "matvec" else M, N, lc)
         tiles = -(-N // K_.MATVEC_KSPLIT_COLS) if ksplit else -(-N // (64 * lc * tnv)) * -(-M // tm)
-        (ta_buf, ta_ok), (tb_buf, tb_ok) = (_texel_binding(ctx.pool, x, True) for x in (a, b))
+        (ta_buf, ta_ok), (tb_buf, tb_ok) = (_texel_binding(ctx.pool, x) for x in (a, b))
         bufs, writes = bufs + (ta_buf, tb_buf), writes + (False, False)
     else:
         bm, bn = {"tiled": K_.TILED_BLOCK, "small": K_.SMALL_BLOCK, "coop": K_.COOP_BLOCK}[route]
@@ -261,11 +261,10 @@ def _launch(plan, a, b, out):
         if route == "coop":
             spec = ()
         elif tm:
-            ext = lambda n, s: [s] if n > 1 else []   # noqa: E731  (strides that move a run start)
-            texa = ta_ok and _texel_ok(sa_k, ext(M, sa_m) + list(sa), offa, a.dtype.itemsize)
-            along_k = tb_ok and _texel_ok(sb_k, ext(N, sb_n) + list(sb), offb, b.dtype.itemsize)
+            texa = ta_ok and _texel_ok(a.dtype.itemsize, offa, sa_k, (M, sa_m), *zip(shape, sa))
+            along_k = tb_ok and _texel_ok(b.dtype.itemsize, offb, sb_k, (N, sb_n), *zip(shape, sb))
             along_n = tb_ok and not ksplit and N % lc == 0 and \
-                _texel_ok(sb_n, ext(K, sb_k) + list(sb), offb, b.dtype.itemsize)
+                _texel_ok(b.dtype.itemsize, offb, sb_n, (K, sb_k), *zip(shape, sb))
             texb = 1 if along_n else (2 if along_k else 0)
             spec = ((0, sg8), (1, tm), (2, ksplit), (3, tnv), (4, int(texa)), (5, texb))
         else:

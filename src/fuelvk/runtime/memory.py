@@ -7,6 +7,7 @@ buffer they touch, so a slot is never reused while the device may still access i
 Texel-buffer bindings read a slot through a VkBufferView, cached on its chunk per (format, slot).
 """
 import ctypes
+import functools
 import re
 import sys
 
@@ -70,17 +71,18 @@ class Buffer:
             pool.release(self)
 
 
-def _huge_pages(addr, size, _libc=[]):
+@functools.lru_cache(maxsize=None)
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _huge_pages(addr, size):
     """Ask Linux for transparent huge pages on a CPU device's memory (madvise(MADV_HUGEPAGE), before
     first touch). Why: kernels that stride through big arrays (a matvec walking B's rows) miss the TLB
     on every 4 KiB page otherwise; advisory only, ignored where unsupported."""
-    if sys.platform != "linux":
-        return
-    if not _libc:
-        _libc.append(ctypes.CDLL(None, use_errno=True))
     lo, hi = -(-addr // HUGE) * HUGE, (addr + size) // HUGE * HUGE
-    if hi > lo:
-        _libc[0].madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), MADV_HUGEPAGE)
+    if sys.platform == "linux" and hi > lo:
+        _libc().madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), MADV_HUGEPAGE)
 
 
 class MemoryPool:
