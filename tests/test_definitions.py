@@ -3,6 +3,7 @@
 Oracle: each Definition's own plain-PyTorch `reference` (torch CPU), under FlashInfer-Bench's rule.
 The real definitions/workloads come from ../shared/reference/flashinfer-trace (the smallest rows).
 """
+import importlib
 import inspect
 import json
 import math
@@ -14,11 +15,14 @@ import torch
 from oracles import TRANS_TOL, tol
 
 from fuelvk.__main__ import main as fuelvk_main
-from fuelvk.definitions import compare, evaluate, export_one, fuelvk_solution, run
+from fuelvk.definitions import compare, evaluate, export_one, fuelvk_solution, match_solution, run
 from fuelvk.definitions.export import FI_DTYPES, row_cases
 from fuelvk.definitions.references import SKIP
 from fuelvk.definitions.run import (
     INPUT_UNAVAILABLE,
+    NO_SOLUTION,
+    SOLUTIONS,
+    find_dataset_root,
     gen_inputs,
     load_definitions,
     load_workloads,
@@ -27,6 +31,8 @@ from fuelvk.definitions.run import (
     to_numpy,
 )
 from fuelvk.specs import load_specs
+
+run_mod = importlib.import_module("fuelvk.definitions.run")   # the module (the package's run: the function)
 
 TRACE_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "reference" / "flashinfer-trace"
 if not TRACE_DIR.is_dir():
@@ -234,3 +240,215 @@ def test_trace_jsonl_parses_back(tmp_path, capsys):
         perf = ev["performance"]
         assert perf["latency_ms"] > 0 and perf["reference_latency_ms"] > 0
         assert perf["speedup_factor"] == pytest.approx(perf["reference_latency_ms"] / perf["latency_ms"])
+
+
+# -- solution matching, dataset root, summary (issue 19) -----------------------------------------------
+
+FUSED = "fused_add_rmsnorm_h4096"
+ROPE = "rope_with_cos_sin_cache_neox_style_d128_rd64"
+# Kinds fuelvk has no kernel for yet: each must get NO_SOLUTION, never a solution of another signature.
+UNSOLVED = ["dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps1", "gdn_decode_qk4_v8_d128_k_last",
+            "gdn_prefill_qk4_v8_d128_k_last", "gqa_paged_decode_h32_kv8_d128_ps1",
+            "gqa_paged_prefill_causal_h32_kv8_d128_ps64", "mamba_ssu_decode_h64_d64_s128_ng4",
+            "mla_paged_decode_h16_ckv512_kpe64_ps1", "mla_ragged_prefill_causal_h16_qk192_vo128",
+            "moe_fp8_block_scale_renorm_topk8_e128_h2048_i768", "top_k_top_p_sampling_from_probs_v128256"]
+
+
+def _defs():
+    return load_definitions(TRACE_DIR / "definitions")
+
+
+def _row(defn, uuid="t", **axes):
+    """A random-input row; var axes not given are 1."""
+    var = {a: axes.get(a, 1) for a, s in defn["axes"].items() if s["type"] == "var"}
+    return {"definition": defn["name"], "solution": None, "evaluation": None,
+            "workload": {"uuid": uuid, "axes": var, "inputs": {}}}
+
+
+def test_every_reference_definition_is_matched_or_refused():
+    """Each Definition in the reference folder gets exactly the solution of its kind, or none."""
+    want = {"rmsnorm_h4096": "fuelvk_rmsnorm", FUSED: "fuelvk_fused_add_rmsnorm",
+            "gemm_n4096_k4096": "fuelvk_gemm",
+            "gqa_ragged_prefill_causal_h32_kv8_d128": "fuelvk_gqa_ragged_causal",
+            ROPE: "fuelvk_rope_cos_sin_cache_neox"}
+    defs = _defs()
+    assert set(want) | set(UNSOLVED) == set(defs)
+    for name, d in defs.items():
+        sol, why = match_solution(d)
+        assert (sol and sol.name) == want.get(name), (name, why)
+        assert (why is None) == (name in want)
+
+
+def test_fused_add_rmsnorm_gets_the_fused_solution_and_passes(tmp_path):
+    """The silent wrong answer of issue 19: the plain rmsnorm solution dropped `residual`."""
+    wl = tmp_path / "wl.jsonl"
+    wl.write_text("".join(json.dumps(r) + "\n" for r in _smallest(FUSED, 2)))
+    traces = run(TRACE_DIR / "definitions", wl, repeats=1)
+    assert [t["evaluation"]["status"] for t in traces] == ["PASSED", "PASSED"], traces[0]["evaluation"]["log"]
+    # the fused answer differs from the plain rmsnorm of hidden_states: the check could tell them apart
+    d = _defs()[FUSED]
+    inputs = gen_inputs(d, _smallest(FUSED, 1)[0]["workload"])
+    plain = torch.rms_norm(inputs["hidden_states"].float(), [4096], inputs["weight"].float(), 1e-5)
+    assert not compare(plain.bfloat16(), reference_fn(d)(**inputs))[2]
+
+
+def test_a_solution_whose_signature_differs_is_refused():
+    """Name AND signature: rmsnorm's solution refuses a fused Definition even under rmsnorm's name,
+    and a Definition that differs in one dtype, shape or axis kind gets no solution."""
+    defs = _defs()
+    (rms,) = [s for s in SOLUTIONS if s.name == "fuelvk_rmsnorm"]
+    disguised = {**defs[FUSED], "name": "rmsnorm_h4096"}
+    assert "residual" in rms.refuses(disguised)
+    sol, why = match_solution(disguised)
+    assert sol is None and "fuelvk_rmsnorm refused" in why and "residual" in why
+    t = evaluate(disguised, _row(disguised, batch_size=2), repeats=1)["evaluation"]
+    assert t["status"] == NO_SOLUTION and "residual" in t["log"]
+    base = defs["rmsnorm_h4096"]
+    variants = [
+        {**base, "inputs": {**base["inputs"], "weight": {"shape": ["hidden_size"], "dtype": "float32"}}},
+        {**base, "outputs": {"output": {"shape": ["hidden_size", "batch_size"], "dtype": "bfloat16"}}},
+        {**base, "axes": {**base["axes"], "hidden_size": {"type": "var"}}},
+        {**base, "outputs": {"y": base["outputs"]["output"]}},
+        {**defs["gemm_n4096_k4096"], "inputs": {**defs["gemm_n4096_k4096"]["inputs"],
+                                                "B": {"shape": ["K", "N"], "dtype": "float16"}}},
+    ]
+    for v in variants:
+        assert match_solution(v)[0] is None, v["name"]
+    assert match_solution({**base, "name": "rmsnorm_h7168"})[0].name == "fuelvk_rmsnorm"   # the kind
+
+
+@pytest.mark.parametrize("name", UNSOLVED)
+def test_an_unsupported_definition_gets_no_solution_and_is_never_run(name, monkeypatch):
+    def never(*args, **kwargs):
+        raise AssertionError("ran")
+    monkeypatch.setattr(run_mod, "gen_inputs", never)
+    monkeypatch.setattr(run_mod, "reference_fn", never)
+    d = _defs()[name]
+    ev = evaluate(d, _row(d), repeats=1)["evaluation"]
+    assert ev["status"] == NO_SOLUTION and name in ev["log"]
+    assert "correctness" not in ev and "performance" not in ev
+
+
+def test_rope_with_cos_sin_cache_adapter():
+    """fuelvk.rope on the gathered cache rows, as FlashInfer's apply_rope_with_cos_sin_cache; random
+    positions span [-1024, 1024): negatives index from the cache's end, as torch's."""
+    d = _defs()[ROPE]
+    row = _row(d, "rope", num_tokens=5, num_qo_heads=4, num_kv_heads=2, max_seq_len=1100)
+    ev = evaluate(d, row, repeats=1)["evaluation"]
+    assert ev["status"] == "PASSED", ev["log"]
+    assert ev["correctness"]["max_absolute_error"] == 0.0   # float32 math, one rounding: as the reference
+    assert (gen_inputs(d, row["workload"])["positions"] < 0).any()
+    swapped = _perturbed(lambda o: (o[0], o[1][:, ::-1]))   # k's two heads swapped
+    assert evaluate(d, row, solution=swapped, repeats=1)["evaluation"]["status"] == "INCORRECT_NUMERICAL"
+
+
+def test_a_wrong_fused_solution_fails():
+    d = _defs()[FUSED]
+    row = _smallest(FUSED, 1)[0]
+    off = evaluate(d, row, solution=_perturbed(lambda o: (o[0] * 1.05,)), repeats=1)["evaluation"]
+    assert off["status"] == "INCORRECT_NUMERICAL"
+
+    def plain(defn, inputs):   # the old behaviour: rmsnorm of hidden_states, residual dropped
+        (rms,) = [s for s in SOLUTIONS if s.name == "fuelvk_rmsnorm"]
+        return rms.build(defn, inputs)
+    assert evaluate(d, row, solution=plain, repeats=1)["evaluation"]["status"] == "INCORRECT_NUMERICAL"
+
+
+def _blob_dataset(tmp, indptrs):
+    """A dataset folder (definitions/, workloads/, blob/) with one gqa_ragged row whose indptrs are
+    a blob at ./blob/workloads/..., relative to the dataset root as FlashInfer-Bench writes them."""
+    st = pytest.importorskip("safetensors.torch")
+    gqa = "gqa_ragged_prefill_causal_h32_kv8_d128"
+    for sub in ("definitions", "workloads", "blob/workloads/gqa_ragged"):
+        (tmp / sub).mkdir(parents=True)
+    (tmp / "definitions" / f"{gqa}.json").write_text(json.dumps(_defs()[gqa]))
+    blob = "./blob/workloads/gqa_ragged/b.safetensors"
+    st.save_file(indptrs, str(tmp / blob))
+    row = {"definition": gqa, "solution": None, "evaluation": None,
+           "workload": {"uuid": "blob-2", "axes": {"len_indptr": 3, "total_q": 5, "total_kv": 7},
+                        "inputs": {**{k: {"type": "safetensors", "path": blob, "tensor_key": k}
+                                      for k in ("qo_indptr", "kv_indptr")},
+                                   "sm_scale": {"type": "scalar", "value": 0.0883883461356163}}}}
+    (tmp / "workloads" / f"{gqa}.jsonl").write_text(json.dumps(row) + "\n")
+    return tmp / "workloads" / f"{gqa}.jsonl"
+
+
+def test_blob_paths_resolve_against_the_dataset_root(tmp_path, capsys):
+    ds = tmp_path / "dataset"
+    wl = _blob_dataset(ds, {"qo_indptr": torch.tensor([0, 2, 5], dtype=torch.int32),
+                            "kv_indptr": torch.tensor([0, 3, 7], dtype=torch.int32)})
+    assert find_dataset_root(ds / "definitions", wl) == ds.resolve()
+    (t,) = run(ds / "definitions", wl, repeats=1)
+    assert t["evaluation"]["status"] == "PASSED", t["evaluation"]["log"]
+    # the workload file elsewhere: --dataset-root says where the blobs are
+    moved = tmp_path / "elsewhere.jsonl"
+    moved.write_text(wl.read_text())
+    args = ["definitions", "run", str(ds / "definitions"), str(moved), "--repeats", "1"]
+    assert fuelvk_main(args + ["--dataset-root", str(ds)]) == 0
+    assert "PASSED" in capsys.readouterr().err
+    (t,) = run(ds / "definitions", moved, repeats=1, dataset_root=tmp_path)
+    assert t["evaluation"]["status"] == INPUT_UNAVAILABLE and str(tmp_path / "blob") in t["evaluation"]["log"]
+
+
+def test_a_malformed_blob_is_reported(tmp_path):
+    ds = tmp_path / "dataset"
+    wl = _blob_dataset(ds, {"qo_indptr": torch.tensor([0, 2, 5], dtype=torch.int64),   # int32 defined
+                            "kv_indptr": torch.tensor([0, 3, 7], dtype=torch.int32)})
+    (t,) = run(ds / "definitions", wl, repeats=1)
+    ev = t["evaluation"]
+    assert ev["status"] == "RUNTIME_ERROR" and "qo_indptr" in ev["log"] and "int32" in ev["log"]
+
+
+def test_generated_inputs_follow_flashinfer_bench():
+    """A random input of shape null is a Python scalar; sampling's probs are softmax-normalized."""
+    defs = _defs()
+    gqa = defs["gqa_ragged_prefill_causal_h32_kv8_d128"]
+    x = gen_inputs(gqa, _row(gqa, "s", len_indptr=2)["workload"])["sm_scale"]
+    assert isinstance(x, float)
+    smp = defs["top_k_top_p_sampling_from_probs_v128256"]
+    probs = gen_inputs(smp, _row(smp, "p", batch_size=2)["workload"])["probs"]
+    assert probs.dtype == torch.float32 and (probs >= 0).all()
+    assert torch.allclose(probs.sum(-1), torch.ones(2))
+
+
+def test_matched_ratio_rule():
+    """moe passes with up to 5% of elements out of tolerance (FlashInfer-Bench's low-bit rule)."""
+    want = torch.zeros(100)
+    got = want.clone()
+    got[:5] = 1.0
+    assert not compare(got, want)[2]
+    assert compare(got, want, required_matched_ratio=0.95)[2]
+    got[5] = 1.0
+    assert not compare(got, want, required_matched_ratio=0.95)[2]
+    got[5] = float("nan")   # a non-finite output never counts among the tolerated
+    assert not compare(got[1:], want[1:], required_matched_ratio=0.9)[2]
+    assert run_mod.TOLERANCES["moe"]["required_matched_ratio"] == 0.95
+
+
+def test_summary_table(tmp_path, capsys):
+    """The CLI ends with a table: one line per Definition, a column per status, its solution, a total."""
+    rows = _smallest("rmsnorm_h4096", 2) + _smallest(FUSED, 1)
+    paged = _defs()["gqa_paged_decode_h32_kv8_d128_ps1"]
+    rows += [_row(paged, "p1"), _row(paged, "p2")]
+    wl = tmp_path / "wl.jsonl"
+    wl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rc = fuelvk_main(["definitions", "run", str(TRACE_DIR / "definitions"), str(wl), "--repeats", "1",
+                      "--max-workloads", "1"])
+    assert rc == 0   # NO_SOLUTION is reported, not a failure
+    captured = capsys.readouterr()
+    table = captured.out.strip().splitlines()
+    head = table[0].split()
+    assert head[0] == "definition" and head[1:] == ["PASSED", "INCORRECT_NUMERICAL", "INCORRECT_SHAPE",
+                                                     "INCORRECT_DTYPE", "RUNTIME_ERROR", INPUT_UNAVAILABLE,
+                                                     NO_SOLUTION, "SKIPPED", "solution"]
+    cells = {line.split()[0]: dict(zip(head[1:], line.split()[1:])) for line in table[1:]}
+    assert cells["rmsnorm_h4096"]["PASSED"] == "1" and cells["rmsnorm_h4096"]["SKIPPED"] == "1"
+    assert cells[FUSED]["PASSED"] == "1"
+    assert cells[paged["name"]][NO_SOLUTION] == "1" and cells[paged["name"]]["SKIPPED"] == "1"
+    assert cells["total"]["PASSED"] == "2" and cells["total"][NO_SOLUTION] == "1"
+    # every Definition loaded is listed with the solution serving it, rows or not
+    assert set(cells) == set(_defs()) | {"total"}
+    assert cells[FUSED]["solution"] == "fuelvk_fused_add_rmsnorm"
+    assert cells[paged["name"]]["solution"] == "none"
+    assert cells[ROPE]["solution"] == "fuelvk_rope_cos_sin_cache_neox" and cells[ROPE]["PASSED"] == "."
+    assert "[" + "#" * 20 + "] 5/5" in captured.err   # the progress bar

@@ -244,7 +244,7 @@ def _solve_exported(defn, inputs):
 def _eps_of(defn):
     m = re.search(r"\bEPS\s*=\s*([0-9.eE+-]+)", defn["reference"])
     if m is None:
-        raise RuntimeError(f"{defn['name']}: no EPS = <value> in the reference; cannot tell fuelvk the epsilon")
+        raise RuntimeError(f"{defn['name']}: no EPS = <value> in the reference; cannot tell fuelvk epsilon")
     return float(m.group(1))
 
 
@@ -555,23 +555,29 @@ def _bar(i, n, width=20):
     return f"[{'#' * done}{'-' * (width - done)}] {i}/{n}"
 
 
-def summary_table(traces, skipped=None):
-    """Text table: one line per Definition (in order of appearance), a column per status (STATUSES)
-    plus SKIPPED (rows the filters left out, from `skipped` {name: count}), and a total line."""
-    skipped = skipped or {}
+def summary_table(traces, skipped=None, served=None):
+    """Text table: one line per Definition, a column per status (STATUSES) plus SKIPPED (rows the
+    filters left out, `skipped` {name: count}), and a total line.  served {name: solution name or
+    None} adds every Definition loaded (those without rows too) and a last column naming its solution."""
+    skipped, served = skipped or {}, served or {}
     counts = {}
     for t in traces:
         row = counts.setdefault(t["definition"], dict.fromkeys(STATUSES, 0))
         row[t["evaluation"]["status"]] = row.get(t["evaluation"]["status"], 0) + 1
     for name, n in skipped.items():
         counts.setdefault(name, dict.fromkeys(STATUSES, 0))["SKIPPED"] = n
+    for name in sorted(set(served) - set(counts)):
+        counts[name] = {}
     cols = list(STATUSES) + ["SKIPPED"]
     cols += sorted({k for c in counts.values() for k in c} - set(cols))   # statuses not foreseen
     total = {c: sum(r.get(c, 0) for r in counts.values()) for c in cols}
     w = max([len("definition"), len("total")] + [len(n) for n in counts])
-    lines = ["  ".join([f"{'definition':<{w}}"] + cols)]
+    lines = ["  ".join([f"{'definition':<{w}}"] + cols + (["solution"] if served else []))]
     for name, r in list(counts.items()) + [("total", total)]:
-        lines.append("  ".join([f"{name:<{w}}"] + [f"{r.get(c, 0) or '.':>{len(c)}}" for c in cols]))
+        cells = [f"{name:<{w}}"] + [f"{r.get(c, 0) or '.':>{len(c)}}" for c in cols]
+        if served and name != "total":
+            cells.append(served.get(name) or "none")
+        lines.append("  ".join(cells))
     return "\n".join(lines)
 
 
@@ -622,5 +628,9 @@ def run(definitions, workloads, out=None, max_workloads=None, max_elements=None,
                 sink.write(json.dumps(t) + "\n")
                 sink.flush()
     if table is not None:
-        print(summary_table(traces, skipped), file=table, flush=True)
+        served = None
+        if solution is fuelvk_solution:
+            served = {n: (_tag(d, "fuelvk_api") or [None])[0] or getattr(match_solution(d)[0], "name", None)
+                      for n, d in defs.items() if not only or n in only}
+        print(summary_table(traces, skipped, served), file=table, flush=True)
     return traces
