@@ -452,3 +452,63 @@ def test_summary_table(tmp_path, capsys):
     assert cells[paged["name"]]["solution"] == "none"
     assert cells[ROPE]["solution"] == "fuelvk_rope_cos_sin_cache_neox" and cells[ROPE]["PASSED"] == "."
     assert "[" + "#" * 20 + "] 5/5" in captured.err   # the progress bar
+
+
+def _sampler(greedy=False):
+    """A torch solution for top_k_top_p sampling: top-k (0 < k < vocab), then the top-p nucleus of
+    the renormalized row (kept through the token that crosses p, 0 < p < 1), then a draw; greedy:
+    always the most likely token (inside every mask, the wrong distribution)."""
+    def solution(defn, inputs):
+        probs, top_k, top_p = inputs["probs"], inputs["top_k"], inputs["top_p"]
+        dist = torch.zeros_like(probs)
+        for i, row in enumerate(probs):
+            vals, idx = torch.sort(row, descending=True)
+            k, p = int(top_k[i]), float(top_p[i])
+            keep = vals.clone()
+            if 0 < k < len(row):
+                keep[k:] = 0
+            keep = keep / keep.sum()
+            if 0 < p < 1:
+                cdf = torch.cumsum(keep, 0)
+                keep[1:][cdf[:-1] > p] = 0
+            if greedy:
+                keep = (torch.arange(len(row)) == 0).to(keep)
+            dist[i, idx] = keep
+        return lambda: torch.multinomial(dist, 1).squeeze(1).to(torch.int64)
+    return solution
+
+
+def test_sampling_is_checked_by_sample_frequencies(tmp_path, monkeypatch):
+    """FlashInfer-Bench's sampling rule: samples inside the top-k/top-p mask, and per-row frequencies
+    within total variation 0.2 of the masked probs (fewer draws here than its 500000)."""
+    st = pytest.importorskip("safetensors.torch")
+    monkeypatch.setitem(run_mod.TOLERANCES, "sampling",
+                        {**run_mod.TOLERANCES["sampling"], "batch_rows": 400, "draws": 20000})
+    full = _defs()["top_k_top_p_sampling_from_probs_v128256"]
+    d = {**full, "name": "top_k_top_p_sampling_from_probs_v64",
+         "reference": full["reference"].replace("128256", "64"),
+         "axes": {**full["axes"], "vocab_size": {"type": "const", "value": 64}}}
+    (tmp_path / "blob").mkdir()
+    st.save_file({"top_k": torch.tensor([5, 12, -1, -1], dtype=torch.int32),
+                  "top_p": torch.tensor([1.0, 1.0, 1.0, 0.5])}, str(tmp_path / "blob" / "s.safetensors"))
+    row = _row(d, "sampling", batch_size=4)
+    row["workload"]["inputs"] = {k: {"type": "safetensors", "path": "./blob/s.safetensors", "tensor_key": k}
+                                 for k in ("top_k", "top_p")}
+    ok = evaluate(d, row, root=tmp_path, solution=_sampler(), repeats=1)["evaluation"]
+    assert ok["status"] == "PASSED", ok["log"]
+    assert ok["correctness"]["extra"]["tvd"] < 0.1
+    greedy = evaluate(d, row, root=tmp_path, solution=_sampler(greedy=True), repeats=1)["evaluation"]
+    assert greedy["status"] == "INCORRECT_NUMERICAL" and "total variation" in greedy["log"]
+    unmasked = _perturbed_inputs(_sampler(), top_k=torch.full((4,), -1, dtype=torch.int32))   # top-k ignored
+    off = evaluate(d, row, root=tmp_path, solution=unmasked, repeats=1)["evaluation"]
+    assert off["status"] == "INCORRECT_NUMERICAL" and "outside the valid mask" in off["log"]
+    assert match_solution(d)[0] is None   # no fuelvk sampling kernel yet: NO_SOLUTION with fuelvk's own
+    assert evaluate(d, row, root=tmp_path, repeats=1)["evaluation"]["status"] == NO_SOLUTION
+
+
+def _perturbed_inputs(solution, **replace):
+    """A solution that sees `replace` instead of the named inputs (tiled to the batch it is given)."""
+    def wrong(defn, inputs):
+        n = inputs["probs"].shape[0]
+        return solution(defn, {**inputs, **{k: v.repeat(n // len(v)) for k, v in replace.items()}})
+    return wrong

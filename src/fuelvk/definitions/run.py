@@ -8,8 +8,9 @@ constraints fix it, else status INPUT_UNAVAILABLE), the Definition's `reference`
 the same inputs through fuelvk, and FlashInfer-Bench's correctness rule: an element fails only if
 BOTH its absolute error and its relative error |x - y| / (|y| + 1e-8) exceed the tolerance (1e-2
 each), and a row fails when more than 1 - required_matched_ratio of the elements fail (ratio 1.0,
-0.95 for moe: TOLERANCES).  fuelvk's addition: NaN/inf must match position by position
-(FlashInfer-Bench fails any non-finite solution output, even where the reference has one).
+0.95 for moe: TOLERANCES; sampling: sample frequencies, check_sampling).  fuelvk's addition:
+NaN/inf must match position by position (FlashInfer-Bench fails any non-finite solution output,
+even where the reference has one).
 
 Solutions (SOLUTIONS) are matched to a Definition by its name pattern AND its full signature
 (input/output names, dtypes, shapes by axis name, axes const/var), never by op_type alone: a
@@ -46,7 +47,10 @@ STATUSES = ("PASSED", "INCORRECT_NUMERICAL", "INCORRECT_SHAPE", "INCORRECT_DTYPE
             INPUT_UNAVAILABLE, NO_SOLUTION)
 # FlashInfer-Bench's per-kind rules (bench/eval_config.yaml, evaluators/lowbit.py): the fraction of
 # elements that must be within tolerance.  Keyed by op_type; default 1.0.
-TOLERANCES = {"moe": {"required_matched_ratio": 0.95}}
+# sampling: FlashInfer-Bench's statistical check (check_sampling) with its defaults.
+TOLERANCES = {"moe": {"required_matched_ratio": 0.95},
+              "sampling": {"validation_trials": 100, "batch_rows": 10000, "draws": 500000,
+                           "tvd_threshold": 0.2}}
 
 
 class Unavailable(Exception):
@@ -491,9 +495,6 @@ def evaluate(defn, row, root=".", solution=fuelvk_solution, repeats=5, atol=ATOL
         if sol is None:
             ev.update(status=NO_SOLUTION, log=why)
             return trace
-    if defn["op_type"] == "sampling":   # FlashInfer-Bench checks sample frequencies (TVD), not values
-        ev.update(status="RUNTIME_ERROR", log="sampling: the frequency (TVD) check is not implemented")
-        return trace
     try:
         inputs = gen_inputs(defn, wl, root)
     except Unavailable as e:
@@ -518,11 +519,9 @@ def evaluate(defn, row, root=".", solution=fuelvk_solution, repeats=5, atol=ATOL
     except Exception as e:  # noqa: BLE001 -- the solution failing is a result, not a crash of the evaluator
         ev.update(status="RUNTIME_ERROR", log=f"{type(e).__name__}: {e}")
         return trace
-    max_abs = max_rel = 0.0
-    ratio = TOLERANCES.get(defn["op_type"], {}).get("required_matched_ratio", 1.0)
+    got = {n: g if isinstance(g, torch.Tensor) else to_torch(g) for n, g in got.items()}
     for name, spec in defn["outputs"].items():
-        g = got[name] if isinstance(got[name], torch.Tensor) else to_torch(got[name])
-        w = want[name] if isinstance(want[name], torch.Tensor) else torch.as_tensor(want[name])
+        g, w = got[name], want[name] if isinstance(want[name], torch.Tensor) else torch.as_tensor(want[name])
         if list(g.shape) != list(w.shape):
             ev.update(status="INCORRECT_SHAPE",
                       log=f"{name}: shape {list(g.shape)}, reference {list(w.shape)}")
@@ -530,18 +529,108 @@ def evaluate(defn, row, root=".", solution=fuelvk_solution, repeats=5, atol=ATOL
         if g.dtype != TORCH_DTYPES[spec["dtype"]]:
             ev.update(status="INCORRECT_DTYPE", log=f"{name}: dtype {g.dtype}, defined {spec['dtype']}")
             return trace
-        a, r, ok = compare(g, w, atol, rtol, ratio)
-        max_abs, max_rel = max(max_abs, a), max(max_rel, r)
-        if not ok:
-            ev["status"] = "INCORRECT_NUMERICAL"
-            ev["log"] += (f"{name}: exceeds atol={atol} and rtol={rtol} on more than {1 - ratio:.0%} of "
-                          f"the elements (max abs {a:.3g}, max rel {r:.3g})\n")
-    ev["correctness"] = {"max_relative_error": max_rel, "max_absolute_error": max_abs}
+    if defn["op_type"] == "sampling":
+        try:
+            ev["correctness"], why = check_sampling(defn, inputs, solution, got["samples"])
+        except Exception as e:  # noqa: BLE001 -- as above: the solution failing is a result
+            ev.update(status="RUNTIME_ERROR", log=f"{type(e).__name__}: {e}")
+            return trace
+        if why:
+            ev.update(status="INCORRECT_NUMERICAL", log=why)
+    else:
+        max_abs = max_rel = 0.0
+        ratio = TOLERANCES.get(defn["op_type"], {}).get("required_matched_ratio", 1.0)
+        for name in defn["outputs"]:
+            a, r, ok = compare(got[name], want[name], atol, rtol, ratio)
+            max_abs, max_rel = max(max_abs, a), max(max_rel, r)
+            if not ok:
+                ev["status"] = "INCORRECT_NUMERICAL"
+                ev["log"] += (f"{name}: exceeds atol={atol} and rtol={rtol} on more than {1 - ratio:.0%} "
+                              f"of the elements (max abs {a:.3g}, max rel {r:.3g})\n")
+        ev["correctness"] = {"max_relative_error": max_rel, "max_absolute_error": max_abs}
     if ev["status"] is None:
         ev["status"] = "PASSED"
         ev["performance"] = {"latency_ms": ms, "reference_latency_ms": ref_ms,
                              "speedup_factor": ref_ms / ms if ms > 0 else 0.0}
     return trace
+
+
+# -- sampling: FlashInfer-Bench's statistical check (bench/evaluators/sampling.py) ---------------------------
+
+def sampling_mask(defn, probs, top_k=None, top_p=None, eps=5e-2):
+    """[batch, vocab] bool: the tokens a sample may take, as FlashInfer-Bench's
+    _compute_valid_sampling_mask: the method from the name (top_k_top_p / top_k / top_p / none);
+    top-k keeps probs >= the k-th largest (ties in) when 0 < k < vocab; top-p keeps the sorted
+    prefix whose cumulative sum is <= p + eps (at least one token) when 0 < p < 1, on the ORIGINAL
+    probs (not renormalized after top-k).  Note: a row with p <= 0 (greedy in the references) gets
+    no top-p restriction, so the TVD check expects the top-k distribution there."""
+    name = defn["name"].lower()
+    method = next((m for m in ("top_k_top_p", "top_k", "top_p") if m in name), "none")
+    probs = probs if probs.dim() > 1 else probs[None]
+    b, v = probs.shape
+    mask = torch.ones(b, v, dtype=torch.bool)
+    for i in range(b):
+        if method in ("top_k", "top_k_top_p"):
+            k = int(top_k[i] if top_k.dim() else top_k)
+            if 0 < k < v:
+                mask[i] = probs[i] >= torch.sort(probs[i], descending=True).values[k - 1]
+        if method in ("top_p", "top_k_top_p"):
+            p = float(top_p[i] if top_p.dim() else top_p)
+            if 0 < p < 1:
+                vals, idx = torch.sort(probs[i], descending=True)
+                nucleus = torch.cumsum(vals, 0) <= p + eps
+                if not nucleus.any():
+                    nucleus[0] = True
+                keep = torch.zeros(v, dtype=torch.bool)
+                keep[idx[nucleus]] = True
+                mask[i] &= keep
+    return mask
+
+
+def check_sampling(defn, inputs, solution, first):
+    """(correctness, None if passed else why): FlashInfer-Bench's sampling check.  Every sample of
+    `validation_trials` calls (the first is `first`) must lie in sampling_mask; then the batch,
+    repeated to `batch_rows` rows, is sampled until `draws` samples per row, and each row's total
+    variation distance to the masked, renormalized probs must be <= `tvd_threshold`."""
+    cfg = TOLERANCES["sampling"]
+    probs = inputs["probs"].to(torch.float32)
+    b, v = probs.shape
+    mask = sampling_mask(defn, probs, inputs.get("top_k"), inputs.get("top_p"))
+    expected = probs * mask
+    expected = expected / expected.sum(-1, keepdim=True)
+    call = solution(defn, inputs)
+    for trial in range(cfg["validation_trials"]):
+        s = first if trial == 0 else to_torch(normalize(defn, call())["samples"])
+        s = s.reshape(-1).to(torch.int64)
+        if ((s < 0) | (s >= v)).any():
+            bad = s[(s < 0) | (s >= v)].tolist()[:8]
+            return {"max_relative_error": math.inf, "max_absolute_error": math.inf}, \
+                f"samples {bad} out of the vocabulary [0, {v})"
+        rows = torch.arange(s.numel()) % b
+        outside = ~mask[rows, s]
+        if outside.any():
+            j = int(outside.nonzero()[0])
+            return {"max_relative_error": math.inf, "max_absolute_error": math.inf}, \
+                f"sample {int(s[j])} is outside the valid mask of row {int(rows[j])}"
+    repeat = max(cfg["batch_rows"] // b, 1)
+    big = {n: x.repeat(repeat, *([1] * (x.dim() - 1))) if isinstance(x, torch.Tensor) and x.dim() else x
+           for n, x in inputs.items()}
+    call = solution(defn, big)
+    counts = torch.zeros(b * v, dtype=torch.float64)
+    trials = -(-cfg["draws"] // repeat)
+    for _ in range(trials):
+        s = to_torch(normalize(defn, call())["samples"]).reshape(-1).to(torch.int64)
+        counts.index_add_(0, (torch.arange(s.numel()) % b) * v + s,
+                          torch.ones(s.numel(), dtype=torch.float64))
+    freqs = (counts / (trials * repeat)).reshape(b, v)
+    tvd = 0.5 * (freqs - expected).abs().sum(-1)
+    err = (freqs - expected).abs()
+    corr = {"max_relative_error": float((err / (expected.abs() + 1e-8)).max()),
+            "max_absolute_error": float(err.max()), "extra": {"tvd": float(tvd.max())}}
+    if tvd.max() > cfg["tvd_threshold"]:
+        return corr, (f"samples: total variation distance {float(tvd.max()):.3f} > {cfg['tvd_threshold']} "
+                      f"(row {int(tvd.argmax())}, {trials * repeat} draws per row)")
+    return corr, None
 
 
 def workload_elements(defn, row):
