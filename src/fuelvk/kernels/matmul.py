@@ -42,7 +42,7 @@ COOP_TILE = 16                                 # M, N, K must be multiples of it
 # the 2 x 2 MMA loops.
 K_LOOP = {"matvec": (8, 1, 32), "matvec_ksplit": (64, 1, 32), "register_tiled": (8, 1, 32),
           "tiled": (32, 101, 64), "small": (1, 4, 32), "coop": (32, 96, 64)}
-K_SPAN_ALIGN = 8   # K spans keep 16-byte texel alignment of K-contiguous operands (8 half / 2 x 4 f32 elements)
+K_SPAN_ALIGN = 8   # K spans keep the 16-byte texel alignment of K-contiguous operands (8 half / 2 x 4 f32)
 
 
 def _names(prefix, inventory, combos=COMBOS):

@@ -184,8 +184,8 @@ def split_k(op, out, K, per_launch, launch):
     if nbytes > limit:
         from ..errors import FuelVKMemoryError
         raise FuelVKMemoryError(f"{op}: K={K} is summed in {len(spans)} spans of {per_launch} (the device's "
-                                f"loop budget); their float32 partials of {out.shape} need {nbytes} bytes, more "
-                                f"than one binding holds ({limit}); split the output")
+                                f"loop budget); their float32 partials of {out.shape} need {nbytes} bytes, "
+                                f"more than one binding holds ({limit}); split the output")
     part = new_like((len(spans),) + out.shape, _dt.float32)
     for i, (k0, k1) in enumerate(spans):
         launch(k0, k1, part[i])

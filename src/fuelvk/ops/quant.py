@@ -225,8 +225,8 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
             groups = ctx.groups(-(-n // MATVEC_ROWS))
             v = kernel("qmatvec", k)
             for i in range(m):
-                ctx.launch(v, groups, bufs, writes,
-                           MATVEC_PARAMS.pack(n, k1 - k0, bpr, xa.offset + i * kk + k0, wk, dst.offset + i * n))
+                push = MATVEC_PARAMS.pack(n, k1 - k0, bpr, xa.offset + i * kk + k0, wk, dst.offset + i * n)
+                ctx.launch(v, groups, bufs, writes, push)
         else:
             groups = ctx.groups(-(-m // TILE_M) * -(-n // TILE_N))
             ctx.launch(kernel("qmatmul_tiled", k), groups, bufs, writes,

@@ -18,7 +18,7 @@ from ..errors import DeviceError
 from .pipelines import disk_cache_path
 
 ENV = "FUELVK_LOOP_BUDGET"
-PROBE_N = 1 << 22          # iterations asked of the probe; a driver that runs them all has no cap that matters
+PROBE_N = 1 << 22   # iterations asked of the probe; a driver that runs them all has no cap that matters
 VERSION = 1                # of the cached record
 
 
@@ -47,7 +47,7 @@ def probe(ctx):
     if ran >= PROBE_N:
         return {"cap": None, "scope": None}
     if ran == 0:
-        raise DeviceError(f"{ctx.device.name}: the loop probe ran no iteration; loops do not work on this driver")
+        raise DeviceError(f"{ctx.device.name}: the loop probe ran no iteration; loops fail on this driver")
     # A first loop of half the cap: if the second then stops at the remainder, the cap is a sum.
     first = ran // 2
     a, b = run(first, PROBE_N)
