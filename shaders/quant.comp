@@ -77,7 +77,10 @@ shared float red[64][NR];
 layout(local_size_x = 128) in;
 layout(set = 0, binding = 0) writeonly buffer Out { float o[]; };
 layout(set = 0, binding = 2) readonly buffer XIn { float x[]; };
-layout(push_constant) uniform Params { uint m; uint n; uint k; uint blocks_per_row; uint off_x; uint off_w; uint off_o; } p;
+// k: the K span this launch sums; ldx: x's row stride (the whole K: the host splits long K into spans).
+layout(push_constant) uniform Params {
+    uint m; uint n; uint k; uint blocks_per_row; uint ldx; uint off_x; uint off_w; uint off_o;
+} p;
 shared float sa[TM][KC + 1u];
 shared float sw[TN][KC + 1u];
 #endif
@@ -319,7 +322,7 @@ void main() {
         // A tile: TM x KC, 4 per invocation (rows past M read as 0)
         for (uint t = tid; t < TM * KC; t += 128u) {
             uint r = t / KC, c = t % KC;
-            sa[r][c] = m0 + r < p.m ? x[p.off_x + (m0 + r) * p.k + k0 + c] : 0.0;
+            sa[r][c] = m0 + r < p.m ? x[p.off_x + (m0 + r) * p.ldx + k0 + c] : 0.0;
         }
         // W tile: TN x KC decoded once, 16 per invocation (one half block per invocation)
         for (uint t = tid; t < TN * KC; t += 128u) {

@@ -62,6 +62,7 @@ def test_info_cli_and_device_info():
     assert info["limits"]["maxStorageBufferRange"] > 0 and "matmul" in info["routes"]
     out = subprocess.run([sys.executable, "-m", "fuelvk", "info"], capture_output=True, text=True, check=True).stdout
     assert info["name"] in out and "features" in out
+    assert f"loops    : budget {info['loop_budget'] or 'none'}" in out   # the probed (or forced) loop budget
 
 
 def test_device_selector_errors():

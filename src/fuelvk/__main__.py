@@ -13,6 +13,11 @@ def _info(args):
     print(f"device   : {info['name']} ({info['type']}, index {info['index']})")
     print(f"driver   : {info['driver']}, Vulkan {info['api_version']}")
     print(f"subgroup : {info['subgroup_size']}")
+    cap = info["loop_cap"]
+    probed = "FUELVK_LOOP_BUDGET" if cap is None else (
+        "no cap found" if cap["cap"] is None else f"cap {cap['cap']} per {cap['scope']}")
+    budget = info["loop_budget"] or "none (nothing split)"
+    print(f"loops    : budget {budget} iterations per invocation ({probed})")
     for k, v in info["limits"].items():
         print(f"  {k:32s} {v}")
     print(f"memory   : {'mapped (host-visible) arrays' if info['memory']['direct_mapped'] else 'device-local + staging'}")

@@ -19,6 +19,7 @@ def device_info():
     return {
         "name": d.name, "index": d.index, "type": d.device_type, "driver": d.driver,
         "api_version": d.api_version, "subgroup_size": d.subgroup_size, "loop_budget": d.loop_budget,
+        "loop_cap": d.loop_cap,
         "limits": {
             "maxStorageBufferRange": lim.maxStorageBufferRange,
             "maxComputeSharedMemorySize": lim.maxComputeSharedMemorySize,

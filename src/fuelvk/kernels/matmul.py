@@ -32,6 +32,18 @@ SMALL_BLOCK = (16, 16)
 COOP_BLOCK = (64, 64)                          # coop: 2 x 2 subgroups, each 32 x 32 = 2 x 2 tiles of 16^3
 COOP_TILE = 16                                 # M, N, K must be multiples of it
 
+# Loop iterations one invocation runs (lavapipe caps their sum: Device.loop_budget), per route, as
+# (K elements per step of its K loop, iterations per step, iterations outside it + margin), counted
+# from the shaders and checked on lavapipe 22.3 (cap 65,534) by bisecting the largest K an unsplit
+# launch gets right. matvec / register tile: one iteration per 8 K (right up to K = 524,280);
+# matvec_ksplit (lanes split K): one per 64 K; tiled: per 32-deep slab two 32-step load loops and the
+# 32-step FMA loop, ~100 in all (right up to K = 20,960); small: up to 4 outputs per lane, each its
+# own K loop (right up to K = 16,376 at M >= 16); coop: per 32-deep slab two 16-step load loops and
+# the 2 x 2 MMA loops.
+K_LOOP = {"matvec": (8, 1, 32), "matvec_ksplit": (64, 1, 32), "register_tiled": (8, 1, 32),
+          "tiled": (32, 101, 64), "small": (1, 4, 32), "coop": (32, 96, 64)}
+K_SPAN_ALIGN = 8   # K spans keep the 16-byte texel alignment of K-contiguous operands (8 half / 2 x 4 f32)
+
 
 def _names(prefix, inventory, combos=COMBOS):
     return {t: inventory.get(t, f"{prefix}_{t}") for t in combos}

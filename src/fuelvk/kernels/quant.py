@@ -21,7 +21,12 @@ TILE_M, TILE_N = 16, 64
 DEQUANT_PARAMS = P("n_blocks:u32", "out_elements:u32", "off_q:u32", "off_o:u32")
 QUANTIZE_PARAMS = P("n_elements:u32", "n_blocks:u32", "off_x:u32", "off_q:u32")
 MATVEC_PARAMS = P("n:u32", "k:u32", "blocks_per_row:u32", "off_x:u32", "off_w:u32", "off_o:u32")
-TILED_PARAMS = P("m:u32", "n:u32", "k:u32", "blocks_per_row:u32", "off_x:u32", "off_w:u32", "off_o:u32")
+TILED_PARAMS = P("m:u32", "n:u32", "k:u32", "blocks_per_row:u32", "ldx:u32", "off_x:u32", "off_w:u32",
+                 "off_o:u32")
+# Loop iterations per invocation as kernels/matmul.py K_LOOP counts them: qmatvec's lanes stride over
+# 32-element sub-blocks 64 at a time; the tiled kernel per 32-deep chunk runs 4 + 16 load steps and
+# the 32-step FMA loop, 56 measured (lavapipe 22.3: an unsplit launch is right up to K = 37,472).
+K_LOOP = {"matvec": (2048, 1, 64), "tiled": (32, 57, 64)}
 
 _KIND_DEFINES = {k: {"KIND": v} for k, v in KIND_IDS.items()}
 _FEATURES = {k: ("storage16",) for k in KIND_IDS}

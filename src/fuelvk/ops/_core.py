@@ -156,3 +156,40 @@ def new_like(shape, dtype):
     """A contiguous output (shape a tuple of ints, dtype a supported numpy dtype: no re-validation)."""
     buf = runtime.get().pool.alloc(max(math.prod(shape), 1) * dtype.itemsize)
     return Array(buf, shape, L.contiguous_strides(shape), 0, dtype)
+
+
+def k_per_launch(k_loop, budget, align=1):
+    """The longest K span one launch may sum within the device's loop budget, for a kernel whose
+    K loop is k_loop = (K elements per step, loop iterations per step, iterations outside it);
+    a multiple of `align` (and of the step), at least one step. None: no budget, no limit."""
+    if budget is None:
+        return None
+    step, per_step, fixed = k_loop
+    unit = step * align // math.gcd(step, align)
+    return max(1, (budget - fixed) // per_step * step // unit) * unit
+
+
+def split_k(op, out, K, per_launch, launch):
+    """out = the sum over K of a contraction, run as launch(k0, k1, dst) per K span (dst: an Array the
+    span's result is written to). One span (no budget, or K within it) writes `out` directly, with no
+    extra dispatch. Longer K (a loop-capped device, Device.loop_budget): each span writes its own
+    float32 partial, the partials are summed once and cast once to out's dtype, so f16 / bf16
+    results round once, as an unsplit launch would. Returns the result Array (out, or the sum)."""
+    if per_launch is None or K <= per_launch:
+        launch(0, K, out)
+        return out
+    spans = [(k0, min(k0 + per_launch, K)) for k0 in range(0, K, per_launch)]
+    nbytes = len(spans) * out.size * 4
+    limit = runtime.get().device.limits.maxStorageBufferRange
+    if nbytes > limit:
+        from ..errors import FuelVKMemoryError
+        raise FuelVKMemoryError(f"{op}: K={K} is summed in {len(spans)} spans of {per_launch} (the device's "
+                                f"loop budget); their float32 partials of {out.shape} need {nbytes} bytes, "
+                                f"more than one binding holds ({limit}); split the output")
+    part = new_like((len(spans),) + out.shape, _dt.float32)
+    for i, (k0, k1) in enumerate(spans):
+        launch(k0, k1, part[i])
+    from .casts import astype
+    from .reduction import sum as _sum
+    total = _sum(part, axis=0)
+    return total if out.dtype == _dt.float32 else astype(total, out.dtype)

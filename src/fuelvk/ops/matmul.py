@@ -38,7 +38,7 @@ from ..array import Array, zeros
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError, UnsupportedError
 from ..kernels import kernel
 from ..kernels import matmul as K_
-from ._core import device_args, new_like, result
+from ._core import device_args, k_per_launch, new_like, result, split_k
 
 __all__ = ["matmul", "matmul_route"]
 
@@ -227,6 +227,8 @@ def _texel_binding(pool, arr):
 
 
 def _launch(plan, a, b, out):
+    """Record the launches of C = A @ B into `out`; returns the result Array (out, or the sum of K-span
+    partials where K is longer than one launch may loop on this device: ops/_core.split_k)."""
     ctx = runtime.get()
     dev = ctx.device
     batch, sa_b, sb_b, sa_m, sa_k, sb_k, sb_n = plan.a[1]
@@ -236,12 +238,11 @@ def _launch(plan, a, b, out):
         sa_b, sb_b = sb_b, sa_b
         sa_m, sa_k, sb_k, sb_n = sb_n, sb_k, sa_k, sa_m
         M, N = 1, M
-    variant = kernel(K_.ROUTES[plan.route], plan.combo)
     so = L.contiguous_strides(tuple(batch) + (M * N,))[:-1] if batch else ()
     route = plan.route
     sg8 = _sg8(dev)
     tm = tnv = ksplit = 0
-    bufs, writes = (out.buffer, a.buffer, b.buffer), (True, False, False)
+    bufs, writes = (a.buffer, b.buffer), (False, False)
     if route in ("matvec", "register_tiled"):
         # matvec with B contiguous along K (x @ W.T): lanes split K; otherwise the register tile, 1 row.
         ksplit = int(route == "matvec" and sg8 != 0 and abs(sb_k) == 1 and abs(sb_n) != 1)
@@ -254,25 +255,32 @@ def _launch(plan, a, b, out):
         bm, bn = {"tiled": K_.TILED_BLOCK, "small": K_.SMALL_BLOCK, "coop": K_.COOP_BLOCK}[route]
         tiles = -(-N // bn) * -(-M // bm)
     nd = K_.MAX_BATCH_DIMS
-    for shape, sa, sb, oa, ob, oc in _batch_chunks(tuple(batch), tuple(sa_b), tuple(sb_b), so):
-        nb = math.prod(shape)
-        pad = nd - len(shape)
-        offa, offb = a.offset + oa, b.offset + ob
-        if route == "coop":
-            spec = ()
-        elif tm:
-            texa = ta_ok and _texel_ok(a.dtype.itemsize, offa, sa_k, (M, sa_m), *zip(shape, sa))
-            along_k = tb_ok and _texel_ok(b.dtype.itemsize, offb, sb_k, (N, sb_n), *zip(shape, sb))
-            along_n = tb_ok and not ksplit and N % lc == 0 and \
-                _texel_ok(b.dtype.itemsize, offb, sb_n, (K, sb_k), *zip(shape, sb))
-            texb = 1 if along_n else (2 if along_k else 0)
-            spec = ((0, sg8), (1, tm), (2, ksplit), (3, tnv), (4, int(texa)), (5, texb))
-        else:
-            spec = ((0, sg8),)
-        push = K_.MATMUL_PARAMS.pack(
-            M, N, K, nb, offa, offb, out.offset + oc, sa_m, sa_k, sb_k, sb_n,
-            [1] * pad + list(shape), [0] * pad + list(sa), [0] * pad + list(sb))
-        ctx.launch(variant, ctx.groups(tiles * nb), bufs, writes, push, spec)
+    a_dt, b_dt, _ = plan.combo.split("_")
+
+    def run(k0, k1, dst):
+        variant = kernel(K_.ROUTES[route], f"{a_dt}_{b_dt}_{_TAG[dst.dtype]}")
+        for shape, sa, sb, oa, ob, oc in _batch_chunks(tuple(batch), tuple(sa_b), tuple(sb_b), so):
+            nb = math.prod(shape)
+            pad = nd - len(shape)
+            offa, offb = a.offset + oa + k0 * sa_k, b.offset + ob + k0 * sb_k
+            if route == "coop":
+                spec = ()
+            elif tm:
+                texa = ta_ok and _texel_ok(a.dtype.itemsize, offa, sa_k, (M, sa_m), *zip(shape, sa))
+                along_k = tb_ok and _texel_ok(b.dtype.itemsize, offb, sb_k, (N, sb_n), *zip(shape, sb))
+                along_n = tb_ok and not ksplit and N % lc == 0 and \
+                    _texel_ok(b.dtype.itemsize, offb, sb_n, (k1 - k0, sb_k), *zip(shape, sb))
+                texb = 1 if along_n else (2 if along_k else 0)
+                spec = ((0, sg8), (1, tm), (2, ksplit), (3, tnv), (4, int(texa)), (5, texb))
+            else:
+                spec = ((0, sg8),)
+            push = K_.MATMUL_PARAMS.pack(
+                M, N, k1 - k0, nb, offa, offb, dst.offset + oc, sa_m, sa_k, sb_k, sb_n,
+                [1] * pad + list(shape), [0] * pad + list(sa), [0] * pad + list(sb))
+            ctx.launch(variant, ctx.groups(tiles * nb), (dst.buffer,) + bufs, (True,) + writes, push, spec)
+
+    k_loop = K_.K_LOOP["matvec_ksplit" if ksplit else route]
+    return split_k("matmul", out, K, k_per_launch(k_loop, dev.loop_budget, K_.K_SPAN_ALIGN), run)
 
 
 def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
@@ -285,6 +293,5 @@ def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
     if math.prod(plan.out_shape) == 0 or plan.K == 0:
         out = zeros(plan.out_shape, plan.out_dtype)   # empty, or K == 0: a sum of nothing
         return result(out, numpy_out)
-    out = new_like(plan.out_shape, plan.out_dtype)
-    _launch(plan, a_arr, b_arr, out)
+    out = _launch(plan, a_arr, b_arr, new_like(plan.out_shape, plan.out_dtype))
     return result(out, numpy_out)

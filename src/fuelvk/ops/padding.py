@@ -102,9 +102,16 @@ def pad_backward(grad, pad_width, mode="constant"):
     return result(out, numpy_out)
 
 
-# Work per invocation is bounded: lavapipe caps the loop iterations of one invocation at 65535 (then
-# silently stops), and an invocation sums up to EPT preimages. Bigger fan-ins go one dim at a time.
+# Work per invocation is bounded: an invocation sums each element's preimage, about rank + 2 loop
+# steps per preimage element, and loop-capped devices (Device.loop_budget) stop it silently past
+# their budget. Bigger fan-ins go one dim at a time.
 _PREIMAGE_LIMIT = 8192
+
+
+def _preimage_limit(rank):
+    """The largest fan-in one pass may gather: _PREIMAGE_LIMIT, less where the loop budget is smaller."""
+    budget = runtime.get().device.loop_budget
+    return _PREIMAGE_LIMIT if budget is None else max(1, min(_PREIMAGE_LIMIT, budget // (rank + 2)))
 
 
 def _backward_sum(m, g, pads, out):
@@ -116,14 +123,15 @@ def _backward_sum(m, g, pads, out):
             k *= (max(b, a) + 1) if m == "replicate" else (3 if b or a else 1)
         return k
 
-    if fan_in(pads) <= _PREIMAGE_LIMIT:
+    limit = _preimage_limit(g.ndim)
+    if fan_in(pads) <= limit:
         _launch_backward(kernel(f"pad_backward_{m}", _dt.float_tag("pad_backward", g.dtype)), out, g,
                          [b for b, _ in pads])
         return out
-    big = [d for d, (b, a) in enumerate(pads) if fan_in([(b, a)]) > _PREIMAGE_LIMIT]
+    big = [d for d, (b, a) in enumerate(pads) if fan_in([(b, a)]) > limit]
     if big:
         raise UnsupportedError(f"pad_backward: a pad of {pads[big[0]]} on axis {big[0]} gives one element a fan-in "
-                               f"above {_PREIMAGE_LIMIT} (mode {m}); pads up to {_PREIMAGE_LIMIT - 1} per axis are "
+                               f"above {limit} (mode {m}); pads up to {limit - 1} per axis are "
                                "supported")
     from .casts import astype
     cur = g if g.dtype in (_dt.float32, _dt.float64) else astype(g, _dt.float32)   # one rounding at the end

@@ -23,8 +23,8 @@ from ..array import Array, asarray, empty
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..kernels import kernel
 from ..kernels.quant import (BLOCK, DEQUANT_PARAMS, DEQUANT_WG, MATVEC_PARAMS, MATVEC_ROWS, QUANTIZE_PARAMS,
-                             QUANTIZE_WG, TILE_M, TILE_N, TILED_PARAMS)
-from ._core import contiguous, device_args, result
+                             QUANTIZE_WG, TILE_M, TILE_N, TILED_PARAMS, K_LOOP)
+from ._core import contiguous, device_args, k_per_launch, result, split_k
 
 __all__ = ["qmatmul"]  # quantize/dequantize stay module-level (fuelvk.quant.*): no clash with fuelvk.*
 
@@ -209,24 +209,30 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
         runtime.get().stream.fill(out.buffer, out.nbytes)
         return result(out, x_numpy and w_numpy)
     xa = contiguous(xa)
-    bpr = kk // BLOCK[k][0]
+    qk, bs = BLOCK[k]
+    bpr = kk // qk
     ctx = runtime.get()
-    bufs, writes = (out.buffer, w.buffer, xa.buffer), (True, False, False)
     woff = w.offset // 2
-    if _route(m, route) == "matvec":
-        if xa.offset % 4:  # the matvec reads x as vec4
-            from .movement_core import copy
-            xa = copy(xa)
-            bufs = (out.buffer, w.buffer, xa.buffer)
-        groups = ctx.groups(-(-n // MATVEC_ROWS))
-        v = kernel("qmatvec", k)
-        for i in range(m):
-            ctx.launch(v, groups, bufs, writes,
-                       MATVEC_PARAMS.pack(n, kk, bpr, xa.offset + i * kk, woff, out.offset + i * n))
-    else:
-        groups = ctx.groups(-(-m // TILE_M) * -(-n // TILE_N))
-        ctx.launch(kernel("qmatmul_tiled", k), groups, bufs, writes,
-                   TILED_PARAMS.pack(m, n, kk, bpr, xa.offset, woff, out.offset))
+    route = _route(m, route)
+    if route == "matvec" and xa.offset % 4:  # the matvec reads x as vec4
+        from .movement_core import copy
+        xa = copy(xa)
+
+    def run(k0, k1, dst):   # the K span k0..k1 (whole blocks): x columns k0.., W blocks k0 / qk..
+        bufs, writes = (dst.buffer, w.buffer, xa.buffer), (True, False, False)
+        wk = woff + k0 // qk * bs // 2
+        if route == "matvec":
+            groups = ctx.groups(-(-n // MATVEC_ROWS))
+            v = kernel("qmatvec", k)
+            for i in range(m):
+                push = MATVEC_PARAMS.pack(n, k1 - k0, bpr, xa.offset + i * kk + k0, wk, dst.offset + i * n)
+                ctx.launch(v, groups, bufs, writes, push)
+        else:
+            groups = ctx.groups(-(-m // TILE_M) * -(-n // TILE_N))
+            ctx.launch(kernel("qmatmul_tiled", k), groups, bufs, writes,
+                       TILED_PARAMS.pack(m, n, k1 - k0, bpr, kk, xa.offset + k0, wk, dst.offset))
+
+    out = split_k(op, out, kk, k_per_launch(K_LOOP[route], ctx.device.loop_budget, qk), run)
     return result(out, x_numpy and w_numpy)
 
 

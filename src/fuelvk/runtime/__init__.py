@@ -13,6 +13,7 @@ from .device import Device
 from .memory import MemoryPool
 from .commands import Stream
 from .pipelines import PipelineCache
+from . import loopcap
 from .vk import ffi
 
 _ctx = None
@@ -25,6 +26,7 @@ class Context:
         self.pool = MemoryPool(self.device)
         self.stream = Stream(self.device)
         self.pipelines = PipelineCache(self.device)
+        self.device._budget_source = lambda: loopcap.resolve(self)   # probed on first use of loop_budget
         lim = self.device.limits
         self.max_groups = (lim.maxComputeWorkGroupCount[0], lim.maxComputeWorkGroupCount[1],
                            lim.maxComputeWorkGroupCount[2])

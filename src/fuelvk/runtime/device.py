@@ -32,6 +32,9 @@ FEATURE_FIELDS = {
 OPTIONAL_EXTENSIONS = ("VK_KHR_push_descriptor", "VK_EXT_shader_atomic_float", "VK_KHR_cooperative_matrix")
 
 
+_UNPROBED = object()
+
+
 class Messenger:
     """Collects validation-layer messages; tests fail on any that a test caused."""
 
@@ -135,10 +138,12 @@ class Device:
         if self._props.apiVersion < C.VK_MAKE_VERSION(1, 2, 0):
             raise DeviceError(f"{self.name} supports Vulkan {self.api_version}; fuelvk needs 1.2")
         self.limits = self._props.limits
-        # llvmpipe (lavapipe) silently leaves any loop after 65535 iterations summed over one
-        # invocation (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS); kernels with long serial walks split work
-        # so that no invocation exceeds this. None: no such limit known.
-        self.loop_budget = 60000 if "llvmpipe" in self.name.lower() else None
+        # Device.loop_budget: probed on first use by runtime/loopcap.py (through the Context, which
+        # sets _budget_source), never inferred from the device name.
+        self._loop_budget = _UNPROBED
+        self.loop_cap = None
+        self._budget_source = None
+        self._budget_lock = threading.Lock()
         self.device_type = DEVICE_TYPE_NAME.get(self._props.deviceType, "other")
         ext_list, _ = enumerate_(lib.vkEnumerateDeviceExtensionProperties, "VkExtensionProperties",
                                  self.physical, ffi.NULL)
@@ -248,6 +253,23 @@ class Device:
         self.queue = q[0]
         self.push_descriptor = proc(self.handle, "vkCmdPushDescriptorSetKHR") \
             if "VK_KHR_push_descriptor" in self.extensions else None
+
+    @property
+    def loop_budget(self):
+        """Loop iterations (summed over its loops) one invocation may run; None: no cap, nothing is
+        split. Kernels whose trip count grows with an input split their work on the host to stay
+        under it. Probed on first use (runtime/loopcap.py); `loop_cap` then holds the probe's record."""
+        if self._loop_budget is _UNPROBED:
+            with self._budget_lock:
+                if self._loop_budget is _UNPROBED:
+                    if self._budget_source is None:
+                        raise DeviceError(f"{self.name}: the loop budget is probed through a fuelvk Context")
+                    self._loop_budget, self.loop_cap = self._budget_source()
+        return self._loop_budget
+
+    @loop_budget.setter
+    def loop_budget(self, value):
+        self._loop_budget = value
 
     @property
     def api_version(self):

@@ -30,6 +30,16 @@ def spv_dir():
     raise BuildError("spv/manifest.json not found (run `python build_shaders.py` or set FUELVK_SPV_DIR)")
 
 
+def disk_cache_path(device, stem):
+    """Where per-driver data (the VkPipelineCache, the probed loop cap) lives on disk:
+    $FUELVK_CACHE_DIR or ~/.cache/fuelvk, keyed by device UUID + driver version; None when
+    FUELVK_PIPELINE_CACHE=0 turns the disk cache off."""
+    if os.environ.get("FUELVK_PIPELINE_CACHE", "1") == "0":
+        return None
+    root = os.environ.get("FUELVK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fuelvk")
+    return Path(root) / f"{stem}-{device.uuid}-{device._props.driverVersion}"
+
+
 class Pipeline:
     __slots__ = ("handle", "layout", "n_bindings", "infos", "infos_list", "writes", "push_size", "variant",
                  "views", "texel", "_keep")
@@ -47,14 +57,15 @@ class PipelineCache:
 
     # -- on-disk VkPipelineCache, keyed by device UUID + driver --------------------------------------
     def _cache_path(self):
-        root = os.environ.get("FUELVK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fuelvk")
-        return Path(root) / f"pipelines-{self.device.uuid}-{self.device._props.driverVersion}.bin"
+        path = disk_cache_path(self.device, "pipelines")
+        return None if path is None else path.with_suffix(".bin")
 
     def _load_vk_cache(self):
         data = b""
-        if os.environ.get("FUELVK_PIPELINE_CACHE", "1") != "0":
+        path = self._cache_path()
+        if path is not None:
             try:
-                data = self._cache_path().read_bytes()
+                data = path.read_bytes()
             except OSError:
                 data = b""
         blob = ffi.from_buffer(data) if data else ffi.NULL
@@ -65,7 +76,8 @@ class PipelineCache:
         return out[0]
 
     def save(self):
-        if os.environ.get("FUELVK_PIPELINE_CACHE", "1") == "0" or not self.pipelines:
+        path = self._cache_path()
+        if path is None or not self.pipelines:
             return
         n = ffi.new("size_t*")
         dev = self.device.handle
@@ -74,7 +86,6 @@ class PipelineCache:
         buf = ffi.new("char[]", n[0])
         if lib.vkGetPipelineCacheData(dev, self._vk_cache, n, buf) == C.VK_SUCCESS:
             try:
-                path = self._cache_path()
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(ffi.buffer(buf, n[0])[:])
             except OSError:
