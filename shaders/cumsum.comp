@@ -1,7 +1,8 @@
 #version 450
 // Inclusive prefix sum along one axis of a strided input (signed strides, element offset, up to
 // 5 outer dims after the host collapses them), into a contiguous output of the input's shape.
-// Running sums are compensated (Kahan) in f32 (f64 for f64) and every output is rounded once.
+// Running sums are compensated (Kahan, common/kahan.glsl: +-inf and NaN propagate as in numpy) in
+// f32 (f64 for f64) and every output is rounded once.
 // SCAN == 0: one invocation per slice walks the axis serially (neighbouring invocations handle
 // neighbouring slices: coalesced when the axis is not the innermost one). SCAN == 1 (long axes, few
 // slices): a workgroup per slice, see main(). lavapipe caps an invocation at 65535 loop
@@ -9,6 +10,7 @@
 #include "common/dtype.glsl"
 #include "common/index.glsl"
 #define A V
+#include "common/kahan.glsl"
 layout(constant_id = 0) const uint WG = 64;
 layout(constant_id = 1) const uint SCAN = 0;  // 1: one workgroup per slice (long axes)
 layout(local_size_x_id = 0) in;
@@ -37,11 +39,7 @@ void slice_base(uint e, out int bi, out int bo) {
 // Compensated running sum over [k0, k1) of one slice starting from (s, comp), writing every prefix.
 void walk(int bi, int bo, uint k0, uint k1, A s, A comp) {
     for (uint k = k0; k < k1; ++k) {
-        precise A y = A(LOAD(x[uint(bi + int(k) * p.s_ax)])) - comp;
-        precise A t = s + y;
-        precise A dt = t - s;
-        comp = dt - y;
-        s = t;
+        kahan_add(s, comp, A(LOAD(x[uint(bi + int(k) * p.s_ax)])));
         o[uint(bo) + k * p.so_ax] = STORE(s - comp);
     }
 }
@@ -66,13 +64,7 @@ void main() {
     uint len = (p.d + WG - 1u) / WG;
     uint k0 = min(t * len, p.d), k1 = min(k0 + len, p.d);
     A s = A(0), comp = A(0);
-    for (uint k = k0; k < k1; ++k) {
-        precise A y = A(LOAD(x[uint(bi + int(k) * p.s_ax)])) - comp;
-        precise A u = s + y;
-        precise A dt = u - s;
-        comp = dt - y;
-        s = u;
-    }
+    for (uint k = k0; k < k1; ++k) kahan_add(s, comp, A(LOAD(x[uint(bi + int(k) * p.s_ax)])));
     scan_s[t] = s - comp;
     barrier();
     for (uint off = 1u; off < WG; off <<= 1) {

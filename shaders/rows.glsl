@@ -2,9 +2,10 @@
 // Needs before inclusion: WG (spec constant, power of two), accumulator type A.
 // Shared-memory tree: pairwise summation across invocations (log2(WG) levels), so the error of a
 // row sum grows with log(WG), not WG. NaN-propagating max/min (numpy/torch semantics).
-// Per-invocation serial sums use kahan_add (compensated; exact-ish whatever the row length).
+// Per-invocation serial sums use kahan_add (common/kahan.glsl: compensated, inf-safe).
 #ifndef FUELVK_ROWS_GLSL
 #define FUELVK_ROWS_GLSL
+#include "common/kahan.glsl"
 #define R_SUM 0u
 #define R_MAX 1u
 #define R_MIN 2u
@@ -17,15 +18,6 @@ A combine(A x, A y, uint op) {
     if (op == R_SUM) return x + y;
     if (op == R_MAX) return (isnan(x) || x > y) ? x : y;
     return (isnan(x) || x < y) ? x : y;
-}
-
-// Compensated (Kahan) accumulation: s += v, c carries the lost low-order part.
-void kahan_add(inout A s, inout A c, A v) {
-    precise A y = v - c;
-    precise A t = s + y;
-    precise A d = t - s;
-    c = d - y;
-    s = t;
 }
 
 A block_reduce(A v, uint op) {

@@ -6,7 +6,11 @@ contiguous. The norms normalize the last dim (torch's normalized_shape = (n,)); 
 shape (n,) and the input's dtype, and are applied inside the normalizing pass (no extra pass).
 
 Numerics: half types compute in f32, f64 in f64 (with a double exp); row sums are compensated and
-tree-reduced, so 1M-element rows stay accurate. softmax of a row of all -inf is NaN, as in torch.
+tree-reduced, so 1M-element rows stay accurate. softmax of a row of all -inf is NaN, as in torch;
++-inf and NaN in a row propagate as torch's formulas do in the accumulator dtype (an rms_norm row
+with an inf gives NaN there and 0 elsewhere). layer_norm's variance is two-pass, so in f32 it overflows
+only when |x - mean| passes 1.8e19 (then r = 0: y = 0); torch's CPU kernel (E[x^2] - E[x]^2) gives
+NaN as soon as |x| does.
 
 Backward returns: softmax_backward -> dx. rms_norm_backward -> dx, or (dx, dweight) when weight is
 given. layer_norm_backward -> dx, or (dx, dweight, dbias) when weight or bias is given (None for

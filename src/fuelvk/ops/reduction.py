@@ -9,7 +9,9 @@ reducing leading axes. The arg-reductions do take strides (arg_reduce_any_dim), 
 specifies, so argmax over a middle axis of a view never copies.
 
 Semantics: numpy's. Results keep the input dtype (half types accumulate in f32); NaN propagates
-through max/min/sum/mean; sum of an empty axis is 0, mean is NaN, max/min/argmax/argmin of an
+through max/min/sum/mean/cumsum, and +-inf (an infinite input or an overflowing sum) gives +-inf, NaN
+when both signs meet, as numpy (the compensated sums drop their correction once the running sum is
+infinite: shaders/common/kahan.glsl); sum of an empty axis is 0, mean is NaN, max/min/argmax/argmin of an
 empty axis raise ShapeError (numpy: "zero-size array to reduction operation ... has no identity").
 arg-reductions return int64 (numpy/torch), the lowest index on ties and the first NaN if any.
 """
