@@ -11,7 +11,7 @@ from .dtypes import (bfloat16, bool_, float8_e4m3fn, float16, float32, float64, 
                      uint8, uint16, uint32)
 from .errors import (BuildError, DeviceError, DTypeError, FuelVKError, FuelVKIndexError, FuelVKMemoryError,
                      ShapeError, UnsupportedError)
-from .info import device_info, synchronize
+from .info import device_info, memory_info, synchronize
 from . import quant  # noqa: E402,F401  (fuelvk.quant namespace)
 from .ops import public_ops as _public_ops
 
@@ -26,7 +26,7 @@ for _name, _fn in _public_ops():
         OPS.append(_name)
 del _name, _fn
 
-__all__ = ["Array", "asarray", "empty", "zeros", "synchronize", "device_info", "dtypes",
+__all__ = ["Array", "asarray", "empty", "zeros", "synchronize", "device_info", "memory_info", "dtypes",
            "FuelVKError", "DTypeError", "ShapeError", "FuelVKIndexError", "FuelVKMemoryError",
            "UnsupportedError", "DeviceError", "BuildError",
            "float32", "float16", "bfloat16", "float64", "float8_e4m3fn", "int8", "int16", "int32", "int64",

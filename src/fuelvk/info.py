@@ -1,4 +1,4 @@
-"""synchronize() and device_info(): what the user can ask of the device."""
+"""synchronize(), memory_info() and device_info(): what the user can ask of the device."""
 from . import runtime
 from .kernels.matmul import available_routes
 
@@ -8,6 +8,16 @@ def synchronize():
     ctx = runtime.current()
     if ctx is not None:
         ctx.stream.synchronize()
+
+
+def memory_info():
+    """Bytes fuelvk holds from the driver, bytes in live slots (arrays, plus slots of dropped arrays that
+    queued work still pins until the next synchronize), and the peaks of both since the device started.
+    """
+    ctx = runtime.current()
+    if ctx is None:
+        return {"held_bytes": 0, "in_use_bytes": 0, "peak_held_bytes": 0, "peak_in_use_bytes": 0}
+    return ctx.memory_info()
 
 
 def device_info():

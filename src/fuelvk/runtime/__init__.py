@@ -2,6 +2,14 @@
 
 This package is the only code that imports `vulkan`. Everything above it talks in registry Variants,
 Buffers and packed Params.
+
+Threads: one re-entrant lock per device (`device.lock`) guards command recording, submission, fence
+waits and retirement (Stream), allocation and trimming (MemoryPool) and pipeline/texel-view creation.
+One lock, not per-thread streams: all threads record into the one in-order stream, so the hazard
+tracking that orders dispatches also orders them across threads, and an array made in one thread is
+safe to use in another. cffi releases the GIL inside Vulkan calls, so without it two threads could
+record into one command buffer or wait on a fence the other just reset. Buffer.__del__ (run by the
+garbage collector in any thread) never takes the lock; see memory.py.
 """
 import atexit
 
@@ -23,8 +31,10 @@ _lock = threading.Lock()
 class Context:
     def __init__(self, selector=None, validation=None):
         self.device = Device(selector, validation)
+        self.lock = self.device.lock
         self.pool = MemoryPool(self.device)
-        self.stream = Stream(self.device)
+        self.stream = Stream(self.device, self.pool)
+        self.pool.synchronize = self.stream.synchronize   # on allocation failure: wait, trim, retry
         self.pipelines = PipelineCache(self.device)
         self.device._budget_source = lambda: loopcap.resolve(self)   # probed on first use of loop_budget
         lim = self.device.limits
@@ -67,19 +77,23 @@ class Context:
         self.stream.synchronize()
         return ffi.buffer(staging.mapped, nbytes)[:]
 
+    def memory_info(self):
+        return self.pool.info()
+
     def timer(self):
         return Timer(self)
 
     def close(self):
-        if self.closed:
-            return
-        self.closed = True
-        try:
-            self.stream.destroy()
-            self.pipelines.destroy()
-            self.pool.close()
-        finally:
-            self.device.destroy()
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            try:
+                self.stream.destroy()
+                self.pipelines.destroy()
+                self.pool.close()
+            finally:
+                self.device.destroy()
 
 
 class Timer:
@@ -146,9 +160,10 @@ def current():
 
 def close():
     """Wait for the device, free everything; arrays created before become unusable."""
-    global _ctx
-    if _ctx is not None:
-        _ctx.close()
+    with _lock:
+        ctx = _ctx
+    if ctx is not None:
+        ctx.close()
 
 
 def check_alive(buffer, what="array"):

@@ -1,7 +1,11 @@
 """Command recording with batched submission and hazard-aware barriers.
 
 Dispatches are recorded into one command buffer; the batch is submitted when the host needs data,
-on synchronize(), or past FLUSH_EVERY dispatches (then without waiting, so the device keeps busy).
+on synchronize(), past FLUSH_EVERY commands or once PIN_BYTES have been allocated since the last
+submit (then without waiting, so the device keeps busy). The byte limit bounds what an open batch
+pins: it holds every buffer it touches until it retires, so temporaries dropped meanwhile cannot be
+reused, and the pool would otherwise grow by all of them.
+Every method runs under the device lock (recording, submission, fence waits and retirement).
 A barrier is inserted only when a dispatch touches a buffer that an earlier dispatch since the
 last barrier wrote (RAW/WAW), or writes one that an earlier dispatch read (WAR).
 """
@@ -12,6 +16,7 @@ from ..errors import DeviceError
 from .vk import C, ffi, lib, check
 
 FLUSH_EVERY = 512
+PIN_BYTES = 256 << 20
 MAX_IN_FLIGHT = 3
 COMPUTE = C.VK_PIPELINE_BIND_POINT_COMPUTE
 STAGE_COMPUTE = C.VK_SHADER_STAGE_COMPUTE_BIT
@@ -50,8 +55,11 @@ class _Slot:
 
 
 class Stream:
-    def __init__(self, device):
+    def __init__(self, device, pool):
         self.device = device
+        self.pool = pool
+        self.lock = device.lock
+        self.destroyed = False
         self.timeout_ns = int(float(os.environ.get("FUELVK_TIMEOUT_S", "600")) * 1e9)
         self.free = [_Slot(device) for _ in range(MAX_IN_FLIGHT)]
         self.in_flight = deque()
@@ -75,6 +83,8 @@ class Stream:
 
     # -- recording --------------------------------------------------------------------------------
     def _begin(self):
+        if self.destroyed:
+            raise DeviceError("the fuelvk device was closed; create new arrays")
         if not self.free:
             self._retire(wait=True, upto=1)
         slot = self.free.pop()
@@ -100,79 +110,92 @@ class Stream:
 
     def dispatch(self, pipe, groups, buffers, writes, push):
         """Record one dispatch of `pipe` binding `buffers` (writes[i] true for outputs)."""
-        if self.cur is None:
-            self._begin()
-        self._hazard(buffers, writes)
-        cb = self.cb
-        if self.bound is not pipe:
-            lib.vkCmdBindPipeline(cb, COMPUTE, pipe.handle)
-            self.bound = pipe
-        for info, b in zip(pipe.infos_list, buffers):
-            info.buffer = b.handle
-            info.offset = b.offset
-            info.range = b.size
-        for i, fmt, kind, what in pipe.texel:
-            b = buffers[i]
-            pipe.views[i] = b.pool.texel_view(b, fmt, kind, what)
-        self.push_descriptor(cb, COMPUTE, pipe.layout, 0, pipe.n_bindings, pipe.writes)
-        if push:
-            lib.vkCmdPushConstants(cb, pipe.layout, STAGE_COMPUTE, 0, len(push), push)
-        lib.vkCmdDispatch(cb, groups[0], groups[1], groups[2])
+        with self.lock:
+            if self.cur is None:
+                self._begin()
+            self._hazard(buffers, writes)
+            cb = self.cb
+            if self.bound is not pipe:
+                lib.vkCmdBindPipeline(cb, COMPUTE, pipe.handle)
+                self.bound = pipe
+            for info, b in zip(pipe.infos_list, buffers):
+                info.buffer = b.handle
+                info.offset = b.offset
+                info.range = b.size
+            for i, fmt, kind, what in pipe.texel:
+                b = buffers[i]
+                pipe.views[i] = b.pool.texel_view(b, fmt, kind, what)
+            self.push_descriptor(cb, COMPUTE, pipe.layout, 0, pipe.n_bindings, pipe.writes)
+            if push:
+                lib.vkCmdPushConstants(cb, pipe.layout, STAGE_COMPUTE, 0, len(push), push)
+            lib.vkCmdDispatch(cb, groups[0], groups[1], groups[2])
+            self.dispatches += 1
+            self._recorded(buffers)
+
+    def _recorded(self, buffers):
+        """Keep the command's buffers alive until its batch retires; submit past the batch limits."""
         self.cur.resources.append(buffers)
         self.count += 1
-        self.dispatches += 1
-        if self.count >= FLUSH_EVERY:
+        if self.count >= FLUSH_EVERY or self.pool.fresh >= PIN_BYTES:
             self.flush()
 
     def copy(self, src, dst, nbytes, src_offset=0, dst_offset=0):
         """vkCmdCopyBuffer (staging transfers, benchmarks' copy roof)."""
         if nbytes == 0:
             return
-        if self.cur is None:
-            self._begin()
-        self._hazard((src, dst), (False, True))
-        c = self._copy
-        c.srcOffset, c.dstOffset, c.size = src.offset + src_offset, dst.offset + dst_offset, nbytes
-        lib.vkCmdCopyBuffer(self.cb, src.handle, dst.handle, 1, c)
-        self.cur.resources.append((src, dst))
-        self.count += 1
+        with self.lock:
+            if self.cur is None:
+                self._begin()
+            self._hazard((src, dst), (False, True))
+            c = self._copy
+            c.srcOffset, c.dstOffset, c.size = src.offset + src_offset, dst.offset + dst_offset, nbytes
+            lib.vkCmdCopyBuffer(self.cb, src.handle, dst.handle, 1, c)
+            self._recorded((src, dst))
 
     def fill(self, dst, nbytes, value=0, dst_offset=0):
         """vkCmdFillBuffer with a 32-bit pattern (offset and size in multiples of 4 bytes)."""
         if nbytes == 0:
             return
-        if self.cur is None:
-            self._begin()
-        self._hazard((dst,), (True,))
-        lib.vkCmdFillBuffer(self.cb, dst.handle, dst.offset + dst_offset, nbytes, value & 0xFFFFFFFF)
-        self.cur.resources.append((dst,))
-        self.count += 1
+        with self.lock:
+            if self.cur is None:
+                self._begin()
+            self._hazard((dst,), (True,))
+            lib.vkCmdFillBuffer(self.cb, dst.handle, dst.offset + dst_offset, nbytes, value & 0xFFFFFFFF)
+            self._recorded((dst,))
 
     def timestamp(self, query_pool, index):
-        if self.cur is None:
-            self._begin()
-        lib.vkCmdResetQueryPool(self.cb, query_pool, index, 1)
-        lib.vkCmdWriteTimestamp(self.cb, C.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool, index)
+        with self.lock:
+            if self.cur is None:
+                self._begin()
+            lib.vkCmdResetQueryPool(self.cb, query_pool, index, 1)
+            lib.vkCmdWriteTimestamp(self.cb, C.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool, index)
 
     # -- submission -------------------------------------------------------------------------------
     def flush(self, wait=False):
-        if self.cur is not None:
-            slot = self.cur
-            lib.vkCmdPipelineBarrier(self.cb, STAGES, C.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, self._host_barrier,
-                                     0, ffi.NULL, 0, ffi.NULL)
-            check(lib.vkEndCommandBuffer(slot.cb), "vkEndCommandBuffer")
-            cbs = ffi.new("VkCommandBuffer[1]", [slot.cb])
-            si = ffi.new("VkSubmitInfo*", {"sType": C.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1,
-                                           "pCommandBuffers": cbs})
-            self.cur = self.cb = None
-            res = lib.vkQueueSubmit(self.device.queue, 1, si, slot.fence)
-            if res != C.VK_SUCCESS:
-                slot.resources.clear()
-                self.free.append(slot)
-                check(res, "vkQueueSubmit")
-            self.in_flight.append(slot)
-        if wait:
-            self._retire(wait=True)
+        """Submit the open batch; wait=True also waits for every batch in flight (then the pool may
+        give idle memory back)."""
+        with self.lock:
+            if self.cur is not None:
+                slot = self.cur
+                lib.vkCmdPipelineBarrier(self.cb, STAGES, C.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, self._host_barrier,
+                                         0, ffi.NULL, 0, ffi.NULL)
+                check(lib.vkEndCommandBuffer(slot.cb), "vkEndCommandBuffer")
+                cbs = ffi.new("VkCommandBuffer[1]", [slot.cb])
+                si = ffi.new("VkSubmitInfo*", {"sType": C.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1,
+                                               "pCommandBuffers": cbs})
+                self.cur = self.cb = None
+                self.pool.fresh = 0
+                res = lib.vkQueueSubmit(self.device.queue, 1, si, slot.fence)
+                if res != C.VK_SUCCESS:
+                    slot.resources.clear()
+                    self.free.append(slot)
+                    check(res, "vkQueueSubmit")
+                self.in_flight.append(slot)
+            if wait:
+                self._retire(wait=True)
+                self.pool.synchronized()
+            else:
+                self._retire(wait=False)   # unpin what already finished
 
     def _retire(self, wait, upto=None):
         dev = self.device.handle
@@ -197,7 +220,11 @@ class Stream:
         self.flush(wait=True)
 
     def destroy(self):
-        self.flush(wait=True)
-        for slot in self.free:
-            slot.destroy(self.device.handle)
-        self.free.clear()
+        with self.lock:
+            if self.destroyed:
+                return
+            self.flush(wait=True)
+            self.destroyed = True
+            for slot in self.free:
+                slot.destroy(self.device.handle)
+            self.free.clear()

@@ -74,6 +74,10 @@ class Device:
 
     def __init__(self, selector=None, validation=None):
         self._keep = []
+        # One re-entrant lock per device guards the queue, command recording, the memory pool and the
+        # pipeline cache (runtime/__init__.py says why one lock); re-entrant because a pool
+        # allocation that fails synchronizes the stream under it.
+        self.lock = threading.RLock()
         if validation is None:
             validation = os.environ.get("FUELVK_VALIDATION", "") not in ("", "0")
         self.closed = False

@@ -1,17 +1,24 @@
 """Device memory: a caching allocator that sub-allocates size-classed slots from large chunks.
 
 Allocating is Python bookkeeping (no Vulkan call) once a chunk of the size class exists, which is
-what makes a tiny op cheap. A Buffer is a (chunk VkBuffer, byte offset, size) slot; it returns to
-its free list when the last Python reference goes away. Batches in flight hold references to every
-buffer they touch, so a slot is never reused while the device may still access it.
-Texel-buffer bindings read a slot through a VkBufferView, cached on its chunk per (format, slot).
+what makes a tiny op cheap. A Buffer is a (chunk VkBuffer, byte offset, size) slot. Batches in flight
+hold references to every buffer they touch, so a slot is never reused while the device may still
+access it; when the last reference goes away (in any thread, possibly inside the garbage collector
+while this thread is in the middle of a pool call), Buffer.__del__ only appends the slot to
+`pool.dead` (a deque append is atomic); the pool takes dead slots back under the device lock.
+Memory is given back to the driver when idle bytes pass a high-water mark (KEEP_IDLE over what was
+idle after the last trim), checked after every full synchronize and before creating a chunk, and
+on allocation failure (after waiting for queued work). Texel-buffer bindings read a slot through a
+VkBufferView, cached on its chunk per (format, slot).
 """
 import ctypes
 import functools
 import re
+import os
 import sys
+from collections import deque
 
-from ..errors import FuelVKMemoryError, UnsupportedError
+from ..errors import DeviceError, FuelVKMemoryError, UnsupportedError
 from .vk import C, ffi, lib, check
 
 USAGE = (C.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | C.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
@@ -29,6 +36,9 @@ HOST = C.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | C.VK_MEMORY_PROPERTY_HOST_COHEREN
 LOCAL = C.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
 MIN_BYTES = 256          # also the slot alignment: >= every device's minStorageBufferOffsetAlignment
 CHUNK_BYTES = 8 << 20    # slots up to this size share chunks; larger sizes get a chunk each
+# Idle bytes (held but in no live slot) the pool may keep cached beyond what stayed idle after its last
+# trim; past that, idle chunks go back to the driver.
+KEEP_IDLE = int(float(os.environ.get("FUELVK_POOL_KEEP_MB", "256")) * (1 << 20))
 
 
 def size_class(nbytes):
@@ -68,7 +78,7 @@ class Buffer:
     def __del__(self):
         pool = self.pool
         if pool is not None and not pool.closed:
-            pool.release(self)
+            pool.dead.append((self.chunk, self.offset, self.size, self.host))
 
 
 @functools.lru_cache(maxsize=None)
@@ -85,12 +95,28 @@ def _huge_pages(addr, size):
         _libc().madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), MADV_HUGEPAGE)
 
 
+def _heap_trim():
+    """A CPU device's memory is the process heap (lavapipe mallocs it): freed chunks below glibc's
+    dynamic mmap threshold (up to 32 MiB) stay resident until malloc_trim returns their pages."""
+    if sys.platform == "linux":
+        try:
+            _libc().malloc_trim(0)
+        except AttributeError:   # not glibc
+            pass
+
+
 class MemoryPool:
     def __init__(self, device):
         self.device = device
+        self.lock = device.lock
         self.closed = False
         self.free = {}            # (size class, host) -> [(chunk, offset)]
+        self.dead = deque()       # (chunk, offset, size, host) of dead Buffers, not yet on `free`
         self.chunks = []
+        self.in_use = self.peak_in_use = self.peak_held = 0
+        self.fresh = 0            # bytes handed out since the stream's last submit (it flushes past a limit)
+        self.high_water = KEEP_IDLE
+        self.synchronize = None   # set by the Context: waits for queued work (which pins dead slots)
         self.max_binding = device.limits.maxStorageBufferRange
         props = ffi.new("VkPhysicalDeviceMemoryProperties*")
         lib.vkGetPhysicalDeviceMemoryProperties(device.physical, props)
@@ -106,6 +132,13 @@ class MemoryPool:
     def texel_view(self, buf, fmt, kind, what):
         """The VkBufferView of `buf`'s whole slot as `fmt` for a `kind` binding (cached on its chunk)."""
         key = (fmt, buf.offset, buf.size)
+        view = buf.chunk.views.get(key)
+        if view is not None:
+            return view
+        with self.lock:
+            return self._new_view(buf, key, fmt, kind, what)
+
+    def _new_view(self, buf, key, fmt, kind, what):
         view = buf.chunk.views.get(key)
         if view is not None:
             return view
@@ -147,29 +180,49 @@ class MemoryPool:
                 f"an array of {nbytes} bytes exceeds one binding's limit on {self.device.name} "
                 f"(maxStorageBufferRange = {self.max_binding} bytes); split the tensor")
         size = min(size_class(nbytes), max(self.max_binding & ~255, nbytes))
-        free = self.free.get((size, host))
-        if not free:
-            self._grow(size, host)
-            free = self.free[(size, host)]
-        chunk, offset = free.pop()
-        chunk.n_free -= 1
+        with self.lock:
+            if self.closed:
+                raise DeviceError("the fuelvk device was closed; create new arrays")
+            if self.dead:
+                self._reclaim()
+            free = self.free.get((size, host))
+            if not free:
+                self._grow(size, host)
+                free = self.free[(size, host)]
+            chunk, offset = free.pop()
+            chunk.n_free -= 1
+            self.in_use += size
+            self.fresh += size
+            if self.in_use > self.peak_in_use:
+                self.peak_in_use = self.in_use
         return Buffer(self, chunk, offset, size, host)
 
-    def release(self, buf):
-        buf.chunk.n_free += 1
-        self.free.setdefault((buf.size, buf.host), []).append((buf.chunk, buf.offset))
+    def _reclaim(self):
+        """Put the slots of dead Buffers back on their free lists (under the lock)."""
+        dead, free = self.dead, self.free
+        while dead:
+            chunk, offset, size, host = dead.popleft()
+            chunk.n_free += 1
+            self.in_use -= size
+            free.setdefault((size, host), []).append((chunk, offset))
 
     def _grow(self, size, host):
+        if self.allocated - self.in_use > self.high_water:
+            self.trim()
         n_slots = max(1, CHUNK_BYTES // size) if size <= CHUNK_BYTES else 1
         try:
             chunk = self._create(size * n_slots, host, size)
         except FuelVKMemoryError:
+            # Batches in flight (or still open) may pin dead slots: wait for them, give every idle
+            # chunk back, then retry with a single slot.
+            if self.synchronize is not None:
+                self.synchronize()
             self.trim()
             try:
-                chunk = self._create(size, host, size)   # retry with a single slot
+                chunk = self._create(size, host, size)
             except FuelVKMemoryError as e:
-                raise FuelVKMemoryError(f"out of device memory allocating {size} bytes "
-                                        f"({self.allocated} bytes held by fuelvk): {e}") from None
+                raise FuelVKMemoryError(f"out of device memory allocating {size} bytes ({self.allocated} bytes "
+                                        f"held by fuelvk, {self.in_use} in live arrays): {e}") from None
         n_slots = chunk.size // size
         chunk.n_free = n_slots
         self.free.setdefault((size, host), []).extend((chunk, i * size) for i in reversed(range(n_slots)))
@@ -199,6 +252,7 @@ class MemoryPool:
             if self.device.device_type == "cpu":
                 _huge_pages(int(ffi.cast("uintptr_t", mapped)), size)
         self.allocated += size
+        self.peak_held = max(self.peak_held, self.allocated)
         chunk = Chunk(h[0], m[0], mapped, size, slot)
         self.chunks.append(chunk)
         return chunk
@@ -212,22 +266,43 @@ class MemoryPool:
         lib.vkFreeMemory(dev, chunk.memory, ffi.NULL)
         self.allocated -= chunk.size
 
+    def synchronized(self):
+        """After the stream finished all queued work: take dead slots back; past the high-water mark,
+        give idle chunks to the driver."""
+        with self.lock:
+            self._reclaim()
+            if self.allocated - self.in_use > self.high_water:
+                self.trim()
+
     def trim(self):
-        """Give every chunk with no live slot back to the driver."""
-        idle = {id(c) for c in self.chunks if c.n_free * c.slot == c.size}
-        if not idle:
-            return
-        for key, items in list(self.free.items()):
-            self.free[key] = [(c, o) for c, o in items if id(c) not in idle]
-        for c in self.chunks:
-            if id(c) in idle:
-                self._destroy(c)
-        self.chunks = [c for c in self.chunks if id(c) not in idle]
+        """Give every chunk with no live slot back to the driver (slots pinned by queued batches are live)."""
+        with self.lock:
+            self._reclaim()
+            idle = {id(c) for c in self.chunks if c.n_free * c.slot == c.size}
+            if idle:
+                for key, items in list(self.free.items()):
+                    self.free[key] = [(c, o) for c, o in items if id(c) not in idle]
+                for c in self.chunks:
+                    if id(c) in idle:
+                        self._destroy(c)
+                self.chunks = [c for c in self.chunks if id(c) not in idle]
+                if self.device.device_type == "cpu":
+                    _heap_trim()
+            self.high_water = self.allocated - self.in_use + KEEP_IDLE
+
+    def info(self):
+        """Bytes held from the driver, in live slots (arrays and slots queued work pins), and their peaks."""
+        with self.lock:
+            self._reclaim()
+            return {"held_bytes": self.allocated, "in_use_bytes": self.in_use,
+                    "peak_held_bytes": self.peak_held, "peak_in_use_bytes": self.peak_in_use}
 
     def close(self):
         """Free everything; arrays that still hold a slot become unusable (typed error on use)."""
-        for c in self.chunks:
-            self._destroy(c)
-        self.chunks.clear()
-        self.free.clear()
-        self.closed = True
+        with self.lock:
+            self.closed = True
+            for c in self.chunks:
+                self._destroy(c)
+            self.chunks.clear()
+            self.free.clear()
+            self.dead.clear()

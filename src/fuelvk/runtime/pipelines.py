@@ -10,7 +10,7 @@ import os
 import struct
 from pathlib import Path
 
-from ..errors import BuildError, UnsupportedError
+from ..errors import BuildError, DeviceError, UnsupportedError
 from .vk import C, ffi, lib, check
 
 WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF  # VK_WHOLE_SIZE (the bindings export it as -1)
@@ -50,6 +50,7 @@ class PipelineCache:
         self.device = device
         self.dir = spv_dir()
         self.manifest = json.loads((self.dir / "manifest.json").read_text())["variants"]
+        self.lock = device.lock   # guards creation (lookups of existing pipelines are plain dict reads)
         self.pipelines = {}
         self._modules = {}
         self._set_layouts = {}
@@ -134,7 +135,12 @@ class PipelineCache:
         key = (variant._id, spec)
         pipe = self.pipelines.get(key)
         if pipe is None:
-            pipe = self.pipelines[key] = self._create(variant, spec)
+            with self.lock:
+                pipe = self.pipelines.get(key)
+                if pipe is None:
+                    if self.device.closed:
+                        raise DeviceError("the fuelvk device was closed; create new arrays")
+                    pipe = self.pipelines[key] = self._create(variant, spec)
         return pipe
 
     def _create(self, variant, spec):
@@ -214,6 +220,10 @@ class PipelineCache:
         return kinds, tuple(texel)
 
     def destroy(self):
+        with self.lock:
+            self._destroy()
+
+    def _destroy(self):
         dev = self.device.handle
         self.save()
         for p in self.pipelines.values():

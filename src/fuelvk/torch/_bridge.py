@@ -4,6 +4,7 @@ Half and float8 tensors travel as same-width integer views (torch bf16 -> int16 
 so no value is ever rounded through another float type.
 """
 import os
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -103,10 +104,12 @@ class WeightCache:
         self.entries = OrderedDict()
         self.nbytes = 0
         self.hits = self.misses = 0
+        self.lock = threading.RLock()   # torch ops may run in several threads (the entries are shared)
 
     def clear(self):
-        self.entries.clear()
-        self.nbytes = 0
+        with self.lock:
+            self.entries.clear()
+            self.nbytes = 0
 
     def wants(self, t):
         """A weight (or a view of one, such as w.mT in matmul's backward) of at least MIN_BYTES."""
@@ -123,22 +126,23 @@ class WeightCache:
         except RuntimeError:   # inference-mode tensors have no version counter: never cached
             return asarray(to_numpy(t, op))
         key = (t.data_ptr(), version, tuple(t.shape), tuple(t.stride()), t.dtype)
-        hit = self.entries.get(key)
-        if hit is not None and not hit[0].expired():
-            self.entries.move_to_end(key)
-            self.hits += 1
-            return hit[1]
-        if hit is not None:
-            self._drop(key)
-        self.misses += 1
-        for k in [k for k, e in self.entries.items() if e[0].expired()]:   # freed tensors: drop now
-            self._drop(k)
-        arr = asarray(to_numpy(t, op))
-        self.entries[key] = (StorageWeakRef(t.untyped_storage()), arr, nbytes)
-        self.nbytes += nbytes
-        while self.entries and (len(self.entries) > self.max_entries or self.nbytes > self.max_bytes):
-            self._drop(next(iter(self.entries)))
-        return arr
+        with self.lock:
+            hit = self.entries.get(key)
+            if hit is not None and not hit[0].expired():
+                self.entries.move_to_end(key)
+                self.hits += 1
+                return hit[1]
+            if hit is not None:
+                self._drop(key)
+            self.misses += 1
+            for k in [k for k, e in self.entries.items() if e[0].expired()]:   # freed tensors: drop now
+                self._drop(k)
+            arr = asarray(to_numpy(t, op))
+            self.entries[key] = (StorageWeakRef(t.untyped_storage()), arr, nbytes)
+            self.nbytes += nbytes
+            while self.entries and (len(self.entries) > self.max_entries or self.nbytes > self.max_bytes):
+                self._drop(next(iter(self.entries)))
+            return arr
 
     def _drop(self, key):
         self.nbytes -= self.entries.pop(key)[2]
