@@ -91,8 +91,12 @@ class Stream:
         check(lib.vkResetCommandPool(self.device.handle, slot.pool, 0), "vkResetCommandPool")
         check(lib.vkBeginCommandBuffer(slot.cb, self._begin_info), "vkBeginCommandBuffer")
         self.cur, self.cb, self.count, self.bound = slot, slot.cb, 0, None
-        self.written.clear()
-        self.read.clear()
+        if not self.in_flight:
+            # Every earlier batch finished (fence waited): nothing is unsynchronized. With batches still
+            # in flight, their accesses since the last barrier stay tracked: a barrier here orders
+            # against earlier submissions too, and the queue may overlap consecutive batches.
+            self.written.clear()
+            self.read.clear()
 
     def _hazard(self, buffers, writes):
         """Record a barrier if this command conflicts with unsynchronized earlier ones."""

@@ -147,7 +147,6 @@ class Device:
         self._loop_budget = _UNPROBED
         self.loop_cap = None
         self._budget_source = None
-        self._budget_lock = threading.Lock()
         self.device_type = DEVICE_TYPE_NAME.get(self._props.deviceType, "other")
         ext_list, _ = enumerate_(lib.vkEnumerateDeviceExtensionProperties, "VkExtensionProperties",
                                  self.physical, ffi.NULL)
@@ -264,7 +263,7 @@ class Device:
         split. Kernels whose trip count grows with an input split their work on the host to stay
         under it. Probed on first use (runtime/loopcap.py); `loop_cap` then holds the probe's record."""
         if self._loop_budget is _UNPROBED:
-            with self._budget_lock:
+            with self.lock:   # the device lock (re-entrant): the probe records and waits under it too
                 if self._loop_budget is _UNPROBED:
                     if self._budget_source is None:
                         raise DeviceError(f"{self.name}: the loop budget is probed through a fuelvk Context")
