@@ -11,7 +11,7 @@ import numpy as np
 from . import dtypes as _dt
 from . import layout as L
 from . import runtime
-from .errors import DeviceError, FuelVKIndexError, ShapeError
+from .errors import DeviceError, DTypeError, FuelVKIndexError, ShapeError
 
 
 class Array:
@@ -40,7 +40,7 @@ class Array:
 
     def __len__(self):
         if not self.shape:
-            raise TypeError("len() of a 0-d array")
+            raise DTypeError("len() of a 0-d fuelvk.Array (it has no length; use .item() or .size)")
         return self.shape[0]
 
     @property
@@ -102,7 +102,7 @@ class Array:
         return self.reshape(-1)
 
     def broadcast_to(self, shape):
-        shape = tuple(operator.index(n) for n in shape)
+        shape = L.as_shape("broadcast_to", shape)
         if len(shape) < self.ndim:
             raise ShapeError(f"broadcast_to: cannot broadcast {self.shape} to {shape}")
         return self._view(shape, L.broadcast_strides(self.shape, self.strides, shape), self.offset)
@@ -135,8 +135,14 @@ class Array:
     def __getitem__(self, key):
         if isinstance(key, (Array, np.ndarray, list)):
             raise FuelVKIndexError("advanced (array) indexing is not a view; use fuelvk.take / take_along_axis")
-        shape, strides, offset = L.index_view(self.shape, self.strides, self.offset, key)
-        return self._view(shape, strides, offset)
+        view = self.index_view(key)
+        if any(L.is_bool(k) for k in (key if isinstance(key, tuple) else (key,))):
+            return view.copy()   # a boolean mask is advanced indexing: numpy returns a copy
+        return view
+
+    def index_view(self, key):
+        """The view a basic index selects (what a[key] = v writes through; bool masks included)."""
+        return self._view(*L.index_view(self.shape, self.strides, self.offset, key))
 
     def __setitem__(self, key, value):
         """a[index] = b: an in-place write through the view (write_slice / strided write kernels)."""
@@ -221,16 +227,14 @@ class Array:
 
 def empty(shape, dtype=_dt.float32):
     """A new contiguous device array (contents undefined)."""
-    shape = (operator.index(shape),) if not isinstance(shape, (tuple, list)) else tuple(map(operator.index, shape))
-    if any(n < 0 for n in shape):
-        raise ShapeError(f"empty: negative dimensions are not allowed, got {shape}")
+    shape = L.as_shape("empty", shape)
     dt = _dt.dtype(dtype)
     buf = runtime.get().pool.alloc(max(L.size_of(shape), 1) * dt.itemsize)
     return Array(buf, shape, L.contiguous_strides(shape), 0, dt)
 
 
 def zeros(shape, dtype=_dt.float32):
-    a = empty(shape, dtype)
+    a = empty(L.as_shape("zeros", shape), dtype)
     runtime.get().stream.fill(a.buffer, (a.nbytes + 3) & ~3)
     return a
 

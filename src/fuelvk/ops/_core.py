@@ -45,11 +45,14 @@ def is_scalar(x):
         isinstance(x, np.generic) and x.dtype.kind in "biuf")
 
 
-def scalar_words(value, dt):
-    """A Python scalar rounded to dt (numpy's weak-scalar rule), as the kernels' two u32 words."""
-    v = np.asarray(value).astype(dt)
-    if dt == _dt.float64:
-        return struct.unpack("<2I", struct.pack("<d", float(v)))
+def scalar_words(op, value, dt):
+    """A Python scalar rounded to dt (numpy's weak-scalar rule), as the kernels' two u32 words.
+
+    Float kernels compute in f32 (f64 for float64): a half-type scalar is rounded to dt, then
+    widened. Other dtypes get their element's bit pattern (zero-extended to 8 bytes)."""
+    v = _dt.scalar_as(op, value, dt)
+    if dt == _dt.float64 or dt.kind in "iub":
+        return struct.unpack("<2I", v.tobytes().ljust(8, b"\0"))
     return (struct.unpack("<I", struct.pack("<f", float(v)))[0], 0)
 
 

@@ -29,11 +29,7 @@ _PER_GROUP = WG * EPT
 # -- launchers ------------------------------------------------------------------------------------
 def fill_words(op, value, dt):
     """The bit pattern of scalar `value` stored as dt (numpy's cast), as two u32 words."""
-    try:
-        raw = np.asarray(value).astype(dt).reshape(1).tobytes()
-    except (TypeError, ValueError, OverflowError) as e:
-        raise DTypeError(f"{op}: fill value {value!r} cannot be stored as {dt}: {e}") from None
-    raw = raw + b"\0" * (8 - len(raw))
+    raw = _dt.scalar_as(op, value, dt).tobytes().ljust(8, b"\0")
     return struct.unpack("<2I", raw)
 
 
@@ -313,12 +309,13 @@ def _source_for(op, dst, value):
             from .movement_core import copy
             src = copy(src)    # numpy semantics when source and destination overlap
     else:
-        if not isinstance(value, (np.ndarray, list, tuple)):
-            value = _check_scalar(op, value)
-        try:
-            host = np.asarray(value).astype(dst.dtype)
-        except (TypeError, ValueError, OverflowError) as e:
-            raise DTypeError(f"{op}: value cannot be stored as {dst.dtype}: {e}") from None
+        if not isinstance(value, (np.ndarray, list, tuple)) or np.ndim(value) == 0:
+            host = _dt.scalar_as(op, _check_scalar(op, value), dst.dtype)
+        else:
+            try:
+                host = np.asarray(value).astype(dst.dtype)
+            except (TypeError, ValueError, OverflowError) as e:
+                raise DTypeError(f"{op}: value cannot be stored as {dst.dtype}: {e}") from None
         src = asarray(host)
     try:
         L.broadcast_strides(src.shape, src.strides, dst.shape)
@@ -336,7 +333,7 @@ def setitem(array, key, value):
     if isinstance(key, (Array, np.ndarray, list)):
         raise FuelVKIndexError("setitem: advanced (array) indexing is not supported; use basic indices "
                                "(ints, slices, None, ...)")
-    view = array[key]
+    view = array.index_view(key)
     _writable("setitem", view)
     src = _source_for("setitem", view, value)
     launch_write(kernel("write_slice", _width_tag("setitem", view.dtype)), view, src)
