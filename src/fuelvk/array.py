@@ -5,13 +5,14 @@ they share the buffer and change only the metadata. Kernels that cannot take a v
 contiguous copy from the dispatcher; outputs are always contiguous.
 """
 import operator
+import sys
 
 import numpy as np
 
 from . import dtypes as _dt
 from . import layout as L
 from . import runtime
-from .errors import DeviceError, DTypeError, FuelVKIndexError, ShapeError
+from .errors import DeviceError, DTypeError, FuelVKIndexError, ShapeError, UnsupportedError
 
 
 class Array:
@@ -190,25 +191,49 @@ class Array:
         return copy(self)
 
     # -- operators --------------------------------------------------------------------------------
-    def _binary(name, reflected=False):  # noqa: N805
+    def _binary(name, reflected=False, inplace=False):  # noqa: N805
+        """The operator for public op `name`; in place (``a += b``): numpy's rule, the result is
+        computed into a temporary and written back through this view (aliases and views see it; the
+        temporary makes overlap harmless), cast under numpy's same_kind rule."""
         def op(self, other):
-            from .ops import elementwise as ew
-            f = getattr(ew, name)
-            return f(other, self) if reflected else f(self, other)
+            f = getattr(sys.modules[__package__], name)   # the public op (fuelvk.<name>)
+            if not inplace:
+                return f(other, self) if reflected else f(self, other)
+            r = f(self, other)
+            if not np.can_cast(r.dtype, self.dtype, "same_kind"):
+                raise DTypeError(f"{name} (in place): cannot cast the result's dtype {r.dtype} to the array's "
+                                 f"{self.dtype} with numpy's casting rule 'same_kind'")
+            if r.shape != self.shape:
+                raise ShapeError(f"{name} (in place): the result has shape {r.shape}, which does not fit the "
+                                 f"array's shape {self.shape}")
+            self[...] = r
+            return self
         op.__name__ = name
         return op
 
-    __add__, __radd__ = _binary("add"), _binary("add", True)
-    __sub__, __rsub__ = _binary("subtract"), _binary("subtract", True)
-    __mul__, __rmul__ = _binary("multiply"), _binary("multiply", True)
+    __add__, __radd__, __iadd__ = _binary("add"), _binary("add", True), _binary("add", inplace=True)
+    __sub__, __rsub__, __isub__ = _binary("subtract"), _binary("subtract", True), _binary("subtract", inplace=True)
+    __mul__, __rmul__, __imul__ = _binary("multiply"), _binary("multiply", True), _binary("multiply", inplace=True)
     __truediv__, __rtruediv__ = _binary("divide"), _binary("divide", True)
-    def __matmul__(self, other):
-        from .ops.matmul import matmul
-        return matmul(self, other)
+    __itruediv__ = _binary("divide", inplace=True)
+    __matmul__, __rmatmul__, __imatmul__ = _binary("matmul"), _binary("matmul", True), _binary("matmul", inplace=True)
+    __pow__, __ipow__ = _binary("power"), _binary("power", inplace=True)
+    # Comparisons are elementwise (bool Arrays), as numpy's; hashing stays by identity, as torch.Tensor
+    # keeps it: identity-keyed caches and weak dicts keep working (dict lookups test `is` first).
+    __eq__, __ne__ = _binary("equal"), _binary("not_equal")
+    __lt__, __le__ = _binary("less"), _binary("less_equal")
+    __gt__, __ge__ = _binary("greater"), _binary("greater_equal")
+    __hash__ = object.__hash__
 
-    def __rmatmul__(self, other):
-        from .ops.matmul import matmul
-        return matmul(other, self)
+    def __rpow__(self, base):
+        raise DTypeError(f"power: an array exponent is not supported ({base!r} ** Array); fuelvk.power "
+                         "takes an Array base and an integer exponent")
+
+    def __floordiv__(self, other):
+        raise UnsupportedError("floor_divide (//) is not implemented in fuelvk; use fuelvk.divide and "
+                               "round on the host, or compute it in numpy")
+
+    __rfloordiv__ = __ifloordiv__ = __floordiv__
 
     def __neg__(self):
         from .ops.elementwise import negative
@@ -217,10 +242,6 @@ class Array:
     def __abs__(self):
         from .ops.elementwise import abs as abs_
         return abs_(self)
-
-    def __pow__(self, n):
-        from .ops.elementwise import power
-        return power(self, n)
 
     del _binary
 

@@ -49,19 +49,25 @@ def scalar_words(op, value, dt):
     """A Python scalar rounded to dt (numpy's weak-scalar rule), as the kernels' two u32 words.
 
     Float kernels compute in f32 (f64 for float64): a half-type scalar is rounded to dt, then
-    widened. Other dtypes get their element's bit pattern (zero-extended to 8 bytes)."""
+    widened."""
     v = _dt.scalar_as(op, value, dt)
-    if dt == _dt.float64 or dt.kind in "iub":
-        return struct.unpack("<2I", v.tobytes().ljust(8, b"\0"))
+    if dt == _dt.float64:
+        return struct.unpack("<2I", v.tobytes())
     return (struct.unpack("<I", struct.pack("<f", float(v)))[0], 0)
 
 
-def promote(op, arrays):
-    """Bring Arrays to their numpy result dtype (casting the others with astype)."""
+def element_words(op, value, dt):
+    """The bit pattern of scalar `value` stored as a dt element (fill values, compare operands),
+    zero-extended to the kernels' two u32 words."""
+    return struct.unpack("<2I", _dt.scalar_as(op, value, dt).tobytes().ljust(8, b"\0"))
+
+
+def promote(op, arrays, target=None):
+    """Bring Arrays to their numpy result dtype, or to target (casting the others with astype)."""
     dts = {a.dtype for a in arrays}
-    if len(dts) == 1:
+    if target is None and len(dts) == 1 or dts == {target}:
         return arrays
-    target = np.result_type(*dts)
+    target = np.result_type(*dts) if target is None else target
     from .casts import astype
     return [a if a.dtype == target else astype(a, target) for a in arrays]
 

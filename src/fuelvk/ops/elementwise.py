@@ -89,7 +89,8 @@ def affine(x, mul, add):
 
 
 def clip(x, lo, hi):
-    """numpy.clip with scalar bounds (NaN stays NaN); float32 (the inventory's clamp)."""
+    """numpy.clip with scalar bounds, float32 (the inventory's clamp): minimum(maximum(x, lo), hi) as
+    numpy computes it: NaN in x stays NaN, a NaN bound gives NaN everywhere, lo > hi gives hi."""
     return _unary("clip", "clamp", x, s0=lo, s1=hi, accepted=(_dt.float32,))
 
 

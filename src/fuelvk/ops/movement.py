@@ -8,7 +8,6 @@ Moves are raw words of the element's width, bit-exact for every dtype (NaN paylo
 import math
 import numbers
 import operator
-import struct
 
 import numpy as np
 
@@ -19,7 +18,7 @@ from ..array import Array, asarray
 from ..errors import DTypeError, FuelVKIndexError, ShapeError
 from ..kernels import kernel
 from ..kernels.movement import EPT, MAX_RANK, REMAP_PARAMS, WG, WRITE_PARAMS
-from ._core import device_args, launch_strided, new_like, result
+from ._core import device_args, element_words, launch_strided, new_like, result
 
 __all__ = ["flip", "roll", "triu", "tril", "concatenate", "masked_fill", "add_assign_scaled", "setitem"]
 
@@ -27,12 +26,6 @@ _PER_GROUP = WG * EPT
 
 
 # -- launchers ------------------------------------------------------------------------------------
-def fill_words(op, value, dt):
-    """The bit pattern of scalar `value` stored as dt (numpy's cast), as two u32 words."""
-    raw = _dt.scalar_as(op, value, dt).tobytes().ljust(8, b"\0")
-    return struct.unpack("<2I", raw)
-
-
 def _check_scalar(op, value):
     if isinstance(value, Array):
         if value.size != 1:
@@ -285,7 +278,7 @@ def masked_fill(x, mask, value):
         raise ShapeError(f"masked_fill: mask of shape {ma.shape} does not broadcast to the input's shape {xa.shape}")
     out = new_like(xa.shape, xa.dtype)
     v = kernel("masked_fill", _width_tag("masked_fill", xa.dtype))
-    launch_strided(v, out, [xa, ma], s0=fill_words("masked_fill", value, xa.dtype))
+    launch_strided(v, out, [xa, ma], s0=element_words("masked_fill", value, xa.dtype))
     return result(out, numpy_out)
 
 
