@@ -12,7 +12,7 @@ import numpy as np
 from . import dtypes as _dt
 from . import layout as L
 from . import runtime
-from .errors import DeviceError, DTypeError, FuelVKIndexError, ShapeError, UnsupportedError
+from .errors import DeviceError, DTypeError, FuelVKIndexError, ShapeError, UnsupportedError, ValueCastError
 
 
 class Array:
@@ -260,16 +260,34 @@ def zeros(shape, dtype=_dt.float32):
     return a
 
 
+def _host(obj, dt):
+    """obj as a numpy array (of dt when given), with typed errors; torch tensors keep their bits."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        from .torch._bridge import to_numpy   # bf16 / float8 travel as same-width integer views
+        obj = to_numpy(obj.detach().cpu(), "asarray")
+    try:
+        host = np.asarray(obj)
+    except ValueError as e:
+        raise ShapeError(f"asarray: cannot make an array of this input ({e})") from None
+    if dt is None or host.dtype == dt:
+        return host
+    if isinstance(obj, np.ndarray):
+        return host.astype(dt)           # numpy's astype (unsafe casting, as numpy)
+    try:
+        return np.asarray(obj, dtype=dt)     # scalars and lists: numpy refuses NaN into ints, etc.
+    except (ValueError, OverflowError) as e:
+        raise ValueCastError(f"asarray: the input cannot be stored as {dt} ({e})") from None
+
+
 def asarray(obj, dtype=None):
-    """An Array from an Array (no copy unless dtype differs), numpy array, scalar or nested list."""
+    """An Array from an Array (no copy unless dtype differs), numpy array, torch tensor (bit-exact,
+    bf16 / float8 included), scalar or nested list."""
     if isinstance(obj, Array):
         return obj if dtype is None or _dt.dtype(dtype) == obj.dtype else obj.astype(dtype)
-    if dtype is not None:
-        dt = _dt.dtype(dtype)
-        host = np.asarray(obj).astype(dt, copy=False)
-    else:
-        host = np.asarray(obj)
-        dt = _dt.dtype(host.dtype)
+    dt = None if dtype is None else _dt.dtype(dtype)
+    host = _host(obj, dt)
+    dt = _dt.dtype(host.dtype) if dt is None else dt
     host = host if host.flags.c_contiguous else host.copy()  # (ascontiguousarray makes 0-d 1-d)
     a = empty(host.shape, dt)
     if host.size:

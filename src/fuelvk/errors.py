@@ -24,6 +24,10 @@ class ValueCastError(FuelVKError, ValueError, OverflowError):
     numpy raises ValueError for the first and OverflowError for the second; this is both."""
 
 
+class FormatError(FuelVKError, ValueError):
+    """A file that is not what the loader reads (e.g. not a GGUF file, or a truncated one)."""
+
+
 class FuelVKIndexError(FuelVKError, IndexError):
     """An index outside the axis it indexes."""
 

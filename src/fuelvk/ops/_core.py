@@ -12,7 +12,7 @@ from .. import dtypes as _dt
 from .. import layout as L
 from .. import runtime
 from ..array import Array, asarray, empty
-from ..errors import DTypeError
+from ..errors import FuelVKError, FuelVKMemoryError
 from ..kernels.elementwise import EW_PARAMS, EPT, LINEAR_SPEC, MAX_RANK, WG
 
 ZERO2 = (0, 0)
@@ -29,8 +29,9 @@ def device_args(op, *xs):
         else:
             try:
                 out.append(asarray(x))
-            except DTypeError as e:
-                raise DTypeError(f"{op}: {e}") from None
+            except FuelVKError as e:   # name the op that asked (an upload can run out of memory too)
+                where = f"uploading input {len(out)} (shape {np.shape(x)}): " if isinstance(e, FuelVKMemoryError) else ""
+                raise type(e)(f"{op}: {where}{e}") from e
     return out, numpy_out
 
 
