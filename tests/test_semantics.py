@@ -150,6 +150,12 @@ def test_array_equality_and_hash():
     assert isinstance(eq, fv.Array) and eq.dtype == np.bool_ and bool(fv.asarray(eq.numpy().all()))
     assert (a != b).numpy().sum() == 0
     assert {a: 1, b: 2}[a] == 1 and len({a, b}) == 2     # hashing stays by identity (torch.Tensor's choice)
+    assert (a == None) is False and (a != "x") is True and a not in [None, "x"]   # noqa: E711
+    lt = x[::-1] < a                                     # numpy on the left defers to the Array
+    assert isinstance(lt, fv.Array) and np.array_equal(lt.numpy(), x[::-1] < x)
+    assert fv.less(1, 2.5) and not fv.equal(True, 2) and fv.greater_equal(np.float16(3), 3)
+    with pytest.raises(DTypeError):
+        a < None  # noqa: B015
 
 
 def test_compare_kernels_declare_the_features_their_spirv_needs():

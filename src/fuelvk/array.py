@@ -4,6 +4,7 @@ Views (transpose, reshape where possible, slicing with any step, broadcast_to, f
 they share the buffer and change only the metadata. Kernels that cannot take a view get a
 contiguous copy from the dispatcher; outputs are always contiguous.
 """
+import numbers
 import operator
 import sys
 
@@ -197,6 +198,8 @@ class Array:
         temporary makes overlap harmless), cast under numpy's same_kind rule."""
         def op(self, other):
             f = getattr(sys.modules[__package__], name)   # the public op (fuelvk.<name>)
+            if name in ("equal", "not_equal") and not _array_like(other):
+                return NotImplemented    # X == None, X in [None, "a"]: Python's identity fallback
             if not inplace:
                 return f(other, self) if reflected else f(self, other)
             r = f(self, other)
@@ -244,6 +247,14 @@ class Array:
         return abs_(self)
 
     del _binary
+
+
+def _array_like(x):
+    """What fuelvk can turn into an Array: Arrays, numpy arrays and scalars, real numbers, sequences,
+    torch tensors."""
+    torch = sys.modules.get("torch")
+    return (isinstance(x, (Array, np.ndarray, np.generic, numbers.Real, list, tuple))
+            or torch is not None and isinstance(x, torch.Tensor))
 
 
 def empty(shape, dtype=_dt.float32):

@@ -67,9 +67,11 @@ def _int_bound(op, x, s):
 
 def _compare(op, a, b):
     a_s, b_s = is_scalar(a), is_scalar(b)
-    if a_s and not b_s:
+    if a_s and b_s:            # two scalars: the left one becomes a 0-d array of numpy's result dtype
+        return _compare(op, np.asarray(a, np.result_type(a, b)), b)
+    if a_s:
         return _compare(_MIRROR[op], b, a)
-    if b_s and not a_s:
+    if b_s:
         (x,), numpy_out = device_args(op, a)
         dt = np.result_type(x.dtype, b)
         if x.dtype not in _FLOATS:
