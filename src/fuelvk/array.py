@@ -5,7 +5,6 @@ they share the buffer and change only the metadata. Kernels that cannot take a v
 contiguous copy from the dispatcher; outputs are always contiguous.
 """
 import numbers
-import operator
 import sys
 
 import numpy as np
@@ -219,7 +218,8 @@ class Array:
     __mul__, __rmul__, __imul__ = _binary("multiply"), _binary("multiply", True), _binary("multiply", inplace=True)
     __truediv__, __rtruediv__ = _binary("divide"), _binary("divide", True)
     __itruediv__ = _binary("divide", inplace=True)
-    __matmul__, __rmatmul__, __imatmul__ = _binary("matmul"), _binary("matmul", True), _binary("matmul", inplace=True)
+    __matmul__, __rmatmul__ = _binary("matmul"), _binary("matmul", True)
+    __imatmul__ = _binary("matmul", inplace=True)
     __pow__, __ipow__ = _binary("power"), _binary("power", inplace=True)
     # Comparisons are elementwise (bool Arrays), as numpy's; hashing stays by identity, as torch.Tensor
     # keeps it: identity-keyed caches and weak dicts keep working (dict lookups test `is` first).

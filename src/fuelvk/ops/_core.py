@@ -30,7 +30,8 @@ def device_args(op, *xs):
             try:
                 out.append(asarray(x))
             except FuelVKError as e:   # name the op that asked (an upload can run out of memory too)
-                where = f"uploading input {len(out)} (shape {np.shape(x)}): " if isinstance(e, FuelVKMemoryError) else ""
+                oom = isinstance(e, FuelVKMemoryError)
+                where = f"uploading input {len(out)} (shape {np.shape(x)}): " if oom else ""
                 raise type(e)(f"{op}: {where}{e}") from e
     return out, numpy_out
 

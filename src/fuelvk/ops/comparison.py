@@ -19,7 +19,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import layout as L
 from .. import runtime
-from ..errors import DTypeError, ValueCastError
+from ..errors import DTypeError
 from ..kernels import kernel
 from ..kernels.elementwise import COMPARE_OPS
 from ._core import device_args, element_words, is_scalar, launch_strided, new_like, promote, result
