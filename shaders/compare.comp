@@ -21,15 +21,20 @@
 layout(local_size_x = WG) in;
 const uint WGU = WG, EPTU = EPT;
 layout(constant_id = 0) const uint OP = 0;  // kernels/elementwise.py COMPARE_OPS: == != < <= > >=
+layout(constant_id = 1) const uint LINEAR = 0;  // 1: inputs contiguous or scalar, offsets % 4 == 0
 
 #if BITS == 8
 #define W uint8_t
+#define W4 u8vec4
 #elif BITS == 16
 #define W uint16_t
+#define W4 u16vec4
 #elif BITS == 32
 #define W uint
+#define W4 uvec4
 #else
 #define W uint64_t
+#define W4 u64vec4
 #endif
 #if BITS == 64
 #define U uint64_t
@@ -42,6 +47,10 @@ layout(constant_id = 0) const uint OP = 0;  // kernels/elementwise.py COMPARE_OP
 layout(set = 0, binding = 0) writeonly buffer Out { uint8_t o[]; };
 layout(set = 0, binding = 1) readonly buffer InA { W a[]; };
 layout(set = 0, binding = 2) readonly buffer InB { W b[]; };
+// The LINEAR path's views: 4 elements per load, 4 results packed into one 32-bit store.
+layout(set = 0, binding = 0) writeonly buffer Out4 { uint o4[]; };
+layout(set = 0, binding = 1) readonly buffer InA4 { W4 a4[]; };
+layout(set = 0, binding = 2) readonly buffer InB4 { W4 b4[]; };
 
 layout(push_constant) uniform Params {
     uint n; uint rank; uint flags; uint off_o;
@@ -109,7 +118,34 @@ uint input_index(uint i, uint flags, uint off, int st[6]) {
     return strided(i, off, st);
 }
 
+uint bit(U x, U y, uint k) { return compare(x, y) ? (1u << (8u * k)) : 0u; }
+
+// LINEAR: every input contiguous (offset % 4 == 0) or a scalar / constant, output offset % 4 == 0.
+void main_linear() {
+    uint base = linear_group() * (WGU * EPTU) + gl_LocalInvocationID.x;
+    uint nq = p.n / 4u;
+    for (uint j = 0u; j < EPTU; ++j) {
+        uint q = base + j * WGU;
+        if (q < nq) {
+            W4 x = (p.flags & 32u) != 0u ? W4(scalar(p.s0))
+                 : ((p.flags & 1u) != 0u ? a4[p.off_a / 4u + q] : W4(a[p.off_a]));
+            W4 y = (p.flags & 16u) != 0u ? W4(scalar(p.s1))
+                 : ((p.flags & 4u) != 0u ? b4[p.off_b / 4u + q] : W4(b[p.off_b]));
+            o4[p.off_o / 4u + q] = bit(U(x.x), U(y.x), 0u) | bit(U(x.y), U(y.y), 1u) | bit(U(x.z), U(y.z), 2u)
+                                 | bit(U(x.w), U(y.w), 3u);
+        }
+    }
+    if (linear_group() == 0u && gl_LocalInvocationID.x == 0u) {
+        for (uint i = nq * 4u; i < p.n; ++i) {   // the < 4 tail elements
+            U x = (p.flags & 32u) != 0u ? scalar(p.s0) : U(a[input_index(i, p.flags, p.off_a, p.sa)]);
+            U y = (p.flags & 16u) != 0u ? scalar(p.s1) : U(b[input_index(i, p.flags >> 2, p.off_b, p.sb)]);
+            o[p.off_o + i] = compare(x, y) ? uint8_t(1) : uint8_t(0);
+        }
+    }
+}
+
 void main() {
+    if (LINEAR != 0u) { main_linear(); return; }
     uint base = linear_group() * (WGU * EPTU) + gl_LocalInvocationID.x;
     for (uint j = 0u; j < EPTU; ++j) {
         uint i = base + j * WGU;

@@ -104,7 +104,13 @@ def test_comparisons_match_numpy_bit_for_bit(dt):
 def test_comparison_large_and_rank_7():
     rng = np.random.default_rng(1)
     x = rng.standard_normal(5003).astype(np.float32).round(1)
+    y = rng.standard_normal(5003).astype(np.float32).round(1)
     assert np.array_equal(fv.less_equal(x, x[::-1]), x <= x[::-1])
+    assert np.array_equal(fv.less(x, y), x < y)                       # 4-wide path + a 3-element tail
+    X, Y, Z = fv.asarray(x), fv.asarray(y), fv.asarray(np.float32(0.1))
+    for got, want in [(X[4:] >= Y[:-4], x[4:] >= y[:-4]), (X[1:] != Y[1:], x[1:] != y[1:]),
+                      (fv.greater(X, Z), x > np.float32(0.1)), (fv.equal(Z, X[8:]), np.float32(0.1) == x[8:])]:
+        assert np.array_equal(got.numpy(), want)
     y = rng.integers(-3, 3, (2,) * 7).astype(np.int32)
     Y = fv.asarray(y)
     assert np.array_equal((Y.transpose(6, 5, 4, 3, 2, 1, 0) == Y).numpy(), y.transpose(6, 5, 4, 3, 2, 1, 0) == y)
