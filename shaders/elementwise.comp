@@ -114,7 +114,13 @@ V apply_unary(V x) {
     case 14u: return isnan(x) ? x : (x > 0.0 ? V(1.0) : (x < 0.0 ? V(-1.0) : V(0.0)));  // sign
     case 15u: return 1.0 / x;
     case 16u: { precise V m = x * scalar_arg(p.s0); precise V r = m + scalar_arg(p.s1); return r; }  // affine
-    case 17u: return x < scalar_arg(p.s0) ? scalar_arg(p.s0) : (x > scalar_arg(p.s1) ? scalar_arg(p.s1) : x);  // clamp (NaN, -0 kept)
+    case 17u: {  // clip as numpy's: a NaN bound wins (lo first), NaN and -0 in x kept, lo > hi gives hi
+        V lo = scalar_arg(p.s0), hi = scalar_arg(p.s1);
+        if (isnan(lo)) return lo;
+        if (isnan(hi)) return hi;
+        V m = x < lo ? lo : x;
+        return m > hi ? hi : m;
+    }
     default: {                                                                                 // powi
         int e = int(p.s0[0]);
         if (e == 0) return V(1.0);

@@ -114,6 +114,8 @@ UNARY_REF = {
 POSITIVE = {"sqrt", "log", "reciprocal"}
 BINARY_REF = {"add": torch.add, "subtract": torch.sub, "multiply": torch.mul, "divide": torch.div,
               "maximum": torch.maximum, "minimum": torch.minimum}
+COMPARE_REF = {"equal": torch.eq, "not_equal": torch.ne, "less": torch.lt, "less_equal": torch.le,
+               "greater": torch.gt, "greater_equal": torch.ge}
 
 
 def _ln_ref(x, eps, w=None, b=None):
@@ -134,6 +136,8 @@ CASES = [
     Case("power", lambda dt: (rnd(3, 4, dt=dt, lo=0.5, hi=1.5), 3), torch.pow, (0,), F32, scale=4.0),
     *[Case(n, lambda dt: (rnd(3, 4, dt=dt, lo=0.5, hi=2.0, seed=1), rnd(4, dt=dt, lo=0.5, hi=2.0, seed=2)),
            BINARY_REF[n], (0, 1)) for n in BINARY_REF],
+    *[Case(n, lambda dt: (rnd(3, 4, dt=dt, lo=-2, hi=2, seed=1).round(), rnd(4, dt=dt, lo=-2, hi=2, seed=2).round()),
+           COMPARE_REF[n], bits=True) for n in COMPARE_REF],
     Case("astype", lambda dt: (rnd(3, 4, dt=dt, lo=-500, hi=500), torch.bfloat16), lambda x, d: x.to(d), bits=True,
          id="f32-bf16"),
     Case("astype", lambda dt: (rnd(3, 4, dt=dt, lo=-600, hi=600), torch.float8_e4m3fn), lambda x, d: x.to(d),

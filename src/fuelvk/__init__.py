@@ -10,7 +10,7 @@ from .array import Array, asarray, empty, zeros
 from .dtypes import (bfloat16, bool_, float8_e4m3fn, float16, float32, float64, int8, int16, int32, int64,
                      uint8, uint16, uint32)
 from .errors import (BuildError, DeviceError, DTypeError, FuelVKError, FuelVKIndexError, FuelVKMemoryError,
-                     ShapeError, UnsupportedError)
+                     ShapeError, UnsupportedError, ValueCastError, FormatError)
 from .info import device_info, memory_info, synchronize
 from . import quant  # noqa: E402,F401  (fuelvk.quant namespace)
 from .ops import public_ops as _public_ops
@@ -28,6 +28,6 @@ del _name, _fn
 
 __all__ = ["Array", "asarray", "empty", "zeros", "synchronize", "device_info", "memory_info", "dtypes",
            "FuelVKError", "DTypeError", "ShapeError", "FuelVKIndexError", "FuelVKMemoryError",
-           "UnsupportedError", "DeviceError", "BuildError",
+           "UnsupportedError", "DeviceError", "BuildError", "ValueCastError", "FormatError",
            "float32", "float16", "bfloat16", "float64", "float8_e4m3fn", "int8", "int16", "int32", "int64",
            "uint8", "uint16", "uint32", "bool_"] + [n for n, _ in _public_ops()]

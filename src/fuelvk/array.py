@@ -4,14 +4,15 @@ Views (transpose, reshape where possible, slicing with any step, broadcast_to, f
 they share the buffer and change only the metadata. Kernels that cannot take a view get a
 contiguous copy from the dispatcher; outputs are always contiguous.
 """
-import operator
+import numbers
+import sys
 
 import numpy as np
 
 from . import dtypes as _dt
 from . import layout as L
 from . import runtime
-from .errors import DeviceError, FuelVKIndexError, ShapeError
+from .errors import DeviceError, DTypeError, FuelVKIndexError, ShapeError, UnsupportedError, ValueCastError
 
 
 class Array:
@@ -40,7 +41,7 @@ class Array:
 
     def __len__(self):
         if not self.shape:
-            raise TypeError("len() of a 0-d array")
+            raise DTypeError("len() of a 0-d fuelvk.Array (it has no length; use .item() or .size)")
         return self.shape[0]
 
     @property
@@ -102,7 +103,7 @@ class Array:
         return self.reshape(-1)
 
     def broadcast_to(self, shape):
-        shape = tuple(operator.index(n) for n in shape)
+        shape = L.as_shape("broadcast_to", shape)
         if len(shape) < self.ndim:
             raise ShapeError(f"broadcast_to: cannot broadcast {self.shape} to {shape}")
         return self._view(shape, L.broadcast_strides(self.shape, self.strides, shape), self.offset)
@@ -135,8 +136,14 @@ class Array:
     def __getitem__(self, key):
         if isinstance(key, (Array, np.ndarray, list)):
             raise FuelVKIndexError("advanced (array) indexing is not a view; use fuelvk.take / take_along_axis")
-        shape, strides, offset = L.index_view(self.shape, self.strides, self.offset, key)
-        return self._view(shape, strides, offset)
+        view = self.index_view(key)
+        if any(L.is_bool(k) for k in (key if isinstance(key, tuple) else (key,))):
+            return view.copy()   # a boolean mask is advanced indexing: numpy returns a copy
+        return view
+
+    def index_view(self, key):
+        """The view a basic index selects (what a[key] = v writes through; bool masks included)."""
+        return self._view(*L.index_view(self.shape, self.strides, self.offset, key))
 
     def __setitem__(self, key, value):
         """a[index] = b: an in-place write through the view (write_slice / strided write kernels)."""
@@ -184,25 +191,52 @@ class Array:
         return copy(self)
 
     # -- operators --------------------------------------------------------------------------------
-    def _binary(name, reflected=False):  # noqa: N805
+    def _binary(name, reflected=False, inplace=False):  # noqa: N805
+        """The operator for public op `name`; in place (``a += b``): numpy's rule, the result is
+        computed into a temporary and written back through this view (aliases and views see it; the
+        temporary makes overlap harmless), cast under numpy's same_kind rule."""
         def op(self, other):
-            from .ops import elementwise as ew
-            f = getattr(ew, name)
-            return f(other, self) if reflected else f(self, other)
+            f = getattr(sys.modules[__package__], name)   # the public op (fuelvk.<name>)
+            if name in ("equal", "not_equal") and not _array_like(other):
+                return NotImplemented    # X == None, X in [None, "a"]: Python's identity fallback
+            if not inplace:
+                return f(other, self) if reflected else f(self, other)
+            r = f(self, other)
+            if not np.can_cast(r.dtype, self.dtype, "same_kind"):
+                raise DTypeError(f"{name} (in place): cannot cast the result's dtype {r.dtype} to the array's "
+                                 f"{self.dtype} with numpy's casting rule 'same_kind'")
+            if r.shape != self.shape:
+                raise ShapeError(f"{name} (in place): the result has shape {r.shape}, which does not fit the "
+                                 f"array's shape {self.shape}")
+            self[...] = r
+            return self
         op.__name__ = name
         return op
 
-    __add__, __radd__ = _binary("add"), _binary("add", True)
-    __sub__, __rsub__ = _binary("subtract"), _binary("subtract", True)
-    __mul__, __rmul__ = _binary("multiply"), _binary("multiply", True)
+    __add__, __radd__, __iadd__ = _binary("add"), _binary("add", True), _binary("add", inplace=True)
+    __sub__, __rsub__, __isub__ = _binary("subtract"), _binary("subtract", True), _binary("subtract", inplace=True)
+    __mul__, __rmul__, __imul__ = _binary("multiply"), _binary("multiply", True), _binary("multiply", inplace=True)
     __truediv__, __rtruediv__ = _binary("divide"), _binary("divide", True)
-    def __matmul__(self, other):
-        from .ops.matmul import matmul
-        return matmul(self, other)
+    __itruediv__ = _binary("divide", inplace=True)
+    __matmul__, __rmatmul__ = _binary("matmul"), _binary("matmul", True)
+    __imatmul__ = _binary("matmul", inplace=True)
+    __pow__, __ipow__ = _binary("power"), _binary("power", inplace=True)
+    # Comparisons are elementwise (bool Arrays), as numpy's; hashing stays by identity, as torch.Tensor
+    # keeps it: identity-keyed caches and weak dicts keep working (dict lookups test `is` first).
+    __eq__, __ne__ = _binary("equal"), _binary("not_equal")
+    __lt__, __le__ = _binary("less"), _binary("less_equal")
+    __gt__, __ge__ = _binary("greater"), _binary("greater_equal")
+    __hash__ = object.__hash__
 
-    def __rmatmul__(self, other):
-        from .ops.matmul import matmul
-        return matmul(other, self)
+    def __rpow__(self, base):
+        raise DTypeError(f"power: an array exponent is not supported ({base!r} ** Array); fuelvk.power "
+                         "takes an Array base and an integer exponent")
+
+    def __floordiv__(self, other):
+        raise UnsupportedError("floor_divide (//) is not implemented in fuelvk; use fuelvk.divide and "
+                               "round on the host, or compute it in numpy")
+
+    __rfloordiv__ = __ifloordiv__ = __floordiv__
 
     def __neg__(self):
         from .ops.elementwise import negative
@@ -212,39 +246,59 @@ class Array:
         from .ops.elementwise import abs as abs_
         return abs_(self)
 
-    def __pow__(self, n):
-        from .ops.elementwise import power
-        return power(self, n)
-
     del _binary
+
+
+def _array_like(x):
+    """What fuelvk can turn into an Array: Arrays, numpy arrays and scalars, real numbers, sequences,
+    torch tensors."""
+    torch = sys.modules.get("torch")
+    return (isinstance(x, (Array, np.ndarray, np.generic, numbers.Real, list, tuple))
+            or torch is not None and isinstance(x, torch.Tensor))
 
 
 def empty(shape, dtype=_dt.float32):
     """A new contiguous device array (contents undefined)."""
-    shape = (operator.index(shape),) if not isinstance(shape, (tuple, list)) else tuple(map(operator.index, shape))
-    if any(n < 0 for n in shape):
-        raise ShapeError(f"empty: negative dimensions are not allowed, got {shape}")
+    shape = L.as_shape("empty", shape)
     dt = _dt.dtype(dtype)
     buf = runtime.get().pool.alloc(max(L.size_of(shape), 1) * dt.itemsize)
     return Array(buf, shape, L.contiguous_strides(shape), 0, dt)
 
 
 def zeros(shape, dtype=_dt.float32):
-    a = empty(shape, dtype)
+    a = empty(L.as_shape("zeros", shape), dtype)
     runtime.get().stream.fill(a.buffer, (a.nbytes + 3) & ~3)
     return a
 
 
+def _host(obj, dt):
+    """obj as a numpy array (of dt when given), with typed errors; torch tensors keep their bits."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        from .torch._bridge import to_numpy   # bf16 / float8 travel as same-width integer views
+        obj = to_numpy(obj.detach().cpu(), "asarray")
+    try:
+        host = np.asarray(obj)
+    except ValueError as e:
+        raise ShapeError(f"asarray: cannot make an array of this input ({e})") from None
+    if dt is None or host.dtype == dt:
+        return host
+    if isinstance(obj, np.ndarray):
+        return host.astype(dt)           # numpy's astype (unsafe casting, as numpy)
+    try:
+        return np.asarray(obj, dtype=dt)     # scalars and lists: numpy refuses NaN into ints, etc.
+    except (ValueError, OverflowError) as e:
+        raise ValueCastError(f"asarray: the input cannot be stored as {dt} ({e})") from None
+
+
 def asarray(obj, dtype=None):
-    """An Array from an Array (no copy unless dtype differs), numpy array, scalar or nested list."""
+    """An Array from an Array (no copy unless dtype differs), numpy array, torch tensor (bit-exact,
+    bf16 / float8 included), scalar or nested list."""
     if isinstance(obj, Array):
         return obj if dtype is None or _dt.dtype(dtype) == obj.dtype else obj.astype(dtype)
-    if dtype is not None:
-        dt = _dt.dtype(dtype)
-        host = np.asarray(obj).astype(dt, copy=False)
-    else:
-        host = np.asarray(obj)
-        dt = _dt.dtype(host.dtype)
+    dt = None if dtype is None else _dt.dtype(dtype)
+    host = _host(obj, dt)
+    dt = _dt.dtype(host.dtype) if dt is None else dt
     host = host if host.flags.c_contiguous else host.copy()  # (ascontiguousarray makes 0-d 1-d)
     a = empty(host.shape, dt)
     if host.size:

@@ -1,8 +1,11 @@
 """Dtypes fuelvk knows, their numpy (ml_dtypes) twins and the kernel tags they map to."""
+import math
+import numbers
+
 import numpy as np
 import ml_dtypes
 
-from .errors import DTypeError
+from .errors import DTypeError, ValueCastError
 
 float32 = np.dtype(np.float32)
 float16 = np.dtype(np.float16)
@@ -47,3 +50,36 @@ def float_tag(op, dt, accepted=FLOAT_TAGS):
 def width_tag(dt):
     """The byte-width tag (b1/b2/b4/b8) of the dtype-agnostic movement kernels."""
     return f"b{dt.itemsize}"
+
+
+def scalar_as(op, value, dt):
+    """A real scalar as a 0-d numpy array of dt, under numpy's ``a[i] = value`` rule.
+
+    One place for every Python/numpy scalar that becomes an element (fill values, setitem, scalar
+    operands): integer dtypes take integers in range and finite floats (truncated toward zero), and
+    refuse NaN, inf and out-of-range values (ValueCastError) instead of wrapping around; float and
+    bool dtypes round / convert as numpy's cast does.
+    """
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if not (isinstance(value, numbers.Real) and not isinstance(value, np.generic)
+            or isinstance(value, np.generic) and (value.dtype.kind in "biuf" or value.dtype in ALL)):
+        raise DTypeError(f"{op}: expected a real scalar for a {dt} element, got {type(value).__name__} {value!r}")
+    if dt.kind in "iu":
+        if not isinstance(value, (numbers.Integral, np.integer, np.bool_)):
+            f = float(value)
+            if not math.isfinite(f):
+                raise ValueCastError(f"{op}: {value!r} cannot be stored as {dt} (integers have no NaN or inf)")
+            value = math.trunc(f)
+        info = np.iinfo(dt)
+        if not info.min <= int(value) <= info.max:
+            raise ValueCastError(f"{op}: {value!r} is out of range for {dt} ([{info.min}, {info.max}])")
+        return np.asarray(int(value), dt)
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.integer)) \
+                    and not -2**63 <= value < 2**63:
+                value = float(value)
+            return np.asarray(value).astype(dt)
+    except OverflowError:
+        raise ValueCastError(f"{op}: {value!r} is out of range for {dt}") from None

@@ -18,6 +18,16 @@ class ShapeError(FuelVKError, ValueError):
     """Shapes that do not match, broadcast or fit the kernel's contract."""
 
 
+class ValueCastError(FuelVKError, ValueError, OverflowError):
+    """A scalar that the target dtype cannot hold (NaN or inf into an integer, an integer out of range).
+
+    numpy raises ValueError for the first and OverflowError for the second; this is both."""
+
+
+class FormatError(FuelVKError, ValueError):
+    """A file that is not what the loader reads (e.g. not a GGUF file, or a truncated one)."""
+
+
 class FuelVKIndexError(FuelVKError, IndexError):
     """An index outside the axis it indexes."""
 

@@ -2,7 +2,28 @@
 import math
 import operator
 
-from .errors import ShapeError, FuelVKIndexError
+from .errors import DTypeError, ShapeError, FuelVKIndexError
+
+
+def as_int(op, value, what="axis"):
+    """value as an int, as numpy takes sizes and axes: integers only (not bool, float or None)."""
+    if is_bool(value):
+        raise DTypeError(f"{op}: {what} must be an integer, got the bool {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise DTypeError(f"{op}: {what} must be an integer, got {type(value).__name__} {value!r}") from None
+
+
+def as_shape(op, shape):
+    """A shape argument (an int or a sequence of ints, numpy's rule) as a tuple of ints >= 0."""
+    if isinstance(shape, (tuple, list)):
+        shape = tuple(as_int(op, n, "a shape entry") for n in shape)
+    else:
+        shape = (as_int(op, shape, "shape"),)
+    if any(n < 0 for n in shape):
+        raise ShapeError(f"{op}: negative dimensions are not allowed, got {shape}")
+    return shape
 
 
 def size_of(shape):
@@ -76,6 +97,8 @@ def collapse(shape, *stride_sets):
 
 
 def normalize_axis(op, axis, rank):
+    if is_bool(axis):
+        raise ShapeError(f"{op}: axis must be an integer, got the bool {axis!r}")
     try:
         axis = operator.index(axis)
     except TypeError:
@@ -85,13 +108,34 @@ def normalize_axis(op, axis, rank):
     return axis % rank if rank else 0
 
 
+def is_bool(k):
+    """A Python or numpy bool scalar (numpy's bool type is named "bool" in numpy 2, "bool_" before)."""
+    return type(k).__name__ in ("bool", "bool_")
+
+
 def index_view(shape, strides, offset, key):
     """Apply a numpy basic index (ints, slices with any step, None, Ellipsis) to a strided view.
 
     Returns (shape, strides, offset). Advanced (array) indexing is not a view and is rejected.
+    A bool scalar is numpy's 0-d boolean mask, not the integer 0/1: all of them together add one
+    axis of length 1 (every one True) or 0, which takes the ints of the key along as advanced
+    indices: the axis sits where they are when they are adjacent in the key, else in front.
     """
     if not isinstance(key, tuple):
         key = (key,)
+    if any(is_bool(k) for k in key):
+        adv = [i for i, k in enumerate(key) if is_bool(k) or not (k is None or k is Ellipsis
+                                                                   or isinstance(k, slice))]
+        n = int(all(key[i] for i in adv if is_bool(key[i])))
+        rest = tuple(k for k in key if not is_bool(k))
+        out_shape, out_strides, offset = index_view(shape, strides, offset, rest)
+        pos = 0
+        if adv == list(range(adv[0], adv[-1] + 1)):   # adjacent: the new axis replaces them in place
+            before = key[:adv[0]]
+            n_real = sum(k is not None and k is not Ellipsis for k in rest)
+            pos = sum(1 if k is not Ellipsis else len(shape) - n_real for k in before)
+        return (out_shape[:pos] + (n,) + out_shape[pos:], out_strides[:pos] + (0,) + out_strides[pos:],
+                offset)
     n_ell = sum(k is Ellipsis for k in key)
     if n_ell > 1:
         raise FuelVKIndexError("an index can only have a single ellipsis ('...')")
@@ -111,7 +155,12 @@ def index_view(shape, strides, offset, key):
             out_shape.append(1)
             out_strides.append(0)
         elif isinstance(k, slice):
-            start, stop, step = k.indices(shape[dim])
+            try:
+                start, stop, step = k.indices(shape[dim])
+            except ValueError:
+                raise ShapeError(f"slice step cannot be zero (index {k})") from None
+            except TypeError:
+                raise DTypeError(f"slice indices must be integers or None, got {k}") from None
             n = len(range(start, stop, step))
             if n:
                 offset += start * strides[dim]
@@ -163,7 +212,7 @@ def reshape_strides(shape, strides, new_shape):
 
 
 def resolve_reshape(size, new_shape):
-    new_shape = [operator.index(n) for n in new_shape]
+    new_shape = [as_int("reshape", n, "a shape entry") for n in new_shape]
     unknown = [i for i, n in enumerate(new_shape) if n == -1]
     if len(unknown) > 1 or any(n < -1 for n in new_shape):
         raise ShapeError(f"reshape: invalid shape {tuple(new_shape)}")

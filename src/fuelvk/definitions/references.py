@@ -21,6 +21,8 @@ _UNARY = {
     "affine": "x * mul + add", "clip": "torch.minimum(torch.maximum(x, torch.tensor(lo)), torch.tensor(hi))",
     "power": "x ** n", "add": "a + b", "subtract": "a - b", "multiply": "a * b", "divide": "a / b",
     "maximum": "torch.maximum(a, b)", "minimum": "torch.minimum(a, b)",
+    "equal": "a == b", "not_equal": "a != b", "less": "a < b", "less_equal": "a <= b", "greater": "a > b",
+    "greater_equal": "a >= b",
     "add_assign_scaled": "dst + scale * src", "astype": "x", "ascontiguousarray": "x.clone()",
     "copy": "x.clone()", "triu": "torch.triu(x, k)", "tril": "torch.tril(x, k)",
     "masked_fill": "x.masked_fill(mask.to(torch.bool), value)",

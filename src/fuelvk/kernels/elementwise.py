@@ -36,6 +36,22 @@ for _name, (_defs, _tags) in FAMILIES_EW.items():
            GROUP, defines={**_defs, "W64": 1}, features=(WIDE,), tag_features=WIDE_TAG_FEATURES)
 del _name, _defs, _tags
 
+# compare.comp: the comparisons, keyed by the dtype compared (every dtype fuelvk stores), bool out.
+# Op ids are indices into COMPARE_OPS (specialization constant 0), as for UNARY_OPS / BINARY_OPS.
+COMPARE_OPS = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
+_NAN = {"f32": 0x7F800000, "f16": 0x7C00, "bf16": 0x7F80, "f64": 0, "f8e4m3fn": 0x7E}  # largest non-NaN |x|
+COMPARE_TAGS = {  # tag -> (bits, kind: 0 unsigned, 1 signed, 2 float)
+    "f32": (32, 2), "f16": (16, 2), "bf16": (16, 2), "f64": (64, 2), "f8e4m3fn": (8, 2),
+    "i8": (8, 1), "i16": (16, 1), "i32": (32, 1), "i64": (64, 1), "u8": (8, 0), "u16": (16, 0), "u32": (32, 0),
+    "bool": (8, 0)}
+_BITS_FEATURES = {8: ("storage8", "int8"), 16: ("storage8", "int8", "storage16", "int16"),
+                  32: ("storage8", "int8"), 64: ("storage8", "int8", "int64")}
+family("compare", "compare.comp", EW_PARAMS, {}, GROUP, extra=tuple(COMPARE_TAGS),
+       defines={"WG": WG, "EPT": EPT},
+       tag_defines={t: {"BITS": b, "KIND": k, **({"NANLIM": _NAN[t]} if k == 2 else {})}
+                    for t, (b, k) in COMPARE_TAGS.items()},
+       tag_features={t: _BITS_FEATURES[b] for t, (b, _) in COMPARE_TAGS.items()})
+
 
 def variant(family_name, tag, features):
     """The family's variant for tag: its 64-bit-word twin where the device has what the twin needs."""

@@ -12,7 +12,7 @@ from .. import dtypes as _dt
 from .. import layout as L
 from .. import runtime
 from ..array import Array, asarray, empty
-from ..errors import DTypeError
+from ..errors import FuelVKError, FuelVKMemoryError
 from ..kernels.elementwise import EW_PARAMS, EPT, LINEAR_SPEC, MAX_RANK, WG
 
 ZERO2 = (0, 0)
@@ -29,8 +29,10 @@ def device_args(op, *xs):
         else:
             try:
                 out.append(asarray(x))
-            except DTypeError as e:
-                raise DTypeError(f"{op}: {e}") from None
+            except FuelVKError as e:   # name the op that asked (an upload can run out of memory too)
+                oom = isinstance(e, FuelVKMemoryError)
+                where = f"uploading input {len(out)} (shape {np.shape(x)}): " if oom else ""
+                raise type(e)(f"{op}: {where}{e}") from e
     return out, numpy_out
 
 
@@ -45,20 +47,29 @@ def is_scalar(x):
         isinstance(x, np.generic) and x.dtype.kind in "biuf")
 
 
-def scalar_words(value, dt):
-    """A Python scalar rounded to dt (numpy's weak-scalar rule), as the kernels' two u32 words."""
-    v = np.asarray(value).astype(dt)
+def scalar_words(op, value, dt):
+    """A Python scalar rounded to dt (numpy's weak-scalar rule), as the kernels' two u32 words.
+
+    Float kernels compute in f32 (f64 for float64): a half-type scalar is rounded to dt, then
+    widened."""
+    v = _dt.scalar_as(op, value, dt)
     if dt == _dt.float64:
-        return struct.unpack("<2I", struct.pack("<d", float(v)))
+        return struct.unpack("<2I", v.tobytes())
     return (struct.unpack("<I", struct.pack("<f", float(v)))[0], 0)
 
 
-def promote(op, arrays):
-    """Bring Arrays to their numpy result dtype (casting the others with astype)."""
+def element_words(op, value, dt):
+    """The bit pattern of scalar `value` stored as a dt element (fill values, compare operands),
+    zero-extended to the kernels' two u32 words."""
+    return struct.unpack("<2I", _dt.scalar_as(op, value, dt).tobytes().ljust(8, b"\0"))
+
+
+def promote(op, arrays, target=None):
+    """Bring Arrays to their numpy result dtype, or to target (casting the others with astype)."""
     dts = {a.dtype for a in arrays}
-    if len(dts) == 1:
+    if target is None and len(dts) == 1 or dts == {target}:
         return arrays
-    target = np.result_type(*dts)
+    target = np.result_type(*dts) if target is None else target
     from .casts import astype
     return [a if a.dtype == target else astype(a, target) for a in arrays]
 

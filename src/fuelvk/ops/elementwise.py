@@ -20,7 +20,7 @@ def _unary(op, family, x, spec=(), s0=ZERO2, s1=ZERO2, accepted=_dt.FLOAT_TAGS):
     (x,), numpy_out = device_args(op, x)
     tag = _dt.float_tag(op, x.dtype, accepted)
     out = new_like(x.shape, x.dtype)
-    words = [scalar_words(s, x.dtype) if not isinstance(s, tuple) else s for s in (s0, s1)]
+    words = [scalar_words(op, s, x.dtype) if not isinstance(s, tuple) else s for s in (s0, s1)]
     launch_strided(variant(family, tag, runtime.get().device.features), out, [x], spec=spec, s0=words[0], s1=words[1])
     return result(out, numpy_out)
 
@@ -61,10 +61,10 @@ def _binary(op, op_id, a, b):
     spec = ((0, op_id),)
     if a_s:
         out = new_like(b.shape, dt)
-        launch_strided(v, out, [b, b], spec, s0=scalar_words(a, dt), flags_extra=32)
+        launch_strided(v, out, [b, b], spec, s0=scalar_words(op, a, dt), flags_extra=32)
     elif b_s:
         out = new_like(a.shape, dt)
-        launch_strided(v, out, [a, a], spec, s1=scalar_words(b, dt), flags_extra=16)
+        launch_strided(v, out, [a, a], spec, s1=scalar_words(op, b, dt), flags_extra=16)
     else:
         out = new_like(L.broadcast_shapes(op, a.shape, b.shape), dt)
         launch_strided(v, out, [a, b], spec)
@@ -89,7 +89,8 @@ def affine(x, mul, add):
 
 
 def clip(x, lo, hi):
-    """numpy.clip with scalar bounds (NaN stays NaN); float32 (the inventory's clamp)."""
+    """numpy.clip with scalar bounds, float32 (the inventory's clamp): minimum(maximum(x, lo), hi) as
+    numpy computes it: NaN in x stays NaN, a NaN bound gives NaN everywhere, lo > hi gives hi."""
     return _unary("clip", "clamp", x, s0=lo, s1=hi, accepted=(_dt.float32,))
 
 

@@ -8,7 +8,6 @@ Moves are raw words of the element's width, bit-exact for every dtype (NaN paylo
 import math
 import numbers
 import operator
-import struct
 
 import numpy as np
 
@@ -19,7 +18,7 @@ from ..array import Array, asarray
 from ..errors import DTypeError, FuelVKIndexError, ShapeError
 from ..kernels import kernel
 from ..kernels.movement import EPT, MAX_RANK, REMAP_PARAMS, WG, WRITE_PARAMS
-from ._core import device_args, launch_strided, new_like, result
+from ._core import device_args, element_words, launch_strided, new_like, result
 
 __all__ = ["flip", "roll", "triu", "tril", "concatenate", "masked_fill", "add_assign_scaled", "setitem"]
 
@@ -27,16 +26,6 @@ _PER_GROUP = WG * EPT
 
 
 # -- launchers ------------------------------------------------------------------------------------
-def fill_words(op, value, dt):
-    """The bit pattern of scalar `value` stored as dt (numpy's cast), as two u32 words."""
-    try:
-        raw = np.asarray(value).astype(dt).reshape(1).tobytes()
-    except (TypeError, ValueError, OverflowError) as e:
-        raise DTypeError(f"{op}: fill value {value!r} cannot be stored as {dt}: {e}") from None
-    raw = raw + b"\0" * (8 - len(raw))
-    return struct.unpack("<2I", raw)
-
-
 def _check_scalar(op, value):
     if isinstance(value, Array):
         if value.size != 1:
@@ -289,7 +278,7 @@ def masked_fill(x, mask, value):
         raise ShapeError(f"masked_fill: mask of shape {ma.shape} does not broadcast to the input's shape {xa.shape}")
     out = new_like(xa.shape, xa.dtype)
     v = kernel("masked_fill", _width_tag("masked_fill", xa.dtype))
-    launch_strided(v, out, [xa, ma], s0=fill_words("masked_fill", value, xa.dtype))
+    launch_strided(v, out, [xa, ma], s0=element_words("masked_fill", value, xa.dtype))
     return result(out, numpy_out)
 
 
@@ -313,12 +302,13 @@ def _source_for(op, dst, value):
             from .movement_core import copy
             src = copy(src)    # numpy semantics when source and destination overlap
     else:
-        if not isinstance(value, (np.ndarray, list, tuple)):
-            value = _check_scalar(op, value)
-        try:
-            host = np.asarray(value).astype(dst.dtype)
-        except (TypeError, ValueError, OverflowError) as e:
-            raise DTypeError(f"{op}: value cannot be stored as {dst.dtype}: {e}") from None
+        if not isinstance(value, (np.ndarray, list, tuple)) or np.ndim(value) == 0:
+            host = _dt.scalar_as(op, _check_scalar(op, value), dst.dtype)
+        else:
+            try:
+                host = np.asarray(value).astype(dst.dtype)
+            except (TypeError, ValueError, OverflowError) as e:
+                raise DTypeError(f"{op}: value cannot be stored as {dst.dtype}: {e}") from None
         src = asarray(host)
     try:
         L.broadcast_strides(src.shape, src.strides, dst.shape)
@@ -336,7 +326,7 @@ def setitem(array, key, value):
     if isinstance(key, (Array, np.ndarray, list)):
         raise FuelVKIndexError("setitem: advanced (array) indexing is not supported; use basic indices "
                                "(ints, slices, None, ...)")
-    view = array[key]
+    view = array.index_view(key)
     _writable("setitem", view)
     src = _source_for("setitem", view, value)
     launch_write(kernel("write_slice", _width_tag("setitem", view.dtype)), view, src)

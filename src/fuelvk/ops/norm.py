@@ -152,7 +152,7 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
     budget = ctx.device.loop_budget
     per_row = passes * -(-cols // wg) + 1
     max_rpg = _MAX_ROWS_PER_GROUP if budget is None else max(1, min(_MAX_ROWS_PER_GROUP, budget // per_row))
-    eps_w = scalar_words(eps, x.dtype)
+    eps_w = scalar_words(op, eps, x.dtype)
     dummy = out.buffer
     if backward:
         wgrad = grads is not None

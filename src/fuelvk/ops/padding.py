@@ -14,8 +14,8 @@ from .. import runtime
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..kernels import kernel
 from ..kernels.movement import EPT, REMAP_PARAMS, WG
-from ._core import device_args, new_like, result
-from .movement import _check_scalar, _width_tag, fill_words, launch_remap
+from ._core import device_args, element_words, new_like, result
+from .movement import _check_scalar, _width_tag, launch_remap
 
 __all__ = ["pad", "pad_backward"]
 
@@ -66,7 +66,7 @@ def pad(x, pad_width, mode="constant", constant_values=0):
     tag = _width_tag("pad", xa.dtype)
     fill = (0, 0)
     if m == "const":
-        fill = fill_words("pad", _check_scalar("pad", constant_values), xa.dtype)
+        fill = element_words("pad", _check_scalar("pad", constant_values), xa.dtype)
     elif constant_values != 0:
         raise ShapeError(f"pad: constant_values applies to mode 'constant' only, got mode {mode!r}")
     out_shape = tuple(n + b + a for n, (b, a) in zip(xa.shape, pads))

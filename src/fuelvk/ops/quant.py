@@ -14,13 +14,14 @@ convention); M == 1 runs the fused matvec, M > 1 the fused tiled kernel; W is ne
 import math
 import operator
 import os
+import struct
 
 import numpy as np
 
 from .. import dtypes as _dt
 from .. import runtime
 from ..array import Array, asarray, empty
-from ..errors import DTypeError, ShapeError, UnsupportedError
+from ..errors import DTypeError, FormatError, FuelVKError, ShapeError, UnsupportedError
 from ..kernels import kernel
 from ..kernels.quant import (BLOCK, DEQUANT_PARAMS, DEQUANT_WG, MATVEC_PARAMS, MATVEC_ROWS, QUANTIZE_PARAMS,
                              QUANTIZE_WG, TILE_M, TILE_N, TILED_PARAMS, K_LOOP)
@@ -180,7 +181,7 @@ def _route(m, route):
     if route is None:
         route = "matvec" if m == 1 else "tiled"
     if route not in ROUTES:
-        raise ValueError(f"qmatmul: unknown route {route!r}; accepted: {ROUTES}")
+        raise UnsupportedError(f"qmatmul: unknown route {route!r}; accepted: {ROUTES}")
     return route
 
 
@@ -254,14 +255,18 @@ def load_gguf(path):
     """
     from gguf import GGMLQuantizationType as Q
     from gguf import GGUFReader
-    reader = GGUFReader(path)
     plain = {Q.F32, Q.F16, Q.BF16, Q.F64, Q.I8, Q.I16, Q.I32, Q.I64}
     out = {}
-    for t in reader.tensors:
-        shape = tuple(int(n) for n in reversed(t.shape.tolist()))
-        if t.tensor_type in plain:
-            out[t.name] = _gguf_array(t, shape)
-        else:
-            raw = np.ascontiguousarray(np.asarray(t.data).view(np.uint8).reshape(-1))
-            out[t.name] = QuantTensor(asarray(raw), t.tensor_type.name.lower(), shape)
+    try:   # gguf-py reports a bad file as whatever its parser meets first
+        for t in GGUFReader(path).tensors:
+            shape = tuple(int(n) for n in reversed(t.shape.tolist()))
+            if t.tensor_type in plain:
+                out[t.name] = _gguf_array(t, shape)
+            else:
+                raw = np.ascontiguousarray(np.asarray(t.data).view(np.uint8).reshape(-1))
+                out[t.name] = QuantTensor(asarray(raw), t.tensor_type.name.lower(), shape)
+    except (ValueError, KeyError, IndexError, TypeError, struct.error, EOFError) as e:
+        if isinstance(e, FuelVKError):
+            raise
+        raise FormatError(f"load_gguf: {path} is not a readable GGUF file ({type(e).__name__}: {e})") from e
     return out

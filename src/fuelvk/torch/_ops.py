@@ -11,6 +11,7 @@ import torch
 
 import fuelvk as fv
 from fuelvk import quant as fq
+from fuelvk.kernels.elementwise import COMPARE_OPS
 from fuelvk.kernels.quant import BLOCK
 
 from . import _grad as G
@@ -84,6 +85,13 @@ def _fake_binary(a, b):
 
 family(G.BINARY, "(Tensor a, Tensor b) -> Tensor", lambda f, n, a, b: T(f(A(a, n), A(b, n))), _fake_binary,
        G.BINARY)
+
+
+def _fake_compare(a, b):
+    return new(torch.broadcast_shapes(a.shape, b.shape), torch.bool)
+
+
+family(COMPARE_OPS, "(Tensor a, Tensor b) -> Tensor", lambda f, n, a, b: T(f(A(a, n), A(b, n))), _fake_compare)
 
 define("astype", "(Tensor x, ScalarType dtype) -> Tensor",
        lambda x, dtype: T(fv.astype(A(x, "astype"), numpy_dtype("astype", dtype))),
