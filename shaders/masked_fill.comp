@@ -3,6 +3,8 @@
 // x and the u8/bool mask are strided + broadcast + offset views (EW_PARAMS, as elementwise.comp:
 // flags bits 0-1 describe x, bits 2-3 the mask); fill is the element's bit pattern in s0.
 // Output contiguous. The mask is read as bytes (8-bit storage), never packed four to a word.
+// MASKED_COPY (fuelvk.where): out[i] = x[i] where the mask is set, and out[i] is left as it is
+// elsewhere (the caller filled it with the other operand first): a select of two strided views.
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
 #include "common/width.glsl"
@@ -47,9 +49,14 @@ void main() {
     for (uint j = 0u; j < EPTU; ++j) {
         uint i = base + j * WGU;
         if (i >= p.n) return;
+#ifdef MASKED_COPY
+        if (m[input_index(i, p.flags >> 2, p.off_b, p.sb)] != uint8_t(0))
+            o[p.off_o + i] = a[input_index(i, p.flags, p.off_a, p.sa)];
+#else
         W v;
         if (m[input_index(i, p.flags >> 2, p.off_b, p.sb)] != uint8_t(0)) v = fill;
         else v = a[input_index(i, p.flags, p.off_a, p.sa)];
         o[p.off_o + i] = v;
+#endif
     }
 }

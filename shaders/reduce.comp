@@ -1,5 +1,5 @@
 #version 450
-// Sum / max / min / mean over the last dim of a contiguous [n_rows, n_cols] view (at element
+// Sum / max / min / mean / prod over the last dim of a contiguous [n_rows, n_cols] view (at element
 // offset off_in). The full-tensor `reduce` is the n_rows == 1 case. Workgroup-per-chunk: each
 // workgroup reduces `chunk` columns of one row; rows longer than a chunk are done in two passes
 // (MODE 1 writes per-chunk partials in the accumulator type A, MODE 2 reduces the partial rows), so
@@ -10,7 +10,7 @@
 #include "common/index.glsl"
 #define A V
 layout(constant_id = 0) const uint WG = 128;
-layout(constant_id = 1) const uint OP = 0;    // 0 sum, 1 max, 2 min, 3 mean
+layout(constant_id = 1) const uint OP = 0;    // 0 sum, 1 max, 2 min, 3 mean, 4 prod
 layout(constant_id = 2) const uint MODE = 0;  // 0: in -> out, 1: in -> part, 2: part -> out
 layout(local_size_x_id = 0) in;
 #include "rows.glsl"
@@ -30,7 +30,20 @@ A identity() {
 #else
     A inf = uintBitsToFloat(0x7F800000u);
 #endif
-    return OP == 1u ? -inf : (OP == 2u ? inf : A(0));
+    return OP == 1u ? -inf : (OP == 2u ? inf : (OP == 4u ? A(1) : A(0)));
+}
+
+// prod's tree (rows.glsl's combine knows sum / max / min only).
+A block_prod(A v) {
+    uint t = gl_LocalInvocationID.x;
+    barrier();
+    red_a[t] = v;
+    barrier();
+    for (uint s = WG / 2u; s > 0u; s >>= 1) {
+        if (t < s) red_a[t] *= red_a[t + s];
+        barrier();
+    }
+    return red_a[0];
 }
 
 A load(uint i) {
@@ -51,9 +64,10 @@ void main() {
     for (uint i = start + t; i < end; i += WG) {
         A v = load(base + i);
         if (rop == R_SUM) kahan_add(acc, c, v);
+        else if (OP == 4u) acc *= v;
         else acc = combine(acc, v, rop);
     }
-    A r = block_reduce(acc, rop);
+    A r = OP == 4u ? block_prod(acc) : block_reduce(acc, rop);
     if (t != 0u) return;
     if (MODE == 1u) {
         part[g] = r;

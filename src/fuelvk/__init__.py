@@ -7,8 +7,8 @@
 """
 from . import dtypes
 from .array import Array, asarray, empty, zeros
-from .dtypes import (bfloat16, bool_, float8_e4m3fn, float16, float32, float64, int8, int16, int32, int64,
-                     uint8, uint16, uint32)
+from .dtypes import (bfloat16, bool_, complex64, complex128, float8_e4m3fn, float16, float32, float64, int8, int16,
+                     int32, int64, uint8, uint16, uint32, uint64)
 from .errors import (BuildError, DeviceError, DTypeError, FuelVKError, FuelVKIndexError, FuelVKMemoryError,
                      ShapeError, UnsupportedError, ValueCastError, FormatError)
 from .info import device_info, memory_info, synchronize
@@ -26,8 +26,22 @@ for _name, _fn in _public_ops():
         OPS.append(_name)
 del _name, _fn
 
+#: The Python array API namespace (README "Array API"): fuelvk's top level is it. Functions composed
+#: from the ops above live in fuelvk.api (no kernel, no op spec of their own).
+from . import api as _api   # noqa: E402
+from .api import public as _api_public   # noqa: E402
+__array_api_version__ = "2024.12"
+_API = [n for n, _ in _api_public()]
+for _name, _fn in _api_public():
+    globals()[_name] = _fn
+del _name, _fn
+e, inf, nan, pi, newaxis = 2.718281828459045, float("inf"), float("nan"), 3.141592653589793, None
+
 __all__ = ["Array", "asarray", "empty", "zeros", "synchronize", "device_info", "memory_info", "dtypes",
            "FuelVKError", "DTypeError", "ShapeError", "FuelVKIndexError", "FuelVKMemoryError",
            "UnsupportedError", "DeviceError", "BuildError", "ValueCastError", "FormatError",
            "float32", "float16", "bfloat16", "float64", "float8_e4m3fn", "int8", "int16", "int32", "int64",
-           "uint8", "uint16", "uint32", "bool_"] + [n for n, _ in _public_ops()]
+           "uint8", "uint16", "uint32", "uint64", "bool_", "bool", "complex64", "complex128",
+           "__array_api_version__", "e", "inf", "nan", "pi", "newaxis"] + [n for n, _ in _public_ops()] + _API
+
+bool = bool_  # noqa: A001 - the array API's name of the bool dtype (shadows the builtin in this module only)

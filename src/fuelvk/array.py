@@ -232,21 +232,70 @@ class Array:
         raise DTypeError(f"power: an array exponent is not supported ({base!r} ** Array); fuelvk.power "
                          "takes an Array base and an integer exponent")
 
-    def __floordiv__(self, other):
-        raise UnsupportedError("floor_divide (//) is not implemented in fuelvk; use fuelvk.divide and "
-                               "round on the host, or compute it in numpy")
-
-    __rfloordiv__ = __ifloordiv__ = __floordiv__
+    __floordiv__, __rfloordiv__ = _binary("floor_divide"), _binary("floor_divide", True)
+    __ifloordiv__ = _binary("floor_divide", inplace=True)
+    __mod__, __rmod__, __imod__ = _binary("remainder"), _binary("remainder", True), _binary("remainder", inplace=True)
+    __and__, __rand__, __iand__ = _binary("bitwise_and"), _binary("bitwise_and", True), _binary("bitwise_and", inplace=True)
+    __or__, __ror__, __ior__ = _binary("bitwise_or"), _binary("bitwise_or", True), _binary("bitwise_or", inplace=True)
+    __xor__, __rxor__, __ixor__ = _binary("bitwise_xor"), _binary("bitwise_xor", True), _binary("bitwise_xor", inplace=True)
 
     def __neg__(self):
         from .ops.elementwise import negative
         return negative(self)
 
+    def __pos__(self):
+        return self.copy()
+
     def __abs__(self):
         from .ops.elementwise import abs as abs_
         return abs_(self)
 
+    def __invert__(self):
+        return sys.modules[__package__].bitwise_invert(self)
+
     del _binary
+
+    # -- the array API's array object ----------------------------------------------------------------
+    def __array_namespace__(self, *, api_version=None):
+        if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
+            raise ValueCastError(f"__array_namespace__: api_version {api_version!r} is not supported; "
+                                 "fuelvk implements 2024.12 (and accepts the earlier versions)")
+        return sys.modules[__package__]
+
+    @property
+    def device(self):
+        from .api.info import DEVICE
+        return DEVICE
+
+    def to_device(self, device, /, *, stream=None):
+        """This array (fuelvk has one device per process; another device is a DeviceError)."""
+        from .api.info import check_device
+        check_device("to_device", device)
+        return self
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.kind not in "iu":
+            raise DTypeError(f"__index__: only integer arrays convert to an index, this is {self.dtype}")
+        return int(self.item())
+
+    def __complex__(self):
+        return complex(self.item())
+
+    def _reduction(name):  # noqa: N805
+        def method(self, *args, **kwargs):
+            return getattr(sys.modules[__package__], name)(self, *args, **kwargs)
+        method.__name__ = name
+        method.__doc__ = f"fuelvk.{name}(self, ...)"
+        return method
+
+    sum, prod, max, min = _reduction("sum"), _reduction("prod"), _reduction("max"), _reduction("min")
+    mean, std, var = _reduction("mean"), _reduction("std"), _reduction("var")
+    argmax, argmin, cumsum = _reduction("argmax"), _reduction("argmin"), _reduction("cumsum")
+    all, any = _reduction("all"), _reduction("any")
+    del _reduction
 
 
 def _array_like(x):
@@ -291,12 +340,38 @@ def _host(obj, dt):
         raise ValueCastError(f"asarray: the input cannot be stored as {dt} ({e})") from None
 
 
-def asarray(obj, dtype=None):
-    """An Array from an Array (no copy unless dtype differs), numpy array, torch tensor (bit-exact,
-    bf16 / float8 included), scalar or nested list."""
+def _python_floats(obj):
+    """Whether obj is Python data (a scalar or nested sequence, not numpy / torch) holding a float."""
+    if isinstance(obj, float):
+        return True
+    if isinstance(obj, (list, tuple)):
+        return any(_python_floats(o) for o in obj)
+    return False
+
+
+def asarray(obj, dtype=None, *, device=None, copy=None):
+    """An Array from an Array (no copy unless dtype differs or copy=True), numpy array, torch tensor
+    (bit-exact, bf16 / float8 included), scalar or nested list.
+
+    Python floats (scalars and lists) become float32, fuelvk's default floating dtype (the array
+    API's choice is the library's; README "Array API"); numpy arrays keep their dtype. copy=False
+    never copies: it raises ValueCastError where a copy (an upload or a cast) would be needed."""
+    if device is not None:
+        from .api.info import check_device
+        check_device("asarray", device)
     if isinstance(obj, Array):
-        return obj if dtype is None or _dt.dtype(dtype) == obj.dtype else obj.astype(dtype)
+        runtime.check_alive(obj.buffer)
+        if dtype is not None and _dt.dtype(dtype) != obj.dtype:
+            if copy is False:
+                raise ValueCastError(f"asarray: copy=False, but {obj.dtype} -> {_dt.dtype(dtype)} needs a copy")
+            return obj.astype(dtype)
+        return obj.copy() if copy else obj
+    if copy is False:
+        raise ValueCastError("asarray: copy=False, but this input lives on the host and must be uploaded "
+                             "(a copy)")
     dt = None if dtype is None else _dt.dtype(dtype)
+    if dt is None and _python_floats(obj):
+        dt = _dt.float32
     host = _host(obj, dt)
     dt = _dt.dtype(host.dtype) if dt is None else dt
     host = host if host.flags.c_contiguous else host.copy()  # (ascontiguousarray makes 0-d 1-d)

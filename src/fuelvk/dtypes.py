@@ -13,11 +13,14 @@ float64 = np.dtype(np.float64)
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
 int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
-uint8, uint16, uint32 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32))
+uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
 bool_ = np.dtype(np.bool_)
+# The array API's complex dtypes: named (the standard requires the names) but not stored yet, so
+# dtype() refuses them with a DTypeError.
+complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
 
 ALL = (float32, float16, bfloat16, float64, float8_e4m3fn,
-       int8, int16, int32, int64, uint8, uint16, uint32, bool_)
+       int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool_)
 
 # Kernel variant tags of the float families (the inventory's f32/f16/bf16/f64 monomorphization).
 FLOAT_TAGS = {float32: "f32", float16: "f16", bfloat16: "bf16", float64: "f64"}

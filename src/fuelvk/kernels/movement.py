@@ -1,5 +1,5 @@
 """Data-movement families: flip, roll, triu/tril (remap.comp), write_slice and concat (write.comp),
-masked_fill (masked_fill.comp) and the in-place add_assign_scaled (add_assign_scaled.comp).
+masked_fill and masked_copy (masked_fill.comp) and the in-place add_assign_scaled (add_assign_scaled.comp).
 
 All are byte-width keyed (b1/b2/b4/b8: raw words, bit-exact for every dtype of that width) except
 concat_along_dim (dtype-keyed names in the inventory; the kernel still moves raw words) and
@@ -43,7 +43,10 @@ family("concat_along_dim", "write.comp", WRITE_PARAMS,
 family("add_assign_scaled", "add_assign_scaled.comp", WRITE_PARAMS, {"f32": "add_assign_scaled"},
        "Element-wise unary / binary / affine", defines=_SIZES)
 
-# masked_fill runs through ops._core.launch_strided (EW_PARAMS), so it takes that grid's sizes.
-family("masked_fill", "masked_fill.comp", EW_PARAMS, width_variants("masked_fill"), "Padding / masking",
-       defines={"WG": EW_WG, "EPT": EW_EPT}, tag_defines=WIDTH_DEFINES,
-       tag_features={t: tuple(sorted(set(f) | {"storage8", "int8"})) for t, f in WIDTH_FEATURES.items()})
+# masked_fill and masked_copy (fuelvk.where) run through ops._core.launch_strided (EW_PARAMS), so
+# they take that grid's sizes.
+for _name, _defs in (("masked_fill", {}), ("masked_copy", {"MASKED_COPY": 1})):
+    family(_name, "masked_fill.comp", EW_PARAMS, width_variants(_name), "Padding / masking",
+           defines={"WG": EW_WG, "EPT": EW_EPT, **_defs}, tag_defines=WIDTH_DEFINES,
+           tag_features={t: tuple(sorted(set(f) | {"storage8", "int8"})) for t, f in WIDTH_FEATURES.items()})
+del _name, _defs

@@ -1,4 +1,4 @@
-"""Reductions: reduce / reduce_last_dim (sum, max, min, mean) and the arg-reductions.
+"""Reductions: reduce / reduce_last_dim (sum, max, min, mean, prod) and the arg-reductions.
 
 shaders/reduce.comp serves both value families (`reduce` is the one-row case of the last-dim
 kernel, workgroup-per-chunk with a second pass over per-chunk partials for long rows);
@@ -12,7 +12,7 @@ REDUCE_PARAMS = P("n_rows:u32", "n_cols:u32", "chunk:u32", "n_chunks:u32", "off_
                   "denom:u32", "pad:u32")
 ARG_PARAMS = P("n_out:u32", "n_inner:u32", "d:u32", "off_in:u32", "off_out:u32", "s_outer:i32", "s_d:i32",
                "s_inner:i32", "chunk:u32", "n_chunks:u32")
-REDUCE_OPS = {"sum": 0, "max": 1, "min": 2, "mean": 3}
+REDUCE_OPS = {"sum": 0, "max": 1, "min": 2, "mean": 3, "prod": 4}
 ARG_OPS = {"argmax": 0, "argmin": 1}
 MODE_DIRECT, MODE_PARTIAL, MODE_FINAL = 0, 1, 2
 # Serial elements per invocation in one chunk (the rest of a row goes to the tree and the 2nd pass).

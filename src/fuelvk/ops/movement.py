@@ -1,4 +1,4 @@
-"""Data movement (numpy names): flip, roll, triu, tril, concatenate, masked_fill (torch's), slice
+"""Data movement (numpy names): flip, roll, triu, tril, concatenate, masked_fill (torch's), where, slice
 assignment ``a[index] = b`` (setitem) and the in-place ``add_assign_scaled(dst, src, scale)``.
 
 Every kernel here reads any view (strided, negative steps, broadcast, offset) directly, so nothing is
@@ -20,7 +20,7 @@ from ..kernels import kernel
 from ..kernels.movement import EPT, MAX_RANK, REMAP_PARAMS, WG, WRITE_PARAMS
 from ._core import device_args, element_words, launch_strided, new_like, result
 
-__all__ = ["flip", "roll", "triu", "tril", "concatenate", "masked_fill", "add_assign_scaled", "setitem"]
+__all__ = ["flip", "roll", "triu", "tril", "concatenate", "masked_fill", "where", "add_assign_scaled", "setitem"]
 
 _PER_GROUP = WG * EPT
 
@@ -279,6 +279,58 @@ def masked_fill(x, mask, value):
     out = new_like(xa.shape, xa.dtype)
     v = kernel("masked_fill", _width_tag("masked_fill", xa.dtype))
     launch_strided(v, out, [xa, ma], s0=element_words("masked_fill", value, xa.dtype))
+    return result(out, numpy_out)
+
+
+# -- where ----------------------------------------------------------------------------------------
+def _operand(op, x, dt):
+    """A where operand as an Array of dt: Arrays are cast (astype), scalars stored as dt elements."""
+    if isinstance(x, Array):
+        if x.dtype == dt:
+            return x
+        from .casts import astype
+        return astype(x, dt)
+    if isinstance(x, (np.ndarray, list, tuple)) and np.ndim(x):
+        return asarray(np.asarray(x).astype(dt))
+    return asarray(_dt.scalar_as(op, _check_scalar(op, x), dt))
+
+
+def _where_dtype(x1, x2):
+    """numpy's result dtype of two where operands (a Python scalar is weak, NEP 50); two scalars take
+    fuelvk's defaults (bool, int64, float32)."""
+    def dt_of(x):
+        if isinstance(x, Array):
+            return x.dtype
+        if isinstance(x, (np.ndarray, np.generic)):
+            return x.dtype
+        return None
+    d1, d2 = dt_of(x1), dt_of(x2)
+    if d1 is None and d2 is None:
+        if isinstance(x1, float) or isinstance(x2, float):
+            return _dt.float32
+        if isinstance(x1, bool) and isinstance(x2, bool):
+            return _dt.bool_
+        return _dt.int64
+    args = [d if d is not None else x for d, x in ((d1, x1), (d2, x2))]
+    return _dt.dtype(np.result_type(*args))
+
+
+def where(condition, x1, x2):
+    """numpy.where(condition, x1, x2): x1 where condition else x2, broadcast together (scalars allowed
+    for x1 / x2). Two kernels, both bit-exact moves of any dtype: x2 is copied into the output
+    (strided_copy), then masked_copy writes x1 where the bool condition is set."""
+    numpy_out = not any(isinstance(v, Array) for v in (condition, x1, x2))
+    (c,), _ = device_args("where", condition)
+    if c.dtype != _dt.bool_:
+        raise DTypeError(f"where: condition must be a bool array, got {c.dtype}")
+    dt = _where_dtype(x1, x2)
+    a, b = _operand("where", x1, dt), _operand("where", x2, dt)
+    shape = L.broadcast_shapes("where", c.shape, a.shape, b.shape)
+    out = new_like(shape, dt)
+    tag = _width_tag("where", dt)
+    from ..kernels.movement_core import copy_variant
+    launch_strided(copy_variant(tag, runtime.get().device.features), out, [b])
+    launch_strided(kernel("masked_copy", tag), out, [a, c])
     return result(out, numpy_out)
 
 

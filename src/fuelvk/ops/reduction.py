@@ -1,4 +1,4 @@
-"""Reductions (numpy names): sum, max, min, mean over any axis or tuple of axes; argmax, argmin.
+"""Reductions (numpy names): sum, prod, max, min, mean over any axis or tuple of axes; argmax, argmin.
 
 Layout choice: the reduced axes are moved last with a free transpose view and the view is made
 contiguous (`_core.contiguous`: no copy when the reduced axes already are the trailing ones of a
@@ -30,7 +30,7 @@ from ..kernels.reduction import (ARG_OPS, ARG_PARAMS, CHUNK_PER_INVOCATION, CUMS
 from ._core import contiguous, device_args, new_like, result
 
 # The public sum/max/min shadow the builtins in this module: internal code uses _b.max etc.
-__all__ = ["sum", "max", "min", "mean", "argmax", "argmin", "cumsum"]
+__all__ = ["sum", "prod", "max", "min", "mean", "argmax", "argmin", "cumsum"]
 
 
 def normalize_axes(op, axis, rank):
@@ -98,8 +98,11 @@ def _fill(shape, dt, value):
     return asarray(np.full(shape, value, dtype=dt))
 
 
-def _reduce(op, x, axis, keepdims):
+def _reduce(op, x, axis, keepdims, dtype=None):
     (x,), numpy_out = device_args(op, x)
+    if dtype is not None and _dt.dtype(dtype) != x.dtype:
+        from .casts import astype
+        x = astype(x, dtype)     # the standard's dtype=: cast, then reduce in that dtype
     tag = _dt.float_tag(op, x.dtype)
     axes = normalize_axes(op, axis, x.ndim)
     out_shape = tuple((1 if a in axes else n) for a, n in enumerate(x.shape) if keepdims or a not in axes)
@@ -108,7 +111,7 @@ def _reduce(op, x, axis, keepdims):
         if math.prod(out_shape) != 0 and op in ("max", "min"):
             raise ShapeError(f"{op}: zero-size array to reduction operation {op} which has no identity "
                              f"(shape {x.shape}, axis {axis}); kernel reduce_last_dim.{tag}")
-        return result(_fill(out_shape, x.dtype, np.nan if op == "mean" else 0), numpy_out)
+        return result(_fill(out_shape, x.dtype, {"mean": np.nan, "prod": 1}.get(op, 0)), numpy_out)
     src, rows, cols = rows_view(x, axes)
     out = new_like(out_shape, x.dtype)
     fam = "reduce" if rows == 1 else "reduce_last_dim"
@@ -116,9 +119,16 @@ def _reduce(op, x, axis, keepdims):
     return result(out, numpy_out)
 
 
-def sum(x, axis=None, keepdims=False):  # noqa: A001 - numpy's name
-    """numpy.sum over an axis, a tuple of axes or everything (f32 accumulation for half types)."""
-    return _reduce("sum", x, axis, keepdims)
+def sum(x, axis=None, keepdims=False, *, dtype=None):  # noqa: A001 - numpy's name
+    """numpy.sum over an axis, a tuple of axes or everything (f32 accumulation for half types);
+    dtype= casts first (float dtypes)."""
+    return _reduce("sum", x, axis, keepdims, dtype)
+
+
+def prod(x, axis=None, keepdims=False, *, dtype=None):
+    """numpy.prod (f32 accumulation for half types; a tree of products, so the last bits may differ
+    from numpy's order; 1 for an empty reduction)."""
+    return _reduce("prod", x, axis, keepdims, dtype)
 
 
 def max(x, axis=None, keepdims=False):  # noqa: A001
@@ -154,7 +164,17 @@ def _single_dim(shape, strides):
     return None
 
 
-def _arg(op, x, axis):
+def _arg(op, x, axis, keepdims=False):
+    out = _arg1(op, x, axis)
+    if not keepdims:
+        return out
+    nd = np.ndim(x) if not hasattr(x, "ndim") else x.ndim
+    shape = (1,) * nd if axis is None else tuple(
+        1 if a == L.normalize_axis(op, axis, nd) else n for a, n in enumerate(np.shape(x) if not hasattr(x, "shape") else x.shape))
+    return out.reshape(shape)
+
+
+def _arg1(op, x, axis):
     (x,), numpy_out = device_args(op, x)
     tag = _dt.float_tag(op, x.dtype)
     if axis is None:
@@ -212,14 +232,14 @@ def _arg(op, x, axis):
     return result(out, numpy_out)
 
 
-def argmax(x, axis=None):
+def argmax(x, axis=None, keepdims=False):
     """numpy.argmax: int64 indices, lowest index on ties, the first NaN wins (torch agrees)."""
-    return _arg("argmax", x, axis)
+    return _arg("argmax", x, axis, keepdims)
 
 
-def argmin(x, axis=None):
+def argmin(x, axis=None, keepdims=False):
     """numpy.argmin: int64 indices, lowest index on ties, the first NaN wins (torch agrees)."""
-    return _arg("argmin", x, axis)
+    return _arg("argmin", x, axis, keepdims)
 
 
 

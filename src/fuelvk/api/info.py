@@ -1,0 +1,148 @@
+"""Inspection and data-type functions of the array API: __array_namespace_info__, isdtype,
+result_type, can_cast, finfo, iinfo, and the Device object arrays report.
+
+All host-side metadata (dtypes are numpy dtype objects, as in numpy and CuPy): no device work.
+"""
+import ml_dtypes
+import numpy as np
+
+from .. import dtypes as _dt
+from .. import runtime
+from ..errors import DeviceError, DTypeError
+
+__all__ = ["__array_namespace_info__", "isdtype", "result_type", "can_cast", "finfo", "iinfo", "Device",
+           "devices"]
+
+
+class Device:
+    """The Vulkan device of the process-wide context (fuelvk binds one context per process; the
+    standard's `device=` arguments accept this object, its name, or None)."""
+    __slots__ = ()
+
+    @property
+    def name(self):
+        return runtime.get().device.name
+
+    def __eq__(self, other):
+        return isinstance(other, Device)
+
+    def __hash__(self):
+        return hash(Device)
+
+    def __repr__(self):
+        ctx = runtime.current()
+        return f"fuelvk.Device({ctx.device.name!r})" if ctx is not None else "fuelvk.Device(<not started>)"
+
+
+DEVICE = Device()
+
+
+def devices():
+    """Every device arrays can live on: the one the context uses (FUELVK_DEVICE picks it)."""
+    return [DEVICE]
+
+
+def check_device(op, device):
+    """Accept None, the Device, or its name; anything else is a DeviceError."""
+    if device is None or isinstance(device, Device) or (isinstance(device, str) and device in ("vulkan", DEVICE.name)):
+        return DEVICE
+    raise DeviceError(f"{op}: device {device!r} is not a fuelvk device; accepted: None, {DEVICE!r} "
+                      f"(fuelvk.devices())")
+
+
+# Standard dtype names fuelvk stores (float64 where the device has shaderFloat64; the kernels say so).
+_STANDARD = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32",
+             "float64")
+_KINDS = {
+    "bool": lambda d: d.kind == "b",
+    "signed integer": lambda d: d.kind == "i",
+    "unsigned integer": lambda d: d.kind == "u",
+    "integral": lambda d: d.kind in "iu",
+    "real floating": lambda d: d.kind == "f" or d in (_dt.bfloat16, _dt.float8_e4m3fn),
+    "complex floating": lambda d: d.kind == "c",
+    "numeric": lambda d: d.kind in "iufc" or d in (_dt.bfloat16, _dt.float8_e4m3fn),
+}
+
+
+class _Info:
+    """What __array_namespace_info__() returns (the standard's inspection API)."""
+
+    def capabilities(self):
+        # boolean indexing and nonzero/unique have data-dependent output shapes: not implemented yet.
+        return {"boolean indexing": False, "data-dependent shapes": False, "max dimensions": None}
+
+    def default_device(self):
+        return DEVICE
+
+    def devices(self):
+        return devices()
+
+    def default_dtypes(self, *, device=None):
+        check_device("default_dtypes", device)
+        return {"real floating": _dt.float64, "complex floating": np.dtype(np.complex128),
+                "integral": _dt.int64, "indexing": _dt.int64}
+
+    def dtypes(self, *, device=None, kind=None):
+        check_device("dtypes", device)
+        out = {n: np.dtype(n) for n in _STANDARD}
+        if kind is None:
+            return out
+        return {n: d for n, d in out.items() if isdtype(d, kind)}
+
+
+def __array_namespace_info__():
+    return _Info()
+
+
+def _as_dtype(op, x):
+    from ..array import Array
+    if isinstance(x, Array):
+        return x.dtype
+    try:
+        return np.dtype(x)
+    except TypeError:
+        raise DTypeError(f"{op}: expected a dtype or an array, got {type(x).__name__} {x!r}") from None
+
+
+def isdtype(dtype, kind):
+    """The standard's isdtype: kind is a dtype, a kind name, or a tuple of them."""
+    if isinstance(kind, tuple):
+        return any(isdtype(dtype, k) for k in kind)
+    dtype = _as_dtype("isdtype", dtype)
+    if isinstance(kind, str):
+        if kind not in _KINDS:
+            raise DTypeError(f"isdtype: unknown kind {kind!r}; accepted: {', '.join(_KINDS)} or a dtype")
+        return _KINDS[kind](dtype)
+    return dtype == _as_dtype("isdtype", kind)
+
+
+def result_type(*arrays_and_dtypes):
+    """The promoted dtype (numpy 2's rules, a superset of the standard's table; Python scalars are weak)."""
+    if not arrays_and_dtypes:
+        raise DTypeError("result_type: needs at least one array or dtype")
+    args = [a if isinstance(a, (bool, int, float, complex)) else _as_dtype("result_type", a)
+            for a in arrays_and_dtypes]
+    if all(isinstance(a, (bool, int, float, complex)) for a in args):
+        raise DTypeError("result_type: needs at least one array or dtype (got only Python scalars)")
+    return np.result_type(*args)
+
+
+def can_cast(from_, to):
+    """Whether from_ (a dtype or array) casts to `to` under the standard's (numpy's 'safe') rule."""
+    return bool(np.can_cast(_as_dtype("can_cast", from_), _as_dtype("can_cast", to), "safe"))
+
+
+def finfo(type):  # noqa: A002 - the standard's name
+    """Machine limits of a float dtype (bits, eps, max, min, smallest_normal, dtype)."""
+    dt = _as_dtype("finfo", type)
+    if dt.kind not in "fc" and dt not in (_dt.bfloat16, _dt.float8_e4m3fn):
+        raise DTypeError(f"finfo: {dt} is not a floating dtype")
+    return ml_dtypes.finfo(dt) if dt in (_dt.bfloat16, _dt.float8_e4m3fn) else np.finfo(dt)
+
+
+def iinfo(type):  # noqa: A002
+    """Machine limits of an integer dtype (bits, max, min, dtype)."""
+    dt = _as_dtype("iinfo", type)
+    if dt.kind not in "iu":
+        raise DTypeError(f"iinfo: {dt} is not an integer dtype")
+    return np.iinfo(dt)

@@ -1,0 +1,59 @@
+"""Statistical functions of the array API beyond the single-kernel reductions (fuelvk.ops.reduction:
+sum, prod, max, min, mean, argmax, argmin, cumsum): var, std and cumulative_sum.
+
+var is the two-pass form numpy uses, on the device: mean (compensated sum), the deviations
+x - mean, then the compensated sum of their squares divided once by max(N - correction, 0)
+(numpy's rule: 0 / 0 is NaN, s / 0 is inf). No cancellation of E[x^2] - E[x]^2.
+"""
+import math
+
+from .. import layout as L
+from ..array import Array, asarray
+from ..errors import DTypeError, ShapeError
+from ..ops.elementwise import divide, multiply, sqrt, subtract
+from ..ops.movement import concatenate
+from ..ops.reduction import cumsum, mean, normalize_axes
+from ..ops.reduction import sum as _sum
+
+__all__ = ["var", "std", "cumulative_sum"]
+
+
+def _arr(op, x):
+    if isinstance(x, Array):
+        return x
+    raise DTypeError(f"{op}: expected a fuelvk.Array, got {type(x).__name__}")
+
+
+def var(x, /, *, axis=None, correction=0.0, keepdims=False):
+    """Variance over axis (None: all), dividing by N - correction (numpy's ddof)."""
+    x = _arr("var", x)
+    axes = normalize_axes("var", axis, x.ndim)
+    n = math.prod(x.shape[a] for a in axes)
+    m = mean(x, axis=axes, keepdims=True)
+    d = subtract(x, m)
+    s = _sum(multiply(d, d), axis=axes, keepdims=keepdims)
+    return divide(s, max(n - correction, 0))
+
+
+def std(x, /, *, axis=None, correction=0.0, keepdims=False):
+    """Standard deviation: sqrt(var) (one more elementwise pass)."""
+    return sqrt(var(x, axis=axis, correction=correction, keepdims=keepdims))
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
+    """Running sums along axis (required for ndim > 1); include_initial prepends the 0."""
+    x = _arr("cumulative_sum", x)
+    if axis is None:
+        if x.ndim > 1:
+            raise ShapeError(f"cumulative_sum: axis is required for an array of rank {x.ndim}")
+        axis = 0
+    if x.ndim == 0:
+        raise ShapeError("cumulative_sum: needs an array of rank >= 1")
+    ax = L.normalize_axis("cumulative_sum", axis, x.ndim)
+    if dtype is not None and dtype != x.dtype:
+        x = x.astype(dtype)
+    out = cumsum(x, axis=ax)
+    if include_initial:
+        from ..array import zeros
+        out = concatenate([zeros(x.shape[:ax] + (1,) + x.shape[ax + 1:], x.dtype), out], axis=ax)
+    return out
