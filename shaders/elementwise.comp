@@ -93,6 +93,18 @@ V tanh_v(V x) {                               // stable for large |x| (builtin t
 }
 #endif
 
+#if defined(DT_F64)
+V copysign_v(V x, V y) {
+    uvec2 a = unpackDouble2x32(x), b = unpackDouble2x32(y);
+    return packDouble2x32(uvec2(a.x, (a.y & 0x7FFFFFFFu) | (b.y & 0x80000000u)));
+}
+#else
+// Half types compute in f32: widening and rounding back keep the sign bit, so this is exact too.
+V copysign_v(V x, V y) {
+    return uintBitsToFloat((floatBitsToUint(x) & 0x7FFFFFFFu) | (floatBitsToUint(y) & 0x80000000u));
+}
+#endif
+
 V sigmoid(V x) { return 1.0 / (1.0 + exp_v(-x)); }
 
 V apply_unary(V x) {
@@ -121,7 +133,11 @@ V apply_unary(V x) {
         V m = x < lo ? lo : x;
         return m > hi ? hi : m;
     }
-    default: {                                                                                 // powi
+    case 19u: return floor(x);      // the rounding ops: exact in every float type (GLSL builtins)
+    case 20u: return ceil(x);
+    case 21u: return trunc(x);
+    case 22u: return roundEven(x);  // numpy.round / the array API's round: half to even
+    default: {                                                                                 // powi (18)
         int e = int(p.s0[0]);
         if (e == 0) return V(1.0);
         V base = e < 0 ? V(1.0) / x : x;
@@ -140,7 +156,8 @@ V apply_binary(V x, V y) {
     case 2u: return x * y;
     case 3u: return x / y;
     case 4u: return (isnan(x) || x > y) ? x : y;   // maximum (NaN propagates, numpy)
-    default: return (isnan(x) || x < y) ? x : y;   // minimum
+    case 5u: return (isnan(x) || x < y) ? x : y;   // minimum
+    default: return copysign_v(x, y);              // copysign (6): |x| with y's sign bit, NaN included
     }
 }
 

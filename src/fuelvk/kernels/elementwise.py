@@ -11,8 +11,10 @@ LINEAR_SPEC = 1   # specialization constant id of the LINEAR (all inputs contigu
 # op ids of shaders/elementwise.comp (specialization constant 0 of the unary/binary families)
 UNARY_OPS = ("negative", "square", "sqrt", "exp", "log", "sin", "cos", "tanh", "sigmoid", "silu", "gelu",
              "relu", "heaviside", "abs", "sign", "reciprocal")
-BINARY_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
+BINARY_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "copysign")
 AFFINE_OP, CLAMP_OP, POWI_OP = 16, 17, 18
+# Unary ops added after the fixed-op families' ids (16-18): name -> op id.
+ROUNDING_OPS = {"floor": 19, "ceil": 20, "trunc": 21, "round": 22}
 
 SRC = "elementwise.comp"
 # Each family has a `<name>_w64` twin, the same shader with W64 defined: its LINEAR path loads and

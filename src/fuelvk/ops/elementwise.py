@@ -8,11 +8,12 @@ import operator
 from .. import dtypes as _dt
 from .. import layout as L
 from .. import runtime
+from ..array import Array
 from ..errors import DTypeError
-from ..kernels.elementwise import BINARY_OPS, UNARY_OPS, variant
+from ..kernels.elementwise import BINARY_OPS, ROUNDING_OPS, UNARY_OPS, variant
 from ._core import ZERO2, device_args, is_scalar, launch_strided, new_like, promote, result, scalar_words
 
-__all__ = list(UNARY_OPS) + list(BINARY_OPS) + ["affine", "clip", "power"]
+__all__ = list(UNARY_OPS) + list(ROUNDING_OPS) + list(BINARY_OPS) + ["affine", "clip", "power"]
 
 
 def _unary(op, family, x, spec=(), s0=ZERO2, s1=ZERO2, accepted=_dt.FLOAT_TAGS):
@@ -37,6 +38,23 @@ for _i, _name in enumerate(UNARY_OPS):
     if _name != "heaviside":
         globals()[_name] = _make_unary(_name, _i)
 abs = globals()["abs"]  # noqa: A001 - numpy's name
+
+
+def _make_rounding(name, op_id):
+    def f(x):
+        if isinstance(x, Array) and x.dtype.kind in "biu":
+            from .movement_core import copy
+            return copy(x)          # integers (and bools) are already integral: the standard's identity
+        return _unary(name, "unary", x, spec=((0, op_id),))
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"Elementwise {name}(x) (numpy semantics{', half to even' if name == 'round' else ''}; exact, "
+                 "f32/f16/bf16/f64; integer arrays are returned as a copy).")
+    return f
+
+
+for _name, _i in ROUNDING_OPS.items():
+    globals()[_name] = _make_rounding(_name, _i)
+round = globals()["round"]  # noqa: A001 - numpy's name
 
 
 def heaviside(x, h0=0.0):
