@@ -105,6 +105,133 @@ V copysign_v(V x, V y) {
 }
 #endif
 
+// The array API's remaining real functions. Half types compute in f32 as every op here.
+V log1p_v(V x) {                    // series near 0, else Kahan: log(u) * x / (u - 1), u = 1 + x
+    if (abs(x) < V(1e-4)) return x * (V(1.0) - x * (V(0.5) - x * (V(1.0) / V(3.0) - x * V(0.25))));
+    V u = V(1.0) + x;
+    if (u == V(1.0) || isinf(x)) return u == V(1.0) ? x : log_v(u);
+    return log_v(u) * (x / (u - V(1.0)));
+}
+#if defined(DT_F64)
+V expm1_v(V x) { return isinf(x) ? (x > 0.0 ? x : V(-1.0)) : expm1_64(x); }
+V log2_v(V x) { return log64(x) * 1.4426950408889634LF; }
+V log10_v(V x) { return log64(x) * 0.43429448190325182LF; }
+V tan_v(V x) { return sincos64(x, false) / sincos64(x, true); }
+V asinh_v(V x) {
+    V a = abs(x);
+    V r = a > 1e150LF ? log64(a) + 0.69314718055994531LF : log1p_v(a + a * a / (1.0LF + sqrt(1.0LF + a * a)));
+    return x < 0.0LF ? -r : r;
+}
+V acosh_v(V x) { return x > 1e150LF ? log64(x) + 0.69314718055994531LF : log1p_v((x - 1.0LF) + sqrt((x - 1.0LF) * (x + 1.0LF))); }
+#else
+V expm1_v(V x) {                    // Taylor to x^10 for |x| < 0.5 (rel. error < 3e-10), else e^x - 1
+    if (!(abs(x) < 0.5)) return exp(x) - V(1.0);
+    V p = V(1.0 / 3628800.0);
+    for (int i = 9; i >= 2; --i) p = p * x + V(1.0) / V(i == 9 ? 362880.0 : i == 8 ? 40320.0 : i == 7 ? 5040.0
+        : i == 6 ? 720.0 : i == 5 ? 120.0 : i == 4 ? 24.0 : i == 3 ? 6.0 : 2.0);
+    return p * x * x + x;
+}
+V log2_v(V x) { return log2(x); }
+V log10_v(V x) { return log2(x) * V(0.30102999566398120); }
+V tan_v(V x) { return tan(x); }
+V asinh_v(V x) {
+    V a = abs(x);
+    V r = a > V(1e18) ? log(a) + V(0.69314718055994531) : log1p_v(a + a * a / (V(1.0) + sqrt(V(1.0) + a * a)));
+    return x < 0.0 ? -r : r;
+}
+V acosh_v(V x) { return x > V(1e18) ? log(x) + V(0.69314718055994531) : log1p_v((x - V(1.0)) + sqrt((x - V(1.0)) * (x + V(1.0)))); }
+#endif
+// atan by reduction to |t| <= tan(pi/8) and the odd series (NTERMS terms: f32 / f64 accuracy);
+// asin, acos and atan2 build on it (lavapipe's float builtins are off by ~1e-4).
+#if defined(DT_F64)
+#define NTERMS 24
+#else
+#define NTERMS 10
+#endif
+const V PI_2 = V(1.5707963267948966), PI_4 = V(0.78539816339744831), PI_V = V(3.1415926535897932);
+V atan_v(V x) {
+    if (isnan(x)) return x;
+    V a = abs(x), base = V(0.0);
+    if (a > V(1.0)) { a = V(1.0) / a; base = PI_2; }       // atan(a) = pi/2 - atan(1/a)
+    V off = V(0.0);
+    if (a > V(0.41421356237309505)) { a = (a - V(1.0)) / (a + V(1.0)); off = PI_4; }
+    V a2 = a * a, p = V(0.0);
+    for (int k = NTERMS; k >= 0; --k) p = p * (-a2) + V(1.0) / V(2 * k + 1);
+    V r = off + a * p;
+    r = base != V(0.0) ? base - r : r;
+    return x < 0.0 ? -r : r;
+}
+V atan2_v(V y, V x) {              // C99 atan2 special cases for zeros and infinities
+    if (isnan(x) || isnan(y)) return x + y;
+    bool ny = y < 0.0 || (y == 0.0 && copysign_v(V(1.0), y) < 0.0);
+    bool nx = x < 0.0 || (x == 0.0 && copysign_v(V(1.0), x) < 0.0);
+    V r;
+    if (isinf(x) && isinf(y)) r = nx ? V(3.0) * PI_4 : PI_4;
+    else if (isinf(x)) r = nx ? PI_V : V(0.0);
+    else if (isinf(y) || x == 0.0) r = y == 0.0 ? (nx ? PI_V : V(0.0)) : PI_2;
+    else if (y == 0.0) r = nx ? PI_V : V(0.0);
+    else {
+        V t = atan_v(abs(y) / abs(x));
+        r = nx ? PI_V - t : t;
+    }
+    return ny ? -r : r;
+}
+V asin_v(V x) { return abs(x) > V(1.0) ? V(0.0) / V(0.0) : atan2_v(x, sqrt((V(1.0) - x) * (V(1.0) + x))); }
+V acos_v(V x) {
+    if (abs(x) > V(1.0)) return V(0.0) / V(0.0);
+    return V(2.0) * atan2_v(sqrt(V(1.0) - x), sqrt(V(1.0) + x));
+}
+
+V sinh_v(V x) {                     // (e - 1/e) / 2 through expm1 (no cancellation near 0)
+    V a = abs(x);
+    V e = expm1_v(a);
+    V r = isinf(e) ? exp_v(a - V(0.69314718055994531)) : V(0.5) * (e + e / (e + V(1.0)));
+    return x < 0.0 ? -r : r;
+}
+V cosh_v(V x) { V e = exp_v(abs(x)); return V(0.5) * e + V(0.5) / e; }
+V atanh_v(V x) {                    // log1p(2x / (1 - x)) / 2
+    V a = abs(x);
+    V r = V(0.5) * log1p_v(V(2.0) * a / (V(1.0) - a));
+    return x < 0.0 ? -r : r;
+}
+V hypot_v(V x, V y) {               // scaled: no overflow or underflow in the squares; inf wins over NaN
+    V a = abs(x), b = abs(y);
+    if (isinf(a) || isinf(b)) return V(1.0) / V(0.0);
+    if (isnan(a) || isnan(b)) return a + b;
+    V m = max(a, b), n = min(a, b);
+    if (m == V(0.0)) return V(0.0);
+    V r = n / m;
+    return m * sqrt(V(1.0) + r * r);
+}
+V logaddexp_v(V x, V y) {           // max + log1p(exp(-|x - y|)); equal infinities give themselves
+    if (isnan(x) || isnan(y)) return x + y;
+    if (x == y && isinf(x)) return x;
+    V m = max(x, y);
+    return m + log1p_v(exp_v(-abs(x - y)));
+}
+
+#if defined(DT_F64)
+V nextafter_v(V x, V y) {           // the neighbouring double of x toward y (64-bit integer step)
+    if (isnan(x) || isnan(y)) return x + y;
+    if (x == y) return y;
+    if (x == 0.0LF) return packDouble2x32(uvec2(1u, y < 0.0LF ? 0x80000000u : 0u));
+    uvec2 b = unpackDouble2x32(x);
+    bool up = (x < y) == (x > 0.0LF);           // magnitude grows
+    if (up) { b.x += 1u; if (b.x == 0u) b.y += 1u; }
+    else { if (b.x == 0u) b.y -= 1u; b.x -= 1u; }
+    return packDouble2x32(b);
+}
+#else
+V nextafter_v(V x, V y) {           // f32 only (the ops refuse half types: their neighbours differ)
+    if (isnan(x) || isnan(y)) return x + y;
+    if (x == y) return y;
+    if (x == 0.0) return uintBitsToFloat(y < 0.0 ? 0x80000001u : 1u);
+    uint b = floatBitsToUint(x);
+    return uintBitsToFloat((x < y) == (x > 0.0) ? b + 1u : b - 1u);
+}
+#endif
+
+
 V sigmoid(V x) { return 1.0 / (1.0 + exp_v(-x)); }
 
 V apply_unary(V x) {
@@ -137,6 +264,19 @@ V apply_unary(V x) {
     case 20u: return ceil(x);
     case 21u: return trunc(x);
     case 22u: return roundEven(x);  // numpy.round / the array API's round: half to even
+    case 23u: return log1p_v(x);
+    case 24u: return expm1_v(x);
+    case 25u: return log2_v(x);
+    case 26u: return log10_v(x);
+    case 27u: return tan_v(x);
+    case 28u: return sinh_v(x);
+    case 29u: return cosh_v(x);
+    case 30u: return asinh_v(x);
+    case 31u: return acosh_v(x);
+    case 32u: return atanh_v(x);
+    case 33u: return asin_v(x);
+    case 34u: return acos_v(x);
+    case 35u: return atan_v(x);
     default: {                                                                                 // powi (18)
         int e = int(p.s0[0]);
         if (e == 0) return V(1.0);
@@ -157,7 +297,11 @@ V apply_binary(V x, V y) {
     case 3u: return x / y;
     case 4u: return (isnan(x) || x > y) ? x : y;   // maximum (NaN propagates, numpy)
     case 5u: return (isnan(x) || x < y) ? x : y;   // minimum
-    default: return copysign_v(x, y);              // copysign (6): |x| with y's sign bit, NaN included
+    case 6u: return copysign_v(x, y);              // |x| with y's sign bit, NaN included (exact)
+    case 7u: return hypot_v(x, y);
+    case 8u: return logaddexp_v(x, y);
+    case 9u: return atan2_v(x, y);                 // atan2(x1, x2): the angle of (x2, x1)
+    default: return nextafter_v(x, y);             // nextafter (10); exact in f32 and f64
     }
 }
 

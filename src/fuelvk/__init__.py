@@ -35,6 +35,7 @@ _API = [n for n, _ in _api_public()]
 for _name, _fn in _api_public():
     globals()[_name] = _fn
 del _name, _fn
+from .api import linalg   # noqa: E402  (the array API's linalg extension)
 e, inf, nan, pi, newaxis = 2.718281828459045, float("inf"), float("nan"), 3.141592653589793, None
 
 __all__ = ["Array", "asarray", "empty", "zeros", "synchronize", "device_info", "memory_info", "dtypes",
@@ -42,6 +43,6 @@ __all__ = ["Array", "asarray", "empty", "zeros", "synchronize", "device_info", "
            "UnsupportedError", "DeviceError", "BuildError", "ValueCastError", "FormatError",
            "float32", "float16", "bfloat16", "float64", "float8_e4m3fn", "int8", "int16", "int32", "int64",
            "uint8", "uint16", "uint32", "uint64", "bool_", "bool", "complex64", "complex128",
-           "__array_api_version__", "e", "inf", "nan", "pi", "newaxis"] + [n for n, _ in _public_ops()] + _API
+           "__array_api_version__", "e", "inf", "nan", "pi", "newaxis", "linalg"] + [n for n, _ in _public_ops()] + _API
 
 bool = bool_  # noqa: A001 - the array API's name of the bool dtype (shadows the builtin in this module only)

@@ -273,6 +273,18 @@ class Array:
         check_device("to_device", device)
         return self
 
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """DLPack export of a host copy (the array is downloaded; Vulkan memory is not exported), so
+        __dlpack_device__ says CPU. copy=False cannot be honoured: BufferError."""
+        if copy is False:
+            raise BufferError("__dlpack__: fuelvk exports a host copy of device memory; copy=False is impossible")
+        host = self.numpy()
+        kw = {} if max_version is None else {"max_version": max_version}
+        return host.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return (1, 0)   # kDLCPU: what __dlpack__ hands over is a host copy
+
     def __int__(self):
         return int(self.item())
 
@@ -306,16 +318,19 @@ def _array_like(x):
             or torch is not None and isinstance(x, torch.Tensor))
 
 
-def empty(shape, dtype=_dt.float32):
+def empty(shape, dtype=_dt.float32, *, device=None):
     """A new contiguous device array (contents undefined)."""
+    if device is not None:
+        from .api.info import check_device
+        check_device("empty", device)
     shape = L.as_shape("empty", shape)
     dt = _dt.dtype(dtype)
     buf = runtime.get().pool.alloc(max(L.size_of(shape), 1) * dt.itemsize)
     return Array(buf, shape, L.contiguous_strides(shape), 0, dt)
 
 
-def zeros(shape, dtype=_dt.float32):
-    a = empty(L.as_shape("zeros", shape), dtype)
+def zeros(shape, dtype=_dt.float32, *, device=None):
+    a = empty(L.as_shape("zeros", shape), dtype, device=device)
     runtime.get().stream.fill(a.buffer, (a.nbytes + 3) & ~3)
     return a
 
@@ -340,13 +355,17 @@ def _host(obj, dt):
         raise ValueCastError(f"asarray: the input cannot be stored as {dt} ({e})") from None
 
 
-def _python_floats(obj):
-    """Whether obj is Python data (a scalar or nested sequence, not numpy / torch) holding a float."""
+def _python_kind(obj):
+    """"c" / "f" when obj is Python data (a scalar or nested sequence, not numpy / torch) holding a
+    complex / float, else None: those take fuelvk's default complex64 / float32."""
+    if isinstance(obj, complex):
+        return "c"
     if isinstance(obj, float):
-        return True
+        return "f"
     if isinstance(obj, (list, tuple)):
-        return any(_python_floats(o) for o in obj)
-    return False
+        kinds = {_python_kind(o) for o in obj}
+        return "c" if "c" in kinds else "f" if "f" in kinds else None
+    return None
 
 
 def asarray(obj, dtype=None, *, device=None, copy=None):
@@ -370,8 +389,9 @@ def asarray(obj, dtype=None, *, device=None, copy=None):
         raise ValueCastError("asarray: copy=False, but this input lives on the host and must be uploaded "
                              "(a copy)")
     dt = None if dtype is None else _dt.dtype(dtype)
-    if dt is None and _python_floats(obj):
-        dt = _dt.float32
+    if dt is None:
+        kind = _python_kind(obj)
+        dt = _dt.complex64 if kind == "c" else _dt.float32 if kind == "f" else None
     host = _host(obj, dt)
     dt = _dt.dtype(host.dtype) if dt is None else dt
     host = host if host.flags.c_contiguous else host.copy()  # (ascontiguousarray makes 0-d 1-d)

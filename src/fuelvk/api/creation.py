@@ -39,6 +39,10 @@ def _scalar_dtype(op, value):
         return np.dtype(value.dtype)
     if isinstance(value, numbers.Real):
         return DEFAULT_FLOAT
+    if isinstance(value, np.complexfloating):
+        return np.dtype(value.dtype)
+    if isinstance(value, complex):
+        return _dt.complex64
     raise DTypeError(f"{op}: expected a real scalar (bool, int or float), got {type(value).__name__} {value!r}")
 
 
@@ -58,7 +62,15 @@ def full(shape, fill_value, *, dtype=None, device=None):
             raise ShapeError(f"full: fill_value must be a scalar, got an array of shape {fill_value.shape}")
         fill_value = fill_value.item()
     dt = _scalar_dtype("full", fill_value) if dtype is None else _dtype("full", dtype, None)
-    one = asarray(_dt.scalar_as("full", fill_value, dt))
+    if dt.kind == "c":
+        if not isinstance(fill_value, (numbers.Number, np.generic)):
+            raise DTypeError(f"full: expected a scalar fill_value, got {type(fill_value).__name__}")
+        one = np.asarray(fill_value, dt)
+        if dt.itemsize > 8:   # no 16-byte move kernel yet: the host fills, one upload (documented)
+            return asarray(np.full(shape, one, dt))
+        one = asarray(one)
+    else:
+        one = asarray(_dt.scalar_as("full", fill_value, dt))
     out = empty(shape, dt)
     if out.size:
         out[...] = one

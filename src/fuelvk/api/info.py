@@ -52,7 +52,7 @@ def check_device(op, device):
 
 # Standard dtype names fuelvk stores (float64 where the device has shaderFloat64; the kernels say so).
 _STANDARD = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32",
-             "float64")
+             "float64", "complex64", "complex128")
 _KINDS = {
     "bool": lambda d: d.kind == "b",
     "signed integer": lambda d: d.kind == "i",
@@ -79,7 +79,7 @@ class _Info:
 
     def default_dtypes(self, *, device=None):
         check_device("default_dtypes", device)
-        return {"real floating": _dt.float64, "complex floating": np.dtype(np.complex128),
+        return {"real floating": _dt.float64, "complex floating": _dt.complex64,
                 "integral": _dt.int64, "indexing": _dt.int64}
 
     def dtypes(self, *, device=None, kind=None):
@@ -132,12 +132,40 @@ def can_cast(from_, to):
     return bool(np.can_cast(_as_dtype("can_cast", from_), _as_dtype("can_cast", to), "safe"))
 
 
+class finfo_object:  # noqa: N801 - the standard's name
+    """The standard's finfo result: Python floats, and the real dtype (float32 for complex64)."""
+    __slots__ = ("bits", "eps", "max", "min", "smallest_normal", "dtype")
+
+    def __init__(self, f, dtype):
+        self.bits, self.dtype = int(f.bits), dtype
+        self.eps, self.max, self.min = float(f.eps), float(f.max), float(f.min)
+        self.smallest_normal = float(f.smallest_normal)
+
+    def __repr__(self):
+        return f"finfo(bits={self.bits}, eps={self.eps}, max={self.max}, min={self.min}, dtype={self.dtype})"
+
+
+class iinfo_object:  # noqa: N801
+    """The standard's iinfo result: Python ints."""
+    __slots__ = ("bits", "max", "min", "dtype")
+
+    def __init__(self, i, dtype):
+        self.bits, self.max, self.min, self.dtype = int(i.bits), int(i.max), int(i.min), dtype
+
+    def __repr__(self):
+        return f"iinfo(bits={self.bits}, max={self.max}, min={self.min}, dtype={self.dtype})"
+
+
 def finfo(type):  # noqa: A002 - the standard's name
-    """Machine limits of a float dtype (bits, eps, max, min, smallest_normal, dtype)."""
+    """Machine limits of a float dtype (bits, eps, max, min, smallest_normal, dtype); a complex dtype
+    gives its real component's."""
     dt = _as_dtype("finfo", type)
-    if dt.kind not in "fc" and dt not in (_dt.bfloat16, _dt.float8_e4m3fn):
+    if dt.kind == "c":
+        dt = np.dtype(np.float32 if dt == _dt.complex64 else np.float64)
+    if dt.kind != "f" and dt not in (_dt.bfloat16, _dt.float8_e4m3fn):
         raise DTypeError(f"finfo: {dt} is not a floating dtype")
-    return ml_dtypes.finfo(dt) if dt in (_dt.bfloat16, _dt.float8_e4m3fn) else np.finfo(dt)
+    return finfo_object(ml_dtypes.finfo(dt) if dt.kind == "V" or dt in (_dt.bfloat16, _dt.float8_e4m3fn)
+                        else np.finfo(dt), dt)
 
 
 def iinfo(type):  # noqa: A002
@@ -145,4 +173,4 @@ def iinfo(type):  # noqa: A002
     dt = _as_dtype("iinfo", type)
     if dt.kind not in "iu":
         raise DTypeError(f"iinfo: {dt} is not an integer dtype")
-    return np.iinfo(dt)
+    return iinfo_object(np.iinfo(dt), dt)

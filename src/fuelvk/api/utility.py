@@ -7,7 +7,10 @@ from device kernels:
   (empty: any False, all True, as the standard says).
 - diff: subtraction of shifted views (prepend / append joined first).
 - vecdot / tensordot: multiply + sum, and permute + reshape + matmul.
-- isnan / isinf / isfinite: one compare each (x != x, |x| == inf, |x| < inf; exact).
+- isnan / isinf / isfinite: one compare each (x != x, |x| == inf, |x| < inf; exact); signbit is
+  copysign(1, x) < 0 (exact, NaN signs included).
+- real / imag / conj of complex arrays: the float components are strided views of the same buffer
+  (interleaved pairs), copied; conj negates the imaginary view of a copy in place.
 """
 import math
 
@@ -17,14 +20,14 @@ from ..array import Array, asarray
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..ops.comparison import equal, greater, less, not_equal
 from ..ops.elementwise import abs as _abs
-from ..ops.elementwise import multiply, subtract
+from ..ops.elementwise import copysign, multiply, negative, power, subtract
 from ..ops.matmul import matmul
 from ..ops.movement import concatenate, where
 from ..ops.reduction import normalize_axes
 from ..ops.reduction import sum as _sum
 
-__all__ = ["all", "any", "diff", "vecdot", "tensordot", "isnan", "isinf", "isfinite", "positive", "floor_divide",
-           "remainder"]
+__all__ = ["all", "any", "diff", "vecdot", "tensordot", "isnan", "isinf", "isfinite", "signbit", "positive", "pow",
+           "real", "imag", "conj", "floor_divide", "remainder", "bitwise_left_shift", "bitwise_right_shift"]
 
 
 def _arr(op, x):
@@ -129,6 +132,49 @@ def isfinite(x, /):
     return less(_abs(x), float("inf"))
 
 
+def signbit(x, /):
+    x = _arr("signbit", x)
+    if x.dtype.kind in "biu":
+        return less(x, 0)
+    return less(copysign(1.0, x), 0)
+
+
+def pow(x1, x2, /):  # noqa: A001 - the standard's name
+    """x1 ** x2 for an integer scalar x2 (fuelvk.power); array exponents are not implemented yet."""
+    if isinstance(x2, Array):
+        raise UnsupportedError("pow: an array exponent is not implemented yet (fuelvk.power takes an integer "
+                               "scalar exponent)")
+    return power(x1, x2)
+
+
+def _component(op, x, part):
+    """The real (part 0) or imaginary (1) float view of a complex array (same buffer)."""
+    fdt = _dt.float32 if x.dtype == _dt.complex64 else _dt.float64
+    return Array(x.buffer, x.shape, tuple(2 * s for s in x.strides), 2 * x.offset + part, fdt)
+
+
+def real(x, /):
+    x = _arr("real", x)
+    return _component("real", x, 0).copy() if x.dtype.kind == "c" else x.copy()
+
+
+def imag(x, /):
+    x = _arr("imag", x)
+    if x.dtype.kind == "c":
+        return _component("imag", x, 1).copy()
+    from ..array import zeros
+    return zeros(x.shape, x.dtype)
+
+
+def conj(x, /):
+    x = _arr("conj", x)
+    out = x.copy()
+    if x.dtype.kind == "c":
+        im = _component("conj", out, 1)
+        im[...] = negative(im)
+    return out
+
+
 def positive(x, /):
     """+x: a copy."""
     return _arr("positive", x).copy()
@@ -136,8 +182,8 @@ def positive(x, /):
 
 def _no_kernel(name):
     def f(x1, x2, /):
-        raise UnsupportedError(f"{name} is not implemented in fuelvk yet (it needs an exact fmod kernel); "
-                               "compute it in numpy")
+        raise UnsupportedError(f"{name} is not implemented in fuelvk yet (no {'integer' if 'shift' in name else 'exact fmod'} "
+                               "kernel); compute it in numpy")
     f.__name__ = f.__qualname__ = name
     f.__doc__ = f"{name}: UnsupportedError (no kernel yet)."
     return f
@@ -145,3 +191,5 @@ def _no_kernel(name):
 
 floor_divide = _no_kernel("floor_divide")
 remainder = _no_kernel("remainder")
+bitwise_left_shift = _no_kernel("bitwise_left_shift")
+bitwise_right_shift = _no_kernel("bitwise_right_shift")

@@ -11,10 +11,16 @@ LINEAR_SPEC = 1   # specialization constant id of the LINEAR (all inputs contigu
 # op ids of shaders/elementwise.comp (specialization constant 0 of the unary/binary families)
 UNARY_OPS = ("negative", "square", "sqrt", "exp", "log", "sin", "cos", "tanh", "sigmoid", "silu", "gelu",
              "relu", "heaviside", "abs", "sign", "reciprocal")
-BINARY_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "copysign")
+BINARY_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "copysign", "hypot", "logaddexp",
+              "atan2", "nextafter")
 AFFINE_OP, CLAMP_OP, POWI_OP = 16, 17, 18
 # Unary ops added after the fixed-op families' ids (16-18): name -> op id.
 ROUNDING_OPS = {"floor": 19, "ceil": 20, "trunc": 21, "round": 22}
+MATH_OPS = {"log1p": 23, "expm1": 24, "log2": 25, "log10": 26, "tan": 27, "sinh": 28, "cosh": 29, "asinh": 30,
+            "acosh": 31, "atanh": 32, "asin": 33, "acos": 34, "atan": 35}
+# nextafter's neighbours are only exact where the kernel computes in the element's own type.
+NO_F64 = ()
+F32_F64_ONLY = ("nextafter",)
 
 SRC = "elementwise.comp"
 # Each family has a `<name>_w64` twin, the same shader with W64 defined: its LINEAR path loads and

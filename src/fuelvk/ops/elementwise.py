@@ -10,10 +10,10 @@ from .. import layout as L
 from .. import runtime
 from ..array import Array
 from ..errors import DTypeError
-from ..kernels.elementwise import BINARY_OPS, ROUNDING_OPS, UNARY_OPS, variant
+from ..kernels.elementwise import BINARY_OPS, F32_F64_ONLY, MATH_OPS, NO_F64, ROUNDING_OPS, UNARY_OPS, variant
 from ._core import ZERO2, device_args, is_scalar, launch_strided, new_like, promote, result, scalar_words
 
-__all__ = list(UNARY_OPS) + list(ROUNDING_OPS) + list(BINARY_OPS) + ["affine", "clip", "power"]
+__all__ = list(UNARY_OPS) + list(ROUNDING_OPS) + list(MATH_OPS) + list(BINARY_OPS) + ["affine", "clip", "power"]
 
 
 def _unary(op, family, x, spec=(), s0=ZERO2, s1=ZERO2, accepted=_dt.FLOAT_TAGS):
@@ -57,6 +57,27 @@ for _name, _i in ROUNDING_OPS.items():
 round = globals()["round"]  # noqa: A001 - numpy's name
 
 
+def _accepted(name):
+    """The float tags op `name` runs in (see kernels/elementwise.NO_F64 / F32_F64_ONLY)."""
+    if name in NO_F64:
+        return {d: t for d, t in _dt.FLOAT_TAGS.items() if t != "f64"}
+    if name in F32_F64_ONLY:
+        return {d: t for d, t in _dt.FLOAT_TAGS.items() if t in ("f32", "f64")}
+    return _dt.FLOAT_TAGS
+
+
+def _make_math(name, op_id):
+    def f(x):
+        return _unary(name, "unary", x, spec=((0, op_id),), accepted=_accepted(name))
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"Elementwise {name}(x) (numpy semantics, to a few ulp; {', '.join(_accepted(name).values())})."
+    return f
+
+
+for _name, _i in MATH_OPS.items():
+    globals()[_name] = _make_math(_name, _i)
+
+
 def heaviside(x, h0=0.0):
     """numpy.heaviside(x, h0) with a scalar h0: 0 for x < 0, h0 at 0, 1 for x > 0, NaN stays NaN."""
     return _unary("heaviside", "unary", x, spec=((0, UNARY_OPS.index("heaviside")),), s0=h0)
@@ -74,7 +95,7 @@ def _binary(op, op_id, a, b):
         (a, b), numpy_out = device_args(op, a, b)
         a, b = promote(op, [a, b])
     dt = (b if a_s else a).dtype
-    tag = _dt.float_tag(op, dt)
+    tag = _dt.float_tag(op, dt, _accepted(op))
     v = variant("binary", tag, runtime.get().device.features)
     spec = ((0, op_id),)
     if a_s:

@@ -1,0 +1,266 @@
+"""fuelvk as the Python array API namespace (README "Array API"): creation, manipulation,
+statistical, logical, utility and inspection functions, against numpy as the oracle (bit for bit
+where the op is exact), with edge cases (empty, 0-d, negative axes, keepdims, dtype=) and typed
+errors. The conformance suite itself is run separately (../shared/array-api-tests)."""
+import numpy as np
+import pytest
+
+import fuelvk as fv
+from fuelvk.errors import DeviceError, DTypeError, ShapeError, UnsupportedError, ValueCastError
+
+
+def same(a, b):
+    """Bit-exact equality of a fuelvk result and a numpy expectation (shape and dtype too)."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, a.dtype, b.shape, b.dtype)
+    assert a.tobytes() == b.tobytes(), (a, b)
+
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((3, 4, 5)).astype(np.float32)
+
+
+# -- namespace and inspection --------------------------------------------------------------------
+def test_namespace_and_info():
+    a = fv.asarray(X)
+    assert a.__array_namespace__() is fv and fv.__array_api_version__ == "2024.12"
+    info = fv.__array_namespace_info__()
+    assert info.devices() == [a.device] == [info.default_device()]
+    assert a.to_device(a.device) is a
+    assert set(info.dtypes(kind="integral")) == {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                                                 "uint64"}
+    assert info.default_dtypes()["real floating"] == fv.float32 == fv.asarray(1.5).dtype
+    assert fv.asarray([1, 2]).dtype == fv.int64 and fv.asarray(np.float64(1.5)).dtype == fv.float64
+    assert fv.isdtype(fv.int8, ("real floating", "signed integer")) and not fv.isdtype(fv.uint8, "signed integer")
+    assert fv.result_type(fv.int8, fv.int16) == fv.int16 and fv.result_type(a, 1.0) == fv.float32
+    assert fv.can_cast(fv.int8, fv.int64) and not fv.can_cast(fv.float64, fv.float32)
+    assert fv.finfo(fv.float32).eps == np.finfo(np.float32).eps and fv.iinfo(fv.int16).max == 32767
+    with pytest.raises(DTypeError):
+        fv.isdtype(fv.int8, "no such kind")
+    with pytest.raises(DeviceError):
+        fv.zeros_like(a, device="cpu")
+    with pytest.raises(DTypeError):
+        fv.asarray(np.ones(2, np.complex64))       # named by the standard, not stored yet
+
+
+def test_asarray_copy():
+    a = fv.asarray(X)
+    assert fv.asarray(a) is a and fv.asarray(a, copy=False) is a
+    b = fv.asarray(a, copy=True)
+    b[0, 0, 0] = 99.0
+    assert a.numpy()[0, 0, 0] == X[0, 0, 0]
+    with pytest.raises(ValueCastError):
+        fv.asarray(X, copy=False)                  # host data must be uploaded
+    with pytest.raises(ValueCastError):
+        fv.asarray(a, dtype=fv.float16, copy=False)
+
+
+# -- creation ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("args,kw", [((5,), {}), ((2, 11, 3), {}), ((1.0, 2.0, 0.25), {}), ((5, 0, -2), {}),
+                                     ((0,), {}), ((3,), {"dtype": fv.uint8}), ((0.0, 1.0, 0.1), {})])
+def test_arange(args, kw):
+    expect = np.arange(*args, **kw)
+    if expect.dtype == np.float64 and "dtype" not in kw:
+        expect = expect.astype(np.float32)           # fuelvk's default float
+    same(fv.arange(*args, **kw), expect)
+
+
+def test_creation():
+    same(fv.linspace(0, 1, 7), np.linspace(0, 1, 7).astype(np.float32))
+    same(fv.linspace(2, 3, 4, endpoint=False, dtype=fv.float64), np.linspace(2, 3, 4, endpoint=False))
+    same(fv.full((2, 3), 7), np.full((2, 3), 7, np.int64))
+    same(fv.full((2, 3), -0.0, dtype=fv.float16), np.full((2, 3), -0.0, np.float16))
+    same(fv.full((), True), np.full((), True))
+    same(fv.full((0, 4), 1.5), np.zeros((0, 4), np.float32))
+    same(fv.ones((2, 2), dtype=fv.int8), np.ones((2, 2), np.int8))
+    a = fv.asarray(X)
+    same(fv.full_like(a, np.nan), np.full_like(X, np.nan))
+    same(fv.ones_like(a, dtype=fv.bfloat16), np.ones_like(X, dtype=fv.bfloat16))
+    same(fv.zeros_like(a), np.zeros_like(X))
+    assert fv.empty_like(a).shape == X.shape
+    for n, m, k in [(3, None, 0), (3, 5, 1), (5, 3, -2), (2, 2, 5), (0, 3, 0), (4, 4, -4)]:
+        same(fv.eye(n, m, k=k), np.eye(n, m, k, dtype=np.float32))
+    g = fv.meshgrid(fv.arange(3), fv.arange(2), indexing="xy")
+    for r, e in zip(g, np.meshgrid(np.arange(3), np.arange(2))):
+        same(r, e)
+    same(fv.from_dlpack(np.arange(4.0)), np.arange(4.0))
+    with pytest.raises(ValueCastError):
+        fv.full((2,), 300, dtype=fv.uint8)
+    with pytest.raises(ShapeError):
+        fv.arange(0, 5, 0)
+    with pytest.raises(DTypeError):
+        fv.linspace(0, 1, 3, dtype=fv.int32)
+
+
+# -- manipulation --------------------------------------------------------------------------------
+def test_manipulation():
+    a = fv.asarray(X)
+    same(fv.reshape(a, (4, -1)), X.reshape(4, -1))
+    same(fv.reshape(a.mT, (-1,)), X.swapaxes(-1, -2).reshape(-1))
+    with pytest.raises(ValueCastError):
+        fv.reshape(a.mT, (-1,), copy=False)
+    same(fv.concat([a, a[:1]], axis=0), np.concatenate([X, X[:1]]))
+    same(fv.concat([a, a], axis=None), np.concatenate([X, X], axis=None))
+    for ax in (0, 1, -1):
+        same(fv.stack([a, a + 1.0], axis=ax), np.stack([X, X + 1], axis=ax))
+    same(fv.expand_dims(a, axis=-1), X[..., None])
+    same(fv.squeeze(fv.expand_dims(a, axis=1), axis=1), X)
+    with pytest.raises(ShapeError):
+        fv.squeeze(a, axis=0)
+    same(fv.permute_dims(a, (2, 0, 1)), X.transpose(2, 0, 1))
+    same(fv.moveaxis(a, 0, -1), np.moveaxis(X, 0, -1))
+    same(fv.moveaxis(a, (0, 1), (2, 0)), np.moveaxis(X, (0, 1), (2, 0)))
+    same(fv.matrix_transpose(a), np.swapaxes(X, -1, -2))
+    r = fv.broadcast_arrays(a[:, :1], fv.asarray(np.ones(5, np.float32)))
+    for x, e in zip(r, np.broadcast_arrays(X[:, :1], np.ones(5, np.float32))):
+        same(x, e)
+    for reps in [(2,), (2, 1, 3), (1, 2, 1, 1), (0, 2)]:
+        same(fv.tile(a, reps), np.tile(X, reps))
+    same(fv.repeat(a, 2, axis=1), np.repeat(X, 2, axis=1))
+    same(fv.repeat(a, 3), np.repeat(X, 3))
+    same(fv.repeat(a, fv.asarray(np.array([1, 0, 2, 0])), axis=-2), np.repeat(X, [1, 0, 2, 0], axis=-2))
+    same(fv.repeat(fv.asarray(np.float32(2)), 3), np.repeat(np.float32(2), 3))
+    parts = fv.unstack(a, axis=1)
+    assert len(parts) == 4
+    for p, e in zip(parts, [X[:, i] for i in range(4)]):
+        same(p, e)
+    with pytest.raises(ShapeError):
+        fv.stack([a, a[:1]])
+    with pytest.raises(ShapeError):
+        fv.repeat(a, fv.asarray(np.array([1, 2])), axis=0)
+
+
+# -- statistical ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("axis", [None, 0, -1, (0, 2)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_var_std_prod(axis, keepdims):
+    x64 = X.astype(np.float64)
+    a = fv.asarray(x64)
+    for correction in (0, 1):
+        np.testing.assert_allclose(fv.var(a, axis=axis, correction=correction, keepdims=keepdims).numpy(),
+                                   np.var(x64, axis=axis, ddof=correction, keepdims=keepdims), rtol=1e-12)
+        np.testing.assert_allclose(fv.std(a, axis=axis, correction=correction, keepdims=keepdims).numpy(),
+                                   np.std(x64, axis=axis, ddof=correction, keepdims=keepdims), rtol=1e-12)
+    np.testing.assert_allclose(fv.prod(a, axis=axis, keepdims=keepdims).numpy(),
+                               np.prod(x64, axis=axis, keepdims=keepdims), rtol=1e-12)
+    r = fv.sum(fv.asarray(X), axis=axis, keepdims=keepdims, dtype=fv.float64)
+    assert r.dtype == fv.float64
+    np.testing.assert_allclose(r.numpy(), np.sum(X, axis=axis, keepdims=keepdims, dtype=np.float64), rtol=1e-12)
+    same(fv.argmax(a, axis=-1 if axis is None else 1, keepdims=keepdims),
+         np.argmax(x64, axis=-1 if axis is None else 1, keepdims=keepdims))
+
+
+def test_statistical_edges():
+    empty = fv.asarray(np.zeros((0, 3), np.float32))
+    same(fv.prod(empty, axis=0), np.ones(3, np.float32))
+    assert np.isnan(fv.var(empty, axis=0).numpy()).all()
+    assert np.isinf(fv.var(fv.asarray(np.float32([1.0, 2.0])), correction=2).numpy())   # numpy: s / 0
+    same(fv.var(fv.asarray(np.float32(3.0))), np.var(np.float32(3.0)))
+    same(fv.prod(fv.asarray(np.float32([2.0, np.nan]))), np.prod(np.float32([2.0, np.nan])))
+    same(fv.argmin(fv.asarray(X), keepdims=True), np.argmin(X, keepdims=True))
+    same(fv.cumulative_sum(fv.asarray(np.arange(5.0)), include_initial=True),
+         np.concatenate([[0.0], np.cumsum(np.arange(5.0))]))
+    same(fv.cumulative_sum(fv.asarray(X), axis=1), np.cumsum(X, axis=1))
+    with pytest.raises(ShapeError):
+        fv.cumulative_sum(fv.asarray(X))            # axis required above rank 1
+    x = fv.asarray(X)
+    same(x.sum(axis=0), fv.sum(x, axis=0)) and same(x.max(), fv.max(x)) and same(x.mean(), fv.mean(x))
+
+
+# -- elementwise: rounding, copysign, where, logical, all / any -----------------------------------
+ODD = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.0, 0.0, np.nan, -np.inf, np.inf, 1e30, -3.7, 2**23 + 0.5],
+               np.float64)
+
+
+@pytest.mark.parametrize("name", ["floor", "ceil", "trunc", "round"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16])
+def test_rounding_bit_exact(name, dt):
+    x = ODD.astype(dt)
+    same(getattr(fv, name)(fv.asarray(x)), getattr(np, name)(x))
+    same(getattr(fv, name)(fv.asarray(np.arange(-3, 3, dtype=np.int16))), np.arange(-3, 3, dtype=np.int16))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, fv.bfloat16])
+def test_copysign_bit_exact(dt):
+    x = ODD.astype(dt)
+    y = np.resize(np.array([-1.0, 0.0, -0.0, np.nan, -np.nan, 2.0]), x.shape).astype(dt)
+    same(fv.copysign(fv.asarray(x), fv.asarray(y)), np.copysign(x, y))
+    same(fv.copysign(fv.asarray(x), -1.0), np.copysign(x, dt(-1.0)))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.int64, np.uint8, np.int16, np.bool_])
+def test_where_bit_exact(dt):
+    c = RNG.random((3, 4)) > 0.5
+    x = RNG.integers(0, 100, (3, 4)).astype(dt)
+    y = RNG.integers(0, 100, (4,)).astype(dt)
+    same(fv.where(fv.asarray(c), fv.asarray(x), fv.asarray(y)), np.where(c, x, y))
+    same(fv.where(fv.asarray(c[:, :1]), fv.asarray(x), fv.asarray(y)), np.where(c[:, :1], x, y))
+    same(fv.where(fv.asarray(c), fv.asarray(x).mT.mT, 1 if dt != np.bool_ else True),
+         np.where(c, x, np.ones((), dt)))
+    same(fv.where(c, x, y), np.where(c, x, y))    # numpy in -> numpy out
+
+
+def test_where_edges():
+    same(fv.where(fv.asarray(np.zeros((0, 2), bool)), 1.0, 2.0), np.zeros((0, 2), np.float32))
+    nan = np.array([np.nan, -0.0], np.float32)
+    same(fv.where(fv.asarray(np.array([True, True])), fv.asarray(nan), 0.0), nan)
+    with pytest.raises(DTypeError):
+        fv.where(fv.asarray(np.ones(2, np.float32)), 1.0, 2.0)
+    with pytest.raises(ShapeError):
+        fv.where(fv.asarray(np.ones(2, bool)), fv.asarray(np.ones(3, np.float32)), 0.0)
+
+
+def test_logical_and_bitwise_bool():
+    a = RNG.random((4, 5)) > 0.5
+    b = RNG.random((5,)) > 0.3
+    A, B = fv.asarray(a), fv.asarray(b)
+    same(fv.logical_and(A, B), a & b)
+    same(fv.logical_or(A, B), a | b)
+    same(fv.logical_xor(A, B), a ^ b)
+    same(fv.logical_not(A), ~a)
+    same(A & B, a & b) and same(A | B, a | b) and same(A ^ B, a ^ b) and same(~A, ~a)
+    f = np.array([0.0, -0.0, np.nan, 2.0], np.float32)
+    same(fv.logical_and(fv.asarray(f), True), np.logical_and(f, True))
+    with pytest.raises(UnsupportedError):
+        fv.bitwise_and(fv.asarray(np.arange(3)), fv.asarray(np.arange(3)))
+    with pytest.raises(UnsupportedError):
+        fv.asarray(np.ones(3, np.float32)) // 2
+
+
+@pytest.mark.parametrize("axis", [None, 0, -1, (0, 1)])
+def test_all_any(axis):
+    x = (RNG.random((6, 7)) > 0.8).astype(np.float32)
+    x[2] = 1.0
+    x[:, 3] = np.nan              # NaN is true
+    for fn in ("all", "any"):
+        for keepdims in (False, True):
+            same(getattr(fv, fn)(fv.asarray(x), axis=axis, keepdims=keepdims),
+                 getattr(np, fn)(x, axis=axis, keepdims=keepdims))
+    same(fv.all(fv.asarray(np.zeros((0,), bool))), np.True_)
+    same(fv.any(fv.asarray(np.zeros((2, 0), bool)), axis=1), np.zeros(2, bool))
+    same(fv.asarray(x).all(), np.all(x))
+
+
+def test_isnan_isinf_isfinite_diff():
+    x = ODD.astype(np.float32)
+    for fn in ("isnan", "isinf", "isfinite"):
+        same(getattr(fv, fn)(fv.asarray(x)), getattr(np, fn)(x))
+        same(getattr(fv, fn)(fv.asarray(np.arange(3))), getattr(np, fn)(np.arange(3)))
+    y = np.cumsum(RNG.standard_normal((4, 6)), axis=1)
+    for n in (0, 1, 2, 7):
+        same(fv.diff(fv.asarray(y), n=n), np.diff(y, n=n))
+    same(fv.diff(fv.asarray(y), axis=0, prepend=fv.asarray(y[:1])), np.diff(y, axis=0, prepend=y[:1]))
+
+
+def test_linalg_composed():
+    a = RNG.standard_normal((3, 4, 5)).astype(np.float32)
+    b = RNG.standard_normal((4, 5, 2)).astype(np.float32)
+    np.testing.assert_allclose(fv.tensordot(fv.asarray(a), fv.asarray(b)).numpy(), np.tensordot(a, b),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(fv.tensordot(fv.asarray(a), fv.asarray(b), axes=([1], [0])).numpy(),
+                               np.tensordot(a, b, axes=([1], [0])), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(fv.vecdot(fv.asarray(a), fv.asarray(a[0]), axis=-1).numpy(),
+                               np.sum(a * a[0], axis=-1), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ShapeError):
+        fv.tensordot(fv.asarray(a), fv.asarray(b), axes=([0], [0]))
