@@ -358,6 +358,8 @@ def _host(obj, dt):
 def _python_kind(obj):
     """"c" / "f" when obj is Python data (a scalar or nested sequence, not numpy / torch) holding a
     complex / float, else None: those take fuelvk's default complex64 / float32."""
+    if isinstance(obj, np.generic):
+        return None               # numpy scalars keep their dtype (np.float64 subclasses float)
     if isinstance(obj, complex):
         return "c"
     if isinstance(obj, float):

@@ -79,7 +79,7 @@ class _Info:
 
     def default_dtypes(self, *, device=None):
         check_device("default_dtypes", device)
-        return {"real floating": _dt.float64, "complex floating": _dt.complex64,
+        return {"real floating": _dt.float32, "complex floating": _dt.complex64,
                 "integral": _dt.int64, "indexing": _dt.int64}
 
     def dtypes(self, *, device=None, kind=None):
