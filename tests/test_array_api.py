@@ -327,3 +327,33 @@ def test_linalg_norms_and_dlpack():
     same(np.from_dlpack(A), a)
     with pytest.raises(BufferError):
         A.__dlpack__(copy=False)
+
+
+# -- sorting (bitonic kernel: stable, NaN last, -0 == +0) -----------------------------------------
+@pytest.mark.parametrize("dt", [np.float32, np.float16, fv.bfloat16, np.int8, np.int16, np.int32, np.uint8,
+                                np.uint16, np.uint32, np.bool_])
+@pytest.mark.parametrize("shape,axis", [((7,), -1), ((3, 33), 1), ((5, 4, 3), 0), ((1,), 0), ((2, 0), 1)])
+def test_sort_argsort_stable(dt, shape, axis):
+    x = RNG.integers(0 if np.dtype(dt).kind in "ub" else -5, 5, shape).astype(dt)   # many ties
+    if np.dtype(dt).kind == "f" or dt == fv.bfloat16:
+        flat = x.reshape(-1)
+        if flat.size > 3:
+            flat[:3] = np.array([np.nan, -0.0, 0.0], np.float32).astype(dt)
+    same(fv.argsort(fv.asarray(x), axis=axis), np.argsort(x, axis=axis, kind="stable"))
+    same(fv.sort(fv.asarray(x), axis=axis), np.sort(x, axis=axis, kind="stable"))
+    # descending, stable: ties keep their input order
+    n = x.shape[axis]
+    expect = n - 1 - np.flip(np.argsort(np.flip(x, axis=axis), axis=axis, kind="stable"), axis=axis)
+    if np.dtype(dt).kind != "f" and dt != fv.bfloat16:      # (numpy has no descending NaN rule to compare)
+        same(fv.argsort(fv.asarray(x), axis=axis, descending=True), expect)
+
+
+def test_sort_long_row_and_errors():
+    x = RNG.standard_normal(5000).astype(np.float32)      # not a power of two: padded to 8192
+    x[::7] = x[1]                                          # ties across the row
+    same(fv.argsort(fv.asarray(x)), np.argsort(x, kind="stable"))
+    same(fv.sort(fv.asarray(x[::-3])), np.sort(x[::-3]))   # a strided view
+    with pytest.raises(DTypeError):
+        fv.sort(fv.asarray(np.arange(3.0)))                # float64 keys: not yet
+    with pytest.raises(ShapeError):
+        fv.sort(fv.asarray(np.float32(1)))

@@ -132,6 +132,13 @@ def take_along_axis(x, indices, axis):
                          f"(shapes {idx_shape} and {x.shape}); kernel {fam} needs equal ranks")
     n = x.shape[ax]
     ids, kind = _indices("take_along_axis", fam, indices, n, True)
+    return result(gather_along(x, ids, kind, ax, tag), numpy_out)
+
+
+def gather_along(x, ids, kind, ax, tag):
+    """take_along_axis's launch for device indices already known to be in range (argsort's)."""
+    fam = f"gather.{tag}"
+    n = x.shape[ax]
     other = [d for d in range(x.ndim) if d != ax]
     b = L.broadcast_shapes("take_along_axis", tuple(x.shape[d] for d in other), tuple(ids.shape[d] for d in other))
     out_shape = list(b)
@@ -154,7 +161,7 @@ def take_along_axis(x, indices, axis):
                                   list(sx), list(si))
         ctx.launch(kernel("gather", tag), ctx.groups(-(-out.size // _WG)), (out.buffer, x.buffer, ids.buffer),
                    (True, False, False), push, spec=((0, kind),))
-    return result(out, numpy_out)
+    return out
 
 
 def _atomic_tag(op, fam, tag):

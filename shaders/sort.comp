@@ -1,0 +1,80 @@
+#version 450
+// Sorting (fuelvk.argsort / sort): a bitonic network over [rows, P] (key, index) pairs, P the row
+// length padded to a power of two. Keys are the elements' bits mapped to uint so that unsigned
+// order is numeric order (floats: sign flip; -0 == +0; every NaN after +inf, as numpy); the index
+// breaks ties, so the sort is stable. Descending inverts the real keys (ties keep index order).
+// Padding (key and index 0xFFFFFFFF) sorts last. Three modes (specialization constant 0):
+//   0: build keys from the contiguous input rows (elements of BITS bits, read from 32-bit words);
+//   1: one compare-exchange step (k, j) of the network;
+//   2: write the first n indices of each row as int64 (the argsort result).
+#include "common/index.glsl"
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint MODE = 0;
+
+layout(set = 0, binding = 0) buffer Keys { uint key[]; };
+layout(set = 0, binding = 1) buffer Idx { uint idx[]; };
+layout(set = 0, binding = 2) buffer Data { uint data[]; };   // 0: input words; 2: int64 output words
+
+layout(push_constant) uniform Params {
+    uint n; uint p2; uint rows; uint j; uint k; uint off_in; uint desc; uint pad;
+} p;
+
+uint load_bits(uint e) {
+#if BITS == 32
+    return data[e];
+#elif BITS == 16
+    return (data[e >> 1] >> ((e & 1u) * 16u)) & 0xFFFFu;
+#else
+    return (data[e >> 2] >> ((e & 3u) * 8u)) & 0xFFu;
+#endif
+}
+
+uint make_key(uint b) {
+    const uint SIGN = 1u << (BITS - 1);
+#if KIND == 2
+    uint mag = b & (SIGN - 1u);
+    if (mag > INFBITS) return 0xFFFFFFFEu;       // NaN (any sign, any payload): after +inf
+    if (mag == 0u) b = 0u;                      // -0 sorts with +0 (the index keeps their order)
+    uint k = (b & SIGN) != 0u ? ~b : (b | SIGN);
+#elif KIND == 1
+    uint k = b ^ SIGN;
+#else
+    uint k = b;
+#endif
+#if BITS < 32
+    k = (k & ((1u << BITS) - 1u)) << (32 - BITS);
+#endif
+    return k;
+}
+
+void main() {
+    uint g = linear_group() * 256u + gl_LocalInvocationID.x;
+    if (MODE == 0u) {
+        if (g >= p.rows * p.p2) return;
+        uint r = g / p.p2, c = g - r * p.p2;
+        if (c < p.n) {
+            uint kk = make_key(load_bits(p.off_in + r * p.n + c));
+            key[g] = p.desc != 0u ? ~kk : kk;
+            idx[g] = c;
+        } else {
+            key[g] = 0xFFFFFFFFu;
+            idx[g] = 0xFFFFFFFFu;
+        }
+    } else if (MODE == 1u) {
+        if (g >= p.rows * p.p2) return;
+        uint r = g / p.p2, i = g - r * p.p2;
+        uint l = i ^ p.j;
+        if (l <= i) return;
+        uint a = r * p.p2 + i, b = r * p.p2 + l;
+        uint ka = key[a], kb = key[b], ia = idx[a], ib = idx[b];
+        bool greater = ka > kb || (ka == kb && ia > ib);
+        if (greater == ((i & p.k) == 0u)) {
+            key[a] = kb; key[b] = ka; idx[a] = ib; idx[b] = ia;
+        }
+    } else {
+        if (g >= p.rows * p.n) return;
+        uint r = g / p.n, c = g - r * p.n;
+        data[2u * g] = idx[r * p.p2 + c];
+        data[2u * g + 1u] = 0u;
+    }
+}

@@ -1,0 +1,89 @@
+"""Sorting (array API names): argsort and sort along an axis, stable, ascending or descending.
+
+On the device: the sorted axis is moved last (a view, copied contiguous where needed), one bitonic
+network sorts (key, index) pairs of every row at once (shaders/sort.comp: log2(P)(log2(P)+1)/2
+compare-exchange dispatches for rows padded to P = 2^k), and sort gathers the values with the
+take_along_axis kernel. Ties keep their input order (stable: the index breaks them); NaNs go last
+(numpy's order; descending puts them first), -0 and +0 are equal. 64-bit dtypes are not sorted yet.
+"""
+import math
+
+from .. import dtypes as _dt
+from .. import layout as L
+from .. import runtime
+from ..errors import DTypeError, ShapeError
+from ..kernels import kernel
+from ..kernels.sorting import MODE_KEYS, MODE_STEP, MODE_WRITE, SORT_PARAMS, WG
+from ._core import contiguous, device_args, new_like, result
+
+__all__ = ["argsort", "sort"]
+
+_TAGS = {_dt.float32: "f32", _dt.float16: "f16", _dt.bfloat16: "bf16", _dt.int8: "i8", _dt.int16: "i16",
+         _dt.int32: "i32", _dt.uint8: "u8", _dt.uint16: "u16", _dt.uint32: "u32", _dt.bool_: "bool"}
+
+
+def _argsort_last(op, x, descending):
+    """int64 argsort of the contiguous rows of x (sorted axis last); x is a fresh contiguous view."""
+    tag = _TAGS.get(x.dtype)
+    if tag is None:
+        raise DTypeError(f"{op}: dtype {x.dtype} is not supported; accepted: {', '.join(map(str, _TAGS))} "
+                         "(64-bit keys are not sorted yet)")
+    n = x.shape[-1]
+    rows = x.size // n
+    p2 = 1 << (n - 1).bit_length()
+    if rows * p2 >= 2**32:
+        raise ShapeError(f"{op}: {rows} rows of {n} elements (padded to {p2}) exceed the kernel's 2^32 slots")
+    ctx = runtime.get()
+    v = kernel("sort", tag)
+    keys = new_like((rows * p2,), _dt.uint32)
+    idx = new_like((rows * p2,), _dt.uint32)
+    out = new_like(x.shape, _dt.int64)
+    groups = ctx.groups(-(-rows * p2 // WG))
+
+    def launch(mode, data, j=0, k=0):
+        writes = (mode != MODE_WRITE, mode != MODE_WRITE, mode == MODE_WRITE)
+        ctx.launch(v, groups if mode != MODE_WRITE else ctx.groups(-(-rows * n // WG)),
+                   (keys.buffer, idx.buffer, data.buffer), writes,
+                   SORT_PARAMS.pack(n, p2, rows, j, k, x.offset, int(bool(descending)), 0), spec=((0, mode),))
+
+    launch(MODE_KEYS, x)
+    k = 2
+    while k <= p2:
+        j = k // 2
+        while j:
+            launch(MODE_STEP, keys, j, k)
+            j //= 2
+        k *= 2
+    launch(MODE_WRITE, out)
+    return out
+
+
+def _moved(op, x, axis):
+    """(contiguous view with `axis` last, the permutation back, axis)."""
+    if x.ndim == 0:
+        raise ShapeError(f"{op}: a 0-d array has no axis to sort")
+    ax = L.normalize_axis(op, axis, x.ndim)
+    perm = [a for a in range(x.ndim) if a != ax] + [ax]
+    back = sorted(range(x.ndim), key=lambda a: perm[a])
+    return contiguous(x.transpose(perm)), back, ax
+
+
+def argsort(x, axis=-1, descending=False, stable=True):
+    """Indices (int64) that sort x along axis; stable (ties in input order) whatever `stable` says."""
+    (x,), numpy_out = device_args("argsort", x)
+    v, back, _ = _moved("argsort", x, axis)
+    if v.size == 0:
+        return result(new_like(x.shape, _dt.int64), numpy_out)
+    return result(_argsort_last("argsort", v, descending).transpose(back), numpy_out)
+
+
+def sort(x, axis=-1, descending=False, stable=True):
+    """x sorted along axis (a stable sort: argsort, then a gather of the values)."""
+    (x,), numpy_out = device_args("sort", x)
+    v, back, _ = _moved("sort", x, axis)
+    if v.size == 0:
+        return result(new_like(x.shape, x.dtype), numpy_out)
+    ids = _argsort_last("sort", v, descending)
+    from .indexing import gather_along
+    out = gather_along(v, ids, 2, v.ndim - 1, f"b{x.dtype.itemsize}")
+    return result(out.transpose(back), numpy_out)
