@@ -6,12 +6,13 @@ NaN is true).
     logical_not(a)    = a == False          logical_xor(a, b) = a != b
     logical_and(a, b) = where(a, b, False)  logical_or(a, b)  = where(a, True, b)
 
-Bitwise functions on integer dtypes need integer kernels fuelvk does not have yet: UnsupportedError.
+Bitwise functions on integer dtypes run the integer kernel (shaders/intops.comp).
 """
 from .. import dtypes as _dt
 from ..array import Array, asarray
-from ..errors import UnsupportedError
+from ..errors import DTypeError
 from ..ops.comparison import equal, not_equal
+from ..ops.elementwise import int_binary, int_unary
 from ..ops.movement import where
 
 __all__ = ["logical_not", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
@@ -44,11 +45,17 @@ def _bitwise(name, fn):
     def f(x1, x2, /):
         if _is_bool(x1) and _is_bool(x2):
             return fn(x1, x2)
-        raise UnsupportedError(f"{name}: only bool arrays are supported (fuelvk has no integer bitwise kernel "
-                               f"yet); got {_dtype_name(x1)} and {_dtype_name(x2)}")
+        if _is_float(x1) or _is_float(x2):
+            raise DTypeError(f"{name}: bitwise ops take integer or bool operands, got {_dtype_name(x1)} and "
+                             f"{_dtype_name(x2)}")
+        return int_binary(name, x1, x2)
     f.__name__ = f.__qualname__ = name
-    f.__doc__ = f"Elementwise {name} of bool arrays (= the logical op); integer dtypes: UnsupportedError."
+    f.__doc__ = f"Elementwise {name}: the logical op on bool arrays, shaders/intops.comp on integers."
     return f
+
+
+def _is_float(x):
+    return isinstance(x, float) or isinstance(x, Array) and x.dtype.kind not in "biu"
 
 
 def _is_bool(x):
@@ -65,8 +72,9 @@ bitwise_xor = _bitwise("bitwise_xor", logical_xor)
 
 
 def bitwise_invert(x, /):
-    """~x for a bool array (logical_not); integer dtypes: UnsupportedError."""
+    """~x: logical_not for bool arrays, the bits' complement for integers."""
     if _is_bool(x):
         return logical_not(x)
-    raise UnsupportedError(f"bitwise_invert: only bool arrays are supported (no integer kernel yet); got "
-                           f"{_dtype_name(x)}")
+    if _is_float(x):
+        raise DTypeError(f"bitwise_invert: takes an integer or bool operand, got {_dtype_name(x)}")
+    return int_unary("bitwise_invert", x)

@@ -12,6 +12,7 @@ from device kernels:
 - real / imag / conj of complex arrays: the float components are strided views of the same buffer
   (interleaved pairs), copied; conj negates the imaginary view of a copy in place.
 """
+import builtins as _b
 import math
 
 from .. import dtypes as _dt
@@ -20,7 +21,7 @@ from ..array import Array, asarray
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..ops.comparison import equal, greater, less, not_equal
 from ..ops.elementwise import abs as _abs
-from ..ops.elementwise import copysign, multiply, negative, power, subtract
+from ..ops.elementwise import copysign, int_binary, multiply, negative, power, subtract
 from ..ops.matmul import matmul
 from ..ops.movement import concatenate, where
 from ..ops.reduction import normalize_axes
@@ -180,16 +181,18 @@ def positive(x, /):
     return _arr("positive", x).copy()
 
 
-def _no_kernel(name):
+def _int_only(name):
     def f(x1, x2, /):
-        raise UnsupportedError(f"{name} is not implemented in fuelvk yet (no {'integer' if 'shift' in name else 'exact fmod'} "
-                               "kernel); compute it in numpy")
+        if _b.any(isinstance(v, Array) and v.dtype.kind == "f" or isinstance(v, float) for v in (x1, x2)):
+            raise UnsupportedError(f"{name} of floats is not implemented in fuelvk yet (it needs an exact fmod "
+                                   "kernel); integer dtypes are supported")
+        return int_binary(name, x1, x2)
     f.__name__ = f.__qualname__ = name
-    f.__doc__ = f"{name}: UnsupportedError (no kernel yet)."
+    f.__doc__ = f"Elementwise {name} of integer arrays (exact, numpy's semantics; shaders/intops.comp)."
     return f
 
 
-floor_divide = _no_kernel("floor_divide")
-remainder = _no_kernel("remainder")
-bitwise_left_shift = _no_kernel("bitwise_left_shift")
-bitwise_right_shift = _no_kernel("bitwise_right_shift")
+floor_divide = _int_only("floor_divide")
+remainder = _int_only("remainder")
+bitwise_left_shift = _int_only("bitwise_left_shift")
+bitwise_right_shift = _int_only("bitwise_right_shift")

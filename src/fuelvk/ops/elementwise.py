@@ -1,9 +1,13 @@
 """Elementwise ops (numpy names): unary math, binary arithmetic with broadcasting, affine, clip, power.
 
-Every op runs the one generic kernel (shaders/elementwise.comp) in f32/f16/bf16/f64; inputs may be
-any view (strided, broadcast, negative steps, offsets), half types compute in f32.
+Every float op runs the one generic kernel (shaders/elementwise.comp) in f32/f16/bf16/f64; inputs may
+be any view (strided, broadcast, negative steps, offsets), half types compute in f32. Integer arrays
+(add, subtract, multiply, maximum, minimum, negative, abs, square, sign; and the array API's
+floor_divide, remainder, bitwise ops through int_binary / int_unary) run shaders/intops.comp, exact.
 """
 import operator
+
+import numpy as np
 
 from .. import dtypes as _dt
 from .. import layout as L
@@ -11,7 +15,10 @@ from .. import runtime
 from ..array import Array
 from ..errors import DTypeError
 from ..kernels.elementwise import BINARY_OPS, F32_F64_ONLY, MATH_OPS, NO_F64, ROUNDING_OPS, UNARY_OPS, variant
-from ._core import ZERO2, device_args, is_scalar, launch_strided, new_like, promote, result, scalar_words
+from ..kernels import kernel
+from ..kernels.intops import INT_BINARY_OPS, INT_UNARY_OPS
+from ._core import (ZERO2, device_args, element_words, is_scalar, launch_strided, new_like, promote, result,
+                    scalar_words)
 
 __all__ = list(UNARY_OPS) + list(ROUNDING_OPS) + list(MATH_OPS) + list(BINARY_OPS) + ["affine", "clip", "power"]
 
@@ -28,6 +35,8 @@ def _unary(op, family, x, spec=(), s0=ZERO2, s1=ZERO2, accepted=_dt.FLOAT_TAGS):
 
 def _make_unary(name, op_id):
     def f(x):
+        if name in INT_UNARY_OPS and _is_int(x):
+            return int_unary(name, x)
         return _unary(name, "unary", x, spec=((0, op_id),))
     f.__name__ = f.__qualname__ = name
     f.__doc__ = f"Elementwise {name}(x) (numpy semantics; f32/f16/bf16/f64)."
@@ -83,7 +92,70 @@ def heaviside(x, h0=0.0):
     return _unary("heaviside", "unary", x, spec=((0, UNARY_OPS.index("heaviside")),), s0=h0)
 
 
+_INT_TAGS = {_dt.int8: "i8", _dt.int16: "i16", _dt.int32: "i32", _dt.int64: "i64", _dt.uint8: "u8",
+             _dt.uint16: "u16", _dt.uint32: "u32", _dt.uint64: "u64"}
+
+
+def _int_scalar(op, value, dt):
+    """An integer scalar operand of an integer array (a float scalar would make numpy promote to a
+    float dtype, and fuelvk has no int -> float cast kernel yet)."""
+    if isinstance(value, (float, np.floating)):
+        raise DTypeError(f"{op}: a float scalar with a {dt} array promotes to a float dtype in numpy; fuelvk has "
+                         "no integer -> float cast kernel yet: cast on the host or use an integer scalar")
+    return element_words(op, value, dt)
+
+
+def int_binary(op, a, b):
+    """Integer a OP b (shaders/intops.comp) for the ops in kernels/intops.INT_BINARY_OPS; a and b
+    are Arrays of one integer dtype, or one of them a Python / numpy integer scalar."""
+    a_s, b_s = is_scalar(a), is_scalar(b)
+    if not a_s and not b_s:
+        (a, b), numpy_out = device_args(op, a, b)
+        if a.dtype != b.dtype:
+            raise DTypeError(f"{op}: operands of dtypes {a.dtype} and {b.dtype}: fuelvk has no integer cast kernel "
+                             "yet; give both operands one dtype")
+    else:
+        (arr,), numpy_out = device_args(op, b if a_s else a)
+        a, b = (a, arr) if a_s else (arr, b)
+    dt = (b if a_s else a).dtype
+    tag = _INT_TAGS.get(dt)
+    if tag is None:
+        raise DTypeError(f"{op}: dtype {dt} is not an integer dtype fuelvk computes in; accepted: "
+                         f"{', '.join(map(str, _INT_TAGS))}")
+    v = kernel("int_binary", tag)
+    spec = ((0, INT_BINARY_OPS.index(op)),)
+    if a_s:
+        out = new_like(b.shape, dt)
+        launch_strided(v, out, [b, b], spec, s0=_int_scalar(op, a, dt), flags_extra=32)
+    elif b_s:
+        out = new_like(a.shape, dt)
+        launch_strided(v, out, [a, a], spec, s1=_int_scalar(op, b, dt), flags_extra=16)
+    else:
+        out = new_like(L.broadcast_shapes(op, a.shape, b.shape), dt)
+        launch_strided(v, out, [a, b], spec)
+    return result(out, numpy_out)
+
+
+def int_unary(op, x):
+    """Integer OP(x) (shaders/intops.comp) for kernels/intops.INT_UNARY_OPS."""
+    (x,), numpy_out = device_args(op, x)
+    tag = _INT_TAGS.get(x.dtype)
+    if tag is None:
+        raise DTypeError(f"{op}: dtype {x.dtype} is not an integer dtype fuelvk computes in")
+    out = new_like(x.shape, x.dtype)
+    launch_strided(kernel("int_unary", tag), out, [x], ((0, INT_UNARY_OPS.index(op)),))
+    return result(out, numpy_out)
+
+
+def _is_int(x):
+    d = getattr(x, "dtype", None)
+    return isinstance(x, (Array, np.ndarray)) and d in _INT_TAGS
+
+
 def _binary(op, op_id, a, b):
+    if op in INT_BINARY_OPS and (_is_int(a) or _is_int(b)) and not (
+            isinstance(a, (Array, np.ndarray)) and isinstance(b, (Array, np.ndarray)) and a.dtype != b.dtype):
+        return int_binary(op, a, b)
     a_s, b_s = is_scalar(a), is_scalar(b)
     if a_s and b_s:
         a, b = device_args(op, a, b)[0]  # both scalars: numpy arrays of numpy's dtype

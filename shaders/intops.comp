@@ -1,0 +1,168 @@
+#version 450
+// Integer elementwise ops, exact, for every integer dtype (BITS 8/16/32/64, KIND 0 unsigned /
+// 1 signed): the binary family (OP: + - * // % max min & | ^ << >>) and the unary family
+// (NIN 1; OP: negative abs square sign invert). numpy's integer semantics: results wrap modulo
+// 2^BITS; x // 0 == 0 and x % 0 == 0; // rounds toward -inf and % takes the divisor's sign;
+// shifts by a count outside [0, BITS) give 0 (>> of a negative: -1). Narrow types compute in 32
+// bits and store the low BITS bits. Inputs are strided + broadcast + offset views (EW_PARAMS, flags
+// as elementwise.comp: a bits 0-1, b bits 2-3, bit 4: b is the scalar s1, bit 5: a is s0).
+#extension GL_EXT_shader_8bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
+#if BITS == 16
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#endif
+#if BITS == 64
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#endif
+#include "common/index.glsl"
+
+layout(local_size_x = WG) in;
+const uint WGU = WG, EPTU = EPT;
+layout(constant_id = 0) const uint OP = 0;
+
+#if BITS == 8
+#define W uint8_t
+#elif BITS == 16
+#define W uint16_t
+#elif BITS == 32
+#define W uint
+#else
+#define W uint64_t
+#endif
+#if BITS == 64
+#define U uint64_t
+#define S int64_t
+#define ONE 1UL
+#else
+#define U uint
+#define S int
+#define ONE 1u
+#endif
+
+layout(set = 0, binding = 0) writeonly buffer Out { W o[]; };
+layout(set = 0, binding = 1) readonly buffer InA { W a[]; };
+#if NIN == 2
+layout(set = 0, binding = 2) readonly buffer InB { W b[]; };
+#endif
+
+layout(push_constant) uniform Params {
+    uint n; uint rank; uint flags; uint off_o;
+    uint off_a; uint off_b; uint s0[2]; uint s1[2];
+    int shape[6]; int sa[6]; int sb[6];
+} p;
+
+// Values are held as U (two's complement bits, sign- or zero-extended to the compute width).
+U widen(U u) {
+#if KIND == 1 && BITS < 32
+    return U(S(u << (32 - BITS)) >> (32 - BITS));
+#else
+    return u;
+#endif
+}
+U scalar_bits(uint w[2]) {
+#if BITS == 64
+    return packUint2x32(uvec2(w[0], w[1]));
+#else
+    return widen(U(w[0]));
+#endif
+}
+bool neg(U x) {
+#if KIND == 1
+    return S(x) < S(0);
+#else
+    return false;
+#endif
+}
+bool less_v(U x, U y) {
+#if KIND == 1
+    return S(x) < S(y);
+#else
+    return x < y;
+#endif
+}
+
+U floordiv(U x, U y) {
+    if (y == U(0)) return U(0);
+#if KIND == 1
+    if (S(y) == S(-1)) return U(-S(x));                  // wraps for the most negative value (numpy)
+    S q = S(x) / S(y);
+    if (S(x) - q * S(y) != S(0) && ((S(x) < S(0)) != (S(y) < S(0)))) q -= S(1);
+    return U(q);
+#else
+    return x / y;
+#endif
+}
+
+U rem(U x, U y) {
+    if (y == U(0)) return U(0);
+#if KIND == 1
+    if (S(y) == S(-1)) return U(0);
+#endif
+    return x - floordiv(x, y) * y;
+}
+
+U apply_binary(U x, U y) {
+    switch (OP) {
+    case 0u: return x + y;
+    case 1u: return x - y;
+    case 2u: return x * y;
+    case 3u: return floordiv(x, y);
+    case 4u: return rem(x, y);
+    case 5u: return less_v(x, y) ? y : x;
+    case 6u: return less_v(y, x) ? y : x;
+    case 7u: return x & y;
+    case 8u: return x | y;
+    case 9u: return x ^ y;
+    case 10u: return (neg(y) || y >= U(BITS)) ? U(0) : x << y;
+    default: {                                            // >> (arithmetic for signed types)
+        if (neg(y) || y >= U(BITS)) return neg(x) ? ~U(0) : U(0);
+#if KIND == 1
+        return U(S(x) >> S(y));
+#else
+        return x >> y;
+#endif
+    }
+    }
+}
+
+U apply_unary(U x) {
+    switch (OP) {
+    case 0u: return U(0) - x;
+    case 1u: return neg(x) ? U(0) - x : x;
+    case 2u: return x * x;
+    case 3u: return neg(x) ? ~U(0) : (x == U(0) ? U(0) : ONE);
+    default: return ~x;
+    }
+}
+
+uint strided(uint i, uint off, int st[6]) {
+    int idx = int(off);
+    for (int d = int(p.rank) - 1; d >= 0; --d) {
+        uint n = uint(p.shape[d]);
+        idx += int(i % n) * st[d];
+        i /= n;
+    }
+    return uint(idx);
+}
+
+uint input_index(uint i, uint flags, uint off, int st[6]) {
+    if ((flags & 1u) != 0u) return off + i;
+    if ((flags & 2u) != 0u) return off;
+    return strided(i, off, st);
+}
+
+void main() {
+    uint base = linear_group() * (WGU * EPTU) + gl_LocalInvocationID.x;
+    for (uint j = 0u; j < EPTU; ++j) {
+        uint i = base + j * WGU;
+        if (i >= p.n) return;
+#if NIN == 2
+        U x = (p.flags & 32u) != 0u ? scalar_bits(p.s0) : widen(U(a[input_index(i, p.flags, p.off_a, p.sa)]));
+        U y = (p.flags & 16u) != 0u ? scalar_bits(p.s1) : widen(U(b[input_index(i, p.flags >> 2, p.off_b, p.sb)]));
+        o[p.off_o + i] = W(apply_binary(x, y));
+#else
+        o[p.off_o + i] = W(apply_unary(widen(U(a[input_index(i, p.flags, p.off_a, p.sa)]))));
+#endif
+    }
+}
