@@ -397,3 +397,65 @@ def test_integer_errors():
         a + 2**40                                         # out of int32's range (numpy: OverflowError)
     with pytest.raises(UnsupportedError):
         fv.remainder(fv.asarray(np.ones(2, np.float32)), 2)
+
+
+# -- casts with an integer side, integer reductions, data-dependent shapes ------------------------
+INTS = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+
+
+@pytest.mark.parametrize("src", INTS)
+def test_integer_casts_bit_exact(src):
+    if src == np.bool_:
+        x = RNG.random(40) > 0.5
+    else:
+        info = np.iinfo(src)
+        x = np.concatenate([[info.min, info.max, 0, 1], RNG.integers(info.min, info.max, 36, dtype=src)]).astype(src)
+    for dst in INTS + [np.float32, np.float64, np.float16, fv.bfloat16]:
+        with np.errstate(all="ignore"):
+            same(fv.asarray(x).astype(dst), x.astype(dst))
+    f = np.array([0.0, -0.0, 1.5, -1.5, -2.7, 100.9, 0.49, -0.99, np.nan, 1e30], np.float32)
+    got = fv.asarray(f).astype(src).numpy()
+    lo, hi = (0, 1) if src == np.bool_ else (np.iinfo(src).min, np.iinfo(src).max)
+    ok = (f >= lo) & (f <= hi) if src != np.bool_ else np.isfinite(f)
+    same(got[ok], f[ok].astype(src))                     # in range: numpy's truncation
+    if src != np.bool_:                                  # undefined in numpy: NaN -> 0, saturation
+        assert got[8] == 0 and got[9] == hi
+
+
+def test_mixed_dtype_promotion_and_int_reductions():
+    a = np.arange(-3, 5, dtype=np.int8)
+    b = np.arange(8, dtype=np.int16)
+    same(fv.asarray(a) + fv.asarray(b), a + b)
+    same(fv.asarray(a) * fv.asarray(b.astype(np.float32)), a * b.astype(np.float32))
+    same(fv.asarray(a) < fv.asarray(b), a < b)
+    x = RNG.integers(-1000, 1000, (4, 9)).astype(np.int32)
+    for axis in (None, 0, 1):
+        same(fv.sum(fv.asarray(x), axis=axis), np.sum(x, axis=axis))
+        same(fv.max(fv.asarray(x), axis=axis), np.max(x, axis=axis))
+        same(fv.min(fv.asarray(x), axis=axis, keepdims=True), np.min(x, axis=axis, keepdims=True))
+    same(fv.sum(fv.asarray(x.astype(np.uint16))), np.sum(x.astype(np.uint16)))
+    same(fv.sum(fv.asarray(x > 0), axis=0), np.sum(x > 0, axis=0))
+
+
+def test_nonzero_unique_boolean_index():
+    x = RNG.integers(-2, 3, (4, 5, 3)).astype(np.float32)
+    x[0, 0, 0] = np.nan
+    for got, exp in zip(fv.nonzero(fv.asarray(x)), np.nonzero(x)):
+        same(got, exp)
+    same(fv.count_nonzero(fv.asarray(x), axis=(0, 2)), np.count_nonzero(x, axis=(0, 2)))
+    same(fv.asarray(x)[fv.asarray(x > 0)], x[x > 0])
+    same(fv.asarray(x)[fv.asarray(x[:, 0, 0] > 0)], x[x[:, 0, 0] > 0])
+    same(fv.asarray(x)[fv.asarray(np.array([3, 0, -1]))], x[[3, 0, -1]])
+    assert all(g.shape == (0,) for g in fv.nonzero(fv.asarray(np.zeros((2, 2), np.float32))))
+    y = np.array([3, 1, 2, 3, 1, np.nan, np.nan, -0.0, 0.0, 2], np.float32)
+    vals, idx, inv, cnt = fv.unique_all(fv.asarray(y))
+    e = np.unique(y, return_index=True, return_inverse=True, return_counts=True, equal_nan=False)
+    for g, ex in zip((vals, idx, inv, cnt), e):
+        same(g, ex)
+    same(fv.unique_values(fv.asarray(y.reshape(2, 5))), np.unique(y, equal_nan=False))
+    v, c = fv.unique_counts(fv.asarray(np.array([5, 5, 5], np.int32)))
+    same(v, np.array([5], np.int32)) and same(c, np.array([3]))
+    v, i = fv.unique_inverse(fv.asarray(np.zeros((0,), np.float32)))
+    assert v.shape == (0,) and i.shape == (0,)
+    with pytest.raises(ShapeError):
+        fv.asarray(x)[fv.asarray(np.array([True, False]))]

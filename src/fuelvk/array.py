@@ -134,8 +134,15 @@ class Array:
         return self._view(self.shape, strides, off)
 
     def __getitem__(self, key):
+        if isinstance(key, Array) and key.dtype == np.bool_ and key.ndim:
+            from .api.searching import boolean_index    # x[mask]: a copy (data-dependent length)
+            return boolean_index(self, key)
+        if isinstance(key, Array) and key.dtype.kind in "iu" and key.ndim:
+            from .ops.indexing import take              # x[int_array]: a take along axis 0
+            return take(self, key, axis=0)
         if isinstance(key, (Array, np.ndarray, list)):
-            raise FuelVKIndexError("advanced (array) indexing is not a view; use fuelvk.take / take_along_axis")
+            raise FuelVKIndexError("advanced indexing takes one bool or integer fuelvk.Array (x[mask], x[idx]); "
+                                   "for other forms use fuelvk.take / take_along_axis")
         view = self.index_view(key)
         if any(L.is_bool(k) for k in (key if isinstance(key, tuple) else (key,))):
             return view.copy()   # a boolean mask is advanced indexing: numpy returns a copy

@@ -8,7 +8,7 @@ Each module lists its functions in __all__; fuelvk/__init__ exports them (`publi
 """
 import importlib
 
-MODULES = ("info", "creation", "manipulation", "statistical", "logical", "utility")
+MODULES = ("info", "creation", "manipulation", "statistical", "logical", "utility", "searching")
 
 
 def public():

@@ -68,8 +68,8 @@ class _Info:
     """What __array_namespace_info__() returns (the standard's inspection API)."""
 
     def capabilities(self):
-        # boolean indexing and nonzero/unique have data-dependent output shapes: not implemented yet.
-        return {"boolean indexing": False, "data-dependent shapes": False, "max dimensions": None}
+        # nonzero / unique_* / x[mask] read their output length back (a synchronization, as CuPy).
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": None}
 
     def default_device(self):
         return DEVICE

@@ -34,3 +34,25 @@ family("cast", "cast.comp", EW_PARAMS, {f"{s}_to_{d}": f"cast_{s}_to_{d}" for s,
        tag_defines={f"{s}_to_{d}": {"SRC": FORMATS[s], "DST": FORMATS[d], "NAN_RULE": nan_rule(s, d)}
                     for s, d in PAIRS},
        tag_features={f"{s}_to_{d}": tuple(sorted(set(_FEATURES[s]) | set(_FEATURES[d]))) for s, d in PAIRS})
+
+
+# icast.comp: every cast with an integer or bool side (tags "<src>_to_<dst>").
+INT_FORMATS = {"bool": (8, 3), "i8": (8, 1), "i16": (16, 1), "i32": (32, 1), "i64": (64, 1), "u8": (8, 0),
+               "u16": (16, 0), "u32": (32, 0), "u64": (64, 0), "f32": (32, 2), "f64": (64, 2)}
+INT_PAIRS = [(s, d) for s in INT_FORMATS for d in INT_FORMATS
+             if s != d and not (INT_FORMATS[s][1] == 2 and INT_FORMATS[d][1] == 2)]
+
+
+def _icast_features(s, d):
+    f = {"storage8", "int8", "storage16", "int16", "int64"}
+    if "f64" in (s, d):
+        f.add("float64")
+    return tuple(sorted(f))
+
+
+family("icast", "icast.comp", EW_PARAMS, {}, GROUP, extra=tuple(f"{s}_to_{d}" for s, d in INT_PAIRS),
+       defines={"WG": WG, "EPT": EPT},
+       tag_defines={f"{s}_to_{d}": {"SBITS": INT_FORMATS[s][0], "SKIND": min(INT_FORMATS[s][1], 2) if s != "bool" else 0,
+                                    "DBITS": INT_FORMATS[d][0], "DKIND": INT_FORMATS[d][1]}
+                    for s, d in INT_PAIRS},
+       tag_features={f"{s}_to_{d}": _icast_features(s, d) for s, d in INT_PAIRS})

@@ -1,4 +1,7 @@
-"""astype: dtype casts between the float types (f8e4m3fn, f16, bf16, f32, f64).
+"""astype: dtype casts between every stored real dtype.
+
+Between the float types (f8e4m3fn, f16, bf16, f32, f64): cast.comp, described here. With an integer
+or bool side: icast.comp (numpy's rules; float -> int truncates, NaN -> 0, out of range saturates).
 
 Every pair is one dispatch of shaders/cast.comp, which takes any view (strided, broadcast, negative
 steps, offset) and rounds once, to nearest even, in integer arithmetic (bit-exact on any driver).
@@ -15,6 +18,32 @@ __all__ = ["astype"]
 
 _FMT = {_dt.float8_e4m3fn: "f8e4m3", _dt.float16: "f16", _dt.bfloat16: "bf16", _dt.float32: "f32",
         _dt.float64: "f64"}
+
+
+_IFMT = {_dt.bool_: "bool", _dt.int8: "i8", _dt.int16: "i16", _dt.int32: "i32", _dt.int64: "i64",
+         _dt.uint8: "u8", _dt.uint16: "u16", _dt.uint32: "u32", _dt.uint64: "u64", _dt.float32: "f32",
+         _dt.float64: "f64"}
+
+
+def _steps(src, dst):
+    """The dispatches of src -> dst: [(variant, dtype after it)]. A cast with an integer or bool side
+    runs icast.comp; float16 / bfloat16 / float8 go through float32 with cast.comp (int -> f32 rounds,
+    then f32 -> half rounds: double rounding only for integers beyond 2^24)."""
+    if src in _FMT and dst in _FMT:
+        return [(cast_variant(src, dst), dst)]
+    steps = []
+    if src not in _IFMT:
+        steps.append((cast_variant(src, _dt.float32), _dt.float32))
+        src = _dt.float32
+    tail = []
+    if dst not in _IFMT:
+        tail = [(cast_variant(_dt.float32, dst), dst)]
+        mid = _dt.float32
+    else:
+        mid = dst
+    if src != mid:
+        steps.append((kernel("icast", f"{_IFMT[src]}_to_{_IFMT[mid]}"), mid))
+    return steps + tail
 
 
 def cast_variant(src, dst):
@@ -37,7 +66,12 @@ def astype(x, dtype):
     if dt == xa.dtype:
         from .movement_core import copy
         return result(copy(xa), numpy_out)
-    v = cast_variant(xa.dtype, dt)
-    out = new_like(xa.shape, dt)
-    launch_strided(v, out, [xa])
+    if xa.dtype.kind == "c" or dt.kind == "c":
+        raise DTypeError(f"astype: no cast kernel between {xa.dtype} and {dt} (complex dtypes are stored, "
+                         "not converted, yet)")
+    out = xa
+    for v, step_dt in _steps(xa.dtype, dt):
+        nxt = new_like(xa.shape, step_dt)
+        launch_strided(v, nxt, [out])
+        out = nxt
     return result(out, numpy_out)

@@ -9,8 +9,8 @@ Operand dtypes follow numpy's promotion: a Python scalar is weak (it takes the a
 compared exactly, as numpy does: an integer outside the dtype's range gives the all-True / all-False
 answer (numpy 2's rule), a float bound is rounded to the integer that gives the same answer (exact
 because numpy compares such ints in float64 without loss; int64 against a float is refused, since
-numpy rounds int64 to float64 there). Two arrays of different integer or mixed int/float dtypes
-need a cast fuelvk has no kernel for: DTypeError.
+numpy rounds int64 to float64 there). Two arrays of different dtypes are cast to numpy's result
+dtype first, as numpy does.
 """
 import math
 
@@ -89,11 +89,7 @@ def _compare(op, a, b):
         return result(out, numpy_out)
     (x, y), numpy_out = device_args(op, a, b)
     if x.dtype != y.dtype:
-        if x.dtype not in _FLOATS or y.dtype not in _FLOATS:
-            raise DTypeError(f"{op}: comparing {x.dtype} with {y.dtype} needs a cast to "
-                             f"{np.result_type(x.dtype, y.dtype)} that fuelvk has no kernel for (casts exist "
-                             "between float dtypes only); give both operands one dtype")
-        x, y = promote(op, [x, y])
+        x, y = promote(op, [x, y])     # numpy's result dtype (icast.comp / cast.comp)
     out = new_like(L.broadcast_shapes(op, x.shape, y.shape), _dt.bool_)
     launch_strided(_variant(op, x.dtype), out, [x, y], ((0, COMPARE_OPS.index(op)),))
     return result(out, numpy_out)

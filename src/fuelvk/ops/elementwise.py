@@ -100,8 +100,8 @@ def _int_scalar(op, value, dt):
     """An integer scalar operand of an integer array (a float scalar would make numpy promote to a
     float dtype, and fuelvk has no int -> float cast kernel yet)."""
     if isinstance(value, (float, np.floating)):
-        raise DTypeError(f"{op}: a float scalar with a {dt} array promotes to a float dtype in numpy; fuelvk has "
-                         "no integer -> float cast kernel yet: cast on the host or use an integer scalar")
+        raise DTypeError(f"{op}: a float scalar with a {dt} array: numpy promotes to a float dtype; cast the "
+                         "array first (x.astype(...)) or use an integer scalar")
     return element_words(op, value, dt)
 
 
@@ -112,8 +112,11 @@ def int_binary(op, a, b):
     if not a_s and not b_s:
         (a, b), numpy_out = device_args(op, a, b)
         if a.dtype != b.dtype:
-            raise DTypeError(f"{op}: operands of dtypes {a.dtype} and {b.dtype}: fuelvk has no integer cast kernel "
-                             "yet; give both operands one dtype")
+            dt = np.result_type(a.dtype, b.dtype)
+            if dt.kind not in "iu":
+                raise DTypeError(f"{op}: operands of dtypes {a.dtype} and {b.dtype} promote to {dt}; {op} takes "
+                                 "integer operands")
+            a, b = promote(op, [a, b])
     else:
         (arr,), numpy_out = device_args(op, b if a_s else a)
         a, b = (a, arr) if a_s else (arr, b)
@@ -153,9 +156,14 @@ def _is_int(x):
 
 
 def _binary(op, op_id, a, b):
-    if op in INT_BINARY_OPS and (_is_int(a) or _is_int(b)) and not (
-            isinstance(a, (Array, np.ndarray)) and isinstance(b, (Array, np.ndarray)) and a.dtype != b.dtype):
-        return int_binary(op, a, b)
+    if op in INT_BINARY_OPS and (_is_int(a) or _is_int(b)):
+        arrays = isinstance(a, (Array, np.ndarray)) and isinstance(b, (Array, np.ndarray))
+        if not arrays or a.dtype == b.dtype:
+            return int_binary(op, a, b)
+        if np.result_type(a.dtype, b.dtype).kind in "iu":     # int8 + int16, int + bool: numpy's int result
+            (a, b), numpy_out = device_args(op, a, b)
+            return result(int_binary(op, *promote(op, [a, b])), numpy_out)
+        # int with float (or uint64 with int64): numpy's float result, through the float kernel below
     a_s, b_s = is_scalar(a), is_scalar(b)
     if a_s and b_s:
         a, b = device_args(op, a, b)[0]  # both scalars: numpy arrays of numpy's dtype

@@ -23,7 +23,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import layout as L
 from .. import runtime
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from ..kernels import kernel
 from ..kernels.reduction import (ARG_OPS, ARG_PARAMS, CHUNK_PER_INVOCATION, CUMSUM_MAX_RANK, CUMSUM_PARAMS,
                                  MODE_DIRECT, MODE_FINAL, MODE_PARTIAL, REDUCE_OPS, REDUCE_PARAMS, row_wg)
@@ -98,8 +98,31 @@ def _fill(shape, dt, value):
     return asarray(np.full(shape, value, dtype=dt))
 
 
+def _int_reduce(op, x, axis, keepdims, dtype):
+    """sum / max / min of a bool or <= 32-bit integer array, exactly: the values are cast to float64
+    (exact), reduced, and cast back. A sum is exact while every partial sum stays below 2^53, which
+    the element count guarantees here (else DTypeError); its dtype is int64 (uint64 for unsigned),
+    numpy's."""
+    from .casts import astype
+    axes = normalize_axes(op, axis, x.ndim)
+    cols = math.prod(x.shape[a] for a in axes)
+    bits = 1 if x.dtype == _dt.bool_ else x.dtype.itemsize * 8
+    if op == "sum" and cols * 2.0 ** bits >= 2.0 ** 53:
+        raise DTypeError(f"{op}: {cols} {x.dtype} elements may sum beyond 2^53, where fuelvk's float64 route is "
+                         "no longer exact; reduce in parts")
+    if op == "sum":
+        out_dt = _dt.dtype(dtype) if dtype is not None else (_dt.uint64 if x.dtype.kind == "u" else _dt.int64)
+    else:
+        out_dt = x.dtype
+    r = _reduce(op, astype(x, _dt.float64), axis, keepdims)
+    return astype(r, out_dt)
+
+
 def _reduce(op, x, axis, keepdims, dtype=None):
     (x,), numpy_out = device_args(op, x)
+    if x.dtype.kind in "biu" and op in ("sum", "max", "min") and x.dtype.itemsize <= 4 and (
+            dtype is None or _dt.dtype(dtype).kind in "iu"):
+        return result(_int_reduce(op, x, axis, keepdims, dtype), numpy_out)
     if dtype is not None and _dt.dtype(dtype) != x.dtype:
         from .casts import astype
         x = astype(x, dtype)     # the standard's dtype=: cast, then reduce in that dtype
