@@ -71,7 +71,7 @@ def _ref_binary(name, a, b):
 
 
 @pytest.mark.parametrize("dt", FLOATS, ids=str)
-@pytest.mark.parametrize("name", BINARY_OPS)
+@pytest.mark.parametrize("name", BINARY_OPS[:6])   # the arithmetic ones; the array API's math: test_array_api
 def test_binary_broadcast(name, dt):
     a = RNG.uniform(-3, 3, size=(4, 1, 33)).astype(dt)
     b = RNG.uniform(0.5, 3, size=(5, 1)).astype(dt)
@@ -195,12 +195,12 @@ def test_errors():
     x = np.ones(4, np.float32)
     with pytest.raises(fv.ShapeError, match="add: shapes"):
         fv.add(np.ones((2, 3), np.float32), np.ones((4,), np.float32))
-    with pytest.raises(fv.DTypeError, match="negative: dtype int32"):
-        fv.negative(np.ones(3, np.int32))
+    with pytest.raises(fv.DTypeError, match="negative: dtype bool"):
+        fv.negative(np.ones(3, np.bool_))        # (integers run shaders/intops.comp)
     with pytest.raises(TypeError):  # DTypeError is a TypeError
         fv.exp(np.ones(3, np.int64))
-    with pytest.raises(fv.DTypeError, match="unsupported dtype"):
-        fv.exp(np.ones(3, np.complex64))
+    with pytest.raises(fv.DTypeError, match="exp: dtype complex64 is not supported"):
+        fv.exp(np.ones(3, np.complex64))         # stored (the array API names it), no complex math yet
     with pytest.raises(fv.DTypeError, match="power: the exponent must be an integer"):
         fv.power(x, 0.5)
     with pytest.raises(fv.DTypeError, match="clip: dtype float16"):
