@@ -51,7 +51,7 @@ _NAN = {"f32": 0x7F800000, "f16": 0x7C00, "bf16": 0x7F80, "f64": 0, "f8e4m3fn": 
 COMPARE_TAGS = {  # tag -> (bits, kind: 0 unsigned, 1 signed, 2 float)
     "f32": (32, 2), "f16": (16, 2), "bf16": (16, 2), "f64": (64, 2), "f8e4m3fn": (8, 2),
     "i8": (8, 1), "i16": (16, 1), "i32": (32, 1), "i64": (64, 1), "u8": (8, 0), "u16": (16, 0), "u32": (32, 0),
-    "bool": (8, 0)}
+    "u64": (64, 0), "bool": (8, 0)}
 _BITS_FEATURES = {8: ("storage8", "int8"), 16: ("storage8", "int8", "storage16", "int16"),
                   32: ("storage8", "int8"), 64: ("storage8", "int8", "int64")}
 family("compare", "compare.comp", EW_PARAMS, {}, GROUP, extra=tuple(COMPARE_TAGS),

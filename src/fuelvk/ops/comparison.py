@@ -28,7 +28,7 @@ __all__ = list(COMPARE_OPS)
 
 TAGS = {_dt.float32: "f32", _dt.float16: "f16", _dt.bfloat16: "bf16", _dt.float64: "f64",
         _dt.float8_e4m3fn: "f8e4m3fn", _dt.int8: "i8", _dt.int16: "i16", _dt.int32: "i32", _dt.int64: "i64",
-        _dt.uint8: "u8", _dt.uint16: "u16", _dt.uint32: "u32", _dt.bool_: "bool"}
+        _dt.uint8: "u8", _dt.uint16: "u16", _dt.uint32: "u32", _dt.uint64: "u64", _dt.bool_: "bool"}
 _FLOATS = (_dt.float32, _dt.float16, _dt.bfloat16, _dt.float64, _dt.float8_e4m3fn)
 _MIRROR = {"equal": "equal", "not_equal": "not_equal", "less": "greater", "less_equal": "greater_equal",
            "greater": "less", "greater_equal": "less_equal"}   # s OP x == x MIRROR[OP] s

@@ -199,6 +199,9 @@ def _arg(op, x, axis, keepdims=False):
 
 def _arg1(op, x, axis):
     (x,), numpy_out = device_args(op, x)
+    if x.dtype.kind in "biu" and x.dtype.itemsize <= 4:
+        from .casts import astype
+        x = astype(x, _dt.float64)      # exact for bool and <= 32-bit integers: the same arg
     tag = _dt.float_tag(op, x.dtype)
     if axis is None:
         x = contiguous(x).reshape(-1) if x.ndim != 1 else x
