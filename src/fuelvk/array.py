@@ -189,9 +189,9 @@ class Array:
     def __bool__(self):
         return bool(self.item())
 
-    def astype(self, dtype):
+    def astype(self, dtype, /, *, copy=True, device=None):
         from .ops import casts
-        return casts.astype(self, dtype)
+        return casts.astype(self, dtype, copy=copy, device=device)
 
     def copy(self):
         from .ops.movement_core import copy
@@ -245,6 +245,10 @@ class Array:
     __and__, __rand__, __iand__ = _binary("bitwise_and"), _binary("bitwise_and", True), _binary("bitwise_and", inplace=True)
     __or__, __ror__, __ior__ = _binary("bitwise_or"), _binary("bitwise_or", True), _binary("bitwise_or", inplace=True)
     __xor__, __rxor__, __ixor__ = _binary("bitwise_xor"), _binary("bitwise_xor", True), _binary("bitwise_xor", inplace=True)
+    __lshift__, __rlshift__ = _binary("bitwise_left_shift"), _binary("bitwise_left_shift", True)
+    __ilshift__ = _binary("bitwise_left_shift", inplace=True)
+    __rshift__, __rrshift__ = _binary("bitwise_right_shift"), _binary("bitwise_right_shift", True)
+    __irshift__ = _binary("bitwise_right_shift", inplace=True)
 
     def __neg__(self):
         from .ops.elementwise import negative

@@ -12,6 +12,7 @@ as CuPy does); every element-sized computation stays on the device:
   element's group (a running count of starts) put back through the inverse permutation.
 """
 import math
+from collections import namedtuple
 
 import numpy as np
 
@@ -25,6 +26,10 @@ from ..ops.movement import concatenate
 from ..ops.reduction import cumsum
 from ..ops.reduction import sum as _sum
 from ..ops.sorting import argsort
+
+UniqueAllResult = namedtuple("UniqueAllResult", "values indices inverse_indices counts")
+UniqueCountsResult = namedtuple("UniqueCountsResult", "values counts")
+UniqueInverseResult = namedtuple("UniqueInverseResult", "values inverse_indices")
 
 __all__ = ["count_nonzero", "nonzero", "unique_values", "unique_counts", "unique_inverse", "unique_all"]
 
@@ -105,8 +110,8 @@ def _counts(starts, n):
 def unique_counts(x, /):
     s, _, starts = _groups("unique_counts", x)
     if not starts.size:
-        return s, asarray(np.zeros(0, np.int64))
-    return take(s, starts), _counts(starts, s.size)
+        return UniqueCountsResult(s, asarray(np.zeros(0, np.int64)))
+    return UniqueCountsResult(take(s, starts), _counts(starts, s.size))
 
 
 def _inverse(x, s, perm, starts):
@@ -126,15 +131,16 @@ def _inverse(x, s, perm, starts):
 def unique_inverse(x, /):
     s, perm, starts = _groups("unique_inverse", x)
     values = take(s, starts) if starts.size else s
-    return values, _inverse(x, s, perm, starts)
+    return UniqueInverseResult(values, _inverse(x, s, perm, starts))
 
 
 def unique_all(x, /):
     s, perm, starts = _groups("unique_all", x)
     if not starts.size:
         z = asarray(np.zeros(0, np.int64))
-        return s, z, asarray(np.zeros(x.shape, np.int64)), z
-    return take(s, starts), take(perm, starts), _inverse(x, s, perm, starts), _counts(starts, s.size)
+        return UniqueAllResult(s, z, asarray(np.zeros(x.shape, np.int64)), z)
+    return UniqueAllResult(take(s, starts), take(perm, starts), _inverse(x, s, perm, starts),
+                           _counts(starts, s.size))
 
 
 del math

@@ -7,6 +7,7 @@ x - mean, then the compensated sum of their squares divided once by max(N - corr
 """
 import math
 
+from .. import dtypes as _dt
 from .. import layout as L
 from ..array import Array, asarray
 from ..errors import DTypeError, ShapeError
@@ -50,10 +51,21 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
     if x.ndim == 0:
         raise ShapeError("cumulative_sum: needs an array of rank >= 1")
     ax = L.normalize_axis("cumulative_sum", axis, x.ndim)
-    if dtype is not None and dtype != x.dtype:
-        x = x.astype(dtype)
-    out = cumsum(x, axis=ax)
+    if x.dtype.kind in "biu":
+        # Integers: numpy's default-int result, summed exactly through float64 while every running
+        # sum stays below 2^53 (guaranteed by the length for <= 32-bit inputs).
+        out_dt = _dt.dtype(dtype) if dtype is not None else (_dt.uint64 if x.dtype.kind == "u" else _dt.int64)
+        bits = 1 if x.dtype == _dt.bool_ else x.dtype.itemsize * 8
+        if out_dt.kind not in "iu" or bits > 32 or x.shape[ax] * 2.0 ** bits >= 2.0 ** 53:
+            raise DTypeError(f"cumulative_sum: {x.dtype} -> {out_dt} is not supported (integers up to 32 bits, "
+                             "summed exactly through float64, into an integer dtype)")
+        out = cumsum(x.astype(_dt.float64), axis=ax).astype(out_dt)
+        x = x.astype(out_dt) if include_initial else x
+    else:
+        if dtype is not None and dtype != x.dtype:
+            x = x.astype(dtype)
+        out = cumsum(x, axis=ax)
     if include_initial:
         from ..array import zeros
-        out = concatenate([zeros(x.shape[:ax] + (1,) + x.shape[ax + 1:], x.dtype), out], axis=ax)
+        out = concatenate([zeros(x.shape[:ax] + (1,) + x.shape[ax + 1:], out.dtype), out], axis=ax)
     return out

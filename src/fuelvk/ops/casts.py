@@ -56,13 +56,19 @@ def cast_variant(src, dst):
     return kernel("cast", f"{s}_to_{d}")
 
 
-def astype(x, dtype):
-    """x cast to dtype (always a new contiguous array, like numpy's astype(copy=True))."""
+def astype(x, dtype, /, *, copy=True, device=None):
+    """x cast to dtype: a new contiguous array, or x itself when copy=False and the dtype already
+    matches (the array API's rule; numpy's astype(copy=...))."""
     (xa,), numpy_out = device_args("astype", x)
+    if device is not None:
+        from ..api.info import check_device
+        check_device("astype", device)
     try:
         dt = _dt.dtype(dtype)
     except DTypeError as e:
         raise DTypeError(f"astype: {e}") from None
+    if dt == xa.dtype and not copy:
+        return result(xa, numpy_out)
     if dt == xa.dtype:
         from .movement_core import copy
         return result(copy(xa), numpy_out)

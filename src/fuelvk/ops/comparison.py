@@ -88,11 +88,25 @@ def _compare(op, a, b):
                        flags_extra=16)
         return result(out, numpy_out)
     (x, y), numpy_out = device_args(op, a, b)
+    if x.dtype.kind == "c" or y.dtype.kind == "c":
+        return result(_complex_equality(op, x, y), numpy_out)
     if x.dtype != y.dtype:
         x, y = promote(op, [x, y])     # numpy's result dtype (icast.comp / cast.comp)
     out = new_like(L.broadcast_shapes(op, x.shape, y.shape), _dt.bool_)
     launch_strided(_variant(op, x.dtype), out, [x, y], ((0, COMPARE_OPS.index(op)),))
     return result(out, numpy_out)
+
+
+def _complex_equality(op, x, y):
+    """== / != of complex arrays: both components compared (exact), through their float views."""
+    if op not in ("equal", "not_equal") or x.dtype != y.dtype:
+        raise DTypeError(f"{op}: complex operands support == and != of one complex dtype, got {x.dtype} {op} "
+                         f"{y.dtype}")
+    from ..api.utility import _component
+    from .movement import where
+    re = _compare(op, _component(op, x, 0), _component(op, y, 0))
+    im = _compare(op, _component(op, x, 1), _component(op, y, 1))
+    return where(re, True, im) if op == "not_equal" else where(re, im, False)
 
 
 def _variant(op, dt):
