@@ -459,3 +459,17 @@ def test_nonzero_unique_boolean_index():
     assert v.shape == (0,) and i.shape == (0,)
     with pytest.raises(ShapeError):
         fv.asarray(x)[fv.asarray(np.array([True, False]))]
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_searchsorted(side):
+    x1 = np.sort(RNG.integers(-5, 5, 40).astype(np.float32))
+    x1[-2:] = np.nan
+    x2 = np.concatenate([RNG.integers(-7, 7, 30), [np.nan, -0.0, 0.0]]).astype(np.float32).reshape(3, 11)
+    same(fv.searchsorted(fv.asarray(x1), fv.asarray(x2), side=side), np.searchsorted(x1, x2, side=side))
+    s = RNG.permutation(x1.size)
+    same(fv.searchsorted(fv.asarray(x1[s]), fv.asarray(x2), side=side, sorter=fv.asarray(np.argsort(s))),
+         np.searchsorted(x1, x2, side=side))
+    i = np.arange(0, 20, 2, dtype=np.int32)
+    same(fv.searchsorted(fv.asarray(i), fv.asarray(np.array([3, 4, -1, 99], np.int32)), side=side),
+         np.searchsorted(i, np.array([3, 4, -1, 99], np.int32), side=side))

@@ -31,7 +31,7 @@ UniqueAllResult = namedtuple("UniqueAllResult", "values indices inverse_indices 
 UniqueCountsResult = namedtuple("UniqueCountsResult", "values counts")
 UniqueInverseResult = namedtuple("UniqueInverseResult", "values inverse_indices")
 
-__all__ = ["count_nonzero", "nonzero", "unique_values", "unique_counts", "unique_inverse", "unique_all"]
+__all__ = ["count_nonzero", "nonzero", "searchsorted", "unique_values", "unique_counts", "unique_inverse", "unique_all"]
 
 
 def _arr(op, x):
@@ -81,6 +81,36 @@ def nonzero(x, /):
         coords.append(int_binary("remainder", pos, n))
         pos = int_binary("floor_divide", pos, n)
     return tuple(reversed(coords))
+
+
+def searchsorted(x1, x2, /, *, side="left", sorter=None):
+    """Insertion points of x2 into the sorted 1-d x1, by one stable merge-sort of both: x2's values
+    are placed before equal x1 values (side 'left') or after them ('right'); a running count of x1
+    elements in the merged order, read at each x2 element (through the inverse permutation), is its
+    insertion point. On the device; O((n1 + n2) log^2) like the sort itself."""
+    x1, x2 = _arr("searchsorted", x1), _arr("searchsorted", x2)
+    if x1.ndim != 1:
+        raise ShapeError(f"searchsorted: x1 must be 1-d, got shape {x1.shape}")
+    if side not in ("left", "right"):
+        raise ShapeError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    if sorter is not None:
+        x1 = take(x1, _arr("searchsorted", sorter))
+    dt = np.result_type(x1.dtype, x2.dtype)
+    x1, x2 = x1.astype(dt, copy=False), x2.astype(dt, copy=False)
+    n1, n2 = x1.size, x2.size
+    if n2 == 0 or n1 == 0:
+        return asarray(np.zeros(x2.shape, np.int64))
+    flat2 = x2.reshape(-1)
+    merged = concatenate([flat2, x1] if side == "left" else [x1, flat2])
+    perm = argsort(merged)
+    from ..ops.comparison import greater_equal, less
+    is_x1 = greater_equal(perm, n2) if side == "left" else less(perm, n1)
+    count = cumsum(is_x1.astype(_dt.float64)).astype(_dt.int64)     # exact below 2^53
+    if merged.size >= 2**31:
+        raise ShapeError(f"searchsorted: {merged.size} elements exceed the int32 keys of the inverse permutation")
+    inv = argsort(perm.astype(_dt.int32))
+    where_x2 = inv[:n2] if side == "left" else inv[n1:]
+    return take(count, where_x2).reshape(x2.shape)
 
 
 def _groups(op, x):
