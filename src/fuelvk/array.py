@@ -335,7 +335,7 @@ def empty(shape, dtype=_dt.float32, *, device=None):
         from .api.info import check_device
         check_device("empty", device)
     shape = L.as_shape("empty", shape)
-    dt = _dt.dtype(dtype)
+    dt = _dt.float32 if dtype is None else _dt.dtype(dtype)   # (np.dtype(None) would be float64)
     buf = runtime.get().pool.alloc(max(L.size_of(shape), 1) * dt.itemsize)
     return Array(buf, shape, L.contiguous_strides(shape), 0, dt)
 
