@@ -1,5 +1,5 @@
 #version 450
-// Inclusive prefix sum along one axis of a strided input (signed strides, element offset, up to
+// Inclusive prefix sum (PROD: product) along one axis of a strided input (signed strides, element offset, up to
 // 5 outer dims after the host collapses them), into a contiguous output of the input's shape.
 // Running sums are compensated (Kahan, common/kahan.glsl: +-inf and NaN propagate as in numpy) in
 // f32 (f64 for f64) and every output is rounded once.
@@ -13,6 +13,7 @@
 #include "common/kahan.glsl"
 layout(constant_id = 0) const uint WG = 64;
 layout(constant_id = 1) const uint SCAN = 0;  // 1: one workgroup per slice (long axes)
+layout(constant_id = 2) const uint PROD = 0;  // 1: running products (the array API's cumulative_prod)
 layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
@@ -37,9 +38,12 @@ void slice_base(uint e, out int bi, out int bo) {
 }
 
 // Compensated running sum over [k0, k1) of one slice starting from (s, comp), writing every prefix.
+// (PROD: a plain running product from s; comp stays 0.)
 void walk(int bi, int bo, uint k0, uint k1, A s, A comp) {
     for (uint k = k0; k < k1; ++k) {
-        kahan_add(s, comp, A(LOAD(x[uint(bi + int(k) * p.s_ax)])));
+        A v = A(LOAD(x[uint(bi + int(k) * p.s_ax)]));
+        if (PROD != 0u) s *= v;
+        else kahan_add(s, comp, v);
         o[uint(bo) + k * p.so_ax] = STORE(s - comp);
     }
 }
@@ -52,7 +56,7 @@ void main() {
         uint e = linear_group() * WG + gl_LocalInvocationID.x;
         if (e >= p.n_slices) return;
         slice_base(e, bi, bo);
-        walk(bi, bo, 0u, p.d, A(0), A(0));
+        walk(bi, bo, 0u, p.d, PROD != 0u ? A(1) : A(0), A(0));
         return;
     }
     // SCAN: one workgroup per slice. Invocation t owns a contiguous segment; segment sums are
@@ -63,20 +67,28 @@ void main() {
     slice_base(e, bi, bo);
     uint len = (p.d + WG - 1u) / WG;
     uint k0 = min(t * len, p.d), k1 = min(k0 + len, p.d);
-    A s = A(0), comp = A(0);
-    for (uint k = k0; k < k1; ++k) kahan_add(s, comp, A(LOAD(x[uint(bi + int(k) * p.s_ax)])));
+    A s = PROD != 0u ? A(1) : A(0), comp = A(0);
+    for (uint k = k0; k < k1; ++k) {
+        A v = A(LOAD(x[uint(bi + int(k) * p.s_ax)]));
+        if (PROD != 0u) s *= v;
+        else kahan_add(s, comp, v);
+    }
     scan_s[t] = s - comp;
     barrier();
     for (uint off = 1u; off < WG; off <<= 1) {
         uint i = (t + 1u) * off * 2u - 1u;
-        if (i < WG) scan_s[i] += scan_s[i - off];
+        if (i < WG) scan_s[i] = PROD != 0u ? scan_s[i] * scan_s[i - off] : scan_s[i] + scan_s[i - off];
         barrier();
     }
-    if (t == 0u) scan_s[WG - 1u] = A(0);
+    if (t == 0u) scan_s[WG - 1u] = PROD != 0u ? A(1) : A(0);
     barrier();
     for (uint off = WG / 2u; off > 0u; off >>= 1) {
         uint i = (t + 1u) * off * 2u - 1u;
-        if (i < WG) { A l = scan_s[i - off]; scan_s[i - off] = scan_s[i]; scan_s[i] += l; }
+        if (i < WG) {
+            A l = scan_s[i - off];
+            scan_s[i - off] = scan_s[i];
+            scan_s[i] = PROD != 0u ? scan_s[i] * l : scan_s[i] + l;
+        }
         barrier();
     }
     walk(bi, bo, k0, k1, scan_s[t], A(0));

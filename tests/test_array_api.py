@@ -473,3 +473,16 @@ def test_searchsorted(side):
     i = np.arange(0, 20, 2, dtype=np.int32)
     same(fv.searchsorted(fv.asarray(i), fv.asarray(np.array([3, 4, -1, 99], np.int32)), side=side),
          np.searchsorted(i, np.array([3, 4, -1, 99], np.int32), side=side))
+
+
+@pytest.mark.parametrize("shape,axis", [((7,), 0), ((3, 3000), 1), ((300, 5), 0)])   # serial and SCAN paths
+def test_cumulative_prod(shape, axis):
+    x = RNG.uniform(0.9, 1.1, shape)
+    got = fv.cumulative_prod(fv.asarray(x), axis=axis)
+    np.testing.assert_allclose(got.numpy(), np.cumprod(x, axis=axis), rtol=1e-12)
+    x32 = x.astype(np.float32)
+    np.testing.assert_allclose(fv.cumulative_prod(fv.asarray(x32), axis=axis, include_initial=True).numpy(),
+                               np.concatenate([np.ones_like(np.take(x32, [0], axis=axis)),
+                                               np.cumprod(x32.astype(np.float64), axis=axis)], axis=axis),
+                               rtol=2e-5)
+    same(fv.cumulative_prod(fv.asarray(np.array([2.0, np.nan, 3.0]))), np.cumprod([2.0, np.nan, 3.0]))

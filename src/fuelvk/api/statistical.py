@@ -13,10 +13,10 @@ from ..array import Array, asarray
 from ..errors import DTypeError, ShapeError
 from ..ops.elementwise import divide, multiply, sqrt, subtract
 from ..ops.movement import concatenate
-from ..ops.reduction import cumsum, mean, normalize_axes
+from ..ops.reduction import cumsum, cumulative_prod_along, mean, normalize_axes
 from ..ops.reduction import sum as _sum
 
-__all__ = ["var", "std", "cumulative_sum"]
+__all__ = ["var", "std", "cumulative_sum", "cumulative_prod"]
 
 
 def _arr(op, x):
@@ -68,4 +68,24 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
     if include_initial:
         from ..array import zeros
         out = concatenate([zeros(x.shape[:ax] + (1,) + x.shape[ax + 1:], out.dtype), out], axis=ax)
+    return out
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
+    """Running products along axis (required for ndim > 1); include_initial prepends the 1. Float
+    dtypes (the cumsum kernel's product mode); integer products are not exact through floats."""
+    x = _arr("cumulative_prod", x)
+    if axis is None:
+        if x.ndim > 1:
+            raise ShapeError(f"cumulative_prod: axis is required for an array of rank {x.ndim}")
+        axis = 0
+    if x.ndim == 0:
+        raise ShapeError("cumulative_prod: needs an array of rank >= 1")
+    ax = L.normalize_axis("cumulative_prod", axis, x.ndim)
+    if dtype is not None and dtype != x.dtype:
+        x = x.astype(dtype)
+    out = cumulative_prod_along(x, ax)
+    if include_initial:
+        from .creation import ones
+        out = concatenate([ones(x.shape[:ax] + (1,) + x.shape[ax + 1:], dtype=out.dtype), out], axis=ax)
     return out

@@ -277,15 +277,24 @@ _CUMSUM_SERIAL_MAX_D = 16384
 
 def cumsum(x, axis=None):
     """numpy.cumsum (axis=None: over the flattened array). Any view; compensated f32/f64 running sum."""
-    (x,), numpy_out = device_args("cumsum", x)
-    tag = _dt.float_tag("cumsum", x.dtype)
+    return _cumulative("cumsum", x, axis, 0)
+
+
+def cumulative_prod_along(x, axis):
+    """Running products along axis (the array API's cumulative_prod; the cumsum kernel's PROD mode)."""
+    return _cumulative("cumulative_prod", x, axis, 1)
+
+
+def _cumulative(op, x, axis, prod):
+    (x,), numpy_out = device_args(op, x)
+    tag = _dt.float_tag(op, x.dtype)
     if axis is None or x.ndim == 0:
         if axis is not None:
-            L.normalize_axis("cumsum", axis, 0)
+            L.normalize_axis(op, axis, 0)
         x = x.reshape(-1) if x.ndim != 1 else x
         ax = 0
     else:
-        ax = L.normalize_axis("cumsum", axis, x.ndim)
+        ax = L.normalize_axis(op, axis, x.ndim)
     out = new_like(x.shape, x.dtype)
     d = x.shape[ax]
     if out.size == 0:
@@ -307,12 +316,12 @@ def cumsum(x, axis=None):
     budget = ctx.device.loop_budget
     if d <= _CUMSUM_SERIAL_MAX_D and (budget is None or d <= budget // 2) and (n_slices >= 256 or d < 1024):
         ctx.launch(kernel("cumsum", tag), ctx.groups(-(-n_slices // _CUMSUM_WG)), (out.buffer, x.buffer),
-                   (True, False), push, spec=((0, _CUMSUM_WG), (1, 0)))
+                   (True, False), push, spec=((0, _CUMSUM_WG), (1, 0), (2, prod)))
     else:
         wg = row_wg(ctx, d, 2)
         if wg is None:
             raise ShapeError(f"cumsum: an axis of {d} elements exceeds what kernel cumsum_{tag} can scan on "
                              f"{ctx.device.name} (its per-invocation loop limit); split the axis")
         ctx.launch(kernel("cumsum", tag), ctx.groups(n_slices), (out.buffer, x.buffer), (True, False), push,
-                   spec=((0, wg), (1, 1)))
+                   spec=((0, wg), (1, 1), (2, prod)))
     return result(out, numpy_out)
