@@ -387,6 +387,13 @@ def test_integer_ops_bit_exact(dt):
         same(~X & X, ~x & x) and same(X ^ 1, x ^ dt(1))
 
 
+def test_integer_true_divide_is_float64():
+    a, b = np.array([1, -7, 0, 5], np.int16), np.array([2, 2, 0, -3], np.int16)
+    with np.errstate(all="ignore"):
+        same(fv.asarray(a) / fv.asarray(b), a / b)
+        same(fv.asarray(a) / 4, a / 4)
+
+
 def test_integer_errors():
     a = fv.asarray(np.arange(4, dtype=np.int32))
     with pytest.raises(DTypeError):

@@ -175,6 +175,10 @@ def _binary(op, op_id, a, b):
         (a, b), numpy_out = device_args(op, a, b)
         a, b = promote(op, [a, b])
     dt = (b if a_s else a).dtype
+    if op == "divide" and dt.kind in "biu":      # numpy's true division of integers: float64
+        from .casts import astype
+        a, b = (a if a_s else astype(a, _dt.float64)), (b if b_s else astype(b, _dt.float64))
+        dt = _dt.float64
     tag = _dt.float_tag(op, dt, _accepted(op))
     v = variant("binary", tag, runtime.get().device.features)
     spec = ((0, op_id),)

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Run the array API conformance suite (../shared/array-api-tests, 2024.12) against this checkout's
+# fuelvk, with the failures we know of listed in tests/array_api_xfails.txt (each with its reason).
+# The fft extension is out of scope (deselected). Usage:
+#   bash scripts/array_api_tests.sh [MAX_EXAMPLES] [test files or pytest args...]
+# e.g. bash scripts/array_api_tests.sh 2 test_sorting_functions.py test_set_functions.py
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+suite="${ARRAY_API_TESTS_DIR:-$repo/../shared/array-api-tests}"
+n="${1:-2}"; shift || true
+files=()
+for f in "$@"; do files+=("array_api_tests/$f"); done
+[ ${#files[@]} -eq 0 ] && files=(array_api_tests)
+cd "$suite"
+PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}" ARRAY_API_TESTS_MODULE=fuelvk ARRAY_API_TESTS_VERSION=2024.12 \
+  exec python -m pytest -q -p no:cacheprovider --disable-warnings --max-examples "$n" \
+  --xfails-file "$repo/tests/array_api_xfails.txt" --disable-extension fft -k "not fft" "${files[@]}"
