@@ -47,6 +47,8 @@ def test_namespace_and_info():
     same(fv.conj(fv.asarray(z)), np.conj(z))
     with pytest.raises(DTypeError):
         fv.exp(fv.asarray(z))
+    z2 = (np.arange(6) + 1j * np.arange(6)[::-1]).reshape(2, 3)      # complex128: copied as float64 pairs
+    same(fv.asarray(z2).T.copy(), z2.T.copy()) and same(fv.repeat(fv.asarray(z2), 2, axis=1), np.repeat(z2, 2, 1))
 
 
 def test_asarray_copy():

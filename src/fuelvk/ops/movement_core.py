@@ -1,6 +1,7 @@
 """Contiguize and copy: the strided_copy kernel behind every dispatcher's layout fix-up."""
 from .. import dtypes as _dt
 from .. import runtime
+from ..array import Array
 from ..kernels.movement_core import copy_variant
 from ._core import device_args, launch_strided, new_like, result
 
@@ -9,7 +10,11 @@ __all__ = ["ascontiguousarray", "copy"]
 
 def _copy_into_new(x):
     out = new_like(x.shape, x.dtype)
-    launch_strided(copy_variant(_dt.width_tag(x.dtype), runtime.get().device.features), out, [x])
+    src, dst = x, out
+    if x.dtype.itemsize == 16:   # complex128: copied as float64 pairs (a trailing axis of 2)
+        src, dst = (Array(a.buffer, a.shape + (2,), tuple(2 * st for st in a.strides) + (1,), 2 * a.offset,
+                          _dt.float64) for a in (x, out))
+    launch_strided(copy_variant(_dt.width_tag(src.dtype), runtime.get().device.features), dst, [src])
     return out
 
 
