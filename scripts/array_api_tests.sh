@@ -14,4 +14,4 @@ for f in "$@"; do files+=("array_api_tests/$f"); done
 cd "$suite"
 PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}" ARRAY_API_TESTS_MODULE=fuelvk ARRAY_API_TESTS_VERSION=2024.12 \
   exec python -m pytest -q -p no:cacheprovider --disable-warnings --max-examples "$n" \
-  --xfails-file "$repo/tests/array_api_xfails.txt" --disable-extension fft -k "not fft" "${files[@]}"
+  --xfails-file "$repo/tests/array_api_xfails.txt" -k "not fft" "${files[@]}" --disable-extension fft
