@@ -234,7 +234,14 @@ V nextafter_v(V x, V y) {           // f32 only (the ops refuse half types: thei
 
 V sigmoid(V x) { return 1.0 / (1.0 + exp_v(-x)); }
 
+// Odd functions keep a zero's sign (f(-0) = -0, the standard's special cases; builtins may not).
+bool odd_zero_op() {
+    return OP == 5u || OP == 7u || OP == 23u || OP == 24u || OP == 27u || OP == 28u || OP == 30u || OP == 32u
+        || OP == 33u || OP == 35u;
+}
+
 V apply_unary(V x) {
+    if (odd_zero_op() && x == V(0.0)) return x;
     switch (OP) {
     case 0u: return -x;
     case 1u: return x * x;

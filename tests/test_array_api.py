@@ -294,6 +294,12 @@ def test_unary_math(name, dt):
     assert np.array_equal(np.signbit(got[np.isnan(got) == 0][:1]), np.signbit(expect[np.isnan(expect) == 0][:1]))
 
 
+def test_odd_functions_keep_the_sign_of_zero():
+    z = np.array([-0.0, 0.0], np.float32)
+    for name in ("sin", "tanh", "log1p", "expm1", "tan", "sinh", "asinh", "atanh", "asin", "atan"):
+        assert np.signbit(getattr(fv, name)(fv.asarray(z)).numpy()).tolist() == [True, False], name
+
+
 @pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16])
 @pytest.mark.parametrize("name", ["hypot", "logaddexp", "atan2", "nextafter"])
 def test_binary_math(name, dt):
