@@ -7,11 +7,13 @@
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 suite="${ARRAY_API_TESTS_DIR:-$repo/../shared/array-api-tests}"
+[ -d "$suite" ] || suite="$repo/../../shared/array-api-tests"     # a worktree one level deeper
 n="${1:-2}"; shift || true
 files=()
 for f in "$@"; do files+=("array_api_tests/$f"); done
 [ ${#files[@]} -eq 0 ] && files=(array_api_tests)
 cd "$suite"
+suite="$(pwd)"
 PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}" ARRAY_API_TESTS_MODULE=fuelvk ARRAY_API_TESTS_VERSION=2024.12 \
-  exec python -m pytest -q -p no:cacheprovider --disable-warnings --max-examples "$n" \
-  --xfails-file "$repo/tests/array_api_xfails.txt" -k "not fft" "${files[@]}" --disable-extension fft
+  exec python -m pytest -q -p no:cacheprovider --disable-warnings --max-examples "$n" --rootdir="$suite" \
+  --xfails-file="$repo/tests/array_api_xfails.txt" -k "not fft" "${files[@]}" --disable-extension fft
