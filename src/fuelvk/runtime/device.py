@@ -151,7 +151,17 @@ class Device:
         ext_list, _ = enumerate_(lib.vkEnumerateDeviceExtensionProperties, "VkExtensionProperties",
                                  self.physical, ffi.NULL)
         self.available_extensions = {ffi.string(e.extensionName).decode() for e in ext_list}
-        self.extensions = [e for e in OPTIONAL_EXTENSIONS if e in self.available_extensions]
+        # FUELVK_NO_PUSH_DESCRIPTOR=1 leaves VK_KHR_push_descriptor disabled, as on a device without it:
+        # dispatches then bind pooled descriptor sets (runtime/commands.py), so CI runs that path too.
+        no_push = os.environ.get("FUELVK_NO_PUSH_DESCRIPTOR", "") not in ("", "0")
+        self.extensions = [e for e in OPTIONAL_EXTENSIONS if e in self.available_extensions
+                           and not (no_push and e == "VK_KHR_push_descriptor")]
+        if no_push:
+            self.descriptor_path = ("descriptor sets", "forced (FUELVK_NO_PUSH_DESCRIPTOR=1)")
+        elif "VK_KHR_push_descriptor" in self.extensions:
+            self.descriptor_path = ("push descriptors", "auto (VK_KHR_push_descriptor present)")
+        else:
+            self.descriptor_path = ("descriptor sets", "auto (no VK_KHR_push_descriptor)")
         subgroup = ffi.new("VkPhysicalDeviceSubgroupProperties*",
                            {"sType": C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES})
         driver = ffi.new("VkPhysicalDeviceDriverProperties*",

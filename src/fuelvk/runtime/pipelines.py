@@ -1,7 +1,9 @@
 """Lazily built compute pipelines, cached by (variant id, specialization constants).
 
-Each pipeline uses push descriptors (VK_KHR_push_descriptor): binding a kernel's buffers is one
-call into pre-built write structs, with no descriptor pool to manage or recycle. A binding's
+Each pipeline carries pre-built descriptor write structs for its bindings. With
+VK_KHR_push_descriptor they are pushed straight into the command buffer (one call, no pool); without
+it (or with FUELVK_NO_PUSH_DESCRIPTOR=1) the stream writes them into a descriptor set from its
+per-batch pools (runtime/commands.py): the set layout is the same minus the push flag. A binding's
 descriptor type comes from the manifest (SPIR-V reflection): storage buffers by default, texel
 buffers (samplerBuffer / imageBuffer) through a VkBufferView of the bound slot.
 """
@@ -41,8 +43,8 @@ def disk_cache_path(device, stem):
 
 
 class Pipeline:
-    __slots__ = ("handle", "layout", "n_bindings", "infos", "infos_list", "writes", "push_size", "variant",
-                 "views", "texel", "_keep")
+    __slots__ = ("handle", "layout", "n_bindings", "infos", "infos_list", "writes", "writes_list", "push_size",
+                 "variant", "views", "texel", "set_layout", "counts", "_keep")
 
 
 class PipelineCache:
@@ -113,7 +115,8 @@ class PipelineCache:
         return mod
 
     def _set_layout(self, types):
-        """The push-descriptor set layout for bindings 0..n-1 of the given descriptor types."""
+        """The set layout for bindings 0..n-1 of the given descriptor types (a push-descriptor layout
+        where the device pushes descriptors)."""
         lay = self._set_layouts.get(types)
         if lay is None:
             n = len(types)
@@ -122,7 +125,8 @@ class PipelineCache:
                  "stageFlags": C.VK_SHADER_STAGE_COMPUTE_BIT} for i, t in enumerate(types)])
             info = ffi.new("VkDescriptorSetLayoutCreateInfo*", {
                 "sType": C.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-                "flags": C.VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
+                "flags": C.VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR
+                if self.device.push_descriptor is not None else 0,
                 "bindingCount": n, "pBindings": binds})
             out = ffi.new("VkDescriptorSetLayout*")
             check(lib.vkCreateDescriptorSetLayout(self.device.handle, info, ffi.NULL, out),
@@ -144,9 +148,6 @@ class PipelineCache:
         return pipe
 
     def _create(self, variant, spec):
-        if self.device.push_descriptor is None:
-            raise UnsupportedError(f"{self.device.name} lacks VK_KHR_push_descriptor, which fuelvk's dispatch "
-                                   "path uses")
         self.device.require(variant.features, f"kernel {variant.id} ({variant.name})")
         meta = self.meta(variant.id)
         dev = self.device.handle
@@ -191,6 +192,9 @@ class PipelineCache:
             {"sType": C.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstBinding": i, "descriptorCount": 1,
              "descriptorType": t, "pBufferInfo": p.infos + i, "pTexelBufferView": p.views + i}
             for i, t in enumerate(types)])
+        p.writes_list = [p.writes[i] for i in range(n)]
+        p.set_layout = set_layout           # pSetLayouts of a descriptor-set allocation
+        p.counts = tuple((t, types.count(t)) for t in sorted(set(types)))   # descriptors per type
         p._keep = keep + [entry, ci, set_layout]
         return p
 
