@@ -20,7 +20,10 @@ def _info(args):
     print(f"loops    : budget {budget} iterations per invocation ({probed})")
     for k, v in info["limits"].items():
         print(f"  {k:32s} {v}")
-    print(f"memory   : {'mapped (host-visible) arrays' if info['memory']['direct_mapped'] else 'device-local + staging'}")
+    mem, desc = info["memory"], info["descriptors"]
+    kind = "mapped (host-visible) arrays" if mem["direct_mapped"] else "device-local arrays + staging copies"
+    print(f"memory   : {kind}, {mem['why']}")
+    print(f"binding  : {desc['path']}, {desc['why']}")
     print(f"features : {', '.join(info['features'])}")
     print(f"extensions: {', '.join(info['extensions']) or '-'}")
     for op, routes in info["routes"].items():

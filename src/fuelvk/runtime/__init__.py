@@ -26,6 +26,7 @@ from .vk import ffi
 
 _ctx = None
 _lock = threading.Lock()
+STAGING_BYTES = 32 << 20   # largest staging slot of one transfer step (device-local arrays)
 
 
 class Context:
@@ -40,6 +41,7 @@ class Context:
         lim = self.device.limits
         self.max_groups = (lim.maxComputeWorkGroupCount[0], lim.maxComputeWorkGroupCount[1],
                            lim.maxComputeWorkGroupCount[2])
+        self.staging_bytes = min(STAGING_BYTES, self.pool.max_binding & ~255)
         self.plans = {}   # launch plans of ops/_core.launch_strided, keyed by geometry
         self.closed = False
 
@@ -58,24 +60,36 @@ class Context:
         self.stream.dispatch(self.pipelines.get(variant, spec), groups, buffers, writes, push)
 
     def upload(self, buffer, host, offset=0):
-        """Write a contiguous numpy array into buffer at byte offset (mapped copy or staging)."""
+        """Write a contiguous numpy array into buffer at byte offset: a copy into mapped memory, or
+        (device-local arrays) through staging slots of at most STAGING_BYTES each, recorded as copies
+        on the stream; the slots go back to the pool when their batch retires."""
         src = host.reshape(-1).view(np.uint8)  # memoryview cannot take ml_dtypes
         if buffer.mapped is not None:
             ffi.memmove(buffer.mapped + offset, ffi.from_buffer(src), len(src))
             return
-        staging = self.pool.alloc(len(src), host=True)
-        ffi.memmove(staging.mapped, ffi.from_buffer(src), len(src))
-        self.stream.copy(staging, buffer, len(src), 0, offset)
+        data = ffi.from_buffer(src)
+        for lo in range(0, len(src), self.staging_bytes):
+            n = min(self.staging_bytes, len(src) - lo)
+            staging = self.pool.alloc(n, host=True)
+            ffi.memmove(staging.mapped, data + lo, n)
+            self.stream.copy(staging, buffer, n, 0, offset + lo)
 
     def download(self, buffer, offset, nbytes):
-        """bytes of buffer[offset:offset+nbytes] after all pending device work."""
+        """The bytes of buffer[offset:offset+nbytes] after all pending device work (device-local
+        arrays: copied through one staging slot of at most STAGING_BYTES at a time)."""
         if buffer.mapped is not None:
             self.stream.synchronize()
             return ffi.buffer(buffer.mapped + offset, nbytes)[:]
-        staging = self.pool.alloc(nbytes, host=True)
-        self.stream.copy(buffer, staging, nbytes, offset, 0)
-        self.stream.synchronize()
-        return ffi.buffer(staging.mapped, nbytes)[:]
+        out = None if nbytes <= self.staging_bytes else bytearray(nbytes)
+        for lo in range(0, nbytes, self.staging_bytes):
+            n = min(self.staging_bytes, nbytes - lo)
+            staging = self.pool.alloc(n, host=True)
+            self.stream.copy(buffer, staging, n, offset + lo, 0)
+            self.stream.synchronize()
+            if out is None:
+                return ffi.buffer(staging.mapped, n)[:]
+            out[lo:lo + n] = ffi.buffer(staging.mapped, n)
+        return out if out is not None else b""
 
     def memory_info(self):
         return self.pool.info()

@@ -34,6 +34,9 @@ def texel_bytes(fmt):
     return sum(int(b) for b in re.findall(r"[RGBA](\d+)", fmt.split("_")[0])) // 8
 HOST = C.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | C.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
 LOCAL = C.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+CACHED = C.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+VISIBLE = C.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
+MEMORY_MODES = ("auto", "mapped", "device-local")
 MIN_BYTES = 256          # also the slot alignment: >= every device's minStorageBufferOffsetAlignment
 CHUNK_BYTES = 8 << 20    # slots up to this size share chunks; larger sizes get a chunk each
 # Idle bytes (held but in no live slot) the pool may keep cached beyond what stayed idle after its last
@@ -105,6 +108,38 @@ def _heap_trim():
             pass
 
 
+def memory_mode(device_type):
+    """(direct, why): whether arrays live in mapped memory, from FUELVK_MEMORY (auto | mapped |
+    device-local). auto: mapped on CPU and integrated devices, which read host-visible memory at full
+    speed; device-local + staging copies on discrete GPUs. device-local forces the discrete-GPU path
+    anywhere (so it runs in CI on lavapipe), mapped the other."""
+    mode = os.environ.get("FUELVK_MEMORY", "").strip() or "auto"
+    if mode == "auto":
+        return device_type != "discrete", f"auto ({device_type} device)"
+    if mode in MEMORY_MODES:
+        return mode == "mapped", f"forced (FUELVK_MEMORY={mode})"
+    raise DeviceError(f"FUELVK_MEMORY={mode!r} is not a memory mode; accepted: {', '.join(MEMORY_MODES)}")
+
+
+def pick_memory_type(types, bits, host, direct):
+    """Index into `types` ([(propertyFlags, heap)]) of the memory for a chunk whose buffer accepts the
+    types in `bits`. Mapped array memory (host and direct) prefers DEVICE_LOCAL (an integrated GPU's
+    shared memory); staging (host, not direct) prefers HOST_CACHED system memory (fast readback, and it
+    leaves a discrete GPU's small host-visible VRAM window alone); device-local arrays prefer
+    DEVICE_LOCAL memory the host cannot map (VRAM), then any DEVICE_LOCAL type, then any."""
+    best, best_score = None, -1
+    for i, (f, _) in enumerate(types):
+        if not bits & (1 << i) or host and (f & HOST) != HOST:
+            continue
+        if host:
+            score = bool(f & LOCAL) if direct else 2 * bool(f & CACHED) + (not f & LOCAL)
+        else:
+            score = 2 * bool(f & LOCAL) + (not f & VISIBLE)
+        if score > best_score:
+            best, best_score = i, score
+    return best
+
+
 class MemoryPool:
     def __init__(self, device):
         self.device = device
@@ -123,9 +158,8 @@ class MemoryPool:
         self._types = [(props.memoryTypes[i].propertyFlags, props.memoryTypes[i].heapIndex)
                        for i in range(props.memoryTypeCount)]
         self.heaps = [props.memoryHeaps[i].size for i in range(props.memoryHeapCount)]
-        # Arrays live in mapped memory when the device reads host-visible memory at full speed
-        # (CPU and integrated devices); discrete GPUs get device-local memory + staging copies.
-        self.direct = device.device_type != "discrete"
+        # Arrays live in mapped memory (direct) or device-local memory + staging copies: memory_mode().
+        self.direct, self.memory_why = memory_mode(device.device_type)
         self.allocated = 0
         self._format_ok = {}
 
@@ -164,13 +198,12 @@ class MemoryPool:
         view = buf.chunk.views[key] = out[0]
         return view
 
-    def _memory_type(self, bits, want_host):
-        prefs = [HOST | LOCAL, HOST] if want_host else [LOCAL]
-        for flags in prefs:
-            for i, (f, _) in enumerate(self._types):
-                if bits & (1 << i) and (f & flags) == flags:
-                    return i
-        raise FuelVKMemoryError(f"no memory type with flags {prefs} for a buffer on {self.device.name}")
+    def _memory_type(self, bits, host):
+        i = pick_memory_type(self._types, bits, host, self.direct)
+        if i is None:
+            raise FuelVKMemoryError(f"no {'host-visible coherent ' if host else ''}memory type among "
+                                    f"{bits:#x} for a buffer on {self.device.name}")
+        return i
 
     def alloc(self, nbytes, host=None):
         """A buffer slot of at least nbytes; host=True forces mapped memory (staging)."""
