@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One entry point for a fresh Debian machine:
 #   bash scripts/setup.sh main   # install what is missing, then `python -m fuelvk info` + a quick benchmark
-#   bash scripts/setup.sh test   # install what is missing, then the whole test suite (validation layer on)
+#   bash scripts/setup.sh test   # install what is missing, then the whole test suite (validation layer on),
+#                                # then again with descriptor sets + device-local memory forced
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-main}"
@@ -32,6 +33,11 @@ case "$what" in
   test)
     "$PY" build_shaders.py --check
     "$PY" -m pytest -q -p no:cacheprovider tests
+    # Once more on the paths lavapipe does not take by itself (README: Devices): descriptor sets instead of
+    # push descriptors, device-local arrays + staging copies. test_devices_modes sets its own modes; the
+    # thread stress runs 2 s per test here.
+    FUELVK_NO_PUSH_DESCRIPTOR=1 FUELVK_MEMORY=device-local FUELVK_STRESS_S=2 \
+      "$PY" -m pytest -q -p no:cacheprovider tests --ignore=tests/test_devices_modes.py
     ;;
   *) echo "usage: $0 main|test" >&2; exit 2 ;;
 esac
