@@ -50,8 +50,12 @@ class _DescriptorPools:
     def allocate(self, pipe):
         """A new descriptor set of pipe's set layout (contents unwritten)."""
         left = self.left
-        if left is None or not left["sets"] or any(left[t] < n for t, n in pipe.counts):
+        if left is None or not left["sets"]:
             left = self._next(pipe)
+        for t, n in pipe.counts:
+            if left[t] < n:
+                left = self._next(pipe)
+                break
         left["sets"] -= 1
         for t, n in pipe.counts:
             left[t] -= n
