@@ -96,6 +96,12 @@ upd = rng.standard_normal((50, 129)).astype(np.float32)
 base = np.zeros((37, 129), np.float64)
 np.add.at(base, idx, upd)
 close(fv.index_add(np.zeros((37, 129), np.float32), 0, idx, upd), base, 1e-5, 1e-5)
+sidx = rng.integers(0, 37, (20, 129))
+base = np.zeros((37, 129), np.float64)
+np.add.at(base, (sidx, np.arange(129)[None, :]), x[:20])
+close(fv.scatter_add(np.zeros((37, 129), np.float32), 0, sidx, x[:20]), base, 1e-5, 1e-5)
+sm, g = e / e.sum(1, keepdims=True), x[::-1].copy()             # a backward kernel
+close(fv.softmax_backward(sm, g), sm * (g - (g * sm).sum(1, keepdims=True)), 1e-5, 1e-5)
 same(fv.pad(xa, ((1, 2), (3, 0)), mode="reflect").numpy(), np.pad(x, ((1, 2), (3, 0)), mode="reflect"))  # padding
 ang = rng.standard_normal((37, 64)).astype(np.float32)        # rope (rotate-half)
 cos, sin = np.cos(ang), np.sin(ang)
