@@ -33,7 +33,11 @@ class Context:
     def __init__(self, selector=None, validation=None):
         self.device = Device(selector, validation)
         self.lock = self.device.lock
-        self.pool = MemoryPool(self.device)
+        try:
+            self.pool = MemoryPool(self.device)   # raises on a bad FUELVK_MEMORY: give the device back
+        except Exception:
+            self.device.destroy()
+            raise
         self.stream = Stream(self.device, self.pool)
         self.pool.synchronize = self.stream.synchronize   # on allocation failure: wait, trim, retry
         self.pipelines = PipelineCache(self.device)
