@@ -21,7 +21,7 @@ def _info(args):
     for k, v in info["limits"].items():
         print(f"  {k:32s} {v}")
     prof = info["limits_profile"]
-    print(f"limits   : " + (f"profile {prof['name']!r} (FUELVK_LIMITS): " + ", ".join(
+    print("limits   : " + (f"profile {prof['name']!r} (FUELVK_LIMITS): " + ", ".join(
         f"{k} {v}" for k, v in prof["overrides"].items()) if prof else "the device's own (FUELVK_LIMITS unset)"))
     print(f"memory   : {'mapped (host-visible) arrays' if info['memory']['direct_mapped'] else 'device-local + staging'}")
     print(f"features : {', '.join(info['features'])}")

@@ -101,9 +101,7 @@ def reflect(code: bytes) -> dict:
             types[a[0]] = ("scalar", a[1] // 8)
         elif op == OP_TYPE_BOOL:
             types[a[0]] = ("scalar", 4)
-        elif op == OP_TYPE_MATRIX:
-            types[a[0]] = ("vector", a[1], a[2])
-        elif op == OP_TYPE_VECTOR:
+        elif op in (OP_TYPE_VECTOR, OP_TYPE_MATRIX):   # a matrix: columns like a vector's components
             types[a[0]] = ("vector", a[1], a[2])
         elif op == OP_TYPE_ARRAY:
             types[a[0]] = ("array", a[1], a[2])
