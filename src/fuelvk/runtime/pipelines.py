@@ -165,15 +165,15 @@ class PipelineCache:
         return not self.over_limits(variant, spec)
 
     def _create(self, variant, spec):
+        if self.device.push_descriptor is None:
+            raise UnsupportedError(f"{self.device.name} lacks VK_KHR_push_descriptor, which fuelvk's dispatch "
+                                   "path uses")
+        self.device.require(variant.features, f"kernel {variant.id} ({variant.name})")
         over = self.over_limits(variant, spec)
         if over:
             profile = f" (limits profile {self.device.limits_profile!r})" if self.device.limits_profile else ""
             raise UnsupportedError(f"kernel {variant.id} ({variant.name}) specialized {dict(spec)}: " + "; ".join(
                 f"{q} {v} exceeds {n} = {lim}" for q, v, n, lim in over) + f" on {self.device.name}{profile}")
-        if self.device.push_descriptor is None:
-            raise UnsupportedError(f"{self.device.name} lacks VK_KHR_push_descriptor, which fuelvk's dispatch "
-                                   "path uses")
-        self.device.require(variant.features, f"kernel {variant.id} ({variant.name})")
         meta = self.meta(variant.id)
         dev = self.device.handle
         keep = []
