@@ -85,4 +85,5 @@ def route_variant_tag(route):
 def available_routes(features, fits=None):
     """Routes a device with these feature names can run (device_info()["routes"]["matmul"]);
     `fits(route)`, when given, drops those whose pipeline exceeds the device limits."""
-    return [r for r in ROUTES if all(f in features for f in ROUTE_FEATURES.get(r, ())) and (fits is None or fits(r))]
+    return [r for r in ROUTES
+            if all(f in features for f in ROUTE_FEATURES.get(r, ())) and (fits is None or fits(r))]

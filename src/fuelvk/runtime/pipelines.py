@@ -149,7 +149,8 @@ class PipelineCache:
         this device (its limits, with FUELVK_LIMITS applied): workgroup size and invocations, shared
         memory, push constants. Computed from the manifest's reflection; nothing is created."""
         meta, lim = self.meta(variant.id), self.device.limits
-        size = [evaluate(e, spec) for e in (meta.get("workgroup_size_spec") or meta["workgroup_size"] or (1, 1, 1))]
+        size = [evaluate(e, spec)
+                for e in (meta.get("workgroup_size_spec") or meta["workgroup_size"] or (1, 1, 1))]
         checks = [(f"workgroup size {'xyz'[i]}", n, f"maxComputeWorkGroupSize[{i}]", lim.maxComputeWorkGroupSize[i])
                   for i, n in enumerate(size)]
         checks += [("workgroup invocations", size[0] * size[1] * size[2], "maxComputeWorkGroupInvocations",
