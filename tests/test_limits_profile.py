@@ -179,6 +179,10 @@ SCRIPT = textwrap.dedent(r'''
     q, k, v = r(1, 2, 1, 64), r(1, 2, 2048, 64), r(1, 2, 2048, 64)
     out["attn_route_2048"] = attention_route(q, k)
     out["attn_route_512"] = attention_route(q, k[:, :, :512])
+    try:
+        attention_route(q, k, route="single"); out["forced_single"] = "picked"
+    except fv.UnsupportedError as err:
+        out["forced_single"] = str(err)
     for kk, vv in ((k, v), (k[:, :, :512], v[:, :, :512])):
         want = F.scaled_dot_product_attention(*(torch.from_numpy(np.ascontiguousarray(t)).double() for t in (q, kk, vv)))
         close(fv.scaled_dot_product_attention(q, kk, vv), want.numpy(), 1e-4)
@@ -233,6 +237,7 @@ def test_every_family_under_the_small_profile():
     assert "16640" in out["forced_tiled"] and "maxComputeSharedMemorySize = 16384" in out["forced_tiled"]
     assert not any(v.startswith("matmul_tiled") for v in out["created"])
     assert out["attn_route_2048"] == "tiled" and out["attn_route_512"] == "single"   # 4096-key row > 16 KiB
+    assert "17152 B" in out["forced_single"] and "maxComputeSharedMemorySize = 16384" in out["forced_single"]
     # the pool binds at most 64 MiB; an array over it is refused with the limit named (where arrays
     # may span several bindings, issue 20 item 1, it is split at that size instead)
     assert out["max_binding"] == 64 << 20
