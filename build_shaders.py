@@ -147,6 +147,7 @@ def manifest_entry(v, h, compiler, code):
             "source_hash": h, "spv_sha256": sha(code), "compiler": compiler,
             "bindings": refl["bindings"], "push_constant_size": pc["size"] if pc else 0,
             "push_constants": pc["members"] if pc else [], "workgroup_size": refl["local_size"],
+            "workgroup_size_spec": refl["workgroup_size_spec"], "shared_bytes": refl["shared_bytes"],
             "spec_ids": refl["spec_ids"], "features": list(v.features)}
 
 

@@ -20,6 +20,9 @@ def _info(args):
     print(f"loops    : budget {budget} iterations per invocation ({probed})")
     for k, v in info["limits"].items():
         print(f"  {k:32s} {v}")
+    prof = info["limits_profile"]
+    print("limits   : " + (f"profile {prof['name']!r} (FUELVK_LIMITS): " + ", ".join(
+        f"{k} {v}" for k, v in prof["overrides"].items()) if prof else "the device's own (FUELVK_LIMITS unset)"))
     mem, desc = info["memory"], info["descriptors"]
     kind = "mapped (host-visible) arrays" if mem["direct_mapped"] else "device-local arrays + staging copies"
     print(f"memory   : {kind}, {mem['why']}")

@@ -1,6 +1,6 @@
 """synchronize(), memory_info() and device_info(): what the user can ask of the device."""
 from . import runtime
-from .kernels.matmul import available_routes
+from .ops.matmul import available_routes
 
 
 def synchronize():
@@ -38,12 +38,16 @@ def device_info():
             "maxPushConstantsSize": lim.maxPushConstantsSize,
             "timestampPeriod_ns": d.timestamp_period_ns,
         },
+        # FUELVK_LIMITS: the profile and the values it tightened (None: the device's own limits)
+        "limits_profile": {"name": d.limits_profile, "overrides": {
+            k: list(v) if isinstance(v, tuple) else v for k, v in getattr(lim, "overrides", {}).items()}}
+        if d.limits_profile else None,
         "memory": {"kind": "mapped" if ctx.pool.direct else "device-local + staging", "why": ctx.pool.memory_why,
                    "direct_mapped": ctx.pool.direct, "heaps_bytes": ctx.pool.heaps},
         "descriptors": {"path": d.descriptor_path[0], "why": d.descriptor_path[1]},
         "features": feats,
         "extensions": list(d.extensions),
         "cooperative_matrix_shapes": d.coop_matrix_shapes,
-        "routes": {"matmul": available_routes(d.features)},
+        "routes": {"matmul": available_routes()},
         "validation": d.messenger is not None,
     }

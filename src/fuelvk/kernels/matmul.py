@@ -76,6 +76,14 @@ ROUTES = {"matvec": "matvec", "register_tiled": "matmul", "tiled": "matmul_tiled
 ROUTE_FEATURES = {"coop": COOP_FEATURES}
 
 
-def available_routes(features):
-    """Routes a device with these feature names can run (device_info()["routes"]["matmul"])."""
-    return [r for r in ROUTES if all(f in features for f in ROUTE_FEATURES.get(r, ()))]
+def route_variant_tag(route):
+    """A dtype tag the route's family has (its shared memory and workgroup size are the same for
+    every tag), for asking whether its pipeline fits a device."""
+    return COOP_COMBOS[0] if route == "coop" else COMBOS[0]
+
+
+def available_routes(features, fits=None):
+    """Routes a device with these feature names can run (device_info()["routes"]["matmul"]);
+    `fits(route)`, when given, drops those whose pipeline exceeds the device limits."""
+    return [r for r in ROUTES
+            if all(f in features for f in ROUTE_FEATURES.get(r, ())) and (fits is None or fits(r))]

@@ -132,13 +132,16 @@ def _pick(op, Sq, Sk, D, G, route):
     shared = ctx.device.limits.maxComputeSharedMemorySize
     tiled_ok = K.tiled_config(D, G * Sq, shared) is not None
     single_ok = Sk <= K.SINGLE_SK_MAX and K.single_shared_bytes(D, _skmax(Sk)) <= shared
-    if want == "single" and not single_ok:
-        raise ShapeError(f"{op}: route 'single' (flash_attn_*) takes Sk <= {K.SINGLE_SK_MAX} keys and fits "
-                         f"{K.single_shared_bytes(D, _skmax(Sk))} B of shared memory in {shared} B; got Sk={Sk}, "
+    if want == "single" and Sk > K.SINGLE_SK_MAX:
+        raise ShapeError(f"{op}: route 'single' (flash_attn_*) takes Sk <= {K.SINGLE_SK_MAX} keys; got Sk={Sk}, "
                          f"D={D}; use route='tiled'")
+    if want == "single" and not single_ok:   # a device limit, not the shape: as the pipeline check says it
+        raise UnsupportedError(f"{op}: route 'single' needs {K.single_shared_bytes(D, _skmax(Sk))} B of shared "
+                               f"memory for Sk={Sk}, D={D}, more than maxComputeSharedMemorySize = {shared} on "
+                               f"{ctx.device.name}; use route='tiled'")
     if want == "tiled" and not tiled_ok:
         raise UnsupportedError(f"{op}: route 'tiled' needs {K.tiled_shared_bytes(D, 1, 64)} B of shared memory for "
-                               f"D={D}; this device has {shared} B")
+                               f"D={D}, more than maxComputeSharedMemorySize = {shared} on {ctx.device.name}")
     if want != "auto":
         return want
     if single_ok and (G * Sq <= SINGLE_MAX_ROWS or not tiled_ok):

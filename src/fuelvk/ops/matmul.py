@@ -15,8 +15,11 @@ else on GPUs 1 < M < 32 -> register-tiled, M >= 32 -> shared-memory tiled, and o
 (lavapipe) register-tiled for every M > 1: there shared memory is plain memory reached through the
 same per-lane load loops as buffers, and barriers are coroutine switches; measured on lavapipe
 (one run, under load) the shared-memory kernel was 4-8x slower at M = 17, 32 and 256 (e.g.
-256 x 1024 x 256: 16 ms register-tiled, 135 ms tiled). `route=` or FUELVK_MATMUL_ROUTE forces one;
-a route the device or shape cannot take raises a typed error. matmul_route() runs the same picker.
+256 x 1024 x 256: 16 ms register-tiled, 135 ms tiled). A route whose pipeline exceeds the device
+limits (FUELVK_LIMITS=small included: the tiled kernel's 16,640 B of shared memory, coop's 24 KiB)
+is skipped (the register tile instead); available_routes() lists what remains. `route=` or
+FUELVK_MATMUL_ROUTE forces one; a route the device, its limits or the shape cannot take raises a
+typed error. matmul_route() runs the same picker.
 
 Load paths chosen per launch (specialization constants, same kernel): matvec and the register tile
 read A along K and B along N (its rows) or along K (x @ W.T) as 16-byte texels of a storage texel
@@ -36,7 +39,7 @@ from .. import layout as L
 from .. import runtime
 from ..array import Array, zeros
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError, UnsupportedError
-from ..kernels import kernel
+from ..kernels import VARIANTS, kernel
 from ..kernels import matmul as K_
 from ._core import device_args, k_per_launch, new_like, result, split_k
 
@@ -111,6 +114,21 @@ def _device():
     return runtime.get().device
 
 
+def _over_limits(route, combo=None):
+    """What the route's pipeline would exceed of the device limits (PipelineCache.over_limits);
+    empty when it fits. Shared memory and workgroup size do not depend on the dtypes or the
+    load-path constants, so one variant of the family answers for all."""
+    fam = K_.ROUTES[route]
+    tag = combo if f"{fam}.{combo}" in VARIANTS else K_.route_variant_tag(route)
+    return runtime.get().pipelines.over_limits(kernel(fam, tag))
+
+
+def available_routes():
+    """Matmul routes this device runs: those its features allow and whose pipelines fit its limits
+    (FUELVK_LIMITS included)."""
+    return K_.available_routes(_device().features, fits=lambda r: not _over_limits(r))
+
+
 def _coop_ok(combo, M, N, K):
     t = K_.COOP_TILE
     return combo in K_.COOP_COMBOS and M % t == 0 and N % t == 0 and K % t == 0 and M >= t and N >= t
@@ -133,16 +151,21 @@ def _plan(a, b, out_dtype, n_rep, route):
     if forced in (None, "", "auto"):
         has_coop = "coop" in K_.available_routes(dev.features)
         half = combo.split("_")[0] in ("f16", "bf16")
+
+        def fits(r):
+            return not _over_limits(r, combo)
         if M == 1 or transposed:
             name = "matvec"
-        elif has_coop and _coop_ok(combo, M, N, K):
+        elif has_coop and _coop_ok(combo, M, N, K) and fits("coop"):
             name = "coop"
-        elif has_coop and half:
+        elif has_coop and half and fits("small"):
             name = "small"
         else:
             # CPU devices (lavapipe): shared memory is ordinary memory there, so staging slabs only adds
-            # loads and stores; the register-tiled kernel stays faster for every M (measured).
-            name = "register_tiled" if M < 32 or dev.device_type == "cpu" else "tiled"
+            # loads and stores; the register-tiled kernel stays faster for every M (measured). Devices
+            # whose shared memory cannot hold the tiled kernel's slabs take the register tile too.
+            big = M >= 32 and dev.device_type != "cpu" and fits("tiled")
+            name = "tiled" if big else "register_tiled"
         transposed = transposed and name == "matvec"
     else:
         name = forced
@@ -153,6 +176,11 @@ def _plan(a, b, out_dtype, n_rep, route):
         if missing:
             raise UnsupportedError(f"matmul: route {name!r} needs device features {missing}, which {dev.name} "
                                    f"lacks; routes here: {', '.join(K_.available_routes(dev.features))}")
+        over = _over_limits(name, combo)
+        if over:
+            raise UnsupportedError(f"matmul: route {name!r} does not fit {dev.name}'s limits: " + "; ".join(
+                f"its {q} {v} exceed {lim_name} = {lim}" for q, v, lim_name, lim in over)
+                + f"; routes here: {', '.join(available_routes())}")
         if name == "matvec" and M != 1 and not transposed:
             raise ShapeError(f"matmul: route 'matvec' needs M == 1 (or N == 1 with equal dtypes), got M={M} "
                              f"N={N} for shapes {a.shape} x {b.shape}")

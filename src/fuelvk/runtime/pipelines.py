@@ -13,6 +13,7 @@ import struct
 from pathlib import Path
 
 from ..errors import BuildError, DeviceError, UnsupportedError
+from ..spirv import evaluate
 from .vk import C, ffi, lib, check
 
 WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF  # VK_WHOLE_SIZE (the bindings export it as -1)
@@ -147,8 +148,34 @@ class PipelineCache:
                     pipe = self.pipelines[key] = self._create(variant, spec)
         return pipe
 
+    def over_limits(self, variant, spec=()):
+        """[(quantity, value, limit name, limit)] that the variant specialized with `spec` exceeds on
+        this device (its limits, with FUELVK_LIMITS applied): workgroup size and invocations, shared
+        memory, push constants. Computed from the manifest's reflection; nothing is created."""
+        meta, lim = self.meta(variant.id), self.device.limits
+        size = [evaluate(e, spec)
+                for e in (meta.get("workgroup_size_spec") or meta["workgroup_size"] or (1, 1, 1))]
+        checks = [(f"workgroup size {'xyz'[i]}", n, f"maxComputeWorkGroupSize[{i}]", lim.maxComputeWorkGroupSize[i])
+                  for i, n in enumerate(size)]
+        checks += [("workgroup invocations", size[0] * size[1] * size[2], "maxComputeWorkGroupInvocations",
+                    lim.maxComputeWorkGroupInvocations),
+                   ("shared memory bytes", evaluate(meta.get("shared_bytes", 0), spec), "maxComputeSharedMemorySize",
+                    lim.maxComputeSharedMemorySize),
+                   ("push-constant bytes", meta["push_constant_size"], "maxPushConstantsSize", lim.maxPushConstantsSize)]
+        return [c for c in checks if c[1] > c[3]]
+
+    def fits(self, variant, spec=()):
+        """Whether a pipeline of the variant with `spec` fits the device limits (route pickers ask
+        this instead of catching the error get() would raise)."""
+        return not self.over_limits(variant, spec)
+
     def _create(self, variant, spec):
         self.device.require(variant.features, f"kernel {variant.id} ({variant.name})")
+        over = self.over_limits(variant, spec)
+        if over:
+            profile = f" (limits profile {self.device.limits_profile!r})" if self.device.limits_profile else ""
+            raise UnsupportedError(f"kernel {variant.id} ({variant.name}) specialized {dict(spec)}: " + "; ".join(
+                f"{q} {v} exceeds {n} = {lim}" for q, v, n, lim in over) + f" on {self.device.name}{profile}")
         meta = self.meta(variant.id)
         dev = self.device.handle
         keep = []
