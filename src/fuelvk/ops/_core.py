@@ -106,6 +106,13 @@ def launch_strided(variant, out, inputs, spec=(), s0=ZERO2, s1=ZERO2, flags_extr
     call costs a dict lookup plus the dispatches.
     """
     ctx = runtime.get()
+    lim = ctx.device.limits.maxStorageBufferRange
+    if out.buffer.size > lim or any(x.buffer.size > lim for x in inputs):
+        shape = out.shape
+        views = [out] + [x if x.shape == shape else x.broadcast_to(shape) for x in inputs]
+        for w in blocks(views, lim):
+            launch_strided(variant, w[0], w[1:], spec, s0, s1, flags_extra)
+        return
     key = (variant._id, spec, s0, s1, flags_extra, out.shape, out.offset,
            tuple((x.shape, x.strides, x.offset) for x in inputs))
     plan = ctx.plans.get(key)
@@ -161,6 +168,83 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra):
 
 _WRITES = {1: (True, False), 2: (True, False, False)}
 _LINEAR = ((LINEAR_SPEC, 1),)
+
+
+# -- arrays larger than one binding -----------------------------------------------------------------
+# A launch binds each operand's whole slot, and one binding holds at most maxStorageBufferRange bytes.
+# Bigger arrays (up to maxBufferSize) are reached through windows: `windowed(x)` is the same view
+# rebased onto a Window of its buffer (runtime/memory.py) that covers just its byte span, with the
+# element offset made relative to the window; `blocks` cuts the common index space of a launch's
+# operands along leading axes until every operand's view fits a window. Ops then run their ordinary
+# launch per block (elementwise, casts and copies in launch_strided; row ops and matmul through
+# `map_rows` / their own split functions). The runtime refuses any other over-sized binding with a
+# typed error (Context.launch).
+
+def binding_limit():
+    return runtime.get().device.limits.maxStorageBufferRange
+
+
+def fits(*xs):
+    """True when every array's buffer fits one binding (the common case: no windows needed)."""
+    lim = binding_limit()
+    return all(x.buffer.size <= lim for x in xs)
+
+
+def windowed(x, lim=None):
+    """x when its buffer fits one binding; else x rebased onto a Window over its byte span; None when
+    even that span is larger than one binding."""
+    lim = binding_limit() if lim is None else lim
+    buf = x.buffer
+    if buf.size <= lim:
+        return x
+    isz = x.dtype.itemsize
+    lo = hi = x.offset
+    for n, s in zip(x.shape, x.strides):
+        if n == 0:
+            lo = hi = x.offset
+            break
+        if s < 0:
+            lo += (n - 1) * s
+        else:
+            hi += (n - 1) * s
+    w = buf.window(lo * isz, (hi + 1) * isz)
+    if w.size > lim:
+        return None
+    shift = w.start - getattr(buf, "start", 0)
+    return Array(w, x.shape, x.strides, x.offset - shift // isz, x.dtype)
+
+
+def _sub(x, a, b):
+    return Array(x.buffer, (b - a,) + x.shape[1:], x.strides, x.offset + a * x.strides[0], x.dtype)
+
+
+def _at(x, i):
+    return Array(x.buffer, x.shape[1:], x.strides[1:], x.offset + i * x.strides[0], x.dtype)
+
+
+def blocks(views, lim=None, axes=None):
+    """Windowed views of blocks of `views` (arrays of one shape), cut along leading axes so each fits
+    one binding: yields lists of views, in order. axes (default all): how many leading axes may be
+    cut (a row op keeps its last axis whole); a block that still does not fit is a typed error."""
+    lim = binding_limit() if lim is None else lim
+    axes = len(views[0].shape) if axes is None else axes
+    ws = [windowed(v, lim) for v in views]
+    if all(w is not None for w in ws):
+        yield ws
+        return
+    if axes <= 0 or not views[0].shape:
+        big = max(views, key=lambda v: v.buffer.size)
+        raise FuelVKMemoryError(
+            f"a block of shape {views[0].shape} ({big.dtype}, strides {big.strides}) spans more bytes than one "
+            f"binding holds (maxStorageBufferRange = {lim} bytes) and cannot be split further")
+    n = views[0].shape[0]
+    if n == 1:
+        yield from blocks([_at(v, 0) for v in views], lim, axes - 1)
+        return
+    per = max(abs(v.strides[0]) * v.dtype.itemsize for v in views)
+    b = max(1, min((n + 1) // 2, (lim - 512) // per if per else n))
+    for a in range(0, n, b):
+        yield from blocks([_sub(v, a, min(a + b, n)) for v in views], lim, axes)
 
 
 def new_like(shape, dtype):
