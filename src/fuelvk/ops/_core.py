@@ -222,7 +222,7 @@ def _at(x, i):
     return Array(x.buffer, x.shape[1:], x.strides[1:], x.offset + i * x.strides[0], x.dtype)
 
 
-def blocks(views, lim=None, axes=None):
+def blocks(views, lim=None, axes=None, op=None):
     """Windowed views of blocks of `views` (arrays of one shape), cut along leading axes so each fits
     one binding: yields lists of views, in order. axes (default all): how many leading axes may be
     cut (a row op keeps its last axis whole); a block that still does not fit is a typed error."""
@@ -235,16 +235,38 @@ def blocks(views, lim=None, axes=None):
     if axes <= 0 or not views[0].shape:
         big = max(views, key=lambda v: v.buffer.size)
         raise FuelVKMemoryError(
-            f"a block of shape {views[0].shape} ({big.dtype}, strides {big.strides}) spans more bytes than one "
+            f"{op or 'split'}: a block of shape {views[0].shape} ({big.dtype}, strides {big.strides}) spans more bytes than one "
             f"binding holds (maxStorageBufferRange = {lim} bytes) and cannot be split further")
     n = views[0].shape[0]
     if n == 1:
-        yield from blocks([_at(v, 0) for v in views], lim, axes - 1)
+        yield from blocks([_at(v, 0) for v in views], lim, axes - 1, op)
         return
     per = max(abs(v.strides[0]) * v.dtype.itemsize for v in views)
     b = max(1, min((n + 1) // 2, (lim - 512) // per if per else n))
     for a in range(0, n, b):
-        yield from blocks([_sub(v, a, min(a + b, n)) for v in views], lim, axes)
+        yield from blocks([_sub(v, a, min(a + b, n)) for v in views], lim, axes, op)
+
+
+def rowwise(op, fn, xs, tail=None, dtype=None):
+    """A row op over arrays larger than one binding: fn(*blocks) on blocks of whole rows (the last axis)
+    of xs (Arrays of one shape), each block's result (shape block rows + tail; tail defaults to the row,
+    () for a per-row scalar) copied into one output of xs[0].shape[:-1] + tail. A single row larger
+    than one binding is a typed error naming op."""
+    shape = xs[0].shape
+    cols = shape[-1]
+    rows = math.prod(shape[:-1])
+    tail = (cols,) if tail is None else tuple(tail)
+    flat = [contiguous(x).reshape(rows, cols) for x in xs]
+    out = new_like(shape[:-1] + tail, dtype or xs[0].dtype)
+    o2 = Array(out.buffer, (rows,) + tail, L.contiguous_strides((rows,) + tail), out.offset, out.dtype)
+    if rows == 0:
+        return out
+    from ..kernels.movement_core import copy_variant
+    copy = copy_variant(_dt.width_tag(out.dtype), runtime.get().device.features)
+    for bw in blocks(flat + [o2], axes=1, op=op):
+        r = fn(*bw[:-1])
+        launch_strided(copy, bw[-1], [r.reshape(bw[-1].shape)])
+    return out
 
 
 def new_like(shape, dtype):

@@ -23,11 +23,14 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import layout as L
 from .. import runtime
-from ..errors import ShapeError
+from ..errors import FuelVKMemoryError, ShapeError
 from ..kernels import kernel
 from ..kernels.reduction import (ARG_OPS, ARG_PARAMS, CHUNK_PER_INVOCATION, CUMSUM_MAX_RANK, CUMSUM_PARAMS,
                                  MODE_DIRECT, MODE_FINAL, MODE_PARTIAL, REDUCE_OPS, REDUCE_PARAMS, row_wg)
-from ._core import contiguous, device_args, new_like, result
+from ..array import Array
+from ..kernels.movement_core import copy_variant
+from ._core import (binding_limit, blocks, contiguous, device_args, fits, launch_strided, new_like, result,
+                    windowed)
 
 # The public sum/max/min shadow the builtins in this module: internal code uses _b.max etc.
 __all__ = ["sum", "max", "min", "mean", "argmax", "argmin", "cumsum"]
@@ -69,9 +72,11 @@ def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, src_is
     norms' weight-gradient partials.
     """
     ctx = runtime.get()
+    off_out = out.offset if out_offset is None else out_offset
+    if not src_is_partial and not fits(src, out):
+        return _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out)
     v = kernel(fam, tag)
     wg = row_wg(ctx)
-    off_out = out.offset if out_offset is None else out_offset
     chunk = wg * CHUNK_PER_INVOCATION
     n_chunks = -(-cols // chunk)
     spec = ((0, wg), (1, op_id))
@@ -91,6 +96,46 @@ def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, src_is
                spec + ((2, MODE_PARTIAL),))
     ctx.launch(v, ctx.groups(rows), (out.buffer, src.buffer, part.buffer), (True, False, False),
                REDUCE_PARAMS.pack(rows, n_chunks, n_chunks, 1, 0, off_out, cols, 0), spec + ((2, MODE_FINAL),))
+
+
+def _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out):
+    """launch_reduce over operands larger than one binding: blocks of whole rows through windows; a row
+    larger than one binding is summed as column blocks whose workgroup partials (accumulator dtype) are
+    gathered in one array and combined by one final pass (so mean still divides once, by cols)."""
+    ctx = runtime.get()
+    s2 = Array(src.buffer, (rows, cols), (cols, 1), src.offset, src.dtype)
+    o1 = Array(out.buffer, (rows,), (1,), off_out, out.dtype)
+    lim = binding_limit()
+    if cols * src.dtype.itemsize + 512 <= lim:
+        for sw, ow in blocks([s2, o1], axes=1, op="reduce"):
+            launch_reduce(fam, tag, op_id, sw, ow.size, cols, ow)
+        return
+    v = kernel(fam, tag)
+    wg = row_wg(ctx)
+    chunk = wg * CHUNK_PER_INVOCATION
+    span = (lim - 512) // src.dtype.itemsize // chunk * chunk   # columns per block: whole chunks
+    acc = accum_dtype(src.dtype)
+    n_chunks = [-(-(_b.min(c0 + span, cols) - c0) // chunk) for c0 in range(0, cols, span)]
+    total = _b.sum(n_chunks)
+    part = new_like((rows, total), acc)
+    copy = copy_variant(_dt.width_tag(acc), ctx.device.features)
+    spec = ((0, wg), (1, op_id))
+    for r in range(rows):
+        at = 0
+        for c0, nc in zip(range(0, cols, span), n_chunks):
+            sw = windowed(s2[r, c0:_b.min(c0 + span, cols)])
+            tmp = new_like((nc,), acc)
+            ctx.launch(v, ctx.groups(nc), (tmp.buffer, sw.buffer, tmp.buffer), (False, False, True),
+                       REDUCE_PARAMS.pack(1, sw.size, chunk, nc, sw.offset, 0, sw.size, 0),
+                       spec + ((2, MODE_PARTIAL),))
+            launch_strided(copy, part[r, at:at + nc], [tmp])
+            at += nc
+    ow = windowed(o1)
+    if ow is None or not fits(part):
+        raise FuelVKMemoryError(f"reduce: {rows} rows of {cols} elements need partials or results larger than "
+                                f"one binding (maxStorageBufferRange = {lim} bytes); reduce fewer rows at once")
+    ctx.launch(v, ctx.groups(rows), (ow.buffer, ow.buffer, part.buffer), (True, False, False),
+               REDUCE_PARAMS.pack(rows, total, total, 1, 0, ow.offset, cols, 0), spec + ((2, MODE_FINAL),))
 
 
 def _fill(shape, dt, value):
