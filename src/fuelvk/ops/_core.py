@@ -259,14 +259,21 @@ def rowwise(op, fn, xs, tail=None, dtype=None):
     flat = [contiguous(x).reshape(rows, cols) for x in xs]
     out = new_like(shape[:-1] + tail, dtype or xs[0].dtype)
     o2 = Array(out.buffer, (rows,) + tail, L.contiguous_strides((rows,) + tail), out.offset, out.dtype)
-    if rows == 0:
-        return out
+    blockwise(op, fn, flat, o2, axes=1)
+    return out
+
+
+def blockwise(op, fn, xs, out, axes):
+    """out <- fn(*xs) computed per block: xs and the contiguous out are cut along their first `axes`
+    axes (which they share) into blocks that fit one binding; fn(*blocks) returns the block's result,
+    which is copied into out's block."""
+    if out.size == 0:
+        return
     from ..kernels.movement_core import copy_variant
     copy = copy_variant(_dt.width_tag(out.dtype), runtime.get().device.features)
-    for bw in blocks(flat + [o2], axes=1, op=op):
+    for bw in blocks(list(xs) + [out], axes=axes, op=op):
         r = fn(*bw[:-1])
         launch_strided(copy, bw[-1], [r.reshape(bw[-1].shape)])
-    return out
 
 
 def new_like(shape, dtype):

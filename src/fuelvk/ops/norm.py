@@ -20,11 +20,11 @@ import math
 
 from .. import dtypes as _dt
 from .. import runtime
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, FuelVKMemoryError, ShapeError
 from ..kernels import kernel
 from ..kernels.norm import NORM_PARAMS, SOFTMAX_PARAMS
 from ..kernels.reduction import REDUCE_OPS, row_wg
-from ._core import contiguous, device_args, new_like, result, scalar_words
+from ._core import binding_limit, contiguous, device_args, fits, new_like, result, rowwise, scalar_words
 from .reduction import accum_dtype, launch_reduce
 
 __all__ = ["softmax", "softmax_backward", "rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward"]
@@ -85,6 +85,12 @@ def _softmax_launch(fam, op, y_or_x, g, axis):
                              "needs equal shapes")
         _check_same(op, fam, tag, x, [("grad", gg)])
     v, rows, cols, perm = _axis_last(op, x, axis)
+    if g is not None:
+        gv = contiguous(arrs[1].transpose(perm)) if x.ndim else contiguous(arrs[1])
+    if not fits(v, *([gv] if g is not None else [])):
+        out = rowwise(op, lambda *bl: _softmax_launch(fam, op, bl[0], bl[1] if g is not None else None, -1),
+                      [v] + ([gv] if g is not None else []))
+        return result(_restore(out, v.shape, perm, numpy_out), numpy_out)
     out = new_like(v.shape, x.dtype)
     if rows and cols:
         ctx = runtime.get()
@@ -92,7 +98,6 @@ def _softmax_launch(fam, op, y_or_x, g, axis):
         bufs = (out.buffer, v.buffer)
         off_g = 0
         if g is not None:
-            gv = contiguous(arrs[1].transpose(perm)) if x.ndim else contiguous(arrs[1])
             bufs += (gv.buffer,)
             off_g = gv.offset
         ctx.launch(kernel(fam, tag), ctx.groups(rows), bufs, (True,) + (False,) * (len(bufs) - 1),
@@ -137,6 +142,14 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
     g = contiguous(g) if g is not None else None
     w = contiguous(w) if w is not None else None
     b = contiguous(b) if b is not None else None
+    if not fits(x, *(a for a in (g, w, b) if a is not None)):
+        if backward and (w is not None or b is not None):
+            raise FuelVKMemoryError(
+                f"{op}: weight/bias gradients of an x larger than one binding ({x.nbytes} bytes; "
+                f"maxStorageBufferRange = {binding_limit()}) are not split; call it on row blocks and sum")
+        out = rowwise(op, lambda *bl: _norm(op, fam, bl[0], bl[1] if backward else None, eps, w, b, backward)[0],
+                      [x] + ([g] if backward else []))
+        return out, None, cols, numpy_out
     out = new_like(x.shape, x.dtype)
     ln = fam.startswith("layer_norm")
     n_grad = (1 + (1 if ln else 0)) if backward and (w is not None or b is not None) else 0

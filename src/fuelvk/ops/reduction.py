@@ -29,7 +29,7 @@ from ..kernels.reduction import (ARG_OPS, ARG_PARAMS, CHUNK_PER_INVOCATION, CUMS
                                  MODE_DIRECT, MODE_FINAL, MODE_PARTIAL, REDUCE_OPS, REDUCE_PARAMS, row_wg)
 from ..array import Array
 from ..kernels.movement_core import copy_variant
-from ._core import (binding_limit, blocks, contiguous, device_args, fits, launch_strided, new_like, result,
+from ._core import (binding_limit, blocks, contiguous, device_args, fits, launch_strided, new_like, result, rowwise,
                     windowed)
 
 # The public sum/max/min shadow the builtins in this module: internal code uses _b.max etc.
@@ -211,6 +211,8 @@ def _arg(op, x, axis):
         if x.ndim == 0:
             x = x.reshape(1)
     d = x.shape[ax]
+    if ax == x.ndim - 1 and d and x.size and not fits(x):
+        return result(rowwise(op, lambda xb: _arg(op, xb, -1), [x], tail=(), dtype=_dt.int64), numpy_out)
     if d == 0:
         raise ShapeError(f"{op}: attempt to get {op} of an empty sequence (shape {x.shape}, axis {axis}); "
                          f"kernel arg_reduce_last_dim_{tag}")
@@ -285,8 +287,10 @@ def cumsum(x, axis=None):
         ax = 0
     else:
         ax = L.normalize_axis("cumsum", axis, x.ndim)
-    out = new_like(x.shape, x.dtype)
     d = x.shape[ax]
+    if ax == x.ndim - 1 and x.size and not fits(x):
+        return result(rowwise("cumsum", lambda xb: cumsum(xb, axis=-1), [x]), numpy_out)
+    out = new_like(x.shape, x.dtype)
     if out.size == 0:
         return result(out, numpy_out)
 
