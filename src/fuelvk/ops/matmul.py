@@ -38,7 +38,7 @@ from ..array import Array, zeros
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError, UnsupportedError
 from ..kernels import kernel
 from ..kernels import matmul as K_
-from ._core import device_args, k_per_launch, new_like, result, split_k
+from ._core import binding_limit, blockwise, contiguous, device_args, fits, k_per_launch, new_like, result, split_k
 
 __all__ = ["matmul", "matmul_route"]
 
@@ -121,12 +121,6 @@ def _plan(a, b, out_dtype, n_rep, route):
     combo, out_dt = _combo(a.dtype, b.dtype, out_dtype)
     out_shape, M, N, K, batch, sa_b, sb_b, (sa_m, sa_k), (sb_k, sb_n) = _shapes(a, b, n_rep)
     dev = _device()
-    limit = dev.limits.maxStorageBufferRange
-    nbytes = math.prod(out_shape) * out_dt.itemsize
-    if nbytes > limit:
-        raise FuelVKMemoryError(
-            f"matmul: the result {out_shape} {out_dt} needs {nbytes} bytes, more than one binding can hold on "
-            f"{dev.name} (maxStorageBufferRange = {limit} bytes); split the batch or N dimension")
     same = combo.split("_")[0] == combo.split("_")[1]
     transposed = M != 1 and N == 1 and same
     forced = route if route is not None else (os.environ.get(ENV) or None)
@@ -293,5 +287,75 @@ def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
     if math.prod(plan.out_shape) == 0 or plan.K == 0:
         out = zeros(plan.out_shape, plan.out_dtype)   # empty, or K == 0: a sum of nothing
         return result(out, numpy_out)
-    out = _launch(plan, a_arr, b_arr, new_like(plan.out_shape, plan.out_dtype))
+    out = new_like(plan.out_shape, plan.out_dtype)
+    if not fits(a_arr, b_arr, out):
+        _matmul_blocks(a_arr, b_arr, out, plan, n_rep, route)
+        return result(out, numpy_out)
+    out = _launch(plan, a_arr, b_arr, out)
     return result(out, numpy_out)
+
+
+def _ranges(what, n, ok):
+    """[(i0, i1)] covering range(n) in order, each with ok(i0, i1) (an operand block fits one binding):
+    the widest power-of-two fraction of n that fits, blocks that do not (window alignment) cut again."""
+    size = n
+    while size > 1 and not ok(0, size):
+        size = -(-size // 2)
+    if not ok(0, size):
+        raise FuelVKMemoryError(f"matmul: one {what} is larger than one binding "
+                                f"(maxStorageBufferRange = {binding_limit()} bytes)")
+    spans = []
+    for i0 in range(0, n, size):
+        i1 = min(i0 + size, n)
+        if ok(i0, i1):
+            spans.append((i0, i1))
+        else:
+            spans += [(i0 + j0, i0 + j1) for j0, j1 in _ranges(what, i1 - i0, lambda j0, j1: ok(i0 + j0, i0 + j1))]
+    return spans
+
+
+def _matmul_blocks(a, b, out, plan, n_rep, route):
+    """out = a @ b for operands or a result larger than one binding (e.g. x @ W.T with W [28672, 4096]
+    f32, 448 MiB): cut A and the result by rows (M), B and the result by columns (N), and K into
+    spans when one row of A or column of B is itself larger than a binding (float32 partials, summed,
+    rounded once). Each block is an ordinary matmul on windows; its result is written into out's block.
+    Batch dims are folded into M when A's leading dims reshape without a copy and B is one matrix."""
+    from .movement import launch_write
+    from ._core import windowed
+    out_dtype = plan.out_dtype
+    a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
+    b2 = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
+    if b2.ndim != 2 or n_rep != 1:
+        raise FuelVKMemoryError(f"matmul: batched operands larger than one binding (a {a.shape}, b {b.shape}, "
+                                f"n_rep={n_rep}) are not split (maxStorageBufferRange = {binding_limit()} bytes); "
+                                "loop over the batch")
+    K = a2.shape[-1]
+    lead = a2.shape[:-1]
+    st = L.reshape_strides(a2.shape, a2.strides, (math.prod(lead), K))
+    if st is None:
+        a2 = contiguous(a2)
+        st = L.contiguous_strides((math.prod(lead), K))
+    a2 = Array(a2.buffer, (math.prod(lead), K), tuple(st), a2.offset, a2.dtype)
+    M, N = a2.shape[0], b2.shape[1]
+    o2 = Array(out.buffer, (M, N), (N, 1), out.offset, out.dtype)
+    fit = lambda v: windowed(v) is not None   # noqa: E731
+    k_spans = _ranges("K span", K, lambda k0, k1: fit(a2[0:1, k0:k1]) and fit(b2[k0:k1, 0:1]))
+    if len(k_spans) > 1:
+        total = None
+        for k0, k1 in k_spans:
+            part = new_like((M, N), _dt.float32)
+            _matmul_blocks(a2[:, k0:k1], b2[k0:k1], part, plan._replace(out_dtype=_dt.float32), 1, route)
+            total = part if total is None else total + part
+        from .casts import astype
+        r = total if out_dtype == _dt.float32 else astype(total, out_dtype)
+        blockwise("matmul", lambda x: x, [r], o2, axes=2)
+        return
+    n_spans = _ranges("column of B", N, lambda n0, n1: fit(b2[:, n0:n1]) and fit(o2[0:1, n0:n1]))
+    m_spans = _ranges("row of A", M, lambda m0, m1: fit(a2[m0:m1])
+                      and all(fit(o2[m0:m1, n0:n1]) for n0, n1 in n_spans))
+    for m0, m1 in m_spans:
+        aw = windowed(a2[m0:m1])
+        for n0, n1 in n_spans:
+            r = matmul(aw, windowed(b2[:, n0:n1]), out_dtype, route=route)
+            ow = windowed(o2[m0:m1, n0:n1])
+            launch_write(kernel("write_slice", _dt.width_tag(out_dtype)), ow, r)
