@@ -247,6 +247,25 @@ def blocks(views, lim=None, axes=None, op=None):
         yield from blocks([_sub(v, a, min(a + b, n)) for v in views], lim, axes, op)
 
 
+def spans(op, what, n, ok):
+    """[(i0, i1)] covering range(n) in order, each with ok(i0, i1) (an operand block fits one binding):
+    the widest power-of-two fraction of n that fits; blocks that do not (window alignment) are cut again."""
+    size = n
+    while size > 1 and not ok(0, size):
+        size = -(-size // 2)
+    if not ok(0, size):
+        raise FuelVKMemoryError(f"{op}: one {what} is larger than one binding "
+                                f"(maxStorageBufferRange = {binding_limit()} bytes)")
+    out = []
+    for i0 in range(0, n, size):
+        i1 = min(i0 + size, n)
+        if ok(i0, i1):
+            out.append((i0, i1))
+        else:
+            out += [(i0 + j0, i0 + j1) for j0, j1 in spans(op, what, i1 - i0, lambda j0, j1: ok(i0 + j0, i0 + j1))]
+    return out
+
+
 def rowwise(op, fn, xs, tail=None, dtype=None):
     """A row op over arrays larger than one binding: fn(*blocks) on blocks of whole rows (the last axis)
     of xs (Arrays of one shape), each block's result (shape block rows + tail; tail defaults to the row,

@@ -38,7 +38,7 @@ from ..array import Array, zeros
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError, UnsupportedError
 from ..kernels import kernel
 from ..kernels import matmul as K_
-from ._core import binding_limit, blockwise, contiguous, device_args, fits, k_per_launch, new_like, result, split_k
+from ._core import binding_limit, blockwise, contiguous, spans, device_args, fits, k_per_launch, new_like, result, split_k
 
 __all__ = ["matmul", "matmul_route"]
 
@@ -295,25 +295,6 @@ def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
     return result(out, numpy_out)
 
 
-def _ranges(what, n, ok):
-    """[(i0, i1)] covering range(n) in order, each with ok(i0, i1) (an operand block fits one binding):
-    the widest power-of-two fraction of n that fits, blocks that do not (window alignment) cut again."""
-    size = n
-    while size > 1 and not ok(0, size):
-        size = -(-size // 2)
-    if not ok(0, size):
-        raise FuelVKMemoryError(f"matmul: one {what} is larger than one binding "
-                                f"(maxStorageBufferRange = {binding_limit()} bytes)")
-    spans = []
-    for i0 in range(0, n, size):
-        i1 = min(i0 + size, n)
-        if ok(i0, i1):
-            spans.append((i0, i1))
-        else:
-            spans += [(i0 + j0, i0 + j1) for j0, j1 in _ranges(what, i1 - i0, lambda j0, j1: ok(i0 + j0, i0 + j1))]
-    return spans
-
-
 def _matmul_blocks(a, b, out, plan, n_rep, route):
     """out = a @ b for operands or a result larger than one binding (e.g. x @ W.T with W [28672, 4096]
     f32, 448 MiB): cut A and the result by rows (M), B and the result by columns (N), and K into
@@ -339,7 +320,7 @@ def _matmul_blocks(a, b, out, plan, n_rep, route):
     M, N = a2.shape[0], b2.shape[1]
     o2 = Array(out.buffer, (M, N), (N, 1), out.offset, out.dtype)
     fit = lambda v: windowed(v) is not None   # noqa: E731
-    k_spans = _ranges("K span", K, lambda k0, k1: fit(a2[0:1, k0:k1]) and fit(b2[k0:k1, 0:1]))
+    k_spans = spans("matmul", "K span", K, lambda k0, k1: fit(a2[0:1, k0:k1]) and fit(b2[k0:k1, 0:1]))
     if len(k_spans) > 1:
         total = None
         for k0, k1 in k_spans:
@@ -350,8 +331,8 @@ def _matmul_blocks(a, b, out, plan, n_rep, route):
         r = total if out_dtype == _dt.float32 else astype(total, out_dtype)
         blockwise("matmul", lambda x: x, [r], o2, axes=2)
         return
-    n_spans = _ranges("column of B", N, lambda n0, n1: fit(b2[:, n0:n1]) and fit(o2[0:1, n0:n1]))
-    m_spans = _ranges("row of A", M, lambda m0, m1: fit(a2[m0:m1])
+    n_spans = spans("matmul", "column of B", N, lambda n0, n1: fit(b2[:, n0:n1]) and fit(o2[0:1, n0:n1]))
+    m_spans = spans("matmul", "row of A", M, lambda m0, m1: fit(a2[m0:m1])
                       and all(fit(o2[m0:m1, n0:n1]) for n0, n1 in n_spans))
     for m0, m1 in m_spans:
         aw = windowed(a2[m0:m1])

@@ -25,7 +25,7 @@ from ..errors import DTypeError, FormatError, FuelVKError, ShapeError, Unsupport
 from ..kernels import kernel
 from ..kernels.quant import (BLOCK, DEQUANT_PARAMS, DEQUANT_WG, MATVEC_PARAMS, MATVEC_ROWS, QUANTIZE_PARAMS,
                              QUANTIZE_WG, TILE_M, TILE_N, TILED_PARAMS, K_LOOP)
-from ._core import contiguous, device_args, k_per_launch, result, split_k
+from ._core import contiguous, device_args, fits, k_per_launch, result, spans, split_k, windowed
 
 __all__ = ["qmatmul"]  # quantize/dequantize stay module-level (fuelvk.quant.*): no clash with fuelvk.*
 
@@ -212,6 +212,9 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
     xa = contiguous(xa)
     qk, bs = BLOCK[k]
     bpr = kk // qk
+    if not fits(xa, w, out):
+        _qmatmul_blocks(xa.reshape(m, kk), w.reshape(n, bpr * bs), k, kk, out.reshape(m, n), route)
+        return result(out, x_numpy and w_numpy)
     ctx = runtime.get()
     woff = w.offset // 2
     route = _route(m, route)
@@ -235,6 +238,23 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
 
     out = split_k(op, out, kk, k_per_launch(K_LOOP[route], ctx.device.loop_budget, qk), run)
     return result(out, x_numpy and w_numpy)
+
+
+def _qmatmul_blocks(x2, w2, k, kk, o2, route):
+    """qmatmul where x, the weight blocks or the result are larger than one binding: blocks of weight
+    rows (N) and of x rows (M) through windows, each result block written into out's block."""
+    from ..kernels import kernel as _kernel
+    from .movement import launch_write
+    fit = lambda v: windowed(v) is not None   # noqa: E731
+    m, n = o2.shape
+    n_spans = spans("qmatmul", "weight row", n, lambda n0, n1: fit(w2[n0:n1]) and fit(o2[0:1, n0:n1]))
+    m_spans = spans("qmatmul", "row of x", m, lambda m0, m1: fit(x2[m0:m1])
+                    and all(fit(o2[m0:m1, n0:n1]) for n0, n1 in n_spans))
+    for m0, m1 in m_spans:
+        xw = windowed(x2[m0:m1])
+        for n0, n1 in n_spans:
+            r = qmatmul(xw, windowed(w2[n0:n1]), kind=k, shape=(n1 - n0, kk), route=route)
+            launch_write(_kernel("write_slice", "b4"), windowed(o2[m0:m1, n0:n1]), r)
 
 
 # -- GGUF files ---------------------------------------------------------------------------------
