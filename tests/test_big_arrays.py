@@ -46,6 +46,21 @@ CASES = {
     "astype_f16": lambda d: fv.astype(d["A"][1:], np.float16),
     "astype_bf16_to_f32": lambda d: fv.astype(fv.astype(d["A"], ml_dtypes.bfloat16), F32),
     "copy_transposed": lambda d: fv.copy(d["A"][:300, :200].T),
+    "less_scalar": lambda d: d["A"] < 0.5,
+    "equal_broadcast": lambda d: fv.equal(d["A"], d["A"][3]),
+    "masked_fill": lambda d: fv.masked_fill(d["A"], d["A"] > 1.0, -7.0),
+    "flip": lambda d: fv.flip(d["A"], axis=1),
+    "flip_all": lambda d: fv.flip(d["A"]),
+    "roll_axis1": lambda d: fv.roll(d["A"], 17, axis=1),
+    "roll_axis0_and_1": lambda d: fv.roll(d["A"], (-5, 3), axis=(0, 1)),
+    "roll_flat": lambda d: fv.roll(d["A"], 1234),
+    "triu_batched": lambda d: fv.triu(d["A"].reshape(70, 10, 1000), 3),
+    "tril_batched": lambda d: fv.tril(d["A"].reshape(70, 10, 1000), -2),
+    "pad_edge_last": lambda d: fv.pad(d["A"], ((0, 0), (3, 2)), mode="edge"),
+    "concatenate": lambda d: fv.concatenate([d["A"], d["G"][:50]], axis=0),
+    "concatenate_axis1": lambda d: fv.concatenate([d["A"], d["G"][:, :9]], axis=1),
+    "setitem": lambda d: _setitem(d),
+    "add_assign_scaled": lambda d: fv.add_assign_scaled(fv.copy(d["A"]), d["B"], 0.25),
     "sum_rows": lambda d: fv.sum(d["A"], axis=1),
     "sum_all": lambda d: fv.sum(d["A"]),
     "mean_all_f16": lambda d: fv.mean(fv.astype(d["A"], np.float16)),
@@ -66,6 +81,12 @@ CASES = {
                                                       fv.astype(d["A"][300:], ml_dtypes.bfloat16).T),
     "matmul_vector": lambda d: fv.matmul(d["A"][7], d["A"].T),
 }
+
+
+def _setitem(d):
+    y = fv.copy(d["A"])
+    y[5:650:2, ::-1] = d["G"][:323]
+    return y
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +179,7 @@ def test_qmatmul_split(kind, m, small_binding):
 
 
 UNSPLIT = {
-    "flip": lambda x: fv.flip(x, axis=0),
+    "conv2d": lambda x: fv.conv2d(x.reshape(1, 7, 100, 1000), fv.asarray(np.ones((2, 7, 3, 3), F32))),
     "take": lambda x: fv.take(x, fv.asarray(np.array([0, 5], np.int64)), axis=0),
     "attention": lambda x: fv.scaled_dot_product_attention(*(x.reshape(1, 700, 10, 100),) * 3),
     "quantize": lambda x: fv.quant.quantize(x[:, :992], "q8_0"),
