@@ -35,7 +35,8 @@ def _data():
     a = rng.standard_normal((700, 1000)).astype(F32)
     return {"a": a, "b": rng.standard_normal((1000,)).astype(F32), "g": rng.standard_normal((700, 1000)).astype(F32),
             "x4": rng.standard_normal((2, 8, 100, 128)).astype(F32),
-            "cs": rng.standard_normal((100, 128)).astype(F32), "sn": rng.standard_normal((100, 128)).astype(F32)}
+            "cs": rng.standard_normal((100, 128)).astype(F32), "sn": rng.standard_normal((100, 128)).astype(F32),
+            "q": rng.standard_normal((2, 8, 40, 64)).astype(F32), "kv": rng.standard_normal((2, 2, 4, 300, 64)).astype(F32)}
 
 
 # name -> f(device arrays) ; every op family with a split path
@@ -75,12 +76,19 @@ CASES = {
     "softmax_backward": lambda d: fv.softmax_backward(d["A"], d["G"]),
     "rope": lambda d: fv.rope(d["X4"], d["CS"], d["SN"]),
     "rope_interleaved_view": lambda d: fv.rope(d["X4"][:, :, 3:], d["CS"][3:], d["SN"][3:], interleaved=True),
+    "attention_gqa_causal": lambda d: _attention(d),
     "matvec_xWT": lambda d: fv.matmul(d["A"][:1], d["A"][100:].T),
     "matmul_M_and_N": lambda d: fv.matmul(d["A"][:300], d["A"][50:650].T),
     "matmul_batched_bf16_weight": lambda d: fv.matmul(d["A"][:200].reshape(2, 100, 1000),
                                                       fv.astype(d["A"][300:], ml_dtypes.bfloat16).T),
     "matmul_vector": lambda d: fv.matmul(d["A"][7], d["A"].T),
 }
+
+
+def _attention(d):
+    o, lse = fv.scaled_dot_product_attention(d["Q"][:, :, 5:], d["KV"][0], d["KV"][1], is_causal=True,
+                                             return_lse=True, alibi_slopes=np.linspace(0.1, 1, 8))
+    return fv.concatenate([o.reshape(-1), lse.reshape(-1)])
 
 
 def _setitem(d):
@@ -98,7 +106,8 @@ def unsplit():
 
 def _device(h):
     return {"A": fv.asarray(h["a"]), "B": fv.asarray(h["b"]), "G": fv.asarray(h["g"]), "X4": fv.asarray(h["x4"]),
-            "CS": fv.asarray(h["cs"]), "SN": fv.asarray(h["sn"]), **h}
+            "CS": fv.asarray(h["cs"]), "SN": fv.asarray(h["sn"]), "Q": fv.asarray(h["q"]), "KV": fv.asarray(h["kv"]),
+            **h}
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -181,7 +190,10 @@ def test_qmatmul_split(kind, m, small_binding):
 UNSPLIT = {
     "conv2d": lambda x: fv.conv2d(x.reshape(1, 7, 100, 1000), fv.asarray(np.ones((2, 7, 3, 3), F32))),
     "take": lambda x: fv.take(x, fv.asarray(np.array([0, 5], np.int64)), axis=0),
-    "attention": lambda x: fv.scaled_dot_product_attention(*(x.reshape(1, 700, 10, 100),) * 3),
+    "attention_one_long_head": lambda x: fv.scaled_dot_product_attention(
+        x[:1, :64].reshape(1, 1, 1, 64), *(x[:110, :640].reshape(1, 1, 1100, 64),) * 2),
+    "attention_backward": lambda x: fv.scaled_dot_product_attention_backward(*(x.reshape(1, 7, 1000, 100),) * 5,
+                                                                             fv.zeros((1, 7, 1000))),
     "quantize": lambda x: fv.quant.quantize(x[:, :992], "q8_0"),
 }
 

@@ -31,7 +31,7 @@ from ..array import Array, asarray
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..kernels import attention as K
 from ..kernels import kernel
-from ._core import contiguous, device_args, new_like, result
+from ._core import contiguous, device_args, fits, new_like, result, spans, windowed
 
 __all__ = ["attention_route", "scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
 
@@ -201,6 +201,10 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
     o = new_like((B, Hq, Sq, D), dt)
     lse = new_like((B, Hq, Sq), _dt.float32)
     rows = B * Hq * Sq
+    if rows and not fits(q, k, v, o, lse):
+        _sdpa_blocks(q, k, v, o, lse, slopes, dict(is_causal=is_causal, scale=scale, window=window,
+                                                   softcap=softcap, route=route))
+        return result((o, lse) if return_lse else o, numpy_out)
     if rows:
         views = []
         for x in (q, k, v):
@@ -237,6 +241,31 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
                 ctx.launch(var, ctx.groups(groups), bufs + (state.buffer,), writes + (True,),
                            K.FWD_PARAMS.pack(*head, f, wl, wr, *tail, jb, je), spec)
     return result((o, lse) if return_lse else o, numpy_out)
+
+
+def _sdpa_blocks(q, k, v, o, lse, slopes, opts):
+    """The forward over operands larger than one binding: per batch entry, spans of kv heads (with their
+    G query heads each) whose q/k/v/o/lse blocks fit one binding, each an ordinary call on windows whose
+    o and lse are written into the outputs' blocks. A single head's keys beyond one binding are a typed
+    error (splitting keys would need an lse merge)."""
+    from .movement import launch_write
+    B, Hq, Sq, D = o.shape
+    Hkv = k.shape[1]
+    G = Hq // Hkv
+    fit = lambda x: windowed(x) is not None   # noqa: E731
+    wo, wl = kernel("write_slice", _dt.width_tag(o.dtype)), kernel("write_slice", "b4")
+    sl = None if slopes is None else (slopes if slopes.ndim == 2 else slopes.broadcast_to((B, Hq)))
+    for b in range(B):
+        def ok(h0, h1):
+            return all(fit(x) for x in (q[b:b + 1, h0 * G:h1 * G], k[b:b + 1, h0:h1], v[b:b + 1, h0:h1],
+                                        o[b:b + 1, h0 * G:h1 * G], lse[b:b + 1, h0 * G:h1 * G]))
+        for h0, h1 in spans("scaled_dot_product_attention", "kv head (with its query heads)", Hkv, ok):
+            qs, hs = slice(h0 * G, h1 * G), slice(h0, h1)
+            ob, lb = scaled_dot_product_attention(
+                windowed(q[b:b + 1, qs]), windowed(k[b:b + 1, hs]), windowed(v[b:b + 1, hs]), return_lse=True,
+                alibi_slopes=None if sl is None else contiguous(sl[b:b + 1, qs]), **opts)
+            launch_write(wo, windowed(o[b:b + 1, qs]), ob)
+            launch_write(wl, windowed(lse[b:b + 1, qs]), lb)
 
 
 def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=False, scale=None, window=(-1, -1),
