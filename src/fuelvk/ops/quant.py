@@ -25,7 +25,7 @@ from ..errors import DTypeError, FormatError, FuelVKError, ShapeError, Unsupport
 from ..kernels import kernel
 from ..kernels.quant import (BLOCK, DEQUANT_PARAMS, DEQUANT_WG, MATVEC_PARAMS, MATVEC_ROWS, QUANTIZE_PARAMS,
                              QUANTIZE_WG, TILE_M, TILE_N, TILED_PARAMS, K_LOOP)
-from ._core import contiguous, device_args, fits, k_per_launch, result, spans, split_k, windowed
+from ._core import blockwise, contiguous, device_args, fits, k_per_launch, result, spans, split_k, windowed
 
 __all__ = ["qmatmul"]  # quantize/dequantize stay module-level (fuelvk.quant.*): no clash with fuelvk.*
 
@@ -153,7 +153,10 @@ def quantize(x, kind="q8_0"):
     qk, bs = BLOCK[k]
     out = empty(x.shape[:-1] + (x.shape[-1] // qk * bs,), _dt.uint8)
     n_blocks = x.size // qk
-    if n_blocks:
+    if n_blocks and not fits(x, out):    # larger than one binding: runs of whole blocks through windows
+        blockwise(op, lambda xb: quantize(xb, k), [contiguous(x).reshape(n_blocks, qk)],
+                  out.reshape(n_blocks, bs), axes=1)
+    elif n_blocks:
         x = contiguous(x)
         ctx = runtime.get()
         ctx.launch(kernel("quantize", k), ctx.groups(-(-n_blocks // QUANTIZE_WG)), (out.buffer, x.buffer),
@@ -169,7 +172,11 @@ def dequantize(blocks, kind=None, shape=None):
     data, k, shape, numpy_out = _blocks("dequantize", blocks, kind, shape)
     out = empty(shape, _dt.float32)
     n = out.size
-    if n:
+    qk, bs = BLOCK[k]
+    if n and not fits(data, out):        # larger than one binding: runs of whole blocks through windows
+        blockwise("dequantize", lambda db: dequantize(db, k, (db.shape[0], qk)),
+                  [data.reshape(n // qk, bs)], out.reshape(n // qk, qk), axes=1)
+    elif n:
         ctx = runtime.get()
         ctx.launch(kernel("dequant", k), ctx.groups(-(-n // DEQUANT_WG)), (out.buffer, data.buffer),
                    (True, False), DEQUANT_PARAMS.pack(n // BLOCK[k][0], n, data.offset // 2, 0))
