@@ -69,6 +69,8 @@ CASES = {
     "sum_axis0": lambda d: fv.sum(d["A"][:, :300], axis=0),
     "argmax_rows": lambda d: fv.argmax(d["A"], axis=-1),
     "cumsum_rows": lambda d: fv.cumsum(d["A"], axis=1),
+    "cumsum_axis0": lambda d: fv.cumsum(d["A"][:, :400], axis=0),
+    "argmin_axis0": lambda d: fv.argmin(d["A"], axis=0),
     "rms_norm": lambda d: fv.rms_norm(d["A"], 1e-6, d["B"]),
     "layer_norm_view": lambda d: fv.layer_norm(d["A"][:, ::-1], 1e-5, d["B"], d["B"]),
     "rms_norm_backward": lambda d: fv.rms_norm_backward(d["A"], d["G"]),
@@ -164,6 +166,20 @@ def test_reduce_long_rows_partials(small_binding):
     small_binding(1 << 16)
     for op, r in ref.items():
         assert np.array_equal(getattr(fv, op)(x, axis=1).numpy(), r), op
+
+
+def test_long_rows_cumsum_argmax(small_binding):
+    """Rows longer than one binding: cumsum by spans with a carry, argmax/argmin by span extremes."""
+    h = _rng().standard_normal((2, 150_000)).astype(F32)
+    h[1, 7] = h[1, 140_000] = 50.0       # a tie across spans: the lowest index wins
+    h[0, 100_001] = np.nan
+    x = fv.asarray(h)
+    small_binding(1 << 16)
+    assert np.array_equal(fv.argmax(x, axis=1).numpy(), [100_001, 7])
+    assert np.array_equal(fv.argmin(x[1]).numpy(), np.argmin(h[1]))
+    assert int(fv.argmax(x).numpy()) == 100_001
+    got = fv.cumsum(x[1], axis=0).numpy()
+    np.testing.assert_allclose(got, np.cumsum(h[1].astype(np.float64)), rtol=1e-5, atol=1e-2)
 
 
 def test_matmul_k_spans(small_binding):

@@ -235,8 +235,8 @@ def blocks(views, lim=None, axes=None, op=None):
     if axes <= 0 or not views[0].shape:
         big = max(views, key=lambda v: v.buffer.size)
         raise FuelVKMemoryError(
-            f"{op or 'split'}: a block of shape {views[0].shape} ({big.dtype}, strides {big.strides}) spans more bytes than one "
-            f"binding holds (maxStorageBufferRange = {lim} bytes) and cannot be split further")
+            f"{op or 'split'}: a block of shape {views[0].shape} ({big.dtype}, strides {big.strides}) spans "
+            f"more bytes than one binding holds (maxStorageBufferRange = {lim} bytes) and cannot be split further")
     n = views[0].shape[0]
     if n == 1:
         yield from blocks([_at(v, 0) for v in views], lim, axes - 1, op)

@@ -30,7 +30,7 @@ from ..kernels.reduction import (ARG_OPS, ARG_PARAMS, CHUNK_PER_INVOCATION, CUMS
 from ..array import Array
 from ..kernels.movement_core import copy_variant
 from ._core import (binding_limit, blocks, contiguous, device_args, fits, launch_strided, new_like, result, rowwise,
-                    windowed)
+                    spans, windowed)
 
 # The public sum/max/min shadow the builtins in this module: internal code uses _b.max etc.
 __all__ = ["sum", "max", "min", "mean", "argmax", "argmin", "cumsum"]
@@ -211,8 +211,8 @@ def _arg(op, x, axis):
         if x.ndim == 0:
             x = x.reshape(1)
     d = x.shape[ax]
-    if ax == x.ndim - 1 and d and x.size and not fits(x):
-        return result(rowwise(op, lambda xb: _arg(op, xb, -1), [x], tail=(), dtype=_dt.int64), numpy_out)
+    if d and x.size and not fits(x):
+        return result(_arg_big(op, x, ax), numpy_out)
     if d == 0:
         raise ShapeError(f"{op}: attempt to get {op} of an empty sequence (shape {x.shape}, axis {axis}); "
                          f"kernel arg_reduce_last_dim_{tag}")
@@ -259,6 +259,66 @@ def _arg(op, x, axis):
     return result(out, numpy_out)
 
 
+def _axis_last(x, ax):
+    """x with axis ax moved last (a view) and the permutation that undoes it."""
+    perm = [a for a in range(x.ndim) if a != ax] + [ax]
+    return x.transpose(perm), [perm.index(a) for a in range(x.ndim)]
+
+
+def _long_rows(x):
+    """True when one row (last axis) of x is longer than one binding can hold."""
+    return x.shape[-1] * x.dtype.itemsize + 512 > binding_limit()
+
+
+def _col_spans(op, row):
+    return spans(op, "element", row.shape[0], lambda c0, c1: windowed(row[c0:c1]) is not None)
+
+
+def _arg_big(op, x, ax):
+    """argmax/argmin over an x larger than one binding: rows (the axis moved last) in blocks through
+    windows; a row longer than one binding as spans whose extreme values pick the span on the host
+    (numpy's rule on the span extremes: the first NaN, else the first extreme, so ties stay lowest)."""
+    v = x.transpose([a for a in range(x.ndim) if a != ax] + [ax])
+    if not _long_rows(v):
+        return rowwise(op, lambda xb: _arg(op, xb, -1), [v], tail=(), dtype=_dt.int64)
+    ext = max if op == "argmax" else min
+    rows = v.reshape(-1, v.shape[-1]) if v.ndim != 2 else v
+    found = []
+    for r in range(rows.shape[0]):
+        row = rows[r]
+        cs = _col_spans(op, row)
+        vals = [ext(windowed(row[c0:c1])).numpy().astype(np.float64) for c0, c1 in cs]
+        idx = [_arg(op, windowed(row[c0:c1]), None).numpy() for c0, c1 in cs]
+        i = int(np.argmax(vals) if op == "argmax" else np.argmin(vals))
+        found.append(cs[i][0] + int(idx[i]))
+    from ..array import asarray
+    return asarray(np.array(found, np.int64).reshape(v.shape[:-1]))
+
+
+def _cumsum_big(x, ax):
+    """cumsum over an x larger than one binding: the axis moved last, rows in blocks through windows; a
+    row longer than one binding as spans, each span's running sum plus the previous span's last value."""
+    if ax != x.ndim - 1:
+        v, inv = _axis_last(x, ax)
+        from .movement_core import ascontiguousarray
+        return ascontiguousarray(_cumsum_big(v, x.ndim - 1).transpose(inv))
+    if not _long_rows(x):
+        return rowwise("cumsum", lambda xb: cumsum(xb, axis=-1), [x])
+    from .movement import launch_write
+    out = new_like(x.shape, x.dtype)
+    write = kernel("write_slice", _dt.width_tag(x.dtype))
+    for idx in np.ndindex(*x.shape[:-1]):
+        row, orow = x[idx] if idx else x, out[idx] if idx else out
+        carry = None
+        for c0, c1 in _col_spans("cumsum", row):
+            r = cumsum(windowed(row[c0:c1]))
+            if carry is not None:
+                r = r + carry
+            launch_write(write, windowed(orow[c0:c1]), r)
+            carry = r[c1 - c0 - 1]
+    return out
+
+
 def argmax(x, axis=None):
     """numpy.argmax: int64 indices, lowest index on ties, the first NaN wins (torch agrees)."""
     return _arg("argmax", x, axis)
@@ -288,8 +348,8 @@ def cumsum(x, axis=None):
     else:
         ax = L.normalize_axis("cumsum", axis, x.ndim)
     d = x.shape[ax]
-    if ax == x.ndim - 1 and x.size and not fits(x):
-        return result(rowwise("cumsum", lambda xb: cumsum(xb, axis=-1), [x]), numpy_out)
+    if x.size and not fits(x):
+        return result(_cumsum_big(x, ax), numpy_out)
     out = new_like(x.shape, x.dtype)
     if out.size == 0:
         return result(out, numpy_out)
