@@ -74,6 +74,8 @@ CASES = {
     "rms_norm": lambda d: fv.rms_norm(d["A"], 1e-6, d["B"]),
     "layer_norm_view": lambda d: fv.layer_norm(d["A"][:, ::-1], 1e-5, d["B"], d["B"]),
     "rms_norm_backward": lambda d: fv.rms_norm_backward(d["A"], d["G"]),
+    "layer_norm_backward_weights": lambda d: fv.concatenate(
+        [r.reshape(-1) for r in fv.layer_norm_backward(d["A"], d["G"], 1e-5, d["B"], d["B"])]),
     "softmax": lambda d: fv.softmax(d["A"]),
     "softmax_backward": lambda d: fv.softmax_backward(d["A"], d["G"]),
     "rope": lambda d: fv.rope(d["X4"], d["CS"], d["SN"]),
@@ -99,6 +101,9 @@ def _setitem(d):
     return y
 
 
+APPROX = {"layer_norm_backward_weights"}
+
+
 @pytest.fixture(scope="module")
 def unsplit():
     """Each case's result with the real binding limit (nothing split)."""
@@ -120,7 +125,10 @@ def test_split_matches_unsplit(case, unsplit, small_binding):
     got = CASES[case](d).numpy()
     assert runtime.get().stream.dispatches - before > 1
     assert got.dtype == ref[case].dtype and got.shape == ref[case].shape
-    assert np.array_equal(got, ref[case], equal_nan=True), np.max(np.abs(got.astype(float) - ref[case]))
+    if case in APPROX:     # partial sums combined in another order
+        np.testing.assert_allclose(got, ref[case], rtol=1e-5, atol=1e-4)
+    else:
+        assert np.array_equal(got, ref[case], equal_nan=True), np.max(np.abs(got.astype(float) - ref[case]))
 
 
 def test_exact_ops_match_numpy(small_binding):

@@ -143,13 +143,7 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
     w = contiguous(w) if w is not None else None
     b = contiguous(b) if b is not None else None
     if not fits(x, *(a for a in (g, w, b) if a is not None)):
-        if backward and (w is not None or b is not None):
-            raise FuelVKMemoryError(
-                f"{op}: weight/bias gradients of an x larger than one binding ({x.nbytes} bytes; "
-                f"maxStorageBufferRange = {binding_limit()}) are not split; call it on row blocks and sum")
-        out = rowwise(op, lambda *bl: _norm(op, fam, bl[0], bl[1] if backward else None, eps, w, b, backward)[0],
-                      [x] + ([g] if backward else []))
-        return out, None, cols, numpy_out
+        return _norm_blocks(op, fam, x, g, eps, w, b, backward) + (cols, numpy_out)
     out = new_like(x.shape, x.dtype)
     ln = fam.startswith("layer_norm")
     n_grad = (1 + (1 if ln else 0)) if backward and (w is not None or b is not None) else 0
@@ -171,7 +165,13 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
         wgrad = grads is not None
         if wgrad:
             n_groups = min(rows, max(_MIN_GROUPS, -(-rows // max_rpg)))
+            # the partials [n_grad * cols, n_groups] must fit one binding
+            n_groups = min(n_groups, max(1, binding_limit() // (n_grad * cols * accum_dtype(x.dtype).itemsize)))
             rpg = -(-rows // n_groups)
+            if budget is not None and rpg > budget // per_row:
+                raise FuelVKMemoryError(
+                    f"{op}: {rows} rows of {cols} need weight-gradient partials larger than one binding "
+                    f"(maxStorageBufferRange = {binding_limit()} bytes) within this device's loop budget")
             n_groups = -(-rows // rpg)
             part = new_like((n_grad * cols * n_groups,), accum_dtype(x.dtype))
         else:
@@ -193,6 +193,27 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
         spec = ((0, wg), (1, int(w is not None)), (2, int(b is not None)), (3, 0))
         ctx.launch(kernel(fam, tag), ctx.groups(rows), bufs, (True, False, False, False), push, spec)
     return out, grads, cols, numpy_out
+
+
+def _norm_blocks(op, fam, x, g, eps, w, b, backward):
+    """(out, grads) of _norm for an x larger than one binding: blocks of whole rows through windows. The
+    weight/bias gradients are the blocks' gradients summed in the accumulator dtype, rounded once more
+    (for f16/bf16 each block's sum is rounded to the input dtype first: one extra rounding)."""
+    from .casts import astype
+    if not (backward and (w is not None or b is not None)):
+        return rowwise(op, lambda *bl: _norm(op, fam, bl[0], bl[1] if backward else None, eps, w, b,
+                                             backward)[0], [x] + ([g] if backward else [])), None
+    grads = []
+
+    def block(xb, gb):
+        dx, gr, _, _ = _norm(op, fam, xb, gb, eps, w, b, True)
+        grads.append(gr if gr.dtype == accum_dtype(x.dtype) else astype(gr, accum_dtype(x.dtype)))
+        return dx
+    out = rowwise(op, block, [x, g])
+    total = grads[0]
+    for gr in grads[1:]:
+        total = total + gr
+    return out, (total if total.dtype == x.dtype else astype(total, x.dtype))
 
 
 def rms_norm(x, eps=1e-6, weight=None):
