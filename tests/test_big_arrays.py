@@ -81,6 +81,10 @@ CASES = {
     "rope": lambda d: fv.rope(d["X4"], d["CS"], d["SN"]),
     "rope_interleaved_view": lambda d: fv.rope(d["X4"][:, :, 3:], d["CS"][3:], d["SN"][3:], interleaved=True),
     "attention_gqa_causal": lambda d: _attention(d),
+    "take_rows": lambda d: fv.take(d["A"], np.array([[699, 0, 350], [5, -1, 699]]), axis=0),
+    "take_cols_device_idx": lambda d: fv.take(d["A"], fv.asarray(np.array([3, 999, 3, 0], np.int64)), axis=1),
+    "take_flat": lambda d: fv.take(d["A"][::-1], np.arange(0, 700_000, 997)),
+    "take_big_result": lambda d: fv.take(d["A"][:60], np.arange(600) % 60, axis=0),
     "matvec_xWT": lambda d: fv.matmul(d["A"][:1], d["A"][100:].T),
     "matmul_M_and_N": lambda d: fv.matmul(d["A"][:300], d["A"][50:650].T),
     "matmul_batched_bf16_weight": lambda d: fv.matmul(d["A"][:200].reshape(2, 100, 1000),
@@ -223,7 +227,8 @@ def test_qmatmul_split(kind, m, small_binding):
 
 UNSPLIT = {
     "conv2d": lambda x: fv.conv2d(x.reshape(1, 7, 100, 1000), fv.asarray(np.ones((2, 7, 3, 3), F32))),
-    "take": lambda x: fv.take(x, fv.asarray(np.array([0, 5], np.int64)), axis=0),
+    "take_along_axis": lambda x: fv.take_along_axis(x, fv.asarray(np.zeros((700, 3), np.int64)), axis=1),
+    "scatter_add": lambda x: fv.scatter_add(x, 0, fv.asarray(np.zeros((2, 1000), np.int64)), x[:2]),
     "attention_one_long_head": lambda x: fv.scaled_dot_product_attention(
         x[:1, :64].reshape(1, 1, 1, 64), *(x[:110, :640].reshape(1, 1, 1100, 64),) * 2),
     "attention_backward": lambda x: fv.scaled_dot_product_attention_backward(*(x.reshape(1, 7, 1000, 100),) * 5,

@@ -28,7 +28,7 @@ from ..errors import DTypeError, FuelVKIndexError, ShapeError, UnsupportedError
 from ..kernels import kernel
 from ..kernels.indexing import (GATHER_PARAMS, INDEX_KINDS, INDEX_SELECT_PARAMS, NATIVE_FEATURE, SCATTER_FINISH,
                                 SCATTER_INIT, SCATTER_PARAMS)
-from ._core import contiguous, device_args, new_like, result
+from ._core import contiguous, device_args, fits, new_like, result, spans, windowed
 
 __all__ = ["take", "take_along_axis", "scatter_add", "index_add"]
 
@@ -95,7 +95,10 @@ def take(x, indices, axis=None):
     ids = contiguous(ids)
     out_shape = x.shape[:ax] + tuple(idx_shape) + x.shape[ax + 1:]
     out = new_like(out_shape, x.dtype)
-    if out.size:
+    if out.size and not fits(x, ids, out):
+        h = ids.numpy().astype(np.int64).reshape(-1)
+        _take_blocks(contiguous(x), np.where(h < 0, h + n, h), ax, out)
+    elif out.size:
         x = contiguous(x)
         inner = math.prod(x.shape[ax + 1:])
         n_idx = ids.size
@@ -104,6 +107,41 @@ def take(x, indices, axis=None):
         ctx.launch(kernel("index_select", tag), ctx.groups(-(-out.size // _WG)), (out.buffer, x.buffer, ids.buffer),
                    (True, False, False), push, spec=((0, kind),))
     return result(out, numpy_out)
+
+
+def _take_blocks(x, ih, ax, out):
+    """take over an x (contiguous) or a result larger than one binding (an embedding table of 1 GiB...),
+    with host indices ih (flat, in [0, n)). As [L, n, R] (L, R: the dims around the axis): blocks of L,
+    then chunks of index positions whose result fits one binding; per chunk the indices are sorted, each
+    span of x along the axis (a window) gathers its own indices into a sorted staging array, and one
+    last gather puts them back in the caller's order."""
+    from .movement import launch_write
+    write = kernel("write_slice", _dt.width_tag(x.dtype))
+    n = x.shape[ax]
+    L_, R = math.prod(x.shape[:ax]), math.prod(x.shape[ax + 1:])
+    x3, o3 = x.reshape(L_, n, R), out.reshape(L_, ih.size, R)
+    fit = lambda v: windowed(v) is not None   # noqa: E731
+
+    def gather(xs, ids):
+        if fit(xs):
+            return take(windowed(xs), ids.astype(np.uint32), axis=1)
+        order = np.argsort(ids, kind="stable")
+        srt = ids[order]
+        tmp = new_like((xs.shape[0], ids.size, R), x.dtype)
+        for s0, s1 in spans("take", f"slice of x along axis {ax}", n, lambda a, b: fit(xs[:, a:b])):
+            a, b = np.searchsorted(srt, [s0, s1])
+            if a < b:
+                r = take(windowed(xs[:, s0:s1]), (srt[a:b] - s0).astype(np.uint32), axis=1)
+                launch_write(write, tmp[:, a:b], r)
+        inv = np.empty_like(order)
+        inv[order] = np.arange(order.size)
+        return take(tmp, inv.astype(np.uint32), axis=1)
+
+    for l0, l1 in spans("take", f"slice of x along axis {ax}", L_,
+                        lambda a, b: fit(x3[a:b, 0:1]) and fit(o3[a:b, 0:1])):
+        xs, os_ = x3[l0:l1], o3[l0:l1]
+        for c0, c1 in spans("take", "index's slice of the result", ih.size, lambda a, b: fit(os_[:, a:b])):
+            launch_write(write, windowed(os_[:, c0:c1]), gather(xs, ih[c0:c1]))
 
 
 def _collapse_around(ax, shape, *stride_sets):
