@@ -81,6 +81,7 @@ CASES = {
     "rope": lambda d: fv.rope(d["X4"], d["CS"], d["SN"]),
     "rope_interleaved_view": lambda d: fv.rope(d["X4"][:, :, 3:], d["CS"][3:], d["SN"][3:], interleaved=True),
     "attention_gqa_causal": lambda d: _attention(d),
+    "attention_backward": lambda d: _attention_backward(d),
     "take_rows": lambda d: fv.take(d["A"], np.array([[699, 0, 350], [5, -1, 699]]), axis=0),
     "take_cols_device_idx": lambda d: fv.take(d["A"], fv.asarray(np.array([3, 999, 3, 0], np.int64)), axis=1),
     "take_flat": lambda d: fv.take(d["A"][::-1], np.arange(0, 700_000, 997)),
@@ -97,6 +98,13 @@ def _attention(d):
     o, lse = fv.scaled_dot_product_attention(d["Q"][:, :, 5:], d["KV"][0], d["KV"][1], is_causal=True,
                                              return_lse=True, alibi_slopes=np.linspace(0.1, 1, 8))
     return fv.concatenate([o.reshape(-1), lse.reshape(-1)])
+
+
+def _attention_backward(d):
+    q, k, v = d["Q"][:, :, 5:], d["KV"][0], d["KV"][1]
+    o, lse = fv.scaled_dot_product_attention(q, k, v, is_causal=True, return_lse=True)
+    grads = fv.scaled_dot_product_attention_backward(o * 0.5, q, k, v, o, lse, is_causal=True)
+    return fv.concatenate([g.reshape(-1) for g in grads])
 
 
 def _setitem(d):
@@ -231,8 +239,6 @@ UNSPLIT = {
     "scatter_add": lambda x: fv.scatter_add(x, 0, fv.asarray(np.zeros((2, 1000), np.int64)), x[:2]),
     "attention_one_long_head": lambda x: fv.scaled_dot_product_attention(
         x[:1, :64].reshape(1, 1, 1, 64), *(x[:110, :640].reshape(1, 1, 1100, 64),) * 2),
-    "attention_backward": lambda x: fv.scaled_dot_product_attention_backward(*(x.reshape(1, 7, 1000, 100),) * 5,
-                                                                             fv.zeros((1, 7, 1000))),
 }
 
 

@@ -202,8 +202,9 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
     lse = new_like((B, Hq, Sq), _dt.float32)
     rows = B * Hq * Sq
     if rows and not fits(q, k, v, o, lse):
-        _sdpa_blocks(q, k, v, o, lse, slopes, dict(is_causal=is_causal, scale=scale, window=window,
-                                                   softcap=softcap, route=route))
+        _head_blocks(op, [q], [k, v], [o, lse], [], slopes, lambda qb, kb, sb: (scaled_dot_product_attention(
+            qb[0], kb[0], kb[1], is_causal=is_causal, scale=scale, window=window, alibi_slopes=sb,
+            softcap=softcap, return_lse=True, route=route), ()))
         return result((o, lse) if return_lse else o, numpy_out)
     if rows:
         views = []
@@ -243,29 +244,28 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
     return result((o, lse) if return_lse else o, numpy_out)
 
 
-def _sdpa_blocks(q, k, v, o, lse, slopes, opts):
-    """The forward over operands larger than one binding: per batch entry, spans of kv heads (with their
-    G query heads each) whose q/k/v/o/lse blocks fit one binding, each an ordinary call on windows whose
-    o and lse are written into the outputs' blocks. A single head's keys beyond one binding are a typed
-    error (splitting keys would need an lse merge)."""
+def _head_blocks(op, q_in, kv_in, q_out, kv_out, slopes, run):
+    """An attention call over operands larger than one binding: per batch entry, spans of kv heads (with
+    their G query heads) whose blocks of every operand fit one binding. q_in / kv_in / q_out / kv_out:
+    the [B, H, ...] inputs and (fresh) outputs indexed by query / kv heads; run(q_in blocks, kv_in
+    blocks, slopes block) returns the blocks' (q_out results, kv_out results), written into the outputs'
+    blocks. Keys of one head beyond one binding are a typed error (that would need an lse merge)."""
     from .movement import launch_write
-    B, Hq, Sq, D = o.shape
-    Hkv = k.shape[1]
-    G = Hq // Hkv
+    B, Hq = q_in[0].shape[:2]
+    G = Hq // kv_in[0].shape[1]
     fit = lambda x: windowed(x) is not None   # noqa: E731
-    wo, wl = kernel("write_slice", _dt.width_tag(o.dtype)), kernel("write_slice", "b4")
     sl = None if slopes is None else (slopes if slopes.ndim == 2 else slopes.broadcast_to((B, Hq)))
     for b in range(B):
+        def cut(xs, h0, h1, g):
+            return [x[b:b + 1, h0 * g:h1 * g] for x in xs]
+
         def ok(h0, h1):
-            return all(fit(x) for x in (q[b:b + 1, h0 * G:h1 * G], k[b:b + 1, h0:h1], v[b:b + 1, h0:h1],
-                                        o[b:b + 1, h0 * G:h1 * G], lse[b:b + 1, h0 * G:h1 * G]))
-        for h0, h1 in spans("scaled_dot_product_attention", "kv head (with its query heads)", Hkv, ok):
-            qs, hs = slice(h0 * G, h1 * G), slice(h0, h1)
-            ob, lb = scaled_dot_product_attention(
-                windowed(q[b:b + 1, qs]), windowed(k[b:b + 1, hs]), windowed(v[b:b + 1, hs]), return_lse=True,
-                alibi_slopes=None if sl is None else contiguous(sl[b:b + 1, qs]), **opts)
-            launch_write(wo, windowed(o[b:b + 1, qs]), ob)
-            launch_write(wl, windowed(lse[b:b + 1, qs]), lb)
+            return all(fit(x) for x in cut(q_in + q_out, h0, h1, G) + cut(kv_in + kv_out, h0, h1, 1))
+        for h0, h1 in spans(op, "kv head (with its query heads)", kv_in[0].shape[1], ok):
+            rq, rk = run([windowed(x) for x in cut(q_in, h0, h1, G)], [windowed(x) for x in cut(kv_in, h0, h1, 1)],
+                         None if sl is None else contiguous(sl[b:b + 1, h0 * G:h1 * G]))
+            for dst, r in zip(cut(q_out, h0, h1, G) + cut(kv_out, h0, h1, 1), list(rq) + list(rk)):
+                launch_write(kernel("write_slice", _dt.width_tag(dst.dtype)), windowed(dst), r)
 
 
 def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=False, scale=None, window=(-1, -1),
@@ -288,6 +288,14 @@ def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=Fals
     dq = new_like(q.shape, _dt.float32)
     dk = new_like(k.shape, _dt.float32)
     dv = new_like(k.shape, _dt.float32)
+    if dq.size and not fits(do, q, k, v, o, lse, dq, dk, dv):
+        def run(qb, kb, sb):
+            dqb, dkb, dvb = scaled_dot_product_attention_backward(
+                qb[0], qb[1], kb[0], kb[1], qb[2], qb[3], is_causal=is_causal, scale=scale, window=window,
+                alibi_slopes=sb, softcap=softcap)
+            return (dqb,), (dkb, dvb)
+        _head_blocks(op, [do, q, o, lse], [k, v], [dq], [dk, dv], slopes, run)
+        return result((dq, dk, dv), numpy_out)
     ctx = runtime.get()
     flags = K.FLAG_ALIBI if slopes is not None else 0
     head = (B, Hq, Hkv, Sq, Sk)
