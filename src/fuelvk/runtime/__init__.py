@@ -62,8 +62,8 @@ class Context:
             if b.size > limit:
                 raise FuelVKMemoryError(
                     f"kernel {variant.id}: an operand of {b.size} bytes is larger than one binding on "
-                    f"{self.device.name} (maxStorageBufferRange = {limit} bytes) and this op does not split "
-                    "it; split the tensor (see README: arrays larger than one binding)")
+                    f"{self.device.name} (maxStorageBufferRange = {limit} bytes) and this op has no split "
+                    "path for it; split the tensor")
         self.stream.dispatch(self.pipelines.get(variant, spec), groups, buffers, writes, push)
 
     def upload(self, buffer, host, offset=0):
