@@ -86,6 +86,10 @@ CASES = {
     "take_cols_device_idx": lambda d: fv.take(d["A"], fv.asarray(np.array([3, 999, 3, 0], np.int64)), axis=1),
     "take_flat": lambda d: fv.take(d["A"][::-1], np.arange(0, 700_000, 997)),
     "take_big_result": lambda d: fv.take(d["A"][:60], np.arange(600) % 60, axis=0),
+    "index_add_rows": lambda d: fv.index_add(d["A"], 0, np.array([699, 0, 350, 0, 5]), d["G"][:5] * 0.5),
+    "index_add_big_src": lambda d: fv.index_add(d["A"][:100], 0, np.arange(700) % 97, d["G"]),
+    "scatter_add_rows": lambda d: fv.scatter_add(d["A"], 0, (np.arange(3000).reshape(3, 1000) * 7) % 700,
+                                                 d["G"][:3]),
     "matvec_xWT": lambda d: fv.matmul(d["A"][:1], d["A"][100:].T),
     "matmul_M_and_N": lambda d: fv.matmul(d["A"][:300], d["A"][50:650].T),
     "matmul_batched_bf16_weight": lambda d: fv.matmul(d["A"][:200].reshape(2, 100, 1000),
@@ -113,7 +117,8 @@ def _setitem(d):
     return y
 
 
-APPROX = {"layer_norm_backward_weights"}
+APPROX = {"layer_norm_backward_weights",   # partial sums combined in another order
+          "index_add_rows", "index_add_big_src", "scatter_add_rows"}   # atomic adds: any order
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +142,7 @@ def test_split_matches_unsplit(case, unsplit, small_binding):
     got = CASES[case](d).numpy()
     assert runtime.get().stream.dispatches - before > 1
     assert got.dtype == ref[case].dtype and got.shape == ref[case].shape
-    if case in APPROX:     # partial sums combined in another order
+    if case in APPROX:
         np.testing.assert_allclose(got, ref[case], rtol=1e-5, atol=1e-4)
     else:
         assert np.array_equal(got, ref[case], equal_nan=True), np.max(np.abs(got.astype(float) - ref[case]))
@@ -236,7 +241,6 @@ def test_qmatmul_split(kind, m, small_binding):
 UNSPLIT = {
     "conv2d": lambda x: fv.conv2d(x.reshape(1, 7, 100, 1000), fv.asarray(np.ones((2, 7, 3, 3), F32))),
     "take_along_axis": lambda x: fv.take_along_axis(x, fv.asarray(np.zeros((700, 3), np.int64)), axis=1),
-    "scatter_add": lambda x: fv.scatter_add(x, 0, fv.asarray(np.zeros((2, 1000), np.int64)), x[:2]),
     "attention_one_long_head": lambda x: fv.scaled_dot_product_attention(
         x[:1, :64].reshape(1, 1, 1, 64), *(x[:110, :640].reshape(1, 1, 1100, 64),) * 2),
 }

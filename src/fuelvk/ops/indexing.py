@@ -246,6 +246,41 @@ def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, n
     return result(out, numpy_out)
 
 
+def _accumulate_blocks(op, base, src, ids, ax, along):
+    """scatter_add / index_add where base, src or the indices are larger than one binding: out = a copy of
+    base; for each span of out along the axis (a window) and each chunk of src along it, the chunk's
+    indices that land in the span (host-side, made relative; the others out of range, which the kernel
+    skips) are accumulated into the span. along: index_add's 1-D index (else scatter_add's, src-shaped).
+    f16/bf16 round once per chunk (once when src fits one binding)."""
+    from .movement import launch_write
+    from .movement_core import copy
+    out = copy(base)
+    h = ids.numpy().astype(np.int64)
+    src = contiguous(src)
+    pre = (slice(None),) * ax
+    n, k = base.shape[ax], (h.shape[0] if along else h.shape[ax])
+    fit = lambda v: windowed(v) is not None   # noqa: E731
+    write = kernel("write_slice", _dt.width_tag(out.dtype))
+    for s0, s1 in spans(op, f"slice of base along axis {ax}", n, lambda a, b: fit(out[pre + (slice(a, b),)])):
+        ow = windowed(out[pre + (slice(s0, s1),)])
+        for c0, c1 in spans(op, f"slice of src along axis {ax}", k, lambda a, b: fit(src[pre + (slice(a, b),)])):
+            hh = h[c0:c1] if along else h[pre + (slice(c0, c1),)]
+            inside = (hh >= s0) & (hh < s1)
+            if not inside.any():
+                continue
+            loc = asarray(np.where(inside, hh - s0, 0xFFFFFFFF).astype(np.uint32))
+            sw = windowed(src[pre + (slice(c0, c1),)])
+            if along:
+                s_idx = [0] * base.ndim
+                s_idx[ax] = 1
+                it = sw.shape
+            else:
+                s_idx, it = loc.strides, loc.shape
+            r = _accumulate(op, op, ow, sw, loc, 0, ax, it, sw.strides, s_idx, False)
+            launch_write(write, ow, r)
+    return out
+
+
 def _common(op, fam, base, axis, index, src):
     (base, src), numpy_out = device_args(op, base, src)
     numpy_out = numpy_out and not isinstance(index, Array)
@@ -272,6 +307,8 @@ def scatter_add(base, axis, index, src):
             raise ShapeError(f"scatter_add: index shape {idx_shape} must be <= src shape {src.shape} in every "
                              f"dim and <= base shape {base.shape} except along axis {ax} (kernel {fam})")
     ids, kind = _indices("scatter_add", fam, index, base.shape[ax], False)
+    if not fits(base, src, ids):
+        return result(_accumulate_blocks("scatter_add", base, src, ids, ax, False), numpy_out)
     return _accumulate("scatter_add", "scatter_add", base, src, ids, kind, ax, idx_shape, src.strides,
                        ids.strides, numpy_out)
 
@@ -288,6 +325,8 @@ def index_add(base, axis, index, src):
         raise ShapeError(f"index_add: src has shape {src.shape}; with base {base.shape}, axis {ax} and "
                          f"{idx_shape[0]} indices it must be {want} (kernel {fam})")
     ids, kind = _indices("index_add", fam, index, base.shape[ax], False)
+    if not fits(base, src, ids):
+        return result(_accumulate_blocks("index_add", base, src, ids, ax, True), numpy_out)
     s_idx = [0] * base.ndim
     s_idx[ax] = ids.strides[0]
     return _accumulate("index_add", "index_add", base, src, ids, kind, ax, src.shape, src.strides, s_idx,
