@@ -28,7 +28,7 @@ from ..errors import DTypeError, FuelVKIndexError, ShapeError, UnsupportedError
 from ..kernels import kernel
 from ..kernels.indexing import (GATHER_PARAMS, INDEX_KINDS, INDEX_SELECT_PARAMS, NATIVE_FEATURE, SCATTER_FINISH,
                                 SCATTER_INIT, SCATTER_PARAMS)
-from ._core import contiguous, device_args, fits, new_like, result, spans, windowed
+from ._core import blockwise, contiguous, device_args, fits, new_like, result, spans, windowed
 
 __all__ = ["take", "take_along_axis", "scatter_add", "index_add"]
 
@@ -176,6 +176,12 @@ def take_along_axis(x, indices, axis):
     out_shape.insert(ax, ids.shape[ax])
     out_shape = tuple(out_shape)
     out = new_like(out_shape, x.dtype)
+    if out.size and n and not fits(x, ids, out):
+        # larger than one binding: blocks of the dims before the axis (the axis and those after stay whole)
+        xshape = out_shape[:ax] + (n,) + out_shape[ax + 1:]
+        blockwise("take_along_axis", lambda xb, ib: take_along_axis(xb, ib, xb.ndim - len(out_shape) + ax),
+                  [x.broadcast_to(xshape), ids.broadcast_to(out_shape)], out, axes=ax)
+        return result(out, numpy_out)
     if out.size:
         if n == 0:
             raise FuelVKIndexError(f"take_along_axis: cannot take from an empty axis (x shape {x.shape}; {fam})")
