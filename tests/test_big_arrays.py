@@ -92,6 +92,8 @@ CASES = {
                                                  d["G"][:3]),
     "take_along_last_axis": lambda d: fv.take_along_axis(d["A"], (np.arange(2100).reshape(700, 3) * 13) % 1000,
                                                          axis=1),
+    "conv2d_images": lambda d: fv.conv2d(d["A"].reshape(175, 1, 4, 1000)[:, :, :, 3:], d["CS"][0, :18].reshape(2, 1, 3, 3),
+                                         d["B"][:2], padding=1),
     "matvec_xWT": lambda d: fv.matmul(d["A"][:1], d["A"][100:].T),
     "matmul_M_and_N": lambda d: fv.matmul(d["A"][:300], d["A"][50:650].T),
     "matmul_batched_bf16_weight": lambda d: fv.matmul(d["A"][:200].reshape(2, 100, 1000),
@@ -241,7 +243,7 @@ def test_qmatmul_split(kind, m, small_binding):
 
 
 UNSPLIT = {
-    "conv2d": lambda x: fv.conv2d(x.reshape(1, 7, 100, 1000), fv.asarray(np.ones((2, 7, 3, 3), F32))),
+    "conv2d_one_image": lambda x: fv.conv2d(x.reshape(1, 7, 100, 1000), fv.asarray(np.ones((2, 7, 3, 3), F32))),
     "take_along_axis_0": lambda x: fv.take_along_axis(x, fv.asarray(np.zeros((3, 1000), np.int64)), axis=0),
     "attention_one_long_head": lambda x: fv.scaled_dot_product_attention(
         x[:1, :64].reshape(1, 1, 1, 64), *(x[:110, :640].reshape(1, 1, 1100, 64),) * 2),
