@@ -13,6 +13,7 @@ import pytest
 
 import fuelvk as fv
 from fuelvk import runtime
+from fuelvk.ops.conv import im2col as _im2col
 from fuelvk.runtime.memory import MIN_BYTES
 
 F32 = np.float32
@@ -97,6 +98,7 @@ CASES = {
     "pad_backward_reflect": lambda d: fv.pad_backward(d["A"].reshape(70, 10, 1000), ((0, 0), (2, 1), (3, 3)),
                                                       mode="reflect"),
     "pad_backward_const": lambda d: fv.pad_backward(d["A"], ((0, 0), (3, 4))),
+    "im2col": lambda d: _im2col(d["A"].reshape(175, 1, 4, 1000)[:, :, :, 3:], 3, padding=1),
     "matvec_xWT": lambda d: fv.matmul(d["A"][:1], d["A"][100:].T),
     "matmul_M_and_N": lambda d: fv.matmul(d["A"][:300], d["A"][50:650].T),
     "matmul_batched_bf16_weight": lambda d: fv.matmul(d["A"][:200].reshape(2, 100, 1000),

@@ -62,6 +62,14 @@ def _im2col(x, kh, kw, stride, pads, dil, groups, h_out, w_out):
     cin_g = c // groups
     out = new_like((b * groups, cin_g * kh * kw, h_out * w_out), x.dtype)
     total = out.size
+    if total and not fits(x, out):   # larger than one binding: blocks of images
+        from .movement import launch_write
+        g = groups
+        for b0, b1 in spans("im2col", "image (its input or patches)", b,
+                            lambda b0, b1: windowed(x[b0:b1]) is not None and windowed(out[b0 * g:b1 * g]) is not None):
+            r = _im2col(windowed(x[b0:b1]), kh, kw, stride, pads, dil, groups, h_out, w_out)
+            launch_write(kernel("write_slice", _dt.width_tag(x.dtype)), windowed(out[b0 * g:b1 * g]), r)
+        return out
     ctx = runtime.get()
     push = IM2COL_PARAMS.pack(b, c, h, w, h_out, w_out, kh, kw, stride[0], stride[1], pads[0], pads[2],
                               dil[0], dil[1], groups, cin_g, total, x.offset, list(x.strides))
