@@ -57,6 +57,8 @@ CASES = {
     "roll_axis0_and_1": lambda d: fv.roll(d["A"], (-5, 3), axis=(0, 1)),
     "roll_flat": lambda d: fv.roll(d["A"], 1234),
     "triu_batched": lambda d: fv.triu(d["A"].reshape(70, 10, 1000), 3),
+    "triu_one_matrix": lambda d: fv.triu(d["A"][::-1], 40),
+    "tril_one_matrix": lambda d: fv.tril(d["A"][3:], -300),
     "tril_batched": lambda d: fv.tril(d["A"].reshape(70, 10, 1000), -2),
     "pad_edge_last": lambda d: fv.pad(d["A"], ((0, 0), (3, 2)), mode="edge"),
     "concatenate": lambda d: fv.concatenate([d["A"], d["G"][:50]], axis=0),

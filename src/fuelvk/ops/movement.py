@@ -18,7 +18,8 @@ from ..array import Array, asarray
 from ..errors import DTypeError, FuelVKIndexError, ShapeError
 from ..kernels import kernel
 from ..kernels.movement import EPT, MAX_RANK, REMAP_PARAMS, WG, WRITE_PARAMS
-from ._core import blocks, contiguous, device_args, element_words, fits, launch_strided, new_like, result
+from ._core import (blocks, contiguous, device_args, element_words, fits, launch_strided, new_like, result,
+                    spans, windowed)
 
 __all__ = ["flip", "roll", "triu", "tril", "concatenate", "masked_fill", "add_assign_scaled", "setitem"]
 
@@ -248,6 +249,17 @@ def _triangle(op, x, k):
         xa = xa.broadcast_to((xa.shape[0], xa.shape[0]))
     k = max(min(k, 2**31 - 1), -2**31)
     out = new_like(xa.shape, xa.dtype)
+    first = (0,) * (xa.ndim - 2)
+    if out.size and not (fits(xa, out) or windowed(xa[first]) is not None and windowed(out[first]) is not None):
+        # one matrix larger than a binding: blocks of rows r0.. are triangles with diagonal k + r0
+        write = kernel("write_slice", _width_tag(op, xa.dtype))
+        for idx in np.ndindex(*xa.shape[:-2]):
+            m, o = xa[idx] if idx else xa, out[idx] if idx else out
+            for r0, r1 in spans(op, "matrix row", m.shape[0], lambda a, b: windowed(m[a:b]) is not None
+                                and windowed(o[a:b]) is not None):
+                launch_write(write, windowed(o[r0:r1]), _triangle(op, windowed(m[r0:r1]), max(min(k + r0, 2**31 - 1),
+                                                                                               -2**31)))
+        return result(out, numpy_out)
     launch_remap(op, kernel(op, _width_tag(op, xa.dtype)), out, xa, xa.strides, k=k, fixed_tail=2)
     return result(out, numpy_out)
 
