@@ -306,10 +306,23 @@ def _matmul_blocks(a, b, out, plan, n_rep, route):
     out_dtype = plan.out_dtype
     a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
     b2 = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
-    if b2.ndim != 2 or n_rep != 1:
-        raise FuelVKMemoryError(f"matmul: batched operands larger than one binding (a {a.shape}, b {b.shape}, "
-                                f"n_rep={n_rep}) are not split (maxStorageBufferRange = {binding_limit()} bytes); "
-                                "loop over the batch")
+    if n_rep != 1:
+        raise FuelVKMemoryError(f"matmul: GQA (n_rep={n_rep}) operands larger than one binding (a {a.shape}, "
+                                f"b {b.shape}) are not split (maxStorageBufferRange = {binding_limit()} bytes); "
+                                "loop over the kv heads")
+    if b2.ndim != 2:   # B batched: blocks of batch entries, or one entry at a time (split by M / N / K)
+        batch = plan.out_shape[:len(plan.out_shape) - (a.ndim > 1) - 1]
+        a3 = a2.broadcast_to(batch + a2.shape[-2:])
+        b3 = b2.broadcast_to(batch + b2.shape[-2:])
+        o3 = out.reshape(batch + (a3.shape[-2], b3.shape[-1]))
+        first = (0,) * len(batch)
+        if all(windowed(x[first]) is not None for x in (a3, b3, o3)):
+            blockwise("matmul", lambda x, y: matmul(x, y, out_dtype, route=route), [a3, b3], o3, axes=len(batch))
+        else:
+            for idx in np.ndindex(*batch):
+                launch_write(kernel("write_slice", _dt.width_tag(out_dtype)), o3[idx],
+                             matmul(a3[idx], b3[idx], out_dtype, route=route))
+        return
     K = a2.shape[-1]
     lead = a2.shape[:-1]
     st = L.reshape_strides(a2.shape, a2.strides, (math.prod(lead), K))
