@@ -175,7 +175,8 @@ class MemoryPool:
         return heap
 
     def texel_view(self, buf, fmt, kind, what):
-        """The VkBufferView of `buf`'s whole slot as `fmt` for a `kind` binding (cached on its chunk)."""
+        """The VkBufferView of `buf` (a slot or a Window of one) as `fmt` for a `kind` binding (cached on
+        its chunk per (format, offset, size))."""
         key = (fmt, buf.offset, buf.size)
         view = buf.chunk.views.get(key)
         if view is not None:
