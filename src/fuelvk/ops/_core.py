@@ -175,10 +175,12 @@ _LINEAR = ((LINEAR_SPEC, 1),)
 # Bigger arrays (up to maxBufferSize) are reached through windows: `windowed(x)` is the same view
 # rebased onto a Window of its buffer (runtime/memory.py) that covers just its byte span, with the
 # element offset made relative to the window; `blocks` cuts the common index space of a launch's
-# operands along leading axes until every operand's view fits a window. Ops then run their ordinary
-# launch per block (elementwise, casts and copies in launch_strided; row ops and matmul through
-# `map_rows` / their own split functions). The runtime refuses any other over-sized binding with a
-# typed error (Context.launch).
+# operands along leading axes until every operand's view fits a window; `spans` cuts one dimension for
+# ops that cut several operands differently (matmul's M / N / K, take's indices). Ops then run their
+# ordinary launch per block (elementwise, casts and copies in launch_strided, moves in launch_write /
+# launch_remap) or call themselves per block and copy the block's result into place (`blockwise`,
+# `rowwise` for row ops). The runtime refuses any other over-sized binding with a typed error
+# (Context.launch).
 
 def binding_limit():
     return runtime.get().device.limits.maxStorageBufferRange
@@ -223,9 +225,10 @@ def _at(x, i):
 
 
 def blocks(views, lim=None, axes=None, op=None):
-    """Windowed views of blocks of `views` (arrays of one shape), cut along leading axes so each fits
-    one binding: yields lists of views, in order. axes (default all): how many leading axes may be
-    cut (a row op keeps its last axis whole); a block that still does not fit is a typed error."""
+    """Windowed views of blocks of `views` (arrays whose first `axes` dims agree), cut along those
+    leading axes so each fits one binding: yields lists of views, in order (an axis cut down to one
+    index is dropped). axes (default all): how many leading axes may be cut (a row op keeps its last
+    axis whole); a block that still does not fit is a typed error naming op and the limit."""
     lim = binding_limit() if lim is None else lim
     axes = len(views[0].shape) if axes is None else axes
     ws = [windowed(v, lim) for v in views]
