@@ -250,6 +250,31 @@ def blocks(views, lim=None, axes=None, op=None):
         yield from blocks([_sub(v, a, min(a + b, n)) for v in views], lim, axes, op)
 
 
+def tiles(views, lim=None, op=None, turns=0):
+    """Like `blocks`, for launchers that take any view on every side (launch_write): when cutting the
+    leading axis does not make every view fit (a transposed operand), the views' axes are rotated (the
+    same for all: elements still correspond) and the next axis is cut too, so a transpose moves in a
+    few 2-D tiles instead of one block per row."""
+    lim = binding_limit() if lim is None else lim
+    ws = [windowed(v, lim) for v in views]
+    if all(w is not None for w in ws):
+        yield ws
+        return
+    nd = len(views[0].shape)
+    if turns >= nd:
+        yield from blocks(views, lim, op=op)
+        return
+    n = views[0].shape[0]
+    per = max(abs(v.strides[0]) * v.dtype.itemsize for v in views)
+    b = min(n, max(1, (lim - 512) // per)) if per else n
+    if b >= n:       # cutting this axis alone does not help: cut the next one
+        rot = list(range(1, nd)) + [0]
+        yield from tiles([v.transpose(rot) for v in views], lim, op, turns + 1)
+        return
+    for a in range(0, n, b):
+        yield from tiles([_sub(v, a, min(a + b, n)) for v in views], lim, op, 0)
+
+
 def spans(op, what, n, ok):
     """[(i0, i1)] covering range(n) in order, each with ok(i0, i1) (an operand block fits one binding):
     the widest power-of-two fraction of n that fits; blocks that do not (window alignment) are cut again."""

@@ -19,7 +19,7 @@ from ..errors import DTypeError, FuelVKIndexError, ShapeError
 from ..kernels import kernel
 from ..kernels.movement import EPT, MAX_RANK, REMAP_PARAMS, WG, WRITE_PARAMS
 from ._core import (blocks, contiguous, device_args, element_words, fits, launch_strided, new_like, result,
-                    spans, windowed)
+                    spans, tiles, windowed)
 
 __all__ = ["flip", "roll", "triu", "tril", "concatenate", "masked_fill", "add_assign_scaled", "setitem"]
 
@@ -127,8 +127,8 @@ def launch_write(variant, dst, src, scale=0.0):
     shape = dst.shape
     if dst.size == 0:
         return
-    if not fits(dst, src):    # larger than one binding: blocks of dst and src through windows
-        for dw, sw in blocks([dst, src.broadcast_to(shape)]):
+    if not fits(dst, src):    # larger than one binding: tiles of dst and src through windows
+        for dw, sw in tiles([dst, src.broadcast_to(shape)], op="write"):
             launch_write(variant, dw, sw, scale)
         return
     ss = L.broadcast_strides(src.shape, src.strides, shape)
