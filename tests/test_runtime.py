@@ -138,9 +138,9 @@ def test_cpu_device_memory_asks_for_huge_pages():
     assert fields.get("THPeligible") == "1", fields
 
 
-def test_allocation_over_binding_limit_is_a_typed_error():
-    limit = runtime.get().pool.max_binding
-    with pytest.raises(fv.FuelVKMemoryError, match="maxStorageBufferRange"):
+def test_allocation_over_buffer_limit_is_a_typed_error():
+    limit = runtime.get().pool.max_buffer
+    with pytest.raises(fv.FuelVKMemoryError, match="maxBufferSize"):
         fv.empty((limit // 4 + 1,), fv.float32)
     with pytest.raises(MemoryError):
         fv.empty((limit // 2 + 1,), fv.float16)

@@ -41,7 +41,7 @@ from ..array import Array, zeros
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError, UnsupportedError
 from ..kernels import VARIANTS, kernel
 from ..kernels import matmul as K_
-from ._core import device_args, k_per_launch, new_like, result, split_k
+from ._core import binding_limit, blockwise, contiguous, spans, device_args, fits, k_per_launch, new_like, result, split_k
 
 __all__ = ["matmul", "matmul_route"]
 
@@ -139,12 +139,6 @@ def _plan(a, b, out_dtype, n_rep, route):
     combo, out_dt = _combo(a.dtype, b.dtype, out_dtype)
     out_shape, M, N, K, batch, sa_b, sb_b, (sa_m, sa_k), (sb_k, sb_n) = _shapes(a, b, n_rep)
     dev = _device()
-    limit = dev.limits.maxStorageBufferRange
-    nbytes = math.prod(out_shape) * out_dt.itemsize
-    if nbytes > limit:
-        raise FuelVKMemoryError(
-            f"matmul: the result {out_shape} {out_dt} needs {nbytes} bytes, more than one binding can hold on "
-            f"{dev.name} (maxStorageBufferRange = {limit} bytes); split the batch or N dimension")
     same = combo.split("_")[0] == combo.split("_")[1]
     transposed = M != 1 and N == 1 and same
     forced = route if route is not None else (os.environ.get(ENV) or None)
@@ -321,5 +315,69 @@ def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
     if math.prod(plan.out_shape) == 0 or plan.K == 0:
         out = zeros(plan.out_shape, plan.out_dtype)   # empty, or K == 0: a sum of nothing
         return result(out, numpy_out)
-    out = _launch(plan, a_arr, b_arr, new_like(plan.out_shape, plan.out_dtype))
+    out = new_like(plan.out_shape, plan.out_dtype)
+    if not fits(a_arr, b_arr, out):
+        _matmul_blocks(a_arr, b_arr, out, plan, n_rep, route)
+        return result(out, numpy_out)
+    out = _launch(plan, a_arr, b_arr, out)
     return result(out, numpy_out)
+
+
+def _matmul_blocks(a, b, out, plan, n_rep, route):
+    """out = a @ b for operands or a result larger than one binding (e.g. x @ W.T with W [28672, 4096]
+    f32, 448 MiB): cut A and the result by rows (M), B and the result by columns (N), and K into
+    spans when one row of A or column of B is itself larger than a binding (float32 partials, summed,
+    rounded once). Each block is an ordinary matmul on windows; its result is written into out's block.
+    Batch dims are folded into M when A's leading dims reshape without a copy and B is one matrix."""
+    from .movement import launch_write
+    from ._core import windowed
+    out_dtype = plan.out_dtype
+    a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
+    b2 = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
+    if n_rep != 1:
+        raise FuelVKMemoryError(f"matmul: GQA (n_rep={n_rep}) operands larger than one binding (a {a.shape}, "
+                                f"b {b.shape}) are not split (maxStorageBufferRange = {binding_limit()} bytes); "
+                                "loop over the kv heads")
+    if b2.ndim != 2:   # B batched: blocks of batch entries, or one entry at a time (split by M / N / K)
+        batch = plan.out_shape[:len(plan.out_shape) - (a.ndim > 1) - 1]
+        a3 = a2.broadcast_to(batch + a2.shape[-2:])
+        b3 = b2.broadcast_to(batch + b2.shape[-2:])
+        o3 = out.reshape(batch + (a3.shape[-2], b3.shape[-1]))
+        first = (0,) * len(batch)
+        if all(windowed(x[first]) is not None for x in (a3, b3, o3)):
+            blockwise("matmul", lambda x, y: matmul(x, y, out_dtype, route=route), [a3, b3], o3, axes=len(batch))
+        else:
+            for idx in np.ndindex(*batch):
+                launch_write(kernel("write_slice", _dt.width_tag(out_dtype)), o3[idx],
+                             matmul(a3[idx], b3[idx], out_dtype, route=route))
+        return
+    K = a2.shape[-1]
+    lead = a2.shape[:-1]
+    st = L.reshape_strides(a2.shape, a2.strides, (math.prod(lead), K))
+    if st is None:
+        a2 = contiguous(a2)
+        st = L.contiguous_strides((math.prod(lead), K))
+    a2 = Array(a2.buffer, (math.prod(lead), K), tuple(st), a2.offset, a2.dtype)
+    M, N = a2.shape[0], b2.shape[1]
+    o2 = Array(out.buffer, (M, N), (N, 1), out.offset, out.dtype)
+    fit = lambda v: windowed(v) is not None   # noqa: E731
+    k_spans = spans("matmul", "K span", K, lambda k0, k1: fit(a2[0:1, k0:k1]) and fit(b2[k0:k1, 0:1]))
+    if len(k_spans) > 1:
+        total = None
+        for k0, k1 in k_spans:
+            part = new_like((M, N), _dt.float32)
+            _matmul_blocks(a2[:, k0:k1], b2[k0:k1], part, plan._replace(out_dtype=_dt.float32), 1, route)
+            total = part if total is None else total + part
+        from .casts import astype
+        r = total if out_dtype == _dt.float32 else astype(total, out_dtype)
+        blockwise("matmul", lambda x: x, [r], o2, axes=2)
+        return
+    n_spans = spans("matmul", "column of B", N, lambda n0, n1: fit(b2[:, n0:n1]) and fit(o2[0:1, n0:n1]))
+    m_spans = spans("matmul", "row of A", M, lambda m0, m1: fit(a2[m0:m1])
+                      and all(fit(o2[m0:m1, n0:n1]) for n0, n1 in n_spans))
+    for m0, m1 in m_spans:
+        aw = windowed(a2[m0:m1])
+        for n0, n1 in n_spans:
+            r = matmul(aw, windowed(b2[:, n0:n1]), out_dtype, route=route)
+            ow = windowed(o2[m0:m1, n0:n1])
+            launch_write(kernel("write_slice", _dt.width_tag(out_dtype)), ow, r)

@@ -2,13 +2,18 @@
 from .. import dtypes as _dt
 from .. import runtime
 from ..kernels.movement_core import copy_variant
-from ._core import device_args, launch_strided, new_like, result
+from ._core import device_args, fits, launch_strided, new_like, result
 
 __all__ = ["ascontiguousarray", "copy"]
 
 
 def _copy_into_new(x):
     out = new_like(x.shape, x.dtype)
+    if not fits(x, out):   # larger than one binding: the write kernel, which moves 2-D tiles of a transpose
+        from ..kernels import kernel
+        from .movement import launch_write
+        launch_write(kernel("write_slice", _dt.width_tag(x.dtype)), out, x)
+        return out
     launch_strided(copy_variant(_dt.width_tag(x.dtype), runtime.get().device.features), out, [x])
     return out
 

@@ -16,7 +16,7 @@ import atexit
 import numpy as np
 import threading
 
-from ..errors import DeviceError
+from ..errors import DeviceError, FuelVKMemoryError
 from .device import Device
 from .memory import MemoryPool
 from .commands import Stream
@@ -61,6 +61,15 @@ class Context:
         return (mx, self.max_groups[1], z)
 
     def launch(self, variant, groups, buffers, writes, push, spec=()):
+        """Record one dispatch. A buffer larger than one binding (an op with no split path for it) is a
+        typed error here, never a binding past maxStorageBufferRange."""
+        limit = self.device.limits.maxStorageBufferRange
+        for b in buffers:
+            if b.size > limit:
+                raise FuelVKMemoryError(
+                    f"kernel {variant.id}: an operand of {b.size} bytes is larger than one binding on "
+                    f"{self.device.name} (maxStorageBufferRange = {limit} bytes) and this op has no split "
+                    "path for it; split the tensor")
         self.stream.dispatch(self.pipelines.get(variant, spec), groups, buffers, writes, push)
 
     def upload(self, buffer, host, offset=0):

@@ -10,6 +10,12 @@ Memory is given back to the driver when idle bytes pass a high-water mark (KEEP_
 idle after the last trim), checked after every full synchronize and before creating a chunk, and
 on allocation failure (after waiting for queued work). Texel-buffer bindings read a slot through a
 VkBufferView, cached on its chunk per (format, slot).
+
+Arrays may be larger than one binding (maxStorageBufferRange), up to maxBufferSize (Vulkan 1.3 /
+VK_KHR_maintenance4; else the largest heap). Such a slot is never bound whole: ops bind a Window
+(`Buffer.window`): a byte range of the slot, aligned to 256 B (>= every device's storage / texel
+offset alignment), no larger than one binding, with the slot's hazard key (barriers see the whole
+array) and a reference to the slot (queued work that binds the window keeps the slot alive).
 """
 import ctypes
 import functools
@@ -78,10 +84,35 @@ class Buffer:
         m = self.chunk.mapped
         return None if m is None else m + self.offset
 
+    def window(self, start, end):
+        """A Window binding bytes [start, end) of this slot (start aligned down, end up, to 256 B)."""
+        start &= ~(MIN_BYTES - 1)
+        end = min(-(-end // MIN_BYTES) * MIN_BYTES, self.size)
+        return Window(self, start, end - start)
+
     def __del__(self):
         pool = self.pool
         if pool is not None and not pool.closed:
             pool.dead.append((self.chunk, self.offset, self.size, self.host))
+
+
+class Window:
+    """A sub-range of a Buffer's slot, bound in its place (same Buffer interface for dispatch, texel
+    views and hazard tracking: .handle/.offset/.size/.key/.pool/.chunk/.mapped)."""
+    __slots__ = ("parent", "pool", "chunk", "handle", "offset", "size", "key", "host", "start")
+
+    def __init__(self, parent, start, size):
+        self.parent, self.pool, self.chunk, self.handle = parent, parent.pool, parent.chunk, parent.handle
+        self.start, self.offset, self.size = start, parent.offset + start, size
+        self.key, self.host = parent.key, parent.host
+
+    @property
+    def mapped(self):
+        m = self.chunk.mapped
+        return None if m is None else m + self.offset
+
+    def window(self, start, end):
+        return self.parent.window(self.start + start, self.start + end)
 
 
 @functools.lru_cache(maxsize=None)
@@ -152,7 +183,6 @@ class MemoryPool:
         self.fresh = 0            # bytes handed out since the stream's last submit (it flushes past a limit)
         self.high_water = KEEP_IDLE
         self.synchronize = None   # set by the Context: waits for queued work (which pins dead slots)
-        self.max_binding = device.limits.maxStorageBufferRange
         props = ffi.new("VkPhysicalDeviceMemoryProperties*")
         lib.vkGetPhysicalDeviceMemoryProperties(device.physical, props)
         self._types = [(props.memoryTypes[i].propertyFlags, props.memoryTypes[i].heapIndex)
@@ -162,9 +192,25 @@ class MemoryPool:
         self.direct, self.memory_why = memory_mode(device.device_type)
         self.allocated = 0
         self._format_ok = {}
+        self.max_buffer = self._max_buffer_size()
+
+    def _max_buffer_size(self):
+        """The largest VkBuffer: maxBufferSize (Vulkan 1.3 / VK_KHR_maintenance4), else the largest heap."""
+        heap = max(self.heaps)
+        dev = self.device
+        if dev._props.apiVersion >= C.VK_MAKE_VERSION(1, 3, 0) or "VK_KHR_maintenance4" in dev.available_extensions:
+            m4 = ffi.new("VkPhysicalDeviceMaintenance4Properties*",
+                         {"sType": C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES})
+            p2 = ffi.new("VkPhysicalDeviceProperties2*",
+                         {"sType": C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": m4})
+            lib.vkGetPhysicalDeviceProperties2(dev.physical, p2)
+            if m4.maxBufferSize:
+                return min(int(m4.maxBufferSize), heap)
+        return heap
 
     def texel_view(self, buf, fmt, kind, what):
-        """The VkBufferView of `buf`'s whole slot as `fmt` for a `kind` binding (cached on its chunk)."""
+        """The VkBufferView of `buf` (a slot or a Window of one) as `fmt` for a `kind` binding (cached on
+        its chunk per (format, offset, size))."""
         key = (fmt, buf.offset, buf.size)
         view = buf.chunk.views.get(key)
         if view is not None:
@@ -208,11 +254,11 @@ class MemoryPool:
     def alloc(self, nbytes, host=None):
         """A buffer slot of at least nbytes; host=True forces mapped memory (staging)."""
         host = self.direct if host is None else host
-        if nbytes > self.max_binding:
+        if nbytes > self.max_buffer:
             raise FuelVKMemoryError(
-                f"an array of {nbytes} bytes exceeds one binding's limit on {self.device.name} "
-                f"(maxStorageBufferRange = {self.max_binding} bytes); split the tensor")
-        size = min(size_class(nbytes), max(self.max_binding & ~255, nbytes))
+                f"an array of {nbytes} bytes exceeds the largest buffer on {self.device.name} "
+                f"(maxBufferSize / largest heap = {self.max_buffer} bytes); split the tensor")
+        size = min(size_class(nbytes), max(self.max_buffer & ~255, nbytes))
         with self.lock:
             if self.closed:
                 raise DeviceError("the fuelvk device was closed; create new arrays")
