@@ -45,7 +45,7 @@ class Context:
         lim = self.device.limits
         self.max_groups = (lim.maxComputeWorkGroupCount[0], lim.maxComputeWorkGroupCount[1],
                            lim.maxComputeWorkGroupCount[2])
-        self.staging_bytes = min(STAGING_BYTES, self.pool.max_binding & ~255)
+        self.staging_bytes = min(STAGING_BYTES, self.pool.max_buffer & ~255)
         self.plans = {}   # launch plans of ops/_core.launch_strided, keyed by geometry
         self.closed = False
 
