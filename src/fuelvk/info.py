@@ -31,7 +31,8 @@ def device_info():
         "api_version": d.api_version, "subgroup_size": d.subgroup_size, "loop_budget": d.loop_budget,
         "loop_cap": d.loop_cap,
         "limits": {
-            "maxStorageBufferRange": lim.maxStorageBufferRange,
+            "maxStorageBufferRange": lim.maxStorageBufferRange,   # one binding; larger arrays are split
+            "maxBufferSize": ctx.pool.max_buffer,                  # the largest array
             "maxComputeSharedMemorySize": lim.maxComputeSharedMemorySize,
             "maxComputeWorkGroupInvocations": lim.maxComputeWorkGroupInvocations,
             "maxComputeWorkGroupCount": list(ctx.max_groups),
