@@ -176,35 +176,41 @@ def solve_dsa_paged(defn, inputs):
 # -- sampling ------------------------------------------------------------------------------------------
 
 _INF_BITS = 0x7F800000   # float32 +inf: every non-negative float32 orders as its bit pattern
-_WAYS = 15               # thresholds tried per round: 8 rounds cover the 31 bits
+# Thresholds tried per round: 15 (8 rounds cover the 31 bits) while a round's [B, ways, V] stays
+# small, where each round's launches and read-back cost more than its elements; else 1 (bisection,
+# 31 rounds of B * V: a 15-way round does 15 times the elements for 4 times fewer rounds).
+_WAYS, _WIDE = 15, 1 << 18
 
 
 def _bits_to_f32(bits):
     return np.asarray(bits, np.int64).astype(np.uint32).view(np.float32)
 
 
-def smallest_threshold(p, weight, limit, ways=_WAYS):
+def smallest_threshold(p, weight, limit, ways=None):
     """Per row of p [B, V] (non-negative float32, on the device): the smallest float32 t >= 0 with
-    sum(weight[p > t]) <= limit[row] (weight: p itself, or None for a count), found exactly by a
-    (ways + 1)-ary search over bit patterns, each round one batched comparison and sum on the device.
-    The sum is non-increasing in t, so the result is a value of the row (or 0) and {p >= t} is the
-    set the rule keeps: top-k (count <= k - 1: t = the k-th largest value, ties kept) and top-p
-    (mass above <= p * total: the sorted prefix whose exclusive cumulative sum is <= p)."""
+    sum(weight[p > t]) <= limit[row] (weight [B, V, 1]: p itself; None: a count), found exactly by
+    a (ways + 1)-ary search over bit patterns; each round is one step function of p against the
+    round's thresholds (heaviside(p - t), contiguous: broadcast operands take slower kernels) and
+    one matmul with the weights.  The sum is non-increasing in t, so the result is a value of the
+    row (or 0) and {p >= t} is the set the rule keeps: top-k (count <= k - 1: t = the k-th largest
+    value, ties kept) and top-p (mass above <= p * total: the sorted prefix whose exclusive
+    cumulative sum is <= p)."""
     fv = _fv()
     b, v = p.shape
-    ways = max(1, min(ways, (1 << 24) // max(b * v, 1)))
+    ways = ways or (_WAYS if b * v * _WAYS <= _WIDE else 1)
     lo, hi = np.zeros(b, np.int64), np.full(b, _INF_BITS, np.int64)
-    w = fv.asarray(np.ones((1, 1, 1), np.float32)) if weight is None else weight[:, None, :]
+    w = fv.asarray(np.ones((v, 1), np.float32)) if weight is None else weight
+    rep = fv.ascontiguousarray(p[:, None, :].broadcast_to((b, ways, v)))
     limit = np.asarray(limit, np.float64)
+    rows = np.arange(b)
     while (lo < hi).any():
         cand = lo[:, None] + ((hi - lo)[:, None] * np.arange(1, ways + 1)) // (ways + 1)   # [B, ways]
-        t = fv.asarray(_bits_to_f32(cand)[:, :, None])
-        below = fv.less_equal(p[:, None, :], t)                                        # [B, ways, V]
-        stat = fv.sum(fv.masked_fill(w.broadcast_to((b, ways, v)), below, 0.0), axis=-1).numpy()
+        t = fv.asarray(np.ascontiguousarray(np.broadcast_to(_bits_to_f32(cand)[:, :, None], (b, ways, v))))
+        stat = fv.matmul(fv.heaviside(rep - t, 0.0), w).numpy()[..., 0]                   # [B, ways]
         ok = stat <= limit[:, None]
-        first_ok = np.where(ok.any(1), cand[np.arange(b), ok.argmax(1)], hi)
-        last_bad = np.where((~ok).any(1), cand[np.arange(b), ways - 1 - (~ok)[:, ::-1].argmax(1)] + 1, lo)
-        hi, lo = np.minimum(hi, first_ok), np.maximum(lo, np.where(lo < hi, last_bad, lo))
+        first_ok = np.where(ok.any(1), cand[rows, ok.argmax(1)], hi)
+        last_bad = np.where((~ok).any(1), cand[rows, ways - 1 - (~ok)[:, ::-1].argmax(1)] + 1, lo)
+        hi, lo = np.minimum(hi, first_ok), np.maximum(lo, last_bad)
         lo = np.minimum(lo, hi)
     return _bits_to_f32(hi)
 
@@ -225,7 +231,7 @@ def solve_sampling(defn, inputs):
     greedy = np.array([p <= 0 for p in top_p])
     seed = int(hashlib.sha256(defn["name"].encode()).hexdigest()[:8], 16)
     rng = np.random.default_rng(seed)
-    one = fv.asarray(np.ones((1, 1), np.float32))
+    ones = fv.asarray(np.ones((v, 1), np.float32))
 
     def call():
         p = probs
@@ -235,15 +241,146 @@ def solve_sampling(defn, inputs):
             p = fv.masked_fill(p, fv.less(p, fv.asarray(t[:, None])), 0.0)
         if p_rows.any():
             total = fv.sum(p, axis=-1).numpy().astype(np.float64)
-            t = smallest_threshold(p, p, np.where(p_rows, np.asarray(top_p) * total, np.inf))
+            t = smallest_threshold(p, p[:, :, None], np.where(p_rows, np.asarray(top_p) * total, np.inf))
             p = fv.masked_fill(p, fv.less(p, fv.asarray(t[:, None])), 0.0)
         cdf = fv.cumsum(p, axis=-1)
         u = fv.asarray((1.0 - rng.random((b, 1))).astype(np.float32))     # (0, 1]
         target = cdf[:, v - 1:] * u
-        below = fv.greater_equal(cdf, target)
-        s = fv.sum(fv.masked_fill(one.broadcast_to((b, v)), below, 0.0), axis=-1).numpy()
+        s = fv.matmul(fv.heaviside(target - cdf, 0.0), ones).numpy()[:, 0]   # entries with cdf < target
         s = np.minimum(s.astype(np.int64), v - 1)
         if greedy.any():
             s = np.where(greedy, fv.argmax(p, axis=-1).numpy(), s)
         return (s,)
+    return call
+
+
+# -- recurrent updates -----------------------------------------------------------------------------------
+
+def softplus(x):
+    """torch's softplus (beta 1): max(x, 0) + log(1 + exp(-|x|)), no overflow for large x."""
+    fv = _fv()
+    return fv.relu(x) + fv.log(fv.affine(fv.exp(-fv.abs(x)), 1.0, 1.0))
+
+
+def _heads_of(n_src, n_dst):
+    """Index of the source head each of n_dst heads reads (repeat_interleave by n_dst // n_src)."""
+    return _fv().asarray(np.arange(n_dst, dtype=np.int32) // (n_dst // n_src))
+
+
+def solve_mamba_ssu(defn, inputs):
+    """Mamba2 selective state update (decode): per request b with slot = state_batch_indices[b] >= 0,
+    s = state[slot] * exp(A * dt') + dt' x B (dt' = softplus(dt + dt_bias), B / C shared by the heads
+    of a group), y = sum(s C) + x D, and state[slot] = s rounded to the state's dtype; a negative
+    slot leaves y zero.  The reference loops over requests, so a request reading a slot an earlier
+    one wrote sees that write: requests go in waves (a slot's n-th request in wave n), each wave one
+    gather of its slots and one gather rewriting them (fuelvk.take from [state; s])."""
+    fv = _fv()
+    state, x, dt, a, bm, cm, dd, dtb = _dev(inputs, "state", "x", "dt", "A", "B", "C", "D", "dt_bias")
+    slots = _ints(inputs["state_batch_indices"])
+    nb, nh, hd = x.shape
+    cache = state.shape[0]
+    heads = _heads_of(bm.shape[1], nh)
+    waves, seen = [], {}
+    for b in range(nb):
+        if slots[b] >= 0:
+            n = seen[slots[b]] = seen.get(slots[b], -1) + 1
+            waves += [[]] * (n + 1 - len(waves))
+            waves[n] = waves[n] + [b]
+    plans = []
+    for w in waves:
+        src = np.arange(cache, dtype=np.int32)
+        src[[slots[b] for b in w]] = cache + np.arange(len(w))
+        plans.append((fv.asarray(np.asarray(w, np.int32)), fv.asarray(np.asarray([slots[b] for b in w], np.int32)),
+                      fv.asarray(src), w))
+    odt = np_dtype(defn["outputs"]["output"]["dtype"])
+
+    def call():
+        f32 = "float32"
+        dtf = softplus(dt.astype(f32) + dtb.astype(f32))                                  # [B, H, D]
+        da = fv.exp(a[None] * dtf[..., None])                                             # [B, H, D, S]
+        be, ce = (fv.take(m.astype(f32), heads, axis=1) for m in (bm, cm))                # [B, H, S]
+        xf = x.astype(f32)
+        dbx = (dtf * xf)[..., None] * be[:, :, None, :]
+        xd = xf * dd.astype(f32)[None]
+        y = np.zeros((nb, nh, hd), odt)
+        new = state
+        for reqs, rows, src, w in plans:
+            s = fv.take(new, rows, axis=0).astype(f32) * fv.take(da, reqs, axis=0) + fv.take(dbx, reqs, axis=0)
+            yw = fv.sum(s * fv.take(ce, reqs, axis=0)[:, :, None, :], axis=-1) + fv.take(xd, reqs, axis=0)
+            y[w] = yw.astype(odt).numpy()
+            new = fv.take(fv.concatenate([new, s.astype(state.dtype)], axis=0), src, axis=0)
+        return y, new.numpy()
+    return call
+
+
+def _gdn_gates(a_log, a, dt_bias, b):
+    """g = exp(-exp(A_log) * softplus(a + dt_bias)), beta = sigmoid(b): float32 [..., HV]."""
+    fv = _fv()
+    f32 = "float32"
+    g = fv.exp(-(fv.exp(a_log) * softplus(a.astype(f32) + dt_bias)))
+    return g, fv.sigmoid(b.astype(f32))
+
+
+def gdn_step(s, q, k, v, g, beta, scale):
+    """One gated delta-rule step for N (sequence, head) states in k-last layout: s [N, H, V, K],
+    q / k [N, H, K], v [N, H, V] (float32), g / beta [N, H].  old = g s; old_v = old k;
+    new_v = beta v + (1 - beta) old_v; s' = old + (new_v - old_v) k^T; o = scale s' q.
+    Returns (s', o [N, H, V])."""
+    fv = _fv()
+    old = s * g[..., None, None]
+    old_v = fv.matmul(old, k[..., None])                                     # [N, H, V, 1]
+    bt = beta[..., None, None]
+    new_v = bt * v[..., None] + (1.0 - bt) * old_v
+    s = old + (new_v - old_v) * k[:, :, None, :]
+    return s, fv.matmul(s, q[..., None])[..., 0] * scale
+
+
+def _gdn_scale(inputs, k_dim):
+    scale = inputs["scale"]
+    return 1.0 / math.sqrt(k_dim) if scale is None or scale == 0.0 else float(scale)
+
+
+def solve_gdn_decode(defn, inputs):
+    """Gated delta-net decode (one token per sequence, state [B, HV, V, K]): gdn_step over every
+    (sequence, v head) at once; q / k heads shared by HV / Hq v heads (repeat_interleave)."""
+    fv = _fv()
+    q, k, v, state, a_log, a, dt_bias, b = _dev(inputs, "q", "k", "v", "state", "A_log", "a", "dt_bias", "b")
+    hv, kd = v.shape[2], q.shape[-1]
+    qh, kh = _heads_of(q.shape[2], hv), _heads_of(k.shape[2], hv)
+    scale, odt = _gdn_scale(inputs, kd), np_dtype(defn["outputs"]["output"]["dtype"])
+
+    def call():
+        f32 = "float32"
+        g, beta = _gdn_gates(a_log, a[:, 0], dt_bias, b[:, 0])
+        qe, ke = (fv.take(x[:, 0].astype(f32), h, axis=1) for x, h in ((q, qh), (k, kh)))
+        s, o = gdn_step(state, qe, ke, v[:, 0].astype(f32), g, beta, scale)
+        return o[:, None].astype(odt).numpy(), s.numpy()
+    return call
+
+
+def solve_gdn_prefill(defn, inputs):
+    """Gated delta-net prefill over packed sequences (cu_seqlens): each sequence's state [HV, V, K]
+    stepped token by token (gdn_step over its heads); output per token, the final states out."""
+    fv = _fv()
+    q, k, v, state, a_log, a, dt_bias, b = _dev(inputs, "q", "k", "v", "state", "A_log", "a", "dt_bias", "b")
+    cu = _ints(inputs["cu_seqlens"])
+    hv, kd = v.shape[1], q.shape[-1]
+    qh, kh = _heads_of(q.shape[1], hv), _heads_of(k.shape[1], hv)
+    scale, odt = _gdn_scale(inputs, kd), np_dtype(defn["outputs"]["output"]["dtype"])
+
+    def call():
+        f32 = "float32"
+        g, beta = _gdn_gates(a_log, a, dt_bias, b)                                       # [T, HV]
+        qe, ke = (fv.take(x.astype(f32), h, axis=1) for x, h in ((q, qh), (k, kh)))     # [T, HV, K]
+        vf = v.astype(f32)
+        out = np.zeros((q.shape[0], hv, v.shape[-1]), odt)
+        new = np.zeros(state.shape, np.float32)
+        for n in range(len(cu) - 1):
+            s = state[n:n + 1]
+            for t in range(cu[n], cu[n + 1]):
+                s, o = gdn_step(s, qe[t:t + 1], ke[t:t + 1], vf[t:t + 1], g[t:t + 1], beta[t:t + 1], scale)
+                out[t] = o[0].astype(odt).numpy()
+            if cu[n + 1] > cu[n]:
+                new[n] = s[0].numpy()
+        return out, new
     return call

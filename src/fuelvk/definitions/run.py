@@ -333,6 +333,8 @@ _MLA_AXES = {"batch_size": "var", "num_qo_heads": "const", "head_dim_ckv": "cons
              "page_size": "const", "num_pages": "var", "len_indptr": "var", "num_kv_indices": "var"}
 _MLA_CACHE = {"ckv_cache": "num_pages page_size head_dim_ckv: =q_nope", "kpe_cache": "num_pages page_size head_dim_kpe: =q_nope"}
 
+_GDN_HEADS = {"num_q_heads": "const", "num_k_heads": "const", "num_v_heads": "const", "head_size": "const"}
+
 
 def _MLA_Q(rows):  # noqa: N802 (a signature fragment, as the constants above)
     return {"q_nope": f"{rows} num_qo_heads head_dim_ckv: float", "q_pe": f"{rows} num_qo_heads head_dim_kpe: =q_nope"}
@@ -396,6 +398,36 @@ SOLUTIONS = (
                 **({"top_p": "batch_size: float32"} if "top_p" in m else {})},
                {"samples": "batch_size: int64"}, kinds.solve_sampling)
       for m in ("top_k", "top_p", "top_k_top_p")),
+    Solution("fuelvk_mamba_ssu_decode", r"mamba_ssu_decode_h\d+_d\d+_s\d+_ng\d+",
+             {"batch_size": "var", "state_cache_size": "var", "nheads": "const", "head_dim": "const",
+              "dstate": "const", "ngroups": "const"},
+             {"state": "state_cache_size nheads head_dim dstate: float", "x": "batch_size nheads head_dim: =state",
+              "dt": "batch_size nheads head_dim: =state", "A": "nheads head_dim dstate: float32",
+              "B": "batch_size ngroups dstate: =state", "C": "batch_size ngroups dstate: =state",
+              "D": "nheads head_dim: =state", "dt_bias": "nheads head_dim: =state",
+              "state_batch_indices": "batch_size: int32"},
+             {"output": "batch_size nheads head_dim: =x", "new_state": "state_cache_size nheads head_dim dstate: =state"},
+             kinds.solve_mamba_ssu),
+    Solution("fuelvk_gdn_decode", r"gdn_decode_qk\d+_v\d+_d\d+_k_last",
+             {"batch_size": "var", "seq_len": "const", **_GDN_HEADS},
+             {"q": "batch_size seq_len num_q_heads head_size: float",
+              "k": "batch_size seq_len num_k_heads head_size: =q", "v": "batch_size seq_len num_v_heads head_size: =q",
+              "state": "batch_size num_v_heads head_size head_size: float32", "A_log": "num_v_heads: float32",
+              "a": "batch_size seq_len num_v_heads: =q", "dt_bias": "num_v_heads: float32",
+              "b": "batch_size seq_len num_v_heads: =q", "scale": "scalar: float32"},
+             {"output": "batch_size seq_len num_v_heads head_size: =q",
+              "new_state": "batch_size num_v_heads head_size head_size: float32"},
+             kinds.solve_gdn_decode),
+    Solution("fuelvk_gdn_prefill", r"gdn_prefill_qk\d+_v\d+_d\d+_k_last",
+             {"total_seq_len": "var", "num_seqs": "var", "len_cu_seqlens": "var", **_GDN_HEADS},
+             {"q": "total_seq_len num_q_heads head_size: float", "k": "total_seq_len num_k_heads head_size: =q",
+              "v": "total_seq_len num_v_heads head_size: =q",
+              "state": "num_seqs num_v_heads head_size head_size: float32", "A_log": "num_v_heads: float32",
+              "a": "total_seq_len num_v_heads: =q", "dt_bias": "num_v_heads: float32",
+              "b": "total_seq_len num_v_heads: =q", "cu_seqlens": "len_cu_seqlens: int64", "scale": "scalar: float32"},
+             {"output": "total_seq_len num_v_heads head_size: =q",
+              "new_state": "num_seqs num_v_heads head_size head_size: float32"},
+             kinds.solve_gdn_prefill),
     Solution("fuelvk_rope_cos_sin_cache_neox", r"rope_with_cos_sin_cache_neox_style_d\d+_rd\d+",
              {"num_tokens": "var", "num_qo_heads": "var", "num_kv_heads": "var", "head_size": "const",
               "rotary_dim": "const", "max_seq_len": "var"},
