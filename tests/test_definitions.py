@@ -246,8 +246,21 @@ def test_trace_jsonl_parses_back(tmp_path, capsys):
 
 FUSED = "fused_add_rmsnorm_h4096"
 ROPE = "rope_with_cos_sin_cache_neox_style_d128_rd64"
-# Kinds fuelvk has no solution for yet: each must get NO_SOLUTION, never a solution of another signature.
-UNSOLVED = ["moe_fp8_block_scale_renorm_topk8_e128_h2048_i768"]
+MOE = "moe_fp8_block_scale_renorm_topk8_e128_h2048_i768"
+
+
+def _unsolved():
+    """Definitions of kinds (or variants) fuelvk has no solution for, made from the shipped ones as
+    the dataset names them: each must get NO_SOLUTION, never a solution of another signature."""
+    defs = _defs()
+    moe, gdn = defs[MOE], defs["gdn_decode_qk4_v8_d128_k_last"]
+    ds = {**moe, "name": "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048",
+          "inputs": {**moe["inputs"], "routing_bias": {"shape": ["num_local_experts"], "dtype": "bfloat16"}}}
+    mtp = {**gdn, "name": "gdn_mtp_qk4_v8_d128_k_last", "axes": {**gdn["axes"], "seq_len": {"type": "var"}}}
+    return {d["name"]: d for d in (ds, mtp)}
+
+
+UNSOLVED = ["moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048", "gdn_mtp_qk4_v8_d128_k_last"]
 
 
 def _defs():
@@ -275,9 +288,10 @@ def test_every_reference_definition_is_matched_or_refused():
             "top_k_top_p_sampling_from_probs_v128256": "fuelvk_top_k_top_p_sampling",
             "gdn_decode_qk4_v8_d128_k_last": "fuelvk_gdn_decode",
             "gdn_prefill_qk4_v8_d128_k_last": "fuelvk_gdn_prefill",
-            "mamba_ssu_decode_h64_d64_s128_ng4": "fuelvk_mamba_ssu_decode"}
+            "mamba_ssu_decode_h64_d64_s128_ng4": "fuelvk_mamba_ssu_decode",
+            MOE: "fuelvk_moe_fp8_block_scale_renorm"}
     defs = _defs()
-    assert set(want) | set(UNSOLVED) == set(defs)
+    assert set(want) == set(defs)
     for name, d in defs.items():
         sol, why = match_solution(d)
         assert (sol and sol.name) == want.get(name), (name, why)
@@ -328,7 +342,7 @@ def test_an_unsupported_definition_gets_no_solution_and_is_never_run(name, monke
         raise AssertionError("ran")
     monkeypatch.setattr(run_mod, "gen_inputs", never)
     monkeypatch.setattr(run_mod, "reference_fn", never)
-    d = _defs()[name]
+    d = _unsolved()[name]
     ev = evaluate(d, _row(d), repeats=1)["evaluation"]
     assert ev["status"] == NO_SOLUTION and name in ev["log"]
     assert "correctness" not in ev and "performance" not in ev
@@ -433,11 +447,15 @@ def test_matched_ratio_rule():
 def test_summary_table(tmp_path, capsys):
     """The CLI ends with a table: one line per Definition, a column per status, its solution, a total."""
     rows = _smallest("rmsnorm_h4096", 2) + _smallest(FUSED, 1)
-    paged = _defs()[UNSOLVED[0]]
+    paged = _unsolved()[UNSOLVED[0]]
     rows += [_row(paged, "p1", seq_len=2), _row(paged, "p2", seq_len=2)]
     wl = tmp_path / "wl.jsonl"
     wl.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    rc = fuelvk_main(["definitions", "run", str(TRACE_DIR / "definitions"), str(wl), "--repeats", "1",
+    defs = tmp_path / "definitions"   # the shipped Definitions and one fuelvk has no solution for
+    defs.mkdir()
+    for d in list(_defs().values()) + [paged]:
+        (defs / f"{d['name']}.json").write_text(json.dumps(d))
+    rc = fuelvk_main(["definitions", "run", str(defs), str(wl), "--repeats", "1",
                       "--max-workloads", "1"])
     assert rc == 0   # NO_SOLUTION is reported, not a failure
     captured = capsys.readouterr()
@@ -452,7 +470,7 @@ def test_summary_table(tmp_path, capsys):
     assert cells[paged["name"]][NO_SOLUTION] == "1" and cells[paged["name"]]["SKIPPED"] == "1"
     assert cells["total"]["PASSED"] == "2" and cells["total"][NO_SOLUTION] == "1"
     # every Definition loaded is listed with the solution serving it, rows or not
-    assert set(cells) == set(_defs()) | {"total"}
+    assert set(cells) == set(_defs()) | {paged["name"], "total"}
     assert cells[FUSED]["solution"] == "fuelvk_fused_add_rmsnorm"
     assert cells[paged["name"]]["solution"] == "none"
     assert cells[ROPE]["solution"] == "fuelvk_rope_cos_sin_cache_neox" and cells[ROPE]["PASSED"] == "."
@@ -683,3 +701,23 @@ def test_a_variant_signature_of_a_solved_kind_is_refused():
     v = {**d, "inputs": {**d["inputs"], "kv_last_page_len": {"shape": ["batch_size"], "dtype": "int32"}}}
     sol, why = match_solution(v)
     assert sol is None and "kv_last_page_len" in why
+
+
+def test_moe_fp8_block_scale_renorm(tmp_path):
+    """8 experts, hidden 256, intermediate 128, top 2 (the reference's constants shrunk, 128-wide
+    blocks kept); wrong routing (the lowest logits) is caught under moe's 95% rule."""
+    full = _defs()[MOE]
+    ref = full["reference"]
+    for a, b in (("E = 128", "E = 8"), ("H = 2048", "H = 256"), ("I = 768", "I = 128"), ("TOP_K = 8", "TOP_K = 2")):
+        assert a in ref
+        ref = ref.replace(a, b)
+    small = {"num_local_experts": 8, "hidden_size": 256, "intermediate_size": 128, "gemm1_out_size": 256,
+             "top_k": 2, "num_hidden_blocks": 2, "num_intermediate_blocks": 1, "num_gemm1_out_blocks": 2}
+    d = {**full, "name": "moe_fp8_block_scale_renorm_topk2_e8_h256_i128", "reference": ref,
+         "axes": {k: {**v, "value": small[k]} if k in small else v for k, v in full["axes"].items()}}
+    assert match_solution(d)[0].name == "fuelvk_moe_fp8_block_scale_renorm"
+    row = _row(d, "moe", seq_len=6)
+    _passes_and_a_wrong_one_fails(d, row, tmp_path, lambda o: (o[0] * 1.05,))
+    flipped = evaluate(d, row, repeats=1, solution=lambda defn, inp: fuelvk_solution(
+        defn, {**inp, "routing_logits": -inp["routing_logits"]}))["evaluation"]
+    assert flipped["status"] == "INCORRECT_NUMERICAL"

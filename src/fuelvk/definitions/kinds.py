@@ -384,3 +384,52 @@ def solve_gdn_prefill(defn, inputs):
                 new[n] = s[0].numpy()
         return out, new
     return call
+
+
+# -- mixture of experts ------------------------------------------------------------------------------------
+
+def _dequant_blocks(w, scale):
+    """fp8 [R, C] with float32 block scales [R / b, C / b] (b = R / scale rows) -> float32 [R, C]."""
+    r, c = w.shape
+    br, bc = scale.shape
+    return (w.astype("float32").reshape(br, r // br, bc, c // bc) * scale[:, None, :, None]).reshape(r, c)
+
+
+def solve_moe_fp8_renorm(defn, inputs):
+    """FP8 block-scale MoE with Renormalize routing (top-k logits, softmax over them) and SwiGLU:
+    activations dequantized (fp8 * per-token block scale), the top-k found on the device (k rounds
+    of argmax, each winner masked to -inf), then per expert that any token chose: its two weights
+    dequantized block by block (that expert only), up / gate matmuls of its tokens, silu(gate) * up,
+    the down matmul weighted by the routing probability, added into the tokens' rows (index_add)."""
+    fv = _fv()
+    logits, hs, hs_scale, w13, s13, w2, s2 = _dev(inputs, "routing_logits", "hidden_states", "hidden_states_scale",
+                                                  "gemm1_weights", "gemm1_weights_scale", "gemm2_weights",
+                                                  "gemm2_weights_scale")
+    t, e = logits.shape
+    h = hs.shape[1]
+    inter = w2.shape[2]
+    top_k = defn["axes"]["top_k"]["value"]
+    experts = fv.asarray(np.arange(e, dtype=np.int64)[None])
+    odt = np_dtype(defn["outputs"]["output"]["dtype"])
+
+    def call():
+        f32 = "float32"
+        a = (hs.astype(f32).reshape(t, hs_scale.shape[0], -1) * hs_scale.T[:, :, None]).reshape(t, h)
+        lg, picks, vals = logits.astype(f32), [], []
+        for _ in range(top_k):
+            i = fv.argmax(lg, axis=-1)[:, None]                                            # [T, 1]
+            vals.append(fv.take_along_axis(lg, i, axis=-1))
+            picks.append(i)
+            lg = fv.masked_fill(lg, fv.equal(experts, i), -math.inf)
+        probs = fv.softmax(fv.concatenate(vals, axis=1), axis=-1).reshape(-1)             # [T * K]
+        chosen = np.concatenate([i.numpy() for i in picks], axis=1)                         # [T, K] on the host
+        out = fv.zeros((t, h), f32)
+        for ex in np.unique(chosen):
+            tok, slot = np.nonzero(chosen == ex)
+            tok_d = fv.asarray(tok.astype(np.int32))
+            g1 = fv.matmul(fv.take(a, tok_d, axis=0), _dequant_blocks(w13[int(ex)], s13[int(ex)]).T)   # [n, 2I]
+            c = fv.silu(g1[:, inter:]) * g1[:, :inter]
+            wt = fv.take(probs, fv.asarray((tok * top_k + slot).astype(np.int32)))[:, None]
+            out = fv.index_add(out, 0, tok_d, fv.matmul(c, _dequant_blocks(w2[int(ex)], s2[int(ex)]).T) * wt)
+        return (out.astype(odt).numpy(),)
+    return call
