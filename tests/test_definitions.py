@@ -543,7 +543,8 @@ def _blob_row(tmp, defn, uuid, axes, tensors, scalars=None):
     st = pytest.importorskip("safetensors.torch")
     (tmp / "blob").mkdir(exist_ok=True)
     st.save_file(tensors, str(tmp / "blob" / f"{uuid}.safetensors"))
-    inputs = {k: {"type": "safetensors", "path": f"./blob/{uuid}.safetensors", "tensor_key": k} for k in tensors}
+    path = f"./blob/{uuid}.safetensors"
+    inputs = {k: {"type": "safetensors", "path": path, "tensor_key": k} for k in tensors}
     inputs.update({k: {"type": "scalar", "value": v} for k, v in (scalars or {}).items()})
     return {"definition": defn["name"], "solution": None, "evaluation": None,
             "workload": {"uuid": uuid, "axes": axes, "inputs": inputs}}
@@ -580,7 +581,8 @@ def test_gqa_paged_decode(tmp_path):
     """A random page table over 16 pages, one empty request (zeros, lse -inf, as the reference)."""
     d = _defs()["gqa_paged_decode_h32_kv8_d128_ps1"]
     idx = torch.randperm(16, generator=torch.Generator().manual_seed(1))[:11].to(torch.int32)
-    row = _blob_row(tmp_path, d, "gqad", {"batch_size": 4, "num_pages": 16, "len_indptr": 5, "num_kv_indices": 11},
+    row = _blob_row(tmp_path, d, "gqad",
+                    {"batch_size": 4, "num_pages": 16, "len_indptr": 5, "num_kv_indices": 11},
                     {"kv_indptr": _i32([0, 3, 3, 10, 11]), "kv_indices": idx}, {"sm_scale": 0.0883883})
     _passes_and_a_wrong_one_fails(d, row, tmp_path, _log_lse)
     # the page order matters: the same pages in another order are another sequence
@@ -609,7 +611,8 @@ def test_gqa_paged_prefill_causal(tmp_path, page_size):
 def test_mla_paged_decode(tmp_path):
     d = _defs()["mla_paged_decode_h16_ckv512_kpe64_ps1"]
     idx = torch.randperm(20, generator=torch.Generator().manual_seed(2))[:9].to(torch.int32)
-    row = _blob_row(tmp_path, d, "mla", {"batch_size": 3, "num_pages": 20, "len_indptr": 4, "num_kv_indices": 9},
+    row = _blob_row(tmp_path, d, "mla", {"batch_size": 3, "num_pages": 20, "len_indptr": 4,
+                                          "num_kv_indices": 9},
                     {"kv_indptr": _i32([0, 4, 4, 9]), "kv_indices": idx}, {"sm_scale": 0.0416667})
     _passes_and_a_wrong_one_fails(d, row, tmp_path, _log_lse)
 
@@ -628,7 +631,8 @@ def test_dsa_sparse_attention(tmp_path):
 def test_mla_ragged_prefill_causal(tmp_path):
     d = _defs()["mla_ragged_prefill_causal_h16_qk192_vo128"]
     row = _blob_row(tmp_path, d, "mlar", {"total_q": 7, "total_kv": 12, "len_indptr": 4},
-                    {"qo_indptr": _i32([0, 3, 3, 7]), "kv_indptr": _i32([0, 5, 6, 12])}, {"sm_scale": 0.0721688})
+                    {"qo_indptr": _i32([0, 3, 3, 7]), "kv_indptr": _i32([0, 5, 6, 12])},
+                    {"sm_scale": 0.0721688})
     _passes_and_a_wrong_one_fails(d, row, tmp_path, _log_lse)
 
 
@@ -665,8 +669,8 @@ def test_fuelvk_sampling_passes_the_statistical_check(tmp_path, monkeypatch):
     Rows where top-k and top-p both cut are left out: the check's nucleus is taken on the original
     probs, the reference's on the top-k renormalized ones, and the two distributions differ there
     (total variation 0.19 for k = 30, p = 0.8 over 64 tokens) whatever the sampler."""
-    monkeypatch.setitem(run_mod.TOLERANCES, "sampling", {**run_mod.TOLERANCES["sampling"], "validation_trials": 10,
-                                                         "batch_rows": 100, "draws": 1500})
+    fewer = {"validation_trials": 10, "batch_rows": 100, "draws": 1500}
+    monkeypatch.setitem(run_mod.TOLERANCES, "sampling", {**run_mod.TOLERANCES["sampling"], **fewer})
     d = _sampling_def(64)
     row = _blob_row(tmp_path, d, "smp", {"batch_size": 5},
                     {"top_k": _i32([5, 12, -1, -1, 3]), "top_p": torch.tensor([1.0, 1.0, 1.0, 0.5, 0.9])})
@@ -708,7 +712,9 @@ def test_moe_fp8_block_scale_renorm(tmp_path):
     blocks kept); wrong routing (the lowest logits) is caught under moe's 95% rule."""
     full = _defs()[MOE]
     ref = full["reference"]
-    for a, b in (("E = 128", "E = 8"), ("H = 2048", "H = 256"), ("I = 768", "I = 128"), ("TOP_K = 8", "TOP_K = 2")):
+    smaller = (("E = 128", "E = 8"), ("H = 2048", "H = 256"), ("I = 768", "I = 128"),
+               ("TOP_K = 8", "TOP_K = 2"))
+    for a, b in smaller:
         assert a in ref
         ref = ref.replace(a, b)
     small = {"num_local_experts": 8, "hidden_size": 256, "intermediate_size": 128, "gemm1_out_size": 256,

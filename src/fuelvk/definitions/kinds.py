@@ -40,6 +40,11 @@ def lse_is_log2(defn):
 
 # -- attention -----------------------------------------------------------------------------------------
 
+def _attn_options(defn, inputs):
+    """(sm_scale, output dtype, lse 2-based?) of an attention Definition."""
+    return float(inputs["sm_scale"]), np_dtype(defn["outputs"]["output"]["dtype"]), lse_is_log2(defn)
+
+
 def sdpa_segments(q, segments, scale, causal, odt, log2, dv=None):
     """fuelvk.scaled_dot_product_attention per segment: segments are (q0, q1, kv) with kv() giving the
     segment's (k, v) [T, Hkv, D] device arrays (or None); q [total_q, Hq, D] on the device.  Host
@@ -64,7 +69,7 @@ def solve_gqa_ragged(defn, inputs):
     bottom-right aligned (fuelvk's and the reference's convention)."""
     q, k, v = _dev(inputs, "q", "k", "v")
     qo, kv = _ints(inputs["qo_indptr"]), _ints(inputs["kv_indptr"])
-    scale, odt, log2 = float(inputs["sm_scale"]), np_dtype(defn["outputs"]["output"]["dtype"]), lse_is_log2(defn)
+    scale, odt, log2 = _attn_options(defn, inputs)
     segs = [(qo[b], qo[b + 1], lambda a=kv[b], e=kv[b + 1]: (k[a:e], v[a:e])) for b in range(len(qo) - 1)]
     return lambda: sdpa_segments(q, segs, scale, True, odt, log2)
 
@@ -75,12 +80,13 @@ def solve_mla_ragged(defn, inputs):
     fv = _fv()
     q, k, v = _dev(inputs, "q", "k", "v")
     qo, kv = _ints(inputs["qo_indptr"]), _ints(inputs["kv_indptr"])
-    scale, odt, log2 = float(inputs["sm_scale"]), np_dtype(defn["outputs"]["output"]["dtype"]), lse_is_log2(defn)
+    scale, odt, log2 = _attn_options(defn, inputs)
     dqk, dv = q.shape[-1], v.shape[-1]
 
     def call():
         vp = fv.pad(v, ((0, 0), (0, 0), (0, dqk - dv))) if dqk > dv else v
-        segs = [(qo[b], qo[b + 1], lambda a=kv[b], e=kv[b + 1]: (k[a:e], vp[a:e])) for b in range(len(qo) - 1)]
+        segs = [(qo[b], qo[b + 1], lambda a=kv[b], e=kv[b + 1]: (k[a:e], vp[a:e]))
+                for b in range(len(qo) - 1)]
         return sdpa_segments(q, segs, scale, True, odt, log2, dv)
     return call
 
@@ -97,7 +103,7 @@ def solve_gqa_paged(defn, inputs):
     nb = len(ptr) - 1
     qo = _ints(inputs["qo_indptr"]) if "qo_indptr" in inputs else list(range(nb + 1))
     last = _ints(inputs["kv_last_page_len"]) if "kv_last_page_len" in inputs else [ps] * nb
-    scale, odt, log2 = float(inputs["sm_scale"]), np_dtype(defn["outputs"]["output"]["dtype"]), lse_is_log2(defn)
+    scale, odt, log2 = _attn_options(defn, inputs)
 
     def kv(b):
         n = ptr[b + 1] - ptr[b]
@@ -124,7 +130,7 @@ def _latent_rows(defn, inputs, rows):
     """rows: per output row, the device ids of its cache tokens (None: no key).  Host (out, lse)."""
     qn, qp, ckv, kpe = _dev(inputs, "q_nope", "q_pe", "ckv_cache", "kpe_cache")
     ckv, kpe = ckv.reshape(-1, ckv.shape[-1]), kpe.reshape(-1, kpe.shape[-1])   # token rows
-    scale, odt, log2 = float(inputs["sm_scale"]), np_dtype(defn["outputs"]["output"]["dtype"]), lse_is_log2(defn)
+    scale, odt, log2 = _attn_options(defn, inputs)
     fv = _fv()
 
     def call():
@@ -134,11 +140,17 @@ def _latent_rows(defn, inputs, rows):
         for t, ids in enumerate(rows):
             if ids is None:
                 continue
-            o, l_ = latent_attention(qn[t], qp[t], fv.take(ckv, ids, axis=0), fv.take(kpe, ids, axis=0), scale)
+            kc, kp = fv.take(ckv, ids, axis=0), fv.take(kpe, ids, axis=0)
+            o, l_ = latent_attention(qn[t], qp[t], kc, kp, scale)
             out[t] = o.astype(odt).numpy()
             lse[t] = l_.numpy() / (LN2 if log2 else 1.0)
         return out, lse
     return call
+
+
+def _page_tokens(pages, ps):
+    """int32 cache token rows of pages (each page_size rows long)."""
+    return (pages.astype(np.int64)[:, None] * ps + np.arange(ps)).reshape(-1).astype(np.int32)
 
 
 def _token_ids(fv, ptr, idx, ps, b):
@@ -147,8 +159,7 @@ def _token_ids(fv, ptr, idx, ps, b):
     if ptr[b + 1] <= ptr[b]:
         return None
     pages = idx[ptr[b]:ptr[b + 1]]
-    return fv.asarray((np.asarray(pages, np.int64)[:, None] * ps + np.arange(ps)).reshape(-1).astype(np.int32)) \
-        if ps > 1 else fv.asarray(np.asarray(pages, np.int32))
+    return fv.asarray(_page_tokens(np.asarray(pages), ps))
 
 
 def solve_mla_paged(defn, inputs):
@@ -168,8 +179,7 @@ def solve_dsa_paged(defn, inputs):
     rows = []
     for r in sel:
         ids = r[r != -1]
-        ids = (ids.astype(np.int64)[:, None] * ps + np.arange(ps)).reshape(-1) if ps > 1 else ids
-        rows.append(fv.asarray(ids.astype(np.int32)) if ids.size else None)
+        rows.append(fv.asarray(_page_tokens(ids, ps)) if ids.size else None)
     return _latent_rows(defn, inputs, rows)
 
 
@@ -290,8 +300,8 @@ def solve_mamba_ssu(defn, inputs):
     for w in waves:
         src = np.arange(cache, dtype=np.int32)
         src[[slots[b] for b in w]] = cache + np.arange(len(w))
-        plans.append((fv.asarray(np.asarray(w, np.int32)), fv.asarray(np.asarray([slots[b] for b in w], np.int32)),
-                      fv.asarray(src), w))
+        ints = (np.asarray(x, np.int32) for x in (w, [slots[b] for b in w], src))
+        plans.append((*(fv.asarray(x) for x in ints), w))
     odt = np_dtype(defn["outputs"]["output"]["dtype"])
 
     def call():
@@ -305,7 +315,8 @@ def solve_mamba_ssu(defn, inputs):
         y = np.zeros((nb, nh, hd), odt)
         new = state
         for reqs, rows, src, w in plans:
-            s = fv.take(new, rows, axis=0).astype(f32) * fv.take(da, reqs, axis=0) + fv.take(dbx, reqs, axis=0)
+            s = fv.take(new, rows, axis=0).astype(f32) * fv.take(da, reqs, axis=0)
+            s = s + fv.take(dbx, reqs, axis=0)
             yw = fv.sum(s * fv.take(ce, reqs, axis=0)[:, :, None, :], axis=-1) + fv.take(xd, reqs, axis=0)
             y[w] = yw.astype(odt).numpy()
             new = fv.take(fv.concatenate([new, s.astype(state.dtype)], axis=0), src, axis=0)
@@ -402,9 +413,9 @@ def solve_moe_fp8_renorm(defn, inputs):
     dequantized block by block (that expert only), up / gate matmuls of its tokens, silu(gate) * up,
     the down matmul weighted by the routing probability, added into the tokens' rows (index_add)."""
     fv = _fv()
-    logits, hs, hs_scale, w13, s13, w2, s2 = _dev(inputs, "routing_logits", "hidden_states", "hidden_states_scale",
-                                                  "gemm1_weights", "gemm1_weights_scale", "gemm2_weights",
-                                                  "gemm2_weights_scale")
+    logits, hs, hs_scale, w13, s13, w2, s2 = _dev(
+        inputs, "routing_logits", "hidden_states", "hidden_states_scale", "gemm1_weights",
+        "gemm1_weights_scale", "gemm2_weights", "gemm2_weights_scale")
     t, e = logits.shape
     h = hs.shape[1]
     inter = w2.shape[2]
@@ -422,12 +433,13 @@ def solve_moe_fp8_renorm(defn, inputs):
             picks.append(i)
             lg = fv.masked_fill(lg, fv.equal(experts, i), -math.inf)
         probs = fv.softmax(fv.concatenate(vals, axis=1), axis=-1).reshape(-1)             # [T * K]
-        chosen = np.concatenate([i.numpy() for i in picks], axis=1)                         # [T, K] on the host
+        chosen = np.concatenate([i.numpy() for i in picks], axis=1)                  # [T, K] on the host
         out = fv.zeros((t, h), f32)
         for ex in np.unique(chosen):
             tok, slot = np.nonzero(chosen == ex)
             tok_d = fv.asarray(tok.astype(np.int32))
-            g1 = fv.matmul(fv.take(a, tok_d, axis=0), _dequant_blocks(w13[int(ex)], s13[int(ex)]).T)   # [n, 2I]
+            w1 = _dequant_blocks(w13[int(ex)], s13[int(ex)])                                  # [2I, H]
+            g1 = fv.matmul(fv.take(a, tok_d, axis=0), w1.T)                                     # [n, 2I]
             c = fv.silu(g1[:, inter:]) * g1[:, :inter]
             wt = fv.take(probs, fv.asarray((tok * top_k + slot).astype(np.int32)))[:, None]
             out = fv.index_add(out, 0, tok_d, fv.matmul(c, _dequant_blocks(w2[int(ex)], s2[int(ex)]).T) * wt)

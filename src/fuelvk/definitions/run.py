@@ -328,16 +328,22 @@ _RAGGED_AXES = {"num_qo_heads": "const", "num_kv_heads": "const", "head_dim": "c
                 "len_indptr": "var", "total_q": "var", "total_kv": "var"}
 _PAGED_AXES = {"batch_size": "var", "num_qo_heads": "const", "num_kv_heads": "const", "head_dim": "const",
                "num_pages": "var", "page_size": "const", "len_indptr": "var", "num_kv_indices": "var"}
-_CACHE = "num_pages page_size num_kv_heads head_dim"
+_KV_CACHE = {"k_cache": "num_pages page_size num_kv_heads head_dim: =q",
+             "v_cache": "num_pages page_size num_kv_heads head_dim: =q"}
+_PAGES = {"kv_indptr": "len_indptr: int32", "kv_indices": "num_kv_indices: int32"}
 _MLA_AXES = {"batch_size": "var", "num_qo_heads": "const", "head_dim_ckv": "const", "head_dim_kpe": "const",
              "page_size": "const", "num_pages": "var", "len_indptr": "var", "num_kv_indices": "var"}
-_MLA_CACHE = {"ckv_cache": "num_pages page_size head_dim_ckv: =q_nope", "kpe_cache": "num_pages page_size head_dim_kpe: =q_nope"}
+_MLA_CACHE = {"ckv_cache": "num_pages page_size head_dim_ckv: =q_nope",
+              "kpe_cache": "num_pages page_size head_dim_kpe: =q_nope"}
 
+_MOE_CONSTS = ("num_local_experts", "hidden_size", "intermediate_size", "gemm1_out_size", "top_k",
+               "num_hidden_blocks", "num_intermediate_blocks", "num_gemm1_out_blocks")
 _GDN_HEADS = {"num_q_heads": "const", "num_k_heads": "const", "num_v_heads": "const", "head_size": "const"}
 
 
 def _MLA_Q(rows):  # noqa: N802 (a signature fragment, as the constants above)
-    return {"q_nope": f"{rows} num_qo_heads head_dim_ckv: float", "q_pe": f"{rows} num_qo_heads head_dim_kpe: =q_nope"}
+    return {"q_nope": f"{rows} num_qo_heads head_dim_ckv: float",
+            "q_pe": f"{rows} num_qo_heads head_dim_kpe: =q_nope"}
 
 
 def _MLA_OUT(rows):  # noqa: N802
@@ -362,21 +368,19 @@ SOLUTIONS = (
              {"output": "total_q num_qo_heads head_dim: =q", "lse": "total_q num_qo_heads: float32"},
              kinds.solve_gqa_ragged),
     Solution("fuelvk_gqa_paged_decode", r"gqa_paged_decode_h\d+_kv\d+_d\d+_ps\d+", _PAGED_AXES,
-             {"q": "batch_size num_qo_heads head_dim: float", "k_cache": f"{_CACHE}: =q", "v_cache": f"{_CACHE}: =q",
-              "kv_indptr": "len_indptr: int32", "kv_indices": "num_kv_indices: int32", "sm_scale": "scalar: float32"},
+             {"q": "batch_size num_qo_heads head_dim: float", **_KV_CACHE, **_PAGES,
+              "sm_scale": "scalar: float32"},
              {"output": "batch_size num_qo_heads head_dim: =q", "lse": "batch_size num_qo_heads: float32"},
              kinds.solve_gqa_paged),
     Solution("fuelvk_gqa_paged_prefill_causal", r"gqa_paged_prefill_causal_h\d+_kv\d+_d\d+_ps\d+",
              {**_PAGED_AXES, "total_q": "var"},
-             {"q": "total_q num_qo_heads head_dim: float", "k_cache": f"{_CACHE}: =q", "v_cache": f"{_CACHE}: =q",
-              "qo_indptr": "len_indptr: int32", "kv_indptr": "len_indptr: int32",
-              "kv_indices": "num_kv_indices: int32", "kv_last_page_len": "batch_size: int32",
+             {"q": "total_q num_qo_heads head_dim: float", **_KV_CACHE, "qo_indptr": "len_indptr: int32",
+              **_PAGES, "kv_last_page_len": "batch_size: int32",
               "sm_scale": "scalar: float32"},
              {"output": "total_q num_qo_heads head_dim: =q", "lse": "total_q num_qo_heads: float32"},
              kinds.solve_gqa_paged),
     Solution("fuelvk_mla_paged_decode", r"mla_paged_decode_h\d+_ckv\d+_kpe\d+_ps\d+", _MLA_AXES,
-             {**_MLA_Q("batch_size"), **_MLA_CACHE,
-              "kv_indptr": "len_indptr: int32", "kv_indices": "num_kv_indices: int32", "sm_scale": "scalar: float32"},
+             {**_MLA_Q("batch_size"), **_MLA_CACHE, **_PAGES, "sm_scale": "scalar: float32"},
              _MLA_OUT("batch_size"), kinds.solve_mla_paged),
     Solution("fuelvk_dsa_sparse_attention", r"dsa_sparse_attention_h\d+_ckv\d+_kpe\d+_topk\d+_ps\d+",
              {"num_tokens": "var", "num_qo_heads": "const", "head_dim_ckv": "const", "head_dim_kpe": "const",
@@ -392,7 +396,8 @@ SOLUTIONS = (
               "kv_indptr": "len_indptr: int32", "sm_scale": "scalar: float32"},
              {"output": "total_q num_qo_heads vo_dim: =q", "lse": "total_q num_qo_heads: float32"},
              kinds.solve_mla_ragged),
-    *(Solution(f"fuelvk_{m}_sampling", rf"{m}_sampling_from_probs_v\d+", {"batch_size": "var", "vocab_size": "const"},
+    *(Solution(f"fuelvk_{m}_sampling", rf"{m}_sampling_from_probs_v\d+",
+               {"batch_size": "var", "vocab_size": "const"},
                {"probs": "batch_size vocab_size: float32",
                 **({"top_k": "batch_size: int32"} if "top_k" in m else {}),
                 **({"top_p": "batch_size: float32"} if "top_p" in m else {})},
@@ -401,17 +406,20 @@ SOLUTIONS = (
     Solution("fuelvk_mamba_ssu_decode", r"mamba_ssu_decode_h\d+_d\d+_s\d+_ng\d+",
              {"batch_size": "var", "state_cache_size": "var", "nheads": "const", "head_dim": "const",
               "dstate": "const", "ngroups": "const"},
-             {"state": "state_cache_size nheads head_dim dstate: float", "x": "batch_size nheads head_dim: =state",
+             {"state": "state_cache_size nheads head_dim dstate: float",
+              "x": "batch_size nheads head_dim: =state",
               "dt": "batch_size nheads head_dim: =state", "A": "nheads head_dim dstate: float32",
               "B": "batch_size ngroups dstate: =state", "C": "batch_size ngroups dstate: =state",
               "D": "nheads head_dim: =state", "dt_bias": "nheads head_dim: =state",
               "state_batch_indices": "batch_size: int32"},
-             {"output": "batch_size nheads head_dim: =x", "new_state": "state_cache_size nheads head_dim dstate: =state"},
+             {"output": "batch_size nheads head_dim: =x",
+              "new_state": "state_cache_size nheads head_dim dstate: =state"},
              kinds.solve_mamba_ssu),
     Solution("fuelvk_gdn_decode", r"gdn_decode_qk\d+_v\d+_d\d+_k_last",
              {"batch_size": "var", "seq_len": "const", **_GDN_HEADS},
              {"q": "batch_size seq_len num_q_heads head_size: float",
-              "k": "batch_size seq_len num_k_heads head_size: =q", "v": "batch_size seq_len num_v_heads head_size: =q",
+              "k": "batch_size seq_len num_k_heads head_size: =q",
+              "v": "batch_size seq_len num_v_heads head_size: =q",
               "state": "batch_size num_v_heads head_size head_size: float32", "A_log": "num_v_heads: float32",
               "a": "batch_size seq_len num_v_heads: =q", "dt_bias": "num_v_heads: float32",
               "b": "batch_size seq_len num_v_heads: =q", "scale": "scalar: float32"},
@@ -420,18 +428,18 @@ SOLUTIONS = (
              kinds.solve_gdn_decode),
     Solution("fuelvk_gdn_prefill", r"gdn_prefill_qk\d+_v\d+_d\d+_k_last",
              {"total_seq_len": "var", "num_seqs": "var", "len_cu_seqlens": "var", **_GDN_HEADS},
-             {"q": "total_seq_len num_q_heads head_size: float", "k": "total_seq_len num_k_heads head_size: =q",
+             {"q": "total_seq_len num_q_heads head_size: float",
+              "k": "total_seq_len num_k_heads head_size: =q",
               "v": "total_seq_len num_v_heads head_size: =q",
               "state": "num_seqs num_v_heads head_size head_size: float32", "A_log": "num_v_heads: float32",
               "a": "total_seq_len num_v_heads: =q", "dt_bias": "num_v_heads: float32",
-              "b": "total_seq_len num_v_heads: =q", "cu_seqlens": "len_cu_seqlens: int64", "scale": "scalar: float32"},
+              "b": "total_seq_len num_v_heads: =q", "cu_seqlens": "len_cu_seqlens: int64",
+              "scale": "scalar: float32"},
              {"output": "total_seq_len num_v_heads head_size: =q",
               "new_state": "num_seqs num_v_heads head_size head_size: float32"},
              kinds.solve_gdn_prefill),
     Solution("fuelvk_moe_fp8_block_scale_renorm", r"moe_fp8_block_scale_renorm_topk\d+_e\d+_h\d+_i\d+",
-             {"seq_len": "var", **{a: "const" for a in ("num_local_experts", "hidden_size", "intermediate_size",
-                                                        "gemm1_out_size", "top_k", "num_hidden_blocks",
-                                                        "num_intermediate_blocks", "num_gemm1_out_blocks")}},
+             {"seq_len": "var", **dict.fromkeys(_MOE_CONSTS, "const")},
              {"routing_logits": "seq_len num_local_experts: bfloat16",
               "hidden_states": "seq_len hidden_size: float8_e4m3fn",
               "hidden_states_scale": "num_hidden_blocks seq_len: float32",
