@@ -410,15 +410,16 @@ def solve_moe_fp8_renorm(defn, inputs):
     """FP8 block-scale MoE with Renormalize routing (top-k logits, softmax over them) and SwiGLU:
     activations dequantized (fp8 * per-token block scale), the top-k found on the device (k rounds
     of argmax, each winner masked to -inf), then per expert that any token chose: its two weights
-    dequantized block by block (that expert only), up / gate matmuls of its tokens, silu(gate) * up,
+    dequantized block by block (that expert only, from its own device array), up / gate matmuls of its tokens, silu(gate) * up,
     the down matmul weighted by the routing probability, added into the tokens' rows (index_add)."""
     fv = _fv()
-    logits, hs, hs_scale, w13, s13, w2, s2 = _dev(
-        inputs, "routing_logits", "hidden_states", "hidden_states_scale", "gemm1_weights",
-        "gemm1_weights_scale", "gemm2_weights", "gemm2_weights_scale")
+    logits, hs, hs_scale, s13, s2 = _dev(inputs, "routing_logits", "hidden_states", "hidden_states_scale",
+                                         "gemm1_weights_scale", "gemm2_weights_scale")
+    # one device array per expert: a model's expert stack (128 x 1536 x 2048 fp8) is over one binding
+    w13, w2 = ([fv.asarray(x) for x in to_numpy(inputs[n])] for n in ("gemm1_weights", "gemm2_weights"))
     t, e = logits.shape
     h = hs.shape[1]
-    inter = w2.shape[2]
+    inter = w2[0].shape[1]
     top_k = defn["axes"]["top_k"]["value"]
     experts = fv.asarray(np.arange(e, dtype=np.int64)[None])
     odt = np_dtype(defn["outputs"]["output"]["dtype"])
