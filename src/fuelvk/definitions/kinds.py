@@ -411,7 +411,10 @@ def solve_moe_fp8_renorm(defn, inputs):
     activations dequantized (fp8 * per-token block scale), the top-k found on the device (k rounds
     of argmax, each winner masked to -inf), then per expert that any token chose: its two weights
     dequantized block by block (that expert only, from its own device array), up / gate matmuls of its tokens, silu(gate) * up,
-    the down matmul weighted by the routing probability, added into the tokens' rows (index_add)."""
+    the down matmul weighted by the routing probability, added into the tokens' rows (index_add).
+    Ties at the k-th logit go to the lowest expert index (argmax); torch.topk orders ties as its
+    partial sort leaves them, so a token whose k-th and (k+1)-th bf16 logits are equal may route
+    to another expert than the reference (seen at 128 experts, top 8: 1 token in 4)."""
     fv = _fv()
     logits, hs, hs_scale, s13, s2 = _dev(inputs, "routing_logits", "hidden_states", "hidden_states_scale",
                                          "gemm1_weights_scale", "gemm2_weights_scale")
