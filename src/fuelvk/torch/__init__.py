@@ -19,13 +19,22 @@ except ImportError as e:   # fuelvk itself does not need torch
 
 from ._bridge import WEIGHTS, WeightCache, keep_uploaded, to_array, to_numpy, to_tensor
 from ._ops import OPS
+from ._fallback import FallbackError, FallbackWarning, fallback_stats, reset_fallback_stats
+from .device import register_device
+
+register_device()
 
 __all__ = [
+    "FallbackError",
+    "FallbackWarning",
     "OPS",
     "WEIGHTS",
     "WeightCache",
     "clear_cache",
+    "fallback_stats",
     "keep_uploaded",
+    "register_device",
+    "reset_fallback_stats",
     "scaled_dot_product_attention",
     "to_array",
     "to_numpy",

@@ -1,0 +1,549 @@
+"""aten ops of the fuelvk device, on fuelvk kernels (fuelvk.ops composed; no host compute unless said).
+
+Each kernel is declared once with @kernel("aten overload", ...) and registered for PrivateUse1 by
+register(); torch's autograd (AutogradPrivateUse1) differentiates them with aten's own formulas,
+whose backward ops (silu_backward, native_layer_norm_backward, ...) are kernels here too. A kernel
+that meets a case fuelvk does not cover (an integer dtype, gelu without the tanh approximation, ...)
+raises Unhandled, or fuelvk raises DTypeError / UnsupportedError, and the op runs on the CPU through
+the fallback (_fallback.py), counted and warned about like any op without a kernel.
+Host work, said plainly: random factories draw on torch's CPU generator and upload (so a seeded
+device run draws exactly the CPU run's numbers); arange is computed on the host and uploaded.
+"""
+import math
+
+import numpy as np
+import torch
+
+import fuelvk as fv
+from ..array import Array
+from ..errors import DTypeError, UnsupportedError
+from . import device as D
+from ._bridge import numpy_dtype
+from ._fallback import FallbackError, Unhandled, run_on_cpu
+
+KERNELS = {}   # aten overload name ("add.Tensor") -> python kernel
+FLOATS = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+def kernel(*names):
+    def deco(fn):
+        for n in names:
+            KERNELS[n] = fn
+        return fn
+    return deco
+
+
+def _overload(name):
+    base, _, ov = name.partition(".")
+    return getattr(getattr(torch.ops.aten, base), ov or "default")
+
+
+def _guarded(fn, op):
+    def k(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Unhandled as e:
+            return run_on_cpu(op, args, kwargs, str(e))
+        except FallbackError:
+            raise
+        except (DTypeError, UnsupportedError) as e:   # a dtype / feature fuelvk has no kernel for
+            return run_on_cpu(op, args, kwargs, f"fuelvk: {e}")
+    k.__name__ = fn.__name__
+    return k
+
+
+def register(lib):
+    for name, fn in KERNELS.items():
+        lib.impl(name, _guarded(fn, _overload(name)), "PrivateUse1")
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+A = D.array
+W = D.wrap
+
+
+def _float(*xs):
+    """torch's result dtype of the operands, which must be a float dtype fuelvk computes in."""
+    dt = torch.result_type(*xs) if len(xs) == 2 else xs[0].dtype
+    if dt not in FLOATS:
+        raise Unhandled(f"dtype {dt}: fuelvk computes this op in {', '.join(map(str, FLOATS))}")
+    return dt
+
+
+def _scalar(x):
+    if isinstance(x, bool):
+        return int(x)
+    if isinstance(x, complex):
+        raise Unhandled("a complex scalar")
+    return x
+
+
+def operand(x, npdt=None):
+    """A fuelvk tensor as an Array (cast to npdt), a CPU 0-d tensor or number as a Python scalar."""
+    if isinstance(x, torch.Tensor):
+        if D.is_fuelvk(x):
+            a = A(x)
+            return a if npdt is None or a.dtype == npdt else a.astype(npdt)
+        if x.dim() == 0:
+            return _scalar(x.item())
+        raise Unhandled(f"a {x.device} tensor operand of shape {tuple(x.shape)}")
+    return _scalar(x)
+
+
+def _axes(dim, ndim):
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return None
+    dims = dim if isinstance(dim, (list, tuple)) else [dim]
+    return tuple(sorted({d % ndim if ndim else 0 for d in dims}))
+
+
+def _into(self, arr):
+    """In-place result: write arr into self (see device.assign), return self."""
+    return D.assign(self, arr)
+
+
+# -- factories, copies, scalars ---------------------------------------------------------------------
+@kernel("empty.memory_format")
+def empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    if memory_format not in (None, torch.contiguous_format, torch.preserve_format):
+        raise Unhandled(f"memory_format {memory_format}")
+    return D.empty(size, dtype or torch.get_default_dtype())
+
+
+@kernel("empty_strided")
+def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+    return D.empty(size, dtype or torch.get_default_dtype(), list(stride))
+
+
+@kernel("_copy_from")
+def _copy_from(self, dst, non_blocking=False):
+    return D.copy_from(self, dst, non_blocking)
+
+
+@kernel("_copy_from_and_resize")
+def _copy_from_and_resize(self, dst):
+    if tuple(dst.shape) != tuple(self.shape):
+        (D.resize_ if D.is_fuelvk(dst) else torch.Tensor.resize_)(dst, tuple(self.shape))
+    return D.copy_from(self, dst)
+
+
+@kernel("resize_")
+def resize_(self, size, memory_format=None):
+    return D.resize_(self, size, memory_format)
+
+
+@kernel("fill_.Scalar", "fill_.Tensor")
+def fill_(self, value):
+    value = operand(value)
+    if self.numel():
+        A(self)[...] = value
+    return self
+
+
+@kernel("zero_")
+def zero_(self):
+    if D.covers_storage(self) and self.numel():
+        fv.runtime.get().stream.fill(D.buffer_of(self), (self.numel() * self.element_size() + 3) & ~3)
+    elif self.numel():
+        A(self)[...] = 0
+    return self
+
+
+@kernel("_local_scalar_dense")
+def _local_scalar_dense(self):
+    return A(self).item()
+
+
+@kernel("clone")
+def clone(self, memory_format=None):
+    return W(fv.copy(A(self)))
+
+
+@kernel("uniform_")
+def uniform_(self, from_=0.0, to=1.0, generator=None, **kw):
+    f, t = kw.get("from", from_), to
+    return D.copy_from(torch.empty(tuple(self.shape), dtype=self.dtype).uniform_(f, t, generator=generator), self)
+
+
+@kernel("normal_")
+def normal_(self, mean=0.0, std=1.0, generator=None):
+    return D.copy_from(torch.empty(tuple(self.shape), dtype=self.dtype).normal_(mean, std, generator=generator), self)
+
+
+@kernel("arange.start_out")
+def arange_out(start, end, step=1, out=None):
+    host = torch.arange(start, end, step, dtype=out.dtype)
+    if tuple(out.shape) != tuple(host.shape):
+        D.resize_(out, tuple(host.shape))
+    return D.copy_from(host, out)
+
+
+# -- views: torch's Meta kernels compute the metadata; the storage (and so the buffer) is shared -----
+def _meta_view(op):
+    def view(*args, **kwargs):
+        return op.redispatch(D.META, *args, **kwargs)
+    return view
+
+
+for _name in ("view", "as_strided", "_reshape_alias", "unfold"):
+    KERNELS[_name] = _meta_view(_overload(_name))
+
+
+# -- elementwise -------------------------------------------------------------------------------------
+def _binary(f, a, b, alpha=1):
+    npdt = numpy_dtype("aten", _float(a, b))
+    x, y = operand(a, npdt), operand(b, npdt)
+    if alpha != 1:
+        y = fv.multiply(y, alpha) if isinstance(y, Array) else y * alpha
+    return f(x, y)
+
+
+def _binaries(name, f, reverse=False):
+    def out_of_place(self, other, alpha=1):
+        return W(_binary(f, other, self, alpha) if reverse else _binary(f, self, other, alpha))
+
+    def in_place(self, other, alpha=1):
+        return _into(self, _binary(f, self, other, alpha))
+    return out_of_place, in_place
+
+
+for _name, _f in (("add", fv.add), ("sub", fv.subtract), ("mul", fv.multiply), ("div", fv.divide)):
+    _op, _iop = _binaries(_name, _f)
+    for _ov in ("Tensor", "Scalar"):
+        KERNELS[f"{_name}.{_ov}"] = _op
+        KERNELS[f"{_name}_.{_ov}"] = _iop
+for _ov in ("Tensor", "Scalar"):
+    KERNELS[f"rsub.{_ov}"] = _binaries("rsub", fv.subtract, reverse=True)[0]
+KERNELS["maximum"] = lambda self, other: W(_binary(fv.maximum, self, other))
+KERNELS["minimum"] = lambda self, other: W(_binary(fv.minimum, self, other))
+
+
+def _rsqrt(x):
+    return fv.reciprocal(fv.sqrt(x))
+
+
+_UNARY = {"neg": fv.negative, "exp": fv.exp, "log": fv.log, "sqrt": fv.sqrt, "rsqrt": _rsqrt, "tanh": fv.tanh,
+          "sigmoid": fv.sigmoid, "silu": fv.silu, "relu": fv.relu, "abs": fv.abs, "sin": fv.sin, "cos": fv.cos,
+          "reciprocal": fv.reciprocal, "sign": fv.sign}
+
+
+def _unaries(f):
+    def out_of_place(self):
+        _float(self)
+        return W(f(A(self)))
+
+    def in_place(self):
+        _float(self)
+        return _into(self, f(A(self)))
+    return out_of_place, in_place
+
+
+for _name, _f in _UNARY.items():
+    KERNELS[_name], KERNELS[_name + "_"] = _unaries(_f)
+
+
+def _gelu_tanh(approximate):
+    if approximate != "tanh":
+        raise Unhandled(f"gelu(approximate={approximate!r}): fuelvk's gelu is the tanh approximation")
+
+
+@kernel("gelu")
+def gelu(self, approximate="none"):
+    _gelu_tanh(approximate)
+    _float(self)
+    return W(fv.gelu(A(self)))
+
+
+@kernel("pow.Tensor_Scalar")
+def pow_scalar(self, exponent):
+    _float(self)
+    x, e = A(self), exponent
+    if e == 2:
+        return W(fv.square(x))
+    if e == 1:
+        return W(fv.copy(x))
+    if e == 0.5:
+        return W(fv.sqrt(x))
+    if e == -0.5:
+        return W(_rsqrt(x))
+    if e == -1:
+        return W(fv.reciprocal(x))
+    if float(e).is_integer() and x.dtype == np.float32:
+        return W(fv.power(x, int(e)))
+    raise Unhandled(f"exponent {e!r} for {self.dtype}")
+
+
+# -- activation backwards (aten's formulas call these) -----------------------------------------------
+@kernel("sigmoid_backward")
+def sigmoid_backward(grad_output, output):
+    y = A(output)
+    return W(fv.multiply(fv.multiply(A(grad_output), y), fv.subtract(1.0, y)))
+
+
+@kernel("tanh_backward")
+def tanh_backward(grad_output, output):
+    return W(fv.multiply(A(grad_output), fv.subtract(1.0, fv.square(A(output)))))
+
+
+@kernel("silu_backward")
+def silu_backward(grad_output, self):
+    x = A(self)
+    s = fv.sigmoid(x)
+    return W(fv.multiply(fv.multiply(A(grad_output), s), fv.add(fv.multiply(x, fv.subtract(1.0, s)), 1.0)))
+
+
+@kernel("threshold_backward")
+def threshold_backward(grad_output, self, threshold):
+    return W(fv.masked_fill(A(grad_output), fv.less_equal(A(self), threshold), 0))
+
+
+@kernel("gelu_backward")
+def gelu_backward(grad_output, self, approximate="none"):
+    """d/dx of 0.5 x (1 + tanh(k (x + c x^3))), k = sqrt(2/pi), c = 0.044715."""
+    _gelu_tanh(approximate)
+    x = A(self)
+    k, c = math.sqrt(2 / math.pi), 0.044715
+    x2 = fv.square(x)
+    t = fv.tanh(fv.multiply(fv.multiply(x, fv.affine(x2, c, 1.0)), k))
+    dt = fv.multiply(fv.subtract(1.0, fv.square(t)), fv.affine(x2, 3 * c * k, k))
+    d = fv.affine(fv.add(t, fv.multiply(x, dt)), 0.5, 0.5)
+    return W(fv.multiply(A(grad_output), d))
+
+
+# -- comparisons, masks --------------------------------------------------------------------------------
+def _compare(f):
+    def cmp(self, other):
+        if isinstance(other, torch.Tensor) and D.is_fuelvk(other) and other.dtype != self.dtype:
+            npdt = numpy_dtype("aten", _float(self, other))
+            return W(f(operand(self, npdt), operand(other, npdt)))
+        return W(f(A(self), operand(other)))
+    return cmp
+
+
+for _name, _f in (("eq", fv.equal), ("ne", fv.not_equal), ("lt", fv.less), ("le", fv.less_equal),
+                  ("gt", fv.greater), ("ge", fv.greater_equal)):
+    KERNELS[f"{_name}.Tensor"] = KERNELS[f"{_name}.Scalar"] = _compare(_f)
+
+
+@kernel("masked_fill.Scalar", "masked_fill.Tensor")
+def masked_fill(self, mask, value):
+    return W(fv.masked_fill(A(self), A(mask), operand(value)))
+
+
+@kernel("masked_fill_.Scalar", "masked_fill_.Tensor")
+def masked_fill_(self, mask, value):
+    return _into(self, fv.masked_fill(A(self), A(mask), operand(value)))
+
+
+@kernel("where.self")
+def where(condition, self, other):
+    """Exact where() from masked_fill when one side is a scalar (a 0-d CPU tensor); two tensors: CPU."""
+    if not D.is_fuelvk(condition) or condition.dtype != torch.bool:
+        raise Unhandled("a condition that is not a fuelvk bool tensor")
+    c = A(condition)
+    dt = torch.result_type(self, other)
+    if dt not in FLOATS:
+        raise Unhandled(f"dtype {dt}")
+    npdt = numpy_dtype("where", dt)
+    x, y = operand(self, npdt), operand(other, npdt)
+    if isinstance(x, Array) and not isinstance(y, Array):
+        shape = torch.broadcast_shapes(condition.shape, self.shape)
+        return W(fv.masked_fill(x.broadcast_to(tuple(shape)), fv.equal(c, False), y))
+    if isinstance(y, Array) and not isinstance(x, Array):
+        shape = torch.broadcast_shapes(condition.shape, other.shape)
+        return W(fv.masked_fill(y.broadcast_to(tuple(shape)), c, x))
+    raise Unhandled("two tensor operands (fuelvk has no select kernel yet)")
+
+
+# -- matmul ------------------------------------------------------------------------------------------
+@kernel("mm", "bmm")
+def mm(self, mat2):
+    return W(fv.matmul(A(self), A(mat2)))
+
+
+@kernel("addmm")
+def addmm(self, mat1, mat2, beta=1, alpha=1):
+    r = fv.matmul(A(mat1), A(mat2))
+    if alpha != 1:
+        r = fv.multiply(r, alpha)
+    if beta == 0:
+        return W(r)
+    bias = A(self) if beta == 1 else fv.multiply(A(self), beta)
+    return W(fv.add(r, bias))
+
+
+# -- reductions ------------------------------------------------------------------------------------
+def _reduce(f, self, dim, keepdim, dtype):
+    _float(self)
+    out = f(A(self), axis=_axes(dim, self.dim()), keepdims=keepdim)
+    want = numpy_dtype("aten", dtype or self.dtype)
+    if not isinstance(out, Array):
+        out = fv.asarray(out)
+    return W(out if out.dtype == want else out.astype(want))
+
+
+@kernel("sum.dim_IntList")
+def sum_dim(self, dim, keepdim=False, dtype=None):
+    return _reduce(fv.sum, self, dim, keepdim, dtype)
+
+
+@kernel("sum")
+def sum_all(self, dtype=None):
+    return _reduce(fv.sum, self, None, False, dtype)
+
+
+@kernel("mean.dim")
+def mean_dim(self, dim, keepdim=False, dtype=None):
+    return _reduce(fv.mean, self, dim, keepdim, dtype)
+
+
+@kernel("mean")
+def mean_all(self, dtype=None):
+    return _reduce(fv.mean, self, None, False, dtype)
+
+
+@kernel("amax")
+def amax(self, dim=(), keepdim=False):
+    return _reduce(fv.max, self, dim, keepdim, None)
+
+
+@kernel("amin")
+def amin(self, dim=(), keepdim=False):
+    return _reduce(fv.min, self, dim, keepdim, None)
+
+
+@kernel("max")
+def max_all(self):
+    return _reduce(fv.max, self, None, False, None)
+
+
+@kernel("min")
+def min_all(self):
+    return _reduce(fv.min, self, None, False, None)
+
+
+# -- softmax, losses ---------------------------------------------------------------------------------
+def _no_half_to_float(half_to_float):
+    if half_to_float:
+        raise Unhandled("half_to_float=True")
+
+
+@kernel("_softmax")
+def _softmax(self, dim, half_to_float):
+    _no_half_to_float(half_to_float)
+    _float(self)
+    return W(fv.softmax(A(self), axis=dim))
+
+
+@kernel("_softmax_backward_data")
+def _softmax_backward_data(grad_output, output, dim, input_dtype):
+    return W(fv.softmax_backward(A(output), A(grad_output), axis=dim))
+
+
+@kernel("_log_softmax")
+def _log_softmax(self, dim, half_to_float):
+    _no_half_to_float(half_to_float)
+    _float(self)
+    z = fv.subtract(A(self), fv.max(A(self), axis=dim, keepdims=True))
+    return W(fv.subtract(z, fv.log(fv.sum(fv.exp(z), axis=dim, keepdims=True))))
+
+
+@kernel("_log_softmax_backward_data")
+def _log_softmax_backward_data(grad_output, output, dim, input_dtype):
+    g = A(grad_output)
+    return W(fv.subtract(g, fv.multiply(fv.exp(A(output)), fv.sum(g, axis=dim, keepdims=True))))
+
+
+_REDUCTION = {0: None, 1: "mean", 2: "sum"}
+
+
+@kernel("mse_loss")
+def mse_loss(self, target, reduction=1):
+    npdt = numpy_dtype("aten", _float(self, target))
+    sq = fv.square(fv.subtract(operand(self, npdt), operand(target, npdt)))
+    r = _REDUCTION[reduction]
+    return W(sq if r is None else (fv.mean(sq) if r == "mean" else fv.sum(sq)))
+
+
+@kernel("mse_loss_backward")
+def mse_loss_backward(grad_output, self, target, reduction):
+    npdt = numpy_dtype("aten", _float(self, target))
+    scale = 2.0 / self.numel() if _REDUCTION[reduction] == "mean" else 2.0
+    d = fv.subtract(operand(self, npdt), operand(target, npdt))
+    return W(fv.multiply(fv.multiply(d, scale), operand(grad_output, npdt)))
+
+
+# -- norms -----------------------------------------------------------------------------------------
+def _rows(t, k):
+    """t as (rows, cols) over its last k dims (a view when the layout allows)."""
+    cols = math.prod(t.shape[t.dim() - k:]) if k else 1
+    return A(t).reshape(-1, cols)
+
+
+@kernel("native_layer_norm")
+def native_layer_norm(input, normalized_shape, weight, bias, eps):
+    _float(input)
+    k = len(normalized_shape)
+    x = _rows(input, k)
+    w = A(weight).reshape(-1) if weight is not None else None
+    b = A(bias).reshape(-1) if bias is not None else None
+    out = fv.layer_norm(x, eps, w, b).reshape(tuple(input.shape))
+    mean = fv.mean(x, axis=-1, keepdims=True)
+    var = fv.mean(fv.square(fv.subtract(x, mean)), axis=-1, keepdims=True)
+    rstd = fv.reciprocal(fv.sqrt(fv.add(var, eps)))
+    stat = tuple(input.shape[:input.dim() - k]) + (1,) * k
+    return W(out), W(mean.reshape(stat)), W(rstd.reshape(stat))
+
+
+@kernel("native_layer_norm_backward")
+def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
+    k = len(normalized_shape)
+    x, g = _rows(input, k), _rows(grad_out, k)
+    m, r = A(mean).reshape(-1, 1), A(rstd).reshape(-1, 1)
+    xhat = fv.multiply(fv.subtract(x, m), r)
+    dx = dw = db = None
+    if output_mask[0]:
+        gw = fv.multiply(g, A(weight).reshape(-1)) if weight is not None else g
+        inner = fv.subtract(fv.subtract(gw, fv.mean(gw, axis=-1, keepdims=True)),
+                            fv.multiply(xhat, fv.mean(fv.multiply(gw, xhat), axis=-1, keepdims=True)))
+        dx = W(fv.multiply(inner, r).reshape(tuple(input.shape)))
+    if output_mask[1] and weight is not None:
+        dw = W(fv.sum(fv.multiply(g, xhat), axis=0).reshape(tuple(weight.shape)))
+    if output_mask[2] and bias is not None:
+        db = W(fv.sum(g, axis=0).reshape(tuple(bias.shape)))
+    return dx, dw, db
+
+
+# -- indexing, joining --------------------------------------------------------------------------------
+def _index(t):
+    if not D.is_fuelvk(t):
+        return t.numpy()
+    return A(t)
+
+
+@kernel("index_select")
+def index_select(self, dim, index):
+    return W(fv.take(A(self), _index(index.reshape(-1)), axis=dim))
+
+
+@kernel("embedding_dense_backward")
+def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+    if scale_grad_by_freq:
+        raise Unhandled("scale_grad_by_freq=True")
+    dim = grad_output.shape[-1]
+    base = fv.zeros((num_weights, dim), numpy_dtype("aten", grad_output.dtype))
+    out = fv.index_add(base, 0, _index(indices.reshape(-1)), A(grad_output).reshape(-1, dim))
+    if padding_idx is not None and 0 <= padding_idx < num_weights:
+        out[padding_idx] = 0
+    return W(out)
+
+
+@kernel("cat")
+def cat(tensors, dim=0):
+    ts = [t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)] or list(tensors[:1])
+    dt = ts[0].dtype
+    for t in ts[1:]:
+        dt = torch.promote_types(dt, t.dtype)
+    npdt = numpy_dtype("cat", dt)
+    arrs = [operand(t, npdt) for t in ts]
+    return W(fv.concatenate(arrs, axis=dim % ts[0].dim()))
