@@ -337,22 +337,21 @@ def masked_fill_(self, mask, value):
 
 @kernel("where.self")
 def where(condition, self, other):
-    """Exact where() from masked_fill when one side is a scalar (a 0-d CPU tensor); two tensors: CPU."""
+    """Exact select from masked_fill: masked_fill(x, ~c, -0.0) + masked_fill(y, c, -0.0), since v + -0.0 == v
+    for every float v (-0.0, inf and NaN included); a scalar side is one masked_fill. Floats only."""
     if not D.is_fuelvk(condition) or condition.dtype != torch.bool:
         raise Unhandled("a condition that is not a fuelvk bool tensor")
-    c = A(condition)
-    dt = torch.result_type(self, other)
-    if dt not in FLOATS:
-        raise Unhandled(f"dtype {dt}")
-    npdt = numpy_dtype("where", dt)
+    npdt = numpy_dtype("where", _float(self, other))
     x, y = operand(self, npdt), operand(other, npdt)
-    if isinstance(x, Array) and not isinstance(y, Array):
-        shape = torch.broadcast_shapes(condition.shape, self.shape)
-        return W(fv.masked_fill(x.broadcast_to(tuple(shape)), fv.equal(c, False), y))
-    if isinstance(y, Array) and not isinstance(x, Array):
-        shape = torch.broadcast_shapes(condition.shape, other.shape)
-        return W(fv.masked_fill(y.broadcast_to(tuple(shape)), c, x))
-    raise Unhandled("two tensor operands (fuelvk has no select kernel yet)")
+    shape = tuple(torch.broadcast_shapes(condition.shape, *(t.shape for t in (self, other)
+                                                             if isinstance(t, torch.Tensor))))
+    c = A(condition).broadcast_to(shape)
+    if isinstance(x, Array):
+        x = fv.masked_fill(x.broadcast_to(shape), fv.equal(c, False), y if not isinstance(y, Array) else -0.0)
+    if not isinstance(y, Array):
+        return W(x)
+    y = fv.masked_fill(y.broadcast_to(shape), c, x if not isinstance(x, Array) else -0.0)
+    return W(y if not isinstance(x, Array) else fv.add(x, y))
 
 
 # -- matmul ------------------------------------------------------------------------------------------

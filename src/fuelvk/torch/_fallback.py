@@ -73,16 +73,17 @@ def fallback(op, *args, **kwargs):
 
 def run_on_cpu(op, args, kwargs, reason=None):
     name = op.name()
-    why = f" ({reason})" if reason else ""
+    what = f"aten op {name}: fuelvk's kernel does not cover this case ({reason})" if reason else \
+        f"aten op {name} has no fuelvk kernel"
     if os.environ.get(ENV, "1") == "0":
-        raise FallbackError(f"aten op {name} has no fuelvk kernel{why} and {ENV}=0 forbids running it on the CPU; "
+        raise FallbackError(f"{what}, and {ENV}=0 forbids running it on the CPU; "
                             f"unset {ENV} (or set it to 1) to allow the CPU fallback")
     with _lock:
         _counts[name] += 1
         first = name not in _warned
         _warned.add(name)
     if first:
-        warnings.warn(f"fuelvk: aten op {name} has no fuelvk kernel{why}; it runs on the CPU (inputs downloaded, "
+        warnings.warn(f"fuelvk: {what}; it runs on the CPU (inputs downloaded, "
                       f"results uploaded). {ENV}=0 makes this an error; fuelvk.torch.fallback_stats() counts them.",
                       FallbackWarning, stacklevel=3)
     written = _written_args(op, args, kwargs)

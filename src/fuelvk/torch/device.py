@@ -65,6 +65,23 @@ class BackendModule:
         """No own generator: random factories draw from torch's CPU generator (torch.manual_seed)."""
 
     @staticmethod
+    def get_rng_state(device=None):
+        """Empty: the state is the CPU generator's (torch.get_rng_state), which callers save anyway."""
+        return torch.empty(0, dtype=torch.uint8)
+
+    @staticmethod
+    def set_rng_state(new_state, device=None):
+        pass
+
+    @staticmethod
+    def get_amp_supported_dtype():
+        return [torch.float16, torch.bfloat16]
+
+    @staticmethod
+    def is_bf16_supported(including_emulation=True):
+        return True
+
+    @staticmethod
     def synchronize(device=None):
         runtime.get().stream.synchronize()
 
