@@ -175,9 +175,8 @@ def empty(shape, dtype, strides=None):
     strides = _contiguous(shape) if strides is None else strides
     if any(s < 0 for s in strides):
         raise DTypeError(f"{NAME}: negative strides {tuple(strides)} (torch tensors have none)")
-    itemsize = torch.empty((), dtype=dtype).element_size()
     numpy_dtype("empty", dtype)   # a dtype fuelvk cannot hold is refused here, not at first use
-    buf = runtime.get().pool.alloc(max(_extent(shape, strides), 1) * itemsize)
+    buf = runtime.get().pool.alloc(max(_extent(shape, strides), 1) * dtype.itemsize)
     return _make(buf, shape, strides, 0, dtype)
 
 
