@@ -237,6 +237,9 @@ OPS = {
     "ne_scalar": lambda t: t["ids"] != 4,
     "clone": lambda t: t["a"].t().clone(), "contiguous": lambda t: t["a"].t().contiguous(),
     "to_bf16": lambda t: t["a"].to(torch.bfloat16), "to_f64": lambda t: t["a"].double(),
+    "lerp": lambda t: torch.lerp(t["a"], t["b"], 0.3), "lerp_hi": lambda t: torch.lerp(t["a"], t["b"], 0.75),
+    "addcmul": lambda t: torch.addcmul(t["a"], t["b"], t["p"], value=0.5),
+    "addcdiv": lambda t: torch.addcdiv(t["a"], t["b"], t["p"], value=-2),
     "mse": lambda t: TF.mse_loss(t["a"], t["b"]), "mse_sum": lambda t: TF.mse_loss(t["a"], t["b"], reduction="sum"),
 }
 
@@ -303,7 +306,15 @@ def test_embedding_backward(no_fallback):
 
 
 # -- a model on the device ----------------------------------------------------------------------------
-def test_mlp_trains_like_cpu(no_fallback):
+OPTIMIZERS = {
+    "sgd_momentum": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, foreach=False),
+    "sgd_default": lambda ps: torch.optim.SGD(ps, lr=0.1),
+    "adamw": lambda ps: torch.optim.AdamW(ps, lr=0.01, weight_decay=0.1, foreach=False),
+}
+
+
+@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
+def test_mlp_trains_like_cpu(optimizer, no_fallback):
     torch.manual_seed(0)
     cpu = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.SiLU(), torch.nn.Linear(16, 4))
     dev = copy.deepcopy(cpu).to(DEV)
@@ -311,8 +322,7 @@ def test_mlp_trains_like_cpu(no_fallback):
     x, y = torch.randn(6, 8), torch.randn(6, 4)
     xd, yd = x.to(DEV), y.to(DEV)
     close(dev(xd), cpu(x), rtol=1e-5, atol=1e-6)
-    opt_c = torch.optim.SGD(cpu.parameters(), lr=0.1, momentum=0.9, foreach=False)
-    opt_d = torch.optim.SGD(dev.parameters(), lr=0.1, momentum=0.9, foreach=False)
+    opt_c, opt_d = OPTIMIZERS[optimizer](cpu.parameters()), OPTIMIZERS[optimizer](dev.parameters())
     for step in range(4):
         losses = []
         for model, opt, xx, yy in ((cpu, opt_c, x, y), (dev, opt_d, xd, yd)):

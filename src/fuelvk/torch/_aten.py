@@ -218,6 +218,32 @@ KERNELS["maximum"] = lambda self, other: W(_binary(fv.maximum, self, other))
 KERNELS["minimum"] = lambda self, other: W(_binary(fv.minimum, self, other))
 
 
+def _lerp(self, end, weight):
+    """torch's CPU formula (exact at both ends): |w| < 0.5 ? a + w (b - a) : b - (b - a) (1 - w)."""
+    npdt = numpy_dtype("aten", _float(self, end))
+    a, b = operand(self, npdt), operand(end, npdt)
+    w = operand(weight)
+    if isinstance(w, Array):
+        raise Unhandled("a tensor weight")
+    d = fv.subtract(b, a)
+    return fv.add(a, fv.multiply(d, w)) if abs(w) < 0.5 else fv.subtract(b, fv.multiply(d, 1 - w))
+
+
+def _addc(f):
+    def addc(self, tensor1, tensor2, value=1):
+        """self + value * t1 (*|/) t2, in torch's order of roundings."""
+        npdt = numpy_dtype("aten", torch.promote_types(_float(self, tensor1), _float(self, tensor2)))
+        t1, t2 = operand(tensor1, npdt), operand(tensor2, npdt)
+        return fv.add(operand(self, npdt), f(fv.multiply(t1, value) if value != 1 else t1, t2))
+    return addc
+
+
+for _name, _f in (("lerp", _lerp), ("addcmul", _addc(fv.multiply)), ("addcdiv", _addc(fv.divide))):
+    _ov = ".Scalar" if _name == "lerp" else ""
+    KERNELS[f"{_name}{_ov}"] = (lambda f: lambda self, *a, **k: W(f(self, *a, **k)))(_f)
+    KERNELS[f"{_name}_{_ov}"] = (lambda f: lambda self, *a, **k: _into(self, f(self, *a, **k)))(_f)
+
+
 def _rsqrt(x):
     return fv.reciprocal(fv.sqrt(x))
 
