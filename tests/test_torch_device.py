@@ -148,6 +148,18 @@ def test_factories(no_fallback):
     close(x, torch.zeros(3))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.uint8, torch.bool, torch.float64,
+                                   torch.int64, torch.float32])
+def test_fill_bits(dtype, no_fallback):
+    value = -2.5 if dtype.is_floating_point else 7 if dtype != torch.bool else True
+    for n in (1, 3, 5):
+        whole = torch.empty(n, dtype=dtype, device=DEV).fill_(value)      # the transfer unit's fill
+        part = torch.zeros(n + 2, dtype=dtype, device=DEV)[1:-1].fill_(value)   # a write through a view
+        for t in (whole, part):
+            assert torch.equal(t.cpu(), torch.full((n,), value, dtype=dtype))
+    assert torch.equal(torch.zeros(3, 2, dtype=torch.bfloat16, device=DEV).cpu(), torch.zeros(3, 2, dtype=torch.bfloat16))
+
+
 def test_print_and_item(no_fallback):
     x = torch.tensor([[1.5, -2.0], [3.0, 4.25]]).to(DEV)
     s = repr(x)
@@ -361,3 +373,28 @@ def test_threads(no_fallback):
     for t in ts:
         t.join()
     assert not errors, errors
+
+
+# -- torch.ops.fuelvk on device tensors, torch.compile -----------------------------------------------------
+def test_custom_ops_take_device_tensors_without_transfers(monkeypatch, no_fallback):
+    x, w = torch.randn(4, 8), torch.randn(8, 3)
+    xd, wd = x.to(DEV), w.to(DEV)
+    ctx = fuelvk.runtime.get()
+    moved = []
+    monkeypatch.setattr(ctx, "upload", lambda *a, **k: moved.append("upload"))
+    monkeypatch.setattr(ctx, "download", lambda *a, **k: moved.append("download"))
+    y = torch.ops.fuelvk.softmax(torch.ops.fuelvk.matmul(xd, wd), -1)
+    r = xd.clone().requires_grad_()
+    torch.ops.fuelvk.sum(torch.ops.fuelvk.silu(r), None, False).backward()
+    assert moved == [] and y.device.type == DEV and r.grad.device.type == DEV
+    monkeypatch.undo()
+    close(y, torch.ops.fuelvk.softmax(torch.ops.fuelvk.matmul(x, w), -1), rtol=0, atol=0)
+    close(r.grad, torch.func.grad(lambda t: TF.silu(t).sum())(x), rtol=1e-5, atol=1e-6)
+
+
+def test_compile_aot_eager_on_device(no_fallback):
+    def f(x, w):
+        return torch.softmax(x @ w, -1) * 2 + torch.ops.fuelvk.exp(x).sum()
+    x, w = torch.randn(4, 8), torch.randn(8, 3)
+    g = torch.compile(f, backend="aot_eager", fullgraph=True)
+    close(g(x.to(DEV), w.to(DEV)), f(x, w), rtol=1e-5, atol=1e-5)

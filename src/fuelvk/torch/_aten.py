@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 import fuelvk as fv
+from .. import dtypes as _dt
 from ..array import Array
 from ..errors import DTypeError, UnsupportedError
 from . import device as D
@@ -132,21 +133,33 @@ def resize_(self, size, memory_format=None):
     return D.resize_(self, size, memory_format)
 
 
+def _pattern(value, npdt):
+    """The 32-bit vkCmdFillBuffer pattern that repeats value's bits, or None (8-byte halves differ)."""
+    raw = _dt.scalar_as("fill_", value, npdt).tobytes()
+    if len(raw) == 8:
+        if raw[:4] != raw[4:]:
+            return None
+        raw = raw[:4]
+    return int.from_bytes(raw * (4 // len(raw)), "little")
+
+
 @kernel("fill_.Scalar", "fill_.Tensor")
 def fill_(self, value):
+    """A tensor covering its storage is filled by the transfer unit (no upload); a view by a write."""
     value = operand(value)
-    if self.numel():
+    if not self.numel():
+        return self
+    pattern = _pattern(value, A(self).dtype) if D.covers_storage(self) else None
+    if pattern is None:
         A(self)[...] = value
+    else:
+        fv.runtime.get().stream.fill(D.buffer_of(self), (self.numel() * self.element_size() + 3) & ~3, pattern)
     return self
 
 
 @kernel("zero_")
 def zero_(self):
-    if D.covers_storage(self) and self.numel():
-        fv.runtime.get().stream.fill(D.buffer_of(self), (self.numel() * self.element_size() + 3) & ~3)
-    elif self.numel():
-        A(self)[...] = 0
-    return self
+    return fill_(self, 0)
 
 
 @kernel("_local_scalar_dense")
