@@ -160,6 +160,17 @@ def test_fill_bits(dtype, no_fallback):
     assert torch.equal(torch.zeros(3, 2, dtype=torch.bfloat16, device=DEV).cpu(), torch.zeros(3, 2, dtype=torch.bfloat16))
 
 
+def test_deepcopy_and_mixed_devices(no_fallback):
+    x = torch.randn(3, 4).to(DEV)[1:]
+    y = copy.deepcopy(x)                         # torch clones the storage: a new buffer
+    assert D.buffer_of(y) is not D.buffer_of(x) and torch.equal(y.cpu(), x.cpu())
+    bn = copy.deepcopy(torch.nn.BatchNorm1d(3).to(DEV))
+    close(bn.running_var, torch.ones(3))
+    with pytest.raises(fuelvk.DeviceError, match="same device"):
+        x + torch.ones(2, 4)                     # as torch: no silent mixing of devices
+    close(x + torch.tensor(2.0), x.cpu() + 2)    # a 0-d CPU tensor is a scalar
+
+
 def test_print_and_item(no_fallback):
     x = torch.tensor([[1.5, -2.0], [3.0, 4.25]]).to(DEV)
     s = repr(x)

@@ -17,7 +17,7 @@ import torch
 import fuelvk as fv
 from .. import dtypes as _dt
 from ..array import Array
-from ..errors import DTypeError, UnsupportedError
+from ..errors import DeviceError, DTypeError, UnsupportedError
 from . import device as D
 from ._bridge import numpy_dtype
 from ._fallback import FallbackError, Unhandled, run_on_cpu
@@ -87,7 +87,9 @@ def operand(x, npdt=None):
             return a if npdt is None or a.dtype == npdt else a.astype(npdt)
         if x.dim() == 0:
             return _scalar(x.item())
-        raise Unhandled(f"a {x.device} tensor operand of shape {tuple(x.shape)}")
+        raise DeviceError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                          f"{D.NAME}:0 and {x.device} (a {x.device} operand of shape {tuple(x.shape)}); move it "
+                          f"with .to('{D.NAME}')")
     return _scalar(x)
 
 
@@ -198,7 +200,8 @@ def _meta_view(op):
     return view
 
 
-for _name in ("view", "as_strided", "_reshape_alias", "unfold"):
+for _name in ("view", "as_strided", "_reshape_alias", "unfold", "set_.source_Storage_storage_offset",
+              "set_.source_Storage"):
     KERNELS[_name] = _meta_view(_overload(_name))
 
 

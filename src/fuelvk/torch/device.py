@@ -109,6 +109,7 @@ def register_device():
     _LIBS.extend((kernels, fallback))
     _registered = True
     _patch_printing()
+    _patch_storage()
 
 
 def _patch_printing():
@@ -126,6 +127,39 @@ def _patch_printing():
         return orig(self, indent)
     _tensor_str._fuelvk = True
     ts._tensor_str = _tensor_str
+
+
+def _patch_storage():
+    """UntypedStorage.clone/.cpu/.fuelvk would allocate a PrivateUse1 storage through torch's (absent)
+    allocator and memcpy from data_ptr 0: a segfault. For fuelvk storages they copy the Buffer instead,
+    so copy.deepcopy, torch.save and torch.load(map_location="fuelvk") of fuelvk tensors work."""
+    cls = torch.UntypedStorage
+    if getattr(cls.clone, "_fuelvk", False):
+        return
+    clone, cpu = cls.clone, cls.cpu
+
+    def _clone(self):
+        if self.device.type != NAME:
+            return clone(self)
+        new = empty([self.nbytes()], torch.uint8).untyped_storage()
+        runtime.get().stream.copy(getattr(self, _ATTR), getattr(new, _ATTR), self.nbytes())
+        return new
+
+    def _cpu(self):
+        if self.device.type != NAME:
+            return cpu(self)
+        host = runtime.get().download(getattr(self, _ATTR), 0, self.nbytes()) if self.nbytes() else b""
+        return torch.UntypedStorage.from_buffer(bytearray(host), dtype=torch.uint8) if host else torch.UntypedStorage(0)
+
+    def _to_fuelvk(self, device=None, non_blocking=False):
+        if self.device.type == NAME:
+            return self
+        t = upload(torch.tensor([], dtype=torch.uint8).set_(self.cpu()))
+        return t.untyped_storage()
+    for f in (_clone, _cpu, _to_fuelvk):
+        f._fuelvk = True
+    cls.clone, cls.cpu = _clone, _cpu
+    setattr(cls, NAME, _to_fuelvk)
 
 
 # -- tensor <-> Array ------------------------------------------------------------------------------
