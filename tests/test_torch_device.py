@@ -206,6 +206,32 @@ def test_fallback_runs_on_cpu_and_counts(monkeypatch):
     assert "aten::add.Tensor" in ft.fallback_stats()
 
 
+def test_fallback_conv_and_integer_casts(monkeypatch):
+    """Ops torch routes to a backend's own kernel (convolution_overrideable, a cast fuelvk has no kernel
+    for) fall back too, instead of torch's NotImplementedError."""
+    monkeypatch.delenv("FUELVK_TORCH_FALLBACK", raising=False)
+    ft.reset_fallback_stats()
+    x = torch.randn(1, 2, 5, 5, requires_grad=True)
+    w = torch.randn(3, 2, 3, 3, requires_grad=True)
+    xd, wd = (t.detach().to(DEV).requires_grad_() for t in (x, w))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ft.FallbackWarning)
+        yd = TF.conv2d(xd, wd, padding=1)
+        yd.sum().backward()
+        y = TF.conv2d(x, w, padding=1)
+        y.sum().backward()
+        close(yd, y, rtol=1e-5, atol=1e-5)
+        close(xd.grad, x.grad, rtol=1e-5, atol=1e-5)
+        close(wd.grad, w.grad, rtol=1e-5, atol=1e-5)
+        v = torch.tensor([1.7, -2.2, 0.0]).to(DEV)
+        close(v.long(), torch.tensor([1, -2, 0]))
+        close(v.bool(), torch.tensor([True, True, False]))
+        close(v.long().float(), torch.tensor([1., -2., 0.]))
+    stats = ft.fallback_stats()
+    assert stats["aten::convolution_overrideable"] == 1 and stats["aten::convolution_backward_overrideable"] == 1
+    assert stats["aten::_copy_from"] == 4   # long, bool, long and back to float
+
+
 def test_fallback_off_is_a_typed_error(monkeypatch):
     monkeypatch.setenv("FUELVK_TORCH_FALLBACK", "0")
     x = torch.randn(3).to(DEV)

@@ -413,6 +413,25 @@ def addmm(self, mat1, mat2, beta=1, alpha=1):
     return W(fv.add(r, bias))
 
 
+@kernel("convolution_overrideable")
+def convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """torch sends a non-CPU/CUDA device's convolution here (its own kernel only raises): aten::convolution
+    on the CPU until fuelvk.conv2d is wired in."""
+    return run_on_cpu(torch.ops.aten.convolution.default, (input, weight, bias, stride, padding, dilation,
+                                                          transposed, output_padding, groups), {},
+                      "no fuelvk convolution kernel wired in yet", "aten::convolution_overrideable")
+
+
+@kernel("convolution_backward_overrideable")
+def convolution_backward_overrideable(grad_output, input, weight, stride, padding, dilation, transposed,
+                                      output_padding, groups, output_mask):
+    bias_sizes = [weight.shape[1] * groups if transposed else weight.shape[0]]
+    return run_on_cpu(torch.ops.aten.convolution_backward.default,
+                      (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+                       output_padding, groups, output_mask), {},
+                      "no fuelvk convolution kernel wired in yet", "aten::convolution_backward_overrideable")
+
+
 # -- reductions ------------------------------------------------------------------------------------
 def _reduce(f, self, dim, keepdim, dtype):
     _float(self)

@@ -71,8 +71,8 @@ def fallback(op, *args, **kwargs):
     return run_on_cpu(op, args, kwargs)
 
 
-def run_on_cpu(op, args, kwargs, reason=None):
-    name = op.name()
+def note(name, reason=None):
+    """Record one CPU fallback of aten op `name` (warn the first time), or raise FallbackError when off."""
     what = f"aten op {name}: fuelvk's kernel does not cover this case ({reason})" if reason else \
         f"aten op {name} has no fuelvk kernel"
     if os.environ.get(ENV, "1") == "0":
@@ -83,9 +83,13 @@ def run_on_cpu(op, args, kwargs, reason=None):
         first = name not in _warned
         _warned.add(name)
     if first:
-        warnings.warn(f"fuelvk: {what}; it runs on the CPU (inputs downloaded, "
-                      f"results uploaded). {ENV}=0 makes this an error; fuelvk.torch.fallback_stats() counts them.",
-                      FallbackWarning, stacklevel=3)
+        warnings.warn(f"fuelvk: {what}; it runs on the CPU (inputs downloaded, results uploaded). {ENV}=0 makes "
+                      "this an error; fuelvk.torch.fallback_stats() counts them.", FallbackWarning, stacklevel=4)
+
+
+def run_on_cpu(op, args, kwargs, reason=None, name=None):
+    """Run op on the CPU for fuelvk arguments (see the module docstring); name: what to count it as."""
+    note(name or op.name(), reason)
     written = _written_args(op, args, kwargs)
     cpu_of = {}   # id(fuelvk tensor) -> its CPU copy
 
