@@ -277,6 +277,9 @@ OPS = {
     "layer_norm2d": lambda t: TF.layer_norm(t["x3"], (3, 4)),
     "rms_norm": lambda t: TF.rms_norm(t["x3"], (4,), t["r"], 1e-6),
     "embedding": lambda t: TF.embedding(t["ids"], t["emb"]), "cat": lambda t: torch.cat([t["a"], t["b"]], 1),
+    "tril": lambda t: t["x3"].tril(), "triu1": lambda t: torch.triu(t["a"], 1),
+    "tril_bool": lambda t: torch.ones(2, 5, 5, dtype=torch.bool, device=t["a"].device).tril(-1),
+    "safe_softmax": lambda t: torch.ops.aten._safe_softmax(t["a"].masked_fill(t["mask"][:, :1], -float("inf")), -1),
     "cat0": lambda t: torch.cat([t["a"], t["b"], t["a"]]),
     "masked_fill": lambda t: t["a"].masked_fill(t["mask"], -1e9),
     "where_scalar": lambda t: torch.where(t["mask"], t["a"], 0.0),
@@ -343,6 +346,28 @@ def test_backward_matches_cpu(name, no_fallback):
     GRADS[name](cpu).sum().backward()
     GRADS[name](dev).sum().backward()
     close(dev.grad, cpu.grad, rtol=1e-4, atol=1e-5)
+
+
+SDPA = {"plain": {}, "causal": {"is_causal": True}, "scale": {"scale": 0.3},
+        "bool_mask": {"attn_mask": (torch.arange(35).reshape(5, 7) % 3 != 0) & (torch.arange(5)[:, None] > 0)},
+        "additive_mask": {"attn_mask": torch.linspace(-2, 2, 35).reshape(5, 7)}}
+
+
+@pytest.mark.parametrize("kind", sorted(SDPA))
+def test_sdpa_math_path_forward_backward(kind, no_fallback):
+    """torch's math attention (what a device without a fused kernel gets) runs on fuelvk kernels; a
+    fully masked row gives 0, as on the CPU."""
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(2, 2, n, 4, generator=g, requires_grad=True) for n in (5, 7, 7))
+    dev = [t.detach().to(DEV).requires_grad_() for t in (q, k, v)]
+    kw = SDPA[kind]
+    kwd = {a: (b.to(DEV) if isinstance(b, torch.Tensor) else b) for a, b in kw.items()}
+    o, od = TF.scaled_dot_product_attention(q, k, v, **kw), TF.scaled_dot_product_attention(*dev, **kwd)
+    (o * o).sum().backward()
+    (od * od).sum().backward()
+    close(od, o, rtol=1e-5, atol=1e-5)
+    for a, b in zip(dev, (q, k, v)):
+        close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
 
 
 def test_embedding_backward(no_fallback):

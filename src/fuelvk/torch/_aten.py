@@ -495,6 +495,17 @@ def _softmax(self, dim, half_to_float):
     return W(fv.softmax(A(self), axis=dim))
 
 
+@kernel("_safe_softmax")
+def _safe_softmax(self, dim, dtype=None):
+    """softmax, with 0 (not NaN) in rows that are all -inf (what attention's math path calls)."""
+    if dtype is not None and dtype != self.dtype:
+        raise Unhandled(f"dtype={dtype}")
+    _float(self)
+    x = A(self)
+    empty_rows = fv.equal(fv.max(x, axis=dim, keepdims=True), -math.inf)
+    return W(fv.masked_fill(fv.softmax(x, axis=dim), empty_rows.broadcast_to(x.shape), 0))
+
+
 @kernel("_softmax_backward_data")
 def _softmax_backward_data(grad_output, output, dim, input_dtype):
     return W(fv.softmax_backward(A(output), A(grad_output), axis=dim))
@@ -596,6 +607,19 @@ def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sca
     if padding_idx is not None and 0 <= padding_idx < num_weights:
         out[padding_idx] = 0
     return W(out)
+
+
+def _triangle(f):
+    def tri(self, diagonal=0):
+        if self.dim() < 2:
+            raise Unhandled("a tensor of fewer than 2 dims (torch refuses it; numpy squares it)")
+        return f(A(self), diagonal)
+    return tri
+
+
+for _name, _f in (("tril", _triangle(fv.tril)), ("triu", _triangle(fv.triu))):
+    KERNELS[_name] = (lambda f: lambda self, diagonal=0: W(f(self, diagonal)))(_f)
+    KERNELS[_name + "_"] = (lambda f: lambda self, diagonal=0: _into(self, f(self, diagonal)))(_f)
 
 
 @kernel("cat")
