@@ -370,6 +370,20 @@ def test_sdpa_math_path_forward_backward(kind, no_fallback):
         close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
 
 
+def test_dropout_draws_the_cpu_mask(no_fallback):
+    x = torch.randn(4, 6, requires_grad=True)
+    xd = x.detach().to(DEV).requires_grad_()
+    outs = []
+    for t in (x, xd):
+        torch.manual_seed(5)
+        o = TF.dropout(t, 0.3, True)
+        (o * torch.arange(6.).to(t.device)).sum().backward()
+        outs.append(o)
+    close(outs[1], outs[0], rtol=0, atol=0)
+    close(xd.grad, x.grad, rtol=0, atol=0)
+    close(TF.dropout(xd, 0.3, False), x.detach(), rtol=0, atol=0)
+
+
 def test_embedding_backward(no_fallback):
     w = torch.randn(6, 4, requires_grad=True)
     wd = w.detach().to(DEV).requires_grad_()

@@ -185,6 +185,26 @@ def normal_(self, mean=0.0, std=1.0, generator=None):
     return D.copy_from(torch.empty(tuple(self.shape), dtype=self.dtype).normal_(mean, std, generator=generator), self)
 
 
+@kernel("native_dropout")
+def native_dropout(input, p, train):
+    """Dropout's mask from torch's CPU generator (bernoulli_(1 - p), as the CPU kernel draws it), uploaded;
+    the scaling runs on the device: input * mask * (1 / (1 - p)) in the CPU kernel's order."""
+    _float(input)
+    if train is False:
+        return W(fv.copy(A(input))), D.upload(torch.ones(tuple(input.shape), dtype=torch.bool))
+    keep = 1.0 - p
+    mask = D.upload(torch.empty(tuple(input.shape), dtype=input.dtype).bernoulli_(keep))
+    out = fv.multiply(fv.multiply(A(input), A(mask)), 0.0 if keep == 0 else 1.0 / keep)
+    return W(out), W(fv.not_equal(A(mask), 0))
+
+
+@kernel("native_dropout_backward")
+def native_dropout_backward(grad_output, mask, scale):
+    _float(grad_output)
+    g = A(grad_output)
+    return W(fv.multiply(fv.masked_fill(g, fv.equal(A(mask), False), 0), scale))
+
+
 @kernel("arange.start_out")
 def arange_out(start, end, step=1, out=None):
     host = torch.arange(start, end, step, dtype=out.dtype)
