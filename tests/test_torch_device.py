@@ -384,6 +384,27 @@ def test_dropout_draws_the_cpu_mask(no_fallback):
     close(TF.dropout(xd, 0.3, False), x.detach(), rtol=0, atol=0)
 
 
+CROSS_ENTROPY = {"mean": {}, "sum": {"reduction": "sum"}, "none": {"reduction": "none"},
+                 "weight": {"weight": torch.linspace(0.1, 1, 7)}, "ignore_index": {"ignore_index": 3}}
+
+
+@pytest.mark.parametrize("kind", sorted(CROSS_ENTROPY))
+def test_cross_entropy_forward_backward(kind, no_fallback):
+    x = torch.randn(5, 7, generator=torch.Generator().manual_seed(4), requires_grad=True)
+    xd = x.detach().to(DEV).requires_grad_()
+    target = torch.tensor([1, -100, 6, 0, 3])     # -100: torch's default ignore_index
+    kw = CROSS_ENTROPY[kind]
+    if "ignore_index" in kw:
+        target = target.clamp(min=0)
+    kwd = {a: (b.to(DEV) if isinstance(b, torch.Tensor) else b) for a, b in kw.items()}
+    loss, loss_d = TF.cross_entropy(x, target, **kw), TF.cross_entropy(xd, target.to(DEV), **kwd)
+    (loss * torch.arange(1., 1 + loss.numel()).reshape(loss.shape)).sum().backward()
+    (loss_d * torch.arange(1., 1 + loss.numel()).reshape(loss.shape).to(DEV)).sum().backward()
+    close(loss_d, loss, rtol=1e-5, atol=1e-6)
+    close(xd.grad, x.grad, rtol=1e-5, atol=1e-6)
+    close(~(x > 0).to(DEV), ~(x > 0))
+
+
 def test_embedding_backward(no_fallback):
     w = torch.randn(6, 4, requires_grad=True)
     wd = w.detach().to(DEV).requires_grad_()

@@ -387,6 +387,13 @@ for _name, _f in (("eq", fv.equal), ("ne", fv.not_equal), ("lt", fv.less), ("le"
     KERNELS[f"{_name}.Tensor"] = KERNELS[f"{_name}.Scalar"] = _compare(_f)
 
 
+@kernel("bitwise_not", "logical_not")
+def logical_not(self):
+    if self.dtype != torch.bool:
+        raise Unhandled(f"dtype {self.dtype} (fuelvk negates bool tensors)")
+    return W(fv.equal(A(self), False))
+
+
 @kernel("masked_fill.Scalar", "masked_fill.Tensor")
 def masked_fill(self, mask, value):
     return W(fv.masked_fill(A(self), A(mask), operand(value)))
@@ -562,6 +569,46 @@ def mse_loss_backward(grad_output, self, target, reduction):
     scale = 2.0 / self.numel() if _REDUCTION[reduction] == "mean" else 2.0
     d = fv.subtract(operand(self, npdt), operand(target, npdt))
     return W(fv.multiply(fv.multiply(d, scale), operand(grad_output, npdt)))
+
+
+def _nll_parts(self, target, weight, ignore_index):
+    """(x [N, C], safe targets [N, 1], per-row weights [N]): ignored rows get weight 0 and target 0."""
+    if self.dim() not in (1, 2) or not D.is_fuelvk(target):
+        raise Unhandled("an input of more than 2 dims (nll_loss2d) or a CPU target")
+    npdt = numpy_dtype("nll_loss", _float(self))
+    x = A(self).reshape(1, -1) if self.dim() == 1 else A(self)
+    t = A(target).reshape(-1)
+    ignored = fv.equal(t, ignore_index)
+    safe = fv.masked_fill(t, ignored, 0).reshape(-1, 1)
+    if weight is None:
+        w = fv.masked_fill(fv.zeros((t.shape[0],), npdt), fv.equal(ignored, False), 1.0)
+    else:
+        w = fv.masked_fill(fv.take(operand(weight, npdt), safe.reshape(-1), axis=0), ignored, 0)
+    return x, safe, w
+
+
+@kernel("nll_loss_forward")
+def nll_loss_forward(self, target, weight, reduction, ignore_index):
+    x, safe, w = _nll_parts(self, target, weight, ignore_index)
+    losses = fv.negative(fv.multiply(fv.take_along_axis(x, safe, axis=1).reshape(-1), w))
+    total = fv.sum(w)
+    r = _REDUCTION[reduction]
+    if r is None:
+        out = losses if self.dim() == 2 else losses.reshape(())
+        return W(out), W(fv.zeros((), x.dtype))
+    out = fv.sum(losses)
+    return W(fv.divide(out, total) if r == "mean" else out), W(total)
+
+
+@kernel("nll_loss_backward")
+def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
+    x, safe, w = _nll_parts(self, target, weight, ignore_index)
+    g = A(grad_output).reshape(-1) if grad_output.dim() else A(grad_output)
+    vals = fv.negative(fv.multiply(w, g))
+    if _REDUCTION[reduction] == "mean":
+        vals = fv.divide(vals, A(total_weight))
+    grad = fv.scatter_add(fv.zeros(x.shape, x.dtype), 1, safe, vals.reshape(-1, 1))
+    return W(grad.reshape(tuple(self.shape)))
 
 
 # -- norms -----------------------------------------------------------------------------------------
