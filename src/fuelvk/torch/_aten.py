@@ -509,6 +509,46 @@ def min_all(self):
     return _reduce(fv.min, self, None, False, None)
 
 
+def _arg(f):
+    def arg(self, dim=None, keepdim=False):
+        _float(self)
+        if dim is None:
+            out = f(A(self))
+            return W(out.reshape((1,) * self.dim()) if keepdim else out)
+        d = dim % max(self.dim(), 1)
+        out = f(A(self), d) if self.dim() else f(A(self))
+        return W(out.reshape(tuple(1 if i == d else n for i, n in enumerate(self.shape))) if keepdim else out)
+    return arg
+
+
+KERNELS["argmax"], KERNELS["argmin"] = _arg(fv.argmax), _arg(fv.argmin)
+
+
+def _value_index(f):
+    def vi(self, dim, keepdim=False):
+        """(values, indices): torch's first index on ties; values gathered at it."""
+        idx = _arg(f)(self, dim, True)
+        vals = fv.take_along_axis(A(self), A(idx), axis=dim % max(self.dim(), 1)) if self.dim() else A(self)
+        if not keepdim and self.dim():
+            return W(vals.squeeze(dim % self.dim())), idx.squeeze(dim)
+        return W(vals), idx
+    return vi
+
+
+KERNELS["max.dim"], KERNELS["min.dim"] = _value_index(fv.argmax), _value_index(fv.argmin)
+
+
+@kernel("index.Tensor")
+def index(self, indices):
+    """x[..., idx, ...] with one integer index tensor (the others None): a take along that dim."""
+    given = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if len(given) != 1 or given[0][1].dtype not in (torch.int64, torch.int32):
+        raise Unhandled("several index tensors, or a bool mask (fuelvk takes one integer index tensor)")
+    d, idx = given[0]
+    out = fv.take(A(self), _index(idx.reshape(-1)), axis=d)
+    return W(out.reshape(tuple(self.shape[:d]) + tuple(idx.shape) + tuple(self.shape[d + 1:])))
+
+
 # -- softmax, losses ---------------------------------------------------------------------------------
 def _no_half_to_float(half_to_float):
     if half_to_float:
