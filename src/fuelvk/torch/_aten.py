@@ -394,6 +394,41 @@ def logical_not(self):
     return W(fv.equal(A(self), False))
 
 
+def _bool_pair(self, other):
+    if self.dtype != torch.bool or not isinstance(other, torch.Tensor) or other.dtype != torch.bool \
+            or not D.is_fuelvk(other):
+        raise Unhandled("operands that are not two fuelvk bool tensors")
+    shape = tuple(torch.broadcast_shapes(self.shape, other.shape))
+    return A(self).broadcast_to(shape), A(other).broadcast_to(shape)
+
+
+@kernel("logical_and", "bitwise_and.Tensor")
+def logical_and(self, other):
+    a, b = _bool_pair(self, other)
+    return W(fv.masked_fill(a, fv.equal(b, False), False))
+
+
+@kernel("logical_or", "bitwise_or.Tensor")
+def logical_or(self, other):
+    a, b = _bool_pair(self, other)
+    return W(fv.masked_fill(a, b, True))
+
+
+def _out(fn):
+    """The out= overload of a functional kernel: compute, resize out if needed, write."""
+    def k(*args, out, **kwargs):
+        r = fn(*args, **kwargs)
+        if tuple(out.shape) != tuple(r.shape):
+            D.resize_(out, tuple(r.shape))
+        return D.assign(out, A(r))
+    return k
+
+
+for _name, _f in (("logical_and", logical_and), ("logical_or", logical_or)):
+    KERNELS[_name + ".out"] = _out(_f)
+    KERNELS[_name + "_"] = (lambda f: lambda self, other: _into(self, A(f(self, other))))(_f)
+
+
 @kernel("masked_fill.Scalar", "masked_fill.Tensor")
 def masked_fill(self, mask, value):
     return W(fv.masked_fill(A(self), A(mask), operand(value)))
@@ -727,6 +762,63 @@ def _triangle(f):
 for _name, _f in (("tril", _triangle(fv.tril)), ("triu", _triangle(fv.triu))):
     KERNELS[_name] = (lambda f: lambda self, diagonal=0: W(f(self, diagonal)))(_f)
     KERNELS[_name + "_"] = (lambda f: lambda self, diagonal=0: _into(self, f(self, diagonal)))(_f)
+
+
+@kernel("gather")
+def gather(self, dim, index, sparse_grad=False):
+    """torch.gather: take_along_axis on the view of self cut to index's extent in the other dims."""
+    d = dim % max(self.dim(), 1)
+    key = tuple(slice(None) if i == d else slice(0, n) for i, n in enumerate(index.shape))
+    return W(fv.take_along_axis(A(self)[key], _index(index), axis=d))
+
+
+def _scatter_add(self, dim, index, src):
+    if not D.is_fuelvk(src):
+        raise Unhandled("a CPU src")
+    return fv.scatter_add(A(self), dim % max(self.dim(), 1), _index(index), A(src))
+
+
+KERNELS["scatter_add"] = lambda self, dim, index, src: W(_scatter_add(self, dim, index, src))
+KERNELS["scatter_add_"] = lambda self, dim, index, src: _into(self, _scatter_add(self, dim, index, src))
+
+
+@kernel("flip")
+def flip(self, dims):
+    return W(fv.flip(A(self), tuple(dims)))
+
+
+@kernel("roll")
+def roll(self, shifts, dims=()):
+    if not dims:
+        if len(shifts) != 1:
+            raise Unhandled("several shifts without dims")
+        return W(fv.roll(A(self), shifts[0]))
+    return W(fv.roll(A(self), tuple(shifts), tuple(dims)))
+
+
+def _clamp(self, min=None, max=None):
+    _float(self)
+    lo, hi = operand(min) if min is not None else None, operand(max) if max is not None else None
+    if isinstance(lo, Array) or isinstance(hi, Array):
+        raise Unhandled("tensor bounds")
+    x = A(self)
+    if lo is not None:
+        x = fv.maximum(x, lo)
+    if hi is not None:
+        x = fv.minimum(x, hi)
+    return x if x is not A(self) else fv.copy(x)
+
+
+KERNELS["clamp"] = lambda self, min=None, max=None: W(_clamp(self, min, max))
+KERNELS["clamp_"] = lambda self, min=None, max=None: _into(self, _clamp(self, min, max))
+
+
+@kernel("cumsum")
+def cumsum(self, dim, dtype=None):
+    _float(self)
+    out = fv.cumsum(A(self), dim % max(self.dim(), 1))
+    want = numpy_dtype("cumsum", dtype or self.dtype)
+    return W(out if out.dtype == want else out.astype(want))
 
 
 @kernel("cat")
