@@ -465,6 +465,48 @@ def test_mlp_trains_like_cpu(optimizer, no_fallback):
         close(p.detach(), q.detach(), rtol=1e-4, atol=1e-5)
 
 
+class TinyBlock(torch.nn.Module):
+    """Embedding, LayerNorm, causal attention (torch's math path), dropout, GELU(tanh) MLP, LM head."""
+
+    def __init__(self, d=16, heads=2, vocab=11):
+        super().__init__()
+        nn = torch.nn
+        self.emb, self.pos = nn.Embedding(vocab, d), nn.Parameter(torch.randn(8, d) * 0.1)
+        self.ln1, self.qkv, self.o = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.ln2, self.fc, self.pr = nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.head, self.heads, self.drop = nn.Linear(d, vocab, bias=False), heads, nn.Dropout(0.1)
+
+    def forward(self, ids):
+        b, t = ids.shape
+        x = self.emb(ids) + self.pos[:t]
+        q, k, v = (z.view(b, t, self.heads, -1).transpose(1, 2) for z in self.qkv(self.ln1(x)).split(x.shape[-1], -1))
+        a = TF.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, -1)
+        x = x + self.drop(self.o(a))
+        return self.head(x + self.pr(TF.gelu(self.fc(self.ln2(x)), approximate="tanh")))
+
+
+def test_tiny_transformer_trains_like_cpu(no_fallback):
+    """Forward, backward and AdamW steps of a GPT-style block (dropout on) track the CPU run."""
+    torch.manual_seed(0)
+    cpu = TinyBlock()
+    dev = copy.deepcopy(cpu).to(DEV)
+    ids, tgt = torch.randint(0, 11, (2, 8)), torch.randint(0, 11, (2, 8))
+    opts = [torch.optim.AdamW(m.parameters(), lr=1e-2, foreach=False) for m in (cpu, dev)]
+    for step in range(3):
+        losses = []
+        for model, opt, i, t in ((cpu, opts[0], ids, tgt), (dev, opts[1], ids.to(DEV), tgt.to(DEV))):
+            torch.manual_seed(step)   # the same dropout masks (drawn on the CPU generator)
+            opt.zero_grad()
+            loss = TF.cross_entropy(model(i).flatten(0, 1), t.flatten())
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        assert abs(losses[0] - losses[1]) <= 1e-5 * losses[0], losses
+    for (name, p), q in zip(dev.named_parameters(), cpu.parameters()):
+        if name != "qkv.bias":   # the key bias has a zero gradient (softmax ignores it): Adam scales its
+            close(p.detach(), q.detach(), rtol=1e-4, atol=1e-5)   # rounding noise up to lr-sized steps
+
+
 def test_threads(no_fallback):
     errors = []
 
