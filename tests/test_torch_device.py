@@ -271,6 +271,9 @@ OPS = {
     "sum": lambda t: t["a"].sum(), "sum_dim": lambda t: t["x3"].sum(1), "sum_keep": lambda t: t["x3"].sum((0, 2), True),
     "mean": lambda t: t["x3"].mean(-1), "mean_all": lambda t: t["a"].mean(), "amax": lambda t: t["x3"].amax(0),
     "amin": lambda t: t["x3"].amin(-1, keepdim=True), "max": lambda t: t["a"].max(),
+    "var": lambda t: t["x3"].var(1), "std_all": lambda t: t["a"].std(), "var0": lambda t: t["x3"].var((0, 2), correction=0),
+    "var_mean": lambda t: torch.var_mean(t["x3"], -1, keepdim=True)[0],
+    "std_mean_m": lambda t: torch.std_mean(t["x3"], -1)[1],
     "softmax": lambda t: torch.softmax(t["x3"], -1), "softmax0": lambda t: torch.softmax(t["x3"], 0),
     "log_softmax": lambda t: torch.log_softmax(t["a"], 1),
     "layer_norm": lambda t: TF.layer_norm(t["x3"], (4,), t["r"], t["r"] * 0.5),
@@ -346,7 +349,7 @@ GRADS = {
     "layer_norm": lambda x: TF.layer_norm(x, (4,), torch.linspace(0.5, 2, 4).to(x.device),
                                           torch.ones(4).to(x.device)) * torch.arange(4.).to(x.device),
     "rms_norm": lambda x: TF.rms_norm(x, (4,)) * torch.arange(4.).to(x.device),
-    "mean_exp": lambda x: x.exp().mean(0),
+    "mean_exp": lambda x: x.exp().mean(0), "std": lambda x: x.std(1) * torch.arange(3.).to(x.device),
     "gather": lambda x: x.gather(1, torch.tensor([[3, 3], [0, 1], [2, 0]]).to(x.device)) * 2,
     "clamp_cumsum": lambda x: x.clamp(-0.5, 0.5).cumsum(1).flip(0), "pow": lambda x: x ** 2 / 3,
 }

@@ -584,6 +584,28 @@ def index(self, indices):
     return W(out.reshape(tuple(self.shape[:d]) + tuple(idx.shape) + tuple(self.shape[d + 1:])))
 
 
+def _var_mean(self, dim=None, correction=None, keepdim=False):
+    """(var, mean) with torch's correction (default 1): two passes, sum((x - mean)^2) / (n - correction)."""
+    _float(self)
+    x, axes = A(self), _axes(dim, self.dim())
+    n = math.prod(self.shape[a] for a in axes) if axes is not None else self.numel()
+    mean = fv.mean(x, axis=axes, keepdims=True)
+    ss = fv.sum(fv.square(fv.subtract(x, mean)), axis=axes, keepdims=keepdim)
+    c = 1 if correction is None else correction
+    var = fv.divide(ss, max(n - c, 0)) if n - c > 0 else fv.multiply(ss, math.inf)
+    return var, (mean if keepdim else mean.reshape(tuple(ss.shape)))
+
+
+KERNELS["var.correction"] = lambda self, dim=None, correction=None, keepdim=False: W(
+    _var_mean(self, dim, correction, keepdim)[0])
+KERNELS["std.correction"] = lambda self, dim=None, correction=None, keepdim=False: W(
+    fv.sqrt(_var_mean(self, dim, correction, keepdim)[0]))
+KERNELS["var_mean.correction"] = lambda self, dim=None, correction=None, keepdim=False: tuple(
+    map(W, _var_mean(self, dim, correction, keepdim)))
+KERNELS["std_mean.correction"] = lambda self, dim=None, correction=None, keepdim=False: (lambda vm: (
+    W(fv.sqrt(vm[0])), W(vm[1])))(_var_mean(self, dim, correction, keepdim))
+
+
 # -- softmax, losses ---------------------------------------------------------------------------------
 def _no_half_to_float(half_to_float):
     if half_to_float:
