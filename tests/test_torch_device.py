@@ -137,8 +137,9 @@ def test_factories(no_fallback):
     e = torch.empty_strided((2, 3), (1, 2), device=DEV)
     assert e.stride() == (1, 2) and e.device.type == DEV
     assert torch.empty(0, 3, device=DEV).shape == (0, 3)
-    for f in (torch.rand, torch.randn):   # host RNG: a seeded device draw equals the CPU draw
-        torch.manual_seed(3)
+    for f in (torch.rand, torch.randn, lambda *s, **k: torch.randint(-3, 9, s, **k),
+              lambda *s, **k: torch.empty(*s, **k).bernoulli_(0.3)):   # host RNG: a seeded device draw
+        torch.manual_seed(3)                                               # equals the CPU draw
         d = f(5, 2, device=DEV)
         torch.manual_seed(3)
         close(d, f(5, 2), rtol=0, atol=0)

@@ -174,15 +174,20 @@ def clone(self, memory_format=None):
     return W(fv.copy(A(self)))
 
 
-@kernel("uniform_")
-def uniform_(self, from_=0.0, to=1.0, generator=None, **kw):
-    f, t = kw.get("from", from_), to
-    return D.copy_from(torch.empty(tuple(self.shape), dtype=self.dtype).uniform_(f, t, generator=generator), self)
+def _host_random(draw):
+    """An in-place random fill: torch's CPU generator draws into a CPU tensor of self's shape and dtype
+    (the numbers a CPU run draws), which is uploaded into self."""
+    def fill(self, *args, **kwargs):
+        return D.copy_from(draw(torch.empty(tuple(self.shape), dtype=self.dtype), *args, **kwargs), self)
+    return fill
 
 
-@kernel("normal_")
-def normal_(self, mean=0.0, std=1.0, generator=None):
-    return D.copy_from(torch.empty(tuple(self.shape), dtype=self.dtype).normal_(mean, std, generator=generator), self)
+KERNELS["uniform_"] = _host_random(torch.Tensor.uniform_)
+KERNELS["normal_"] = _host_random(torch.Tensor.normal_)
+KERNELS["bernoulli_.float"] = _host_random(torch.Tensor.bernoulli_)
+KERNELS["random_.from"] = _host_random(lambda t, from_, to, generator=None: t.random_(from_, to, generator=generator))
+KERNELS["random_.to"] = _host_random(torch.Tensor.random_)
+KERNELS["random_"] = _host_random(torch.Tensor.random_)
 
 
 @kernel("native_dropout")
