@@ -161,6 +161,23 @@ def test_fill_bits(dtype, no_fallback):
     assert torch.equal(torch.zeros(3, 2, dtype=torch.bfloat16, device=DEV).cpu(), torch.zeros(3, 2, dtype=torch.bfloat16))
 
 
+def test_save_and_load(no_fallback):
+    import io
+    x = torch.randn(3, 4).to(DEV)[1:]
+    state = torch.nn.Linear(2, 2).to(DEV).state_dict()
+    buf = io.BytesIO()
+    torch.save({"x": x, "state": state}, buf)
+    for where, want in ((None, DEV), ("cpu", "cpu"), (DEV, DEV)):
+        buf.seek(0)
+        got = torch.load(buf, map_location=where)
+        assert got["x"].device.type == want and got["state"]["weight"].device.type == want
+        assert torch.equal(got["x"].cpu(), x.cpu()) and got["x"].storage_offset() == 4
+    cpu_buf = io.BytesIO()
+    torch.save(x.cpu(), cpu_buf)
+    cpu_buf.seek(0)
+    close(torch.load(cpu_buf, map_location=DEV), x.cpu(), rtol=0, atol=0)
+
+
 def test_deepcopy_and_mixed_devices(no_fallback):
     x = torch.randn(3, 4).to(DEV)[1:]
     y = copy.deepcopy(x)                         # torch clones the storage: a new buffer

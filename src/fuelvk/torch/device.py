@@ -130,13 +130,14 @@ def _patch_printing():
 
 
 def _patch_storage():
-    """UntypedStorage.clone/.cpu/.fuelvk would allocate a PrivateUse1 storage through torch's (absent)
-    allocator and memcpy from data_ptr 0: a segfault. For fuelvk storages they copy the Buffer instead,
-    so copy.deepcopy, torch.save and torch.load(map_location="fuelvk") of fuelvk tensors work."""
+    """UntypedStorage.clone/.cpu/.to/.fuelvk would allocate a PrivateUse1 storage through torch's (absent)
+    allocator and memcpy from data_ptr 0 (a segfault), and data_ptr() of a storage with bytes but no
+    host pointer raises. For fuelvk storages these copy the Buffer instead and data_ptr() is 0 (as
+    Tensor.data_ptr()), so copy.deepcopy, torch.save and torch.load (map_location too) work."""
     cls = torch.UntypedStorage
     if getattr(cls.clone, "_fuelvk", False):
         return
-    clone, cpu = cls.clone, cls.cpu
+    clone, cpu, to, data_ptr = cls.clone, cls.cpu, cls.to, cls.data_ptr
 
     def _clone(self):
         if self.device.type != NAME:
@@ -154,11 +155,21 @@ def _patch_storage():
     def _to_fuelvk(self, device=None, non_blocking=False):
         if self.device.type == NAME:
             return self
-        t = upload(torch.tensor([], dtype=torch.uint8).set_(self.cpu()))
-        return t.untyped_storage()
-    for f in (_clone, _cpu, _to_fuelvk):
+        return upload(torch.tensor([], dtype=torch.uint8).set_(self.cpu())).untyped_storage()
+
+    def _to(self, *, device, non_blocking=False):
+        device = torch.device(device)
+        if device.type == NAME:
+            return _to_fuelvk(self)
+        if self.device.type == NAME and device.type == "cpu":
+            return _cpu(self)
+        return to(self, device=device, non_blocking=non_blocking)
+
+    def _data_ptr(self):
+        return 0 if self.device.type == NAME else data_ptr(self)
+    for f in (_clone, _cpu, _to_fuelvk, _to, _data_ptr):
         f._fuelvk = True
-    cls.clone, cls.cpu = _clone, _cpu
+    cls.clone, cls.cpu, cls.to, cls.data_ptr = _clone, _cpu, _to, _data_ptr
     setattr(cls, NAME, _to_fuelvk)
 
 
