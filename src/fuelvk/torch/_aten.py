@@ -482,11 +482,14 @@ def addmm(self, mat1, mat2, beta=1, alpha=1):
 
 @kernel("convolution_overrideable")
 def convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
-    """torch sends a non-CPU/CUDA device's convolution here (its own kernel only raises): aten::convolution
-    on the CPU until fuelvk.conv2d is wired in."""
+    """torch sends a non-CPU/CUDA device's convolution here (its own kernel only raises): fuelvk.conv2d
+    for a plain 2-D convolution, aten::convolution on the CPU for the rest (1-D/3-D, transposed)."""
+    if not transposed and input.dim() == 4 and weight.dim() == 4 and D.is_fuelvk(weight):
+        b = A(bias) if bias is not None else None
+        return W(fv.conv2d(A(input), A(weight), b, tuple(stride), tuple(padding), tuple(dilation), groups))
     return run_on_cpu(torch.ops.aten.convolution.default, (input, weight, bias, stride, padding, dilation,
                                                           transposed, output_padding, groups), {},
-                      "no fuelvk convolution kernel wired in yet", "aten::convolution_overrideable")
+                      "only plain 2-D convolutions run on fuelvk", "aten::convolution_overrideable")
 
 
 @kernel("convolution_backward_overrideable")
@@ -496,7 +499,7 @@ def convolution_backward_overrideable(grad_output, input, weight, stride, paddin
     return run_on_cpu(torch.ops.aten.convolution_backward.default,
                       (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
                        output_padding, groups, output_mask), {},
-                      "no fuelvk convolution kernel wired in yet", "aten::convolution_backward_overrideable")
+                      "no fuelvk convolution backward yet", "aten::convolution_backward_overrideable")
 
 
 # -- reductions ------------------------------------------------------------------------------------
