@@ -299,6 +299,8 @@ OPS = {
     "sum": lambda t: t["a"].sum(), "sum_dim": lambda t: t["x3"].sum(1), "sum_keep": lambda t: t["x3"].sum((0, 2), True),
     "mean": lambda t: t["x3"].mean(-1), "mean_all": lambda t: t["a"].mean(), "amax": lambda t: t["x3"].amax(0),
     "amin": lambda t: t["x3"].amin(-1, keepdim=True), "max": lambda t: t["a"].max(),
+    "batch_norm_eval": lambda t: TF.batch_norm(t["x3"], t["r"][:3] * 0.1, t["p"][0, :3], t["b"][0, :3], t["r"][1:]),
+    "batch_norm_noaffine": lambda t: TF.batch_norm(t["bm"], t["r"][:3], t["p"][0, :3]),
     "var": lambda t: t["x3"].var(1), "std_all": lambda t: t["a"].std(), "var0": lambda t: t["x3"].var((0, 2), correction=0),
     "var_mean": lambda t: torch.var_mean(t["x3"], -1, keepdim=True)[0],
     "std_mean_m": lambda t: torch.std_mean(t["x3"], -1)[1],

@@ -757,6 +757,22 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
     return dx, dw, db
 
 
+@kernel("native_batch_norm")
+def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """Inference batch norm (running statistics) over dim 1: (x - mean) * rsqrt(var + eps) * w + b."""
+    if training or running_mean is None or running_var is None:
+        raise Unhandled("training-mode batch norm (batch statistics, running-stat updates)")
+    npdt = numpy_dtype("batch_norm", _float(input))
+    shape = (1, -1) + (1,) * (input.dim() - 2)
+    scale = fv.reciprocal(fv.sqrt(fv.add(operand(running_var, npdt), eps)))
+    if weight is not None:
+        scale = fv.multiply(scale, operand(weight, npdt))
+    y = fv.multiply(fv.subtract(A(input), operand(running_mean, npdt).reshape(shape)), scale.reshape(shape))
+    if bias is not None:
+        y = fv.add(y, operand(bias, npdt).reshape(shape))
+    return W(y), D.empty([0], input.dtype), D.empty([0], input.dtype)
+
+
 # -- indexing, joining --------------------------------------------------------------------------------
 def _index(t):
     if not D.is_fuelvk(t):
