@@ -1,4 +1,5 @@
 """Runtime: spv freshness, Params layouts vs SPIR-V, batching and barriers, memory, device, errors."""
+import ctypes
 import json
 import os
 import struct
@@ -110,29 +111,57 @@ def test_pool_reuses_buffers():
     assert b.buffer.handle == h
 
 
-def _smaps_entry(addr):
-    """The /proc/self/smaps fields of the mapping holding addr."""
-    fields, hit = {}, False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split()[0]
-        if "-" in head and ":" not in head:
-            lo, hi = (int(x, 16) for x in head.split("-"))
-            if hit:
-                break
-            hit = lo <= addr < hi
-        elif hit:
-            fields[head.rstrip(":")] = line.split()[1]
-    return fields
-
-
 def test_cpu_device_memory_asks_for_huge_pages():
-    """On a CPU device (lavapipe) big chunks are madvise(MADV_HUGEPAGE)d: THP-eligible in smaps."""
+    """On a CPU device (lavapipe) big chunks are madvise(MADV_HUGEPAGE)d: THP-eligible in smaps where
+    the driver maps private memory (Mesa 22); where it maps a shared memfd (Mesa >= 25) madvise has no
+    effect, and the pool must say so rather than claim huge pages."""
+    from fuelvk.runtime.memory import smaps_entry
     thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
     if fv.device_info()["type"] != "cpu" or not thp.exists() or "[never]" in thp.read_text():
         pytest.skip("needs a CPU Vulkan device on Linux with transparent huge pages not disabled")
     a = fv.empty((4 << 20,), fv.float32)        # 16 MiB: a chunk of its own (advised: its whole 2 MiB pages)
-    fields = _smaps_entry(int(runtime.ffi.cast("uintptr_t", a.buffer.mapped)) + (8 << 20))
-    assert fields.get("THPeligible") == "1", fields
+    fields = smaps_entry(int(runtime.ffi.cast("uintptr_t", a.buffer.mapped)) + (8 << 20))
+    pool = runtime.get().pool
+    assert "VmFlags" in fields, fields
+    if "sh" in fields["VmFlags"].split():
+        assert pool.huge_pages is (fields.get("THPeligible") == "1"), (pool.huge_pages, fields)
+    else:
+        assert fields.get("THPeligible") == "1", fields
+        assert pool.huge_pages is True
+    assert fv.device_info()["memory"]["huge_pages"] is pool.huge_pages
+
+
+def test_smaps_entry_reads_private_and_shared_mappings():
+    """The detection itself: an anonymous private mapping is private and, madvised, THP-eligible; a
+    shared memfd mapping is shared (what Mesa 25 hands out) and _huge_pages reports no effect."""
+    import mmap
+    from fuelvk.runtime.memory import _huge_pages, smaps_entry
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if not Path("/proc/self/smaps").exists():
+        pytest.skip("needs Linux /proc/self/smaps")
+    size = 8 << 20
+    priv = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    fd = os.memfd_create("fuelvk-test")
+    os.ftruncate(fd, size)
+    shared = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
+    try:
+        addr = lambda m: ctypes.addressof(ctypes.c_char.from_buffer(m))   # noqa: E731
+        p, q = addr(priv), addr(shared)
+        took_p, took_q = _huge_pages(p, size, check=True), _huge_pages(q, size, check=True)
+        fp, fq = smaps_entry(p + (4 << 20)), smaps_entry(q + (4 << 20))
+        assert "sh" not in fp["VmFlags"].split() and "sh" in fq["VmFlags"].split(), (fp, fq)
+        assert "memfd:fuelvk-test" in fq["name"]
+        if "[never]" not in thp.read_text():
+            assert took_p is True and fp["THPeligible"] == "1"
+        assert took_q is (fq["THPeligible"] == "1")
+        shmem = Path("/sys/kernel/mm/transparent_hugepage/shmem_enabled")
+        if shmem.exists() and "[never]" in shmem.read_text():
+            assert took_q is False
+        assert smaps_entry(0) == {}
+    finally:
+        priv.close()
+        shared.close()
+        os.close(fd)
 
 
 def test_allocation_over_binding_limit_is_a_typed_error():

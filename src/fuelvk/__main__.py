@@ -21,6 +21,9 @@ def _info(args):
     for k, v in info["limits"].items():
         print(f"  {k:32s} {v}")
     print(f"memory   : {'mapped (host-visible) arrays' if info['memory']['direct_mapped'] else 'device-local + staging'}")
+    huge = info["memory"].get("huge_pages")
+    if huge is not None:
+        print(f"huge pages: {'yes (THP-eligible)' if huge else 'no (madvise had no effect: shared mapping or THP off)'}")
     print(f"features : {', '.join(info['features'])}")
     print(f"extensions: {', '.join(info['extensions']) or '-'}")
     for op, routes in info["routes"].items():

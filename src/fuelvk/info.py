@@ -38,10 +38,19 @@ def device_info():
             "maxPushConstantsSize": lim.maxPushConstantsSize,
             "timestampPeriod_ns": d.timestamp_period_ns,
         },
-        "memory": {"direct_mapped": ctx.pool.direct, "heaps_bytes": ctx.pool.heaps},
+        "memory": {"direct_mapped": ctx.pool.direct, "heaps_bytes": ctx.pool.heaps,
+                   "huge_pages": _huge_pages(ctx)},
         "features": feats,
         "extensions": list(d.extensions),
         "cooperative_matrix_shapes": d.coop_matrix_shapes,
         "routes": {"matmul": available_routes(d.features)},
         "validation": d.messenger is not None,
     }
+
+
+def _huge_pages(ctx):
+    """Whether a CPU device's memory got transparent huge pages (None elsewhere); known once the pool
+    made a chunk, so make one (a pooled slot, cheap)."""
+    if ctx.device.device_type == "cpu" and ctx.pool.huge_pages is None:
+        ctx.pool.alloc(1, host=True)
+    return ctx.pool.huge_pages

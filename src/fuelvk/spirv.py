@@ -93,10 +93,12 @@ def reflect(code: bytes) -> dict:
         if sc == SC_UNIFORM:
             return {"type": "uniform_buffer"}
         kind = types.get(t, ("other",))
-        if kind[0] == "sampled_image":
+        if kind[0] == "sampled_image":   # GLSL samplerBuffer (valid SPIR-V only before 1.6)
             kind = types.get(kind[1], ("other",))
             if kind[0] == "image" and kind[1] == DIM_BUFFER:
                 return {"type": "uniform_texel_buffer"}
+        elif kind[0] == "image" and kind[1] == DIM_BUFFER and kind[2] == 1:   # samplerless textureBuffer
+            return {"type": "uniform_texel_buffer"}
         elif kind[0] == "image" and kind[1] == DIM_BUFFER and kind[2] == 2:
             out = {"type": "storage_texel_buffer"}
             if kind[3] in IMAGE_FORMATS:
