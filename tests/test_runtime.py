@@ -24,6 +24,29 @@ def test_spv_is_fresh():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_spirv_val_reports_an_invalid_module(tmp_path):
+    """build_shaders.validate (run by --check) names a module spirv-val rejects, and passes a good one."""
+    sys.path.insert(0, str(ROOT))
+    import build_shaders
+    if build_shaders.spirv_val()[0] is None:
+        pytest.skip(build_shaders.spirv_val()[1])
+    good = (spv_dir() / VARIANTS["unary.f32"].spv).read_bytes()
+    (tmp_path / "good.spv").write_bytes(good)
+    (tmp_path / "bad.spv").write_bytes(good[:-4])        # last instruction cut short
+    problems = build_shaders.validate([tmp_path / "good.spv", tmp_path / "bad.spv"])
+    assert len(problems) == 1 and problems[0].startswith("bad.spv: spirv-val"), problems
+
+
+def test_uniform_texel_buffers_are_samplerless():
+    """Uniform texel buffers are OpTypeImage Dim Buffer Sampled=1, not wrapped in a sampled image
+    (Mesa 25 rejects that), and reflect as uniform_texel_buffer."""
+    for vid, v in VARIANTS.items():
+        refl = reflect((spv_dir() / v.spv).read_bytes())
+        assert refl["sampled_buffer_images"] == 0, vid
+    refl = reflect((spv_dir() / VARIANTS["loadpath.utb_r32"].spv).read_bytes())
+    assert [b.get("type") for b in refl["bindings"]] == [None, "uniform_texel_buffer"]
+
+
 @pytest.mark.parametrize("vid", sorted(VARIANTS))
 def test_params_layout_matches_spirv(vid):
     """The Python Params packing agrees with the push-constant block the compiler laid out."""

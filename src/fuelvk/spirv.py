@@ -126,6 +126,9 @@ def reflect(code: bytes) -> dict:
     spec_ids = sorted(d[DEC_SPEC_ID] for d in decorations.values() if DEC_SPEC_ID in d)
     if local_size_ids:
         local_size = tuple(consts.get(x, 0) for x in local_size_ids)
+    # sampled images of Dim Buffer: invalid from SPIR-V 1.6 (Mesa 25 rejects them at any version)
+    sampled_buffers = sum(1 for k in types.values() if k[0] == "sampled_image"
+                          and types.get(k[1], ("other",))[:2] == ("image", DIM_BUFFER))
     return {"push_constants": push, "bindings": sorted(bindings, key=lambda b: (b["set"], b["binding"])),
             "local_size": list(local_size) if local_size else None, "spec_ids": spec_ids,
-            "capabilities": sorted(set(caps))}
+            "capabilities": sorted(set(caps)), "sampled_buffer_images": sampled_buffers}
