@@ -47,6 +47,28 @@ def test_uniform_texel_buffers_are_samplerless():
     assert [b.get("type") for b in refl["bindings"]] == [None, "uniform_texel_buffer"]
 
 
+# SPIR-V capability -> the device feature (runtime/device.py FEATURE_FIELDS or subgroup names) it needs
+CAP_FEATURE = {9: "float16", 10: "float64", 11: "int64", 22: "int16", 39: "int8", 61: "subgroup_basic",
+               4433: "storage16", 4434: "uniform_storage16", 4448: "storage8", 5345: "memory_model",
+               5346: "memory_model_device_scope", 6022: "cooperative_matrix"}
+
+
+def test_coop_kernels_require_what_their_spirv_declares():
+    """The coop matmul has never run here (no lavapipe has VK_KHR_cooperative_matrix): what its SPIR-V
+    declares must be features the variant requires, so a GPU enables them (device.py) or the route
+    is not offered."""
+    from fuelvk.kernels.matmul import ROUTE_FEATURES
+    from fuelvk.runtime.device import FEATURE_FIELDS
+    for v in VARIANTS.values():
+        if v.family != "matmul_coop":
+            continue
+        caps = reflect((spv_dir() / v.spv).read_bytes())["capabilities"]
+        need = {CAP_FEATURE[c] for c in caps if c in CAP_FEATURE}
+        assert 6022 in caps and need <= set(v.features), (v.id, need - set(v.features))
+        assert set(ROUTE_FEATURES["coop"]) <= set(v.features)
+        assert all(f in FEATURE_FIELDS or f.startswith("subgroup_") for f in v.features), v.features
+
+
 @pytest.mark.parametrize("vid", sorted(VARIANTS))
 def test_params_layout_matches_spirv(vid):
     """The Python Params packing agrees with the push-constant block the compiler laid out."""
