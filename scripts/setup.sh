@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # One entry point for a fresh Debian machine:
 #   bash scripts/setup.sh main   # install what is missing, then `python -m fuelvk info` + a quick benchmark
-#   bash scripts/setup.sh test   # install what is missing, then the whole test suite (validation layer on)
+#   bash scripts/setup.sh test   # install what is missing, then the whole test suite (validation layer on),
+#                                # then a subset on a second driver (Mesa >= 25 lavapipe, scripts/second_driver.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-main}"
 PY="${PYTHON:-python3}"
+# Run on the second driver too (test): every kernel family at least once, in a few minutes.
+SECOND_DRIVER_TESTS="tests/test_elementwise.py tests/test_elementwise_w64.py tests/test_casts.py tests/test_conv.py
+  tests/test_indexing.py tests/test_matmul.py tests/test_movement.py tests/test_padding.py tests/test_reduction.py
+  tests/test_norm.py tests/test_quant.py tests/test_rope.py tests/test_attention.py tests/test_loadpaths.py
+  tests/test_runtime.py tests/test_loop_budget.py tests/test_bench.py"
+SECOND_DRIVER_SKIP="backward"
 
-debs="libvulkan1 mesa-vulkan-drivers vulkan-validationlayers glslc"
+debs="libvulkan1 mesa-vulkan-drivers vulkan-validationlayers glslc curl xz-utils"
 missing=""
 for p in $debs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
@@ -32,6 +39,13 @@ case "$what" in
   test)
     "$PY" build_shaders.py --check
     "$PY" -m pytest -q -p no:cacheprovider tests
+    # The second driver: every kernel family at least once (FUELVK_CHECK_FAMILIES fails the run if one
+    # never created a pipeline), validation layer on. SECOND_DRIVER_SKIP keeps it short: the slowest
+    # parametrizations, whose code paths the first run covers and the kept cases still reach.
+    icd="$(bash scripts/second_driver.sh)"
+    echo "second driver: $(VK_ICD_FILENAMES="$icd" "$PY" -m fuelvk info | sed -n 2p)"
+    VK_ICD_FILENAMES="$icd" FUELVK_CHECK_FAMILIES=1 "$PY" -m pytest -q -p no:cacheprovider \
+      -k "not ($SECOND_DRIVER_SKIP)" $SECOND_DRIVER_TESTS
     ;;
   *) echo "usage: $0 main|test" >&2; exit 2 ;;
 esac

@@ -69,6 +69,28 @@ def test_coop_kernels_require_what_their_spirv_declares():
         assert all(f in FEATURE_FIELDS or f.startswith("subgroup_") for f in v.features), v.features
 
 
+def test_family_coverage_check():
+    """FUELVK_CHECK_FAMILIES (the second-driver subset): a family the device can run but no test ran
+    is named; one it cannot run (coop on lavapipe) is not; a session that ran one test fails."""
+    from conftest import families_not_run
+    from fuelvk.kernels import FAMILIES
+    feats = runtime.get().device.features
+    runnable = set(FAMILIES) - ({"matmul_coop"} if "cooperative_matrix" not in feats else set())
+    assert families_not_run(feats, set(FAMILIES)) == []
+    assert families_not_run(feats, set(FAMILIES) - {"rope", "matmul_coop"}) == sorted(
+        {"rope", "matmul_coop"} & runnable)
+    env = dict(os.environ, FUELVK_CHECK_FAMILIES="1", PYTHONPATH=str(ROOT / "src"))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        str(ROOT / "tests" / "test_array.py"), "-k", "test_reshape_of_noncontiguous_view_copies"],
+                       capture_output=True, text=True, env=env, cwd=ROOT)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "no test ran: " in out, out[-2000:]
+    missing = out.split("no test ran: ")[1].splitlines()[0].split(", ")
+    ran = int(out.split("FUELVK_CHECK_FAMILIES: ")[1].split()[0])        # a strided download's copy kernel
+    assert "rope" in missing and "matmul_coop" not in missing, missing
+    assert ran >= 1 and len(missing) == len(runnable) - ran, (ran, missing)
+
+
 @pytest.mark.parametrize("vid", sorted(VARIANTS))
 def test_params_layout_matches_spirv(vid):
     """The Python Params packing agrees with the push-constant block the compiler laid out."""
