@@ -69,6 +69,16 @@ def test_coop_kernels_require_what_their_spirv_declares():
         assert all(f in FEATURE_FIELDS or f.startswith("subgroup_") for f in v.features), v.features
 
 
+def test_device_enables_every_used_feature_it_has():
+    """The device was created with each feature fuelvk uses (the coop kernels' 16-bit uniform access
+    and Vulkan memory model included) switched on exactly where the device has it."""
+    from fuelvk.runtime.device import FEATURE_FIELDS
+    dev = runtime.get().device
+    for name, (key, field) in FEATURE_FIELDS.items():
+        if key in dev._feat:
+            assert bool(getattr(dev._feat[key], field)) == (name in dev.features), name
+
+
 def test_family_coverage_check():
     """FUELVK_CHECK_FAMILIES (the second-driver subset): a family the device can run but no test ran
     is named; one it cannot run (coop on lavapipe) is not; a session that ran one test fails."""
