@@ -2,7 +2,6 @@
 import ctypes
 import json
 import os
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -83,6 +82,7 @@ def test_family_coverage_check():
     """FUELVK_CHECK_FAMILIES (the second-driver subset): a family the device can run but no test ran
     is named; one it cannot run (coop on lavapipe) is not; a session that ran one test fails."""
     from conftest import families_not_run
+
     from fuelvk.kernels import FAMILIES
     feats = runtime.get().device.features
     runnable = set(FAMILIES) - ({"matmul_coop"} if "cooperative_matrix" not in feats else set())
@@ -212,6 +212,7 @@ def test_smaps_entry_reads_private_and_shared_mappings():
     """The detection itself: an anonymous private mapping is private and, madvised, THP-eligible; a
     shared memfd mapping is shared (what Mesa 25 hands out) and _huge_pages reports no effect."""
     import mmap
+
     from fuelvk.runtime.memory import _huge_pages, smaps_entry
     thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
     if not Path("/proc/self/smaps").exists():
@@ -222,8 +223,7 @@ def test_smaps_entry_reads_private_and_shared_mappings():
     os.ftruncate(fd, size)
     shared = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
     try:
-        addr = lambda m: ctypes.addressof(ctypes.c_char.from_buffer(m))   # noqa: E731
-        p, q = addr(priv), addr(shared)
+        p, q = (ctypes.addressof(ctypes.c_char.from_buffer(m)) for m in (priv, shared))
         took_p, took_q = _huge_pages(p, size, check=True), _huge_pages(q, size, check=True)
         fp, fq = smaps_entry(p + (4 << 20)), smaps_entry(q + (4 << 20))
         assert "sh" not in fp["VmFlags"].split() and "sh" in fq["VmFlags"].split(), (fp, fq)
@@ -261,8 +261,8 @@ def test_validation_messages_are_caught():
     ctx = runtime.get()
     if ctx.device.messenger is None:
         pytest.skip("validation layer disabled (FUELVK_VALIDATION=0)")
-    from fuelvk.runtime.vk import C, ffi, lib
     from fuelvk.kernels import kernel
+    from fuelvk.runtime.vk import C, ffi, lib
     fv.synchronize()
     pipe = ctx.pipelines.get(kernel("unary", "f32"), ((0, 0),))
     st = ctx.stream

@@ -104,7 +104,8 @@ def smaps_entry(addr):
     "VmFlags" ("sh" among them for a shared mapping), ... as strings; "name" is the mapped file."""
     fields, hit = {}, False
     try:
-        lines = open("/proc/self/smaps").read().splitlines()
+        with open("/proc/self/smaps") as f:
+            lines = f.read().splitlines()
     except OSError:
         return {}
     for line in lines:
