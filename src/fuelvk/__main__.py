@@ -27,6 +27,9 @@ def _info(args):
     kind = "mapped (host-visible) arrays" if mem["direct_mapped"] else "device-local arrays + staging copies"
     print(f"memory   : {kind}, {mem['why']}")
     print(f"binding  : {desc['path']}, {desc['why']}")
+    huge = info["memory"].get("huge_pages")
+    if huge is not None:
+        print(f"huge pages: {'yes (THP-eligible)' if huge else 'no (madvise had no effect: shared mapping or THP off)'}")
     print(f"features : {', '.join(info['features'])}")
     print(f"extensions: {', '.join(info['extensions']) or '-'}")
     for op, routes in info["routes"].items():

@@ -44,7 +44,8 @@ def device_info():
             k: list(v) if isinstance(v, tuple) else v for k, v in getattr(lim, "overrides", {}).items()}}
         if d.limits_profile else None,
         "memory": {"kind": "mapped" if ctx.pool.direct else "device-local + staging", "why": ctx.pool.memory_why,
-                   "direct_mapped": ctx.pool.direct, "heaps_bytes": ctx.pool.heaps},
+                   "direct_mapped": ctx.pool.direct, "heaps_bytes": ctx.pool.heaps,
+                   "huge_pages": _huge_pages(ctx)},
         "descriptors": {"path": d.descriptor_path[0], "why": d.descriptor_path[1]},
         "features": feats,
         "extensions": list(d.extensions),
@@ -52,3 +53,11 @@ def device_info():
         "routes": {"matmul": available_routes()},
         "validation": d.messenger is not None,
     }
+
+
+def _huge_pages(ctx):
+    """Whether a CPU device's memory got transparent huge pages (None elsewhere); known once the pool
+    made a chunk, so make one (a pooled slot, cheap)."""
+    if ctx.device.device_type == "cpu" and ctx.pool.huge_pages is None:
+        ctx.pool.alloc(1, host=True)
+    return ctx.pool.huge_pages

@@ -169,10 +169,12 @@ def reflect(code: bytes) -> dict:
         if sc == SC_UNIFORM:
             return {"type": "uniform_buffer"}
         kind = types.get(t, ("other",))
-        if kind[0] == "sampled_image":
+        if kind[0] == "sampled_image":   # GLSL samplerBuffer (valid SPIR-V only before 1.6)
             kind = types.get(kind[1], ("other",))
             if kind[0] == "image" and kind[1] == DIM_BUFFER:
                 return {"type": "uniform_texel_buffer"}
+        elif kind[0] == "image" and kind[1] == DIM_BUFFER and kind[2] == 1:   # samplerless textureBuffer
+            return {"type": "uniform_texel_buffer"}
         elif kind[0] == "image" and kind[1] == DIM_BUFFER and kind[2] == 2:
             out = {"type": "storage_texel_buffer"}
             if kind[3] in IMAGE_FORMATS:
@@ -198,6 +200,9 @@ def reflect(code: bytes) -> dict:
             bindings.append(b)
 
     spec_ids = sorted(d[DEC_SPEC_ID] for d in decorations.values() if DEC_SPEC_ID in d)
+    # sampled images of Dim Buffer: invalid from SPIR-V 1.6 (Mesa 25 rejects them at any version)
+    sampled_buffers = sum(1 for k in types.values() if k[0] == "sampled_image"
+                          and types.get(k[1], ("other",))[:2] == ("image", DIM_BUFFER))
     # Workgroup size: a WorkgroupSize built-in constant overrides the execution mode (LocalSizeId or
     # LocalSize); its components may be spec constants (local_size_x_id in GLSL).
     wg_ids = next((cid for cid, d in decorations.items() if d.get(DEC_BUILTIN) == BUILTIN_WORKGROUP_SIZE
@@ -212,4 +217,5 @@ def reflect(code: bytes) -> dict:
     return {"push_constants": push, "bindings": sorted(bindings, key=lambda b: (b["set"], b["binding"])),
             "local_size": list(local_size) if local_size else None, "spec_ids": spec_ids,
             "capabilities": sorted(set(caps)), "workgroup_size_spec": wg_spec,
-            "shared_bytes": _node("sum", *shared) if shared else 0}
+            "shared_bytes": _node("sum", *shared) if shared else 0,
+            "sampled_buffer_images": sampled_buffers}

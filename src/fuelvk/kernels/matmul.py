@@ -61,14 +61,15 @@ family("matmul_tiled", SRC, MATMUL_PARAMS,
 family("matmul_small", SRC, MATMUL_PARAMS, _names("matmul_small", {}), GROUP,
        defines={"MODE": 3}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
 # CooperativeMatrixKHR plus what the Slang SPIR-V declares with it (runtime/device.py FEATURE_FIELDS)
-COOP_FEATURES = ("cooperative_matrix", "float16", "uniform_storage16", "memory_model", "memory_model_device_scope")
+COOP_FEATURES = ("cooperative_matrix", "float16", "uniform_storage16", "memory_model", "memory_model_device_scope",
+                 "subgroup_basic")
 COOP_COMBOS = ("f32_bf16_f32", "f16_f16_f32", "f16_f16_f16", "bf16_bf16_f32", "bf16_bf16_bf16")
 family("matmul_coop", "matmul_coop.slang", MATMUL_PARAMS,
        {"f32_bf16_f32": "matmul_coop", "bf16_bf16_f32": "matmul_coop_bf16_bf16",
         "f16_f16_f32": "matmul_coop_f16_f16", "bf16_bf16_bf16": "matmul_coop_bf16_bf16_bf16",
         "f16_f16_f16": "matmul_coop_f16_f16_f16"}, GROUP,
-       tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES,
-       features=COOP_FEATURES)
+       tag_defines=COMBO_DEFINES, features=COOP_FEATURES,   # Slang's bf16 bit casts declare Int16
+       tag_features={t: COMBO_FEATURES[t] + (("int16",) if "bf16" in t else ()) for t in COOP_COMBOS})
 
 # route name -> family; "coop" needs the device feature, the others run everywhere.
 ROUTES = {"matvec": "matvec", "register_tiled": "matmul", "tiled": "matmul_tiled", "small": "matmul_small",

@@ -120,13 +120,40 @@ def _libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _huge_pages(addr, size):
+def _huge_pages(addr, size, check=False):
     """Ask Linux for transparent huge pages on a CPU device's memory (madvise(MADV_HUGEPAGE), before
     first touch). Why: kernels that stride through big arrays (a matvec walking B's rows) miss the TLB
-    on every 4 KiB page otherwise; advisory only, ignored where unsupported."""
+    on every 4 KiB page otherwise; advisory only, ignored where unsupported. With check: whether it
+    took effect (the mapping is THP-eligible), or None when nothing was advised. Drivers that map
+    memory as shared memfd (Mesa >= 25 lavapipe) get no huge pages from this: False there."""
     lo, hi = -(-addr // HUGE) * HUGE, (addr + size) // HUGE * HUGE
-    if sys.platform == "linux" and hi > lo:
-        _libc().madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), MADV_HUGEPAGE)
+    if sys.platform != "linux" or hi <= lo:
+        return None
+    _libc().madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), MADV_HUGEPAGE)
+    return smaps_entry(lo).get("THPeligible") == "1" if check else None
+
+
+def smaps_entry(addr):
+    """The /proc/self/smaps fields of the mapping holding addr ({} if none): "Size", "THPeligible",
+    "VmFlags" ("sh" among them for a shared mapping), ... as strings; "name" is the mapped file."""
+    fields, hit = {}, False
+    try:
+        with open("/proc/self/smaps") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return {}
+    for line in lines:
+        head, _, rest = line.partition(" ")
+        if "-" in head and not head.endswith(":"):
+            if hit:
+                break
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            hit = lo <= addr < hi
+            if hit:
+                fields["name"] = rest.split(None, 4)[4] if len(rest.split(None, 4)) > 4 else ""
+        elif hit:
+            fields[head.rstrip(":")] = rest.strip().split(" kB")[0] if head != "VmFlags:" else rest.strip()
+    return fields
 
 
 def _heap_trim():
@@ -192,6 +219,9 @@ class MemoryPool:
         self.direct, self.memory_why = memory_mode(device.device_type)
         self.allocated = 0
         self._format_ok = {}
+        # CPU devices: whether madvise(MADV_HUGEPAGE) took effect on the driver's mapped memory (checked
+        # on the first chunk; the driver maps all its memory the same way); None until then / elsewhere.
+        self.huge_pages = None
         self.max_buffer = self._max_buffer_size()
 
     def _max_buffer_size(self):
@@ -329,7 +359,9 @@ class MemoryPool:
             check(lib.vkMapMemory(dev, m[0], 0, size, 0, p), "vkMapMemory")
             mapped = ffi.cast("char*", p[0])
             if self.device.device_type == "cpu":
-                _huge_pages(int(ffi.cast("uintptr_t", mapped)), size)
+                took = _huge_pages(int(ffi.cast("uintptr_t", mapped)), size, check=self.huge_pages is None)
+                if took is not None:
+                    self.huge_pages = took
         self.allocated += size
         self.peak_held = max(self.peak_held, self.allocated)
         chunk = Chunk(h[0], m[0], mapped, size, slot)
