@@ -141,6 +141,9 @@ def test_info_cli_and_device_info():
     out = subprocess.run([sys.executable, "-m", "fuelvk", "info"], capture_output=True, text=True, check=True).stdout
     assert info["name"] in out and "features" in out
     assert f"loops    : budget {info['loop_budget'] or 'none'}" in out   # the probed (or forced) loop budget
+    for line in ("limits   :", "memory   :", "binding  :", "loads    :", "routes   :"):   # the active modes
+        assert line in out, line
+    assert info["load_path"]["maxTexelBufferElements"] > 0
 
 
 def test_device_selector_errors():

@@ -27,6 +27,9 @@ def _info(args):
     kind = "mapped (host-visible) arrays" if mem["direct_mapped"] else "device-local arrays + staging copies"
     print(f"memory   : {kind}, {mem['why']}")
     print(f"binding  : {desc['path']}, {desc['why']}")
+    lp = info["load_path"]
+    print(f"loads    : matmul {lp['matmul']}; other kernels {lp['other kernels']} "
+          f"(maxTexelBufferElements {lp['maxTexelBufferElements']})")
     huge = info["memory"].get("huge_pages")
     if huge is not None:
         print(f"huge pages: {'yes (THP-eligible)' if huge else 'no (madvise had no effect: shared mapping or THP off)'}")

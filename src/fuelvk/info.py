@@ -47,6 +47,12 @@ def device_info():
                    "direct_mapped": ctx.pool.direct, "heaps_bytes": ctx.pool.heaps,
                    "huge_pages": _huge_pages(ctx)},
         "descriptors": {"path": d.descriptor_path[0], "why": d.descriptor_path[1]},
+        # How kernels read memory: matvec / register-tile matmul through 16-byte rgba32ui texel views where
+        # a view's runs are whole texels and its slot is within maxTexelBufferElements; the rest (and every
+        # other kernel) through storage buffers. Not yet chosen per device by a probe (issue 18).
+        "load_path": {"matmul": "texel views (rgba32ui) where aligned, else storage buffers",
+                      "other kernels": "storage buffers",
+                      "maxTexelBufferElements": lim.maxTexelBufferElements},
         "features": feats,
         "extensions": list(d.extensions),
         "cooperative_matrix_shapes": d.coop_matrix_shapes,
