@@ -168,7 +168,7 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
             # the partials [n_grad * cols, n_groups] must fit one binding
             n_groups = min(n_groups, max(1, binding_limit() // (n_grad * cols * accum_dtype(x.dtype).itemsize)))
             rpg = -(-rows // n_groups)
-            if budget is not None and rpg > budget // per_row:
+            if budget is not None and rpg > max(1, budget // per_row):   # as max_rpg: one row always runs
                 raise FuelVKMemoryError(
                     f"{op}: {rows} rows of {cols} need weight-gradient partials larger than one binding "
                     f"(maxStorageBufferRange = {binding_limit()} bytes) within this device's loop budget")
