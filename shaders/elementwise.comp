@@ -254,7 +254,7 @@ V apply_unary(V x) {
     case 8u: return sigmoid(x);
     case 9u: return x * sigmoid(x);
     case 10u: return 0.5 * x * (1.0 + tanh_v(V(0.7978845608028654) * (x + V(0.044715) * x * x * x)));
-    case 11u: return x < 0.0 ? V(0.0) : x;                       // relu (NaN stays NaN)
+    case 11u: return isnan(x) || x >= 0.0 ? x : V(0.0);          // relu (NaN stays NaN)
     case 12u: return isnan(x) ? x : (x > 0.0 ? V(1.0) : (x < 0.0 ? V(0.0) : scalar_arg(p.s0)));  // heaviside
     case 13u: return abs(x);
     case 14u: return isnan(x) ? x : (x > 0.0 ? V(1.0) : (x < 0.0 ? V(-1.0) : V(0.0)));  // sign
@@ -264,6 +264,9 @@ V apply_unary(V x) {
         V lo = scalar_arg(p.s0), hi = scalar_arg(p.s1);
         if (isnan(lo)) return lo;
         if (isnan(hi)) return hi;
+        // NaN explicitly: a compare-and-select may be compiled to the device's min/max, which drops
+        // NaN (seen on NVIDIA: clip(NaN, -1, 2) gave -1)
+        if (isnan(x)) return x;
         V m = x < lo ? lo : x;
         return m > hi ? hi : m;
     }

@@ -12,6 +12,9 @@
 // Constant 0 READ = 1: loads dominate instead (what matvec does): each invocation combines RPT
 // texels WG apart (xor; float: +) and stores one texel, dst[invocation].
 #include "common/index.glsl"
+// Uniform texel buffers are samplerless (textureBuffer): a sampled image of Dim Buffer is invalid
+// SPIR-V from 1.6 on, and Mesa 25's front end rejects it.
+#extension GL_EXT_samplerless_texture_functions : require
 #if PATH >= 8
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #endif
@@ -42,10 +45,10 @@ layout(set = 0, binding = 0) writeonly buffer Dst { T dst[]; };
 layout(set = 0, binding = 1) readonly buffer Src { T src[]; };
 #define LOAD(k) src[k]
 #elif PATH == 4
-layout(set = 0, binding = 1) uniform usamplerBuffer src;
+layout(set = 0, binding = 1) uniform utextureBuffer src;
 #define LOAD(k) texelFetch(src, int(k)).x
 #elif PATH == 5
-layout(set = 0, binding = 1) uniform usamplerBuffer src;
+layout(set = 0, binding = 1) uniform utextureBuffer src;
 #define LOAD(k) texelFetch(src, int(k))
 #elif PATH == 6
 layout(set = 0, binding = 1, r32ui) uniform readonly uimageBuffer src;
@@ -54,10 +57,10 @@ layout(set = 0, binding = 1, r32ui) uniform readonly uimageBuffer src;
 layout(set = 0, binding = 1, rgba32ui) uniform readonly uimageBuffer src;
 #define LOAD(k) imageLoad(src, int(k))
 #elif PATH == 10
-layout(set = 0, binding = 1) uniform usamplerBuffer src;
+layout(set = 0, binding = 1) uniform utextureBuffer src;
 #define LOAD(k) texelFetch(src, int(k)).xy
 #else
-layout(set = 0, binding = 1) uniform samplerBuffer src;
+layout(set = 0, binding = 1) uniform textureBuffer src;
 uvec2 pack4h(vec4 v) { return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw)); }
 #define LOAD(k) pack4h(texelFetch(src, int(k)))
 #endif

@@ -26,8 +26,11 @@ void main() {
     for (uint j = 0u; j < EPTU; ++j) {
         uint i = base + j * WGU;
         if (i >= p.n) return;
-        // per dim: up to 3 runs (start in grad_out coordinates, length), in ascending order
-        int rs[6][3], rl[6][3], nr[6];
+        // per dim: up to 3 runs (start in grad_out coordinates, length), in ascending order. The local
+        // int[6]-shaped arrays are uint: glslc would share the push block's int[6] type, whose ArrayStride
+        // is invalid on a Function variable (VUID-StandaloneSpirv-None-10684).
+        int rs[6][3], rl[6][3];
+        uint nr[6];
         uint rest = i;
         for (int d = r - 1; d >= 0; --d) {
             int nin = p.shape[d];
@@ -44,22 +47,22 @@ void main() {
             int e0 = c == nin - 1 ? p.dim[d] : lo + c + 1;
             rs[d][0] = s0; rl[d][0] = e0 - s0; cnt = 1;
 #endif
-            nr[d] = cnt;
+            nr[d] = uint(cnt);
         }
         // odometer over the product of the per-dim runs
-        int ri[6], t[6];
-        for (int d = 0; d < r; ++d) { ri[d] = 0; t[d] = 0; }
+        uint ri[6], t[6];
+        for (int d = 0; d < r; ++d) { ri[d] = 0u; t[d] = 0u; }
         V acc = V(0.0);
         while (true) {
             int src = int(p.off_a);
-            for (int d = 0; d < r; ++d) src += (rs[d][ri[d]] + t[d]) * p.sa[d];
+            for (int d = 0; d < r; ++d) src += (rs[d][ri[d]] + int(t[d])) * p.sa[d];
             acc += LOAD(a[uint(src)]);
             int d = r - 1;
             for (; d >= 0; --d) {
-                if (++t[d] < rl[d][ri[d]]) break;
-                t[d] = 0;
+                if (int(++t[d]) < rl[d][ri[d]]) break;
+                t[d] = 0u;
                 if (++ri[d] < nr[d]) break;
-                ri[d] = 0;
+                ri[d] = 0u;
             }
             if (d < 0) break;
         }

@@ -13,6 +13,41 @@ import fuelvk  # noqa: E402
 from fuelvk import runtime  # noqa: E402
 
 
+# FUELVK_CHECK_FAMILIES=1 (scripts/setup.sh's second-driver subset): record each kernel family whose
+# pipeline was created, and fail the session if a registry family the device can run never was.
+FAMILIES_RUN = set()
+if os.environ.get("FUELVK_CHECK_FAMILIES") == "1":
+    from fuelvk.runtime.pipelines import PipelineCache
+
+    _create = PipelineCache._create
+
+    def _recording_create(self, variant, spec):
+        pipe = _create(self, variant, spec)
+        FAMILIES_RUN.add(variant.family)
+        return pipe
+    PipelineCache._create = _recording_create
+
+
+def families_not_run(features, run):
+    """Registry families with a variant a device with these features can run, absent from `run`."""
+    from fuelvk.kernels import FAMILIES
+    return sorted(name for name, fam in FAMILIES.items() if name not in run
+                  and any(set(v.features) <= set(features) for v in fam.variants.values()))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("FUELVK_CHECK_FAMILIES") != "1":
+        return
+    ctx = runtime.get()
+    missing = families_not_run(ctx.device.features, FAMILIES_RUN)
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    say = tr.write_line if tr else print
+    say(f"FUELVK_CHECK_FAMILIES: {len(FAMILIES_RUN)} kernel families created pipelines on {ctx.device.driver}")
+    if missing:
+        say(f"FUELVK_CHECK_FAMILIES: families this device can run that no test ran: {', '.join(missing)}")
+        session.exitstatus = 1
+
+
 @pytest.fixture(autouse=True)
 def _validation_clean():
     """Fail the test if the validation layer reported anything while it ran."""

@@ -13,6 +13,7 @@ import textwrap
 import numpy as np
 
 import fuelvk as fv
+from fuelvk import runtime
 
 GB = 1 << 30
 PRELUDE = """
@@ -96,7 +97,8 @@ def test_allocation_failure_waits_and_trims():
     """)
     print(out)
     assert out["failed"] > 0, "no allocation failed: the test did not reach the retry path"
-    assert out["memory"]["peak_held_bytes"] <= 1 << 30, out
+    staging = 0 if fv.device_info()["memory"]["direct_mapped"] else runtime.STAGING_BYTES   # the downloads'
+    assert out["memory"]["peak_held_bytes"] <= (1 << 30) + staging, out
 
 
 def test_growing_sizes_hold_bounded_memory():

@@ -1,7 +1,7 @@
 """Runtime: spv freshness, Params layouts vs SPIR-V, batching and barriers, memory, device, errors."""
+import ctypes
 import json
 import os
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +21,84 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_spv_is_fresh():
     r = subprocess.run([sys.executable, str(ROOT / "build_shaders.py"), "--check"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_spirv_val_reports_an_invalid_module(tmp_path):
+    """build_shaders.validate (run by --check) names a module spirv-val rejects, and passes a good one."""
+    sys.path.insert(0, str(ROOT))
+    import build_shaders
+    if build_shaders.spirv_val()[0] is None:
+        pytest.skip(build_shaders.spirv_val()[1])
+    good = (spv_dir() / VARIANTS["unary.f32"].spv).read_bytes()
+    (tmp_path / "good.spv").write_bytes(good)
+    (tmp_path / "bad.spv").write_bytes(good[:-4])        # last instruction cut short
+    problems = build_shaders.validate([tmp_path / "good.spv", tmp_path / "bad.spv"])
+    assert len(problems) == 1 and problems[0].startswith("bad.spv: spirv-val"), problems
+
+
+def test_uniform_texel_buffers_are_samplerless():
+    """Uniform texel buffers are OpTypeImage Dim Buffer Sampled=1, not wrapped in a sampled image
+    (Mesa 25 rejects that), and reflect as uniform_texel_buffer."""
+    for vid, v in VARIANTS.items():
+        refl = reflect((spv_dir() / v.spv).read_bytes())
+        assert refl["sampled_buffer_images"] == 0, vid
+    refl = reflect((spv_dir() / VARIANTS["loadpath.utb_r32"].spv).read_bytes())
+    assert [b.get("type") for b in refl["bindings"]] == [None, "uniform_texel_buffer"]
+
+
+# SPIR-V capability -> the device feature (runtime/device.py FEATURE_FIELDS or subgroup names) it needs
+CAP_FEATURE = {9: "float16", 10: "float64", 11: "int64", 22: "int16", 39: "int8", 61: "subgroup_basic",
+               4433: "storage16", 4434: "uniform_storage16", 4448: "storage8", 5345: "memory_model",
+               5346: "memory_model_device_scope", 6022: "cooperative_matrix"}
+
+
+def test_coop_kernels_require_what_their_spirv_declares():
+    """The coop matmul has never run here (no lavapipe has VK_KHR_cooperative_matrix): what its SPIR-V
+    declares must be features the variant requires, so a GPU enables them (device.py) or the route
+    is not offered."""
+    from fuelvk.kernels.matmul import ROUTE_FEATURES
+    from fuelvk.runtime.device import FEATURE_FIELDS
+    for v in VARIANTS.values():
+        if v.family != "matmul_coop":
+            continue
+        caps = reflect((spv_dir() / v.spv).read_bytes())["capabilities"]
+        need = {CAP_FEATURE[c] for c in caps if c in CAP_FEATURE}
+        assert 6022 in caps and need <= set(v.features), (v.id, need - set(v.features))
+        assert set(ROUTE_FEATURES["coop"]) <= set(v.features)
+        assert all(f in FEATURE_FIELDS or f.startswith("subgroup_") for f in v.features), v.features
+
+
+def test_device_enables_every_used_feature_it_has():
+    """The device was created with each feature fuelvk uses (the coop kernels' 16-bit uniform access
+    and Vulkan memory model included) switched on exactly where the device has it."""
+    from fuelvk.runtime.device import FEATURE_FIELDS
+    dev = runtime.get().device
+    for name, (key, field) in FEATURE_FIELDS.items():
+        if key in dev._feat:
+            assert bool(getattr(dev._feat[key], field)) == (name in dev.features), name
+
+
+def test_family_coverage_check():
+    """FUELVK_CHECK_FAMILIES (the second-driver subset): a family the device can run but no test ran
+    is named; one it cannot run (coop on lavapipe) is not; a session that ran one test fails."""
+    from conftest import families_not_run
+
+    from fuelvk.kernels import FAMILIES
+    feats = runtime.get().device.features
+    runnable = set(FAMILIES) - ({"matmul_coop"} if "cooperative_matrix" not in feats else set())
+    assert families_not_run(feats, set(FAMILIES)) == []
+    assert families_not_run(feats, set(FAMILIES) - {"rope", "matmul_coop"}) == sorted(
+        {"rope", "matmul_coop"} & runnable)
+    env = dict(os.environ, FUELVK_CHECK_FAMILIES="1", PYTHONPATH=str(ROOT / "src"))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        str(ROOT / "tests" / "test_array.py"), "-k", "test_reshape_of_noncontiguous_view_copies"],
+                       capture_output=True, text=True, env=env, cwd=ROOT)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "no test ran: " in out, out[-2000:]
+    missing = out.split("no test ran: ")[1].splitlines()[0].split(", ")
+    ran = int(out.split("FUELVK_CHECK_FAMILIES: ")[1].split()[0])        # a strided download's copy kernel
+    assert "rope" in missing and "matmul_coop" not in missing, missing
+    assert ran >= 1 and len(missing) == len(runnable) - ran, (ran, missing)
 
 
 @pytest.mark.parametrize("vid", sorted(VARIANTS))
@@ -63,6 +141,9 @@ def test_info_cli_and_device_info():
     out = subprocess.run([sys.executable, "-m", "fuelvk", "info"], capture_output=True, text=True, check=True).stdout
     assert info["name"] in out and "features" in out
     assert f"loops    : budget {info['loop_budget'] or 'none'}" in out   # the probed (or forced) loop budget
+    for line in ("limits   :", "memory   :", "binding  :", "loads    :", "routes   :"):   # the active modes
+        assert line in out, line
+    assert info["load_path"]["maxTexelBufferElements"] > 0
 
 
 def test_device_selector_errors():
@@ -80,6 +161,7 @@ def test_batching_and_barriers():
     st = ctx.stream
     fv.synchronize()
     a = fv.asarray(np.arange(16, dtype=np.float32))
+    fv.synchronize()   # device-local memory: the upload is a copy that the first add must wait for
     b0, d0 = st.barriers, st.dispatches
     outs = [fv.add(a, a) for _ in range(100)]           # independent: read-only inputs, fresh outputs
     assert st.dispatches - d0 == 100
@@ -110,34 +192,64 @@ def test_pool_reuses_buffers():
     assert b.buffer.handle == h
 
 
-def _smaps_entry(addr):
-    """The /proc/self/smaps fields of the mapping holding addr."""
-    fields, hit = {}, False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split()[0]
-        if "-" in head and ":" not in head:
-            lo, hi = (int(x, 16) for x in head.split("-"))
-            if hit:
-                break
-            hit = lo <= addr < hi
-        elif hit:
-            fields[head.rstrip(":")] = line.split()[1]
-    return fields
-
-
 def test_cpu_device_memory_asks_for_huge_pages():
-    """On a CPU device (lavapipe) big chunks are madvise(MADV_HUGEPAGE)d: THP-eligible in smaps."""
+    """On a CPU device (lavapipe) big chunks are madvise(MADV_HUGEPAGE)d: THP-eligible in smaps where
+    the driver maps private memory (Mesa 22); where it maps a shared memfd (Mesa >= 25) madvise has no
+    effect, and the pool must say so rather than claim huge pages."""
+    from fuelvk.runtime.memory import smaps_entry
     thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
     if fv.device_info()["type"] != "cpu" or not thp.exists() or "[never]" in thp.read_text():
         pytest.skip("needs a CPU Vulkan device on Linux with transparent huge pages not disabled")
     a = fv.empty((4 << 20,), fv.float32)        # 16 MiB: a chunk of its own (advised: its whole 2 MiB pages)
-    fields = _smaps_entry(int(runtime.ffi.cast("uintptr_t", a.buffer.mapped)) + (8 << 20))
-    assert fields.get("THPeligible") == "1", fields
+    if a.buffer.mapped is None:
+        pytest.skip("arrays are device-local (FUELVK_MEMORY=device-local): not mapped, nothing to advise")
+    fields = smaps_entry(int(runtime.ffi.cast("uintptr_t", a.buffer.mapped)) + (8 << 20))
+    pool = runtime.get().pool
+    assert "VmFlags" in fields, fields
+    if "sh" in fields["VmFlags"].split():
+        assert pool.huge_pages is (fields.get("THPeligible") == "1"), (pool.huge_pages, fields)
+    else:
+        assert fields.get("THPeligible") == "1", fields
+        assert pool.huge_pages is True
+    assert fv.device_info()["memory"]["huge_pages"] is pool.huge_pages
 
 
-def test_allocation_over_binding_limit_is_a_typed_error():
-    limit = runtime.get().pool.max_binding
-    with pytest.raises(fv.FuelVKMemoryError, match="maxStorageBufferRange"):
+def test_smaps_entry_reads_private_and_shared_mappings():
+    """The detection itself: an anonymous private mapping is private and, madvised, THP-eligible; a
+    shared memfd mapping is shared (what Mesa 25 hands out) and _huge_pages reports no effect."""
+    import mmap
+
+    from fuelvk.runtime.memory import _huge_pages, smaps_entry
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if not Path("/proc/self/smaps").exists():
+        pytest.skip("needs Linux /proc/self/smaps")
+    size = 8 << 20
+    priv = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    fd = os.memfd_create("fuelvk-test")
+    os.ftruncate(fd, size)
+    shared = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
+    try:
+        p, q = (ctypes.addressof(ctypes.c_char.from_buffer(m)) for m in (priv, shared))
+        took_p, took_q = _huge_pages(p, size, check=True), _huge_pages(q, size, check=True)
+        fp, fq = smaps_entry(p + (4 << 20)), smaps_entry(q + (4 << 20))
+        assert "sh" not in fp["VmFlags"].split() and "sh" in fq["VmFlags"].split(), (fp, fq)
+        assert "memfd:fuelvk-test" in fq["name"]
+        if "[never]" not in thp.read_text():
+            assert took_p is True and fp["THPeligible"] == "1"
+        assert took_q is (fq["THPeligible"] == "1")
+        shmem = Path("/sys/kernel/mm/transparent_hugepage/shmem_enabled")
+        if shmem.exists() and "[never]" in shmem.read_text():
+            assert took_q is False
+        assert smaps_entry(0) == {}
+    finally:
+        priv.close()
+        shared.close()
+        os.close(fd)
+
+
+def test_allocation_over_buffer_limit_is_a_typed_error():
+    limit = runtime.get().pool.max_buffer
+    with pytest.raises(fv.FuelVKMemoryError, match="maxBufferSize"):
         fv.empty((limit // 4 + 1,), fv.float32)
     with pytest.raises(MemoryError):
         fv.empty((limit // 2 + 1,), fv.float16)
@@ -155,8 +267,8 @@ def test_validation_messages_are_caught():
     ctx = runtime.get()
     if ctx.device.messenger is None:
         pytest.skip("validation layer disabled (FUELVK_VALIDATION=0)")
-    from fuelvk.runtime.vk import C, ffi, lib
     from fuelvk.kernels import kernel
+    from fuelvk.runtime.vk import C, ffi, lib
     fv.synchronize()
     pipe = ctx.pipelines.get(kernel("unary", "f32"), ((0, 0),))
     st = ctx.stream

@@ -20,7 +20,19 @@ def _info(args):
     print(f"loops    : budget {budget} iterations per invocation ({probed})")
     for k, v in info["limits"].items():
         print(f"  {k:32s} {v}")
-    print(f"memory   : {'mapped (host-visible) arrays' if info['memory']['direct_mapped'] else 'device-local + staging'}")
+    prof = info["limits_profile"]
+    print("limits   : " + (f"profile {prof['name']!r} (FUELVK_LIMITS): " + ", ".join(
+        f"{k} {v}" for k, v in prof["overrides"].items()) if prof else "the device's own (FUELVK_LIMITS unset)"))
+    mem, desc = info["memory"], info["descriptors"]
+    kind = "mapped (host-visible) arrays" if mem["direct_mapped"] else "device-local arrays + staging copies"
+    print(f"memory   : {kind}, {mem['why']}")
+    print(f"binding  : {desc['path']}, {desc['why']}")
+    lp = info["load_path"]
+    print(f"loads    : matmul {lp['matmul']}; other kernels {lp['other kernels']} "
+          f"(maxTexelBufferElements {lp['maxTexelBufferElements']})")
+    huge = info["memory"].get("huge_pages")
+    if huge is not None:
+        print(f"huge pages: {'yes (THP-eligible)' if huge else 'no (madvise had no effect: shared mapping or THP off)'}")
     print(f"features : {', '.join(info['features'])}")
     print(f"extensions: {', '.join(info['extensions']) or '-'}")
     for op, routes in info["routes"].items():

@@ -1,6 +1,6 @@
 """synchronize(), memory_info() and device_info(): what the user can ask of the device."""
 from . import runtime
-from .kernels.matmul import available_routes
+from .ops.matmul import available_routes
 
 
 def synchronize():
@@ -31,17 +31,39 @@ def device_info():
         "api_version": d.api_version, "subgroup_size": d.subgroup_size, "loop_budget": d.loop_budget,
         "loop_cap": d.loop_cap,
         "limits": {
-            "maxStorageBufferRange": lim.maxStorageBufferRange,
+            "maxStorageBufferRange": lim.maxStorageBufferRange,   # one binding; larger arrays are split
+            "maxBufferSize": ctx.pool.max_buffer,                  # the largest array
             "maxComputeSharedMemorySize": lim.maxComputeSharedMemorySize,
             "maxComputeWorkGroupInvocations": lim.maxComputeWorkGroupInvocations,
             "maxComputeWorkGroupCount": list(ctx.max_groups),
             "maxPushConstantsSize": lim.maxPushConstantsSize,
             "timestampPeriod_ns": d.timestamp_period_ns,
         },
-        "memory": {"direct_mapped": ctx.pool.direct, "heaps_bytes": ctx.pool.heaps},
+        # FUELVK_LIMITS: the profile and the values it tightened (None: the device's own limits)
+        "limits_profile": {"name": d.limits_profile, "overrides": {
+            k: list(v) if isinstance(v, tuple) else v for k, v in getattr(lim, "overrides", {}).items()}}
+        if d.limits_profile else None,
+        "memory": {"kind": "mapped" if ctx.pool.direct else "device-local + staging", "why": ctx.pool.memory_why,
+                   "direct_mapped": ctx.pool.direct, "heaps_bytes": ctx.pool.heaps,
+                   "huge_pages": _huge_pages(ctx)},
+        "descriptors": {"path": d.descriptor_path[0], "why": d.descriptor_path[1]},
+        # How kernels read memory: matvec / register-tile matmul through 16-byte rgba32ui texel views where
+        # a view's runs are whole texels and its slot is within maxTexelBufferElements; the rest (and every
+        # other kernel) through storage buffers. Not yet chosen per device by a probe (issue 18).
+        "load_path": {"matmul": "texel views (rgba32ui) where aligned, else storage buffers",
+                      "other kernels": "storage buffers",
+                      "maxTexelBufferElements": lim.maxTexelBufferElements},
         "features": feats,
         "extensions": list(d.extensions),
         "cooperative_matrix_shapes": d.coop_matrix_shapes,
-        "routes": {"matmul": available_routes(d.features)},
+        "routes": {"matmul": available_routes()},
         "validation": d.messenger is not None,
     }
+
+
+def _huge_pages(ctx):
+    """Whether a CPU device's memory got transparent huge pages (None elsewhere); known once the pool
+    made a chunk, so make one (a pooled slot, cheap)."""
+    if ctx.device.device_type == "cpu" and ctx.pool.huge_pages is None:
+        ctx.pool.alloc(1, host=True)
+    return ctx.pool.huge_pages

@@ -5,7 +5,9 @@
 
 export.py derives each Definition from the op's spec (axes, dtypes, parameters) with the torch
 reference bodies of references.py; run.py generates the workload inputs, runs the reference and
-fuelvk, applies FlashInfer-Bench's correctness rule and writes Trace JSONL.  Imports torch.
+fuelvk, applies FlashInfer-Bench's correctness rule and writes Trace JSONL; its solutions are matched
+to Definitions by name and signature, those for the dataset's kinds composed from fuelvk ops in
+kinds.py (paged / latent / sparse attention, sampling, MoE, gdn, mamba).  Imports torch.
 """
 from .export import export, export_one
 from .run import compare, evaluate, fuelvk_solution, match_solution, run, summary_table

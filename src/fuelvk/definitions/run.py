@@ -36,11 +36,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import kinds
+from .convert import TORCH_DTYPES, np_dtype, to_numpy, to_torch
+
 ATOL = RTOL = 1e-2
-TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-                "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2,
-                "int64": torch.int64, "int32": torch.int32, "int16": torch.int16, "int8": torch.int8,
-                "bool": torch.bool}
 INPUT_UNAVAILABLE = "INPUT_UNAVAILABLE"   # fuelvk's status: a safetensors input we could not load
 NO_SOLUTION = "NO_SOLUTION"               # fuelvk's status: no solution's name and signature match
 STATUSES = ("PASSED", "INCORRECT_NUMERICAL", "INCORRECT_SHAPE", "INCORRECT_DTYPE", "RUNTIME_ERROR",
@@ -193,30 +192,6 @@ def normalize(defn, out):
     return dict(zip(names, out))
 
 
-# -- numpy <-> torch -----------------------------------------------------------------------------------
-
-def to_numpy(t):
-    """torch CPU tensor -> numpy (bfloat16 / float8 through ml_dtypes, bit for bit)."""
-    import ml_dtypes
-    special = {torch.bfloat16: (torch.int16, ml_dtypes.bfloat16),
-               torch.float8_e4m3fn: (torch.int8, ml_dtypes.float8_e4m3fn),
-               torch.float8_e5m2: (torch.int8, ml_dtypes.float8_e5m2)}
-    t = t.contiguous()
-    if t.dtype in special:
-        iv, npd = special[t.dtype]
-        return t.view(iv).numpy().view(npd)
-    return t.numpy()
-
-
-def to_torch(a):
-    a = np.asarray(a)
-    name = a.dtype.name
-    if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
-        iv = np.int16 if name == "bfloat16" else np.int8
-        return torch.from_numpy(a.view(iv).copy()).view(TORCH_DTYPES[name])
-    return torch.from_numpy(np.array(a, copy=True))
-
-
 # -- fuelvk solutions ------------------------------------------------------------------------------------
 
 def _tag(defn, key):
@@ -252,10 +227,6 @@ def _eps_of(defn):
     return float(m.group(1))
 
 
-def _np_dtype(name):
-    return to_numpy(torch.empty(0, dtype=TORCH_DTYPES[name])).dtype
-
-
 def _solve_rmsnorm(defn, inputs):
     import fuelvk
     x, w = (fuelvk.asarray(to_numpy(inputs[n])) for n in ("hidden_states", "weight"))
@@ -270,7 +241,7 @@ def _solve_fused_add_rmsnorm(defn, inputs):
     fuelvk.astype / add / rms_norm (five launches); one fused kernel is issue 18's job."""
     import fuelvk
     x, r, w = (fuelvk.asarray(to_numpy(inputs[n])) for n in ("hidden_states", "residual", "weight"))
-    eps, odt = _eps_of(defn), _np_dtype(defn["outputs"]["output"]["dtype"])
+    eps, odt = _eps_of(defn), np_dtype(defn["outputs"]["output"]["dtype"])
 
     def call():
         s = fuelvk.add(x.astype("float32"), r.astype("float32"))
@@ -287,36 +258,6 @@ def _solve_gemm(defn, inputs):
     return lambda: (fuelvk.matmul(a, b.T, odt).numpy(),)
 
 
-def _solve_gqa_ragged(defn, inputs):
-    """Per sequence b: SDPA on q[qo_indptr[b]:qo_indptr[b+1]] and its kv slice, causal masks
-    bottom-right aligned (fuelvk's and the reference's convention); lse converted to log2 when the
-    Definition's lse is 2-based."""
-    import fuelvk
-    q, k, v = (fuelvk.asarray(to_numpy(inputs[n])) for n in ("q", "k", "v"))
-    qo = inputs["qo_indptr"].tolist()
-    kv = inputs["kv_indptr"].tolist()
-    scale = float(inputs["sm_scale"])
-    lse_text = (defn["outputs"]["lse"].get("description") or "") + defn["reference"]
-    log2 = "2-based" in lse_text or "base-2" in lse_text or "math.log(2" in lse_text
-    total_q, hq, d = q.shape
-    odt = _np_dtype(defn["outputs"]["output"]["dtype"])
-
-    def call():
-        out = np.zeros((total_q, hq, d), odt)
-        lse = np.full((total_q, hq), -np.inf, np.float32)
-        for b in range(len(qo) - 1):
-            q0, q1, k0, k1 = qo[b], qo[b + 1], kv[b], kv[b + 1]
-            if q1 <= q0 or k1 <= k0:
-                continue
-            qb, kb, vb = (t[None].transpose(0, 2, 1, 3) for t in (q[q0:q1], k[k0:k1], v[k0:k1]))
-            o, l_ = fuelvk.scaled_dot_product_attention(qb, kb, vb, is_causal=True, scale=scale,
-                                                        return_lse=True)
-            out[q0:q1] = o.numpy()[0].transpose(1, 0, 2)
-            lse[q0:q1] = l_.numpy()[0].T / (math.log(2.0) if log2 else 1.0)
-        return out, lse
-    return call
-
-
 def _solve_rope_cos_sin_cache(defn, inputs):
     """FlashInfer's apply_rope_with_cos_sin_cache (NeoX): cos, sin = cos_sin_cache[positions] halves,
     rotary_dim from the cache's width.  As the reference: q, k and the float32 tables in float32,
@@ -327,7 +268,7 @@ def _solve_rope_cos_sin_cache(defn, inputs):
     cache = fuelvk.asarray(to_numpy(inputs["cos_sin_cache"]))
     pos = fuelvk.asarray(to_numpy(inputs["positions"]))
     rot = cache.shape[-1]
-    odt = {n: _np_dtype(defn["outputs"][n]["dtype"]) for n in ("q_out", "k_out")}
+    odt = {n: np_dtype(defn["outputs"][n]["dtype"]) for n in ("q_out", "k_out")}
 
     def call():
         cs = fuelvk.take(cache, pos, axis=0)                       # [tokens, rot]
@@ -385,6 +326,30 @@ _RMS_AXES = {"batch_size": "var", "hidden_size": "const"}
 _RMS_X = "batch_size hidden_size"
 _RAGGED_AXES = {"num_qo_heads": "const", "num_kv_heads": "const", "head_dim": "const",
                 "len_indptr": "var", "total_q": "var", "total_kv": "var"}
+_PAGED_AXES = {"batch_size": "var", "num_qo_heads": "const", "num_kv_heads": "const", "head_dim": "const",
+               "num_pages": "var", "page_size": "const", "len_indptr": "var", "num_kv_indices": "var"}
+_KV_CACHE = {"k_cache": "num_pages page_size num_kv_heads head_dim: =q",
+             "v_cache": "num_pages page_size num_kv_heads head_dim: =q"}
+_PAGES = {"kv_indptr": "len_indptr: int32", "kv_indices": "num_kv_indices: int32"}
+_MLA_AXES = {"batch_size": "var", "num_qo_heads": "const", "head_dim_ckv": "const", "head_dim_kpe": "const",
+             "page_size": "const", "num_pages": "var", "len_indptr": "var", "num_kv_indices": "var"}
+_MLA_CACHE = {"ckv_cache": "num_pages page_size head_dim_ckv: =q_nope",
+              "kpe_cache": "num_pages page_size head_dim_kpe: =q_nope"}
+
+_MOE_CONSTS = ("num_local_experts", "hidden_size", "intermediate_size", "gemm1_out_size", "top_k",
+               "num_hidden_blocks", "num_intermediate_blocks", "num_gemm1_out_blocks")
+_GDN_HEADS = {"num_q_heads": "const", "num_k_heads": "const", "num_v_heads": "const", "head_size": "const"}
+
+
+def _MLA_Q(rows):  # noqa: N802 (a signature fragment, as the constants above)
+    return {"q_nope": f"{rows} num_qo_heads head_dim_ckv: float",
+            "q_pe": f"{rows} num_qo_heads head_dim_kpe: =q_nope"}
+
+
+def _MLA_OUT(rows):  # noqa: N802
+    return {"output": f"{rows} num_qo_heads head_dim_ckv: =q_nope", "lse": f"{rows} num_qo_heads: float32"}
+
+
 SOLUTIONS = (
     Solution("fuelvk_rmsnorm", r"rmsnorm_h\d+", _RMS_AXES,
              {"hidden_states": f"{_RMS_X}: float", "weight": "hidden_size: =hidden_states"},
@@ -401,7 +366,88 @@ SOLUTIONS = (
               "qo_indptr": "len_indptr: int32", "kv_indptr": "len_indptr: int32",
               "sm_scale": "scalar: float32"},
              {"output": "total_q num_qo_heads head_dim: =q", "lse": "total_q num_qo_heads: float32"},
-             _solve_gqa_ragged),
+             kinds.solve_gqa_ragged),
+    Solution("fuelvk_gqa_paged_decode", r"gqa_paged_decode_h\d+_kv\d+_d\d+_ps\d+", _PAGED_AXES,
+             {"q": "batch_size num_qo_heads head_dim: float", **_KV_CACHE, **_PAGES,
+              "sm_scale": "scalar: float32"},
+             {"output": "batch_size num_qo_heads head_dim: =q", "lse": "batch_size num_qo_heads: float32"},
+             kinds.solve_gqa_paged),
+    Solution("fuelvk_gqa_paged_prefill_causal", r"gqa_paged_prefill_causal_h\d+_kv\d+_d\d+_ps\d+",
+             {**_PAGED_AXES, "total_q": "var"},
+             {"q": "total_q num_qo_heads head_dim: float", **_KV_CACHE, "qo_indptr": "len_indptr: int32",
+              **_PAGES, "kv_last_page_len": "batch_size: int32",
+              "sm_scale": "scalar: float32"},
+             {"output": "total_q num_qo_heads head_dim: =q", "lse": "total_q num_qo_heads: float32"},
+             kinds.solve_gqa_paged),
+    Solution("fuelvk_mla_paged_decode", r"mla_paged_decode_h\d+_ckv\d+_kpe\d+_ps\d+", _MLA_AXES,
+             {**_MLA_Q("batch_size"), **_MLA_CACHE, **_PAGES, "sm_scale": "scalar: float32"},
+             _MLA_OUT("batch_size"), kinds.solve_mla_paged),
+    Solution("fuelvk_dsa_sparse_attention", r"dsa_sparse_attention_h\d+_ckv\d+_kpe\d+_topk\d+_ps\d+",
+             {"num_tokens": "var", "num_qo_heads": "const", "head_dim_ckv": "const", "head_dim_kpe": "const",
+              "page_size": "const", "topk": "const", "num_pages": "var"},
+             {**_MLA_Q("num_tokens"), **_MLA_CACHE, "sparse_indices": "num_tokens topk: int32",
+              "sm_scale": "scalar: float32"},
+             _MLA_OUT("num_tokens"), kinds.solve_dsa_paged),
+    Solution("fuelvk_mla_ragged_causal", r"mla_ragged_prefill_causal_h\d+_qk\d+_vo\d+",
+             {"num_qo_heads": "const", "num_kv_heads": "const", "qk_dim": "const", "vo_dim": "const",
+              "total_q": "var", "total_kv": "var", "len_indptr": "var"},
+             {"q": "total_q num_qo_heads qk_dim: float", "k": "total_kv num_kv_heads qk_dim: =q",
+              "v": "total_kv num_kv_heads vo_dim: =q", "qo_indptr": "len_indptr: int32",
+              "kv_indptr": "len_indptr: int32", "sm_scale": "scalar: float32"},
+             {"output": "total_q num_qo_heads vo_dim: =q", "lse": "total_q num_qo_heads: float32"},
+             kinds.solve_mla_ragged),
+    *(Solution(f"fuelvk_{m}_sampling", rf"{m}_sampling_from_probs_v\d+",
+               {"batch_size": "var", "vocab_size": "const"},
+               {"probs": "batch_size vocab_size: float32",
+                **({"top_k": "batch_size: int32"} if "top_k" in m else {}),
+                **({"top_p": "batch_size: float32"} if "top_p" in m else {})},
+               {"samples": "batch_size: int64"}, kinds.solve_sampling)
+      for m in ("top_k", "top_p", "top_k_top_p")),
+    Solution("fuelvk_mamba_ssu_decode", r"mamba_ssu_decode_h\d+_d\d+_s\d+_ng\d+",
+             {"batch_size": "var", "state_cache_size": "var", "nheads": "const", "head_dim": "const",
+              "dstate": "const", "ngroups": "const"},
+             {"state": "state_cache_size nheads head_dim dstate: float",
+              "x": "batch_size nheads head_dim: =state",
+              "dt": "batch_size nheads head_dim: =state", "A": "nheads head_dim dstate: float32",
+              "B": "batch_size ngroups dstate: =state", "C": "batch_size ngroups dstate: =state",
+              "D": "nheads head_dim: =state", "dt_bias": "nheads head_dim: =state",
+              "state_batch_indices": "batch_size: int32"},
+             {"output": "batch_size nheads head_dim: =x",
+              "new_state": "state_cache_size nheads head_dim dstate: =state"},
+             kinds.solve_mamba_ssu),
+    Solution("fuelvk_gdn_decode", r"gdn_decode_qk\d+_v\d+_d\d+_k_last",
+             {"batch_size": "var", "seq_len": "const", **_GDN_HEADS},
+             {"q": "batch_size seq_len num_q_heads head_size: float",
+              "k": "batch_size seq_len num_k_heads head_size: =q",
+              "v": "batch_size seq_len num_v_heads head_size: =q",
+              "state": "batch_size num_v_heads head_size head_size: float32", "A_log": "num_v_heads: float32",
+              "a": "batch_size seq_len num_v_heads: =q", "dt_bias": "num_v_heads: float32",
+              "b": "batch_size seq_len num_v_heads: =q", "scale": "scalar: float32"},
+             {"output": "batch_size seq_len num_v_heads head_size: =q",
+              "new_state": "batch_size num_v_heads head_size head_size: float32"},
+             kinds.solve_gdn_decode),
+    Solution("fuelvk_gdn_prefill", r"gdn_prefill_qk\d+_v\d+_d\d+_k_last",
+             {"total_seq_len": "var", "num_seqs": "var", "len_cu_seqlens": "var", **_GDN_HEADS},
+             {"q": "total_seq_len num_q_heads head_size: float",
+              "k": "total_seq_len num_k_heads head_size: =q",
+              "v": "total_seq_len num_v_heads head_size: =q",
+              "state": "num_seqs num_v_heads head_size head_size: float32", "A_log": "num_v_heads: float32",
+              "a": "total_seq_len num_v_heads: =q", "dt_bias": "num_v_heads: float32",
+              "b": "total_seq_len num_v_heads: =q", "cu_seqlens": "len_cu_seqlens: int64",
+              "scale": "scalar: float32"},
+             {"output": "total_seq_len num_v_heads head_size: =q",
+              "new_state": "num_seqs num_v_heads head_size head_size: float32"},
+             kinds.solve_gdn_prefill),
+    Solution("fuelvk_moe_fp8_block_scale_renorm", r"moe_fp8_block_scale_renorm_topk\d+_e\d+_h\d+_i\d+",
+             {"seq_len": "var", **dict.fromkeys(_MOE_CONSTS, "const")},
+             {"routing_logits": "seq_len num_local_experts: bfloat16",
+              "hidden_states": "seq_len hidden_size: float8_e4m3fn",
+              "hidden_states_scale": "num_hidden_blocks seq_len: float32",
+              "gemm1_weights": "num_local_experts gemm1_out_size hidden_size: float8_e4m3fn",
+              "gemm1_weights_scale": "num_local_experts num_gemm1_out_blocks num_hidden_blocks: float32",
+              "gemm2_weights": "num_local_experts hidden_size intermediate_size: float8_e4m3fn",
+              "gemm2_weights_scale": "num_local_experts num_hidden_blocks num_intermediate_blocks: float32"},
+             {"output": "seq_len hidden_size: bfloat16"}, kinds.solve_moe_fp8_renorm),
     Solution("fuelvk_rope_cos_sin_cache_neox", r"rope_with_cos_sin_cache_neox_style_d\d+_rd\d+",
              {"num_tokens": "var", "num_qo_heads": "var", "num_kv_heads": "var", "head_size": "const",
               "rotary_dim": "const", "max_seq_len": "var"},

@@ -61,14 +61,15 @@ family("matmul_tiled", SRC, MATMUL_PARAMS,
 family("matmul_small", SRC, MATMUL_PARAMS, _names("matmul_small", {}), GROUP,
        defines={"MODE": 3}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
 # CooperativeMatrixKHR plus what the Slang SPIR-V declares with it (runtime/device.py FEATURE_FIELDS)
-COOP_FEATURES = ("cooperative_matrix", "float16", "uniform_storage16", "memory_model", "memory_model_device_scope")
+COOP_FEATURES = ("cooperative_matrix", "float16", "uniform_storage16", "memory_model", "memory_model_device_scope",
+                 "subgroup_basic")
 COOP_COMBOS = ("f32_bf16_f32", "f16_f16_f32", "f16_f16_f16", "bf16_bf16_f32", "bf16_bf16_bf16")
 family("matmul_coop", "matmul_coop.slang", MATMUL_PARAMS,
        {"f32_bf16_f32": "matmul_coop", "bf16_bf16_f32": "matmul_coop_bf16_bf16",
         "f16_f16_f32": "matmul_coop_f16_f16", "bf16_bf16_bf16": "matmul_coop_bf16_bf16_bf16",
         "f16_f16_f16": "matmul_coop_f16_f16_f16"}, GROUP,
-       tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES,
-       features=COOP_FEATURES)
+       tag_defines=COMBO_DEFINES, features=COOP_FEATURES,   # Slang's bf16 bit casts declare Int16
+       tag_features={t: COMBO_FEATURES[t] + (("int16",) if "bf16" in t else ()) for t in COOP_COMBOS})
 
 # route name -> family; "coop" needs the device feature, the others run everywhere.
 ROUTES = {"matvec": "matvec", "register_tiled": "matmul", "tiled": "matmul_tiled", "small": "matmul_small",
@@ -76,6 +77,14 @@ ROUTES = {"matvec": "matvec", "register_tiled": "matmul", "tiled": "matmul_tiled
 ROUTE_FEATURES = {"coop": COOP_FEATURES}
 
 
-def available_routes(features):
-    """Routes a device with these feature names can run (device_info()["routes"]["matmul"])."""
-    return [r for r in ROUTES if all(f in features for f in ROUTE_FEATURES.get(r, ()))]
+def route_variant_tag(route):
+    """A dtype tag the route's family has (its shared memory and workgroup size are the same for
+    every tag), for asking whether its pipeline fits a device."""
+    return COOP_COMBOS[0] if route == "coop" else COMBOS[0]
+
+
+def available_routes(features, fits=None):
+    """Routes a device with these feature names can run (device_info()["routes"]["matmul"]);
+    `fits(route)`, when given, drops those whose pipeline exceeds the device limits."""
+    return [r for r in ROUTES
+            if all(f in features for f in ROUTE_FEATURES.get(r, ())) and (fits is None or fits(r))]

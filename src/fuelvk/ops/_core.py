@@ -106,6 +106,13 @@ def launch_strided(variant, out, inputs, spec=(), s0=ZERO2, s1=ZERO2, flags_extr
     call costs a dict lookup plus the dispatches.
     """
     ctx = runtime.get()
+    lim = ctx.device.limits.maxStorageBufferRange
+    if out.buffer.size > lim or any(x.buffer.size > lim for x in inputs):
+        shape = out.shape
+        views = [out] + [x if x.shape == shape else x.broadcast_to(shape) for x in inputs]
+        for w in blocks(views, lim):
+            launch_strided(variant, w[0], w[1:], spec, s0, s1, flags_extra)
+        return
     key = (variant._id, spec, s0, s1, flags_extra, out.shape, out.offset,
            tuple((x.shape, x.strides, x.offset) for x in inputs))
     plan = ctx.plans.get(key)
@@ -161,6 +168,159 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra):
 
 _WRITES = {1: (True, False), 2: (True, False, False)}
 _LINEAR = ((LINEAR_SPEC, 1),)
+
+
+# -- arrays larger than one binding -----------------------------------------------------------------
+# A launch binds each operand's whole slot, and one binding holds at most maxStorageBufferRange bytes.
+# Bigger arrays (up to maxBufferSize) are reached through windows: `windowed(x)` is the same view
+# rebased onto a Window of its buffer (runtime/memory.py) that covers just its byte span, with the
+# element offset made relative to the window; `blocks` cuts the common index space of a launch's
+# operands along leading axes until every operand's view fits a window; `spans` cuts one dimension for
+# ops that cut several operands differently (matmul's M / N / K, take's indices). Ops then run their
+# ordinary launch per block (elementwise, casts and copies in launch_strided, moves in launch_write /
+# launch_remap) or call themselves per block and copy the block's result into place (`blockwise`,
+# `rowwise` for row ops). The runtime refuses any other over-sized binding with a typed error
+# (Context.launch).
+
+def binding_limit():
+    return runtime.get().device.limits.maxStorageBufferRange
+
+
+def fits(*xs):
+    """True when every array's buffer fits one binding (the common case: no windows needed)."""
+    lim = binding_limit()
+    return all(x.buffer.size <= lim for x in xs)
+
+
+def windowed(x, lim=None):
+    """x when its buffer fits one binding; else x rebased onto a Window over its byte span; None when
+    even that span is larger than one binding."""
+    lim = binding_limit() if lim is None else lim
+    buf = x.buffer
+    if buf.size <= lim:
+        return x
+    isz = x.dtype.itemsize
+    lo = hi = x.offset
+    for n, s in zip(x.shape, x.strides):
+        if n == 0:
+            lo = hi = x.offset
+            break
+        if s < 0:
+            lo += (n - 1) * s
+        else:
+            hi += (n - 1) * s
+    w = buf.window(lo * isz, (hi + 1) * isz)
+    if w.size > lim:
+        return None
+    shift = w.start - getattr(buf, "start", 0)
+    return Array(w, x.shape, x.strides, x.offset - shift // isz, x.dtype)
+
+
+def _sub(x, a, b):
+    return Array(x.buffer, (b - a,) + x.shape[1:], x.strides, x.offset + a * x.strides[0], x.dtype)
+
+
+def _at(x, i):
+    return Array(x.buffer, x.shape[1:], x.strides[1:], x.offset + i * x.strides[0], x.dtype)
+
+
+def blocks(views, lim=None, axes=None, op=None):
+    """Windowed views of blocks of `views` (arrays whose first `axes` dims agree), cut along those
+    leading axes so each fits one binding: yields lists of views, in order (an axis cut down to one
+    index is dropped). axes (default all): how many leading axes may be cut (a row op keeps its last
+    axis whole); a block that still does not fit is a typed error naming op and the limit."""
+    lim = binding_limit() if lim is None else lim
+    axes = len(views[0].shape) if axes is None else axes
+    ws = [windowed(v, lim) for v in views]
+    if all(w is not None for w in ws):
+        yield ws
+        return
+    if axes <= 0 or not views[0].shape:
+        big = max(views, key=lambda v: v.buffer.size)
+        raise FuelVKMemoryError(
+            f"{op or 'split'}: a block of shape {views[0].shape} ({big.dtype}, strides {big.strides}) spans "
+            f"more bytes than one binding holds (maxStorageBufferRange = {lim} bytes) and cannot be split further")
+    n = views[0].shape[0]
+    if n == 1:
+        yield from blocks([_at(v, 0) for v in views], lim, axes - 1, op)
+        return
+    per = max(abs(v.strides[0]) * v.dtype.itemsize for v in views)
+    b = max(1, min((n + 1) // 2, (lim - 512) // per if per else n))
+    for a in range(0, n, b):
+        yield from blocks([_sub(v, a, min(a + b, n)) for v in views], lim, axes, op)
+
+
+def tiles(views, lim=None, op=None, turns=0):
+    """Like `blocks`, for launchers that take any view on every side (launch_write): when cutting the
+    leading axis does not make every view fit (a transposed operand), the views' axes are rotated (the
+    same for all: elements still correspond) and the next axis is cut too, so a transpose moves in a
+    few 2-D tiles instead of one block per row."""
+    lim = binding_limit() if lim is None else lim
+    ws = [windowed(v, lim) for v in views]
+    if all(w is not None for w in ws):
+        yield ws
+        return
+    nd = len(views[0].shape)
+    if turns >= nd:
+        yield from blocks(views, lim, op=op)
+        return
+    n = views[0].shape[0]
+    per = max(abs(v.strides[0]) * v.dtype.itemsize for v in views)
+    b = min(n, max(1, (lim - 512) // per)) if per else n
+    if b >= n:       # cutting this axis alone does not help: cut the next one
+        rot = list(range(1, nd)) + [0]
+        yield from tiles([v.transpose(rot) for v in views], lim, op, turns + 1)
+        return
+    for a in range(0, n, b):
+        yield from tiles([_sub(v, a, min(a + b, n)) for v in views], lim, op, 0)
+
+
+def spans(op, what, n, ok):
+    """[(i0, i1)] covering range(n) in order, each with ok(i0, i1) (an operand block fits one binding):
+    the widest power-of-two fraction of n that fits; blocks that do not (window alignment) are cut again."""
+    size = n
+    while size > 1 and not ok(0, size):
+        size = -(-size // 2)
+    if not ok(0, size):
+        raise FuelVKMemoryError(f"{op}: one {what} is larger than one binding "
+                                f"(maxStorageBufferRange = {binding_limit()} bytes)")
+    out = []
+    for i0 in range(0, n, size):
+        i1 = min(i0 + size, n)
+        if ok(i0, i1):
+            out.append((i0, i1))
+        else:
+            out += [(i0 + j0, i0 + j1) for j0, j1 in spans(op, what, i1 - i0, lambda j0, j1: ok(i0 + j0, i0 + j1))]
+    return out
+
+
+def rowwise(op, fn, xs, tail=None, dtype=None):
+    """A row op over arrays larger than one binding: fn(*blocks) on blocks of whole rows (the last axis)
+    of xs (Arrays of one shape), each block's result (shape block rows + tail; tail defaults to the row,
+    () for a per-row scalar) copied into one output of xs[0].shape[:-1] + tail. A single row larger
+    than one binding is a typed error naming op."""
+    shape = xs[0].shape
+    cols = shape[-1]
+    rows = math.prod(shape[:-1])
+    tail = (cols,) if tail is None else tuple(tail)
+    flat = [contiguous(x).reshape(rows, cols) for x in xs]
+    out = new_like(shape[:-1] + tail, dtype or xs[0].dtype)
+    o2 = Array(out.buffer, (rows,) + tail, L.contiguous_strides((rows,) + tail), out.offset, out.dtype)
+    blockwise(op, fn, flat, o2, axes=1)
+    return out
+
+
+def blockwise(op, fn, xs, out, axes):
+    """out <- fn(*xs) computed per block: xs and the contiguous out are cut along their first `axes`
+    axes (which they share) into blocks that fit one binding; fn(*blocks) returns the block's result,
+    which is copied into out's block."""
+    if out.size == 0:
+        return
+    from ..kernels.movement_core import copy_variant
+    copy = copy_variant(_dt.width_tag(out.dtype), runtime.get().device.features)
+    for bw in blocks(list(xs) + [out], axes=axes, op=op):
+        r = fn(*bw[:-1])
+        launch_strided(copy, bw[-1], [r.reshape(bw[-1].shape)])
 
 
 def new_like(shape, dtype):

@@ -31,7 +31,7 @@ from ..array import Array, asarray
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..kernels import attention as K
 from ..kernels import kernel
-from ._core import contiguous, device_args, new_like, result
+from ._core import contiguous, device_args, fits, new_like, result, spans, windowed
 
 __all__ = ["attention_route", "scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
 
@@ -132,13 +132,16 @@ def _pick(op, Sq, Sk, D, G, route):
     shared = ctx.device.limits.maxComputeSharedMemorySize
     tiled_ok = K.tiled_config(D, G * Sq, shared) is not None
     single_ok = Sk <= K.SINGLE_SK_MAX and K.single_shared_bytes(D, _skmax(Sk)) <= shared
-    if want == "single" and not single_ok:
-        raise ShapeError(f"{op}: route 'single' (flash_attn_*) takes Sk <= {K.SINGLE_SK_MAX} keys and fits "
-                         f"{K.single_shared_bytes(D, _skmax(Sk))} B of shared memory in {shared} B; got Sk={Sk}, "
+    if want == "single" and Sk > K.SINGLE_SK_MAX:
+        raise ShapeError(f"{op}: route 'single' (flash_attn_*) takes Sk <= {K.SINGLE_SK_MAX} keys; got Sk={Sk}, "
                          f"D={D}; use route='tiled'")
+    if want == "single" and not single_ok:   # a device limit, not the shape: as the pipeline check says it
+        raise UnsupportedError(f"{op}: route 'single' needs {K.single_shared_bytes(D, _skmax(Sk))} B of shared "
+                               f"memory for Sk={Sk}, D={D}, more than maxComputeSharedMemorySize = {shared} on "
+                               f"{ctx.device.name}; use route='tiled'")
     if want == "tiled" and not tiled_ok:
         raise UnsupportedError(f"{op}: route 'tiled' needs {K.tiled_shared_bytes(D, 1, 64)} B of shared memory for "
-                               f"D={D}; this device has {shared} B")
+                               f"D={D}, more than maxComputeSharedMemorySize = {shared} on {ctx.device.name}")
     if want != "auto":
         return want
     if single_ok and (G * Sq <= SINGLE_MAX_ROWS or not tiled_ok):
@@ -201,6 +204,11 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
     o = new_like((B, Hq, Sq, D), dt)
     lse = new_like((B, Hq, Sq), _dt.float32)
     rows = B * Hq * Sq
+    if rows and not fits(q, k, v, o, lse):
+        _head_blocks(op, [q], [k, v], [o, lse], [], slopes, lambda qb, kb, sb: (scaled_dot_product_attention(
+            qb[0], kb[0], kb[1], is_causal=is_causal, scale=scale, window=window, alibi_slopes=sb,
+            softcap=softcap, return_lse=True, route=route), ()))
+        return result((o, lse) if return_lse else o, numpy_out)
     if rows:
         views = []
         for x in (q, k, v):
@@ -239,6 +247,30 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
     return result((o, lse) if return_lse else o, numpy_out)
 
 
+def _head_blocks(op, q_in, kv_in, q_out, kv_out, slopes, run):
+    """An attention call over operands larger than one binding: per batch entry, spans of kv heads (with
+    their G query heads) whose blocks of every operand fit one binding. q_in / kv_in / q_out / kv_out:
+    the [B, H, ...] inputs and (fresh) outputs indexed by query / kv heads; run(q_in blocks, kv_in
+    blocks, slopes block) returns the blocks' (q_out results, kv_out results), written into the outputs'
+    blocks. Keys of one head beyond one binding are a typed error (that would need an lse merge)."""
+    from .movement import launch_write
+    B, Hq = q_in[0].shape[:2]
+    G = Hq // kv_in[0].shape[1]
+    fit = lambda x: windowed(x) is not None   # noqa: E731
+    sl = None if slopes is None else (slopes if slopes.ndim == 2 else slopes.broadcast_to((B, Hq)))
+    for b in range(B):
+        def cut(xs, h0, h1, g):
+            return [x[b:b + 1, h0 * g:h1 * g] for x in xs]
+
+        def ok(h0, h1):
+            return all(fit(x) for x in cut(q_in + q_out, h0, h1, G) + cut(kv_in + kv_out, h0, h1, 1))
+        for h0, h1 in spans(op, "kv head (with its query heads)", kv_in[0].shape[1], ok):
+            rq, rk = run([windowed(x) for x in cut(q_in, h0, h1, G)], [windowed(x) for x in cut(kv_in, h0, h1, 1)],
+                         None if sl is None else contiguous(sl[b:b + 1, h0 * G:h1 * G]))
+            for dst, r in zip(cut(q_out, h0, h1, G) + cut(kv_out, h0, h1, 1), list(rq) + list(rk)):
+                launch_write(kernel("write_slice", _dt.width_tag(dst.dtype)), windowed(dst), r)
+
+
 def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=False, scale=None, window=(-1, -1),
                                           alibi_slopes=None, softcap=None):
     """(dq, dk, dv) of scaled_dot_product_attention, from its output o and lse (return_lse=True).
@@ -259,6 +291,14 @@ def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=Fals
     dq = new_like(q.shape, _dt.float32)
     dk = new_like(k.shape, _dt.float32)
     dv = new_like(k.shape, _dt.float32)
+    if dq.size and not fits(do, q, k, v, o, lse, dq, dk, dv):
+        def run(qb, kb, sb):
+            dqb, dkb, dvb = scaled_dot_product_attention_backward(
+                qb[0], qb[1], kb[0], kb[1], qb[2], qb[3], is_causal=is_causal, scale=scale, window=window,
+                alibi_slopes=sb, softcap=softcap)
+            return (dqb,), (dkb, dvb)
+        _head_blocks(op, [do, q, o, lse], [k, v], [dq], [dk, dv], slopes, run)
+        return result((dq, dk, dv), numpy_out)
     ctx = runtime.get()
     flags = K.FLAG_ALIBI if slopes is not None else 0
     head = (B, Hq, Hkv, Sq, Sk)

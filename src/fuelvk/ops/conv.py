@@ -13,7 +13,7 @@ from .. import runtime
 from ..errors import DTypeError, ShapeError
 from ..kernels import kernel
 from ..kernels.conv import IM2COL_PARAMS, IM2COL_WG
-from ._core import contiguous, device_args, new_like, result
+from ._core import binding_limit, contiguous, device_args, fits, new_like, result, spans, windowed
 
 __all__ = ["conv2d"]
 
@@ -62,6 +62,14 @@ def _im2col(x, kh, kw, stride, pads, dil, groups, h_out, w_out):
     cin_g = c // groups
     out = new_like((b * groups, cin_g * kh * kw, h_out * w_out), x.dtype)
     total = out.size
+    if total and not fits(x, out):   # larger than one binding: blocks of images
+        from .movement import launch_write
+        g = groups
+        for b0, b1 in spans("im2col", "image (its input or patches)", b,
+                            lambda b0, b1: windowed(x[b0:b1]) is not None and windowed(out[b0 * g:b1 * g]) is not None):
+            r = _im2col(windowed(x[b0:b1]), kh, kw, stride, pads, dil, groups, h_out, w_out)
+            launch_write(kernel("write_slice", _dt.width_tag(x.dtype)), windowed(out[b0 * g:b1 * g]), r)
+        return out
     ctx = runtime.get()
     push = IM2COL_PARAMS.pack(b, c, h, w, h_out, w_out, kh, kw, stride[0], stride[1], pads[0], pads[2],
                               dil[0], dil[1], groups, cin_g, total, x.offset, list(x.strides))
@@ -124,6 +132,18 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if ba is not None and ba.shape != (cout,):
         raise ShapeError(f"{op}: bias must have shape ({cout},), got {ba.shape}")
     out_shape = (b, cout, h_out, w_out)
+    kd, hw, isz = cin_g * kh * kw, h_out * w_out, xa.itemsize
+    lim = binding_limit()
+    if b and cout and c and not (fits(xa, wa) and b * groups * kd * hw * isz <= lim and b * cout * hw * 4 <= lim):
+        # larger than one binding (input, patches or result): blocks of images, each an ordinary conv2d
+        from .movement import launch_write
+        out = new_like(out_shape, xa.dtype)
+        ok = lambda b0, b1: (windowed(xa[b0:b1]) is not None and windowed(out[b0:b1]) is not None   # noqa: E731
+                             and (b1 - b0) * max(groups * kd * isz, cout * 4) * hw + 512 <= lim)
+        for b0, b1 in spans(op, "image (its input, patches or output)", b, ok):
+            r = conv2d(windowed(xa[b0:b1]), wa, ba, stride, padding, dilation, groups)
+            launch_write(kernel("write_slice", _dt.width_tag(out.dtype)), windowed(out[b0:b1]), r)
+        return result(out.reshape(out_shape[1:]) if unbatched else out, numpy_out)
     if b == 0 or cout == 0 or c == 0:
         from .. import zeros
         out = zeros(out_shape, xa.dtype)

@@ -28,7 +28,7 @@ from ..errors import DTypeError, FuelVKIndexError, ShapeError, UnsupportedError
 from ..kernels import kernel
 from ..kernels.indexing import (GATHER_PARAMS, INDEX_KINDS, INDEX_SELECT_PARAMS, NATIVE_FEATURE, SCATTER_FINISH,
                                 SCATTER_INIT, SCATTER_PARAMS)
-from ._core import contiguous, device_args, new_like, result
+from ._core import blockwise, contiguous, device_args, fits, new_like, result, spans, windowed
 
 __all__ = ["take", "take_along_axis", "scatter_add", "index_add"]
 
@@ -95,7 +95,10 @@ def take(x, indices, axis=None):
     ids = contiguous(ids)
     out_shape = x.shape[:ax] + tuple(idx_shape) + x.shape[ax + 1:]
     out = new_like(out_shape, x.dtype)
-    if out.size:
+    if out.size and not fits(x, ids, out):
+        h = ids.numpy().astype(np.int64).reshape(-1)
+        _take_blocks(contiguous(x), np.where(h < 0, h + n, h), ax, out)
+    elif out.size:
         x = contiguous(x)
         inner = math.prod(x.shape[ax + 1:])
         n_idx = ids.size
@@ -104,6 +107,41 @@ def take(x, indices, axis=None):
         ctx.launch(kernel("index_select", tag), ctx.groups(-(-out.size // _WG)), (out.buffer, x.buffer, ids.buffer),
                    (True, False, False), push, spec=((0, kind),))
     return result(out, numpy_out)
+
+
+def _take_blocks(x, ih, ax, out):
+    """take over an x (contiguous) or a result larger than one binding (an embedding table of 1 GiB...),
+    with host indices ih (flat, in [0, n)). As [L, n, R] (L, R: the dims around the axis): blocks of L,
+    then chunks of index positions whose result fits one binding; per chunk the indices are sorted, each
+    span of x along the axis (a window) gathers its own indices into a sorted staging array, and one
+    last gather puts them back in the caller's order."""
+    from .movement import launch_write
+    write = kernel("write_slice", _dt.width_tag(x.dtype))
+    n = x.shape[ax]
+    L_, R = math.prod(x.shape[:ax]), math.prod(x.shape[ax + 1:])
+    x3, o3 = x.reshape(L_, n, R), out.reshape(L_, ih.size, R)
+    fit = lambda v: windowed(v) is not None   # noqa: E731
+
+    def gather(xs, ids):
+        if fit(xs):
+            return take(windowed(xs), ids.astype(np.uint32), axis=1)
+        order = np.argsort(ids, kind="stable")
+        srt = ids[order]
+        tmp = new_like((xs.shape[0], ids.size, R), x.dtype)
+        for s0, s1 in spans("take", f"slice of x along axis {ax}", n, lambda a, b: fit(xs[:, a:b])):
+            a, b = np.searchsorted(srt, [s0, s1])
+            if a < b:
+                r = take(windowed(xs[:, s0:s1]), (srt[a:b] - s0).astype(np.uint32), axis=1)
+                launch_write(write, tmp[:, a:b], r)
+        inv = np.empty_like(order)
+        inv[order] = np.arange(order.size)
+        return take(tmp, inv.astype(np.uint32), axis=1)
+
+    for l0, l1 in spans("take", f"slice of x along axis {ax}", L_,
+                        lambda a, b: fit(x3[a:b, 0:1]) and fit(o3[a:b, 0:1])):
+        xs, os_ = x3[l0:l1], o3[l0:l1]
+        for c0, c1 in spans("take", "index's slice of the result", ih.size, lambda a, b: fit(os_[:, a:b])):
+            launch_write(write, windowed(os_[:, c0:c1]), gather(xs, ih[c0:c1]))
 
 
 def _collapse_around(ax, shape, *stride_sets):
@@ -145,6 +183,12 @@ def gather_along(x, ids, kind, ax, tag):
     out_shape.insert(ax, ids.shape[ax])
     out_shape = tuple(out_shape)
     out = new_like(out_shape, x.dtype)
+    if out.size and n and not fits(x, ids, out):
+        # larger than one binding: blocks of the dims before the axis (the axis and those after stay whole)
+        xshape = out_shape[:ax] + (n,) + out_shape[ax + 1:]
+        blockwise("take_along_axis", lambda xb, ib: take_along_axis(xb, ib, xb.ndim - len(out_shape) + ax),
+                  [x.broadcast_to(xshape), ids.broadcast_to(out_shape)], out, axes=ax)
+        return result(out, numpy_out)
     if out.size:
         if n == 0:
             raise FuelVKIndexError(f"take_along_axis: cannot take from an empty axis (x shape {x.shape}; {fam})")
@@ -215,6 +259,41 @@ def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, n
     return result(out, numpy_out)
 
 
+def _accumulate_blocks(op, base, src, ids, ax, along):
+    """scatter_add / index_add where base, src or the indices are larger than one binding: out = a copy of
+    base; for each span of out along the axis (a window) and each chunk of src along it, the chunk's
+    indices that land in the span (host-side, made relative; the others out of range, which the kernel
+    skips) are accumulated into the span. along: index_add's 1-D index (else scatter_add's, src-shaped).
+    f16/bf16 round once per chunk (once when src fits one binding)."""
+    from .movement import launch_write
+    from .movement_core import copy
+    out = copy(base)
+    h = ids.numpy().astype(np.int64)
+    src = contiguous(src)
+    pre = (slice(None),) * ax
+    n, k = base.shape[ax], (h.shape[0] if along else h.shape[ax])
+    fit = lambda v: windowed(v) is not None   # noqa: E731
+    write = kernel("write_slice", _dt.width_tag(out.dtype))
+    for s0, s1 in spans(op, f"slice of base along axis {ax}", n, lambda a, b: fit(out[pre + (slice(a, b),)])):
+        ow = windowed(out[pre + (slice(s0, s1),)])
+        for c0, c1 in spans(op, f"slice of src along axis {ax}", k, lambda a, b: fit(src[pre + (slice(a, b),)])):
+            hh = h[c0:c1] if along else h[pre + (slice(c0, c1),)]
+            inside = (hh >= s0) & (hh < s1)
+            if not inside.any():
+                continue
+            loc = asarray(np.where(inside, hh - s0, 0xFFFFFFFF).astype(np.uint32))
+            sw = windowed(src[pre + (slice(c0, c1),)])
+            if along:
+                s_idx = [0] * base.ndim
+                s_idx[ax] = 1
+                it = sw.shape
+            else:
+                s_idx, it = loc.strides, loc.shape
+            r = _accumulate(op, op, ow, sw, loc, 0, ax, it, sw.strides, s_idx, False)
+            launch_write(write, ow, r)
+    return out
+
+
 def _common(op, fam, base, axis, index, src):
     (base, src), numpy_out = device_args(op, base, src)
     numpy_out = numpy_out and not isinstance(index, Array)
@@ -241,6 +320,8 @@ def scatter_add(base, axis, index, src):
             raise ShapeError(f"scatter_add: index shape {idx_shape} must be <= src shape {src.shape} in every "
                              f"dim and <= base shape {base.shape} except along axis {ax} (kernel {fam})")
     ids, kind = _indices("scatter_add", fam, index, base.shape[ax], False)
+    if not fits(base, src, ids):
+        return result(_accumulate_blocks("scatter_add", base, src, ids, ax, False), numpy_out)
     return _accumulate("scatter_add", "scatter_add", base, src, ids, kind, ax, idx_shape, src.strides,
                        ids.strides, numpy_out)
 
@@ -257,6 +338,8 @@ def index_add(base, axis, index, src):
         raise ShapeError(f"index_add: src has shape {src.shape}; with base {base.shape}, axis {ax} and "
                          f"{idx_shape[0]} indices it must be {want} (kernel {fam})")
     ids, kind = _indices("index_add", fam, index, base.shape[ax], False)
+    if not fits(base, src, ids):
+        return result(_accumulate_blocks("index_add", base, src, ids, ax, True), numpy_out)
     s_idx = [0] * base.ndim
     s_idx[ax] = ids.strides[0]
     return _accumulate("index_add", "index_add", base, src, ids, kind, ax, src.shape, src.strides, s_idx,

@@ -15,8 +15,11 @@ else on GPUs 1 < M < 32 -> register-tiled, M >= 32 -> shared-memory tiled, and o
 (lavapipe) register-tiled for every M > 1: there shared memory is plain memory reached through the
 same per-lane load loops as buffers, and barriers are coroutine switches; measured on lavapipe
 (one run, under load) the shared-memory kernel was 4-8x slower at M = 17, 32 and 256 (e.g.
-256 x 1024 x 256: 16 ms register-tiled, 135 ms tiled). `route=` or FUELVK_MATMUL_ROUTE forces one;
-a route the device or shape cannot take raises a typed error. matmul_route() runs the same picker.
+256 x 1024 x 256: 16 ms register-tiled, 135 ms tiled). A route whose pipeline exceeds the device
+limits (FUELVK_LIMITS=small included: the tiled kernel's 16,640 B of shared memory, coop's 24 KiB)
+is skipped (the register tile instead); available_routes() lists what remains. `route=` or
+FUELVK_MATMUL_ROUTE forces one; a route the device, its limits or the shape cannot take raises a
+typed error. matmul_route() runs the same picker.
 
 Load paths chosen per launch (specialization constants, same kernel): matvec and the register tile
 read A along K and B along N (its rows) or along K (x @ W.T) as 16-byte texels of a storage texel
@@ -36,9 +39,9 @@ from .. import layout as L
 from .. import runtime
 from ..array import Array, zeros
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError, UnsupportedError
-from ..kernels import kernel
+from ..kernels import VARIANTS, kernel
 from ..kernels import matmul as K_
-from ._core import device_args, k_per_launch, new_like, result, split_k
+from ._core import binding_limit, blockwise, contiguous, spans, device_args, fits, k_per_launch, new_like, result, split_k
 
 __all__ = ["matmul", "matmul_route"]
 
@@ -111,6 +114,21 @@ def _device():
     return runtime.get().device
 
 
+def _over_limits(route, combo=None):
+    """What the route's pipeline would exceed of the device limits (PipelineCache.over_limits);
+    empty when it fits. Shared memory and workgroup size do not depend on the dtypes or the
+    load-path constants, so one variant of the family answers for all."""
+    fam = K_.ROUTES[route]
+    tag = combo if f"{fam}.{combo}" in VARIANTS else K_.route_variant_tag(route)
+    return runtime.get().pipelines.over_limits(kernel(fam, tag))
+
+
+def available_routes():
+    """Matmul routes this device runs: those its features allow and whose pipelines fit its limits
+    (FUELVK_LIMITS included)."""
+    return K_.available_routes(_device().features, fits=lambda r: not _over_limits(r))
+
+
 def _coop_ok(combo, M, N, K):
     t = K_.COOP_TILE
     return combo in K_.COOP_COMBOS and M % t == 0 and N % t == 0 and K % t == 0 and M >= t and N >= t
@@ -121,28 +139,27 @@ def _plan(a, b, out_dtype, n_rep, route):
     combo, out_dt = _combo(a.dtype, b.dtype, out_dtype)
     out_shape, M, N, K, batch, sa_b, sb_b, (sa_m, sa_k), (sb_k, sb_n) = _shapes(a, b, n_rep)
     dev = _device()
-    limit = dev.limits.maxStorageBufferRange
-    nbytes = math.prod(out_shape) * out_dt.itemsize
-    if nbytes > limit:
-        raise FuelVKMemoryError(
-            f"matmul: the result {out_shape} {out_dt} needs {nbytes} bytes, more than one binding can hold on "
-            f"{dev.name} (maxStorageBufferRange = {limit} bytes); split the batch or N dimension")
     same = combo.split("_")[0] == combo.split("_")[1]
     transposed = M != 1 and N == 1 and same
     forced = route if route is not None else (os.environ.get(ENV) or None)
     if forced in (None, "", "auto"):
         has_coop = "coop" in K_.available_routes(dev.features)
         half = combo.split("_")[0] in ("f16", "bf16")
+
+        def fits(r):
+            return not _over_limits(r, combo)
         if M == 1 or transposed:
             name = "matvec"
-        elif has_coop and _coop_ok(combo, M, N, K):
+        elif has_coop and _coop_ok(combo, M, N, K) and fits("coop"):
             name = "coop"
-        elif has_coop and half:
+        elif has_coop and half and fits("small"):
             name = "small"
         else:
             # CPU devices (lavapipe): shared memory is ordinary memory there, so staging slabs only adds
-            # loads and stores; the register-tiled kernel stays faster for every M (measured).
-            name = "register_tiled" if M < 32 or dev.device_type == "cpu" else "tiled"
+            # loads and stores; the register-tiled kernel stays faster for every M (measured). Devices
+            # whose shared memory cannot hold the tiled kernel's slabs take the register tile too.
+            big = M >= 32 and dev.device_type != "cpu" and fits("tiled")
+            name = "tiled" if big else "register_tiled"
         transposed = transposed and name == "matvec"
     else:
         name = forced
@@ -153,6 +170,11 @@ def _plan(a, b, out_dtype, n_rep, route):
         if missing:
             raise UnsupportedError(f"matmul: route {name!r} needs device features {missing}, which {dev.name} "
                                    f"lacks; routes here: {', '.join(K_.available_routes(dev.features))}")
+        over = _over_limits(name, combo)
+        if over:
+            raise UnsupportedError(f"matmul: route {name!r} does not fit {dev.name}'s limits: " + "; ".join(
+                f"its {q} {v} exceed {lim_name} = {lim}" for q, v, lim_name, lim in over)
+                + f"; routes here: {', '.join(available_routes())}")
         if name == "matvec" and M != 1 and not transposed:
             raise ShapeError(f"matmul: route 'matvec' needs M == 1 (or N == 1 with equal dtypes), got M={M} "
                              f"N={N} for shapes {a.shape} x {b.shape}")
@@ -293,5 +315,69 @@ def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
     if math.prod(plan.out_shape) == 0 or plan.K == 0:
         out = zeros(plan.out_shape, plan.out_dtype)   # empty, or K == 0: a sum of nothing
         return result(out, numpy_out)
-    out = _launch(plan, a_arr, b_arr, new_like(plan.out_shape, plan.out_dtype))
+    out = new_like(plan.out_shape, plan.out_dtype)
+    if not fits(a_arr, b_arr, out):
+        _matmul_blocks(a_arr, b_arr, out, plan, n_rep, route)
+        return result(out, numpy_out)
+    out = _launch(plan, a_arr, b_arr, out)
     return result(out, numpy_out)
+
+
+def _matmul_blocks(a, b, out, plan, n_rep, route):
+    """out = a @ b for operands or a result larger than one binding (e.g. x @ W.T with W [28672, 4096]
+    f32, 448 MiB): cut A and the result by rows (M), B and the result by columns (N), and K into
+    spans when one row of A or column of B is itself larger than a binding (float32 partials, summed,
+    rounded once). Each block is an ordinary matmul on windows; its result is written into out's block.
+    Batch dims are folded into M when A's leading dims reshape without a copy and B is one matrix."""
+    from .movement import launch_write
+    from ._core import windowed
+    out_dtype = plan.out_dtype
+    a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
+    b2 = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
+    if n_rep != 1:
+        raise FuelVKMemoryError(f"matmul: GQA (n_rep={n_rep}) operands larger than one binding (a {a.shape}, "
+                                f"b {b.shape}) are not split (maxStorageBufferRange = {binding_limit()} bytes); "
+                                "loop over the kv heads")
+    if b2.ndim != 2:   # B batched: blocks of batch entries, or one entry at a time (split by M / N / K)
+        batch = plan.out_shape[:len(plan.out_shape) - (a.ndim > 1) - 1]
+        a3 = a2.broadcast_to(batch + a2.shape[-2:])
+        b3 = b2.broadcast_to(batch + b2.shape[-2:])
+        o3 = out.reshape(batch + (a3.shape[-2], b3.shape[-1]))
+        first = (0,) * len(batch)
+        if all(windowed(x[first]) is not None for x in (a3, b3, o3)):
+            blockwise("matmul", lambda x, y: matmul(x, y, out_dtype, route=route), [a3, b3], o3, axes=len(batch))
+        else:
+            for idx in np.ndindex(*batch):
+                launch_write(kernel("write_slice", _dt.width_tag(out_dtype)), o3[idx],
+                             matmul(a3[idx], b3[idx], out_dtype, route=route))
+        return
+    K = a2.shape[-1]
+    lead = a2.shape[:-1]
+    st = L.reshape_strides(a2.shape, a2.strides, (math.prod(lead), K))
+    if st is None:
+        a2 = contiguous(a2)
+        st = L.contiguous_strides((math.prod(lead), K))
+    a2 = Array(a2.buffer, (math.prod(lead), K), tuple(st), a2.offset, a2.dtype)
+    M, N = a2.shape[0], b2.shape[1]
+    o2 = Array(out.buffer, (M, N), (N, 1), out.offset, out.dtype)
+    fit = lambda v: windowed(v) is not None   # noqa: E731
+    k_spans = spans("matmul", "K span", K, lambda k0, k1: fit(a2[0:1, k0:k1]) and fit(b2[k0:k1, 0:1]))
+    if len(k_spans) > 1:
+        total = None
+        for k0, k1 in k_spans:
+            part = new_like((M, N), _dt.float32)
+            _matmul_blocks(a2[:, k0:k1], b2[k0:k1], part, plan._replace(out_dtype=_dt.float32), 1, route)
+            total = part if total is None else total + part
+        from .casts import astype
+        r = total if out_dtype == _dt.float32 else astype(total, out_dtype)
+        blockwise("matmul", lambda x: x, [r], o2, axes=2)
+        return
+    n_spans = spans("matmul", "column of B", N, lambda n0, n1: fit(b2[:, n0:n1]) and fit(o2[0:1, n0:n1]))
+    m_spans = spans("matmul", "row of A", M, lambda m0, m1: fit(a2[m0:m1])
+                      and all(fit(o2[m0:m1, n0:n1]) for n0, n1 in n_spans))
+    for m0, m1 in m_spans:
+        aw = windowed(a2[m0:m1])
+        for n0, n1 in n_spans:
+            r = matmul(aw, windowed(b2[:, n0:n1]), out_dtype, route=route)
+            ow = windowed(o2[m0:m1, n0:n1])
+            launch_write(kernel("write_slice", _dt.width_tag(out_dtype)), ow, r)

@@ -18,7 +18,8 @@ from ..array import Array, asarray
 from ..errors import DTypeError, FuelVKIndexError, ShapeError
 from ..kernels import kernel
 from ..kernels.movement import EPT, MAX_RANK, REMAP_PARAMS, WG, WRITE_PARAMS
-from ._core import device_args, element_words, launch_strided, new_like, result
+from ._core import (blocks, contiguous, device_args, element_words, fits, launch_strided, new_like, result,
+                    spans, tiles, windowed)
 
 __all__ = ["flip", "roll", "triu", "tril", "concatenate", "masked_fill", "where", "add_assign_scaled", "setitem"]
 
@@ -51,6 +52,17 @@ def launch_remap(op, variant, out, src, sa, lo=None, dim=None, k=0, fill=(0, 0),
     r = len(shape)
     lo = list(lo) if lo is not None else [0] * r
     dim = list(dim) if dim is not None else list(shape)
+    if not fits(out, src):
+        # Larger than one binding: cut the leading dims the remap leaves alone (identity: no shift, no
+        # pad, not in the fixed tail); out and src views cut alike, each block remapped through windows.
+        cut = 0
+        while cut < r - fixed_tail and lo[cut] == 0 and dim[cut] == shape[cut]:
+            cut += 1
+        sv = Array(src.buffer, tuple(dim), tuple(sa), src.offset, src.dtype)
+        for ow, sw in blocks([out, sv], axes=cut, op=op):
+            d = r - ow.ndim
+            launch_remap(op, variant, ow, sw, sw.strides, lo[d:], dim[d:], k, fill, mode, fixed_tail)
+        return
     dims = []   # [n, stride, lo, dim, identity]
     for d in range(r):
         ident = lo[d] == 0 and dim[d] == shape[d] and d < r - fixed_tail
@@ -115,6 +127,10 @@ def launch_write(variant, dst, src, scale=0.0):
     shape = dst.shape
     if dst.size == 0:
         return
+    if not fits(dst, src):    # larger than one binding: tiles of dst and src through windows
+        for dw, sw in tiles([dst, src.broadcast_to(shape)], op="write"):
+            launch_write(variant, dw, sw, scale)
+        return
     ss = L.broadcast_strides(src.shape, src.strides, shape)
     cshape, (cso, csa) = L.collapse(shape, dst.strides, ss)
     ctx = runtime.get()
@@ -164,6 +180,8 @@ def roll(x, shift, axis=None):
         except TypeError:
             raise ShapeError(f"roll: with axis=None the shift must be one integer, got {shift!r}") from None
         flat = xa.reshape(-1)
+        if not fits(flat):
+            return result(_roll_by_writes(contiguous(flat), [s]).reshape(xa.shape), numpy_out)
         out = new_like(flat.shape, xa.dtype)
         if flat.size:
             launch_remap("roll", kernel("roll", tag), out, flat, flat.strides, [(-s) % flat.size], list(flat.shape),
@@ -186,10 +204,32 @@ def roll(x, shift, axis=None):
     total = [0] * xa.ndim
     for s, a in zip(shifts, axes):
         total[a] += s
+    if not fits(xa):
+        return result(_roll_by_writes(xa, total), numpy_out)
     lo = [(-t) % n if n else 0 for t, n in zip(total, xa.shape)]
     out = new_like(xa.shape, xa.dtype)
     launch_remap("roll", kernel("roll", tag), out, xa, xa.strides, lo, list(xa.shape), mode="roll")
     return result(out, numpy_out)
+
+
+def _roll_by_writes(x, total):
+    """roll of an array larger than one binding: per rolled axis, the two halves written in place
+    (launch_write splits them into windows), instead of the one remap launch."""
+    v = kernel("write_slice", _width_tag("roll", x.dtype))
+    for a, t in enumerate(total):
+        n = x.shape[a]
+        if n == 0 or t % n == 0:
+            continue
+        t %= n
+        out = new_like(x.shape, x.dtype)
+        head = (slice(None),) * a
+        launch_write(v, out[head + (slice(t, n),)], x[head + (slice(0, n - t),)])
+        launch_write(v, out[head + (slice(0, t),)], x[head + (slice(n - t, n),)])
+        x = out
+    if x.offset or not x.is_contiguous or all(t % max(n, 1) == 0 for t, n in zip(total, x.shape)):
+        from .movement_core import copy
+        x = copy(x)
+    return x
 
 
 def _axes_allow_repeat(op, axis, ndim):
@@ -209,6 +249,17 @@ def _triangle(op, x, k):
         xa = xa.broadcast_to((xa.shape[0], xa.shape[0]))
     k = max(min(k, 2**31 - 1), -2**31)
     out = new_like(xa.shape, xa.dtype)
+    first = (0,) * (xa.ndim - 2)
+    if out.size and not (fits(xa, out) or windowed(xa[first]) is not None and windowed(out[first]) is not None):
+        # one matrix larger than a binding: blocks of rows r0.. are triangles with diagonal k + r0
+        write = kernel("write_slice", _width_tag(op, xa.dtype))
+        for idx in np.ndindex(*xa.shape[:-2]):
+            m, o = xa[idx] if idx else xa, out[idx] if idx else out
+            for r0, r1 in spans(op, "matrix row", m.shape[0], lambda a, b: windowed(m[a:b]) is not None
+                                and windowed(o[a:b]) is not None):
+                launch_write(write, windowed(o[r0:r1]), _triangle(op, windowed(m[r0:r1]), max(min(k + r0, 2**31 - 1),
+                                                                                               -2**31)))
+        return result(out, numpy_out)
     launch_remap(op, kernel(op, _width_tag(op, xa.dtype)), out, xa, xa.strides, k=k, fixed_tail=2)
     return result(out, numpy_out)
 

@@ -3,7 +3,7 @@ from .. import dtypes as _dt
 from .. import runtime
 from ..array import Array
 from ..kernels.movement_core import copy_variant
-from ._core import device_args, launch_strided, new_like, result
+from ._core import device_args, fits, launch_strided, new_like, result
 
 __all__ = ["ascontiguousarray", "copy"]
 
@@ -14,6 +14,11 @@ def _copy_into_new(x):
     if x.dtype.itemsize == 16:   # complex128: copied as float64 pairs (a trailing axis of 2)
         src, dst = (Array(a.buffer, a.shape + (2,), tuple(2 * st for st in a.strides) + (1,), 2 * a.offset,
                           _dt.float64) for a in (x, out))
+    if not fits(src, dst):   # larger than one binding: the write kernel, which moves 2-D tiles of a transpose
+        from ..kernels import kernel
+        from .movement import launch_write
+        launch_write(kernel("write_slice", _dt.width_tag(src.dtype)), dst, src)
+        return out
     launch_strided(copy_variant(_dt.width_tag(src.dtype), runtime.get().device.features), dst, [src])
     return out
 

@@ -20,11 +20,11 @@ import math
 
 from .. import dtypes as _dt
 from .. import runtime
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, FuelVKMemoryError, ShapeError
 from ..kernels import kernel
 from ..kernels.norm import NORM_PARAMS, SOFTMAX_PARAMS
 from ..kernels.reduction import REDUCE_OPS, row_wg
-from ._core import contiguous, device_args, new_like, result, scalar_words
+from ._core import binding_limit, contiguous, device_args, fits, new_like, result, rowwise, scalar_words
 from .reduction import accum_dtype, launch_reduce
 
 __all__ = ["softmax", "softmax_backward", "rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward"]
@@ -85,6 +85,12 @@ def _softmax_launch(fam, op, y_or_x, g, axis):
                              "needs equal shapes")
         _check_same(op, fam, tag, x, [("grad", gg)])
     v, rows, cols, perm = _axis_last(op, x, axis)
+    if g is not None:
+        gv = contiguous(arrs[1].transpose(perm)) if x.ndim else contiguous(arrs[1])
+    if not fits(v, *([gv] if g is not None else [])):
+        out = rowwise(op, lambda *bl: _softmax_launch(fam, op, bl[0], bl[1] if g is not None else None, -1),
+                      [v] + ([gv] if g is not None else []))
+        return result(_restore(out, v.shape, perm, numpy_out), numpy_out)
     out = new_like(v.shape, x.dtype)
     if rows and cols:
         ctx = runtime.get()
@@ -92,7 +98,6 @@ def _softmax_launch(fam, op, y_or_x, g, axis):
         bufs = (out.buffer, v.buffer)
         off_g = 0
         if g is not None:
-            gv = contiguous(arrs[1].transpose(perm)) if x.ndim else contiguous(arrs[1])
             bufs += (gv.buffer,)
             off_g = gv.offset
         ctx.launch(kernel(fam, tag), ctx.groups(rows), bufs, (True,) + (False,) * (len(bufs) - 1),
@@ -137,6 +142,8 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
     g = contiguous(g) if g is not None else None
     w = contiguous(w) if w is not None else None
     b = contiguous(b) if b is not None else None
+    if not fits(x, *(a for a in (g, w, b) if a is not None)):
+        return _norm_blocks(op, fam, x, g, eps, w, b, backward) + (cols, numpy_out)
     out = new_like(x.shape, x.dtype)
     ln = fam.startswith("layer_norm")
     n_grad = (1 + (1 if ln else 0)) if backward and (w is not None or b is not None) else 0
@@ -158,7 +165,13 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
         wgrad = grads is not None
         if wgrad:
             n_groups = min(rows, max(_MIN_GROUPS, -(-rows // max_rpg)))
+            # the partials [n_grad * cols, n_groups] must fit one binding
+            n_groups = min(n_groups, max(1, binding_limit() // (n_grad * cols * accum_dtype(x.dtype).itemsize)))
             rpg = -(-rows // n_groups)
+            if budget is not None and rpg > max(1, budget // per_row):   # as max_rpg: one row always runs
+                raise FuelVKMemoryError(
+                    f"{op}: {rows} rows of {cols} need weight-gradient partials larger than one binding "
+                    f"(maxStorageBufferRange = {binding_limit()} bytes) within this device's loop budget")
             n_groups = -(-rows // rpg)
             part = new_like((n_grad * cols * n_groups,), accum_dtype(x.dtype))
         else:
@@ -180,6 +193,27 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
         spec = ((0, wg), (1, int(w is not None)), (2, int(b is not None)), (3, 0))
         ctx.launch(kernel(fam, tag), ctx.groups(rows), bufs, (True, False, False, False), push, spec)
     return out, grads, cols, numpy_out
+
+
+def _norm_blocks(op, fam, x, g, eps, w, b, backward):
+    """(out, grads) of _norm for an x larger than one binding: blocks of whole rows through windows. The
+    weight/bias gradients are the blocks' gradients summed in the accumulator dtype, rounded once more
+    (for f16/bf16 each block's sum is rounded to the input dtype first: one extra rounding)."""
+    from .casts import astype
+    if not (backward and (w is not None or b is not None)):
+        return rowwise(op, lambda *bl: _norm(op, fam, bl[0], bl[1] if backward else None, eps, w, b,
+                                             backward)[0], [x] + ([g] if backward else [])), None
+    grads = []
+
+    def block(xb, gb):
+        dx, gr, _, _ = _norm(op, fam, xb, gb, eps, w, b, True)
+        grads.append(gr if gr.dtype == accum_dtype(x.dtype) else astype(gr, accum_dtype(x.dtype)))
+        return dx
+    out = rowwise(op, block, [x, g])
+    total = grads[0]
+    for gr in grads[1:]:
+        total = total + gr
+    return out, (total if total.dtype == x.dtype else astype(total, x.dtype))
 
 
 def rms_norm(x, eps=1e-6, weight=None):

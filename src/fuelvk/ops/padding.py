@@ -14,7 +14,7 @@ from .. import runtime
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..kernels import kernel
 from ..kernels.movement import EPT, REMAP_PARAMS, WG
-from ._core import device_args, element_words, new_like, result
+from ._core import blocks, device_args, element_words, fits, new_like, result
 from .movement import _check_scalar, _width_tag, launch_remap
 
 __all__ = ["pad", "pad_backward"]
@@ -149,6 +149,13 @@ def _backward_sum(m, g, pads, out):
 
 def _launch_backward(v, out, g, lo):
     """pad_backward.comp: dims without padding are merged (strides permitting); rank <= 6 after that."""
+    if not fits(out, g):   # larger than one binding: blocks of the leading unpadded dims, through windows
+        cut = 0
+        while cut < out.ndim and lo[cut] == 0 and out.shape[cut] == g.shape[cut]:
+            cut += 1
+        for ow, gw in blocks([out, g], axes=cut, op="pad_backward"):
+            _launch_backward(v, ow, gw, lo[out.ndim - ow.ndim:])
+        return
     dims = []   # [n_in, stride, lo, n_out]
     for n_in, s, b, n_out in zip(out.shape, g.strides, lo, g.shape):
         plain = n_in == n_out

@@ -25,7 +25,7 @@ from ..errors import DTypeError, FormatError, FuelVKError, ShapeError, Unsupport
 from ..kernels import kernel
 from ..kernels.quant import (BLOCK, DEQUANT_PARAMS, DEQUANT_WG, MATVEC_PARAMS, MATVEC_ROWS, QUANTIZE_PARAMS,
                              QUANTIZE_WG, TILE_M, TILE_N, TILED_PARAMS, K_LOOP)
-from ._core import contiguous, device_args, k_per_launch, result, split_k
+from ._core import blockwise, contiguous, device_args, fits, k_per_launch, result, spans, split_k, windowed
 
 __all__ = ["qmatmul"]  # quantize/dequantize stay module-level (fuelvk.quant.*): no clash with fuelvk.*
 
@@ -153,7 +153,10 @@ def quantize(x, kind="q8_0"):
     qk, bs = BLOCK[k]
     out = empty(x.shape[:-1] + (x.shape[-1] // qk * bs,), _dt.uint8)
     n_blocks = x.size // qk
-    if n_blocks:
+    if n_blocks and not fits(x, out):    # larger than one binding: runs of whole blocks through windows
+        blockwise(op, lambda xb: quantize(xb, k), [contiguous(x).reshape(n_blocks, qk)],
+                  out.reshape(n_blocks, bs), axes=1)
+    elif n_blocks:
         x = contiguous(x)
         ctx = runtime.get()
         ctx.launch(kernel("quantize", k), ctx.groups(-(-n_blocks // QUANTIZE_WG)), (out.buffer, x.buffer),
@@ -169,7 +172,11 @@ def dequantize(blocks, kind=None, shape=None):
     data, k, shape, numpy_out = _blocks("dequantize", blocks, kind, shape)
     out = empty(shape, _dt.float32)
     n = out.size
-    if n:
+    qk, bs = BLOCK[k]
+    if n and not fits(data, out):        # larger than one binding: runs of whole blocks through windows
+        blockwise("dequantize", lambda db: dequantize(db, k, (db.shape[0], qk)),
+                  [data.reshape(n // qk, bs)], out.reshape(n // qk, qk), axes=1)
+    elif n:
         ctx = runtime.get()
         ctx.launch(kernel("dequant", k), ctx.groups(-(-n // DEQUANT_WG)), (out.buffer, data.buffer),
                    (True, False), DEQUANT_PARAMS.pack(n // BLOCK[k][0], n, data.offset // 2, 0))
@@ -212,6 +219,9 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
     xa = contiguous(xa)
     qk, bs = BLOCK[k]
     bpr = kk // qk
+    if not fits(xa, w, out):
+        _qmatmul_blocks(xa.reshape(m, kk), w.reshape(n, bpr * bs), k, kk, out.reshape(m, n), route)
+        return result(out, x_numpy and w_numpy)
     ctx = runtime.get()
     woff = w.offset // 2
     route = _route(m, route)
@@ -235,6 +245,23 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
 
     out = split_k(op, out, kk, k_per_launch(K_LOOP[route], ctx.device.loop_budget, qk), run)
     return result(out, x_numpy and w_numpy)
+
+
+def _qmatmul_blocks(x2, w2, k, kk, o2, route):
+    """qmatmul where x, the weight blocks or the result are larger than one binding: blocks of weight
+    rows (N) and of x rows (M) through windows, each result block written into out's block."""
+    from ..kernels import kernel as _kernel
+    from .movement import launch_write
+    fit = lambda v: windowed(v) is not None   # noqa: E731
+    m, n = o2.shape
+    n_spans = spans("qmatmul", "weight row", n, lambda n0, n1: fit(w2[n0:n1]) and fit(o2[0:1, n0:n1]))
+    m_spans = spans("qmatmul", "row of x", m, lambda m0, m1: fit(x2[m0:m1])
+                    and all(fit(o2[m0:m1, n0:n1]) for n0, n1 in n_spans))
+    for m0, m1 in m_spans:
+        xw = windowed(x2[m0:m1])
+        for n0, n1 in n_spans:
+            r = qmatmul(xw, windowed(w2[n0:n1]), kind=k, shape=(n1 - n0, kk), route=route)
+            launch_write(_kernel("write_slice", "b4"), windowed(o2[m0:m1, n0:n1]), r)
 
 
 # -- GGUF files ---------------------------------------------------------------------------------

@@ -23,11 +23,14 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import layout as L
 from .. import runtime
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, FuelVKMemoryError, ShapeError
 from ..kernels import kernel
 from ..kernels.reduction import (ARG_OPS, ARG_PARAMS, CHUNK_PER_INVOCATION, CUMSUM_MAX_RANK, CUMSUM_PARAMS,
                                  MODE_DIRECT, MODE_FINAL, MODE_PARTIAL, REDUCE_OPS, REDUCE_PARAMS, row_wg)
-from ._core import contiguous, device_args, new_like, result
+from ..array import Array
+from ..kernels.movement_core import copy_variant
+from ._core import (binding_limit, blocks, contiguous, device_args, fits, launch_strided, new_like, result, rowwise,
+                    spans, windowed)
 
 # The public sum/max/min shadow the builtins in this module: internal code uses _b.max etc.
 __all__ = ["sum", "prod", "max", "min", "mean", "argmax", "argmin", "cumsum"]
@@ -69,9 +72,11 @@ def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, src_is
     norms' weight-gradient partials.
     """
     ctx = runtime.get()
+    off_out = out.offset if out_offset is None else out_offset
+    if not src_is_partial and not fits(src, out):
+        return _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out)
     v = kernel(fam, tag)
     wg = row_wg(ctx)
-    off_out = out.offset if out_offset is None else out_offset
     chunk = wg * CHUNK_PER_INVOCATION
     n_chunks = -(-cols // chunk)
     spec = ((0, wg), (1, op_id))
@@ -91,6 +96,46 @@ def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, src_is
                spec + ((2, MODE_PARTIAL),))
     ctx.launch(v, ctx.groups(rows), (out.buffer, src.buffer, part.buffer), (True, False, False),
                REDUCE_PARAMS.pack(rows, n_chunks, n_chunks, 1, 0, off_out, cols, 0), spec + ((2, MODE_FINAL),))
+
+
+def _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out):
+    """launch_reduce over operands larger than one binding: blocks of whole rows through windows; a row
+    larger than one binding is summed as column blocks whose workgroup partials (accumulator dtype) are
+    gathered in one array and combined by one final pass (so mean still divides once, by cols)."""
+    ctx = runtime.get()
+    s2 = Array(src.buffer, (rows, cols), (cols, 1), src.offset, src.dtype)
+    o1 = Array(out.buffer, (rows,), (1,), off_out, out.dtype)
+    lim = binding_limit()
+    if cols * src.dtype.itemsize + 512 <= lim:
+        for sw, ow in blocks([s2, o1], axes=1, op="reduce"):
+            launch_reduce(fam, tag, op_id, sw, ow.size, cols, ow)
+        return
+    v = kernel(fam, tag)
+    wg = row_wg(ctx)
+    chunk = wg * CHUNK_PER_INVOCATION
+    span = (lim - 512) // src.dtype.itemsize // chunk * chunk   # columns per block: whole chunks
+    acc = accum_dtype(src.dtype)
+    n_chunks = [-(-(_b.min(c0 + span, cols) - c0) // chunk) for c0 in range(0, cols, span)]
+    total = _b.sum(n_chunks)
+    part = new_like((rows, total), acc)
+    copy = copy_variant(_dt.width_tag(acc), ctx.device.features)
+    spec = ((0, wg), (1, op_id))
+    for r in range(rows):
+        at = 0
+        for c0, nc in zip(range(0, cols, span), n_chunks):
+            sw = windowed(s2[r, c0:_b.min(c0 + span, cols)])
+            tmp = new_like((nc,), acc)
+            ctx.launch(v, ctx.groups(nc), (tmp.buffer, sw.buffer, tmp.buffer), (False, False, True),
+                       REDUCE_PARAMS.pack(1, sw.size, chunk, nc, sw.offset, 0, sw.size, 0),
+                       spec + ((2, MODE_PARTIAL),))
+            launch_strided(copy, part[r, at:at + nc], [tmp])
+            at += nc
+    ow = windowed(o1)
+    if ow is None or not fits(part):
+        raise FuelVKMemoryError(f"reduce: {rows} rows of {cols} elements need partials or results larger than "
+                                f"one binding (maxStorageBufferRange = {lim} bytes); reduce fewer rows at once")
+    ctx.launch(v, ctx.groups(rows), (ow.buffer, ow.buffer, part.buffer), (True, False, False),
+               REDUCE_PARAMS.pack(rows, total, total, 1, 0, ow.offset, cols, 0), spec + ((2, MODE_FINAL),))
 
 
 def _fill(shape, dt, value):
@@ -212,6 +257,8 @@ def _arg1(op, x, axis):
         if x.ndim == 0:
             x = x.reshape(1)
     d = x.shape[ax]
+    if d and x.size and not fits(x):
+        return result(_arg_big(op, x, ax), numpy_out)
     if d == 0:
         raise ShapeError(f"{op}: attempt to get {op} of an empty sequence (shape {x.shape}, axis {axis}); "
                          f"kernel arg_reduce_last_dim_{tag}")
@@ -258,6 +305,66 @@ def _arg1(op, x, axis):
     return result(out, numpy_out)
 
 
+def _axis_last(x, ax):
+    """x with axis ax moved last (a view) and the permutation that undoes it."""
+    perm = [a for a in range(x.ndim) if a != ax] + [ax]
+    return x.transpose(perm), [perm.index(a) for a in range(x.ndim)]
+
+
+def _long_rows(x):
+    """True when one row (last axis) of x is longer than one binding can hold."""
+    return x.shape[-1] * x.dtype.itemsize + 512 > binding_limit()
+
+
+def _col_spans(op, row):
+    return spans(op, "element", row.shape[0], lambda c0, c1: windowed(row[c0:c1]) is not None)
+
+
+def _arg_big(op, x, ax):
+    """argmax/argmin over an x larger than one binding: rows (the axis moved last) in blocks through
+    windows; a row longer than one binding as spans whose extreme values pick the span on the host
+    (numpy's rule on the span extremes: the first NaN, else the first extreme, so ties stay lowest)."""
+    v = x.transpose([a for a in range(x.ndim) if a != ax] + [ax])
+    if not _long_rows(v):
+        return rowwise(op, lambda xb: _arg(op, xb, -1), [v], tail=(), dtype=_dt.int64)
+    ext = max if op == "argmax" else min
+    rows = v.reshape(-1, v.shape[-1]) if v.ndim != 2 else v
+    found = []
+    for r in range(rows.shape[0]):
+        row = rows[r]
+        cs = _col_spans(op, row)
+        vals = [ext(windowed(row[c0:c1])).numpy().astype(np.float64) for c0, c1 in cs]
+        idx = [_arg(op, windowed(row[c0:c1]), None).numpy() for c0, c1 in cs]
+        i = int(np.argmax(vals) if op == "argmax" else np.argmin(vals))
+        found.append(cs[i][0] + int(idx[i]))
+    from ..array import asarray
+    return asarray(np.array(found, np.int64).reshape(v.shape[:-1]))
+
+
+def _cumsum_big(x, ax):
+    """cumsum over an x larger than one binding: the axis moved last, rows in blocks through windows; a
+    row longer than one binding as spans, each span's running sum plus the previous span's last value."""
+    if ax != x.ndim - 1:
+        v, inv = _axis_last(x, ax)
+        from .movement_core import ascontiguousarray
+        return ascontiguousarray(_cumsum_big(v, x.ndim - 1).transpose(inv))
+    if not _long_rows(x):
+        return rowwise("cumsum", lambda xb: cumsum(xb, axis=-1), [x])
+    from .movement import launch_write
+    out = new_like(x.shape, x.dtype)
+    write = kernel("write_slice", _dt.width_tag(x.dtype))
+    for idx in np.ndindex(*x.shape[:-1]):
+        row, orow = x[idx] if idx else x, out[idx] if idx else out
+        carry = None
+        for c0, c1 in _col_spans("cumsum", row):
+            r = cumsum(windowed(row[c0:c1]))
+            if carry is not None:
+                r = r + carry
+            launch_write(write, windowed(orow[c0:c1]), r)
+            carry = r[c1 - c0 - 1]
+    return out
+
+
 def argmax(x, axis=None, keepdims=False):
     """numpy.argmax: int64 indices, lowest index on ties, the first NaN wins (torch agrees)."""
     return _arg("argmax", x, axis, keepdims)
@@ -295,8 +402,14 @@ def _cumulative(op, x, axis, prod):
         ax = 0
     else:
         ax = L.normalize_axis(op, axis, x.ndim)
+    if x.size and not fits(x):
+        if prod:
+            raise FuelVKMemoryError(f"{op}: an array of {x.nbytes} bytes is larger than one binding "
+                                    f"(maxStorageBufferRange = {binding_limit()} bytes); only cumsum is split")
+        return result(_cumsum_big(x, ax), numpy_out)
     out = new_like(x.shape, x.dtype)
     d = x.shape[ax]
+    out = new_like(x.shape, x.dtype)
     if out.size == 0:
         return result(out, numpy_out)
 

@@ -19,7 +19,7 @@ from .. import runtime
 from ..errors import DTypeError, ShapeError
 from ..kernels import kernel
 from ..kernels.rope import FLAG_HALF_TABLE, FLAG_INTERLEAVED, ROPE_PARAMS, ROPE_WG
-from ._core import contiguous, device_args, new_like, result
+from ._core import blockwise, contiguous, device_args, fits, new_like, result
 
 __all__ = ["rope"]
 
@@ -67,6 +67,11 @@ def rope(x, cos, sin, *, interleaved=False, rotary_dim=None):
                          f"{rot // 2} (half tables)")
     out = new_like(x.shape, x.dtype)
     if out.size == 0:
+        return result(out, numpy_out)
+    if not fits(x, cos, sin):    # larger than one binding: blocks of x's leading dims (seq, head_dim whole)
+        tabs = [t.broadcast_to(x.shape[:-1] + t.shape[-1:]) for t in (cos, sin)]
+        blockwise(op, lambda xb, cb, sb: rope(xb, cb, sb, interleaved=interleaved, rotary_dim=rotary_dim),
+                  [x] + tabs, out, axes=x.ndim - 2)
         return result(out, numpy_out)
     lead_orig = x.shape[:-1]
     cst = _table_strides(op, "cos", cos, lead_orig)

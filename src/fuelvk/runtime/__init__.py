@@ -16,7 +16,7 @@ import atexit
 import numpy as np
 import threading
 
-from ..errors import DeviceError
+from ..errors import DeviceError, FuelVKMemoryError
 from .device import Device
 from .memory import MemoryPool
 from .commands import Stream
@@ -26,13 +26,18 @@ from .vk import ffi
 
 _ctx = None
 _lock = threading.Lock()
+STAGING_BYTES = 32 << 20   # largest staging slot of one transfer step (device-local arrays)
 
 
 class Context:
     def __init__(self, selector=None, validation=None):
         self.device = Device(selector, validation)
         self.lock = self.device.lock
-        self.pool = MemoryPool(self.device)
+        try:
+            self.pool = MemoryPool(self.device)   # raises on a bad FUELVK_MEMORY: give the device back
+        except Exception:
+            self.device.destroy()
+            raise
         self.stream = Stream(self.device, self.pool)
         self.pool.synchronize = self.stream.synchronize   # on allocation failure: wait, trim, retry
         self.pipelines = PipelineCache(self.device)
@@ -40,6 +45,7 @@ class Context:
         lim = self.device.limits
         self.max_groups = (lim.maxComputeWorkGroupCount[0], lim.maxComputeWorkGroupCount[1],
                            lim.maxComputeWorkGroupCount[2])
+        self.staging_bytes = min(STAGING_BYTES, self.pool.max_buffer & ~255)
         self.plans = {}   # launch plans of ops/_core.launch_strided, keyed by geometry
         self.closed = False
 
@@ -55,27 +61,48 @@ class Context:
         return (mx, self.max_groups[1], z)
 
     def launch(self, variant, groups, buffers, writes, push, spec=()):
+        """Record one dispatch. A buffer larger than one binding (an op with no split path for it) is a
+        typed error here, never a binding past maxStorageBufferRange."""
+        limit = self.device.limits.maxStorageBufferRange
+        for b in buffers:
+            if b.size > limit:
+                raise FuelVKMemoryError(
+                    f"kernel {variant.id}: an operand of {b.size} bytes is larger than one binding on "
+                    f"{self.device.name} (maxStorageBufferRange = {limit} bytes) and this op has no split "
+                    "path for it; split the tensor")
         self.stream.dispatch(self.pipelines.get(variant, spec), groups, buffers, writes, push)
 
     def upload(self, buffer, host, offset=0):
-        """Write a contiguous numpy array into buffer at byte offset (mapped copy or staging)."""
+        """Write a contiguous numpy array into buffer at byte offset: a copy into mapped memory, or
+        (device-local arrays) through staging slots of at most STAGING_BYTES each, recorded as copies
+        on the stream; the slots go back to the pool when their batch retires."""
         src = host.reshape(-1).view(np.uint8)  # memoryview cannot take ml_dtypes
         if buffer.mapped is not None:
             ffi.memmove(buffer.mapped + offset, ffi.from_buffer(src), len(src))
             return
-        staging = self.pool.alloc(len(src), host=True)
-        ffi.memmove(staging.mapped, ffi.from_buffer(src), len(src))
-        self.stream.copy(staging, buffer, len(src), 0, offset)
+        data = ffi.from_buffer(src)
+        for lo in range(0, len(src), self.staging_bytes):
+            n = min(self.staging_bytes, len(src) - lo)
+            staging = self.pool.alloc(n, host=True)
+            ffi.memmove(staging.mapped, data + lo, n)
+            self.stream.copy(staging, buffer, n, 0, offset + lo)
 
     def download(self, buffer, offset, nbytes):
-        """bytes of buffer[offset:offset+nbytes] after all pending device work."""
+        """The bytes of buffer[offset:offset+nbytes] after all pending device work (device-local
+        arrays: copied through one staging slot of at most STAGING_BYTES at a time)."""
         if buffer.mapped is not None:
             self.stream.synchronize()
             return ffi.buffer(buffer.mapped + offset, nbytes)[:]
-        staging = self.pool.alloc(nbytes, host=True)
-        self.stream.copy(buffer, staging, nbytes, offset, 0)
-        self.stream.synchronize()
-        return ffi.buffer(staging.mapped, nbytes)[:]
+        out = None if nbytes <= self.staging_bytes else bytearray(nbytes)
+        for lo in range(0, nbytes, self.staging_bytes):
+            n = min(self.staging_bytes, nbytes - lo)
+            staging = self.pool.alloc(n, host=True)
+            self.stream.copy(buffer, staging, n, offset + lo, 0)
+            self.stream.synchronize()
+            if out is None:
+                return ffi.buffer(staging.mapped, n)[:]
+            out[lo:lo + n] = ffi.buffer(staging.mapped, n)
+        return out if out is not None else b""
 
     def memory_info(self):
         return self.pool.info()

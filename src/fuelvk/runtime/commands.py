@@ -8,6 +8,9 @@ reused, and the pool would otherwise grow by all of them.
 Every method runs under the device lock (recording, submission, fence waits and retirement).
 A barrier is inserted only when a dispatch touches a buffer that an earlier dispatch since the
 last barrier wrote (RAW/WAW), or writes one that an earlier dispatch read (WAR).
+Binding a kernel's buffers takes one of two paths, picked once per stream: push descriptors
+(VK_KHR_push_descriptor), or descriptor sets allocated from per-slot pools that are reset when the
+slot's batch retired, written once per (pipeline, buffers) within a batch.
 """
 import os
 from collections import deque
@@ -21,14 +24,80 @@ MAX_IN_FLIGHT = 3
 COMPUTE = C.VK_PIPELINE_BIND_POINT_COMPUTE
 STAGE_COMPUTE = C.VK_SHADER_STAGE_COMPUTE_BIT
 STAGES = C.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | C.VK_PIPELINE_STAGE_TRANSFER_BIT
+# Capacity of one descriptor pool (a slot adds pools as its batch needs): sets, and descriptors per set
+# of each type on average.
+POOL_SETS = 256
+POOL_PER_SET = {C.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER: 8, C.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER: 4,
+                C.VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER: 4}
 ACCESS = (C.VK_ACCESS_SHADER_READ_BIT | C.VK_ACCESS_SHADER_WRITE_BIT | C.VK_ACCESS_TRANSFER_READ_BIT
           | C.VK_ACCESS_TRANSFER_WRITE_BIT)
 
 
-class _Slot:
-    """A command pool + buffer + fence, reused round-robin."""
+class _DescriptorPools:
+    """The descriptor sets of one slot's batch (devices without push descriptors): allocated from the
+    current pool, a new pool added when it runs out; all reset at once when the batch has retired."""
 
     def __init__(self, device):
+        self.dev = device.handle
+        self.pools = []        # VkDescriptorPool, reused after reset
+        self.caps = []         # capacity of each: {"sets": n, descriptor type: n}
+        self.cur = -1          # index of the pool being allocated from
+        self.left = None       # what pools[cur] has left
+        self._ai = ffi.new("VkDescriptorSetAllocateInfo*", {
+            "sType": C.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorSetCount": 1})
+        self._out = ffi.new("VkDescriptorSet*")
+
+    def allocate(self, pipe):
+        """A new descriptor set of pipe's set layout (contents unwritten)."""
+        left = self.left
+        if left is None or not left["sets"]:
+            left = self._next(pipe)
+        for t, n in pipe.counts:
+            if left[t] < n:
+                left = self._next(pipe)
+                break
+        left["sets"] -= 1
+        for t, n in pipe.counts:
+            left[t] -= n
+        ai = self._ai
+        ai.descriptorPool = self.pools[self.cur]
+        ai.pSetLayouts = pipe.set_layout
+        check(lib.vkAllocateDescriptorSets(self.dev, ai, self._out), "vkAllocateDescriptorSets")
+        return self._out[0]
+
+    def _next(self, pipe):
+        """Move to the next pool (creating it, sized for at least `pipe`'s set)."""
+        self.cur += 1
+        if self.cur == len(self.pools):
+            cap = {t: max(POOL_SETS * k, dict(pipe.counts).get(t, 0)) for t, k in POOL_PER_SET.items()}
+            sizes = ffi.new("VkDescriptorPoolSize[]", [{"type": t, "descriptorCount": n} for t, n in cap.items()])
+            info = ffi.new("VkDescriptorPoolCreateInfo*", {
+                "sType": C.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, "maxSets": POOL_SETS,
+                "poolSizeCount": len(cap), "pPoolSizes": sizes})
+            out = ffi.new("VkDescriptorPool*")
+            check(lib.vkCreateDescriptorPool(self.dev, info, ffi.NULL, out), "vkCreateDescriptorPool")
+            self.pools.append(out[0])
+            self.caps.append(dict(cap, sets=POOL_SETS))
+        self.left = dict(self.caps[self.cur])
+        return self.left
+
+    def reset(self):
+        """Free every set (the batch that used them has retired)."""
+        for pool in self.pools[:self.cur + 1]:
+            check(lib.vkResetDescriptorPool(self.dev, pool, 0), "vkResetDescriptorPool")
+        self.cur, self.left = -1, None
+
+    def destroy(self):
+        for pool in self.pools:
+            lib.vkDestroyDescriptorPool(self.dev, pool, ffi.NULL)
+        self.pools.clear()
+
+
+class _Slot:
+    """A command pool + buffer + fence (+ descriptor pools on the descriptor-set path), reused
+    round-robin."""
+
+    def __init__(self, device, sets):
         dev = device.handle
         info = ffi.new("VkCommandPoolCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                                     "queueFamilyIndex": device.queue_family,
@@ -48,8 +117,11 @@ class _Slot:
         self.fence = f[0]
         self.fence_ptr = f
         self.resources = []
+        self.descriptors = _DescriptorPools(device) if sets else None
 
     def destroy(self, dev):
+        if self.descriptors is not None:
+            self.descriptors.destroy()
         lib.vkDestroyFence(dev, self.fence, ffi.NULL)
         lib.vkDestroyCommandPool(dev, self.pool, ffi.NULL)
 
@@ -61,7 +133,9 @@ class Stream:
         self.lock = device.lock
         self.destroyed = False
         self.timeout_ns = int(float(os.environ.get("FUELVK_TIMEOUT_S", "600")) * 1e9)
-        self.free = [_Slot(device) for _ in range(MAX_IN_FLIGHT)]
+        self.push_descriptor = device.push_descriptor
+        sets = self.push_descriptor is None
+        self.free = [_Slot(device, sets) for _ in range(MAX_IN_FLIGHT)]
         self.in_flight = deque()
         self.cur = None
         self.cb = None
@@ -79,7 +153,9 @@ class Stream:
             "sType": C.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": ACCESS,
             "dstAccessMask": C.VK_ACCESS_HOST_READ_BIT | C.VK_ACCESS_HOST_WRITE_BIT})
         self._copy = ffi.new("VkBufferCopy*")
-        self.push_descriptor = device.push_descriptor
+        self._bind = self._bind_set if sets else self._bind_push
+        self.sets = {}    # descriptor-set path: (pipeline, bindings) -> VkDescriptorSet written this batch
+        self._set_arr = ffi.new("VkDescriptorSet[1]")
 
     # -- recording --------------------------------------------------------------------------------
     def _begin(self):
@@ -89,6 +165,9 @@ class Stream:
             self._retire(wait=True, upto=1)
         slot = self.free.pop()
         check(lib.vkResetCommandPool(self.device.handle, slot.pool, 0), "vkResetCommandPool")
+        if slot.descriptors is not None:
+            slot.descriptors.reset()
+            self.sets.clear()
         check(lib.vkBeginCommandBuffer(slot.cb, self._begin_info), "vkBeginCommandBuffer")
         self.cur, self.cb, self.count, self.bound = slot, slot.cb, 0, None
         if not self.in_flight:
@@ -122,19 +201,44 @@ class Stream:
             if self.bound is not pipe:
                 lib.vkCmdBindPipeline(cb, COMPUTE, pipe.handle)
                 self.bound = pipe
-            for info, b in zip(pipe.infos_list, buffers):
-                info.buffer = b.handle
-                info.offset = b.offset
-                info.range = b.size
-            for i, fmt, kind, what in pipe.texel:
-                b = buffers[i]
-                pipe.views[i] = b.pool.texel_view(b, fmt, kind, what)
-            self.push_descriptor(cb, COMPUTE, pipe.layout, 0, pipe.n_bindings, pipe.writes)
+            self._bind(cb, pipe, buffers)
             if push:
                 lib.vkCmdPushConstants(cb, pipe.layout, STAGE_COMPUTE, 0, len(push), push)
             lib.vkCmdDispatch(cb, groups[0], groups[1], groups[2])
             self.dispatches += 1
             self._recorded(buffers)
+
+    @staticmethod
+    def _point(pipe, buffers):
+        """Aim pipe's pre-built descriptor writes at `buffers` (texel bindings through a buffer view)."""
+        for info, b in zip(pipe.infos_list, buffers):
+            info.buffer = b.handle
+            info.offset = b.offset
+            info.range = b.size
+        for i, fmt, kind, what in pipe.texel:
+            b = buffers[i]
+            pipe.views[i] = b.pool.texel_view(b, fmt, kind, what)
+
+    def _bind_push(self, cb, pipe, buffers):
+        """Push the descriptors (VK_KHR_push_descriptor): no pool, no set."""
+        self._point(pipe, buffers)
+        self.push_descriptor(cb, COMPUTE, pipe.layout, 0, pipe.n_bindings, pipe.writes)
+
+    def _bind_set(self, cb, pipe, buffers):
+        """Bind a descriptor set holding `buffers`, written once per batch for each (pipeline, bindings):
+        split launches over the same arrays reuse it."""
+        key = (pipe, *[(b.handle, b.offset, b.size) for b in buffers])
+        ds = self.sets.get(key)
+        if ds is None:
+            self._point(pipe, buffers)
+            ds = self.cur.descriptors.allocate(pipe)
+            for w in pipe.writes_list:
+                w.dstSet = ds
+            lib.vkUpdateDescriptorSets(self.device.handle, pipe.n_bindings, pipe.writes, 0, ffi.NULL)
+            self.sets[key] = ds
+        arr = self._set_arr
+        arr[0] = ds
+        lib.vkCmdBindDescriptorSets(cb, COMPUTE, pipe.layout, 0, 1, arr, 0, ffi.NULL)
 
     def _recorded(self, buffers):
         """Keep the command's buffers alive until its batch retires; submit past the batch limits."""

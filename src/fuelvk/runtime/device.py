@@ -34,6 +34,49 @@ OPTIONAL_EXTENSIONS = ("VK_KHR_push_descriptor", "VK_EXT_shader_atomic_float", "
 
 _UNPROBED = object()
 
+# FUELVK_LIMITS=<name>: run as if the device had these tighter limits (VkPhysicalDeviceLimits field
+# names; subgroupSize is what the kernels that pick tiles from the subgroup width see), so the
+# route/tile pickers and the pipeline-limits check (runtime/pipelines.py) of smaller GPUs run in CI.
+LIMITS_ENV = "FUELVK_LIMITS"
+LIMIT_PROFILES = {
+    "small": {"maxComputeSharedMemorySize": 16384, "maxComputeWorkGroupInvocations": 256,
+              "maxComputeWorkGroupSize": (256, 256, 64), "maxPushConstantsSize": 128,
+              "maxStorageBufferRange": 64 << 20, "subgroupSize": 32},
+}
+
+
+class Limits:
+    """VkPhysicalDeviceLimits as fuelvk sees them: the device's, with a profile's values where they
+    are tighter (the minimum of both, per component for the 3-vectors). `overrides` holds those."""
+
+    def __init__(self, real, profile):
+        self._real = real
+        self.overrides = {}
+        for name, want in profile.items():
+            if name == "subgroupSize":
+                continue
+            have = getattr(real, name)
+            if isinstance(want, tuple):
+                got = tuple(min(int(h), w) for h, w in zip(have, want))
+                if got != tuple(have):
+                    self.overrides[name] = got
+            elif want < have:
+                self.overrides[name] = want
+
+    def __getattr__(self, name):
+        over = self.__dict__.get("overrides", {})
+        return over[name] if name in over else getattr(self._real, name)
+
+
+def _limits_profile(name):
+    name = (name or "").strip().lower()
+    if name in ("", "device", "none"):
+        return None, {}
+    if name not in LIMIT_PROFILES:
+        raise DeviceError(f"{LIMITS_ENV}={name!r} is not a limits profile; accepted: "
+                          f"{', '.join(LIMIT_PROFILES)} (or unset / 'device' for the device's own limits)")
+    return name, LIMIT_PROFILES[name]
+
 
 class Messenger:
     """Collects validation-layer messages; tests fail on any that a test caused."""
@@ -82,6 +125,7 @@ class Device:
             validation = os.environ.get("FUELVK_VALIDATION", "") not in ("", "0")
         self.closed = False
         self.messenger = None
+        self.limits_profile, self._profile = _limits_profile(os.environ.get(LIMITS_ENV))
         self._create_instance(validation)
         self._choose_physical(selector if selector is not None else os.environ.get("FUELVK_DEVICE"))
         self._create_device()
@@ -141,7 +185,7 @@ class Device:
         self.index, self.physical, self._props, self.name = pick[0]
         if self._props.apiVersion < C.VK_MAKE_VERSION(1, 2, 0):
             raise DeviceError(f"{self.name} supports Vulkan {self.api_version}; fuelvk needs 1.2")
-        self.limits = self._props.limits
+        self.limits = Limits(self._props.limits, self._profile)
         # Device.loop_budget: probed on first use by runtime/loopcap.py (through the Context, which
         # sets _budget_source), never inferred from the device name.
         self._loop_budget = _UNPROBED
@@ -151,7 +195,17 @@ class Device:
         ext_list, _ = enumerate_(lib.vkEnumerateDeviceExtensionProperties, "VkExtensionProperties",
                                  self.physical, ffi.NULL)
         self.available_extensions = {ffi.string(e.extensionName).decode() for e in ext_list}
-        self.extensions = [e for e in OPTIONAL_EXTENSIONS if e in self.available_extensions]
+        # FUELVK_NO_PUSH_DESCRIPTOR=1 leaves VK_KHR_push_descriptor disabled, as on a device without it:
+        # dispatches then bind pooled descriptor sets (runtime/commands.py), so CI runs that path too.
+        no_push = os.environ.get("FUELVK_NO_PUSH_DESCRIPTOR", "") not in ("", "0")
+        self.extensions = [e for e in OPTIONAL_EXTENSIONS if e in self.available_extensions
+                           and not (no_push and e == "VK_KHR_push_descriptor")]
+        if no_push:
+            self.descriptor_path = ("descriptor sets", "forced (FUELVK_NO_PUSH_DESCRIPTOR=1)")
+        elif "VK_KHR_push_descriptor" in self.extensions:
+            self.descriptor_path = ("push descriptors", "auto (VK_KHR_push_descriptor present)")
+        else:
+            self.descriptor_path = ("descriptor sets", "auto (no VK_KHR_push_descriptor)")
         subgroup = ffi.new("VkPhysicalDeviceSubgroupProperties*",
                            {"sType": C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES})
         driver = ffi.new("VkPhysicalDeviceDriverProperties*",
@@ -160,6 +214,11 @@ class Device:
                      {"sType": C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": driver})
         lib.vkGetPhysicalDeviceProperties2(self.physical, p2)
         self.subgroup_size = subgroup.subgroupSize
+        # A profile's subgroup width applies where the kernels' assumption holds (a multiple of 8:
+        # their SG8 paths shuffle within 8-lane groups, correct for any such width).
+        want = self._profile.get("subgroupSize")
+        if want and want != self.subgroup_size and self.subgroup_size % 8 == 0:
+            self.limits.overrides["subgroupSize"] = self.subgroup_size = want
         ops = subgroup.supportedOperations if subgroup.supportedStages & C.VK_SHADER_STAGE_COMPUTE_BIT else 0
         self._subgroup_features = {name for name, bit in (
             ("subgroup_basic", C.VK_SUBGROUP_FEATURE_BASIC_BIT),

@@ -10,6 +10,12 @@ Memory is given back to the driver when idle bytes pass a high-water mark (KEEP_
 idle after the last trim), checked after every full synchronize and before creating a chunk, and
 on allocation failure (after waiting for queued work). Texel-buffer bindings read a slot through a
 VkBufferView, cached on its chunk per (format, slot).
+
+Arrays may be larger than one binding (maxStorageBufferRange), up to maxBufferSize (Vulkan 1.3 /
+VK_KHR_maintenance4; else the largest heap). Such a slot is never bound whole: ops bind a Window
+(`Buffer.window`): a byte range of the slot, aligned to 256 B (>= every device's storage / texel
+offset alignment), no larger than one binding, with the slot's hazard key (barriers see the whole
+array) and a reference to the slot (queued work that binds the window keeps the slot alive).
 """
 import ctypes
 import functools
@@ -34,6 +40,9 @@ def texel_bytes(fmt):
     return sum(int(b) for b in re.findall(r"[RGBA](\d+)", fmt.split("_")[0])) // 8
 HOST = C.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | C.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
 LOCAL = C.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+CACHED = C.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+VISIBLE = C.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
+MEMORY_MODES = ("auto", "mapped", "device-local")
 MIN_BYTES = 256          # also the slot alignment: >= every device's minStorageBufferOffsetAlignment
 CHUNK_BYTES = 8 << 20    # slots up to this size share chunks; larger sizes get a chunk each
 # Idle bytes (held but in no live slot) the pool may keep cached beyond what stayed idle after its last
@@ -75,10 +84,35 @@ class Buffer:
         m = self.chunk.mapped
         return None if m is None else m + self.offset
 
+    def window(self, start, end):
+        """A Window binding bytes [start, end) of this slot (start aligned down, end up, to 256 B)."""
+        start &= ~(MIN_BYTES - 1)
+        end = min(-(-end // MIN_BYTES) * MIN_BYTES, self.size)
+        return Window(self, start, end - start)
+
     def __del__(self):
         pool = self.pool
         if pool is not None and not pool.closed:
             pool.dead.append((self.chunk, self.offset, self.size, self.host))
+
+
+class Window:
+    """A sub-range of a Buffer's slot, bound in its place (same Buffer interface for dispatch, texel
+    views and hazard tracking: .handle/.offset/.size/.key/.pool/.chunk/.mapped)."""
+    __slots__ = ("parent", "pool", "chunk", "handle", "offset", "size", "key", "host", "start")
+
+    def __init__(self, parent, start, size):
+        self.parent, self.pool, self.chunk, self.handle = parent, parent.pool, parent.chunk, parent.handle
+        self.start, self.offset, self.size = start, parent.offset + start, size
+        self.key, self.host = parent.key, parent.host
+
+    @property
+    def mapped(self):
+        m = self.chunk.mapped
+        return None if m is None else m + self.offset
+
+    def window(self, start, end):
+        return self.parent.window(self.start + start, self.start + end)
 
 
 @functools.lru_cache(maxsize=None)
@@ -86,13 +120,40 @@ def _libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _huge_pages(addr, size):
+def _huge_pages(addr, size, check=False):
     """Ask Linux for transparent huge pages on a CPU device's memory (madvise(MADV_HUGEPAGE), before
     first touch). Why: kernels that stride through big arrays (a matvec walking B's rows) miss the TLB
-    on every 4 KiB page otherwise; advisory only, ignored where unsupported."""
+    on every 4 KiB page otherwise; advisory only, ignored where unsupported. With check: whether it
+    took effect (the mapping is THP-eligible), or None when nothing was advised. Drivers that map
+    memory as shared memfd (Mesa >= 25 lavapipe) get no huge pages from this: False there."""
     lo, hi = -(-addr // HUGE) * HUGE, (addr + size) // HUGE * HUGE
-    if sys.platform == "linux" and hi > lo:
-        _libc().madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), MADV_HUGEPAGE)
+    if sys.platform != "linux" or hi <= lo:
+        return None
+    _libc().madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), MADV_HUGEPAGE)
+    return smaps_entry(lo).get("THPeligible") == "1" if check else None
+
+
+def smaps_entry(addr):
+    """The /proc/self/smaps fields of the mapping holding addr ({} if none): "Size", "THPeligible",
+    "VmFlags" ("sh" among them for a shared mapping), ... as strings; "name" is the mapped file."""
+    fields, hit = {}, False
+    try:
+        with open("/proc/self/smaps") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return {}
+    for line in lines:
+        head, _, rest = line.partition(" ")
+        if "-" in head and not head.endswith(":"):
+            if hit:
+                break
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            hit = lo <= addr < hi
+            if hit:
+                fields["name"] = rest.split(None, 4)[4] if len(rest.split(None, 4)) > 4 else ""
+        elif hit:
+            fields[head.rstrip(":")] = rest.strip().split(" kB")[0] if head != "VmFlags:" else rest.strip()
+    return fields
 
 
 def _heap_trim():
@@ -103,6 +164,38 @@ def _heap_trim():
             _libc().malloc_trim(0)
         except AttributeError:   # not glibc
             pass
+
+
+def memory_mode(device_type):
+    """(direct, why): whether arrays live in mapped memory, from FUELVK_MEMORY (auto | mapped |
+    device-local). auto: mapped on CPU and integrated devices, which read host-visible memory at full
+    speed; device-local + staging copies on discrete GPUs. device-local forces the discrete-GPU path
+    anywhere (so it runs in CI on lavapipe), mapped the other."""
+    mode = os.environ.get("FUELVK_MEMORY", "").strip() or "auto"
+    if mode == "auto":
+        return device_type != "discrete", f"auto ({device_type} device)"
+    if mode in MEMORY_MODES:
+        return mode == "mapped", f"forced (FUELVK_MEMORY={mode})"
+    raise DeviceError(f"FUELVK_MEMORY={mode!r} is not a memory mode; accepted: {', '.join(MEMORY_MODES)}")
+
+
+def pick_memory_type(types, bits, host, direct):
+    """Index into `types` ([(propertyFlags, heap)]) of the memory for a chunk whose buffer accepts the
+    types in `bits`. Mapped array memory (host and direct) prefers DEVICE_LOCAL (an integrated GPU's
+    shared memory); staging (host, not direct) prefers HOST_CACHED system memory (fast readback, and it
+    leaves a discrete GPU's small host-visible VRAM window alone); device-local arrays prefer
+    DEVICE_LOCAL memory the host cannot map (VRAM), then any DEVICE_LOCAL type, then any."""
+    best, best_score = None, -1
+    for i, (f, _) in enumerate(types):
+        if not bits & (1 << i) or host and (f & HOST) != HOST:
+            continue
+        if host:
+            score = bool(f & LOCAL) if direct else 2 * bool(f & CACHED) + (not f & LOCAL)
+        else:
+            score = 2 * bool(f & LOCAL) + (not f & VISIBLE)
+        if score > best_score:
+            best, best_score = i, score
+    return best
 
 
 class MemoryPool:
@@ -117,20 +210,37 @@ class MemoryPool:
         self.fresh = 0            # bytes handed out since the stream's last submit (it flushes past a limit)
         self.high_water = KEEP_IDLE
         self.synchronize = None   # set by the Context: waits for queued work (which pins dead slots)
-        self.max_binding = device.limits.maxStorageBufferRange
         props = ffi.new("VkPhysicalDeviceMemoryProperties*")
         lib.vkGetPhysicalDeviceMemoryProperties(device.physical, props)
         self._types = [(props.memoryTypes[i].propertyFlags, props.memoryTypes[i].heapIndex)
                        for i in range(props.memoryTypeCount)]
         self.heaps = [props.memoryHeaps[i].size for i in range(props.memoryHeapCount)]
-        # Arrays live in mapped memory when the device reads host-visible memory at full speed
-        # (CPU and integrated devices); discrete GPUs get device-local memory + staging copies.
-        self.direct = device.device_type != "discrete"
+        # Arrays live in mapped memory (direct) or device-local memory + staging copies: memory_mode().
+        self.direct, self.memory_why = memory_mode(device.device_type)
         self.allocated = 0
         self._format_ok = {}
+        # CPU devices: whether madvise(MADV_HUGEPAGE) took effect on the driver's mapped memory (checked
+        # on the first chunk; the driver maps all its memory the same way); None until then / elsewhere.
+        self.huge_pages = None
+        self.max_buffer = self._max_buffer_size()
+
+    def _max_buffer_size(self):
+        """The largest VkBuffer: maxBufferSize (Vulkan 1.3 / VK_KHR_maintenance4), else the largest heap."""
+        heap = max(self.heaps)
+        dev = self.device
+        if dev._props.apiVersion >= C.VK_MAKE_VERSION(1, 3, 0) or "VK_KHR_maintenance4" in dev.available_extensions:
+            m4 = ffi.new("VkPhysicalDeviceMaintenance4Properties*",
+                         {"sType": C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES})
+            p2 = ffi.new("VkPhysicalDeviceProperties2*",
+                         {"sType": C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": m4})
+            lib.vkGetPhysicalDeviceProperties2(dev.physical, p2)
+            if m4.maxBufferSize:
+                return min(int(m4.maxBufferSize), heap)
+        return heap
 
     def texel_view(self, buf, fmt, kind, what):
-        """The VkBufferView of `buf`'s whole slot as `fmt` for a `kind` binding (cached on its chunk)."""
+        """The VkBufferView of `buf` (a slot or a Window of one) as `fmt` for a `kind` binding (cached on
+        its chunk per (format, offset, size))."""
         key = (fmt, buf.offset, buf.size)
         view = buf.chunk.views.get(key)
         if view is not None:
@@ -164,22 +274,21 @@ class MemoryPool:
         view = buf.chunk.views[key] = out[0]
         return view
 
-    def _memory_type(self, bits, want_host):
-        prefs = [HOST | LOCAL, HOST] if want_host else [LOCAL]
-        for flags in prefs:
-            for i, (f, _) in enumerate(self._types):
-                if bits & (1 << i) and (f & flags) == flags:
-                    return i
-        raise FuelVKMemoryError(f"no memory type with flags {prefs} for a buffer on {self.device.name}")
+    def _memory_type(self, bits, host):
+        i = pick_memory_type(self._types, bits, host, self.direct)
+        if i is None:
+            raise FuelVKMemoryError(f"no {'host-visible coherent ' if host else ''}memory type among "
+                                    f"{bits:#x} for a buffer on {self.device.name}")
+        return i
 
     def alloc(self, nbytes, host=None):
         """A buffer slot of at least nbytes; host=True forces mapped memory (staging)."""
         host = self.direct if host is None else host
-        if nbytes > self.max_binding:
+        if nbytes > self.max_buffer:
             raise FuelVKMemoryError(
-                f"an array of {nbytes} bytes exceeds one binding's limit on {self.device.name} "
-                f"(maxStorageBufferRange = {self.max_binding} bytes); split the tensor")
-        size = min(size_class(nbytes), max(self.max_binding & ~255, nbytes))
+                f"an array of {nbytes} bytes exceeds the largest buffer on {self.device.name} "
+                f"(maxBufferSize / largest heap = {self.max_buffer} bytes); split the tensor")
+        size = min(size_class(nbytes), max(self.max_buffer & ~255, nbytes))
         with self.lock:
             if self.closed:
                 raise DeviceError("the fuelvk device was closed; create new arrays")
@@ -250,7 +359,9 @@ class MemoryPool:
             check(lib.vkMapMemory(dev, m[0], 0, size, 0, p), "vkMapMemory")
             mapped = ffi.cast("char*", p[0])
             if self.device.device_type == "cpu":
-                _huge_pages(int(ffi.cast("uintptr_t", mapped)), size)
+                took = _huge_pages(int(ffi.cast("uintptr_t", mapped)), size, check=self.huge_pages is None)
+                if took is not None:
+                    self.huge_pages = took
         self.allocated += size
         self.peak_held = max(self.peak_held, self.allocated)
         chunk = Chunk(h[0], m[0], mapped, size, slot)

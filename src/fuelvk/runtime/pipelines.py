@@ -1,7 +1,9 @@
 """Lazily built compute pipelines, cached by (variant id, specialization constants).
 
-Each pipeline uses push descriptors (VK_KHR_push_descriptor): binding a kernel's buffers is one
-call into pre-built write structs, with no descriptor pool to manage or recycle. A binding's
+Each pipeline carries pre-built descriptor write structs for its bindings. With
+VK_KHR_push_descriptor they are pushed straight into the command buffer (one call, no pool); without
+it (or with FUELVK_NO_PUSH_DESCRIPTOR=1) the stream writes them into a descriptor set from its
+per-batch pools (runtime/commands.py): the set layout is the same minus the push flag. A binding's
 descriptor type comes from the manifest (SPIR-V reflection): storage buffers by default, texel
 buffers (samplerBuffer / imageBuffer) through a VkBufferView of the bound slot.
 """
@@ -11,6 +13,7 @@ import struct
 from pathlib import Path
 
 from ..errors import BuildError, DeviceError, UnsupportedError
+from ..spirv import evaluate
 from .vk import C, ffi, lib, check
 
 WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF  # VK_WHOLE_SIZE (the bindings export it as -1)
@@ -41,8 +44,8 @@ def disk_cache_path(device, stem):
 
 
 class Pipeline:
-    __slots__ = ("handle", "layout", "n_bindings", "infos", "infos_list", "writes", "push_size", "variant",
-                 "views", "texel", "_keep")
+    __slots__ = ("handle", "layout", "n_bindings", "infos", "infos_list", "writes", "writes_list", "push_size",
+                 "variant", "views", "texel", "set_layout", "counts", "_keep")
 
 
 class PipelineCache:
@@ -113,7 +116,8 @@ class PipelineCache:
         return mod
 
     def _set_layout(self, types):
-        """The push-descriptor set layout for bindings 0..n-1 of the given descriptor types."""
+        """The set layout for bindings 0..n-1 of the given descriptor types (a push-descriptor layout
+        where the device pushes descriptors)."""
         lay = self._set_layouts.get(types)
         if lay is None:
             n = len(types)
@@ -122,7 +126,8 @@ class PipelineCache:
                  "stageFlags": C.VK_SHADER_STAGE_COMPUTE_BIT} for i, t in enumerate(types)])
             info = ffi.new("VkDescriptorSetLayoutCreateInfo*", {
                 "sType": C.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-                "flags": C.VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
+                "flags": C.VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR
+                if self.device.push_descriptor is not None else 0,
                 "bindingCount": n, "pBindings": binds})
             out = ffi.new("VkDescriptorSetLayout*")
             check(lib.vkCreateDescriptorSetLayout(self.device.handle, info, ffi.NULL, out),
@@ -143,11 +148,34 @@ class PipelineCache:
                     pipe = self.pipelines[key] = self._create(variant, spec)
         return pipe
 
+    def over_limits(self, variant, spec=()):
+        """[(quantity, value, limit name, limit)] that the variant specialized with `spec` exceeds on
+        this device (its limits, with FUELVK_LIMITS applied): workgroup size and invocations, shared
+        memory, push constants. Computed from the manifest's reflection; nothing is created."""
+        meta, lim = self.meta(variant.id), self.device.limits
+        size = [evaluate(e, spec)
+                for e in (meta.get("workgroup_size_spec") or meta["workgroup_size"] or (1, 1, 1))]
+        checks = [(f"workgroup size {'xyz'[i]}", n, f"maxComputeWorkGroupSize[{i}]", lim.maxComputeWorkGroupSize[i])
+                  for i, n in enumerate(size)]
+        checks += [("workgroup invocations", size[0] * size[1] * size[2], "maxComputeWorkGroupInvocations",
+                    lim.maxComputeWorkGroupInvocations),
+                   ("shared memory bytes", evaluate(meta.get("shared_bytes", 0), spec), "maxComputeSharedMemorySize",
+                    lim.maxComputeSharedMemorySize),
+                   ("push-constant bytes", meta["push_constant_size"], "maxPushConstantsSize", lim.maxPushConstantsSize)]
+        return [c for c in checks if c[1] > c[3]]
+
+    def fits(self, variant, spec=()):
+        """Whether a pipeline of the variant with `spec` fits the device limits (route pickers ask
+        this instead of catching the error get() would raise)."""
+        return not self.over_limits(variant, spec)
+
     def _create(self, variant, spec):
-        if self.device.push_descriptor is None:
-            raise UnsupportedError(f"{self.device.name} lacks VK_KHR_push_descriptor, which fuelvk's dispatch "
-                                   "path uses")
         self.device.require(variant.features, f"kernel {variant.id} ({variant.name})")
+        over = self.over_limits(variant, spec)
+        if over:
+            profile = f" (limits profile {self.device.limits_profile!r})" if self.device.limits_profile else ""
+            raise UnsupportedError(f"kernel {variant.id} ({variant.name}) specialized {dict(spec)}: " + "; ".join(
+                f"{q} {v} exceeds {n} = {lim}" for q, v, n, lim in over) + f" on {self.device.name}{profile}")
         meta = self.meta(variant.id)
         dev = self.device.handle
         keep = []
@@ -191,6 +219,9 @@ class PipelineCache:
             {"sType": C.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstBinding": i, "descriptorCount": 1,
              "descriptorType": t, "pBufferInfo": p.infos + i, "pTexelBufferView": p.views + i}
             for i, t in enumerate(types)])
+        p.writes_list = [p.writes[i] for i in range(n)]
+        p.set_layout = set_layout           # pSetLayouts of a descriptor-set allocation
+        p.counts = tuple((t, types.count(t)) for t in sorted(set(types)))   # descriptors per type
         p._keep = keep + [entry, ci, set_layout]
         return p
 

@@ -1,12 +1,17 @@
-"""PyTorch integration: `import fuelvk.torch` registers fuelvk's ops as torch.ops.fuelvk.*.
+"""PyTorch integration: `import fuelvk.torch` registers the torch device "fuelvk" and fuelvk's ops as
+torch.ops.fuelvk.*.
 
     import torch, fuelvk.torch
+    model.to("fuelvk"); model(x.to("fuelvk"))    # aten ops on fuelvk kernels (device.py, _aten.py)
     y = torch.ops.fuelvk.softmax(x, -1)          # CPU tensors in, CPU tensors out
     o = fuelvk.torch.scaled_dot_product_attention(q, k, v, is_causal=True)
 
-Each op uploads its inputs, runs the Vulkan kernel and downloads the result (a PrivateUse1 device
-would need a C++ extension). Ops have fake kernels (torch.compile, fullgraph) and, where
-differentiable, autograd formulas built from fuelvk ops. Weights (nn.Parameters, and tensors
+The device is registered at import (register_device(), idempotent) because that is the contract
+users expect from `import fuelvk.torch` (as `import torch_xla` does); the CPU fallback for aten ops
+without a fuelvk kernel is in _fallback.py. A torch.ops.fuelvk op called with CPU tensors uploads
+its inputs, runs the Vulkan kernel and downloads the result; called with fuelvk-device tensors it
+uses their memory and returns device tensors (no transfer). Ops have fake kernels (torch.compile,
+fullgraph) and, where differentiable, autograd formulas built from fuelvk ops. Weights (nn.Parameters, and tensors
 marked with keep_uploaded) stay uploaded in a small cache keyed by (data_ptr, _version, shape,
 strides, dtype): see WeightCache for what it cannot see.
 Mutating ops: add_assign_scaled, slice_write_, scatter_add_, index_add_ (functional twins:
@@ -19,13 +24,22 @@ except ImportError as e:   # fuelvk itself does not need torch
 
 from ._bridge import WEIGHTS, WeightCache, keep_uploaded, to_array, to_numpy, to_tensor
 from ._ops import OPS
+from ._fallback import FallbackError, FallbackWarning, fallback_stats, reset_fallback_stats
+from .device import register_device
+
+register_device()
 
 __all__ = [
+    "FallbackError",
+    "FallbackWarning",
     "OPS",
     "WEIGHTS",
     "WeightCache",
     "clear_cache",
+    "fallback_stats",
     "keep_uploaded",
+    "register_device",
+    "reset_fallback_stats",
     "scaled_dot_product_attention",
     "to_array",
     "to_numpy",

@@ -3,6 +3,7 @@
 Half and float8 tensors travel as same-width integer views (torch bf16 -> int16 -> ml_dtypes bf16),
 so no value is ever rounded through another float type.
 """
+import contextlib
 import os
 import threading
 from collections import OrderedDict
@@ -45,10 +46,43 @@ def to_numpy(t, op="?"):
     return host if host.dtype == dt else host.view(dt)
 
 
+DEVICE = "fuelvk"
+_results = threading.local()   # .on_device: a custom op called with fuelvk tensors returns fuelvk tensors
+
+
+def is_device_tensor(t):
+    return isinstance(t, torch.Tensor) and t.device.type == DEVICE
+
+
+@contextlib.contextmanager
+def results_on_device(on=True):
+    """While on, to_tensor() wraps Arrays as fuelvk-device tensors (no download) and torch factories
+    default to the fuelvk device (so a custom op's fake kernel makes fuelvk fakes)."""
+    before = getattr(_results, "on_device", False)
+    _results.on_device = on
+    try:
+        if on:
+            with torch.device(DEVICE):
+                yield
+        else:
+            yield
+    finally:
+        _results.on_device = before
+
+
 def to_tensor(a):
-    """A torch CPU tensor holding the bits of a fuelvk Array (or numpy array); None stays None."""
+    """A torch CPU tensor holding the bits of a fuelvk Array (or numpy array); None stays None.
+
+    Inside results_on_device(): a fuelvk-device tensor on the Array's buffer instead (no copy)."""
     if a is None:
         return None
+    if getattr(_results, "on_device", False):
+        from .device import upload, wrap
+        return wrap(a) if isinstance(a, Array) else upload(to_tensor_host(a))
+    return to_tensor_host(a)
+
+
+def to_tensor_host(a):
     host = a.numpy() if isinstance(a, Array) else np.asarray(a)
     if host.dtype in (_dt.bfloat16, _dt.float8_e4m3fn):
         raw, want = _BITS[TO_TORCH[host.dtype]][1], TO_TORCH[host.dtype]
@@ -62,9 +96,13 @@ def to_array(t, op="?", fresh=False):
     """The fuelvk Array for tensor t: uploaded, or from the weight cache; None stays None.
 
     fresh=True for arguments the fuelvk op writes into (a cached Array must never change).
+    A fuelvk-device tensor is its own Array (no copy; a private copy when fresh).
     """
     if t is None:
         return None
+    if is_device_tensor(t):
+        from .device import array
+        return array(t).copy() if fresh else array(t)
     if not fresh and WEIGHTS.enabled and WEIGHTS.wants(t):
         return WEIGHTS.get(t, op)
     return asarray(to_numpy(t, op))

@@ -15,7 +15,7 @@ from fuelvk.kernels.elementwise import COMPARE_OPS
 from fuelvk.kernels.quant import BLOCK
 
 from . import _grad as G
-from ._bridge import numpy_dtype, to_array, to_tensor
+from ._bridge import is_device_tensor, numpy_dtype, results_on_device, to_array, to_tensor
 
 NS = "fuelvk"
 OPS = {}   # name -> CustomOpDef
@@ -29,10 +29,24 @@ def T(out):
     return tuple(to_tensor(o) for o in out) if isinstance(out, tuple) else to_tensor(out)
 
 
+def _device_aware(fn):
+    """fn with results (and fake results) on the fuelvk device when any tensor argument is there."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        on = any(is_device_tensor(x) for x in torch.utils._pytree.tree_leaves((args, kwargs)))
+        if not on:
+            return fn(*args, **kwargs)
+        with results_on_device():
+            return fn(*args, **kwargs)
+    return run
+
+
 def define(name, schema, impl, fake, grad=None, mutates=(), setup=None):
-    """Register fuelvk::name; grad(inputs, outputs, *grads) -> input grads (see _grad.backward)."""
-    op = torch.library.custom_op(f"{NS}::{name}", impl, mutates_args=mutates, schema=schema)
-    op.register_fake(fake)
+    """Register fuelvk::name; grad(inputs, outputs, *grads) -> input grads (see _grad.backward).
+
+    CPU tensors in, CPU tensors out; fuelvk-device tensors in, device tensors out, with no copy."""
+    op = torch.library.custom_op(f"{NS}::{name}", _device_aware(impl), mutates_args=mutates, schema=schema)
+    op.register_fake(_device_aware(fake))
     if grad is not None:
         op.register_autograd(G.backward(grad), setup_context=setup or G.setup(grad))
     OPS[name] = op
@@ -199,8 +213,9 @@ def _scatter_like(name, fn):
 
 
 def to_numpy_index(index):
-    """Indices go to fuelvk as host arrays: it validates them (negative wrap, bounds) before upload."""
-    return index.detach().numpy()
+    """Indices go to fuelvk as host arrays: it validates them (negative wrap, bounds) before upload.
+    Device indices stay on the device (fuelvk validates them there)."""
+    return to_array(index, "index") if is_device_tensor(index) else index.detach().numpy()
 
 
 _scatter_like("scatter_add", fv.scatter_add)

@@ -1,0 +1,451 @@
+"""fuelvk solutions for FlashInfer-Bench kinds, composed from fuelvk ops on the device.
+
+Attention over a paged KV cache (gqa_paged), latent attention (mla_paged, dsa_paged: dims past the
+flash kernels' D <= 256, so matmul + softmax), ragged latent prefill (mla_ragged: v zero-padded to
+the qk dim so the flash kernel takes it), and sampling from probabilities (top-k / top-p thresholds
+found by an exact search over float32 bit patterns, then an inverse-CDF draw).  Each build takes a
+Definition and its inputs (torch CPU, as run.py generates them) and returns a zero-argument callable
+that runs the op on the device-resident inputs and returns the outputs on the host: the timed unit.
+Semantics are each Definition's `reference` (lse 2-based where it says so; a sequence with no query
+or no key gives zeros and lse -inf).
+"""
+import hashlib
+import math
+
+import numpy as np
+
+from .convert import np_dtype, to_numpy
+
+LN2 = math.log(2.0)
+
+
+def _fv():
+    import fuelvk
+    return fuelvk
+
+
+def _dev(inputs, *names):
+    return tuple(_fv().asarray(to_numpy(inputs[n])) for n in names)
+
+
+def _ints(t):
+    return [int(x) for x in t.reshape(-1).tolist()]
+
+
+def lse_is_log2(defn):
+    """Whether the Definition's lse output is 2-based (its description or its reference say so)."""
+    text = (defn["outputs"]["lse"].get("description") or "") + defn["reference"]
+    return "2-based" in text or "base-2" in text or "math.log(2" in text
+
+
+# -- attention -----------------------------------------------------------------------------------------
+
+def _attn_options(defn, inputs):
+    """(sm_scale, output dtype, lse 2-based?) of an attention Definition."""
+    return float(inputs["sm_scale"]), np_dtype(defn["outputs"]["output"]["dtype"]), lse_is_log2(defn)
+
+
+def sdpa_segments(q, segments, scale, causal, odt, log2, dv=None):
+    """fuelvk.scaled_dot_product_attention per segment: segments are (q0, q1, kv) with kv() giving the
+    segment's (k, v) [T, Hkv, D] device arrays (or None); q [total_q, Hq, D] on the device.  Host
+    (out [total_q, Hq, dv] odt, lse [total_q, Hq] float32); dv < D drops v's zero padding."""
+    total_q, hq, d = q.shape
+    dv = d if dv is None else dv
+    out = np.zeros((total_q, hq, dv), odt)
+    lse = np.full((total_q, hq), -np.inf, np.float32)
+    for q0, q1, kv in segments:
+        kb = None if q1 <= q0 else kv()
+        if kb is None or kb[0].shape[0] == 0:
+            continue
+        qb, kb, vb = (t[None].transpose(0, 2, 1, 3) for t in (q[q0:q1], *kb))
+        o, l_ = _fv().scaled_dot_product_attention(qb, kb, vb, is_causal=causal, scale=scale, return_lse=True)
+        out[q0:q1] = o.numpy()[0].transpose(1, 0, 2)[..., :dv]
+        lse[q0:q1] = l_.numpy()[0].T / (LN2 if log2 else 1.0)
+    return out, lse
+
+
+def solve_gqa_ragged(defn, inputs):
+    """Per sequence b: SDPA on q[qo_indptr[b]:qo_indptr[b+1]] and its kv slice, causal masks
+    bottom-right aligned (fuelvk's and the reference's convention)."""
+    q, k, v = _dev(inputs, "q", "k", "v")
+    qo, kv = _ints(inputs["qo_indptr"]), _ints(inputs["kv_indptr"])
+    scale, odt, log2 = _attn_options(defn, inputs)
+    segs = [(qo[b], qo[b + 1], lambda a=kv[b], e=kv[b + 1]: (k[a:e], v[a:e])) for b in range(len(qo) - 1)]
+    return lambda: sdpa_segments(q, segs, scale, True, odt, log2)
+
+
+def solve_mla_ragged(defn, inputs):
+    """As gqa_ragged with v [T, H, vo_dim] zero-padded to qk_dim (the flash kernel takes one head dim;
+    zero columns add nothing to the first vo_dim outputs), the padding dropped from the output."""
+    fv = _fv()
+    q, k, v = _dev(inputs, "q", "k", "v")
+    qo, kv = _ints(inputs["qo_indptr"]), _ints(inputs["kv_indptr"])
+    scale, odt, log2 = _attn_options(defn, inputs)
+    dqk, dv = q.shape[-1], v.shape[-1]
+
+    def call():
+        vp = fv.pad(v, ((0, 0), (0, 0), (0, dqk - dv))) if dqk > dv else v
+        segs = [(qo[b], qo[b + 1], lambda a=kv[b], e=kv[b + 1]: (k[a:e], vp[a:e]))
+                for b in range(len(qo) - 1)]
+        return sdpa_segments(q, segs, scale, True, odt, log2, dv)
+    return call
+
+
+def solve_gqa_paged(defn, inputs):
+    """Decode (one query per request) or prefill (qo_indptr) over a paged cache: a request's pages
+    kv_indices[kv_indptr[b]:kv_indptr[b+1]] are gathered (fuelvk.take) into contiguous K/V, the last
+    page cut to kv_last_page_len[b] when the Definition has it, then SDPA (causal, bottom-right)."""
+    fv = _fv()
+    q, kc, vc = _dev(inputs, "q", "k_cache", "v_cache")
+    ps, hkv, d = kc.shape[1:]
+    ptr = _ints(inputs["kv_indptr"])
+    idx = fv.asarray(to_numpy(inputs["kv_indices"]))
+    nb = len(ptr) - 1
+    qo = _ints(inputs["qo_indptr"]) if "qo_indptr" in inputs else list(range(nb + 1))
+    last = _ints(inputs["kv_last_page_len"]) if "kv_last_page_len" in inputs else [ps] * nb
+    scale, odt, log2 = _attn_options(defn, inputs)
+
+    def kv(b):
+        n = ptr[b + 1] - ptr[b]
+        tokens = (n - 1) * ps + last[b]
+        if n <= 0 or tokens <= 0:
+            return None
+        ids = idx[ptr[b]:ptr[b + 1]]
+        return tuple(fv.take(c, ids, axis=0).reshape(n * ps, hkv, d)[:tokens] for c in (kc, vc))
+    segs = [(qo[b], qo[b + 1], lambda b=b: kv(b)) for b in range(nb)]
+    return lambda: sdpa_segments(q, segs, scale, True, odt, log2)
+
+
+def latent_attention(qn, qp, kc, kp, scale):
+    """MLA with the absorbed projection: logits = qn kc^T + qp kp^T (float32), softmax, out = p kc.
+    qn [H, Dc], qp [H, Dp], kc [T, Dc], kp [T, Dp] -> (out [H, Dc] float32, lse [H] natural)."""
+    fv = _fv()
+    s = (fv.matmul(qn, kc.T, "float32") + fv.matmul(qp, kp.T, "float32")) * scale
+    m = fv.max(s, axis=-1, keepdims=True)
+    lse = m + fv.log(fv.sum(fv.exp(s - m), axis=-1, keepdims=True))
+    return fv.matmul(fv.softmax(s, axis=-1), kc), lse.reshape(-1)
+
+
+def _latent_rows(defn, inputs, rows):
+    """rows: per output row, the device ids of its cache tokens (None: no key).  Host (out, lse)."""
+    qn, qp, ckv, kpe = _dev(inputs, "q_nope", "q_pe", "ckv_cache", "kpe_cache")
+    ckv, kpe = ckv.reshape(-1, ckv.shape[-1]), kpe.reshape(-1, kpe.shape[-1])   # token rows
+    scale, odt, log2 = _attn_options(defn, inputs)
+    fv = _fv()
+
+    def call():
+        n, h, dc = qn.shape
+        out = np.zeros((n, h, dc), odt)
+        lse = np.full((n, h), -np.inf, np.float32)
+        for t, ids in enumerate(rows):
+            if ids is None:
+                continue
+            kc, kp = fv.take(ckv, ids, axis=0), fv.take(kpe, ids, axis=0)
+            o, l_ = latent_attention(qn[t], qp[t], kc, kp, scale)
+            out[t] = o.astype(odt).numpy()
+            lse[t] = l_.numpy() / (LN2 if log2 else 1.0)
+        return out, lse
+    return call
+
+
+def _page_tokens(pages, ps):
+    """int32 cache token rows of pages (each page_size rows long)."""
+    return (pages.astype(np.int64)[:, None] * ps + np.arange(ps)).reshape(-1).astype(np.int32)
+
+
+def _token_ids(fv, ptr, idx, ps, b):
+    """Cache token rows of request b's pages (every page full: the Definitions without a last-page
+    length; page_size 1 makes pages tokens, as their references read them)."""
+    if ptr[b + 1] <= ptr[b]:
+        return None
+    pages = idx[ptr[b]:ptr[b + 1]]
+    return fv.asarray(_page_tokens(np.asarray(pages), ps))
+
+
+def solve_mla_paged(defn, inputs):
+    """MLA decode over a paged compressed-KV cache: per request its pages' ckv / kpe rows."""
+    fv = _fv()
+    ptr, idx = _ints(inputs["kv_indptr"]), _ints(inputs["kv_indices"])
+    ps = inputs["ckv_cache"].shape[1]
+    return _latent_rows(defn, inputs, [_token_ids(fv, ptr, idx, ps, b) for b in range(len(ptr) - 1)])
+
+
+def solve_dsa_paged(defn, inputs):
+    """DeepSeek sparse attention: per token, MLA over its top-k cache rows (sparse_indices, -1 =
+    padding, dropped wherever it stands, as the reference's mask does)."""
+    fv = _fv()
+    sel = to_numpy(inputs["sparse_indices"])
+    ps = inputs["ckv_cache"].shape[1]
+    rows = []
+    for r in sel:
+        ids = r[r != -1]
+        rows.append(fv.asarray(_page_tokens(ids, ps)) if ids.size else None)
+    return _latent_rows(defn, inputs, rows)
+
+
+# -- sampling ------------------------------------------------------------------------------------------
+
+_INF_BITS = 0x7F800000   # float32 +inf: every non-negative float32 orders as its bit pattern
+# Thresholds tried per round: 15 (8 rounds cover the 31 bits) while a round's [B, ways, V] stays
+# small, where each round's launches and read-back cost more than its elements; else 1 (bisection,
+# 31 rounds of B * V: a 15-way round does 15 times the elements for 4 times fewer rounds).
+_WAYS, _WIDE = 15, 1 << 18
+
+
+def _bits_to_f32(bits):
+    return np.asarray(bits, np.int64).astype(np.uint32).view(np.float32)
+
+
+def smallest_threshold(p, weight, limit, ways=None):
+    """Per row of p [B, V] (non-negative float32, on the device): the smallest float32 t >= 0 with
+    sum(weight[p > t]) <= limit[row] (weight [B, V, 1]: p itself; None: a count), found exactly by
+    a (ways + 1)-ary search over bit patterns; each round is one step function of p against the
+    round's thresholds (heaviside(p - t), contiguous: broadcast operands take slower kernels) and
+    one matmul with the weights.  The sum is non-increasing in t, so the result is a value of the
+    row (or 0) and {p >= t} is the set the rule keeps: top-k (count <= k - 1: t = the k-th largest
+    value, ties kept) and top-p (mass above <= p * total: the sorted prefix whose exclusive
+    cumulative sum is <= p)."""
+    fv = _fv()
+    b, v = p.shape
+    ways = ways or (_WAYS if b * v * _WAYS <= _WIDE else 1)
+    lo, hi = np.zeros(b, np.int64), np.full(b, _INF_BITS, np.int64)
+    w = fv.asarray(np.ones((v, 1), np.float32)) if weight is None else weight
+    rep = fv.ascontiguousarray(p[:, None, :].broadcast_to((b, ways, v)))
+    limit = np.asarray(limit, np.float64)
+    rows = np.arange(b)
+    while (lo < hi).any():
+        cand = lo[:, None] + ((hi - lo)[:, None] * np.arange(1, ways + 1)) // (ways + 1)   # [B, ways]
+        t = fv.asarray(np.ascontiguousarray(np.broadcast_to(_bits_to_f32(cand)[:, :, None], (b, ways, v))))
+        stat = fv.matmul(fv.heaviside(rep - t, 0.0), w).numpy()[..., 0]                   # [B, ways]
+        ok = stat <= limit[:, None]
+        first_ok = np.where(ok.any(1), cand[rows, ok.argmax(1)], hi)
+        last_bad = np.where((~ok).any(1), cand[rows, ways - 1 - (~ok)[:, ::-1].argmax(1)] + 1, lo)
+        hi, lo = np.minimum(hi, first_ok), np.maximum(lo, last_bad)
+        lo = np.minimum(lo, hi)
+    return _bits_to_f32(hi)
+
+
+def solve_sampling(defn, inputs):
+    """top_k / top_p / top_k_top_p sampling from probabilities, as the reference: top-k filter
+    (0 < k < vocab), then top-p on the renormalized row (0 < p < 1; p <= 0: the argmax), then one
+    draw per row by inverse CDF (cumsum, count of entries below u * total) with seeded uniforms."""
+    fv = _fv()
+    (probs,) = _dev(inputs, "probs")
+    b, v = probs.shape
+    name = defn["name"].lower()
+    top_k = _ints(inputs["top_k"]) if "top_k" in inputs and "top_k" in name else [0] * b
+    top_p = [float(x) for x in inputs["top_p"].reshape(-1).tolist()] \
+        if "top_p" in inputs and "top_p" in name else [1.0] * b
+    k_rows = np.array([0 < k < v for k in top_k])
+    p_rows = np.array([0 < p < 1 for p in top_p])
+    greedy = np.array([p <= 0 for p in top_p])
+    seed = int(hashlib.sha256(defn["name"].encode()).hexdigest()[:8], 16)
+    rng = np.random.default_rng(seed)
+    ones = fv.asarray(np.ones((v, 1), np.float32))
+
+    def call():
+        p = probs
+        if k_rows.any():
+            limit = np.where(k_rows, np.asarray(top_k) - 1, v)
+            t = smallest_threshold(p, None, limit)
+            p = fv.masked_fill(p, fv.less(p, fv.asarray(t[:, None])), 0.0)
+        if p_rows.any():
+            total = fv.sum(p, axis=-1).numpy().astype(np.float64)
+            t = smallest_threshold(p, p[:, :, None], np.where(p_rows, np.asarray(top_p) * total, np.inf))
+            p = fv.masked_fill(p, fv.less(p, fv.asarray(t[:, None])), 0.0)
+        cdf = fv.cumsum(p, axis=-1)
+        u = fv.asarray((1.0 - rng.random((b, 1))).astype(np.float32))     # (0, 1]
+        target = cdf[:, v - 1:] * u
+        s = fv.matmul(fv.heaviside(target - cdf, 0.0), ones).numpy()[:, 0]   # entries with cdf < target
+        s = np.minimum(s.astype(np.int64), v - 1)
+        if greedy.any():
+            s = np.where(greedy, fv.argmax(p, axis=-1).numpy(), s)
+        return (s,)
+    return call
+
+
+# -- recurrent updates -----------------------------------------------------------------------------------
+
+def softplus(x):
+    """torch's softplus (beta 1): max(x, 0) + log(1 + exp(-|x|)), no overflow for large x."""
+    fv = _fv()
+    return fv.relu(x) + fv.log(fv.affine(fv.exp(-fv.abs(x)), 1.0, 1.0))
+
+
+def _heads_of(n_src, n_dst):
+    """Index of the source head each of n_dst heads reads (repeat_interleave by n_dst // n_src)."""
+    return _fv().asarray(np.arange(n_dst, dtype=np.int32) // (n_dst // n_src))
+
+
+def solve_mamba_ssu(defn, inputs):
+    """Mamba2 selective state update (decode): per request b with slot = state_batch_indices[b] >= 0,
+    s = state[slot] * exp(A * dt') + dt' x B (dt' = softplus(dt + dt_bias), B / C shared by the heads
+    of a group), y = sum(s C) + x D, and state[slot] = s rounded to the state's dtype; a negative
+    slot leaves y zero.  The reference loops over requests, so a request reading a slot an earlier
+    one wrote sees that write: requests go in waves (a slot's n-th request in wave n), each wave one
+    gather of its slots and one gather rewriting them (fuelvk.take from [state; s])."""
+    fv = _fv()
+    state, x, dt, a, bm, cm, dd, dtb = _dev(inputs, "state", "x", "dt", "A", "B", "C", "D", "dt_bias")
+    slots = _ints(inputs["state_batch_indices"])
+    nb, nh, hd = x.shape
+    cache = state.shape[0]
+    heads = _heads_of(bm.shape[1], nh)
+    waves, seen = [], {}
+    for b in range(nb):
+        if slots[b] >= 0:
+            n = seen[slots[b]] = seen.get(slots[b], -1) + 1
+            waves += [[]] * (n + 1 - len(waves))
+            waves[n] = waves[n] + [b]
+    plans = []
+    for w in waves:
+        src = np.arange(cache, dtype=np.int32)
+        src[[slots[b] for b in w]] = cache + np.arange(len(w))
+        ints = (np.asarray(x, np.int32) for x in (w, [slots[b] for b in w], src))
+        plans.append((*(fv.asarray(x) for x in ints), w))
+    odt = np_dtype(defn["outputs"]["output"]["dtype"])
+
+    def call():
+        f32 = "float32"
+        dtf = softplus(dt.astype(f32) + dtb.astype(f32))                                  # [B, H, D]
+        da = fv.exp(a[None] * dtf[..., None])                                             # [B, H, D, S]
+        be, ce = (fv.take(m.astype(f32), heads, axis=1) for m in (bm, cm))                # [B, H, S]
+        xf = x.astype(f32)
+        dbx = (dtf * xf)[..., None] * be[:, :, None, :]
+        xd = xf * dd.astype(f32)[None]
+        y = np.zeros((nb, nh, hd), odt)
+        new = state
+        for reqs, rows, src, w in plans:
+            s = fv.take(new, rows, axis=0).astype(f32) * fv.take(da, reqs, axis=0)
+            s = s + fv.take(dbx, reqs, axis=0)
+            yw = fv.sum(s * fv.take(ce, reqs, axis=0)[:, :, None, :], axis=-1) + fv.take(xd, reqs, axis=0)
+            y[w] = yw.astype(odt).numpy()
+            new = fv.take(fv.concatenate([new, s.astype(state.dtype)], axis=0), src, axis=0)
+        return y, new.numpy()
+    return call
+
+
+def _gdn_gates(a_log, a, dt_bias, b):
+    """g = exp(-exp(A_log) * softplus(a + dt_bias)), beta = sigmoid(b): float32 [..., HV]."""
+    fv = _fv()
+    f32 = "float32"
+    g = fv.exp(-(fv.exp(a_log) * softplus(a.astype(f32) + dt_bias)))
+    return g, fv.sigmoid(b.astype(f32))
+
+
+def gdn_step(s, q, k, v, g, beta, scale):
+    """One gated delta-rule step for N (sequence, head) states in k-last layout: s [N, H, V, K],
+    q / k [N, H, K], v [N, H, V] (float32), g / beta [N, H].  old = g s; old_v = old k;
+    new_v = beta v + (1 - beta) old_v; s' = old + (new_v - old_v) k^T; o = scale s' q.
+    Returns (s', o [N, H, V])."""
+    fv = _fv()
+    old = s * g[..., None, None]
+    old_v = fv.matmul(old, k[..., None])                                     # [N, H, V, 1]
+    bt = beta[..., None, None]
+    new_v = bt * v[..., None] + (1.0 - bt) * old_v
+    s = old + (new_v - old_v) * k[:, :, None, :]
+    return s, fv.matmul(s, q[..., None])[..., 0] * scale
+
+
+def _gdn_scale(inputs, k_dim):
+    scale = inputs["scale"]
+    return 1.0 / math.sqrt(k_dim) if scale is None or scale == 0.0 else float(scale)
+
+
+def solve_gdn_decode(defn, inputs):
+    """Gated delta-net decode (one token per sequence, state [B, HV, V, K]): gdn_step over every
+    (sequence, v head) at once; q / k heads shared by HV / Hq v heads (repeat_interleave)."""
+    fv = _fv()
+    q, k, v, state, a_log, a, dt_bias, b = _dev(inputs, "q", "k", "v", "state", "A_log", "a", "dt_bias", "b")
+    hv, kd = v.shape[2], q.shape[-1]
+    qh, kh = _heads_of(q.shape[2], hv), _heads_of(k.shape[2], hv)
+    scale, odt = _gdn_scale(inputs, kd), np_dtype(defn["outputs"]["output"]["dtype"])
+
+    def call():
+        f32 = "float32"
+        g, beta = _gdn_gates(a_log, a[:, 0], dt_bias, b[:, 0])
+        qe, ke = (fv.take(x[:, 0].astype(f32), h, axis=1) for x, h in ((q, qh), (k, kh)))
+        s, o = gdn_step(state, qe, ke, v[:, 0].astype(f32), g, beta, scale)
+        return o[:, None].astype(odt).numpy(), s.numpy()
+    return call
+
+
+def solve_gdn_prefill(defn, inputs):
+    """Gated delta-net prefill over packed sequences (cu_seqlens): each sequence's state [HV, V, K]
+    stepped token by token (gdn_step over its heads); output per token, the final states out."""
+    fv = _fv()
+    q, k, v, state, a_log, a, dt_bias, b = _dev(inputs, "q", "k", "v", "state", "A_log", "a", "dt_bias", "b")
+    cu = _ints(inputs["cu_seqlens"])
+    hv, kd = v.shape[1], q.shape[-1]
+    qh, kh = _heads_of(q.shape[1], hv), _heads_of(k.shape[1], hv)
+    scale, odt = _gdn_scale(inputs, kd), np_dtype(defn["outputs"]["output"]["dtype"])
+
+    def call():
+        f32 = "float32"
+        g, beta = _gdn_gates(a_log, a, dt_bias, b)                                       # [T, HV]
+        qe, ke = (fv.take(x.astype(f32), h, axis=1) for x, h in ((q, qh), (k, kh)))     # [T, HV, K]
+        vf = v.astype(f32)
+        out = np.zeros((q.shape[0], hv, v.shape[-1]), odt)
+        new = np.zeros(state.shape, np.float32)
+        for n in range(len(cu) - 1):
+            s = state[n:n + 1]
+            for t in range(cu[n], cu[n + 1]):
+                s, o = gdn_step(s, qe[t:t + 1], ke[t:t + 1], vf[t:t + 1], g[t:t + 1], beta[t:t + 1], scale)
+                out[t] = o[0].astype(odt).numpy()
+            if cu[n + 1] > cu[n]:
+                new[n] = s[0].numpy()
+        return out, new
+    return call
+
+
+# -- mixture of experts ------------------------------------------------------------------------------------
+
+def _dequant_blocks(w, scale):
+    """fp8 [R, C] with float32 block scales [R / b, C / b] (b = R / scale rows) -> float32 [R, C]."""
+    r, c = w.shape
+    br, bc = scale.shape
+    return (w.astype("float32").reshape(br, r // br, bc, c // bc) * scale[:, None, :, None]).reshape(r, c)
+
+
+def solve_moe_fp8_renorm(defn, inputs):
+    """FP8 block-scale MoE with Renormalize routing (top-k logits, softmax over them) and SwiGLU:
+    activations dequantized (fp8 * per-token block scale), the top-k found on the device (k rounds
+    of argmax, each winner masked to -inf), then per expert that any token chose: its two weights
+    dequantized block by block (that expert only, from its own device array), up / gate matmuls of its tokens, silu(gate) * up,
+    the down matmul weighted by the routing probability, added into the tokens' rows (index_add).
+    Ties at the k-th logit go to the lowest expert index (argmax); torch.topk orders ties as its
+    partial sort leaves them, so a token whose k-th and (k+1)-th bf16 logits are equal may route
+    to another expert than the reference (seen at 128 experts, top 8: 1 token in 4)."""
+    fv = _fv()
+    logits, hs, hs_scale, s13, s2 = _dev(inputs, "routing_logits", "hidden_states", "hidden_states_scale",
+                                         "gemm1_weights_scale", "gemm2_weights_scale")
+    # one device array per expert: a model's expert stack (128 x 1536 x 2048 fp8) is over one binding
+    w13, w2 = ([fv.asarray(x) for x in to_numpy(inputs[n])] for n in ("gemm1_weights", "gemm2_weights"))
+    t, e = logits.shape
+    h = hs.shape[1]
+    inter = w2[0].shape[1]
+    top_k = defn["axes"]["top_k"]["value"]
+    experts = fv.asarray(np.arange(e, dtype=np.int64)[None])
+    odt = np_dtype(defn["outputs"]["output"]["dtype"])
+
+    def call():
+        f32 = "float32"
+        a = (hs.astype(f32).reshape(t, hs_scale.shape[0], -1) * hs_scale.T[:, :, None]).reshape(t, h)
+        lg, picks, vals = logits.astype(f32), [], []
+        for _ in range(top_k):
+            i = fv.argmax(lg, axis=-1)[:, None]                                            # [T, 1]
+            vals.append(fv.take_along_axis(lg, i, axis=-1))
+            picks.append(i)
+            lg = fv.masked_fill(lg, fv.equal(experts, i), -math.inf)
+        probs = fv.softmax(fv.concatenate(vals, axis=1), axis=-1).reshape(-1)             # [T * K]
+        chosen = np.concatenate([i.numpy() for i in picks], axis=1)                  # [T, K] on the host
+        out = fv.zeros((t, h), f32)
+        for ex in np.unique(chosen):
+            tok, slot = np.nonzero(chosen == ex)
+            tok_d = fv.asarray(tok.astype(np.int32))
+            w1 = _dequant_blocks(w13[int(ex)], s13[int(ex)])                                  # [2I, H]
+            g1 = fv.matmul(fv.take(a, tok_d, axis=0), w1.T)                                     # [n, 2I]
+            c = fv.silu(g1[:, inter:]) * g1[:, :inter]
+            wt = fv.take(probs, fv.asarray((tok * top_k + slot).astype(np.int32)))[:, None]
+            out = fv.index_add(out, 0, tok_d, fv.matmul(c, _dequant_blocks(w2[int(ex)], s2[int(ex)]).T) * wt)
+        return (out.astype(odt).numpy(),)
+    return call

@@ -1,0 +1,140 @@
+"""The CPU fallback of the fuelvk device: an aten op with no fuelvk kernel runs on torch's CPU kernels.
+
+Registered as the boxed fallback of PrivateUse1 (torch.library.Library("_", "IMPL").fallback), so
+it catches every op without a fuelvk kernel; fuelvk kernels that meet a case they do not handle
+(a dtype, a mode) raise Unhandled and land here too. Inputs are downloaded, the op runs on the CPU,
+tensor results are uploaded, and arguments the op writes into (schema `Tensor(a!)`: in-place and
+out= ops) get the CPU result written back; a result that is such an argument is returned as the
+original fuelvk tensor. View ops (a return aliasing an input without writing) are not computed:
+torch's Meta kernel makes the view on the same storage, as for ops fuelvk registers itself.
+
+The first fallback of each op warns once, naming the op; FUELVK_TORCH_FALLBACK=0 (read at each
+call) turns a fallback into a FallbackError instead, as PYTORCH_ENABLE_MPS_FALLBACK does for MPS;
+fallback_stats() counts the fallbacks per op.
+"""
+import os
+import threading
+import warnings
+from collections import Counter
+
+import torch
+from torch.utils._pytree import tree_map
+
+from ..errors import UnsupportedError
+from . import device as D
+
+ENV = "FUELVK_TORCH_FALLBACK"
+_counts = Counter()
+_warned = set()
+_lock = threading.Lock()
+_views = {}   # OpOverload -> whether its first return is a view of an input (from the schema)
+
+
+class FallbackError(UnsupportedError):
+    """An aten op has no fuelvk kernel and the CPU fallback is off (FUELVK_TORCH_FALLBACK=0)."""
+
+
+class FallbackWarning(UserWarning):
+    """An aten op ran on the CPU because fuelvk has no kernel for it (once per op)."""
+
+
+class Unhandled(Exception):
+    """Raised by a fuelvk kernel for a case it does not cover (the message says which): run on the CPU."""
+
+
+def fallback_stats():
+    """{aten op name: number of CPU fallbacks} since the start (or reset_fallback_stats())."""
+    with _lock:
+        return dict(_counts)
+
+
+def reset_fallback_stats():
+    with _lock:
+        _counts.clear()
+
+
+def _is_view(op):
+    v = _views.get(op)
+    if v is None:
+        rets = op._schema.returns
+        v = _views[op] = bool(rets) and rets[0].alias_info is not None and not rets[0].alias_info.is_write
+    return v
+
+
+def fallback(op, *args, **kwargs):
+    """The boxed PrivateUse1 fallback torch calls for any op without a fuelvk kernel."""
+    if _is_view(op):
+        try:
+            return op.redispatch(D.META, *args, **kwargs)
+        except (NotImplementedError, RuntimeError):
+            pass   # no Meta kernel: computed on the CPU below (a copy, not a view)
+    return run_on_cpu(op, args, kwargs)
+
+
+def note(name, reason=None):
+    """Record one CPU fallback of aten op `name` (warn the first time), or raise FallbackError when off."""
+    what = f"aten op {name}: fuelvk's kernel does not cover this case ({reason})" if reason else \
+        f"aten op {name} has no fuelvk kernel"
+    if os.environ.get(ENV, "1") == "0":
+        raise FallbackError(f"{what}, and {ENV}=0 forbids running it on the CPU; "
+                            f"unset {ENV} (or set it to 1) to allow the CPU fallback")
+    with _lock:
+        _counts[name] += 1
+        first = name not in _warned
+        _warned.add(name)
+    if first:
+        warnings.warn(f"fuelvk: {what}; it runs on the CPU (inputs downloaded, results uploaded). {ENV}=0 makes "
+                      "this an error; fuelvk.torch.fallback_stats() counts them.", FallbackWarning, stacklevel=4)
+
+
+def run_on_cpu(op, args, kwargs, reason=None, name=None):
+    """Run op on the CPU for fuelvk arguments (see the module docstring); name: what to count it as."""
+    note(name or op.name(), reason)
+    written = _written_args(op, args, kwargs)
+    cpu_of = {}   # id(fuelvk tensor) -> its CPU copy
+
+    def down(x):
+        if isinstance(x, torch.Tensor) and D.is_fuelvk(x):
+            c = cpu_of.get(id(x))
+            if c is None:
+                c = cpu_of[id(x)] = D.download(x).clone() if id(x) in written else D.download(x)
+            return c
+        if isinstance(x, torch.device) and x.type == D.NAME:
+            return torch.device("cpu")
+        return x
+
+    cargs, ckwargs = tree_map(down, args), tree_map(down, kwargs)
+    if _makes_fuelvk(kwargs):   # a factory asked for fuelvk: make it on the CPU, upload below
+        ckwargs["device"] = torch.device("cpu")
+    out = op(*cargs, **ckwargs)
+    orig_of = {id(cpu_of[i]): t for i, t in written.items()}
+    for i, t in written.items():   # write the CPU results back into the fuelvk arguments
+        c = cpu_of[i]
+        if tuple(c.shape) != tuple(t.shape):
+            D.resize_(t, tuple(c.shape))
+        D.copy_from(c, t)
+
+    def up(x):
+        if isinstance(x, torch.Tensor):
+            orig = orig_of.get(id(x))
+            return orig if orig is not None else D.upload(x)
+        return x
+    return tree_map(up, out)
+
+
+def _makes_fuelvk(kwargs):
+    d = kwargs.get("device")
+    return d is not None and torch.device(d).type == D.NAME
+
+
+def _written_args(op, args, kwargs):
+    """{id(fuelvk tensor): tensor} for every argument the op's schema marks as written (a!)."""
+    out = {}
+    for i, a in enumerate(op._schema.arguments):
+        if a.alias_info is None or not a.alias_info.is_write:
+            continue
+        v = args[i] if i < len(args) else kwargs.get(a.name)
+        for t in (v if isinstance(v, (list, tuple)) else (v,)):
+            if isinstance(t, torch.Tensor) and D.is_fuelvk(t):
+                out[id(t)] = t
+    return out

@@ -1,0 +1,585 @@
+"""The "fuelvk" PyTorch device: storage, views, copies, factories, the CPU fallback, aten kernels vs CPU
+torch, autograd through aten's formulas, a small MLP trained on the device."""
+import copy
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as TF
+
+import fuelvk
+import fuelvk.torch as ft
+from fuelvk.torch import device as D
+
+DEV = "fuelvk"
+
+
+@pytest.fixture
+def no_fallback():
+    """The test body must not fall back to the CPU for any op."""
+    ft.reset_fallback_stats()
+    yield
+    assert ft.fallback_stats() == {}
+
+
+def close(dev, cpu, rtol=1e-5, atol=1e-6):
+    assert dev.device.type == DEV, dev.device
+    got = dev.cpu()
+    assert got.dtype == cpu.dtype and got.shape == cpu.shape, (got.dtype, got.shape, cpu.dtype, cpu.shape)
+    torch.testing.assert_close(got, cpu, rtol=rtol, atol=atol)
+
+
+# -- the device and its memory ------------------------------------------------------------------------
+def test_registered():
+    assert torch._C._get_privateuse1_backend_name() == DEV
+    assert torch.fuelvk.is_available() and torch.fuelvk.device_count() == 1
+    ft.register_device()   # idempotent
+    x = torch.ones(2, device=DEV)
+    assert x.device == torch.device("fuelvk:0") and x.is_fuelvk
+
+
+VIEWS = {
+    "view": lambda x: x.view(4, 6),
+    "reshape": lambda x: x.reshape(2, 12),
+    "_unsafe_view": lambda x: torch.ops.aten._unsafe_view(x, [24]),
+    "as_strided": lambda x: x.as_strided((2, 2), (1, 6), 3),
+    "t": lambda x: x[0].t(),
+    "transpose": lambda x: x.transpose(0, 2),
+    "permute": lambda x: x.permute(2, 0, 1),
+    "expand": lambda x: x[:, :1].expand(2, 5, 4),
+    "slice": lambda x: x[:, 1:3, ::2],
+    "select": lambda x: x[1, 2],
+    "unsqueeze": lambda x: x.unsqueeze(1),
+    "squeeze": lambda x: x[:, :1].squeeze(1),
+    "alias": lambda x: torch.ops.aten.alias(x),
+    "detach": lambda x: x.detach(),
+    "unfold": lambda x: x.unfold(2, 2, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS))
+def test_views_share_the_buffer(name, no_fallback):
+    cpu = torch.arange(24.).reshape(2, 3, 4)
+    x = cpu.to(DEV)
+    v = VIEWS[name](x)
+    assert D.buffer_of(v) is D.buffer_of(x)   # no copy: the same device memory
+    assert v.untyped_storage()._cdata == x.untyped_storage()._cdata
+    close(v, VIEWS[name](cpu))
+    if name != "expand":   # a write through the view shows in the base
+        v.fill_(-1)
+        VIEWS[name](cpu).fill_(-1)
+        close(x, cpu)
+
+
+def test_write_through_strided_view(no_fallback):
+    cpu = torch.arange(12.).reshape(3, 4)
+    x = cpu.to(DEV)
+    x[:, 1].copy_(torch.tensor([7., 8., 9.]))
+    x[1:, ::2].mul_(10)
+    cpu[:, 1] = torch.tensor([7., 8., 9.])
+    cpu[1:, ::2] *= 10
+    close(x, cpu)
+
+
+def test_tensors_give_memory_back():
+    torch.ones(8, device=DEV).cpu()
+    fuelvk.synchronize()
+    before = fuelvk.memory_info()["in_use_bytes"]
+    for _ in range(50):
+        x = torch.randn(64, 64).to(DEV)
+        y = (x * 2).t()[1:].sum(0)
+        z = y.view(-1).detach()
+    del x, y, z
+    fuelvk.synchronize()   # no gc.collect(): tensors hold their buffers in no reference cycle
+    assert fuelvk.memory_info()["in_use_bytes"] <= before
+
+
+# -- copies, factories, printing ----------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64,
+                                   torch.int32, torch.uint8, torch.bool])
+def test_round_trip_bits(dtype, no_fallback):
+    cpu = (torch.randn(3, 5) * 100).to(dtype)
+    x = cpu.to(DEV)
+    assert x.dtype == dtype and x.shape == cpu.shape
+    assert torch.equal(x.cpu(), cpu) and torch.equal(x.to("cpu"), cpu)
+    if dtype != torch.bfloat16:   # (numpy has no bfloat16)
+        np.testing.assert_array_equal(x.cpu().numpy(), cpu.numpy())
+    assert torch.equal(cpu.t().to(DEV).cpu(), cpu.t())   # a non-contiguous source
+
+
+def test_copy_directions_and_casts(no_fallback):
+    a = torch.randn(4, 3)
+    x = torch.empty(4, 3, device=DEV)
+    x.copy_(a)                                   # CPU -> device
+    close(x, a)
+    y = torch.zeros(4, 3, device=DEV, dtype=torch.bfloat16)
+    y.copy_(x)                                   # device -> device with a cast
+    close(y, a.bfloat16(), rtol=0, atol=0)
+    z = torch.empty(4, 3, device=DEV)
+    z.copy_(x[0])                                # broadcast
+    close(z, a[0].expand(4, 3))
+    out = torch.empty(4, 3, dtype=torch.float64)
+    out.copy_(x)                                 # device -> CPU with a cast
+    assert torch.equal(out, a.double())
+    close(x.to(torch.float16), a.half(), rtol=0, atol=0)
+    close(x.half().float(), a.half().float(), rtol=0, atol=0)
+
+
+def test_factories(no_fallback):
+    close(torch.zeros(2, 3, device=DEV), torch.zeros(2, 3))
+    close(torch.ones(4, device=DEV, dtype=torch.float16), torch.ones(4, dtype=torch.float16))
+    close(torch.full((2, 2), 3.5, device=DEV), torch.full((2, 2), 3.5))
+    close(torch.arange(7, device=DEV), torch.arange(7))
+    close(torch.arange(0, 1, 0.25, device=DEV), torch.arange(0, 1, 0.25))
+    e = torch.empty_strided((2, 3), (1, 2), device=DEV)
+    assert e.stride() == (1, 2) and e.device.type == DEV
+    assert torch.empty(0, 3, device=DEV).shape == (0, 3)
+    for f in (torch.rand, torch.randn, lambda *s, **k: torch.randint(-3, 9, s, **k),
+              lambda *s, **k: torch.empty(*s, **k).bernoulli_(0.3)):   # host RNG: a seeded device draw
+        torch.manual_seed(3)                                               # equals the CPU draw
+        d = f(5, 2, device=DEV)
+        torch.manual_seed(3)
+        close(d, f(5, 2), rtol=0, atol=0)
+    x = torch.randn(3, device=DEV)
+    close(torch.zeros_like(x), torch.zeros(3))
+    x.zero_()
+    close(x, torch.zeros(3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.uint8, torch.bool, torch.float64,
+                                   torch.int64, torch.float32])
+def test_fill_bits(dtype, no_fallback):
+    value = -2.5 if dtype.is_floating_point else 7 if dtype != torch.bool else True
+    for n in (1, 3, 5):
+        whole = torch.empty(n, dtype=dtype, device=DEV).fill_(value)      # the transfer unit's fill
+        part = torch.zeros(n + 2, dtype=dtype, device=DEV)[1:-1].fill_(value)   # a write through a view
+        for t in (whole, part):
+            assert torch.equal(t.cpu(), torch.full((n,), value, dtype=dtype))
+    assert torch.equal(torch.zeros(3, 2, dtype=torch.bfloat16, device=DEV).cpu(), torch.zeros(3, 2, dtype=torch.bfloat16))
+
+
+def test_save_and_load(no_fallback):
+    import io
+    x = torch.randn(3, 4).to(DEV)[1:]
+    state = torch.nn.Linear(2, 2).to(DEV).state_dict()
+    buf = io.BytesIO()
+    torch.save({"x": x, "state": state}, buf)
+    for where, want in ((None, DEV), ("cpu", "cpu"), (DEV, DEV)):
+        buf.seek(0)
+        got = torch.load(buf, map_location=where)
+        assert got["x"].device.type == want and got["state"]["weight"].device.type == want
+        assert torch.equal(got["x"].cpu(), x.cpu()) and got["x"].storage_offset() == 4
+    cpu_buf = io.BytesIO()
+    torch.save(x.cpu(), cpu_buf)
+    cpu_buf.seek(0)
+    close(torch.load(cpu_buf, map_location=DEV), x.cpu(), rtol=0, atol=0)
+
+
+def test_deepcopy_and_mixed_devices(no_fallback):
+    x = torch.randn(3, 4).to(DEV)[1:]
+    y = copy.deepcopy(x)                         # torch clones the storage: a new buffer
+    assert D.buffer_of(y) is not D.buffer_of(x) and torch.equal(y.cpu(), x.cpu())
+    bn = copy.deepcopy(torch.nn.BatchNorm1d(3).to(DEV))
+    close(bn.running_var, torch.ones(3))
+    with pytest.raises(fuelvk.DeviceError, match="same device"):
+        x + torch.ones(2, 4)                     # as torch: no silent mixing of devices
+    close(x + torch.tensor(2.0), x.cpu() + 2)    # a 0-d CPU tensor is a scalar
+
+
+def test_print_and_item(no_fallback):
+    x = torch.tensor([[1.5, -2.0], [3.0, 4.25]]).to(DEV)
+    s = repr(x)
+    assert "device='fuelvk:0'" in s and "1.5000" in s and "4.2500" in s
+    assert x[1, 1].item() == 4.25 and isinstance(x.sum().item(), float)
+    assert torch.tensor(True).to(DEV).item() is True
+    assert torch.tensor(7).to(DEV).item() == 7
+
+
+# -- the CPU fallback ---------------------------------------------------------------------------------
+def test_fallback_runs_on_cpu_and_counts(monkeypatch):
+    monkeypatch.delenv("FUELVK_TORCH_FALLBACK", raising=False)
+    ft.reset_fallback_stats()
+    cpu = torch.randn(5)
+    x = cpu.to(DEV)
+    with pytest.warns(ft.FallbackWarning, match="aten::erf"):
+        close(torch.erf(x), torch.erf(cpu))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")           # once per op
+        close(torch.erf(x), torch.erf(cpu))
+    assert ft.fallback_stats()["aten::erf.out"] == 2   # erf is structured: torch calls erf.out
+    # in-place and out= ops write their CPU result back into the device tensor
+    y = x.clone()
+    y.erf_()                                     # (erf_ also runs as erf.out, already warned about)
+    close(y, torch.erf(cpu))
+    assert ft.fallback_stats()["aten::erf.out"] == 3
+    o = torch.empty(0, device=DEV)
+    torch.cumsum(x, 0, out=o)                # resized from 0 elements, as torch does
+    close(o, torch.cumsum(cpu, 0))
+    # an unsupported dtype of an implemented op falls back too
+    i = torch.arange(6).to(DEV)
+    close(i + i, torch.arange(6) * 2)
+    assert "aten::add.Tensor" in ft.fallback_stats()
+
+
+def test_fallback_conv_and_integer_casts(monkeypatch):
+    """Ops torch routes to a backend's own kernel (convolution_overrideable, a cast fuelvk has no kernel
+    for) fall back too, instead of torch's NotImplementedError."""
+    monkeypatch.delenv("FUELVK_TORCH_FALLBACK", raising=False)
+    ft.reset_fallback_stats()
+    x = torch.randn(1, 2, 5, 5, requires_grad=True)
+    w = torch.randn(3, 2, 3, 3, requires_grad=True)
+    xd, wd = (t.detach().to(DEV).requires_grad_() for t in (x, w))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ft.FallbackWarning)
+        yd = TF.conv2d(xd, wd, padding=1)
+        yd.sum().backward()
+        y = TF.conv2d(x, w, padding=1)
+        y.sum().backward()
+        close(yd, y, rtol=1e-5, atol=1e-5)
+        close(xd.grad, x.grad, rtol=1e-5, atol=1e-5)
+        close(wd.grad, w.grad, rtol=1e-5, atol=1e-5)
+        v = torch.tensor([1.7, -2.2, 0.0]).to(DEV)
+        close(v.long(), torch.tensor([1, -2, 0]))
+        close(v.bool(), torch.tensor([True, True, False]))
+        close(v.long().float(), torch.tensor([1., -2., 0.]))
+    stats = ft.fallback_stats()
+    assert "aten::convolution_overrideable" not in stats          # 2-D forward: fuelvk.conv2d
+    assert stats["aten::convolution_backward_overrideable"] == 1  # its backward: the CPU
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ft.FallbackWarning)
+        x1, w1 = torch.randn(1, 2, 7), torch.randn(3, 2, 3)
+        close(TF.conv1d(x1.to(DEV), w1.to(DEV), stride=2), TF.conv1d(x1, w1, stride=2), rtol=1e-5, atol=1e-5)
+        g = torch.randn(2, 4, 6, 6)
+        wg = torch.randn(4, 2, 3, 3)
+        close(TF.conv2d(g.to(DEV), wg.to(DEV), torch.ones(4).to(DEV), 2, 1, 1, 2),
+              TF.conv2d(g, wg, torch.ones(4), 2, 1, 1, 2), rtol=1e-4, atol=1e-4)
+    assert "aten::convolution_overrideable" not in ft.fallback_stats()   # (torch runs conv1d as a 2-D one)
+    assert stats["aten::_copy_from"] == 4   # long, bool, long and back to float
+
+
+def test_fallback_off_is_a_typed_error(monkeypatch):
+    monkeypatch.setenv("FUELVK_TORCH_FALLBACK", "0")
+    x = torch.randn(3).to(DEV)
+    with pytest.raises(ft.FallbackError, match=r"aten::erf.*FUELVK_TORCH_FALLBACK=0"):
+        torch.erf(x)
+    with pytest.raises(fuelvk.UnsupportedError):
+        torch.arange(3).to(DEV) * 2
+    close(x * 2, x.cpu() * 2)                    # implemented ops still run
+
+
+# -- aten kernels vs CPU torch ------------------------------------------------------------------------
+def _inputs(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {"a": torch.randn(3, 4, generator=g), "b": torch.randn(3, 4, generator=g),
+            "r": torch.randn(4, generator=g), "p": torch.rand(3, 4, generator=g) + 0.5,
+            "m": torch.randn(4, 5, generator=g), "bm": torch.randn(2, 3, 4, generator=g),
+            "bn": torch.randn(2, 4, 5, generator=g), "w": torch.randn(5, 4, generator=g),
+            "bias": torch.randn(5, generator=g), "x3": torch.randn(2, 3, 4, generator=g),
+            "mask": torch.rand(3, 4, generator=g) > 0.5, "ids": torch.tensor([[1, 0, 4], [4, 2, 2]]),
+            "emb": torch.randn(6, 4, generator=g)}
+
+
+OPS = {
+    "add": lambda t: t["a"] + t["b"], "add_alpha": lambda t: torch.add(t["a"], t["r"], alpha=2.5),
+    "add_scalar": lambda t: t["a"] + 1.5, "radd": lambda t: 2 + t["a"], "sub": lambda t: t["a"] - t["r"],
+    "rsub": lambda t: 1 - t["a"], "mul": lambda t: t["a"] * t["b"], "mul_scalar": lambda t: t["a"] * 3,
+    "div": lambda t: t["a"] / t["p"], "div_scalar": lambda t: t["a"] / 4, "neg": lambda t: -t["a"],
+    "exp": lambda t: t["a"].exp(), "log": lambda t: t["p"].log(), "sqrt": lambda t: t["p"].sqrt(),
+    "rsqrt": lambda t: t["p"].rsqrt(), "tanh": lambda t: t["a"].tanh(), "sigmoid": lambda t: t["a"].sigmoid(),
+    "silu": lambda t: TF.silu(t["a"]), "relu": lambda t: TF.relu(t["a"]),
+    "gelu_tanh": lambda t: TF.gelu(t["a"], approximate="tanh"), "pow2": lambda t: t["a"] ** 2,
+    "pow3": lambda t: t["a"].pow(3), "pow_half": lambda t: t["p"] ** 0.5, "abs": lambda t: t["a"].abs(),
+    "maximum": lambda t: torch.maximum(t["a"], t["b"]),
+    "mm": lambda t: t["a"] @ t["m"], "addmm": lambda t: torch.addmm(t["bias"], t["a"], t["m"], beta=0.5, alpha=2),
+    "bmm": lambda t: torch.bmm(t["bm"], t["bn"]), "matmul3d": lambda t: t["x3"] @ t["m"],
+    "linear": lambda t: TF.linear(t["x3"], t["w"], t["bias"]), "linear_nobias": lambda t: TF.linear(t["a"], t["w"]),
+    "sum": lambda t: t["a"].sum(), "sum_dim": lambda t: t["x3"].sum(1), "sum_keep": lambda t: t["x3"].sum((0, 2), True),
+    "mean": lambda t: t["x3"].mean(-1), "mean_all": lambda t: t["a"].mean(), "amax": lambda t: t["x3"].amax(0),
+    "amin": lambda t: t["x3"].amin(-1, keepdim=True), "max": lambda t: t["a"].max(),
+    "batch_norm_eval": lambda t: TF.batch_norm(t["x3"], t["r"][:3] * 0.1, t["p"][0, :3], t["b"][0, :3], t["r"][1:]),
+    "batch_norm_noaffine": lambda t: TF.batch_norm(t["bm"], t["r"][:3], t["p"][0, :3]),
+    "var": lambda t: t["x3"].var(1), "std_all": lambda t: t["a"].std(), "var0": lambda t: t["x3"].var((0, 2), correction=0),
+    "var_mean": lambda t: torch.var_mean(t["x3"], -1, keepdim=True)[0],
+    "std_mean_m": lambda t: torch.std_mean(t["x3"], -1)[1],
+    "softmax": lambda t: torch.softmax(t["x3"], -1), "softmax0": lambda t: torch.softmax(t["x3"], 0),
+    "log_softmax": lambda t: torch.log_softmax(t["a"], 1),
+    "layer_norm": lambda t: TF.layer_norm(t["x3"], (4,), t["r"], t["r"] * 0.5),
+    "layer_norm2d": lambda t: TF.layer_norm(t["x3"], (3, 4)),
+    "rms_norm": lambda t: TF.rms_norm(t["x3"], (4,), t["r"], 1e-6),
+    "embedding": lambda t: TF.embedding(t["ids"], t["emb"]), "cat": lambda t: torch.cat([t["a"], t["b"]], 1),
+    "tril": lambda t: t["x3"].tril(), "triu1": lambda t: torch.triu(t["a"], 1),
+    "tril_bool": lambda t: torch.ones(2, 5, 5, dtype=torch.bool, device=t["a"].device).tril(-1),
+    "safe_softmax": lambda t: torch.ops.aten._safe_softmax(t["a"].masked_fill(t["mask"][:, :1], -float("inf")), -1),
+    "argmax": lambda t: t["x3"].argmax(-1), "argmax_all": lambda t: t["a"].argmax(),
+    "argmin_keep": lambda t: t["x3"].argmin(1, keepdim=True), "max_dim": lambda t: t["x3"].max(1)[0],
+    "max_dim_idx": lambda t: t["x3"].max(1)[1], "min_dim_keep": lambda t: t["x3"].min(-1, keepdim=True)[0],
+    "index": lambda t: t["emb"].t()[:, t["ids"]], "index0": lambda t: t["emb"][t["ids"]],
+    "index_neg": lambda t: t["a"][:, torch.tensor([-1, 0]).to(t["a"].device)],
+    "gather": lambda t: t["x3"].gather(2, torch.tensor([[[3, 0], [1, 1]]]).to(t["a"].device)),
+    "scatter_add": lambda t: torch.zeros(3, 5, device=t["a"].device).scatter_add(1, t["ids"][:1].expand(3, 3), t["a"][:, :3]),
+    "flip": lambda t: t["x3"].flip(0, 2), "roll": lambda t: t["x3"].roll(1, 2), "roll_flat": lambda t: t["a"].roll(5),
+    "clamp": lambda t: t["a"].clamp(-0.5, 0.25), "clamp_min": lambda t: t["a"].clamp(min=0.1),
+    "cumsum": lambda t: t["x3"].cumsum(1),
+    "cat0": lambda t: torch.cat([t["a"], t["b"], t["a"]]),
+    "masked_fill": lambda t: t["a"].masked_fill(t["mask"], -1e9),
+    "where_scalar": lambda t: torch.where(t["mask"], t["a"], 0.0),
+    "where_scalar_l": lambda t: torch.where(t["mask"], 2.0, t["a"]),
+    "where": lambda t: torch.where(t["mask"], t["a"], t["r"]),
+    "eq": lambda t: t["a"] == t["b"], "lt": lambda t: t["a"] < t["b"], "ge_scalar": lambda t: t["a"] >= 0.1,
+    "ne_scalar": lambda t: t["ids"] != 4, "and": lambda t: t["mask"] & (t["a"] > 0),
+    "or": lambda t: torch.logical_or(t["mask"], t["b"][0] > 0),
+    "clone": lambda t: t["a"].t().clone(), "contiguous": lambda t: t["a"].t().contiguous(),
+    "to_bf16": lambda t: t["a"].to(torch.bfloat16), "to_f64": lambda t: t["a"].double(),
+    "lerp": lambda t: torch.lerp(t["a"], t["b"], 0.3), "lerp_hi": lambda t: torch.lerp(t["a"], t["b"], 0.75),
+    "addcmul": lambda t: torch.addcmul(t["a"], t["b"], t["p"], value=0.5),
+    "addcdiv": lambda t: torch.addcdiv(t["a"], t["b"], t["p"], value=-2),
+    "mse": lambda t: TF.mse_loss(t["a"], t["b"]), "mse_sum": lambda t: TF.mse_loss(t["a"], t["b"], reduction="sum"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_op_matches_cpu(name, no_fallback):
+    t = _inputs()
+    want = OPS[name](t)
+    got = OPS[name]({k: v.to(DEV) for k, v in t.items()})
+    close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_where_is_exact(no_fallback):
+    special = torch.tensor([-0.0, 0.0, float("inf"), -float("inf"), float("nan"), 1e-40, -3.5, 2.0])
+    c = torch.tensor([True, False] * 4)
+    for a, b in ((special, special.flip(0)), (special.flip(0), special)):
+        want = torch.where(c, a, b)
+        got = torch.where(c.to(DEV), a.to(DEV), b.to(DEV)).cpu()
+        assert torch.equal(got.view(torch.int32), want.view(torch.int32))
+
+
+def test_in_place_ops(no_fallback):
+    t = _inputs()
+    for f in (lambda x, y: x.add_(y, alpha=-0.5), lambda x, y: x.mul_(2), lambda x, y: x.sub_(y),
+              lambda x, y: x.div_(4), lambda x, y: x.relu_(), lambda x, y: x.masked_fill_(y > 0, 0.25)):
+        a, b = t["a"].clone(), t["b"]
+        ad = a.to(DEV)
+        alias = ad[1:]                           # a view sees the in-place result
+        r = f(ad, b.to(DEV))
+        assert r is ad
+        f(a, b)
+        close(ad, a)
+        close(alias, a[1:])
+
+
+GRADS = {
+    "silu": lambda x: TF.silu(x), "sigmoid": lambda x: x.sigmoid(), "tanh": lambda x: x.tanh(),
+    "relu": lambda x: TF.relu(x), "gelu_tanh": lambda x: TF.gelu(x, approximate="tanh"),
+    "softmax": lambda x: torch.softmax(x, -1) * torch.arange(4.).to(x.device),
+    "log_softmax": lambda x: torch.log_softmax(x, 0) * torch.arange(4.).to(x.device),
+    "layer_norm": lambda x: TF.layer_norm(x, (4,), torch.linspace(0.5, 2, 4).to(x.device),
+                                          torch.ones(4).to(x.device)) * torch.arange(4.).to(x.device),
+    "rms_norm": lambda x: TF.rms_norm(x, (4,)) * torch.arange(4.).to(x.device),
+    "mean_exp": lambda x: x.exp().mean(0), "std": lambda x: x.std(1) * torch.arange(3.).to(x.device),
+    "gather": lambda x: x.gather(1, torch.tensor([[3, 3], [0, 1], [2, 0]]).to(x.device)) * 2,
+    "clamp_cumsum": lambda x: x.clamp(-0.5, 0.5).cumsum(1).flip(0), "pow": lambda x: x ** 2 / 3,
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRADS))
+def test_backward_matches_cpu(name, no_fallback):
+    cpu = torch.randn(3, 4, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    dev = cpu.detach().to(DEV).requires_grad_()
+    GRADS[name](cpu).sum().backward()
+    GRADS[name](dev).sum().backward()
+    close(dev.grad, cpu.grad, rtol=1e-4, atol=1e-5)
+
+
+SDPA = {"plain": {}, "causal": {"is_causal": True}, "scale": {"scale": 0.3},
+        "bool_mask": {"attn_mask": (torch.arange(35).reshape(5, 7) % 3 != 0) & (torch.arange(5)[:, None] > 0)},
+        "additive_mask": {"attn_mask": torch.linspace(-2, 2, 35).reshape(5, 7)}}
+
+
+@pytest.mark.parametrize("kind", sorted(SDPA))
+def test_sdpa_math_path_forward_backward(kind, no_fallback):
+    """torch's math attention (what a device without a fused kernel gets) runs on fuelvk kernels; a
+    fully masked row gives 0, as on the CPU."""
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(2, 2, n, 4, generator=g, requires_grad=True) for n in (5, 7, 7))
+    dev = [t.detach().to(DEV).requires_grad_() for t in (q, k, v)]
+    kw = SDPA[kind]
+    kwd = {a: (b.to(DEV) if isinstance(b, torch.Tensor) else b) for a, b in kw.items()}
+    o, od = TF.scaled_dot_product_attention(q, k, v, **kw), TF.scaled_dot_product_attention(*dev, **kwd)
+    (o * o).sum().backward()
+    (od * od).sum().backward()
+    close(od, o, rtol=1e-5, atol=1e-5)
+    for a, b in zip(dev, (q, k, v)):
+        close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_dropout_draws_the_cpu_mask(no_fallback):
+    x = torch.randn(4, 6, requires_grad=True)
+    xd = x.detach().to(DEV).requires_grad_()
+    outs = []
+    for t in (x, xd):
+        torch.manual_seed(5)
+        o = TF.dropout(t, 0.3, True)
+        (o * torch.arange(6.).to(t.device)).sum().backward()
+        outs.append(o)
+    close(outs[1], outs[0], rtol=0, atol=0)
+    close(xd.grad, x.grad, rtol=0, atol=0)
+    close(TF.dropout(xd, 0.3, False), x.detach(), rtol=0, atol=0)
+
+
+CROSS_ENTROPY = {"mean": {}, "sum": {"reduction": "sum"}, "none": {"reduction": "none"},
+                 "weight": {"weight": torch.linspace(0.1, 1, 7)}, "ignore_index": {"ignore_index": 3}}
+
+
+@pytest.mark.parametrize("kind", sorted(CROSS_ENTROPY))
+def test_cross_entropy_forward_backward(kind, no_fallback):
+    x = torch.randn(5, 7, generator=torch.Generator().manual_seed(4), requires_grad=True)
+    xd = x.detach().to(DEV).requires_grad_()
+    target = torch.tensor([1, -100, 6, 0, 3])     # -100: torch's default ignore_index
+    kw = CROSS_ENTROPY[kind]
+    if "ignore_index" in kw:
+        target = target.clamp(min=0)
+    kwd = {a: (b.to(DEV) if isinstance(b, torch.Tensor) else b) for a, b in kw.items()}
+    loss, loss_d = TF.cross_entropy(x, target, **kw), TF.cross_entropy(xd, target.to(DEV), **kwd)
+    (loss * torch.arange(1., 1 + loss.numel()).reshape(loss.shape)).sum().backward()
+    (loss_d * torch.arange(1., 1 + loss.numel()).reshape(loss.shape).to(DEV)).sum().backward()
+    close(loss_d, loss, rtol=1e-5, atol=1e-6)
+    close(xd.grad, x.grad, rtol=1e-5, atol=1e-6)
+    close(~(x > 0).to(DEV), ~(x > 0))
+
+
+def test_embedding_backward(no_fallback):
+    w = torch.randn(6, 4, requires_grad=True)
+    wd = w.detach().to(DEV).requires_grad_()
+    ids = torch.tensor([[1, 0, 4], [4, 2, 2]])
+    for weight, i in ((w, ids), (wd, ids.to(DEV))):
+        (TF.embedding(i, weight, padding_idx=2) * torch.arange(4.).to(weight.device)).sum().backward()
+    close(wd.grad, w.grad)
+
+
+# -- a model on the device ----------------------------------------------------------------------------
+OPTIMIZERS = {
+    "sgd_momentum": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, foreach=False),
+    "sgd_default": lambda ps: torch.optim.SGD(ps, lr=0.1),
+    "adamw": lambda ps: torch.optim.AdamW(ps, lr=0.01, weight_decay=0.1, foreach=False),
+}
+
+
+@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
+def test_mlp_trains_like_cpu(optimizer, no_fallback):
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.SiLU(), torch.nn.Linear(16, 4))
+    dev = copy.deepcopy(cpu).to(DEV)
+    assert all(p.device.type == DEV for p in dev.parameters())
+    x, y = torch.randn(6, 8), torch.randn(6, 4)
+    xd, yd = x.to(DEV), y.to(DEV)
+    close(dev(xd), cpu(x), rtol=1e-5, atol=1e-6)
+    opt_c, opt_d = OPTIMIZERS[optimizer](cpu.parameters()), OPTIMIZERS[optimizer](dev.parameters())
+    for step in range(4):
+        losses = []
+        for model, opt, xx, yy in ((cpu, opt_c, x, y), (dev, opt_d, xd, yd)):
+            opt.zero_grad()
+            loss = TF.mse_loss(model(xx), yy) + model(xx).sum() * 1e-2
+            loss.backward()
+            if step == 0:
+                grads = [p.grad for p in model.parameters()]
+                if model is dev:
+                    for g, gc_ in zip(grads, grads_cpu):
+                        close(g, gc_, rtol=1e-4, atol=1e-6)
+                else:
+                    grads_cpu = grads
+            opt.step()
+            losses.append(loss.item())
+        assert abs(losses[0] - losses[1]) <= 1e-4 * abs(losses[0])
+    for p, q in zip(dev.parameters(), cpu.parameters()):
+        close(p.detach(), q.detach(), rtol=1e-4, atol=1e-5)
+
+
+class TinyBlock(torch.nn.Module):
+    """Embedding, LayerNorm, causal attention (torch's math path), dropout, GELU(tanh) MLP, LM head."""
+
+    def __init__(self, d=16, heads=2, vocab=11):
+        super().__init__()
+        nn = torch.nn
+        self.emb, self.pos = nn.Embedding(vocab, d), nn.Parameter(torch.randn(8, d) * 0.1)
+        self.ln1, self.qkv, self.o = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.ln2, self.fc, self.pr = nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.head, self.heads, self.drop = nn.Linear(d, vocab, bias=False), heads, nn.Dropout(0.1)
+
+    def forward(self, ids):
+        b, t = ids.shape
+        x = self.emb(ids) + self.pos[:t]
+        q, k, v = (z.view(b, t, self.heads, -1).transpose(1, 2) for z in self.qkv(self.ln1(x)).split(x.shape[-1], -1))
+        a = TF.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, -1)
+        x = x + self.drop(self.o(a))
+        return self.head(x + self.pr(TF.gelu(self.fc(self.ln2(x)), approximate="tanh")))
+
+
+def test_tiny_transformer_trains_like_cpu(no_fallback):
+    """Forward, backward and AdamW steps of a GPT-style block (dropout on) track the CPU run."""
+    torch.manual_seed(0)
+    cpu = TinyBlock()
+    dev = copy.deepcopy(cpu).to(DEV)
+    ids, tgt = torch.randint(0, 11, (2, 8)), torch.randint(0, 11, (2, 8))
+    opts = [torch.optim.AdamW(m.parameters(), lr=1e-2, foreach=False) for m in (cpu, dev)]
+    for step in range(3):
+        losses = []
+        for model, opt, i, t in ((cpu, opts[0], ids, tgt), (dev, opts[1], ids.to(DEV), tgt.to(DEV))):
+            torch.manual_seed(step)   # the same dropout masks (drawn on the CPU generator)
+            opt.zero_grad()
+            loss = TF.cross_entropy(model(i).flatten(0, 1), t.flatten())
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        assert abs(losses[0] - losses[1]) <= 1e-5 * losses[0], losses
+    for (name, p), q in zip(dev.named_parameters(), cpu.parameters()):
+        if name != "qkv.bias":   # the key bias has a zero gradient (softmax ignores it): Adam scales its
+            close(p.detach(), q.detach(), rtol=1e-4, atol=1e-5)   # rounding noise up to lr-sized steps
+
+
+def test_threads(no_fallback):
+    errors = []
+
+    def work(seed):
+        try:
+            g = torch.Generator().manual_seed(seed)
+            a, b = torch.randn(8, 8, generator=g), torch.randn(8, 8, generator=g)
+            for _ in range(5):
+                got = (a.to(DEV) @ b.to(DEV)).relu().sum(0).cpu()
+                torch.testing.assert_close(got, (a @ b).relu().sum(0), rtol=1e-5, atol=1e-5)
+        except Exception as e:   # noqa: BLE001 - reported below
+            errors.append(e)
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+
+
+# -- torch.ops.fuelvk on device tensors, torch.compile -----------------------------------------------------
+def test_custom_ops_take_device_tensors_without_transfers(monkeypatch, no_fallback):
+    x, w = torch.randn(4, 8), torch.randn(8, 3)
+    xd, wd = x.to(DEV), w.to(DEV)
+    ctx = fuelvk.runtime.get()
+    moved = []
+    monkeypatch.setattr(ctx, "upload", lambda *a, **k: moved.append("upload"))
+    monkeypatch.setattr(ctx, "download", lambda *a, **k: moved.append("download"))
+    y = torch.ops.fuelvk.softmax(torch.ops.fuelvk.matmul(xd, wd), -1)
+    r = xd.clone().requires_grad_()
+    torch.ops.fuelvk.sum(torch.ops.fuelvk.silu(r), None, False).backward()
+    assert moved == [] and y.device.type == DEV and r.grad.device.type == DEV
+    monkeypatch.undo()
+    close(y, torch.ops.fuelvk.softmax(torch.ops.fuelvk.matmul(x, w), -1), rtol=0, atol=0)
+    close(r.grad, torch.func.grad(lambda t: TF.silu(t).sum())(x), rtol=1e-5, atol=1e-6)
+
+
+def test_compile_aot_eager_on_device(no_fallback):
+    def f(x, w):
+        return torch.softmax(x @ w, -1) * 2 + torch.ops.fuelvk.exp(x).sum()
+    x, w = torch.randn(4, 8), torch.randn(8, 3)
+    g = torch.compile(f, backend="aot_eager", fullgraph=True)
+    close(g(x.to(DEV), w.to(DEV)), f(x, w), rtol=1e-5, atol=1e-5)
