@@ -188,7 +188,7 @@ def gather_along(x, ids, kind, ax, tag):
         xshape = out_shape[:ax] + (n,) + out_shape[ax + 1:]
         blockwise("take_along_axis", lambda xb, ib: take_along_axis(xb, ib, xb.ndim - len(out_shape) + ax),
                   [x.broadcast_to(xshape), ids.broadcast_to(out_shape)], out, axes=ax)
-        return result(out, numpy_out)
+        return out
     if out.size:
         if n == 0:
             raise FuelVKIndexError(f"take_along_axis: cannot take from an empty axis (x shape {x.shape}; {fam})")
