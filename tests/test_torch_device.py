@@ -257,7 +257,7 @@ def test_fallback_conv_and_integer_casts(monkeypatch):
         close(TF.conv2d(g.to(DEV), wg.to(DEV), torch.ones(4).to(DEV), 2, 1, 1, 2),
               TF.conv2d(g, wg, torch.ones(4), 2, 1, 1, 2), rtol=1e-4, atol=1e-4)
     assert "aten::convolution_overrideable" not in ft.fallback_stats()   # (torch runs conv1d as a 2-D one)
-    assert stats["aten::_copy_from"] == 4   # long, bool, long and back to float
+    assert "aten::_copy_from" not in stats   # integer / bool casts run on the device (icast kernels)
 
 
 def test_fallback_off_is_a_typed_error(monkeypatch):

@@ -268,8 +268,14 @@ def test_every_op_has_a_case():
     assert set(ft.OPS) - MUTATING == {c.op for c in CASES}
     import fuelvk
     skipped = set(fuelvk.OPS) - set(ft.OPS)
-    # numpy-only conveniences: setitem is slice_write_ (a key is no tensor); ascontiguousarray is copy
-    assert skipped == {"setitem", "ascontiguousarray"}, skipped
+    # numpy-only conveniences: setitem is slice_write_ (a key is no tensor); ascontiguousarray is copy.
+    # The array API's newer functions have no torch custom op yet (each needs a gradient entry in
+    # torch/_grad.py; issue 15's one declaration per op is to generate them): listed, so a new op
+    # without one still fails here.
+    array_api_only = {"acos", "acosh", "argsort", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "copysign",
+                      "cosh", "expm1", "floor", "hypot", "log10", "log1p", "log2", "logaddexp", "nextafter",
+                      "prod", "round", "sinh", "sort", "tan", "trunc", "where"}
+    assert skipped == {"setitem", "ascontiguousarray"} | array_api_only, skipped
 
 
 def _args(case, dt, requires_grad=False):
