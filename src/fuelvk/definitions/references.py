@@ -88,9 +88,24 @@ def _grads(f, args, grad):
     return [next(it) if a is not None else None for a in leaves]
 '''
 
+# The array API's elementwise functions: torch's own, which follow numpy (round: half to even).
+_UNARY.update({op: f"torch.{op}(x)" for op in (
+    "acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil", "cosh", "expm1", "floor", "log10", "log1p",
+    "log2", "round", "sinh", "tan", "trunc")})
+_UNARY.update({op: f"torch.{op}(a, b)" for op in ("copysign", "hypot", "logaddexp", "atan2", "nextafter")})
+_UNARY.update({
+    "where": "torch.where(condition.to(torch.bool), x1, x2)",
+    "sort": "torch.sort(x, dim=axis, descending=descending, stable=True).values",
+    "argsort": "torch.sort(x, dim=axis, descending=descending, stable=True).indices",  # ties: first index
+})
+
 REFERENCES = {op: ("", f"output = {expr}") for op, expr in _UNARY.items()}
 REFERENCES.update({op: ("", f"{_DIMS}\noutput = {fn}(x, dim=dims, keepdim=keepdims)")
                    for op, fn in _REDUCE.items()})
+REFERENCES["prod"] = ("", f"""{_DIMS}
+output = x
+for d in sorted((d % max(x.dim(), 1) for d in dims), reverse=True):   # torch.prod takes one dim
+    output = torch.prod(output, d, keepdim=keepdims)""")
 REFERENCES.update({
     "matmul": ("", """if n_rep > 1:   # GQA broadcast: b's last batch axis (heads) repeats n_rep times
     b = b.repeat_interleave(n_rep, dim=-3)

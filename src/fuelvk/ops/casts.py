@@ -56,7 +56,7 @@ def cast_variant(src, dst):
     return kernel("cast", f"{s}_to_{d}")
 
 
-def astype(x, dtype, /, *, copy=True, device=None):
+def astype(x, dtype, *, copy=True, device=None):
     """x cast to dtype: a new contiguous array, or x itself when copy=False and the dtype already
     matches (the array API's rule; numpy's astype(copy=...))."""
     (xa,), numpy_out = device_args("astype", x)
