@@ -41,16 +41,21 @@ def std(x, /, *, axis=None, correction=0.0, keepdims=False):
     return sqrt(var(x, axis=axis, correction=correction, keepdims=keepdims))
 
 
+def _scan_axis(op, x, axis):
+    """The axis of a cumulative op: required for rank > 1, and the array must have one."""
+    if x.ndim == 0:
+        raise ShapeError(f"{op}: needs an array of rank >= 1")
+    if axis is None:
+        if x.ndim > 1:
+            raise ShapeError(f"{op}: axis is required for an array of rank {x.ndim}")
+        axis = 0
+    return L.normalize_axis(op, axis, x.ndim)
+
+
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
     """Running sums along axis (required for ndim > 1); include_initial prepends the 0."""
     x = _arr("cumulative_sum", x)
-    if axis is None:
-        if x.ndim > 1:
-            raise ShapeError(f"cumulative_sum: axis is required for an array of rank {x.ndim}")
-        axis = 0
-    if x.ndim == 0:
-        raise ShapeError("cumulative_sum: needs an array of rank >= 1")
-    ax = L.normalize_axis("cumulative_sum", axis, x.ndim)
+    ax = _scan_axis("cumulative_sum", x, axis)
     if x.dtype.kind in "biu":
         # Integers: numpy's default-int result, summed exactly through float64 while every running
         # sum stays below 2^53 (guaranteed by the length for <= 32-bit inputs).
@@ -75,13 +80,7 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
     """Running products along axis (required for ndim > 1); include_initial prepends the 1. Float
     dtypes (the cumsum kernel's product mode); integer products are not exact through floats."""
     x = _arr("cumulative_prod", x)
-    if axis is None:
-        if x.ndim > 1:
-            raise ShapeError(f"cumulative_prod: axis is required for an array of rank {x.ndim}")
-        axis = 0
-    if x.ndim == 0:
-        raise ShapeError("cumulative_prod: needs an array of rank >= 1")
-    ax = L.normalize_axis("cumulative_prod", axis, x.ndim)
+    ax = _scan_axis("cumulative_prod", x, axis)
     if dtype is not None and dtype != x.dtype:
         x = x.astype(dtype)
     out = cumulative_prod_along(x, ax)

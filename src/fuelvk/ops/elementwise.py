@@ -125,18 +125,24 @@ def int_binary(op, a, b):
     if tag is None:
         raise DTypeError(f"{op}: dtype {dt} is not an integer dtype fuelvk computes in; accepted: "
                          f"{', '.join(map(str, _INT_TAGS))}")
-    v = kernel("int_binary", tag)
-    spec = ((0, INT_BINARY_OPS.index(op)),)
+    out = _launch_binary(op, kernel("int_binary", tag), ((0, INT_BINARY_OPS.index(op)),), a, b, a_s, b_s, dt,
+                         _int_scalar)
+    return result(out, numpy_out)
+
+
+def _launch_binary(op, v, spec, a, b, a_s, b_s, dt, words):
+    """out = a OP b through binary-kernel variant v; a scalar operand (a_s / b_s) is passed as push-constant
+    words (words(op, value, dt)) with the array bound twice and flag 32 / 16 telling the kernel which."""
     if a_s:
         out = new_like(b.shape, dt)
-        launch_strided(v, out, [b, b], spec, s0=_int_scalar(op, a, dt), flags_extra=32)
+        launch_strided(v, out, [b, b], spec, s0=words(op, a, dt), flags_extra=32)
     elif b_s:
         out = new_like(a.shape, dt)
-        launch_strided(v, out, [a, a], spec, s1=_int_scalar(op, b, dt), flags_extra=16)
+        launch_strided(v, out, [a, a], spec, s1=words(op, b, dt), flags_extra=16)
     else:
         out = new_like(L.broadcast_shapes(op, a.shape, b.shape), dt)
         launch_strided(v, out, [a, b], spec)
-    return result(out, numpy_out)
+    return out
 
 
 def int_unary(op, x):
@@ -181,17 +187,7 @@ def _binary(op, op_id, a, b):
         dt = _dt.float64
     tag = _dt.float_tag(op, dt, _accepted(op))
     v = variant("binary", tag, runtime.get().device.features)
-    spec = ((0, op_id),)
-    if a_s:
-        out = new_like(b.shape, dt)
-        launch_strided(v, out, [b, b], spec, s0=scalar_words(op, a, dt), flags_extra=32)
-    elif b_s:
-        out = new_like(a.shape, dt)
-        launch_strided(v, out, [a, a], spec, s1=scalar_words(op, b, dt), flags_extra=16)
-    else:
-        out = new_like(L.broadcast_shapes(op, a.shape, b.shape), dt)
-        launch_strided(v, out, [a, b], spec)
-    return result(out, numpy_out)
+    return result(_launch_binary(op, v, ((0, op_id),), a, b, a_s, b_s, dt, scalar_words), numpy_out)
 
 
 def _make_binary(name, op_id):
