@@ -1,6 +1,5 @@
 """Test set-up: every test runs with the Khronos validation layer, and fails on any message it caused."""
 import os
-import ctypes.util
 
 import pytest
 

@@ -1,5 +1,4 @@
 """unary / binary / affine in f32, f16, bf16, f64 against numpy (ml_dtypes for bf16)."""
-import math
 
 import numpy as np
 import pytest
@@ -7,7 +6,7 @@ import torch
 
 import fuelvk as fv
 from fuelvk.kernels.elementwise import UNARY_OPS, BINARY_OPS
-from oracles import FLOATS, TRANS_TOL, TOL, assert_bits, assert_close
+from oracles import FLOATS, TRANS_TOL, assert_bits, assert_close
 
 RNG = np.random.default_rng(1234)
 

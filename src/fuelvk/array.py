@@ -12,7 +12,7 @@ import numpy as np
 from . import dtypes as _dt
 from . import layout as L
 from . import runtime
-from .errors import DeviceError, DTypeError, FuelVKIndexError, ShapeError, UnsupportedError, ValueCastError
+from .errors import DeviceError, DTypeError, FuelVKIndexError, ShapeError, ValueCastError
 
 
 class Array:

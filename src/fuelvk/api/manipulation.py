@@ -5,7 +5,6 @@ permute_dims, moveaxis, broadcast_to, matrix_transpose, unstack); everything tha
 memory runs the movement kernels on the device: concat/stack through write_slice, tile and repeat
 as a broadcast view copied by the strided-copy kernel (or `take` for per-element repeats).
 """
-import operator
 
 import numpy as np
 

@@ -9,7 +9,7 @@ import math
 
 from .. import dtypes as _dt
 from .. import layout as L
-from ..array import Array, asarray
+from ..array import Array
 from ..errors import DTypeError, ShapeError
 from ..ops.elementwise import divide, multiply, sqrt, subtract
 from ..ops.movement import concatenate
@@ -25,15 +25,22 @@ def _arr(op, x):
     raise DTypeError(f"{op}: expected a fuelvk.Array, got {type(x).__name__}")
 
 
-def var(x, /, *, axis=None, correction=0.0, keepdims=False):
-    """Variance over axis (None: all), dividing by N - correction (numpy's ddof)."""
+def var_mean(x, axis=None, correction=0.0, keepdims=False):
+    """(variance, mean) over axis (None: all), two passes: sum((x - mean)^2) / (N - correction); N <=
+    correction gives inf (nan where the sum is 0), as numpy and torch. The mean keeps the reduced axes
+    only with keepdims. Shared by var/std and the torch device's var/std(_mean)."""
     x = _arr("var", x)
     axes = normalize_axes("var", axis, x.ndim)
     n = math.prod(x.shape[a] for a in axes)
     m = mean(x, axis=axes, keepdims=True)
     d = subtract(x, m)
     s = _sum(multiply(d, d), axis=axes, keepdims=keepdims)
-    return divide(s, max(n - correction, 0))
+    return divide(s, max(n - correction, 0)), (m if keepdims else m.reshape(s.shape))
+
+
+def var(x, /, *, axis=None, correction=0.0, keepdims=False):
+    """Variance over axis (None: all), dividing by N - correction (numpy's ddof)."""
+    return var_mean(x, axis, correction, keepdims)[0]
 
 
 def std(x, /, *, axis=None, correction=0.0, keepdims=False):

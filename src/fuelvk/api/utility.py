@@ -17,7 +17,7 @@ import math
 
 from .. import dtypes as _dt
 from .. import layout as L
-from ..array import Array, asarray
+from ..array import Array
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..ops.comparison import equal, greater, less, not_equal
 from ..ops.elementwise import abs as _abs

@@ -11,7 +11,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import layout as L
 from .. import runtime
-from ..array import Array, asarray, empty
+from ..array import Array, asarray
 from ..errors import FuelVKError, FuelVKMemoryError
 from ..kernels.elementwise import EW_PARAMS, EPT, LINEAR_SPEC, MAX_RANK, WG
 

@@ -6,7 +6,6 @@ compare-exchange dispatches for rows padded to P = 2^k), and sort gathers the va
 take_along_axis kernel. Ties keep their input order (stable: the index breaks them); NaNs go last
 (numpy's order; descending puts them first), -0 and +0 are equal. 64-bit dtypes are not sorted yet.
 """
-import math
 
 from .. import dtypes as _dt
 from .. import layout as L

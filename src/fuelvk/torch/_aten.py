@@ -13,7 +13,6 @@ the fallback (_fallback.py), counted and warned about like any op without a kern
 Host work, said plainly: random factories draw on torch's CPU generator and upload (so a seeded
 device run draws exactly the CPU run's numbers); arange is computed on the host and uploaded.
 """
-import math
 
 import numpy as np
 import torch
@@ -506,15 +505,10 @@ def index(self, indices):
 
 
 def _var_mean(self, dim=None, correction=None, keepdim=False):
-    """(var, mean) with torch's correction (default 1): two passes, sum((x - mean)^2) / (n - correction)."""
+    """(var, mean) with torch's correction (default 1): fuelvk.api's two-pass var_mean."""
     _float(self)
-    x, axes = A(self), _axes(dim, self.dim())
-    n = math.prod(self.shape[a] for a in axes) if axes is not None else self.numel()
-    mean = fv.mean(x, axis=axes, keepdims=True)
-    ss = fv.sum(fv.square(fv.subtract(x, mean)), axis=axes, keepdims=keepdim)
-    c = 1 if correction is None else correction
-    var = fv.divide(ss, max(n - c, 0)) if n - c > 0 else fv.multiply(ss, math.inf)
-    return var, (mean if keepdim else mean.reshape(tuple(ss.shape)))
+    from ..api.statistical import var_mean
+    return var_mean(A(self), _axes(dim, self.dim()), 1 if correction is None else correction, keepdim)
 
 
 KERNELS["var.correction"] = lambda self, dim=None, correction=None, keepdim=False: W(
