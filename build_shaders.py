@@ -17,6 +17,7 @@ import argparse
 import glob
 import hashlib
 import json
+import keyword
 import os
 import re
 import shutil
@@ -59,16 +60,15 @@ def sources_of(path, seen=None):
     return seen
 
 
-def common_hash():
-    """Kept for the cache key's shape: per-variant hashes follow includes, so this is constant."""
-    return "includes-followed"
+# Bumped when the manifest's reflected fields change, so every entry is rebuilt with them.
+MANIFEST_FORMAT = 2
 
 
-def variant_hash(v, common):
+def variant_hash(v):
     """Source + its includes + defines + entry + registry metadata: any change rebuilds the variant."""
     files = sorted(sources_of((SHADERS / v.source).resolve()))
     digests = [(f.relative_to(SHADERS.resolve()).as_posix(), sha(f.read_bytes())) for f in files]
-    key = json.dumps([v.source, v.entry, list(v.defines), list(v.names), list(v.features), common, digests])
+    key = json.dumps([v.source, v.entry, list(v.defines), list(v.names), list(v.features), MANIFEST_FORMAT, digests])
     return sha(key.encode())
 
 
@@ -193,13 +193,21 @@ def validate(paths=None):
         return [p for p in pool.map(one, paths) if p]
 
 
-def check_params(v, refl):
-    """The registry's Params must be exactly what the compiler laid out (names, offsets, size)."""
+def check_signature(v, refl):
+    """Ops launch kernels by name (kernels/signature.py): every binding, Params member and spec constant
+    needs a name that is a Python identifier (not a keyword), unique across the three."""
+    seen = {}
+    names = [("binding", b["name"]) for b in refl["bindings"]]
+    names = list(dict.fromkeys(names))
     pc = refl["push_constants"]
-    want = v.params.layout
-    got = [(m["name"], m["offset"], m["size"]) for m in pc["members"]] if pc else []
-    if got != want:
-        return f"push constants of {v.id} do not match the registry Params:\n  shader:   {got}\n  registry: {want}"
+    names += [("Params member", m["name"]) for m in (pc["members"] if pc else [])]
+    names += [("spec constant", n) for n in refl["spec_names"]]
+    for what, n in names:
+        if not n.isidentifier() or keyword.iskeyword(n):
+            return f"{v.id}: {what} name {n!r} is not a Python identifier (ops launch kernels by name)"
+        if n in seen and not (what == "binding" == seen[n]):
+            return f"{v.id}: {what} {n!r} has the name of a {seen[n]}"
+        seen[n] = what
     return None
 
 
@@ -212,7 +220,7 @@ def manifest_entry(v, h, compiler, code):
             "bindings": refl["bindings"], "push_constant_size": pc["size"] if pc else 0,
             "push_constants": pc["members"] if pc else [], "workgroup_size": refl["local_size"],
             "workgroup_size_spec": refl["workgroup_size_spec"], "shared_bytes": refl["shared_bytes"],
-            "spec_ids": refl["spec_ids"], "features": list(v.features)}
+            "spec_ids": refl["spec_ids"], "spec_names": refl["spec_names"], "features": list(v.features)}
 
 
 def load_manifest():
@@ -224,7 +232,7 @@ def load_manifest():
 
 def check(verbose=True):
     """Problems that make spv/ stale or incomplete for the current sources (empty list = fresh)."""
-    manifest, common, problems = load_manifest(), common_hash(), []
+    manifest, problems = load_manifest(), []
     for vid, v in sorted(VARIANTS.items()):
         m = manifest.get(vid)
         f = SPV / v.spv
@@ -232,7 +240,7 @@ def check(verbose=True):
             problems.append(f"{vid}: not in spv/manifest.json")
         elif not f.exists():
             problems.append(f"{vid}: {f.name} missing")
-        elif m["source_hash"] != variant_hash(v, common):
+        elif m["source_hash"] != variant_hash(v):
             problems.append(f"{vid}: {v.source}, an include or its registry entry changed since {f.name} was built")
         elif sha(f.read_bytes()) != m["spv_sha256"]:
             problems.append(f"{vid}: {f.name} does not match the manifest")
@@ -251,14 +259,14 @@ def check(verbose=True):
 
 def build(force=False, only=None):
     SPV.mkdir(exist_ok=True)
-    manifest, common = load_manifest(), common_hash()
+    manifest = load_manifest()
     todo, keep = [], {}
     for vid, v in sorted(VARIANTS.items()):
         if only and not any(vid.startswith(o) for o in only):
             if vid in manifest:
                 keep[vid] = manifest[vid]
             continue
-        h = variant_hash(v, common)
+        h = variant_hash(v)
         m = manifest.get(vid)
         if not force and m and m["source_hash"] == h and (SPV / v.spv).exists():
             keep[vid] = m
@@ -283,7 +291,7 @@ def build(force=False, only=None):
             return v, None, diag, None
         out.write_bytes(code)
         entry = manifest_entry(v, h, compiler, code)
-        bad = check_params(v, reflect(code))
+        bad = check_signature(v, reflect(code))
         return v, entry, diag, bad
 
     slang_items = [t for t in todo if t[0].source.endswith(".slang")]

@@ -9,7 +9,7 @@ layout(local_size_x = WG) in;
 const uint WGU = WG, EPTU = EPT;
 
 layout(set = 0, binding = 0) buffer Out { float o[]; };
-layout(set = 0, binding = 1) readonly buffer In { float a[]; };
+layout(set = 0, binding = 1) readonly buffer A { float a[]; };
 
 layout(push_constant) uniform Params {
     uint n; uint rank; uint flags; uint off_o; uint off_a; float scale;

@@ -17,7 +17,7 @@ layout(local_size_x_id = 0) in;
 
 layout(constant_id = 3) const uint MODE = 0;    // last dim: 0 direct, 1 chunk partials, 2 final
 layout(set = 0, binding = 0) writeonly buffer Out { uint o[]; };
-layout(set = 0, binding = 1) readonly buffer In { T x[]; };
+layout(set = 0, binding = 1) readonly buffer X { T x[]; };
 layout(set = 0, binding = 2) buffer PartV { A part_v[]; };
 layout(set = 0, binding = 3) buffer PartI { uint part_i[]; };
 

@@ -62,9 +62,9 @@ const uint WGU = WG, EPTU = EPT;
 layout(constant_id = 1) const uint LINEAR = 0;  // 1: input contiguous or constant, offsets % 4 == 0
 
 layout(set = 0, binding = 0) writeonly buffer Out { DT o[]; };
-layout(set = 0, binding = 1) readonly buffer In { ST a[]; };
+layout(set = 0, binding = 1) readonly buffer A { ST a[]; };
 layout(set = 0, binding = 0) writeonly buffer Out4 { DT4 o4[]; };
-layout(set = 0, binding = 1) readonly buffer In4 { ST4 a4[]; };
+layout(set = 0, binding = 1) readonly buffer A4 { ST4 a4[]; };
 
 layout(push_constant) uniform Params {
     uint n; uint rank; uint flags; uint off_o;

@@ -17,7 +17,7 @@ layout(constant_id = 2) const uint PROD = 0;  // 1: running products (the array 
 layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
-layout(set = 0, binding = 1) readonly buffer In { T x[]; };
+layout(set = 0, binding = 1) readonly buffer X { T x[]; };
 
 layout(push_constant) uniform Params {
     uint n_slices; uint d; uint rank; uint off_in;

@@ -36,7 +36,7 @@ const uint WGU = WG, EPTU = EPT;
 #endif
 
 layout(set = 0, binding = 0) writeonly buffer Out { DT o[]; };
-layout(set = 0, binding = 1) readonly buffer In { ST a[]; };
+layout(set = 0, binding = 1) readonly buffer A { ST a[]; };
 
 layout(push_constant) uniform Params {
     uint n; uint rank; uint flags; uint off_o;

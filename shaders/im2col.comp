@@ -8,7 +8,7 @@
 
 layout(local_size_x = 256) in;
 layout(set = 0, binding = 0) writeonly buffer Out { W o[]; };
-layout(set = 0, binding = 1) readonly buffer In { W x[]; };
+layout(set = 0, binding = 1) readonly buffer X { W x[]; };
 
 layout(push_constant) uniform Params {
     uint batch; uint c_in; uint h; uint w; uint h_out; uint w_out; uint k_h; uint k_w;

@@ -9,7 +9,7 @@ layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint IDX = 0;
 
 layout(set = 0, binding = 0) writeonly buffer Out { W o[]; };
-layout(set = 0, binding = 1) readonly buffer In { W x[]; };
+layout(set = 0, binding = 1) readonly buffer X { W x[]; };
 layout(set = 0, binding = 2) readonly buffer Ids { uint ids[]; };
 #include "index_fetch.glsl"
 

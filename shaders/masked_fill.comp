@@ -14,7 +14,7 @@ layout(local_size_x = WG) in;
 const uint WGU = WG, EPTU = EPT;
 
 layout(set = 0, binding = 0) writeonly buffer Out { W o[]; };
-layout(set = 0, binding = 1) readonly buffer In { W a[]; };
+layout(set = 0, binding = 1) readonly buffer A { W a[]; };
 layout(set = 0, binding = 2) readonly buffer Mask { uint8_t m[]; };
 
 layout(push_constant) uniform Params {

@@ -22,7 +22,7 @@ layout(local_size_x_id = 0) in;
 #include "rows.glsl"
 
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
-layout(set = 0, binding = 1) readonly buffer In { T x[]; };
+layout(set = 0, binding = 1) readonly buffer X { T x[]; };
 #ifdef BACKWARD
 layout(set = 0, binding = 2) readonly buffer Grad { T g[]; };
 layout(set = 0, binding = 3) readonly buffer Weight { T w[]; };

@@ -13,7 +13,7 @@ layout(local_size_x = WG) in;
 const uint WGU = WG, EPTU = EPT;
 
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
-layout(set = 0, binding = 1) readonly buffer In { T a[]; };
+layout(set = 0, binding = 1) readonly buffer A { T a[]; };
 
 layout(push_constant) uniform Params {
     uint n; uint rank; uint off_o; uint off_a; int k; uint fill[2];

@@ -12,7 +12,7 @@ layout(local_size_x_id = 0) in;
 #include "rows.glsl"
 
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
-layout(set = 0, binding = 1) readonly buffer In { T x[]; };   // forward: x, backward: y
+layout(set = 0, binding = 1) readonly buffer X { T x[]; };   // forward: x, backward: y
 #ifdef BACKWARD
 layout(set = 0, binding = 2) readonly buffer Grad { T g[]; };
 #endif

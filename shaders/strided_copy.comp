@@ -32,9 +32,9 @@ layout(constant_id = 1) const uint LINEAR = 0;  // 1: the input contiguous (or c
 #endif
 
 layout(set = 0, binding = 0) writeonly buffer Out { W o[]; };
-layout(set = 0, binding = 1) readonly buffer In { W a[]; };
+layout(set = 0, binding = 1) readonly buffer A { W a[]; };
 layout(set = 0, binding = 0) writeonly buffer Out4 { Q o4[]; };
-layout(set = 0, binding = 1) readonly buffer In4 { Q a4[]; };
+layout(set = 0, binding = 1) readonly buffer A4 { Q a4[]; };
 
 layout(push_constant) uniform Params {
     uint n; uint rank; uint flags; uint off_o;

@@ -13,7 +13,7 @@ layout(local_size_x = WG) in;
 const uint WGU = WG, EPTU = EPT;
 
 layout(set = 0, binding = 0) buffer Out { W o[]; };
-layout(set = 0, binding = 1) readonly buffer In { W a[]; };
+layout(set = 0, binding = 1) readonly buffer A { W a[]; };
 
 layout(push_constant) uniform Params {
     uint n; uint rank; uint flags; uint off_o; uint off_a; float scale;

@@ -2,6 +2,7 @@
 import ctypes
 import json
 import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,9 @@ import pytest
 
 import fuelvk as fv
 from fuelvk import runtime
+from fuelvk.errors import LaunchError
 from fuelvk.kernels import VARIANTS
+from fuelvk.kernels.signature import Signature
 from fuelvk.runtime.pipelines import spv_dir
 from fuelvk.spirv import reflect
 
@@ -102,24 +105,44 @@ def test_family_coverage_check():
 
 
 @pytest.mark.parametrize("vid", sorted(VARIANTS))
-def test_params_layout_matches_spirv(vid):
-    """The Python Params packing agrees with the push-constant block the compiler laid out."""
+def test_signature_matches_spirv(vid):
+    """Launch by name packs exactly the push-constant block the compiler laid out, binds what the SPIR-V
+    declares (written unless NonWritable) and knows every spec constant the module has."""
     v = VARIANTS[vid]
     refl = reflect((spv_dir() / v.spv).read_bytes())
-    pc = refl["push_constants"]
-    got = [(m["name"], m["offset"], m["size"]) for m in pc["members"]] if pc else []
-    assert got == v.params.layout
-    assert (pc["size"] if pc else 0) == v.params.size == len(v.params.pack(*[
-        0 if c == 1 else [0] * c for _, _, c in v.params.fields]))
     manifest = json.loads((spv_dir() / "manifest.json").read_text())["variants"][vid]
-    assert manifest["push_constant_size"] == v.params.size
+    sig = Signature(vid, manifest)
+    pc = refl["push_constants"]
+    args = {f: (0 if c == 1 else [0] * c) for f, _, c in sig.fields}
+    args.update({b: None for b in sig.bindings})
+    buffers, writes, push, spec = sig.bind(args)
+    assert len(push) == (pc["size"] if pc else 0) == manifest["push_constant_size"]
+    assert [f for f, _, _ in sig.fields] == [m["name"] for m in pc["members"]] if pc else not sig.fields
+    assert len(buffers) == len({b["binding"] for b in refl["bindings"]}) == len(writes)
+    assert sorted(sig.spec_ids.values()) == sorted(set(refl["spec_ids"]))
     assert manifest["names"] == list(v.names)
 
 
-def test_params_pack_rejects_overflowing_arrays():
-    v = VARIANTS["binary.f32"]
-    with pytest.raises(ValueError, match="shape holds 6 values"):
-        v.params.pack(1, 1, 0, 0, 0, 0, (0, 0), (0, 0), [1] * 7, [], [])
+def test_launch_by_name_refuses_what_the_shader_does_not_declare():
+    """A swapped, forgotten, unknown or mistyped argument is a LaunchError, never a wrong dispatch."""
+    sig = Signature("norm", {"bindings": [{"set": 0, "binding": 0, "name": "out", "access": "write"},
+                                          {"set": 0, "binding": 1, "name": "x", "access": "read"}],
+                             "push_constant_size": 16,
+                             "push_constants": [{"name": "n_rows", "offset": 0, "size": 4, "type": "u32"},
+                                                {"name": "k", "offset": 4, "size": 4, "type": "i32"},
+                                                {"name": "shape", "offset": 8, "size": 8, "type": "u32[2]"}],
+                             "spec_names": {"WG": 0}})
+    ok = dict(out=1, x=2, n_rows=3, k=-1, shape=[4], WG=64)
+    buffers, writes, push, spec = sig.bind(ok)
+    assert buffers == (1, 2) and writes == (True, False) and spec == ((0, 64),)
+    assert struct.unpack("<Iiii", push) == (3, -1, 4, 0)
+    for bad, match in [(dict(ok, n_rows=-1), "'n_rows' is u32"), (dict(ok, n_rows=1.5), "'n_rows' is u32"),
+                       ({k: v for k, v in ok.items() if k != "k"}, "'k' not given"),
+                       ({k: v for k, v in ok.items() if k != "x"}, "binding 'x' not given"),
+                       (dict(ok, n_cols=1), "no argument \\['n_cols'\\]"),
+                       (dict(ok, shape=[1, 2, 3]), "'shape' holds 2 values")]:
+        with pytest.raises(LaunchError, match=match):
+            sig.bind(bad)
 
 
 def test_kernels_listing_json():

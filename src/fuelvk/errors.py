@@ -10,6 +10,11 @@ class FuelVKError(Exception):
     """Base class of every fuelvk error."""
 
 
+class LaunchError(FuelVKError, TypeError):
+    """A kernel launched with arguments its shader does not declare (a missing, unknown or mistyped
+    binding, Params field or specialization constant): a bug in fuelvk, caught before the dispatch."""
+
+
 class DTypeError(FuelVKError, TypeError):
     """A dtype the op or kernel does not accept."""
 

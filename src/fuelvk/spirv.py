@@ -8,6 +8,7 @@ recorded as expressions (`workgroup_size_spec`, `shared_bytes`) that evaluate() 
 values a pipeline is specialized with: an int, ["spec", id, default], or [op, *operands] with op one
 of EXPR_OPS. The runtime checks them against the device limits before creating a pipeline.
 """
+import re
 import struct
 
 MAGIC = 0x07230203
@@ -19,6 +20,7 @@ OP_SPEC_CONSTANT = 50
 OP_DECORATE, OP_MEMBER_DECORATE, OP_CAPABILITY = 71, 72, 17
 DEC_SPEC_ID, DEC_BLOCK, DEC_BUFFER_BLOCK, DEC_ARRAY_STRIDE = 1, 2, 3, 6
 DEC_BINDING, DEC_SET, DEC_OFFSET = 33, 34, 35
+DEC_NON_WRITABLE, DEC_NON_READABLE = 24, 25
 SC_UNIFORM_CONSTANT, SC_UNIFORM, SC_PUSH, SC_STORAGE = 0, 2, 9, 12
 DIM_BUFFER = 5
 # SPIR-V ImageFormat -> VkFormat name (VK_FORMAT_<name>) for storage texel buffers' format qualifiers.
@@ -75,7 +77,7 @@ def reflect(code: bytes) -> dict:
     words = struct.unpack(f"<{len(code) // 4}I", code)
     if words[0] != MAGIC:
         raise ValueError("not a SPIR-V module")
-    names, member_names, member_offsets, decorations = {}, {}, {}, {}
+    names, member_names, member_offsets, decorations, member_access = {}, {}, {}, {}, {}
     types, pointers, variables, consts, caps = {}, {}, [], {}, []
     local_size, local_size_ids = None, None
     raw_consts = {}   # id -> (opcode, operands) of every constant, for expressions over spec constants
@@ -91,16 +93,20 @@ def reflect(code: bytes) -> dict:
             decorations.setdefault(a[0], {})[a[1]] = a[2] if len(a) > 2 else True
         elif op == OP_MEMBER_DECORATE and a[2] == DEC_OFFSET:
             member_offsets[(a[0], a[1])] = a[3]
+        elif op == OP_MEMBER_DECORATE and a[2] in (DEC_NON_WRITABLE, DEC_NON_READABLE):
+            member_access.setdefault(a[0], set()).add(a[2])
         elif op == OP_EXEC_MODE and a[1] == EXEC_LOCAL_SIZE:
             local_size = tuple(a[2:5])
         elif op in (OP_EXEC_MODE, OP_EXEC_MODE_ID) and a[1] == EXEC_LOCAL_SIZE_ID:
             local_size_ids = tuple(a[2:5])
         elif op == OP_CAPABILITY:
             caps.append(a[0])
-        elif op in (OP_TYPE_INT, OP_TYPE_FLOAT):
-            types[a[0]] = ("scalar", a[1] // 8)
+        elif op == OP_TYPE_INT:
+            types[a[0]] = ("scalar", a[1] // 8, "i" if a[2] else "u")
+        elif op == OP_TYPE_FLOAT:
+            types[a[0]] = ("scalar", a[1] // 8, "f")
         elif op == OP_TYPE_BOOL:
-            types[a[0]] = ("scalar", 4)
+            types[a[0]] = ("scalar", 4, "b")
         elif op in (OP_TYPE_VECTOR, OP_TYPE_MATRIX):   # a matrix: columns like a vector's components
             types[a[0]] = ("vector", a[1], a[2])
         elif op == OP_TYPE_ARRAY:
@@ -182,6 +188,36 @@ def reflect(code: bytes) -> dict:
             return out
         return {"type": "unsupported"}
 
+    def type_name(t):
+        """'u32', 'i32', 'f32' (scalars), 'u32[4]' (arrays of them); vectors/structs by their size."""
+        kind = types[t]
+        if kind[0] == "scalar":
+            return f"{kind[2]}{8 * kind[1]}"
+        if kind[0] == "array" and types[kind[1]][0] == "scalar":
+            return f"{type_name(kind[1])}[{consts[kind[2]]}]"
+        if kind[0] == "struct" and len(kind[1]) == 1:   # Slang wraps a uniform array in a struct
+            return type_name(kind[1][0])
+        return f"bytes[{size_of(t)}]"
+
+    def binding_name(var, t):
+        """The name ops bind a resource by: the variable's name, else (an anonymous GLSL block) its block
+        type's name in snake_case (`buffer Out { ... }` -> "out", `buffer WeightGrad` -> "weight_grad")."""
+        name = names.get(var, "")
+        if not name or name.startswith("_"):   # Slang names anonymous globals "_..."
+            name = names.get(t, "")
+        return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower().rstrip("_")
+
+    def access(var, t):
+        """"read", "write" or "read_write" from NonWritable / NonReadable on the variable or on every
+        member of its block (GLSL readonly / writeonly)."""
+        dec = set(k for k in decorations.get(var, {}) if k in (DEC_NON_WRITABLE, DEC_NON_READABLE))
+        kind = types.get(t, ("other",))
+        if kind[0] == "struct" and kind[1]:
+            dec |= member_access.get(t, set())
+        if kind[0] == "image" and kind[2] == 1 or kind[0] == "sampled_image":
+            dec.add(DEC_NON_WRITABLE)                # uniform texel buffers are read-only
+        return "read" if DEC_NON_WRITABLE in dec else "write" if DEC_NON_READABLE in dec else "read_write"
+
     push, bindings = None, []
     for var, ptr, sc in variables:
         struct_t = pointers.get(ptr, (None, None))[1]
@@ -191,15 +227,22 @@ def reflect(code: bytes) -> dict:
                 "size": size_of(struct_t),
                 "members": [{"name": member_names.get((struct_t, k), f"m{k}"),
                              "offset": member_offsets.get((struct_t, k)),
-                             "size": size_of(m)} for k, m in enumerate(members)],
+                             "size": size_of(m), "type": type_name(m)} for k, m in enumerate(members)],
             }
         elif sc in (SC_STORAGE, SC_UNIFORM, SC_UNIFORM_CONSTANT) and DEC_BINDING in decorations.get(var, {}):
             b = {"set": decorations[var].get(DEC_SET, 0), "binding": decorations[var][DEC_BINDING],
-                 "name": names.get(var, "")}
+                 "name": binding_name(var, struct_t), "access": access(var, struct_t)}
             b.update(descriptor_type(sc, struct_t))
             bindings.append(b)
 
     spec_ids = sorted(d[DEC_SPEC_ID] for d in decorations.values() if DEC_SPEC_ID in d)
+    # Spec constants by name (OpName); an id only an unnamed constant carries (GLSL's local_size_x_id
+    # without a named constant) is "SPEC<id>".
+    spec_names = {names[cid]: d[DEC_SPEC_ID] for cid, d in decorations.items()
+                  if DEC_SPEC_ID in d and names.get(cid)}
+    for i in spec_ids:
+        if i not in spec_names.values():
+            spec_names[f"SPEC{i}"] = i
     # sampled images of Dim Buffer: invalid from SPIR-V 1.6 (Mesa 25 rejects them at any version)
     sampled_buffers = sum(1 for k in types.values() if k[0] == "sampled_image"
                           and types.get(k[1], ("other",))[:2] == ("image", DIM_BUFFER))
@@ -216,6 +259,7 @@ def reflect(code: bytes) -> dict:
     shared = [bytes_of(pointers[ptr][1]) for _, ptr, sc in variables if sc == SC_WORKGROUP]
     return {"push_constants": push, "bindings": sorted(bindings, key=lambda b: (b["set"], b["binding"])),
             "local_size": list(local_size) if local_size else None, "spec_ids": spec_ids,
+            "spec_names": spec_names,
             "capabilities": sorted(set(caps)), "workgroup_size_spec": wg_spec,
             "shared_bytes": _node("sum", *shared) if shared else 0,
             "sampled_buffer_images": sampled_buffers}

@@ -28,12 +28,12 @@ TILED_BR_MAX = 16         # tiled: rows per workgroup (fewer for decode-sized pr
 D_MAX = 256
 SKMAX_BUCKETS = (256, 1024, SINGLE_SK_MAX)   # score-row sizes the single-pass pipelines are built for
 
-family("flash_attn", SRC, FWD_PARAMS, {"f32": "flash_attn_f32", "bf16": "flash_attn_bf16", "f16": "flash_attn_f16"},
+family("flash_attn", SRC, {"f32": "flash_attn_f32", "bf16": "flash_attn_bf16", "f16": "flash_attn_f16"},
        GROUP, defines={"KIND": 1})
-family("flash_attention", SRC, FWD_PARAMS, {"f32": "flash_attention"}, GROUP, defines={"KIND": 2},
+family("flash_attention", SRC, {"f32": "flash_attention"}, GROUP, defines={"KIND": 2},
        extra=("f16", "bf16"))
 for _kind, _g in ((3, "q"), (4, "k"), (5, "v")):
-    family(f"flash_attn_backward_{_g}", SRC, BWD_PARAMS, {"f32": f"flash_attn_backward_{_g}_f32"}, GROUP,
+    family(f"flash_attn_backward_{_g}", SRC, {"f32": f"flash_attn_backward_{_g}_f32"}, GROUP,
            defines={"KIND": _kind})
 
 

@@ -29,7 +29,7 @@ def nan_rule(src, dst):
 
 
 PAIRS = [(s, d) for s in FORMATS for d in FORMATS if s != d]
-family("cast", "cast.comp", EW_PARAMS, {f"{s}_to_{d}": f"cast_{s}_to_{d}" for s, d in PAIRS}, GROUP,
+family("cast", "cast.comp", {f"{s}_to_{d}": f"cast_{s}_to_{d}" for s, d in PAIRS}, GROUP,
        defines={"WG": WG, "EPT": EPT},
        tag_defines={f"{s}_to_{d}": {"SRC": FORMATS[s], "DST": FORMATS[d], "NAN_RULE": nan_rule(s, d)}
                     for s, d in PAIRS},
@@ -50,7 +50,7 @@ def _icast_features(s, d):
     return tuple(sorted(f))
 
 
-family("icast", "icast.comp", EW_PARAMS, {}, GROUP, extra=tuple(f"{s}_to_{d}" for s, d in INT_PAIRS),
+family("icast", "icast.comp", {}, GROUP, extra=tuple(f"{s}_to_{d}" for s, d in INT_PAIRS),
        defines={"WG": WG, "EPT": EPT},
        tag_defines={f"{s}_to_{d}": {"SBITS": INT_FORMATS[s][0], "SKIND": min(INT_FORMATS[s][1], 2) if s != "bool" else 0,
                                     "DBITS": INT_FORMATS[d][0], "DKIND": INT_FORMATS[d][1]}

@@ -10,6 +10,6 @@ IM2COL_PARAMS = P("batch:u32", "c_in:u32", "h:u32", "w:u32", "h_out:u32", "w_out
                   "stride_h:u32", "stride_w:u32", "pad_t:u32", "pad_l:u32", "dil_h:u32", "dil_w:u32",
                   "groups:u32", "cin_per_g:u32", "total:u32", "off_x:u32", "xs:i32[4]")
 
-family("im2col", "im2col.comp", IM2COL_PARAMS,
+family("im2col", "im2col.comp",
        {"b4": "conv2d_im2col", "b2": ("conv2d_im2col_bf16", "conv2d_im2col_f16"), "b8": "conv2d_im2col_f64"},
        "Conv", tag_defines=WIDTH_DEFINES, tag_features=WIDTH_FEATURES)

@@ -39,8 +39,8 @@ FAMILIES_EW = {  # name -> (defines, tags)
     "powi": ({"NIN": 1, "FIXED_OP": POWI_OP}, ("f32",)),
 }
 for _name, (_defs, _tags) in FAMILIES_EW.items():
-    family(_name, SRC, EW_PARAMS, float_variants(_name, _tags), GROUP, defines=_defs)
-    family(f"{_name}_w64", SRC, EW_PARAMS, float_variants(f"{_name}_w64", [t for t in _tags if t in WIDE_TAGS]),
+    family(_name, SRC, float_variants(_name, _tags), GROUP, defines=_defs)
+    family(f"{_name}_w64", SRC, float_variants(f"{_name}_w64", [t for t in _tags if t in WIDE_TAGS]),
            GROUP, defines={**_defs, "W64": 1}, features=(WIDE,), tag_features=WIDE_TAG_FEATURES)
 del _name, _defs, _tags
 
@@ -54,7 +54,7 @@ COMPARE_TAGS = {  # tag -> (bits, kind: 0 unsigned, 1 signed, 2 float)
     "u64": (64, 0), "bool": (8, 0)}
 _BITS_FEATURES = {8: ("storage8", "int8"), 16: ("storage8", "int8", "storage16", "int16"),
                   32: ("storage8", "int8"), 64: ("storage8", "int8", "int64")}
-family("compare", "compare.comp", EW_PARAMS, {}, GROUP, extra=tuple(COMPARE_TAGS),
+family("compare", "compare.comp", {}, GROUP, extra=tuple(COMPARE_TAGS),
        defines={"WG": WG, "EPT": EPT},
        tag_defines={t: {"BITS": b, "KIND": k, **({"NANLIM": _NAN[t]} if k == 2 else {})}
                     for t, (b, k) in COMPARE_TAGS.items()},

@@ -20,11 +20,10 @@ SCATTER_PARAMS = P("n:u32", "rank:u32", "axis:u32", "dst_axis_len:u32", "off_src
 SCATTER_INIT, SCATTER_FINISH = 1, 2
 
 _SEL_WIDTH = {"f32": "b4", "f16": "b2", "bf16": "b2", "f64": "b8", "b1": "b1"}
-family("index_select", "index_select.comp", INDEX_SELECT_PARAMS,
-       {"f32": "index_select", "f16": "index_select_f16", "bf16": "index_select_bf16", "f64": "index_select_f64"},
+family("index_select", "index_select.comp", {"f32": "index_select", "f16": "index_select_f16", "bf16": "index_select_bf16", "f64": "index_select_f64"},
        GROUP, extra=("b1",), tag_defines={t: WIDTH_DEFINES[w] for t, w in _SEL_WIDTH.items()},
        tag_features={t: WIDTH_FEATURES[w] for t, w in _SEL_WIDTH.items()})
-family("gather", "gather.comp", GATHER_PARAMS, width_variants("gather"), GROUP, tag_defines=WIDTH_DEFINES,
+family("gather", "gather.comp", width_variants("gather"), GROUP, tag_defines=WIDTH_DEFINES,
        tag_features=WIDTH_FEATURES)
 
 _ACC_DEFINES = {"f32": {"DT_F32": 1}, "f16": {"DT_F16": 1}, "bf16": {"DT_BF16": 1}, "f64": {"DT_F64": 1}}
@@ -37,6 +36,6 @@ _ACC_FEATURES = {"f32": (), "f16": ("storage16",), "bf16": ("storage16",),
 NATIVE_FEATURE = {"f32": "float32_atomic_add", "f16": "float32_atomic_add", "bf16": "float32_atomic_add",
                   "f64": "float64_atomic_add"}
 for _fam in ("scatter_add", "index_add"):
-    family(_fam, "scatter_add.comp", SCATTER_PARAMS, {t: f"{_fam}_{t}" for t in ("f32", "f64", "bf16", "f16")},
+    family(_fam, "scatter_add.comp", {t: f"{_fam}_{t}" for t in ("f32", "f64", "bf16", "f16")},
            GROUP, extra=("f32_native", "f64_native", "bf16_native", "f16_native"),
            tag_defines=_ACC_DEFINES, tag_features=_ACC_FEATURES)

@@ -12,7 +12,7 @@ INT_TAGS = {"i8": (8, 1), "i16": (16, 1), "i32": (32, 1), "i64": (64, 1),
 _FEATURES = {8: ("storage8", "int8"), 16: ("storage8", "int8", "storage16", "int16"), 32: ("storage8", "int8"),
              64: ("storage8", "int8", "int64")}
 for _name, _nin in (("int_binary", 2), ("int_unary", 1)):
-    family(_name, "intops.comp", EW_PARAMS, {}, GROUP, extra=tuple(INT_TAGS),
+    family(_name, "intops.comp", {}, GROUP, extra=tuple(INT_TAGS),
            defines={"WG": WG, "EPT": EPT, "NIN": _nin},
            tag_defines={t: {"BITS": b, "KIND": k} for t, (b, k) in INT_TAGS.items()},
            tag_features={t: _FEATURES[b] for t, (b, _) in INT_TAGS.items()})

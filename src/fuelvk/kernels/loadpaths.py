@@ -23,7 +23,7 @@ LOADPATHS = {
     "stb_rgba32": (7, 4, None, ()),
 }
 
-family("loadpath", "loadpath.comp", LOADPATH_PARAMS, {t: f"loadpath_{t}" for t in LOADPATHS},
+family("loadpath", "loadpath.comp", {t: f"loadpath_{t}" for t in LOADPATHS},
        "Benchmark calibration", tag_defines={t: {"PATH": row[0]} for t, row in LOADPATHS.items()},
        tag_features={t: row[3] for t, row in LOADPATHS.items()},
        tag_texel_formats={t: {1: row[2]} for t, row in LOADPATHS.items() if row[2]})

@@ -50,22 +50,19 @@ def _names(prefix, inventory, combos=COMBOS):
 
 
 SRC = "matmul.comp"
-family("matvec", SRC, MATMUL_PARAMS,
-       _names("matvec", {"f32_f32_f32": "matvec", "f32_bf16_f32": "matvec_bf16_b"}), GROUP,
+family("matvec", SRC, _names("matvec", {"f32_f32_f32": "matvec", "f32_bf16_f32": "matvec_bf16_b"}), GROUP,
        defines={"MODE": 0}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
-family("matmul", SRC, MATMUL_PARAMS, _names("matmul", {"f32_f32_f32": "matmul"}), GROUP,
+family("matmul", SRC, _names("matmul", {"f32_f32_f32": "matmul"}), GROUP,
        defines={"MODE": 1}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
-family("matmul_tiled", SRC, MATMUL_PARAMS,
-       _names("matmul_tiled", {"f32_f32_f32": "matmul_tiled", "f32_bf16_f32": "matmul_tiled_bf16_b"}), GROUP,
+family("matmul_tiled", SRC, _names("matmul_tiled", {"f32_f32_f32": "matmul_tiled", "f32_bf16_f32": "matmul_tiled_bf16_b"}), GROUP,
        defines={"MODE": 2}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
-family("matmul_small", SRC, MATMUL_PARAMS, _names("matmul_small", {}), GROUP,
+family("matmul_small", SRC, _names("matmul_small", {}), GROUP,
        defines={"MODE": 3}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
 # CooperativeMatrixKHR plus what the Slang SPIR-V declares with it (runtime/device.py FEATURE_FIELDS)
 COOP_FEATURES = ("cooperative_matrix", "float16", "uniform_storage16", "memory_model", "memory_model_device_scope",
                  "subgroup_basic")
 COOP_COMBOS = ("f32_bf16_f32", "f16_f16_f32", "f16_f16_f16", "bf16_bf16_f32", "bf16_bf16_bf16")
-family("matmul_coop", "matmul_coop.slang", MATMUL_PARAMS,
-       {"f32_bf16_f32": "matmul_coop", "bf16_bf16_f32": "matmul_coop_bf16_bf16",
+family("matmul_coop", "matmul_coop.slang", {"f32_bf16_f32": "matmul_coop", "bf16_bf16_f32": "matmul_coop_bf16_bf16",
         "f16_f16_f32": "matmul_coop_f16_f16", "bf16_bf16_bf16": "matmul_coop_bf16_bf16_bf16",
         "f16_f16_f16": "matmul_coop_f16_f16_f16"}, GROUP,
        tag_defines=COMBO_DEFINES, features=COOP_FEATURES,   # Slang's bf16 bit casts declare Int16

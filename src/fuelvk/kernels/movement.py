@@ -23,7 +23,7 @@ _W = dict(tag_defines=WIDTH_DEFINES, tag_features=WIDTH_FEATURES)
 
 
 def remap_family(name, mode, variants, group=GROUP, extra=()):
-    family(name, "remap.comp", REMAP_PARAMS, variants, group, defines={**_SIZES, "MODE": REMAP_MODES[mode]},
+    family(name, "remap.comp", variants, group, defines={**_SIZES, "MODE": REMAP_MODES[mode]},
            extra=extra, **_W)
 
 
@@ -32,21 +32,20 @@ remap_family("roll", "roll", width_variants("roll", ("b2", "b4", "b8")), extra=(
 remap_family("triu", "triu", width_variants("triu", ("b2", "b4", "b8")), extra=("b1",))
 remap_family("tril", "tril", width_variants("tril", ("b2", "b4", "b8")), extra=("b1",))
 
-family("write_slice", "write.comp", WRITE_PARAMS, width_variants("write_slice"), GROUP, defines=_SIZES, **_W)
+family("write_slice", "write.comp", width_variants("write_slice"), GROUP, defines=_SIZES, **_W)
 _CONCAT_WIDTH = {"f32": "b4", "f16": "b2", "bf16": "b2", "f64": "b8"}
-family("concat_along_dim", "write.comp", WRITE_PARAMS,
-       {"f32": "concat_along_dim", "f16": "concat_along_dim_f16", "bf16": "concat_along_dim_bf16",
+family("concat_along_dim", "write.comp", {"f32": "concat_along_dim", "f16": "concat_along_dim_f16", "bf16": "concat_along_dim_bf16",
         "f64": "concat_along_dim_f64"}, GROUP, defines=_SIZES,
        tag_defines={t: WIDTH_DEFINES[w] for t, w in _CONCAT_WIDTH.items()},
        tag_features={t: WIDTH_FEATURES[w] for t, w in _CONCAT_WIDTH.items()})
 
-family("add_assign_scaled", "add_assign_scaled.comp", WRITE_PARAMS, {"f32": "add_assign_scaled"},
+family("add_assign_scaled", "add_assign_scaled.comp", {"f32": "add_assign_scaled"},
        "Element-wise unary / binary / affine", defines=_SIZES)
 
 # masked_fill and masked_copy (fuelvk.where) run through ops._core.launch_strided (EW_PARAMS), so
 # they take that grid's sizes.
 for _name, _defs in (("masked_fill", {}), ("masked_copy", {"MASKED_COPY": 1})):
-    family(_name, "masked_fill.comp", EW_PARAMS, width_variants(_name), "Padding / masking",
+    family(_name, "masked_fill.comp", width_variants(_name), "Padding / masking",
            defines={"WG": EW_WG, "EPT": EW_EPT, **_defs}, tag_defines=WIDTH_DEFINES,
            tag_features={t: tuple(sorted(set(f) | {"storage8", "int8"})) for t, f in WIDTH_FEATURES.items()})
 del _name, _defs

@@ -8,18 +8,18 @@ from .registry import P, family, float_variants
 
 SOFTMAX_PARAMS = P("n_rows:u32", "n_cols:u32", "off_out:u32", "off_x:u32", "off_g:u32", "pad:u32")
 
-family("softmax", "softmax.comp", SOFTMAX_PARAMS, float_variants("softmax"), GROUP)
-family("softmax_last_dim_backward", "softmax.comp", SOFTMAX_PARAMS, float_variants("softmax_last_dim_backward"),
+family("softmax", "softmax.comp", float_variants("softmax"), GROUP)
+family("softmax_last_dim_backward", "softmax.comp", float_variants("softmax_last_dim_backward"),
        GROUP, defines={"BACKWARD": 1})
 
 NORM_PARAMS = P("n_rows:u32", "n_cols:u32", "off_out:u32", "off_x:u32", "off_g:u32", "off_w:u32", "off_b:u32",
                 "rows_per_group:u32", "n_groups:u32", "eps:u32[2]")
 
-family("rms_norm_last_dim", "norm.comp", NORM_PARAMS, float_variants("rms_norm_last_dim"), GROUP)
+family("rms_norm_last_dim", "norm.comp", float_variants("rms_norm_last_dim"), GROUP)
 # The inventory has the f32 backward only; the other dtypes are the same generic kernel.
-family("rms_norm_last_dim_backward", "norm.comp", NORM_PARAMS, {"f32": "rms_norm_last_dim_backward"}, GROUP,
+family("rms_norm_last_dim_backward", "norm.comp", {"f32": "rms_norm_last_dim_backward"}, GROUP,
        defines={"BACKWARD": 1}, extra=("f16", "bf16", "f64"))
-family("layer_norm_last_dim", "norm.comp", NORM_PARAMS, float_variants("layer_norm_last_dim"), GROUP,
+family("layer_norm_last_dim", "norm.comp", float_variants("layer_norm_last_dim"), GROUP,
        defines={"LN": 1})
-family("layer_norm_last_dim_backward", "norm.comp", NORM_PARAMS, float_variants("layer_norm_last_dim_backward"),
+family("layer_norm_last_dim_backward", "norm.comp", float_variants("layer_norm_last_dim_backward"),
        GROUP, defines={"LN": 1, "BACKWARD": 1})

@@ -12,6 +12,5 @@ remap_family("pad_replicate", "pad_replicate", width_variants("pad_replicate"), 
 remap_family("pad_backward_const", "pad_const", width_variants("pad_backward_const"), GROUP)
 
 for _mode in ("reflect", "replicate"):
-    family(f"pad_backward_{_mode}", "pad_backward.comp", REMAP_PARAMS,
-           {t: f"pad_backward_{_mode}_{t}" for t in ("f32", "f64", "f16", "bf16")}, GROUP,
+    family(f"pad_backward_{_mode}", "pad_backward.comp", {t: f"pad_backward_{_mode}_{t}" for t in ("f32", "f64", "f16", "bf16")}, GROUP,
            defines={"WG": WG, "EPT": EPT, "MODE": REMAP_MODES[f"pad_{_mode}"]})

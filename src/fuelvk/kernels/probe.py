@@ -6,5 +6,5 @@ from .registry import P, family
 GROUP = "Device probes (internal)"
 LOOP_PROBE_PARAMS = P("first:u32", "n:u32")
 
-family("loop_probe", "loop_probe.comp", LOOP_PROBE_PARAMS, {"u32": "loop_probe"}, GROUP,
+family("loop_probe", "loop_probe.comp", {"u32": "loop_probe"}, GROUP,
        tag_defines={}, tag_features={})

@@ -32,13 +32,13 @@ _KIND_DEFINES = {k: {"KIND": v} for k, v in KIND_IDS.items()}
 _FEATURES = {k: ("storage16",) for k in KIND_IDS}
 
 
-def _family(name, params, variants, features=()):
-    family(name, SRC, params, variants, GROUP, defines={"MODE": MODES[name]}, tag_defines=_KIND_DEFINES,
+def _family(name, variants, features=()):
+    family(name, SRC, variants, GROUP, defines={"MODE": MODES[name]}, tag_defines=_KIND_DEFINES,
            tag_features=_FEATURES, features=features)
 
 
-_family("dequant", DEQUANT_PARAMS, {"q4_0": "dequant_q4_0", "q8_0": "dequant_q8_0", "q4_k": "dequant_q4_km",
+_family("dequant", {"q4_0": "dequant_q4_0", "q8_0": "dequant_q8_0", "q4_k": "dequant_q4_km",
                                      "q6_k": "dequant_q6_k"})
-_family("quantize", QUANTIZE_PARAMS, {"q8_0": "quantize_q8_0", "q4_0": "quantize_q4_0"})
-_family("qmatvec", MATVEC_PARAMS, {k: f"qmatvec_{k}" for k in KIND_IDS}, features=("subgroup_arithmetic",))
-_family("qmatmul_tiled", TILED_PARAMS, {k: f"matmul_{k}_tiled" for k in KIND_IDS})
+_family("quantize", {"q8_0": "quantize_q8_0", "q4_0": "quantize_q4_0"})
+_family("qmatvec", {k: f"qmatvec_{k}" for k in KIND_IDS}, features=("subgroup_arithmetic",))
+_family("qmatmul_tiled", {k: f"matmul_{k}_tiled" for k in KIND_IDS})

@@ -35,14 +35,14 @@ def row_wg(ctx, n_cols=0, passes=1):
     return wg if passes * -(-n_cols // wg) <= budget else None
 
 
-family("reduce", "reduce.comp", REDUCE_PARAMS, float_variants("reduce"), GROUP)
-family("reduce_last_dim", "reduce.comp", REDUCE_PARAMS, float_variants("reduce_last_dim"), GROUP)
-family("arg_reduce_last_dim", "arg_reduce.comp", ARG_PARAMS, float_variants("arg_reduce_last_dim", bare=None),
+family("reduce", "reduce.comp", float_variants("reduce"), GROUP)
+family("reduce_last_dim", "reduce.comp", float_variants("reduce_last_dim"), GROUP)
+family("arg_reduce_last_dim", "arg_reduce.comp", float_variants("arg_reduce_last_dim", bare=None),
        GROUP)
-family("arg_reduce_any_dim", "arg_reduce.comp", ARG_PARAMS, float_variants("arg_reduce_any_dim", bare=None),
+family("arg_reduce_any_dim", "arg_reduce.comp", float_variants("arg_reduce_any_dim", bare=None),
        GROUP, defines={"ANY_DIM": 1})
 
 CUMSUM_MAX_RANK = 5
 CUMSUM_PARAMS = P("n_slices:u32", "d:u32", "rank:u32", "off_in:u32", "off_out:u32", "s_ax:i32", "so_ax:u32",
                   f"shape:i32[{CUMSUM_MAX_RANK}]", f"s_in:i32[{CUMSUM_MAX_RANK}]", f"s_out:i32[{CUMSUM_MAX_RANK}]")
-family("cumsum", "cumsum.comp", CUMSUM_PARAMS, {t: f"cumsum_{t}" for t in ("f32", "f16", "bf16", "f64")}, GROUP)
+family("cumsum", "cumsum.comp", {t: f"cumsum_{t}" for t in ("f32", "f16", "bf16", "f64")}, GROUP)

@@ -88,7 +88,6 @@ class Variant:
     source: str          # path under shaders/
     defines: tuple       # ((NAME, value), ...)
     features: tuple      # device features the variant needs (runtime.device.FEATURE_FIELDS names)
-    params: Params
     entry: str = "main"
     texel_formats: tuple = ()  # ((binding, VkFormat name), ...): views of uniform texel buffer bindings
 
@@ -112,7 +111,6 @@ class Variant:
 class Family:
     name: str
     source: str
-    params: Params
     group: str
     variants: dict = field(default_factory=dict)  # tag -> Variant
 
@@ -121,19 +119,19 @@ FAMILIES: dict = {}
 VARIANTS: dict = {}
 
 
-def family(name, source, params, variants, group, defines=None, tag_defines=DTYPE_DEFINES,
+def family(name, source, variants, group, defines=None, tag_defines=DTYPE_DEFINES,
            tag_features=DTYPE_FEATURES, features=(), entry="main", extra=(), tag_texel_formats=None):
     """Declare a family. `variants` maps tag -> kernel name(s); `extra` tags get `<family>_<tag>` names.
 
     `tag_texel_formats` maps tag -> {binding: VkFormat name (e.g. "R32_UINT")} for uniform texel
     buffer bindings (GLSL's samplerBuffer has no format qualifier; storage texel buffers take theirs
     from the shader's layout(r32ui) etc. via the manifest)."""
-    fam = Family(name, source, params, group)
+    fam = Family(name, source, group)
     for tag, kname in list(variants.items()) + [(t, f"{name}_{t}") for t in extra]:
         d = dict(defines or {})
         d.update(tag_defines.get(tag, {}))
         v = Variant(name, tag, kname, source, tuple(sorted(d.items())),
-                    tuple(sorted(set(features) | set(tag_features.get(tag, ())))), params, entry,
+                    tuple(sorted(set(features) | set(tag_features.get(tag, ())))), entry,
                     tuple(sorted((tag_texel_formats or {}).get(tag, {}).items())))
         fam.variants[tag] = v
         if v.id in VARIANTS:

@@ -6,4 +6,4 @@ ROPE_PARAMS = P("o1:u32", "seq:u32", "head_dim:u32", "rot:u32", "flags:u32", "to
                 "off_x:u32", "off_c:u32", "off_s:u32", "xs:i32[4]", "cs:i32[4]", "ss:i32[4]")
 FLAG_INTERLEAVED, FLAG_HALF_TABLE = 1, 2
 
-family("rope", "rope.comp", ROPE_PARAMS, float_variants("rope"), "RoPE")
+family("rope", "rope.comp", float_variants("rope"), "RoPE")

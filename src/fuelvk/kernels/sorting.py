@@ -14,6 +14,6 @@ SORT_TAGS = {  # tag -> (bits, kind, bits of +inf's magnitude for floats)
     "bool": (8, 0, 0)}
 MODE_KEYS, MODE_STEP, MODE_WRITE = 0, 1, 2
 WG = 256
-family("sort", "sort.comp", SORT_PARAMS, {}, GROUP, extra=tuple(SORT_TAGS),
+family("sort", "sort.comp", {}, GROUP, extra=tuple(SORT_TAGS),
        tag_defines={t: {"BITS": b, "KIND": k, "INFBITS": inf} for t, (b, k, inf) in SORT_TAGS.items()},
        tag_features={t: () for t in SORT_TAGS})

@@ -13,6 +13,7 @@ import struct
 from pathlib import Path
 
 from ..errors import BuildError, DeviceError, UnsupportedError
+from ..kernels.signature import Signature
 from ..spirv import evaluate
 from .vk import C, ffi, lib, check
 
@@ -56,6 +57,7 @@ class PipelineCache:
         self.lock = device.lock   # guards creation (lookups of existing pipelines are plain dict reads)
         self.pipelines = {}
         self._modules = {}
+        self._signatures = {}
         self._set_layouts = {}
         self._vk_cache = self._load_vk_cache()
 
@@ -102,6 +104,13 @@ class PipelineCache:
         except KeyError:
             raise BuildError(f"kernel variant {vid!r} is not in {self.dir}/manifest.json; "
                              "run `python build_shaders.py`") from None
+
+    def signature(self, variant):
+        """The variant's named interface (kernels.signature.Signature), from this cache's manifest."""
+        sig = self._signatures.get(variant.id)
+        if sig is None:
+            sig = self._signatures[variant.id] = Signature(variant.id, self.meta(variant.id))
+        return sig
 
     def _module(self, vid):
         mod = self._modules.get(vid)
