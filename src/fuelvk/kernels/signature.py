@@ -8,6 +8,7 @@ arguments into what a dispatch needs -- buffers in binding order, the write set,
 so a swapped or forgotten field is an error, never a wrong answer.
 """
 import struct
+from operator import itemgetter
 
 from ..errors import LaunchError
 
@@ -23,7 +24,8 @@ def _field_type(t):
 
 
 class Signature:
-    __slots__ = ("vid", "bindings", "writes", "fields", "spec_ids", "size", "_struct", "_names")
+    __slots__ = ("vid", "bindings", "writes", "fields", "spec_ids", "size", "_struct", "_names", "_get_buffers",
+                 "_get_values", "_arrays", "_spec_items")
 
     def __init__(self, vid, meta):
         self.vid = vid
@@ -59,6 +61,12 @@ class Signature:
         self._struct = struct.Struct(fmt)
         self.spec_ids = dict(meta.get("spec_names", {}))
         self._names = set(self.bindings) | {f[0] for f in self.fields} | set(self.spec_ids)
+        # The fast path of bind(): C-level lookups; any KeyError/struct.error takes the slow path that
+        # names what was wrong.
+        self._get_buffers = _getter(self.bindings)
+        self._get_values = _getter([f[0] for f in self.fields])
+        self._arrays = [(i, c) for i, (_, _, c) in enumerate(self.fields) if c > 1][::-1]
+        self._spec_items = sorted(self.spec_ids.items(), key=lambda kv: kv[1])
 
     def accepts(self):
         return (f"bindings {list(self.bindings)}, Params {[f[0] for f in self.fields]}, "
@@ -96,6 +104,22 @@ class Signature:
     def bind(self, args):
         """(buffers, writes, Params bytes, spec) for a launch with named arguments: every binding (a
         Buffer or anything with .buffer, e.g. an Array) and Params field, any spec constant."""
+        try:
+            spec = tuple([(i, int(args[n])) for n, i in self._spec_items if n in args])
+            if len(args) != len(self.bindings) + len(self.fields) + len(spec):
+                raise KeyError
+            buffers = tuple([getattr(b, "buffer", b) for b in self._get_buffers(args)])
+            values = list(self._get_values(args))
+            for i, count in self._arrays:    # right to left, so earlier indices stay valid
+                v = list(values[i])
+                if len(v) > count:
+                    raise KeyError
+                values[i:i + 1] = v + [0] * (count - len(v))
+            return buffers, self.writes, self._struct.pack(*values), spec
+        except (KeyError, TypeError, struct.error):
+            return self._bind_checked(args)
+
+    def _bind_checked(self, args):
         unknown = set(args) - self._names
         if unknown:
             raise LaunchError(f"kernel {self.vid} has no argument {sorted(unknown)}; it takes {self.accepts()}")
@@ -109,3 +133,13 @@ class Signature:
             buffers.append(getattr(b, "buffer", b))
         spec = tuple(sorted((i, int(args[n])) for n, i in self.spec_ids.items() if n in args))
         return tuple(buffers), self.writes, self.pack(args), spec
+
+
+def _getter(names):
+    """args -> tuple of args[name] for names (itemgetter returns a bare value for one name)."""
+    if not names:
+        return lambda args: ()
+    if len(names) == 1:
+        one = names[0]
+        return lambda args: (args[one],)
+    return itemgetter(*names)
