@@ -4,18 +4,20 @@
 // ANY_DIM: one invocation per output element scans the reduced dim serially (coalesced across
 // invocations when s_inner == 1). Otherwise (last dim): one workgroup per output element, each
 // invocation scans a strided subset, then a tree on (value, index) pairs; rows longer than a chunk
-// run workgroup-per-chunk (MODE 1 writes each chunk's winner) and then MODE 2 over the winners.
+// run workgroup-per-chunk (MODE_PARTIAL writes each chunk's winner) and then MODE_FINAL over the
+// winners.
 // Lowest index wins on ties; NaN wins over every number and the first NaN is returned (torch and
 // numpy). Output: u32 indices, or int64 (two words, high word 0) when OUT64 is set.
+// OP_* and MODE_* are defines from kernels/reduction.py (ARG_OPS, MODES).
 #include "common/dtype.glsl"
 #include "common/index.glsl"
 #define A V
 layout(constant_id = 0) const uint WG = 128;
-layout(constant_id = 1) const uint OP = 0;     // 0 argmax, 1 argmin
+layout(constant_id = 1) const uint OP = OP_ARGMAX;
 layout(constant_id = 2) const uint OUT64 = 1;
 layout(local_size_x_id = 0) in;
 
-layout(constant_id = 3) const uint MODE = 0;    // last dim: 0 direct, 1 chunk partials, 2 final
+layout(constant_id = 3) const uint MODE = MODE_DIRECT;    // last dim only
 layout(set = 0, binding = 0) writeonly buffer Out { uint o[]; };
 layout(set = 0, binding = 1) readonly buffer X { T x[]; };
 layout(set = 0, binding = 2) buffer PartV { A part_v[]; };
@@ -37,7 +39,7 @@ bool beats(A vb, uint ib, A va, uint ia) {
     if (nb) return !na || ib < ia;
     if (na) return false;
     if (vb == va) return ib < ia;
-    return OP == 0u ? vb > va : vb < va;
+    return OP == OP_ARGMAX ? vb > va : vb < va;
 }
 
 void store(uint e, uint idx) {
@@ -74,7 +76,7 @@ void main() {
     uint t = gl_LocalInvocationID.x;
     A best = A(0);
     uint bi = NONE;
-    if (MODE == 2u) {                                 // a row of (value, index) chunk winners
+    if (MODE == MODE_FINAL) {                         // a row of (value, index) chunk winners
         for (uint k = t; k < p.d; k += WG) {
             uint j = e * p.d + k;
             if (beats(part_v[j], part_i[j], best, bi)) { best = part_v[j]; bi = part_i[j]; }
@@ -98,7 +100,7 @@ void main() {
         barrier();
     }
     if (t != 0u) return;
-    if (MODE == 1u) { part_v[g] = red_v[0]; part_i[g] = red_i[0]; }
+    if (MODE == MODE_PARTIAL) { part_v[g] = red_v[0]; part_i[g] = red_i[0]; }
     else store(e, red_i[0] == NONE ? 0u : red_i[0]);
 }
 #endif

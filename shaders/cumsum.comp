@@ -1,6 +1,6 @@
 #version 450
 // Inclusive prefix sum (PROD: product) along one axis of a strided input (signed strides, element offset, up to
-// 5 outer dims after the host collapses them), into a contiguous output of the input's shape.
+// MAX_RANK outer dims after the host collapses them), into a contiguous output of the input's shape.
 // Running sums are compensated (Kahan, common/kahan.glsl: +-inf and NaN propagate as in numpy) in
 // f32 (f64 for f64) and every output is rounded once.
 // SCAN == 0: one invocation per slice walks the axis serially (neighbouring invocations handle
@@ -21,8 +21,8 @@ layout(set = 0, binding = 1) readonly buffer X { T x[]; };
 
 layout(push_constant) uniform Params {
     uint n_slices; uint d; uint rank; uint off_in;
-    uint off_out; int s_ax; uint so_ax; int shape[5];
-    int s_in[5]; int s_out[5];
+    uint off_out; int s_ax; uint so_ax; int shape[MAX_RANK];
+    int s_in[MAX_RANK]; int s_out[MAX_RANK];
 } p;
 
 void slice_base(uint e, out int bi, out int bo) {

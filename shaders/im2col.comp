@@ -6,25 +6,25 @@
 #include "common/width.glsl"
 #include "common/index.glsl"
 
-layout(local_size_x = 256) in;
+layout(local_size_x = WG) in;   // WG: a define from kernels/conv.py
 layout(set = 0, binding = 0) writeonly buffer Out { W o[]; };
 layout(set = 0, binding = 1) readonly buffer X { W x[]; };
 
 layout(push_constant) uniform Params {
     uint batch; uint c_in; uint h; uint w; uint h_out; uint w_out; uint k_h; uint k_w;
     uint stride_h; uint stride_w; uint pad_t; uint pad_l; uint dil_h; uint dil_w;
-    uint groups; uint cin_per_g; uint total; uint off_x; int xs[4];
+    uint n_groups; uint cin_per_g; uint total; uint off_x; int xs[4];
 } p;
 
 void main() {
-    uint i = linear_group() * 256u + gl_LocalInvocationID.x;
+    uint i = linear_group() * WG + gl_LocalInvocationID.x;
     if (i >= p.total) return;
     uint hw = p.h_out * p.w_out, kk = p.k_h * p.k_w;
     uint col = i % hw;
     uint t = i / hw;
     uint row = t % (p.cin_per_g * kk);
     uint bg = t / (p.cin_per_g * kk);
-    uint b = bg / p.groups, g = bg % p.groups;
+    uint b = bg / p.n_groups, g = bg % p.n_groups;
     uint c = g * p.cin_per_g + row / kk;
     uint ki = (row % kk) / p.k_w, kj = row % p.k_w;
     int iy = int((col / p.w_out) * p.stride_h + ki * p.dil_h) - int(p.pad_t);

@@ -2,16 +2,17 @@
 // Sum / max / min / mean / prod over the last dim of a contiguous [n_rows, n_cols] view (at element
 // offset off_in). The full-tensor `reduce` is the n_rows == 1 case. Workgroup-per-chunk: each
 // workgroup reduces `chunk` columns of one row; rows longer than a chunk are done in two passes
-// (MODE 1 writes per-chunk partials in the accumulator type A, MODE 2 reduces the partial rows), so
-// a 16M-element sum runs on every core and is pairwise-accurate: per invocation a short
+// (MODE_PARTIAL writes per-chunk partials in the accumulator type A, MODE_FINAL reduces the partial
+// rows), so a 16M-element sum runs on every core and is pairwise-accurate: per invocation a short
 // compensated serial sum, then a log2(WG) tree, then the same again over the partials.
 // Half types accumulate in f32, f64 in f64; NaN propagates through max/min (numpy).
+// OP_* and MODE_* are defines from kernels/reduction.py (REDUCE_OPS, MODES).
 #include "common/dtype.glsl"
 #include "common/index.glsl"
 #define A V
 layout(constant_id = 0) const uint WG = 128;
-layout(constant_id = 1) const uint OP = 0;    // 0 sum, 1 max, 2 min, 3 mean, 4 prod
-layout(constant_id = 2) const uint MODE = 0;  // 0: in -> out, 1: in -> part, 2: part -> out
+layout(constant_id = 1) const uint OP = OP_SUM;
+layout(constant_id = 2) const uint MODE = MODE_DIRECT;  // in -> out; PARTIAL: in -> part; FINAL: part -> out
 layout(local_size_x_id = 0) in;
 #include "rows.glsl"
 
@@ -30,7 +31,7 @@ A identity() {
 #else
     A inf = uintBitsToFloat(0x7F800000u);
 #endif
-    return OP == 1u ? -inf : (OP == 2u ? inf : (OP == 4u ? A(1) : A(0)));
+    return OP == OP_MAX ? -inf : (OP == OP_MIN ? inf : (OP == OP_PROD ? A(1) : A(0)));
 }
 
 // prod's tree (rows.glsl's combine knows sum / max / min only).
@@ -47,7 +48,7 @@ A block_prod(A v) {
 }
 
 A load(uint i) {
-    if (MODE == 2u) return part[i];
+    if (MODE == MODE_FINAL) return part[i];
     return A(LOAD(x[p.off_in + i]));
 }
 
@@ -55,7 +56,7 @@ void main() {
     uint g = linear_group();
     uint row = g / p.n_chunks, ch = g - row * p.n_chunks;
     if (row >= p.n_rows) return;                       // uniform per workgroup
-    uint rop = OP == 3u ? R_SUM : OP;
+    uint rop = OP == OP_MAX ? R_MAX : (OP == OP_MIN ? R_MIN : R_SUM);   // rows.glsl's combine
     uint t = gl_LocalInvocationID.x;
     uint base = row * p.n_cols;
     uint start = ch * p.chunk;
@@ -63,16 +64,16 @@ void main() {
     A acc = identity(), c = A(0);
     for (uint i = start + t; i < end; i += WG) {
         A v = load(base + i);
-        if (rop == R_SUM) kahan_add(acc, c, v);
-        else if (OP == 4u) acc *= v;
+        if (OP == OP_PROD) acc *= v;
+        else if (rop == R_SUM) kahan_add(acc, c, v);
         else acc = combine(acc, v, rop);
     }
-    A r = OP == 4u ? block_prod(acc) : block_reduce(acc, rop);
+    A r = OP == OP_PROD ? block_prod(acc) : block_reduce(acc, rop);
     if (t != 0u) return;
-    if (MODE == 1u) {
+    if (MODE == MODE_PARTIAL) {
         part[g] = r;
     } else {
-        if (OP == 3u) r /= A(p.denom);
+        if (OP == OP_MEAN) r /= A(p.denom);
         o[p.off_out + row] = STORE(r);
     }
 }

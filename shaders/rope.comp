@@ -2,16 +2,17 @@
 // Rotary position embedding, one invocation per channel pair of a row (writes both outputs).
 // x is viewed as [o0, o1, seq, head_dim] with any strides (so a lazy [0,2,1,3] permute runs
 // without a copy); cos/sin are [o0, o1, seq, table] views (strides may be 0 for broadcast).
-// flags bit 0: GPT-J interleaved pairs (2i, 2i+1), else NeoX rotate_half pairs (i, i + rot/2);
-// bit 1: half tables (rot/2 entries per row, cos[i] serves both members of pair i), else full
+// flags FLAG_INTERLEAVED: GPT-J interleaved pairs (2i, 2i+1), else NeoX rotate_half pairs (i, i + rot/2);
+// FLAG_HALF_TABLE: half tables (rot/2 entries per row, cos[i] serves both members of pair i), else full
 // tables of rot entries (the HF convention: cos = cat(freqs, freqs) or repeat_interleave).
 // Channels rot..head_dim pass through. Output is contiguous [o0, o1, seq, head_dim].
 // The rotation is computed in V (f32 for half types) with `precise` products, i.e. exactly
 // torch's x * cos + rotate_half(x) * sin evaluated in V and rounded once on store.
+// FLAG_* and WG are defines from kernels/rope.py.
 #include "common/dtype.glsl"
 #include "common/index.glsl"
 
-layout(local_size_x = 256) in;
+layout(local_size_x = WG) in;
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
 layout(set = 0, binding = 1) readonly buffer X { T x[]; };
 layout(set = 0, binding = 2) readonly buffer Cos { T tc[]; };
@@ -23,7 +24,7 @@ layout(push_constant) uniform Params {
 } p;
 
 void main() {
-    uint t = linear_group() * 256u + gl_LocalInvocationID.x;
+    uint t = linear_group() * WG + gl_LocalInvocationID.x;
     if (t >= p.total) return;
     uint half_rot = p.rot / 2u;
     uint ppr = half_rot + (p.head_dim - p.rot + 1u) / 2u;   // pairs per row
@@ -33,9 +34,9 @@ void main() {
     int xb = int(p.off_x) + i0 * p.xs[0] + i1 * p.xs[1] + int(s) * p.xs[2];
     uint ob = row * p.head_dim;
     if (pr < half_rot) {
-        bool inter = (p.flags & 1u) != 0u;
+        bool inter = (p.flags & FLAG_INTERLEAVED) != 0u;
         uint j0 = inter ? 2u * pr : pr, j1 = inter ? 2u * pr + 1u : pr + half_rot;
-        uint c0 = (p.flags & 2u) != 0u ? pr : j0, c1 = (p.flags & 2u) != 0u ? pr : j1;
+        uint c0 = (p.flags & FLAG_HALF_TABLE) != 0u ? pr : j0, c1 = (p.flags & FLAG_HALF_TABLE) != 0u ? pr : j1;
         int cb = int(p.off_c) + i0 * p.cs[0] + i1 * p.cs[1] + int(s) * p.cs[2];
         int sb = int(p.off_s) + i0 * p.ss[0] + i1 * p.ss[1] + int(s) * p.ss[2];
         V x0 = LOAD(x[xb + int(j0) * p.xs[3]]), x1 = LOAD(x[xb + int(j1) * p.xs[3]]);

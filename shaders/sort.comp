@@ -3,17 +3,20 @@
 // length padded to a power of two. Keys are the elements' bits mapped to uint so that unsigned
 // order is numeric order (floats: sign flip; -0 == +0; every NaN after +inf, as numpy); the index
 // breaks ties, so the sort is stable. Descending inverts the real keys (ties keep index order).
-// Padding (key and index 0xFFFFFFFF) sorts last. Three modes (specialization constant 0):
-//   0: build keys from the contiguous input rows (elements of BITS bits, read from 32-bit words);
-//   1: one compare-exchange step (k, j) of the network;
-//   2: write the first n indices of each row as int64 (the argsort result).
+// Padding (key and index 0xFFFFFFFF) sorts last. Three modes (specialization constant MODE):
+//   MODE_KEYS: build keys from the contiguous input rows x (elements of BITS bits, read from 32-bit
+//              words);
+//   MODE_STEP: one compare-exchange step (k, j) of the network;
+//   MODE_WRITE: write the first n indices of each row into out as int64 (the argsort result).
+// KIND_*, MODE_* and WG are defines from kernels/sorting.py.
 #include "common/index.glsl"
-layout(local_size_x = 256) in;
-layout(constant_id = 0) const uint MODE = 0;
+layout(local_size_x = WG) in;
+layout(constant_id = 0) const uint MODE = MODE_KEYS;
 
 layout(set = 0, binding = 0) buffer Keys { uint key[]; };
 layout(set = 0, binding = 1) buffer Idx { uint idx[]; };
-layout(set = 0, binding = 2) buffer Data { uint data[]; };   // 0: input words; 2: int64 output words
+layout(set = 0, binding = 2) readonly buffer X { uint x[]; };      // MODE_KEYS: the input words
+layout(set = 0, binding = 3) writeonly buffer Out { uint o[]; };   // MODE_WRITE: int64 words
 
 layout(push_constant) uniform Params {
     uint n; uint p2; uint rows; uint j; uint k; uint off_in; uint desc; uint pad;
@@ -21,22 +24,22 @@ layout(push_constant) uniform Params {
 
 uint load_bits(uint e) {
 #if BITS == 32
-    return data[e];
+    return x[e];
 #elif BITS == 16
-    return (data[e >> 1] >> ((e & 1u) * 16u)) & 0xFFFFu;
+    return (x[e >> 1] >> ((e & 1u) * 16u)) & 0xFFFFu;
 #else
-    return (data[e >> 2] >> ((e & 3u) * 8u)) & 0xFFu;
+    return (x[e >> 2] >> ((e & 3u) * 8u)) & 0xFFu;
 #endif
 }
 
 uint make_key(uint b) {
     const uint SIGN = 1u << (BITS - 1);
-#if KIND == 2
+#if KIND == KIND_FLOAT
     uint mag = b & (SIGN - 1u);
     if (mag > INFBITS) return 0xFFFFFFFEu;       // NaN (any sign, any payload): after +inf
     if (mag == 0u) b = 0u;                      // -0 sorts with +0 (the index keeps their order)
     uint k = (b & SIGN) != 0u ? ~b : (b | SIGN);
-#elif KIND == 1
+#elif KIND == KIND_SIGNED
     uint k = b ^ SIGN;
 #else
     uint k = b;
@@ -48,8 +51,8 @@ uint make_key(uint b) {
 }
 
 void main() {
-    uint g = linear_group() * 256u + gl_LocalInvocationID.x;
-    if (MODE == 0u) {
+    uint g = linear_group() * WG + gl_LocalInvocationID.x;
+    if (MODE == MODE_KEYS) {
         if (g >= p.rows * p.p2) return;
         uint r = g / p.p2, c = g - r * p.p2;
         if (c < p.n) {
@@ -60,7 +63,7 @@ void main() {
             key[g] = 0xFFFFFFFFu;
             idx[g] = 0xFFFFFFFFu;
         }
-    } else if (MODE == 1u) {
+    } else if (MODE == MODE_STEP) {
         if (g >= p.rows * p.p2) return;
         uint r = g / p.p2, i = g - r * p.p2;
         uint l = i ^ p.j;
@@ -74,7 +77,7 @@ void main() {
     } else {
         if (g >= p.rows * p.n) return;
         uint r = g / p.n, c = g - r * p.n;
-        data[2u * g] = idx[r * p.p2 + c];
-        data[2u * g + 1u] = 0u;
+        o[2u * g] = idx[r * p.p2 + c];
+        o[2u * g + 1u] = 0u;
     }
 }

@@ -4,16 +4,11 @@ shaders/softmax.comp (forward, BACKWARD) and shaders/norm.comp (RMS / LN x forwa
 share shaders/rows.glsl: compensated per-invocation sums and a tree across the workgroup.
 """
 from .reduction import GROUP
-from .registry import P, family, float_variants
-
-SOFTMAX_PARAMS = P("n_rows:u32", "n_cols:u32", "off_out:u32", "off_x:u32", "off_g:u32", "pad:u32")
+from .registry import family, float_variants
 
 family("softmax", "softmax.comp", float_variants("softmax"), GROUP)
 family("softmax_last_dim_backward", "softmax.comp", float_variants("softmax_last_dim_backward"),
        GROUP, defines={"BACKWARD": 1})
-
-NORM_PARAMS = P("n_rows:u32", "n_cols:u32", "off_out:u32", "off_x:u32", "off_g:u32", "off_w:u32", "off_b:u32",
-                "rows_per_group:u32", "n_groups:u32", "eps:u32[2]")
 
 family("rms_norm_last_dim", "norm.comp", float_variants("rms_norm_last_dim"), GROUP)
 # The inventory has the f32 backward only; the other dtypes are the same generic kernel.

@@ -4,19 +4,24 @@ shaders/reduce.comp serves both value families (`reduce` is the one-row case of 
 kernel, workgroup-per-chunk with a second pass over per-chunk partials for long rows);
 shaders/arg_reduce.comp serves arg_reduce_last_dim (workgroup per row, tree on (value, index)
 pairs) and arg_reduce_any_dim (strided, one invocation per output element).
+Op and mode ids are the tables below; the shaders see them as defines (OP_SUM, MODE_PARTIAL, ...).
 """
-from .registry import P, family, float_variants
+from .registry import family, float_variants
 
 GROUP = "Reductions / arg-reductions / norms"
-REDUCE_PARAMS = P("n_rows:u32", "n_cols:u32", "chunk:u32", "n_chunks:u32", "off_in:u32", "off_out:u32",
-                  "denom:u32", "pad:u32")
-ARG_PARAMS = P("n_out:u32", "n_inner:u32", "d:u32", "off_in:u32", "off_out:u32", "s_outer:i32", "s_d:i32",
-               "s_inner:i32", "chunk:u32", "n_chunks:u32")
 REDUCE_OPS = {"sum": 0, "max": 1, "min": 2, "mean": 3, "prod": 4}
 ARG_OPS = {"argmax": 0, "argmin": 1}
-MODE_DIRECT, MODE_PARTIAL, MODE_FINAL = 0, 1, 2
+# The row kernels' passes: in -> out, in -> per-chunk partials, partials -> out.
+MODES = {"direct": 0, "partial": 1, "final": 2}
+MODE_DIRECT, MODE_PARTIAL, MODE_FINAL = MODES["direct"], MODES["partial"], MODES["final"]
 # Serial elements per invocation in one chunk (the rest of a row goes to the tree and the 2nd pass).
 CHUNK_PER_INVOCATION = 64
+
+
+def id_defines(**tables):
+    """Preprocessor defines naming each table's ids, so shaders say OP_SUM where the host says
+    REDUCE_OPS["sum"]: id_defines(OP=REDUCE_OPS) -> {"OP_SUM": 0, "OP_MAX": 1, ...}."""
+    return {f"{prefix}_{name.upper()}": i for prefix, table in tables.items() for name, i in table.items()}
 
 
 def row_wg(ctx, n_cols=0, passes=1):
@@ -35,14 +40,15 @@ def row_wg(ctx, n_cols=0, passes=1):
     return wg if passes * -(-n_cols // wg) <= budget else None
 
 
-family("reduce", "reduce.comp", float_variants("reduce"), GROUP)
-family("reduce_last_dim", "reduce.comp", float_variants("reduce_last_dim"), GROUP)
+_REDUCE_DEFINES = id_defines(OP=REDUCE_OPS, MODE=MODES)
+_ARG_DEFINES = id_defines(OP=ARG_OPS, MODE=MODES)
+family("reduce", "reduce.comp", float_variants("reduce"), GROUP, defines=_REDUCE_DEFINES)
+family("reduce_last_dim", "reduce.comp", float_variants("reduce_last_dim"), GROUP, defines=_REDUCE_DEFINES)
 family("arg_reduce_last_dim", "arg_reduce.comp", float_variants("arg_reduce_last_dim", bare=None),
-       GROUP)
+       GROUP, defines=_ARG_DEFINES)
 family("arg_reduce_any_dim", "arg_reduce.comp", float_variants("arg_reduce_any_dim", bare=None),
-       GROUP, defines={"ANY_DIM": 1})
+       GROUP, defines=dict(_ARG_DEFINES, ANY_DIM=1))
 
-CUMSUM_MAX_RANK = 5
-CUMSUM_PARAMS = P("n_slices:u32", "d:u32", "rank:u32", "off_in:u32", "off_out:u32", "s_ax:i32", "so_ax:u32",
-                  f"shape:i32[{CUMSUM_MAX_RANK}]", f"s_in:i32[{CUMSUM_MAX_RANK}]", f"s_out:i32[{CUMSUM_MAX_RANK}]")
-family("cumsum", "cumsum.comp", {t: f"cumsum_{t}" for t in ("f32", "f16", "bf16", "f64")}, GROUP)
+CUMSUM_MAX_RANK = 5   # outer dims after collapsing (the shader's Params arrays hold this many)
+family("cumsum", "cumsum.comp", {t: f"cumsum_{t}" for t in ("f32", "f16", "bf16", "f64")}, GROUP,
+       defines={"MAX_RANK": CUMSUM_MAX_RANK})

@@ -1,19 +1,25 @@
 """Sorting: one bitonic kernel (shaders/sort.comp), keyed by the element's bits and kind.
 
-Tags: f32, f16, bf16 (floats: KIND 2 with the exponent's all-ones pattern INFBITS), i8/i16/i32
-(KIND 1), u8/u16/u32 and bool (KIND 0). 64-bit keys (float64, int64, uint64) are not sorted yet.
-Input words are read as 32-bit words, so no 8/16-bit storage feature is needed.
+Tags: f32, f16, bf16 (floats: KIND_FLOAT with the exponent's all-ones pattern INFBITS), i8/i16/i32
+(KIND_SIGNED), u8/u16/u32 and bool (KIND_UNSIGNED). 64-bit keys (float64, int64, uint64) are not
+sorted yet. Input words are read as 32-bit words, so no 8/16-bit storage feature is needed.
+Kind and mode ids are the tables below; the shader sees them as defines (KIND_FLOAT, MODE_STEP, ...).
 """
-from .registry import P, family
+from .reduction import id_defines
+from .registry import family
 
 GROUP = "Sorting"
-SORT_PARAMS = P("n:u32", "p2:u32", "rows:u32", "j:u32", "k:u32", "off_in:u32", "desc:u32", "pad:u32")
+KINDS = {"unsigned": 0, "signed": 1, "float": 2}
+# The passes of one sort: build (key, index) pairs, one compare-exchange step, write the indices.
+MODES = {"keys": 0, "step": 1, "write": 2}
+MODE_KEYS, MODE_STEP, MODE_WRITE = MODES["keys"], MODES["step"], MODES["write"]
 SORT_TAGS = {  # tag -> (bits, kind, bits of +inf's magnitude for floats)
-    "f32": (32, 2, 0x7F800000), "f16": (16, 2, 0x7C00), "bf16": (16, 2, 0x7F80),
-    "i8": (8, 1, 0), "i16": (16, 1, 0), "i32": (32, 1, 0), "u8": (8, 0, 0), "u16": (16, 0, 0), "u32": (32, 0, 0),
-    "bool": (8, 0, 0)}
-MODE_KEYS, MODE_STEP, MODE_WRITE = 0, 1, 2
-WG = 256
+    "f32": (32, "float", 0x7F800000), "f16": (16, "float", 0x7C00), "bf16": (16, "float", 0x7F80),
+    "i8": (8, "signed", 0), "i16": (16, "signed", 0), "i32": (32, "signed", 0),
+    "u8": (8, "unsigned", 0), "u16": (16, "unsigned", 0), "u32": (32, "unsigned", 0),
+    "bool": (8, "unsigned", 0)}
+SORT_WG = 256
 family("sort", "sort.comp", {}, GROUP, extra=tuple(SORT_TAGS),
-       tag_defines={t: {"BITS": b, "KIND": k, "INFBITS": inf} for t, (b, k, inf) in SORT_TAGS.items()},
+       defines=dict(id_defines(KIND=KINDS, MODE=MODES), WG=SORT_WG),
+       tag_defines={t: {"BITS": b, "KIND": KINDS[k], "INFBITS": inf} for t, (b, k, inf) in SORT_TAGS.items()},
        tag_features={t: () for t in SORT_TAGS})

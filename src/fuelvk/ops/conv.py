@@ -10,10 +10,14 @@ import operator
 
 from .. import dtypes as _dt
 from .. import runtime
+from ..array import zeros
 from ..errors import DTypeError, ShapeError
 from ..kernels import kernel
-from ..kernels.conv import IM2COL_PARAMS, IM2COL_WG
+from ..kernels.conv import IM2COL_WG
 from ._core import binding_limit, contiguous, device_args, fits, new_like, result, spans, windowed
+from .casts import astype
+from .matmul import matmul
+from .movement import launch_write
 
 __all__ = ["conv2d"]
 
@@ -63,7 +67,6 @@ def _im2col(x, kh, kw, stride, pads, dil, groups, h_out, w_out):
     out = new_like((b * groups, cin_g * kh * kw, h_out * w_out), x.dtype)
     total = out.size
     if total and not fits(x, out):   # larger than one binding: blocks of images
-        from .movement import launch_write
         g = groups
         for b0, b1 in spans("im2col", "image (its input or patches)", b,
                             lambda b0, b1: windowed(x[b0:b1]) is not None and windowed(out[b0 * g:b1 * g]) is not None):
@@ -71,10 +74,10 @@ def _im2col(x, kh, kw, stride, pads, dil, groups, h_out, w_out):
             launch_write(kernel("write_slice", _dt.width_tag(x.dtype)), windowed(out[b0 * g:b1 * g]), r)
         return out
     ctx = runtime.get()
-    push = IM2COL_PARAMS.pack(b, c, h, w, h_out, w_out, kh, kw, stride[0], stride[1], pads[0], pads[2],
-                              dil[0], dil[1], groups, cin_g, total, x.offset, list(x.strides))
-    ctx.launch(kernel("im2col", _dt.width_tag(x.dtype)), ctx.groups(-(-total // IM2COL_WG)),
-               (out.buffer, x.buffer), (True, False), push)
+    ctx.launch(kernel("im2col", _dt.width_tag(x.dtype)), ctx.groups(-(-total // IM2COL_WG)), out=out, x=x,
+               batch=b, c_in=c, h=h, w=w, h_out=h_out, w_out=w_out, k_h=kh, k_w=kw, stride_h=stride[0],
+               stride_w=stride[1], pad_t=pads[0], pad_l=pads[2], dil_h=dil[0], dil_w=dil[1], n_groups=groups,
+               cin_per_g=cin_g, total=total, off_x=x.offset, xs=x.strides)
     return out
 
 
@@ -136,7 +139,6 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
     lim = binding_limit()
     if b and cout and c and not (fits(xa, wa) and b * groups * kd * hw * isz <= lim and b * cout * hw * 4 <= lim):
         # larger than one binding (input, patches or result): blocks of images, each an ordinary conv2d
-        from .movement import launch_write
         out = new_like(out_shape, xa.dtype)
         ok = lambda b0, b1: (windowed(xa[b0:b1]) is not None and windowed(out[b0:b1]) is not None   # noqa: E731
                              and (b1 - b0) * max(groups * kd * isz, cout * 4) * hw + 512 <= lim)
@@ -145,12 +147,10 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
             launch_write(kernel("write_slice", _dt.width_tag(out.dtype)), windowed(out[b0:b1]), r)
         return result(out.reshape(out_shape[1:]) if unbatched else out, numpy_out)
     if b == 0 or cout == 0 or c == 0:
-        from .. import zeros
         out = zeros(out_shape, xa.dtype)
         if c == 0 and ba is not None and b and cout:
             out = out + ba.reshape(1, cout, 1, 1)
     else:
-        from .matmul import matmul
         kd = cin_g * kh * kw
         if (kh, kw) == (1, 1) and stride == (1, 1) and pads == (0, 0, 0, 0):
             patches = contiguous(xa).reshape(b, groups, kd, h * wd)
@@ -162,10 +162,8 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
         y = matmul(wg, patches, out_dtype=_dt.float32 if half else xa.dtype)
         out = y.reshape(out_shape)
         if ba is not None:
-            from .casts import astype
             out = out + (astype(ba, _dt.float32) if half else ba).reshape(1, cout, 1, 1)
         if half:
-            from .casts import astype
             out = astype(out, xa.dtype)
     if unbatched:
         out = out.reshape(out_shape[1:])

@@ -19,12 +19,14 @@ the one not given). dweight/dbias are summed over rows in f32 (f64 for f64) and 
 import math
 
 from .. import dtypes as _dt
+from .. import layout
 from .. import runtime
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError
 from ..kernels import kernel
-from ..kernels.norm import NORM_PARAMS, SOFTMAX_PARAMS
 from ..kernels.reduction import REDUCE_OPS, row_wg
 from ._core import binding_limit, contiguous, device_args, fits, new_like, result, rowwise, scalar_words
+from .casts import astype
+from .movement_core import ascontiguousarray
 from .reduction import accum_dtype, launch_reduce
 
 __all__ = ["softmax", "softmax_backward", "rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward"]
@@ -53,8 +55,7 @@ def _wg(ctx, op, fam, tag, cols, passes):
 
 def _axis_last(op, x, axis):
     """(contiguous view with `axis` last as [rows, cols], rows, cols, perm) for the row kernels."""
-    from .. import layout as L
-    ax = L.normalize_axis(op, axis, x.ndim)
+    ax = layout.normalize_axis(op, axis, x.ndim)
     perm = [a for a in range(x.ndim) if a != ax] + [ax] if x.ndim else []
     v = contiguous(x.transpose(perm)) if x.ndim else contiguous(x)
     cols = x.shape[ax] if x.ndim else 1
@@ -70,7 +71,6 @@ def _restore(out, moved_shape, perm, numpy_out):
     view = out.reshape(moved_shape).transpose(inv)
     if numpy_out:
         return view  # result() downloads through the view
-    from .movement_core import ascontiguousarray
     return ascontiguousarray(view)
 
 
@@ -95,13 +95,9 @@ def _softmax_launch(fam, op, y_or_x, g, axis):
     if rows and cols:
         ctx = runtime.get()
         wg = _wg(ctx, op, fam, tag, cols, 2 if g is not None else 3)
-        bufs = (out.buffer, v.buffer)
-        off_g = 0
-        if g is not None:
-            bufs += (gv.buffer,)
-            off_g = gv.offset
-        ctx.launch(kernel(fam, tag), ctx.groups(rows), bufs, (True,) + (False,) * (len(bufs) - 1),
-                   SOFTMAX_PARAMS.pack(rows, cols, 0, v.offset, off_g, 0), spec=((0, wg),))
+        grad = {} if g is None else {"grad": gv}
+        ctx.launch(kernel(fam, tag), ctx.groups(rows), out=out, x=v, **grad, n_rows=rows, n_cols=cols, off_out=0,
+                   off_x=v.offset, off_g=gv.offset if g is not None else 0, pad=0, WG=wg)
     return result(_restore(out, v.shape, perm, numpy_out), numpy_out)
 
 
@@ -160,7 +156,9 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
     per_row = passes * -(-cols // wg) + 1
     max_rpg = _MAX_ROWS_PER_GROUP if budget is None else max(1, min(_MAX_ROWS_PER_GROUP, budget // per_row))
     eps_w = scalar_words(op, eps, x.dtype)
-    dummy = out.buffer
+    # weight/bias/part not given: `out` stands in (the kernel does not touch them: HAS_W etc. are 0)
+    args = dict(out=out, x=x, weight=w if w is not None else out, n_rows=rows, n_cols=cols, off_out=0,
+                off_x=x.offset, off_w=w.offset if w is not None else 0, eps=eps_w, WG=wg, HAS_W=int(w is not None))
     if backward:
         wgrad = grads is not None
         if wgrad:
@@ -176,22 +174,15 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
             part = new_like((n_grad * cols * n_groups,), accum_dtype(x.dtype))
         else:
             n_groups, rpg, part = rows, 1, None
-        bufs = (out.buffer, x.buffer, g.buffer, w.buffer if w is not None else dummy,
-                part.buffer if part is not None else dummy)
-        writes = (True, False, False, False, part is not None)
-        push = NORM_PARAMS.pack(rows, cols, 0, x.offset, g.offset, w.offset if w is not None else 0, 0, rpg,
-                                n_groups, eps_w)
-        spec = ((0, wg), (1, int(w is not None)), (2, 0), (3, int(wgrad)))
-        ctx.launch(kernel(fam, tag), ctx.groups(n_groups), bufs, writes, push, spec)
+        ctx.launch(kernel(fam, tag), ctx.groups(n_groups), **args, grad=g, part=part if part is not None else out,
+                   off_g=g.offset, off_b=0, rows_per_group=rpg, n_groups=n_groups, HAS_B=0, WGRAD=int(wgrad))
         if wgrad:
             launch_reduce("reduce_last_dim", tag, REDUCE_OPS["sum"], part, n_grad * cols, n_groups, grads,
                           src_is_partial=True)
     else:
-        bufs = (out.buffer, x.buffer, w.buffer if w is not None else dummy, b.buffer if b is not None else dummy)
-        push = NORM_PARAMS.pack(rows, cols, 0, x.offset, 0, w.offset if w is not None else 0,
-                                b.offset if b is not None else 0, 1, rows, eps_w)
-        spec = ((0, wg), (1, int(w is not None)), (2, int(b is not None)), (3, 0))
-        ctx.launch(kernel(fam, tag), ctx.groups(rows), bufs, (True, False, False, False), push, spec)
+        ctx.launch(kernel(fam, tag), ctx.groups(rows), **args, bias=b if b is not None else out, off_g=0,
+                   off_b=b.offset if b is not None else 0, rows_per_group=1, n_groups=rows, HAS_B=int(b is not None),
+                   WGRAD=0)
     return out, grads, cols, numpy_out
 
 
@@ -199,7 +190,6 @@ def _norm_blocks(op, fam, x, g, eps, w, b, backward):
     """(out, grads) of _norm for an x larger than one binding: blocks of whole rows through windows. The
     weight/bias gradients are the blocks' gradients summed in the accumulator dtype, rounded once more
     (for f16/bf16 each block's sum is rounded to the input dtype first: one extra rounding)."""
-    from .casts import astype
     if not (backward and (w is not None or b is not None)):
         return rowwise(op, lambda *bl: _norm(op, fam, bl[0], bl[1] if backward else None, eps, w, b,
                                              backward)[0], [x] + ([g] if backward else [])), None

@@ -15,24 +15,27 @@ infinite: shaders/common/kahan.glsl); sum of an empty axis is 0, mean is NaN, ma
 empty axis raise ShapeError (numpy: "zero-size array to reduction operation ... has no identity").
 arg-reductions return int64 (numpy/torch), the lowest index on ties and the first NaN if any.
 """
-import builtins as _b
+import builtins
 import math
 
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import layout as L
+from .. import layout
 from .. import runtime
+from ..array import Array, asarray
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError
 from ..kernels import kernel
-from ..kernels.reduction import (ARG_OPS, ARG_PARAMS, CHUNK_PER_INVOCATION, CUMSUM_MAX_RANK, CUMSUM_PARAMS,
-                                 MODE_DIRECT, MODE_FINAL, MODE_PARTIAL, REDUCE_OPS, REDUCE_PARAMS, row_wg)
-from ..array import Array
 from ..kernels.movement_core import copy_variant
+from ..kernels.reduction import (ARG_OPS, CHUNK_PER_INVOCATION, CUMSUM_MAX_RANK, MODE_DIRECT, MODE_FINAL,
+                                 MODE_PARTIAL, REDUCE_OPS, row_wg)
 from ._core import (binding_limit, blocks, contiguous, device_args, fits, launch_strided, new_like, result, rowwise,
                     spans, windowed)
+from .casts import astype
+from .movement import launch_write
+from .movement_core import ascontiguousarray
 
-# The public sum/max/min shadow the builtins in this module: internal code uses _b.max etc.
+# The public sum/max/min shadow the builtins in this module: internal code uses builtins.max etc.
 __all__ = ["sum", "prod", "max", "min", "mean", "argmax", "argmin", "cumsum"]
 
 
@@ -41,9 +44,9 @@ def normalize_axes(op, axis, rank):
     if axis is None:
         return tuple(range(rank))
     if isinstance(axis, (tuple, list)):
-        axes = tuple(L.normalize_axis(op, a, rank) for a in axis)
+        axes = tuple(layout.normalize_axis(op, a, rank) for a in axis)
     else:
-        axes = (L.normalize_axis(op, axis, rank),)
+        axes = (layout.normalize_axis(op, axis, rank),)
     if rank == 0:
         return ()
     if len(set(axes)) != len(axes):
@@ -79,23 +82,23 @@ def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, src_is
     wg = row_wg(ctx)
     chunk = wg * CHUNK_PER_INVOCATION
     n_chunks = -(-cols // chunk)
-    spec = ((0, wg), (1, op_id))
+    # Bindings a mode leaves unused get a buffer the dispatch writes anyway (no extra hazard).
     if src_is_partial:
-        ctx.launch(v, ctx.groups(rows), (out.buffer, out.buffer, src.buffer), (True, False, False),
-                   REDUCE_PARAMS.pack(rows, cols, _b.max(cols, 1), 1, 0, off_out, cols, 0),
-                   spec + ((2, MODE_FINAL),))
+        ctx.launch(v, ctx.groups(rows), out=out, x=out, part=src, n_rows=rows, n_cols=cols,
+                   chunk=builtins.max(cols, 1), n_chunks=1, off_in=0, off_out=off_out, denom=cols, pad=0,
+                   WG=wg, OP=op_id, MODE=MODE_FINAL)
         return
     if n_chunks <= 1:
-        ctx.launch(v, ctx.groups(rows), (out.buffer, src.buffer, out.buffer), (True, False, False),
-                   REDUCE_PARAMS.pack(rows, cols, _b.max(cols, 1), 1, src.offset, off_out, cols, 0),
-                   spec + ((2, MODE_DIRECT),))
+        ctx.launch(v, ctx.groups(rows), out=out, x=src, part=out, n_rows=rows, n_cols=cols,
+                   chunk=builtins.max(cols, 1), n_chunks=1, off_in=src.offset, off_out=off_out, denom=cols, pad=0,
+                   WG=wg, OP=op_id, MODE=MODE_DIRECT)
         return
     part = new_like((rows * n_chunks,), accum_dtype(src.dtype))
-    ctx.launch(v, ctx.groups(rows * n_chunks), (out.buffer, src.buffer, part.buffer), (False, False, True),
-               REDUCE_PARAMS.pack(rows, cols, chunk, n_chunks, src.offset, 0, cols, 0),
-               spec + ((2, MODE_PARTIAL),))
-    ctx.launch(v, ctx.groups(rows), (out.buffer, src.buffer, part.buffer), (True, False, False),
-               REDUCE_PARAMS.pack(rows, n_chunks, n_chunks, 1, 0, off_out, cols, 0), spec + ((2, MODE_FINAL),))
+    ctx.launch(v, ctx.groups(rows * n_chunks), out=part, x=src, part=part, n_rows=rows, n_cols=cols, chunk=chunk,
+               n_chunks=n_chunks, off_in=src.offset, off_out=0, denom=cols, pad=0, WG=wg, OP=op_id,
+               MODE=MODE_PARTIAL)
+    ctx.launch(v, ctx.groups(rows), out=out, x=out, part=part, n_rows=rows, n_cols=n_chunks, chunk=n_chunks,
+               n_chunks=1, off_in=0, off_out=off_out, denom=cols, pad=0, WG=wg, OP=op_id, MODE=MODE_FINAL)
 
 
 def _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out):
@@ -115,31 +118,29 @@ def _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out):
     chunk = wg * CHUNK_PER_INVOCATION
     span = (lim - 512) // src.dtype.itemsize // chunk * chunk   # columns per block: whole chunks
     acc = accum_dtype(src.dtype)
-    n_chunks = [-(-(_b.min(c0 + span, cols) - c0) // chunk) for c0 in range(0, cols, span)]
-    total = _b.sum(n_chunks)
+    n_chunks = [-(-(builtins.min(c0 + span, cols) - c0) // chunk) for c0 in range(0, cols, span)]
+    total = builtins.sum(n_chunks)
     part = new_like((rows, total), acc)
     copy = copy_variant(_dt.width_tag(acc), ctx.device.features)
-    spec = ((0, wg), (1, op_id))
     for r in range(rows):
         at = 0
         for c0, nc in zip(range(0, cols, span), n_chunks):
-            sw = windowed(s2[r, c0:_b.min(c0 + span, cols)])
+            sw = windowed(s2[r, c0:builtins.min(c0 + span, cols)])
             tmp = new_like((nc,), acc)
-            ctx.launch(v, ctx.groups(nc), (tmp.buffer, sw.buffer, tmp.buffer), (False, False, True),
-                       REDUCE_PARAMS.pack(1, sw.size, chunk, nc, sw.offset, 0, sw.size, 0),
-                       spec + ((2, MODE_PARTIAL),))
+            ctx.launch(v, ctx.groups(nc), out=tmp, x=sw, part=tmp, n_rows=1, n_cols=sw.size, chunk=chunk,
+                       n_chunks=nc, off_in=sw.offset, off_out=0, denom=sw.size, pad=0, WG=wg, OP=op_id,
+                       MODE=MODE_PARTIAL)
             launch_strided(copy, part[r, at:at + nc], [tmp])
             at += nc
     ow = windowed(o1)
     if ow is None or not fits(part):
         raise FuelVKMemoryError(f"reduce: {rows} rows of {cols} elements need partials or results larger than "
                                 f"one binding (maxStorageBufferRange = {lim} bytes); reduce fewer rows at once")
-    ctx.launch(v, ctx.groups(rows), (ow.buffer, ow.buffer, part.buffer), (True, False, False),
-               REDUCE_PARAMS.pack(rows, total, total, 1, 0, ow.offset, cols, 0), spec + ((2, MODE_FINAL),))
+    ctx.launch(v, ctx.groups(rows), out=ow, x=ow, part=part, n_rows=rows, n_cols=total, chunk=total, n_chunks=1,
+               off_in=0, off_out=ow.offset, denom=cols, pad=0, WG=wg, OP=op_id, MODE=MODE_FINAL)
 
 
 def _fill(shape, dt, value):
-    from ..array import asarray
     return asarray(np.full(shape, value, dtype=dt))
 
 
@@ -148,7 +149,6 @@ def _int_reduce(op, x, axis, keepdims, dtype):
     (exact), reduced, and cast back. A sum is exact while every partial sum stays below 2^53, which
     the element count guarantees here (else DTypeError); its dtype is int64 (uint64 for unsigned),
     numpy's."""
-    from .casts import astype
     axes = normalize_axes(op, axis, x.ndim)
     cols = math.prod(x.shape[a] for a in axes)
     bits = 1 if x.dtype == _dt.bool_ else x.dtype.itemsize * 8
@@ -169,7 +169,6 @@ def _reduce(op, x, axis, keepdims, dtype=None):
             dtype is None or _dt.dtype(dtype).kind in "iu"):
         return result(_int_reduce(op, x, axis, keepdims, dtype), numpy_out)
     if dtype is not None and _dt.dtype(dtype) != x.dtype:
-        from .casts import astype
         x = astype(x, dtype)     # the standard's dtype=: cast, then reduce in that dtype
     tag = _dt.float_tag(op, x.dtype)
     axes = normalize_axes(op, axis, x.ndim)
@@ -224,7 +223,7 @@ _ANY_DIM_MAX_D = 16384
 
 def _single_dim(shape, strides):
     """(n, stride) when the dims walk memory as one strided dim, else None."""
-    cs, (st,) = L.collapse(shape, strides)
+    cs, (st,) = layout.collapse(shape, strides)
     if len(cs) == 0:
         return 1, 0
     if len(cs) == 1:
@@ -238,21 +237,20 @@ def _arg(op, x, axis, keepdims=False):
         return out
     nd = np.ndim(x) if not hasattr(x, "ndim") else x.ndim
     shape = (1,) * nd if axis is None else tuple(
-        1 if a == L.normalize_axis(op, axis, nd) else n for a, n in enumerate(np.shape(x) if not hasattr(x, "shape") else x.shape))
+        1 if a == layout.normalize_axis(op, axis, nd) else n for a, n in enumerate(np.shape(x) if not hasattr(x, "shape") else x.shape))
     return out.reshape(shape)
 
 
 def _arg1(op, x, axis):
     (x,), numpy_out = device_args(op, x)
     if x.dtype.kind in "biu" and x.dtype.itemsize <= 4:
-        from .casts import astype
         x = astype(x, _dt.float64)      # exact for bool and <= 32-bit integers: the same arg
     tag = _dt.float_tag(op, x.dtype)
     if axis is None:
         x = contiguous(x).reshape(-1) if x.ndim != 1 else x
         ax, out_shape = 0, ()
     else:
-        ax = L.normalize_axis(op, axis, x.ndim)
+        ax = layout.normalize_axis(op, axis, x.ndim)
         out_shape = x.shape[:ax] + x.shape[ax + 1:]
         if x.ndim == 0:
             x = x.reshape(1)
@@ -279,29 +277,28 @@ def _arg1(op, x, axis):
         kept = [a for a in range(x.ndim) if a != ax]
         x = contiguous(x.transpose(kept + [ax]))
         outer, inner, s_d = (n_out, d), (1, 0), 1
-    spec = ((1, ARG_OPS[op]), (2, 1))
     wg = row_wg(ctx)
+    # int64 output; unused partials bindings get `out`, which the dispatch writes anyway.
+    args = dict(out=out, x=x, n_out=n_out, off_in=x.offset, off_out=0, s_outer=outer[1], s_d=s_d,
+                WG=wg, OP=ARG_OPS[op], OUT64=1)
     if inner[0] > 1 or (d <= 64 and n_out >= _ANY_DIM_MIN_OUTPUTS and any_ok):
-        push = ARG_PARAMS.pack(n_out, inner[0], d, x.offset, 0, outer[1], s_d, inner[1], d, 1)
-        ctx.launch(kernel("arg_reduce_any_dim", tag), ctx.groups(-(-n_out // wg)), (out.buffer, x.buffer) * 2,
-                   (True, False, False, False), push, spec=((0, wg),) + spec)
+        ctx.launch(kernel("arg_reduce_any_dim", tag), ctx.groups(-(-n_out // wg)), **args, part_v=out, part_i=out,
+                   n_inner=inner[0], d=d, s_inner=inner[1], chunk=d, n_chunks=1)
         return result(out, numpy_out)
     # Whole workgroups per output row; rows longer than a chunk go workgroup-per-chunk + a final pass.
     v = kernel("arg_reduce_last_dim", tag)
     chunk = wg * CHUNK_PER_INVOCATION * 16
     n_chunks = -(-d // chunk)
+    args.update(n_inner=1, s_inner=0)
     if n_chunks == 1:
-        push = ARG_PARAMS.pack(n_out, 1, d, x.offset, 0, outer[1], s_d, 0, d, 1)
-        ctx.launch(v, ctx.groups(n_out), (out.buffer, x.buffer) * 2, (True, False, False, False), push,
-                   spec=((0, wg), (3, 0)) + spec)
+        ctx.launch(v, ctx.groups(n_out), **args, part_v=out, part_i=out, d=d, chunk=d, n_chunks=1, MODE=MODE_DIRECT)
         return result(out, numpy_out)
     pv = new_like((n_out * n_chunks,), accum_dtype(x.dtype))
     pi = new_like((n_out * n_chunks,), _dt.uint32)
-    ctx.launch(v, ctx.groups(n_out * n_chunks), (out.buffer, x.buffer, pv.buffer, pi.buffer),
-               (False, False, True, True), ARG_PARAMS.pack(n_out, 1, d, x.offset, 0, outer[1], s_d, 0, chunk,
-                                                           n_chunks), spec=((0, wg), (3, 1)) + spec)
-    ctx.launch(v, ctx.groups(n_out), (out.buffer, x.buffer, pv.buffer, pi.buffer), (True, False, False, False),
-               ARG_PARAMS.pack(n_out, 1, n_chunks, 0, 0, 0, 1, 0, n_chunks, 1), spec=((0, wg), (3, 2)) + spec)
+    ctx.launch(v, ctx.groups(n_out * n_chunks), **dict(args, out=pv), part_v=pv, part_i=pi, d=d, chunk=chunk,
+               n_chunks=n_chunks, MODE=MODE_PARTIAL)
+    ctx.launch(v, ctx.groups(n_out), **dict(args, off_in=0, s_outer=0, s_d=1), part_v=pv, part_i=pi,
+               d=n_chunks, chunk=n_chunks, n_chunks=1, MODE=MODE_FINAL)
     return result(out, numpy_out)
 
 
@@ -337,7 +334,6 @@ def _arg_big(op, x, ax):
         idx = [_arg(op, windowed(row[c0:c1]), None).numpy() for c0, c1 in cs]
         i = int(np.argmax(vals) if op == "argmax" else np.argmin(vals))
         found.append(cs[i][0] + int(idx[i]))
-    from ..array import asarray
     return asarray(np.array(found, np.int64).reshape(v.shape[:-1]))
 
 
@@ -346,11 +342,9 @@ def _cumsum_big(x, ax):
     row longer than one binding as spans, each span's running sum plus the previous span's last value."""
     if ax != x.ndim - 1:
         v, inv = _axis_last(x, ax)
-        from .movement_core import ascontiguousarray
         return ascontiguousarray(_cumsum_big(v, x.ndim - 1).transpose(inv))
     if not _long_rows(x):
         return rowwise("cumsum", lambda xb: cumsum(xb, axis=-1), [x])
-    from .movement import launch_write
     out = new_like(x.shape, x.dtype)
     write = kernel("write_slice", _dt.width_tag(x.dtype))
     for idx in np.ndindex(*x.shape[:-1]):
@@ -397,11 +391,11 @@ def _cumulative(op, x, axis, prod):
     tag = _dt.float_tag(op, x.dtype)
     if axis is None or x.ndim == 0:
         if axis is not None:
-            L.normalize_axis(op, axis, 0)
+            layout.normalize_axis(op, axis, 0)
         x = x.reshape(-1) if x.ndim != 1 else x
         ax = 0
     else:
-        ax = L.normalize_axis(op, axis, x.ndim)
+        ax = layout.normalize_axis(op, axis, x.ndim)
     if x.size and not fits(x):
         if prod:
             raise FuelVKMemoryError(f"{op}: an array of {x.nbytes} bytes is larger than one binding "
@@ -415,7 +409,7 @@ def _cumulative(op, x, axis, prod):
 
     def outer_dims(v):
         keep = [a for a in range(v.ndim) if a != ax]
-        return L.collapse([v.shape[a] for a in keep], [v.strides[a] for a in keep],
+        return layout.collapse([v.shape[a] for a in keep], [v.strides[a] for a in keep],
                           [out.strides[a] for a in keep])
 
     shape, (s_in, s_out) = outer_dims(x)
@@ -424,17 +418,15 @@ def _cumulative(op, x, axis, prod):
         shape, (s_in, s_out) = outer_dims(x)
     ctx = runtime.get()
     n_slices = out.size // d
-    push = CUMSUM_PARAMS.pack(n_slices, d, len(shape), x.offset, out.offset, x.strides[ax], out.strides[ax],
-                              list(shape), list(s_in), list(s_out))
+    args = dict(out=out, x=x, n_slices=n_slices, d=d, rank=len(shape), off_in=x.offset, off_out=out.offset,
+                s_ax=x.strides[ax], so_ax=out.strides[ax], shape=shape, s_in=s_in, s_out=s_out, PROD=prod)
     budget = ctx.device.loop_budget
     if d <= _CUMSUM_SERIAL_MAX_D and (budget is None or d <= budget // 2) and (n_slices >= 256 or d < 1024):
-        ctx.launch(kernel("cumsum", tag), ctx.groups(-(-n_slices // _CUMSUM_WG)), (out.buffer, x.buffer),
-                   (True, False), push, spec=((0, _CUMSUM_WG), (1, 0), (2, prod)))
+        ctx.launch(kernel("cumsum", tag), ctx.groups(-(-n_slices // _CUMSUM_WG)), **args, WG=_CUMSUM_WG, SCAN=0)
     else:
         wg = row_wg(ctx, d, 2)
         if wg is None:
             raise ShapeError(f"cumsum: an axis of {d} elements exceeds what kernel cumsum_{tag} can scan on "
                              f"{ctx.device.name} (its per-invocation loop limit); split the axis")
-        ctx.launch(kernel("cumsum", tag), ctx.groups(n_slices), (out.buffer, x.buffer), (True, False), push,
-                   spec=((0, wg), (1, 1), (2, prod)))
+        ctx.launch(kernel("cumsum", tag), ctx.groups(n_slices), **args, WG=wg, SCAN=1)
     return result(out, numpy_out)

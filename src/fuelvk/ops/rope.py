@@ -14,11 +14,11 @@ is bit-identical to torch's formula evaluated in float32 (float64) and cast back
 import math
 
 from .. import dtypes as _dt
-from .. import layout as L
+from .. import layout
 from .. import runtime
 from ..errors import DTypeError, ShapeError
 from ..kernels import kernel
-from ..kernels.rope import FLAG_HALF_TABLE, FLAG_INTERLEAVED, ROPE_PARAMS, ROPE_WG
+from ..kernels.rope import FLAG_HALF_TABLE, FLAG_INTERLEAVED, ROPE_WG
 from ._core import blockwise, contiguous, device_args, fits, new_like, result
 
 __all__ = ["rope"]
@@ -27,7 +27,7 @@ __all__ = ["rope"]
 def _table_strides(op, name, t, lead_orig):
     """Strides of table t broadcast to the 4-d lead dims (o0, o1, seq) plus its last-dim stride."""
     try:
-        st = L.broadcast_strides(t.shape[:-1], t.strides[:-1], lead_orig)
+        st = layout.broadcast_strides(t.shape[:-1], t.strides[:-1], lead_orig)
     except ShapeError:
         raise ShapeError(f"{op}: {name} of shape {t.shape} does not broadcast against x's leading dims "
                          f"{lead_orig}") from None
@@ -78,10 +78,10 @@ def rope(x, cos, sin, *, interleaved=False, rotary_dim=None):
     sst = _table_strides(op, "sin", sin, lead_orig)
     if x.ndim > 4:
         shape4 = (math.prod(x.shape[:-3]),) + x.shape[-3:]
-        st = L.reshape_strides(x.shape, x.strides, shape4)
+        st = layout.reshape_strides(x.shape, x.strides, shape4)
         if st is None:
             x = contiguous(x)
-            st = L.contiguous_strides(shape4)
+            st = layout.contiguous_strides(shape4)
         xv_shape, xs = shape4, list(st)
     else:
         pad = 4 - x.ndim
@@ -91,7 +91,7 @@ def rope(x, cos, sin, *, interleaved=False, rotary_dim=None):
     total = o0 * o1 * seq * ppr
     flags = (FLAG_INTERLEAVED if interleaved else 0) | (FLAG_HALF_TABLE if half else 0)
     ctx = runtime.get()
-    ctx.launch(kernel("rope", tag), ctx.groups(-(-total // ROPE_WG)),
-               (out.buffer, x.buffer, cos.buffer, sin.buffer), (True, False, False, False),
-               ROPE_PARAMS.pack(o1, seq, hd, rot, flags, total, x.offset, cos.offset, sin.offset, xs, cst, sst))
+    ctx.launch(kernel("rope", tag), ctx.groups(-(-total // ROPE_WG)), out=out, x=x, cos=cos, sin=sin, o1=o1,
+               seq=seq, head_dim=hd, rot=rot, flags=flags, total=total, off_x=x.offset, off_c=cos.offset,
+               off_s=sin.offset, xs=xs, cs=cst, ss=sst)
     return result(out, numpy_out)

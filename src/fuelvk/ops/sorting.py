@@ -6,14 +6,14 @@ compare-exchange dispatches for rows padded to P = 2^k), and sort gathers the va
 take_along_axis kernel. Ties keep their input order (stable: the index breaks them); NaNs go last
 (numpy's order; descending puts them first), -0 and +0 are equal. 64-bit dtypes are not sorted yet.
 """
-
 from .. import dtypes as _dt
-from .. import layout as L
+from .. import layout
 from .. import runtime
 from ..errors import DTypeError, ShapeError
 from ..kernels import kernel
-from ..kernels.sorting import MODE_KEYS, MODE_STEP, MODE_WRITE, SORT_PARAMS, WG
+from ..kernels.sorting import MODE_KEYS, MODE_STEP, MODE_WRITE, SORT_WG
 from ._core import contiguous, device_args, new_like, result
+from .indexing import gather_along
 
 __all__ = ["argsort", "sort"]
 
@@ -37,23 +37,23 @@ def _argsort_last(op, x, descending):
     keys = new_like((rows * p2,), _dt.uint32)
     idx = new_like((rows * p2,), _dt.uint32)
     out = new_like(x.shape, _dt.int64)
-    groups = ctx.groups(-(-rows * p2 // WG))
+    groups = ctx.groups(-(-rows * p2 // SORT_WG))
 
-    def launch(mode, data, j=0, k=0):
-        writes = (mode != MODE_WRITE, mode != MODE_WRITE, mode == MODE_WRITE)
-        ctx.launch(v, groups if mode != MODE_WRITE else ctx.groups(-(-rows * n // WG)),
-                   (keys.buffer, idx.buffer, data.buffer), writes,
-                   SORT_PARAMS.pack(n, p2, rows, j, k, x.offset, int(bool(descending)), 0), spec=((0, mode),))
+    def launch(mode, j=0, k=0):
+        # x is read by MODE_KEYS only, out written by MODE_WRITE only; other modes bind keys there.
+        ctx.launch(v, groups if mode != MODE_WRITE else ctx.groups(-(-rows * n // SORT_WG)), keys=keys, idx=idx,
+                   x=x if mode == MODE_KEYS else keys, out=out if mode == MODE_WRITE else keys, n=n, p2=p2,
+                   rows=rows, j=j, k=k, off_in=x.offset, desc=int(bool(descending)), pad=0, MODE=mode)
 
-    launch(MODE_KEYS, x)
+    launch(MODE_KEYS)
     k = 2
     while k <= p2:
         j = k // 2
         while j:
-            launch(MODE_STEP, keys, j, k)
+            launch(MODE_STEP, j, k)
             j //= 2
         k *= 2
-    launch(MODE_WRITE, out)
+    launch(MODE_WRITE)
     return out
 
 
@@ -61,7 +61,7 @@ def _moved(op, x, axis):
     """(contiguous view with `axis` last, the permutation back, axis)."""
     if x.ndim == 0:
         raise ShapeError(f"{op}: a 0-d array has no axis to sort")
-    ax = L.normalize_axis(op, axis, x.ndim)
+    ax = layout.normalize_axis(op, axis, x.ndim)
     perm = [a for a in range(x.ndim) if a != ax] + [ax]
     back = sorted(range(x.ndim), key=lambda a: perm[a])
     return contiguous(x.transpose(perm)), back, ax
@@ -83,6 +83,5 @@ def sort(x, axis=-1, descending=False, stable=True):
     if v.size == 0:
         return result(new_like(x.shape, x.dtype), numpy_out)
     ids = _argsort_last("sort", v, descending)
-    from .indexing import gather_along
     out = gather_along(v, ids, 2, v.ndim - 1, f"b{x.dtype.itemsize}")
     return result(out.transpose(back), numpy_out)
