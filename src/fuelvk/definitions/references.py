@@ -114,6 +114,7 @@ output = torch.matmul(a, b)"""),
 output = e / e.sum(axis, keepdim=True)"""),
     "softmax_backward": ("", "grad_input = y * (grad - (grad * y).sum(axis, keepdim=True))"),
     "rms_norm": (_RMS, "output = _rms_norm(x, weight)"),
+    "fused_add_rmsnorm": (_RMS, "output = _rms_norm(x + residual, weight)"),   # residual += x: not an output
     "rms_norm_backward": (_RMS + _GRAD, """grad_input, _, grad_weight = _grads(
     lambda x_, g_, w_: _rms_norm(x_, w_), (x, None, weight), grad)"""),
     "layer_norm": (_LAYER, "output = _layer_norm(x, weight, bias)"),
