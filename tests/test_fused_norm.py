@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from oracles import FLOATS, TOL
 
 import fuelvk as fv
 from fuelvk.errors import DTypeError, ShapeError
-from oracles import FLOATS, TOL
 
 rng = np.random.default_rng(19)
 IDS = [str(d) for d in FLOATS]
