@@ -251,8 +251,20 @@ def _attn_bwd_args(dt):
 CASES.append(Case("scaled_dot_product_attention_backward", _attn_bwd_args,
                   lambda do, q, k, v, o, lse: _vjp(lambda q, k, v: _attn_ref(q, k, v)[0], 3)(q, k, v, do), scale=64.0))
 
+# Sampling: k = 1 / p <= 0 make the draw the first argmax (deterministic), whatever the seed.
+def _PROBS(dt):  # noqa: N802 (a case maker, as the constants around it)
+    return torch.softmax(rnd(4, 9, dt=dt) * 3, -1)
+
+
+CASES += [Case("top_k_sampling_from_probs", lambda dt: (_PROBS(dt), torch.ones(4, dtype=torch.int32), 5),
+               lambda p, k, s: p.argmax(-1), bits=True),
+          Case("top_p_sampling_from_probs", lambda dt: (_PROBS(dt), torch.zeros(4), None),
+               lambda p, t, s: p.argmax(-1), bits=True),
+          Case("top_k_top_p_sampling_from_probs",
+               lambda dt: (_PROBS(dt), torch.ones(4, dtype=torch.int32), torch.full((4,), 0.5), 1),
+               lambda p, k, t, s: p.argmax(-1), bits=True)]
 IDS = [c.op + (f"-{c.id}" if c.id else "") for c in CASES]
-MUTATING = {"add_assign_scaled", "slice_write_", "scatter_add_", "index_add_"}
+MUTATING = {"add_assign_scaled", "slice_write_", "scatter_add_", "index_add_", "fused_add_rmsnorm"}
 
 
 def test_max_shares_the_gradient_of_ties_like_torch():

@@ -291,6 +291,31 @@ def _fake_norm_backward(x, grad, eps, *params):
     return (like(x),) + tuple(new((x.shape[-1],) if p is not None else (0,), x.dtype) for p in params)
 
 
+def _fused_add_rmsnorm(x, residual, weight, eps=1e-6):
+    r = A(residual, "fused_add_rmsnorm", fresh=True)
+    out = fv.fused_add_rmsnorm(A(x, "fused_add_rmsnorm"), r, A(weight, "fused_add_rmsnorm"), eps)
+    residual.copy_(to_tensor(r))
+    return to_tensor(out)
+
+
+define("fused_add_rmsnorm", "(Tensor x, Tensor(a!) residual, Tensor weight, float eps=1e-06) -> Tensor",
+       _fused_add_rmsnorm, like, mutates=("residual",))
+
+
+def _sampler(name, rows):
+    """torch op of fuelvk.<name>(probs, *rows, seed): torch passes every argument positionally."""
+    def impl(probs, *args):
+        seed = args[len(rows)] if len(args) > len(rows) else None
+        return T(getattr(fv, name)(A(probs, name), *(A(r, name) for r in args[:len(rows)]), seed=seed))
+    define(name, f"(Tensor probs, {', '.join('Tensor ' + r for r in rows)}, int? seed=None) -> Tensor", impl,
+           lambda probs, *args: new((probs.shape[0],), torch.int64))
+
+
+_sampler("top_k_sampling_from_probs", ("top_k",))
+_sampler("top_p_sampling_from_probs", ("top_p",))
+_sampler("top_k_top_p_sampling_from_probs", ("top_k", "top_p"))
+
+
 define("rms_norm_backward", "(Tensor x, Tensor grad, float eps=1e-06, Tensor? weight=None) -> (Tensor, Tensor)",
        _rms_norm_backward, lambda x, grad, eps=1e-6, weight=None: _fake_norm_backward(x, grad, eps, weight))
 define("layer_norm_backward",
