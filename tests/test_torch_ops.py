@@ -263,6 +263,28 @@ CASES += [Case("top_k_sampling_from_probs", lambda dt: (_PROBS(dt), torch.ones(4
           Case("top_k_top_p_sampling_from_probs",
                lambda dt: (_PROBS(dt), torch.ones(4, dtype=torch.int32), torch.full((4,), 0.5), 1),
                lambda p, k, t, s: p.argmax(-1), bits=True)]
+
+
+def _paged_args(dt):
+    """Decode over pages of 4 tokens: request 0 owns pages 2, 0 (6 tokens), request 1 page 1 (3)."""
+    q, kc, vc = rnd(2, 4, 8, dt=dt), rnd(3, 4, 2, 8, dt=dt, seed=2), rnd(3, 4, 2, 8, dt=dt, seed=3)
+    return q, kc, vc, *(torch.tensor(x, dtype=torch.int32) for x in ([0, 2, 3], [2, 0, 1], [2, 3]))
+
+
+def _paged_ref(q, kc, vc, ptr, idx, last):
+    out, lse = [], []
+    for r, pages in enumerate(([2, 0], [1])):
+        n = (len(pages) - 1) * 4 + int(last[r])
+        k, v = (c[pages].reshape(-1, 2, 8)[:n].repeat_interleave(2, 1) for c in (kc, vc))
+        s = torch.einsum("hd,khd->hk", q[r].double(), k.double()) / 8 ** 0.5
+        out.append(torch.einsum("hk,khd->hd", torch.softmax(s, -1), v.double()))
+        lse.append(torch.logsumexp(s, -1))
+    return torch.stack(out).to(q.dtype), torch.stack(lse).float()
+
+
+CASES.append(Case("paged_attention", _paged_args, _paged_ref, scale=4.0))
+
+
 IDS = [c.op + (f"-{c.id}" if c.id else "") for c in CASES]
 MUTATING = {"add_assign_scaled", "slice_write_", "scatter_add_", "index_add_", "fused_add_rmsnorm"}
 

@@ -191,6 +191,7 @@ SKIP = {
     "take_along_axis": _INDEX,
     "scatter_add": _INDEX,
     "index_add": _INDEX,
+    "paged_attention": _INDEX + " (page tables); the dataset's gqa_paged Definitions are served (run.py SOLUTIONS)",
     "scaled_dot_product_attention_backward": "inputs o and lse must be the forward's outputs for q, k, v; "
                                              "independent random inputs make the gradient ill-defined",
     **dict.fromkeys(("top_k_sampling_from_probs", "top_p_sampling_from_probs", "top_k_top_p_sampling_from_probs"),

@@ -316,6 +316,19 @@ _sampler("top_p_sampling_from_probs", ("top_p",))
 _sampler("top_k_top_p_sampling_from_probs", ("top_k", "top_p"))
 
 
+def _paged_attention(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len=None, qo_indptr=None,
+                     causal=True, scale=None):
+    n = "paged_attention"
+    return T(fv.paged_attention(A(q, n), A(k_cache, n), A(v_cache, n), A(kv_indptr, n), A(kv_indices, n),
+                                A(kv_last_page_len, n), A(qo_indptr, n), causal=causal, scale=scale,
+                                return_lse=True))
+
+
+define("paged_attention", "(Tensor q, Tensor k_cache, Tensor v_cache, Tensor kv_indptr, Tensor kv_indices, "
+       "Tensor? kv_last_page_len=None, Tensor? qo_indptr=None, bool causal=True, float? scale=None) -> (Tensor, Tensor)",
+       _paged_attention, lambda q, *a, **k: (like(q), new(q.shape[:2], torch.float32)))
+
+
 define("rms_norm_backward", "(Tensor x, Tensor grad, float eps=1e-06, Tensor? weight=None) -> (Tensor, Tensor)",
        _rms_norm_backward, lambda x, grad, eps=1e-6, weight=None: _fake_norm_backward(x, grad, eps, weight))
 define("layer_norm_backward",
