@@ -6,10 +6,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
+from oracles import TOL
 
 import fuelvk as fv
 from fuelvk.errors import DTypeError, ShapeError
-from oracles import TOL
 
 rng = np.random.default_rng(23)
 DTYPES = [np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)]

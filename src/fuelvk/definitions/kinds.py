@@ -91,28 +91,19 @@ def solve_mla_ragged(defn, inputs):
 
 
 def solve_gqa_paged(defn, inputs):
-    """Decode (one query per request) or prefill (qo_indptr) over a paged cache: a request's pages
-    kv_indices[kv_indptr[b]:kv_indptr[b+1]] are gathered (fuelvk.take) into contiguous K/V, the last
-    page cut to kv_last_page_len[b] when the Definition has it, then SDPA (causal, bottom-right)."""
+    """Decode (one query per request) or prefill (qo_indptr) over a paged cache: fuelvk.paged_attention
+    (pages gathered per request, the last cut to kv_last_page_len where the Definition has it, SDPA
+    causal bottom-right)."""
     fv = _fv()
     q, kc, vc = _dev(inputs, "q", "k_cache", "v_cache")
-    ps, hkv, d = kc.shape[1:]
-    ptr = _ints(inputs["kv_indptr"])
-    idx = fv.asarray(to_numpy(inputs["kv_indices"]))
-    nb = len(ptr) - 1
-    qo = _ints(inputs["qo_indptr"]) if "qo_indptr" in inputs else list(range(nb + 1))
-    last = _ints(inputs["kv_last_page_len"]) if "kv_last_page_len" in inputs else [ps] * nb
+    tables = [to_numpy(inputs[n]) if n in inputs else None
+              for n in ("kv_indptr", "kv_indices", "kv_last_page_len", "qo_indptr")]
     scale, odt, log2 = _attn_options(defn, inputs)
 
-    def kv(b):
-        n = ptr[b + 1] - ptr[b]
-        tokens = (n - 1) * ps + last[b]
-        if n <= 0 or tokens <= 0:
-            return None
-        ids = idx[ptr[b]:ptr[b + 1]]
-        return tuple(fv.take(c, ids, axis=0).reshape(n * ps, hkv, d)[:tokens] for c in (kc, vc))
-    segs = [(qo[b], qo[b + 1], lambda b=b: kv(b)) for b in range(nb)]
-    return lambda: sdpa_segments(q, segs, scale, True, odt, log2)
+    def call():
+        o, lse = fv.paged_attention(q, kc, vc, *tables, scale=scale, return_lse=True)
+        return o.astype(odt).numpy(), lse.numpy() / (LN2 if log2 else 1.0)
+    return call
 
 
 def latent_attention(qn, qp, kc, kp, scale):
