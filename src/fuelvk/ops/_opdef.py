@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import numpy as np
 
 
-class Meta(NamedTuple):
+@dataclass(frozen=True)
+class Meta:
     """An array seen by a shape rule: shape and numpy dtype, no data."""
     shape: tuple
     dtype: np.dtype
