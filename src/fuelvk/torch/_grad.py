@@ -190,7 +190,7 @@ def roll(ins, outs, g):
 def _tri(name):
     def formula(ins, outs, g):
         x, k = ins
-        gt = getattr(F, name)(g, k)
+        gt = getattr(fv_ops, name)(g, k)
         return (fv_ops.sum(gt, [0], False) if x.dim() == 1 else gt,)   # 1-d x was broadcast over rows
     return formula
 
