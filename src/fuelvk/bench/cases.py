@@ -297,7 +297,8 @@ def _resolve(fn):
 def reference(impl, case, host_inputs, params):
     """A no-argument callable running `impl` ('numpy' or 'torch') on the case's inputs, or None when
     that library has no reference for the op. The op record's baseline (OpDef.numpy / OpDef.torch)
-    takes the spec's names as keywords; else the library's same-named function takes the inputs
+    takes the spec's names as keywords (one given by name, "torch.nn.functional.silu", takes the
+    inputs positionally); else the library's same-named function takes the inputs
     positionally (numpy: and the params by name, which match numpy's for the numpy-style ops; torch:
     only ops without params). Inputs are converted before, not inside, the timed call."""
     api = case.op
@@ -306,7 +307,10 @@ def reference(impl, case, host_inputs, params):
         fn, mod, inputs = rec.numpy, np, host_inputs
     else:
         import torch
-        fn, mod, inputs = _resolve(rec.torch), torch, {k: to_torch(v) for k, v in host_inputs.items()}
+        fn, mod, inputs = rec.torch, torch, {k: to_torch(v) for k, v in host_inputs.items()}
+    if isinstance(fn, str):              # a library function by name takes the inputs positionally
+        fn, args = _resolve(fn), list(inputs.values())
+        return lambda: fn(*args, **params)
     if fn is not None:
         return lambda: fn(**inputs, **params)
     fn = getattr(mod, api, None) if "." not in api and (not params or impl == "numpy") else None

@@ -108,8 +108,9 @@ def get(name):
 
 
 # -- shape rules ------------------------------------------------------------------------------------
-def same(x, *rest, **params):
-    """The output is x's shape and dtype."""
+def same(*inputs, **params):
+    """The output has the first input's shape and dtype (passed by position or by name)."""
+    x = inputs[0] if inputs else next(v for v in params.values() if isinstance(v, Meta))
     return Meta(tuple(x.shape), np.dtype(x.dtype))
 
 

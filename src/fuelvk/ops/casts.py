@@ -87,7 +87,8 @@ def astype(x, dtype, *, copy=True, device=None):
 from ._opdef import Meta, OpDef, declare  # noqa: E402
 
 declare(OpDef("astype", astype, lambda x, dtype, copy=True, device=None: Meta(tuple(x.shape), _dt.dtype(dtype)),
-              numpy=lambda x, dtype: x.astype(dtype), torch=lambda x, dtype: x.to(_torch_dtype(dtype)),
+              numpy=lambda x, dtype, copy=True, device=None: x.astype(dtype),
+              torch=lambda x, dtype, copy=True, device=None: x.to(_torch_dtype(dtype)),
               reference="x", grad="astype", schema="(Tensor x, ScalarType dtype) -> Tensor"))
 
 

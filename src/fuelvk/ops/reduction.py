@@ -434,6 +434,7 @@ def _cumulative(op, x, axis, prod):
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
 from ._opdef import Meta, OpDef, declare, numel, reduced  # noqa: E402
+from .casts import _torch_dtype  # noqa: E402
 
 
 def _reduce_rule(op):
@@ -448,17 +449,19 @@ def _reduce_rule(op):
 
 
 def _torch_reduce(name):
-    def run(x, axis=None, keepdims=False):
+    def run(x, axis=None, keepdims=False, dtype=None):
         import torch
         f = getattr(torch, name)
+        if dtype is not None:
+            x = x.to(_torch_dtype(dtype))
         return f(x) if axis is None else f(x, axis, keepdims)
     return run
 
 
 def _torch_arg(name):
-    def run(x, axis=None):
+    def run(x, axis=None, keepdims=False):
         import torch
-        return getattr(torch, name)(x, axis)
+        return getattr(torch, name)(x, axis, keepdims)
     return run
 
 
