@@ -330,7 +330,7 @@ def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=Fals
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
-from ._opdef import Meta, OpDef, declare, same  # noqa: E402
+from ._opdef import Meta, OpDef, declare, same
 
 
 def _attention_rule(q, k, v, *, is_causal=False, scale=None, window=(-1, -1), alibi_slopes=None, softcap=None,

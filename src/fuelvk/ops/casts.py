@@ -84,7 +84,7 @@ def astype(x, dtype, *, copy=True, device=None):
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
-from ._opdef import Meta, OpDef, declare  # noqa: E402
+from ._opdef import Meta, OpDef, declare
 
 declare(OpDef("astype", astype, lambda x, dtype, copy=True, device=None: Meta(tuple(x.shape), _dt.dtype(dtype)),
               numpy=lambda x, dtype, copy=True, device=None: x.astype(dtype),

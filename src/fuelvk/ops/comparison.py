@@ -131,7 +131,7 @@ del _name
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
-from ._opdef import Meta, OpDef, binary as _binary_rule, declare  # noqa: E402
+from ._opdef import Meta, OpDef, binary as _binary_rule, declare
 
 _SYMBOL = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">="}
 declare(*(OpDef(_n, globals()[_n], lambda a, b: Meta(_binary_rule(a, b).shape, np.dtype(bool)),

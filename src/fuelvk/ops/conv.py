@@ -172,9 +172,9 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
-import numpy as _np  # noqa: E402
+import numpy as _np
 
-from ._opdef import Meta, OpDef, declare  # noqa: E402
+from ._opdef import Meta, OpDef, declare
 
 
 def _conv2d_rule(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):

@@ -228,41 +228,47 @@ del _i, _name
 
 
 # -- op records (ops/_opdef.py): one line per public op ---------------------------------------------------
-from ._opdef import OpDef, binary as _binary_rule, declare, same, unary  # noqa: E402
+from ._opdef import OpDef, binary as _binary_rule, declare, same, unary
+
+
+def _record(name, **kw):
+    """The record of the unary function `name` this module generates from the kernels' op-id tables."""
+    return unary(name, globals()[name], **kw)
+
 
 _ACT = "activation"   # spec row sets of specs/elementwise.yaml `templates: unary`
 declare(
-    unary("negative", negative, reference="-x", grad="negative"),
-    unary("square", square, reference="x * x", grad="square"),
-    unary("sqrt", sqrt, grad="sqrt"),
-    unary("exp", exp, grad="exp"),
-    unary("log", log, grad="log"),
-    unary("sin", sin, grad="sin", rows="rope_table"),
-    unary("cos", cos, grad="cos", rows="rope_table"),
-    unary("tanh", tanh, grad="tanh", rows=_ACT),
+    _record("negative", reference="-x", grad="negative"),
+    _record("square", reference="x * x", grad="square"),
+    _record("sqrt", grad="sqrt"),
+    _record("exp", grad="exp"),
+    _record("log", grad="log"),
+    _record("sin", grad="sin", rows="rope_table"),
+    _record("cos", grad="cos", rows="rope_table"),
+    _record("tanh", grad="tanh", rows=_ACT),
     # 1 / (1 + exp(-x)): negate, exp, add, divide.
-    unary("sigmoid", sigmoid, ref_api="torch.sigmoid", numpy=lambda x: 1 / (1 + np.exp(-x)),
-          reference="1.0 / (1.0 + torch.exp(-x))", grad="sigmoid", flops=4, rows=_ACT),
+    _record("sigmoid", ref_api="torch.sigmoid", numpy=lambda x: 1 / (1 + np.exp(-x)),
+            reference="1.0 / (1.0 + torch.exp(-x))", grad="sigmoid", flops=4, rows=_ACT),
     # x * sigmoid(x).
-    unary("silu", silu, ref_api="torch.nn.functional.silu", numpy=lambda x: x / (1 + np.exp(-x)),
-          torch="torch.nn.functional.silu", reference="x / (1.0 + torch.exp(-x))", grad="silu", flops=5, rows=_ACT),
+    _record("silu", ref_api="torch.nn.functional.silu", numpy=lambda x: x / (1 + np.exp(-x)),
+            torch="torch.nn.functional.silu", reference="x / (1.0 + torch.exp(-x))", grad="silu", flops=5, rows=_ACT),
     # The tanh approximation (torch.nn.functional.gelu(x, approximate='tanh'), as the inventory fixes it), not
     # erf: 0.5 x (1 + tanh(x (c + c' x^2))): square, * c', + c, * x, tanh, + 1, * x, * 0.5.
-    unary("gelu", gelu, ref_api="torch.nn.functional.gelu", torch="torch.nn.functional.gelu",
-          reference="0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))",
-          grad="gelu", flops=8, rows=_ACT),
-    unary("relu", relu, ref_api="torch.relu", numpy=lambda x: np.maximum(x, 0),
-          reference="torch.maximum(x, torch.zeros_like(x))", grad="relu", rows=_ACT),
-    unary("abs", abs, grad="abs"),
-    unary("sign", sign, grad="zero", flops=2),   # two compare/selects: x > 0 and x < 0
-    unary("reciprocal", reciprocal, reference="1.0 / x", grad="reciprocal"),
-    unary("floor", floor), unary("ceil", ceil), unary("trunc", trunc),
-    unary("round", round),   # half to even (numpy.round with decimals=0); exact
-    unary("log1p", log1p), unary("expm1", expm1), unary("log2", log2), unary("log10", log10), unary("tan", tan),
-    unary("sinh", sinh), unary("cosh", cosh), unary("asinh", asinh, ref_api="numpy.arcsinh"),
-    unary("acosh", acosh, ref_api="numpy.arccosh"), unary("atanh", atanh, ref_api="numpy.arctanh"),
-    unary("asin", asin, ref_api="numpy.arcsin"), unary("acos", acos, ref_api="numpy.arccos"),
-    unary("atan", atan, ref_api="numpy.arctan"),
+    _record("gelu", ref_api="torch.nn.functional.gelu", torch="torch.nn.functional.gelu",
+            reference="0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))",
+            grad="gelu", flops=8, rows=_ACT),
+    _record("relu", ref_api="torch.relu", numpy=lambda x: np.maximum(x, 0),
+            reference="torch.maximum(x, torch.zeros_like(x))", grad="relu", rows=_ACT),
+    _record("abs", grad="abs"),
+    _record("sign", grad="zero", flops=2),   # two compare/selects: x > 0 and x < 0
+    _record("reciprocal", reference="1.0 / x", grad="reciprocal"),
+    _record("floor"), _record("ceil"), _record("trunc"),
+    _record("round"),   # half to even (numpy.round with decimals=0); exact
+    _record("log1p"), _record("expm1"), _record("log2"), _record("log10"), _record("tan"),
+    _record("sinh"), _record("cosh"), _record("asinh", ref_api="numpy.arcsinh"),
+    _record("acosh", ref_api="numpy.arccosh"), _record("atanh", ref_api="numpy.arctanh"),
+    _record("asin", ref_api="numpy.arcsin"), _record("acos", ref_api="numpy.arccos"),
+    _record("atan", ref_api="numpy.arctan"),
     OpDef("heaviside", heaviside, same, numpy=lambda x, h0=0.0: np.heaviside(x, h0),
           reference="torch.where(x > 0, torch.ones_like(x), torch.where(x < 0, torch.zeros_like(x), "
                     "torch.full_like(x, h0)))", grad="zero", schema="(Tensor x, float h0=0.0) -> Tensor"),

@@ -347,7 +347,7 @@ def index_add(base, axis, index, src):
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
-from ._opdef import Meta, OpDef, broadcast as _broadcast, declare, same  # noqa: E402
+from ._opdef import Meta, OpDef, broadcast as _broadcast, declare, same
 
 
 def _take_rule(x, indices, axis=None):

@@ -384,7 +384,7 @@ def _matmul_blocks(a, b, out, plan, n_rep, route):
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
-from ._opdef import Meta, OpDef, broadcast as _broadcast, declare  # noqa: E402
+from ._opdef import Meta, OpDef, broadcast as _broadcast, declare
 
 
 def _matmul_rule(a, b, out_dtype=None, *, n_rep=1, route=None):

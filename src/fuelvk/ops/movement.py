@@ -458,7 +458,7 @@ def add_assign_scaled(dst, src, scale):
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
-from ._opdef import Meta, OpDef, broadcast as _broadcast, declare, same  # noqa: E402
+from ._opdef import Meta, OpDef, broadcast as _broadcast, declare, same
 
 
 def _tri_rule(x, k=0):

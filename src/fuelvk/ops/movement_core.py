@@ -38,7 +38,7 @@ def copy(x):
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
-from ._opdef import OpDef, declare, same  # noqa: E402
+from ._opdef import OpDef, declare, same
 
 declare(OpDef("ascontiguousarray", ascontiguousarray, same, torch=lambda x: x.contiguous(), reference="x.clone()"),
         OpDef("copy", copy, same, torch=lambda x: x.clone(), reference="x.clone()", grad="identity",

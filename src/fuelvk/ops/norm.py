@@ -244,7 +244,7 @@ def layer_norm_backward(x, grad, eps=1e-5, weight=None, bias=None):
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
-from ._opdef import REF_GRADS, Meta, OpDef, declare, same  # noqa: E402
+from ._opdef import REF_GRADS, Meta, OpDef, declare, same
 
 _REF_RMS = '''
 def _rms_norm(x, weight):

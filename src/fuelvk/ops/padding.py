@@ -178,7 +178,7 @@ def _launch_backward(v, out, g, lo):
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
-from ._opdef import REF_GRADS, Meta, OpDef, declare  # noqa: E402
+from ._opdef import REF_GRADS, Meta, OpDef, declare
 
 _REF_PAD = '''
 def _pad(x):

@@ -300,7 +300,7 @@ def load_gguf(path):
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
-from ._opdef import Meta, OpDef, declare  # noqa: E402
+from ._opdef import Meta, OpDef, declare
 
 
 def _block_kind(kind, blocks):

@@ -433,8 +433,8 @@ def _cumulative(op, x, axis, prod):
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
-from ._opdef import Meta, OpDef, declare, numel, reduced  # noqa: E402
-from .casts import _torch_dtype  # noqa: E402
+from ._opdef import Meta, OpDef, declare, numel, reduced
+from .casts import _torch_dtype
 
 
 def _reduce_rule(op):

@@ -98,7 +98,7 @@ def rope(x, cos, sin, *, interleaved=False, rotary_dim=None):
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
-from ._opdef import OpDef, declare, same  # noqa: E402
+from ._opdef import OpDef, declare, same
 
 
 def _rope_reference(cat, who):

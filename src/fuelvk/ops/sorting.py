@@ -88,9 +88,9 @@ def sort(x, axis=-1, descending=False, stable=True):
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
-import numpy as _np  # noqa: E402
+import numpy as _np
 
-from ._opdef import Meta, OpDef, declare, same  # noqa: E402
+from ._opdef import Meta, OpDef, declare, same
 
 declare(
     OpDef("argsort", argsort, lambda x, axis=-1, descending=False, stable=True: Meta(tuple(x.shape), _np.dtype(_np.int64)),
