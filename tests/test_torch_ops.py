@@ -14,7 +14,7 @@ import torch.nn.functional as TF
 from oracles import TOL, TRANS_TOL, assert_bits, assert_close
 
 import fuelvk.torch as ft
-from fuelvk.ops._opdef import opdefs
+from fuelvk.ops._opdef import Meta, opdefs
 
 F = torch.ops.fuelvk
 F32, F64 = torch.float32, torch.float64
@@ -114,10 +114,13 @@ UNARY_REF = {"negative": torch.neg, "silu": TF.silu, "gelu": lambda x: TF.gelu(x
 UNARY = [r for r in OPDEFS.values() if (r.spec or {}).get("template") == "unary"]
 DOMAIN = {**dict.fromkeys(("sqrt", "log", "reciprocal"), (0.5, 2.0)),
           **dict.fromkeys(("log1p", "log2", "log10", "atanh", "asin", "acos"), (0.25, 0.75)), "acosh": (1.25, 2.0)}
-BINARY_REF = {"add": torch.add, "subtract": torch.sub, "multiply": torch.mul, "divide": torch.div,
-              "maximum": torch.maximum, "minimum": torch.minimum}
-COMPARE_REF = {"equal": torch.eq, "not_equal": torch.ne, "less": torch.lt, "less_equal": torch.le,
-               "greater": torch.gt, "greater_equal": torch.ge}
+# Binary elementwise and comparison records (torch schema "(Tensor a, Tensor b) -> Tensor"): torch's function
+# of the same name is the oracle, except where torch's name means something else.
+BINARY_REF = {"equal": torch.eq}
+BINARY = [r for r in OPDEFS.values() if r.schema == "(Tensor a, Tensor b) -> Tensor"
+          and r.fn.__module__ in ("fuelvk.ops.elementwise", "fuelvk.ops.comparison")]
+_F32 = Meta((1,), np.dtype(np.float32))
+COMPARE = [r for r in BINARY if r.out(_F32, _F32).dtype == np.bool_]   # exact, bool out
 
 
 def _ln_ref(x, eps, w=None, b=None):
@@ -137,10 +140,11 @@ CASES = [
     Case("affine", lambda dt: (rnd(3, 4, dt=dt), 1.5, -0.25), lambda x, m, a: x * m + a, (0,)),
     Case("clip", lambda dt: (rnd(3, 4, dt=dt), -0.7, 0.9), torch.clamp, (0,), F32),
     Case("power", lambda dt: (rnd(3, 4, dt=dt, lo=0.5, hi=1.5), 3), torch.pow, (0,), F32, scale=4.0),
-    *[Case(n, lambda dt: (rnd(3, 4, dt=dt, lo=0.5, hi=2.0, seed=1), rnd(4, dt=dt, lo=0.5, hi=2.0, seed=2)),
-           BINARY_REF[n], (0, 1)) for n in BINARY_REF],
-    *[Case(n, lambda dt: (rnd(3, 4, dt=dt, lo=-2, hi=2, seed=1).round(), rnd(4, dt=dt, lo=-2, hi=2, seed=2).round()),
-           COMPARE_REF[n], bits=True) for n in COMPARE_REF],
+    *[Case(r.name, lambda dt: (rnd(3, 4, dt=dt, lo=0.5, hi=2.0, seed=1), rnd(4, dt=dt, lo=0.5, hi=2.0, seed=2)),
+           BINARY_REF.get(r.name) or getattr(torch, r.name), (0, 1) if r.grad else ()) for r in BINARY
+      if r not in COMPARE],
+    *[Case(r.name, lambda dt: (rnd(3, 4, dt=dt, lo=-2, hi=2, seed=1).round(), rnd(4, dt=dt, lo=-2, hi=2, seed=2).round()),
+           BINARY_REF.get(r.name) or getattr(torch, r.name), bits=True) for r in COMPARE],
     Case("astype", lambda dt: (rnd(3, 4, dt=dt, lo=-500, hi=500), torch.bfloat16), lambda x, d: x.to(d), bits=True,
          id="f32-bf16"),
     Case("astype", lambda dt: (rnd(3, 4, dt=dt, lo=-600, hi=600), torch.float8_e4m3fn), lambda x, d: x.to(d),

@@ -47,8 +47,8 @@ class OpDef:
     grad: the gradient formula of the torch op: a key of fuelvk.torch._grad.FORMULAS (None: none).
     route: the route resolver (ops/_routes.py) of ops that choose an execution route, by name.
     mutates: inputs the function writes in place; functional: the record of its functional twin.
-    schema: the torch.ops.fuelvk schema (None: no torch op); torch_args: the fuelvk parameter names
-        the schema's arguments are passed as, where they differ from the schema's own.
+    schema: the torch.ops.fuelvk schema (None: no torch op). Its arguments go to the function by
+        position (by name where the function takes them keyword-only); torch/_ops.py converts them.
     spec: fields of a spec generated from a family template (specs/<family>.yaml `templates:`):
         template name, ref_api, flops per element, workload row set; None: written out in the YAML.
     export: FlashInfer-Bench export settings: skip (reason), var_dims, lets, small_floor, small_keep.
