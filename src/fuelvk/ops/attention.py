@@ -224,11 +224,11 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
         var = kernel(FAMILY[rt], _dt.FLOAT_TAGS[dt])
         sg8 = _sg8(ctx)
         if rt == "single":
-            spec = dict(D=D, SKMAX=_skmax(Sk), SG8=sg8)
+            spec = {"D": D, "SKMAX": _skmax(Sk), "SG8": sg8}
             groups = rows
         else:
             br, bc = K.tiled_config(D, (Hq // Hkv) * Sq, ctx.device.limits.maxComputeSharedMemorySize)
-            spec = dict(D=D, BR=br, BC=bc, SG8=sg8)
+            spec = {"D": D, "BR": br, "BC": bc, "SG8": sg8}
             groups = B * Hkv * -(-(Hq // Hkv) * Sq // br)
         flags = K.FLAGS["alibi"] if slopes is not None else 0
         args = dict(out_o=o, out_l=lse, in_q=q, in_k=k, in_v=v, in_a=slopes if slopes is not None else lse,

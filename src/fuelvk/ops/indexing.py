@@ -219,7 +219,8 @@ def _atomic_tag(op, fam, tag):
 
 
 # The element-wise passes of the half-type scatter (init, finish) walk no index: these Params are unused.
-_NO_WALK = dict(rank=0, axis=0, dst_axis_len=0, off_idx=0, off_acc=0, shape=[], s_src=[], s_idx=[], s_dst=[])
+_NO_WALK = {"rank": 0, "axis": 0, "dst_axis_len": 0, "off_idx": 0, "off_acc": 0, "shape": [], "s_src": [], "s_idx": [],
+            "s_dst": []}
 
 
 def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, numpy_out):
