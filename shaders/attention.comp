@@ -58,11 +58,11 @@ layout(push_constant) uniform Params {
     uint jb; uint je;
 } p;
 layout(set = 0, binding = 0) writeonly buffer OutO { T o[]; };
-layout(set = 0, binding = 1) writeonly buffer OutL { float lse[]; };
+layout(set = 0, binding = 1) writeonly buffer OutLse { float lse[]; };
 layout(set = 0, binding = 2) readonly buffer InQ { T q[]; };
 layout(set = 0, binding = 3) readonly buffer InK { T k[]; };
 layout(set = 0, binding = 4) readonly buffer InV { T v[]; };
-layout(set = 0, binding = 5) readonly buffer InA { float alibi[]; };
+layout(set = 0, binding = 5) readonly buffer InAlibi { float alibi[]; };
 #if KIND == KIND_TILED
 layout(set = 0, binding = 6) buffer State { float st[]; };
 #endif
@@ -77,12 +77,12 @@ layout(push_constant) uniform Params {
     uint off_q; uint off_k; uint off_v; uint off_o; uint off_do; uint off_lse; uint off_a; uint sa_b;
     uint jb; uint je;     // this launch's keys (dQ) or query rows (dK, dV): [jb, je)
 } p;
-layout(set = 0, binding = 0) buffer OutG { float grad[]; };   // read back under FLAG_ACCUM
+layout(set = 0, binding = 0) buffer OutGrad { float grad[]; };   // read back under FLAG_ACCUM
 layout(set = 0, binding = 1) readonly buffer InQ { T q[]; };
 layout(set = 0, binding = 2) readonly buffer InK { T k[]; };
 layout(set = 0, binding = 3) readonly buffer InDO { T dout[]; };
-layout(set = 0, binding = 4) readonly buffer InL { float lse[]; };
-layout(set = 0, binding = 5) readonly buffer InA { float alibi[]; };
+layout(set = 0, binding = 4) readonly buffer InLse { float lse[]; };
+layout(set = 0, binding = 5) readonly buffer InAlibi { float alibi[]; };
 #if KIND != KIND_BACKWARD_V
 layout(set = 0, binding = 6) readonly buffer InV { T v[]; };
 #endif

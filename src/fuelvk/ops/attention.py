@@ -231,7 +231,8 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
             spec = {"D": D, "BR": br, "BC": bc, "SG8": sg8}
             groups = B * Hkv * -(-(Hq // Hkv) * Sq // br)
         flags = K.FLAGS["alibi"] if slopes is not None else 0
-        args = dict(out_o=o, out_l=lse, in_q=q, in_k=k, in_v=v, in_a=slopes if slopes is not None else lse,
+        alibi = slopes if slopes is not None else lse    # bound but not read without FLAG_ALIBI
+        args = dict(out_o=o, out_lse=lse, in_q=q, in_k=k, in_v=v, in_alibi=alibi,
                     B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Sk=Sk, wl=wl, wr=wr, scale=scale, cap=cap, off_q=q.offset,
                     off_k=k.offset, off_v=v.offset, off_o=o.offset,
                     off_a=slopes.offset if slopes is not None else 0, sa_b=sa_b, **_strides("q", qs),
@@ -301,7 +302,7 @@ def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=Fals
         return result((dq, dk, dv), numpy_out)
     ctx = runtime.get()
     flags = K.FLAGS["alibi"] if slopes is not None else 0
-    common = dict(in_q=q, in_k=k, in_do=do, in_l=lse, in_a=slopes if slopes is not None else lse,
+    common = dict(in_q=q, in_k=k, in_do=do, in_lse=lse, in_alibi=slopes if slopes is not None else lse,
                   B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Sk=Sk, wl=wl, wr=wr, scale=scale, cap=cap, off_q=q.offset,
                   off_k=k.offset, off_v=v.offset, off_o=o.offset, off_do=do.offset, off_lse=lse.offset,
                   off_a=slopes.offset if slopes is not None else 0, sa_b=sa_b, D=D, SG8=_sg8(ctx))
@@ -315,11 +316,11 @@ def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=Fals
     rows_per = None if per is None else max(1, per // max(Hq // max(Hkv, 1), 1))
     if dq.size:  # dQ over key ranges; dK / dV over query-row ranges (rows_per rows of each GQA group)
         delta = new_like((B, Hq, Sq), _dt.float32)
-        launches("flash_attn_backward_q", B * Hq * Sq, per, Sk, out_g=dq, in_v=v, out_delta=delta, in_o=o)
+        launches("flash_attn_backward_q", B * Hq * Sq, per, Sk, out_grad=dq, in_v=v, out_delta=delta, in_o=o)
         if dk.size:
-            launches("flash_attn_backward_k", B * Hkv * Sk, rows_per, Sq, out_g=dk, in_v=v, in_delta=delta)
+            launches("flash_attn_backward_k", B * Hkv * Sk, rows_per, Sq, out_grad=dk, in_v=v, in_delta=delta)
     elif dk.size:  # no query rows: dK = 0 (the dV kernel below writes zeros the same way)
         ctx.stream.fill(dk.buffer, dk.nbytes)
     if dv.size:
-        launches("flash_attn_backward_v", B * Hkv * Sk, rows_per, Sq, out_g=dv)
+        launches("flash_attn_backward_v", B * Hkv * Sk, rows_per, Sq, out_grad=dv)
     return result((dq, dk, dv), numpy_out)
