@@ -99,3 +99,24 @@ def paged_attention(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len
     if numpy_out:
         return (out.numpy(), lse.numpy()) if return_lse else out.numpy()
     return (out, lse) if return_lse else out
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import Meta, OpDef, declare  # noqa: E402
+
+
+def _paged_rule(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len=None, qo_indptr=None, *,
+                causal=True, scale=None, return_lse=False):
+    out = Meta(tuple(q.shape), q.dtype)
+    return (out, Meta(tuple(q.shape[:2]), np.dtype(np.float32)) if return_lse else None)
+
+
+declare(
+    # torch: the lse is always returned (torch/_ops.py ALWAYS)
+    OpDef("paged_attention", paged_attention, _paged_rule,
+          export={"skip": "integer page-table inputs: FlashInfer-Bench's random ints span [-1024, 1024) and "
+                          "would index out of range; the dataset's gqa_paged Definitions are served"},
+          schema="(Tensor q, Tensor k_cache, Tensor v_cache, Tensor kv_indptr, Tensor kv_indices, "
+                 "Tensor? kv_last_page_len=None, Tensor? qo_indptr=None, *, bool causal=True, float? scale=None) "
+                 "-> (Tensor, Tensor)"),
+)

@@ -115,3 +115,24 @@ def top_k_top_p_sampling_from_probs(probs, top_k, top_p, seed=None):
     """top-k, then top-p on the renormalized top-k row (FlashInfer's order), then one draw per row.
     Returns int64 [B]."""
     return _sample("top_k_top_p_sampling_from_probs", probs, top_k, top_p, seed)
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import Meta, OpDef, declare  # noqa: E402
+
+_SKIP = {"skip": "random top_p rows are half <= 0 (greedy), which FlashInfer-Bench's frequency check rejects "
+                 "even for the reference; the dataset's sampling Definitions are served (run.py SOLUTIONS)"}
+
+
+def _samples(probs, top_k=None, top_p=None, seed=None):
+    return Meta((probs.shape[0],), np.dtype(np.int64))
+
+
+declare(
+    OpDef("top_k_sampling_from_probs", top_k_sampling_from_probs, _samples, export=_SKIP,
+          schema="(Tensor probs, Tensor top_k, int? seed=None) -> Tensor"),
+    OpDef("top_p_sampling_from_probs", top_p_sampling_from_probs, _samples, export=_SKIP,
+          schema="(Tensor probs, Tensor top_p, int? seed=None) -> Tensor"),
+    OpDef("top_k_top_p_sampling_from_probs", top_k_top_p_sampling_from_probs, _samples, export=_SKIP,
+          schema="(Tensor probs, Tensor top_k, Tensor top_p, int? seed=None) -> Tensor"),
+)
