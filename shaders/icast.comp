@@ -124,7 +124,7 @@ void main() {
     for (uint j = 0u; j < EPTU; ++j) {
         uint i = base + j * WGU;
         if (i >= p.n) return;
-        uint src = (p.flags & 1u) != 0u ? p.off_a + i : ((p.flags & 2u) != 0u ? p.off_a : strided(i, p.off_a, p.sa));
+        uint src = (p.flags & FLAG_A_CONTIGUOUS) != 0u ? p.off_a + i : ((p.flags & FLAG_A_CONSTANT) != 0u ? p.off_a : strided(i, p.off_a, p.sa));
         o[p.off_o + i] = convert(uint64_t(a[src]));
     }
 }
