@@ -9,7 +9,7 @@
 //   overflow gives inf, except f8e4m3fn (no inf) which saturates to +-448 (torch's behaviour);
 //   NaN stays NaN with its sign; payload per NAN_RULE (0 keep top bits, 1 keep and set the quiet
 //   bit, 2 canonical quiet NaN), chosen per pair in kernels/casts.py to match numpy / ml_dtypes.
-// Input: strided + broadcast + offset view (EW_PARAMS, as elementwise.comp); output contiguous.
+// Input: strided + broadcast + offset view (the EW Params and FLAG_* of elementwise.comp); output contiguous.
 #define FMT_F8 0
 #define FMT_F16 1
 #define FMT_BF16 2

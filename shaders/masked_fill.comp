@@ -1,6 +1,6 @@
 #version 450
 // masked_fill: out = mask != 0 ? fill : x, for any dtype of WIDTH bytes (raw words, bit-exact).
-// x and the u8/bool mask are strided + broadcast + offset views (EW_PARAMS, as elementwise.comp:
+// x and the u8/bool mask are strided + broadcast + offset views (the EW Params of elementwise.comp;
 // FLAG_* bits: x at a's, the mask at b's); fill is the element's bit pattern in s0.
 // Output contiguous. The mask is read as bytes (8-bit storage), never packed four to a word.
 // MASKED_COPY (fuelvk.where): out[i] = x[i] where the mask is set, and out[i] is left as it is
