@@ -278,3 +278,20 @@ def test_no_positional_launch_left_in_elementwise_and_movement():
     for f in files:
         text = (src / f).read_text()
         assert not re.search(r"_PARAMS\.pack\(|spec=\(\(\d", text), f
+
+
+def test_launch_strided_refuses_unknown_spec_constant_and_wrong_inputs():
+    """launch_strided binds by the kernel's names: a misspelt spec constant or a missing input is a
+    LaunchError naming what the kernel takes, never a launch with a default."""
+    from fuelvk.errors import LaunchError
+    from fuelvk.kernels import kernel
+    from fuelvk.ops._core import launch_strided, new_like
+    x = fv.asarray(np.ones(8, np.float32))
+    out = new_like((8,), np.dtype(np.float32))
+    with pytest.raises(LaunchError, match="OPS"):
+        launch_strided(kernel("unary", "f32"), out, [x], {"OPS": 0})
+    with pytest.raises(LaunchError, match="in_b"):
+        launch_strided(kernel("binary", "f32"), out, [x], {"OP": 0})
+    from fuelvk.kernels.elementwise import UNARY
+    launch_strided(kernel("unary", "f32"), out, [x], {"OP": UNARY["exp"]})
+    np.testing.assert_allclose(out.numpy(), np.exp(np.ones(8, np.float32)), rtol=1e-6)
