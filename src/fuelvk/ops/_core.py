@@ -168,7 +168,7 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra):
                 linear = False
         off_o = out.offset + o
         linear = linear and off_o % 4 == 0
-        _, writes, push, spec_ids = sig.bind(dict(
+        _, _, push, spec_ids = sig.bind(dict(
             named, **spec, **({LINEAR: 1} if linear else {}), n=m, rank=len(sub), flags=flags, off_o=off_o,
             off_a=offs[0] if offs else 0, off_b=offs[1] if len(offs) > 1 else 0, s0=s0, s1=s1, shape=sub,
             sa=st[0] if st else (), sb=st[1] if len(st) > 1 else ()))
