@@ -232,6 +232,20 @@ V nextafter_v(V x, V y) {           // f32 only (the ops refuse half types: thei
 }
 #endif
 
+// Round half to even, and trunc. Doubles by hand: lavapipe's double roundEven rounds -1.5 to -1,
+// its double trunc returns x unchanged from |x| ~ 2^30 on (floor and ceil are right).
+#if defined(DT_F64)
+V trunc_v(V x) { return x < 0.0LF ? ceil(x) : floor(x); }
+V round_even_v(V x) {
+    if (!(abs(x) < 4503599627370496.0LF)) return x;     // |x| >= 2^52, inf, NaN: already integral
+    V r = floor(x + 0.5LF);                              // exact below 2^52
+    if (r - x == 0.5LF && r != 2.0LF * floor(r * 0.5LF)) r -= 1.0LF;   // a tie went to the odd side
+    return r;
+}
+#else
+V trunc_v(V x) { return trunc(x); }
+V round_even_v(V x) { return roundEven(x); }
+#endif
 
 V sigmoid(V x) { return 1.0 / (1.0 + exp_v(-x)); }
 
@@ -272,10 +286,12 @@ V apply_unary(V x) {
         V m = x < lo ? lo : x;
         return m > hi ? hi : m;
     }
-    case OP_FLOOR: return floor(x);      // the rounding ops: exact in every float type (GLSL builtins)
-    case OP_CEIL: return ceil(x);
-    case OP_TRUNC: return trunc(x);
-    case OP_ROUND: return roundEven(x);  // numpy.round / the array API's round: half to even
+    // The rounding ops: exact in every float type. A result keeps x's sign (-0.5 -> -0): lavapipe's
+    // double trunc / roundEven return +0 there.
+    case OP_FLOOR: return copysign_v(floor(x), x);
+    case OP_CEIL: return copysign_v(ceil(x), x);
+    case OP_TRUNC: return copysign_v(trunc_v(x), x);
+    case OP_ROUND: return copysign_v(round_even_v(x), x);  // numpy.round / the array API's round
     case OP_LOG1P: return log1p_v(x);
     case OP_EXPM1: return expm1_v(x);
     case OP_LOG2: return log2_v(x);

@@ -225,6 +225,18 @@ def test_f64_transcendentals_full_range():
         np.testing.assert_array_equal(fv.sin(np.array([np.inf, np.nan, 0.0])), np.sin(np.array([np.inf, np.nan, 0.0])))
 
 
+@pytest.mark.parametrize("name", ["floor", "ceil", "trunc", "round"])
+def test_float64_rounding_bit_exact_over_the_whole_range(name):
+    """Doubles round exactly at every magnitude up to 2^53 (ties to even, -0 kept), where the device's
+    own double trunc / roundEven are wrong (lavapipe: trunc(2^30 + 0.5), roundEven(-1.5), trunc(-0.5))."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.integers(-2**52, 2**52, 4000) / 2.0, rng.integers(-100, 100, 400) + 0.5,
+                        rng.standard_normal(400), [2**52 - 0.5, -(2**52 - 0.5), 2**53 + 2, 0.49999999999999994,
+                                                   -0.5, -0.0, 0.0, 5e-324, -5e-324, np.inf, -np.inf, np.nan]])
+    got = getattr(fv, name)(x)
+    assert got.view(np.uint64).tolist() == getattr(np, name)(x).view(np.uint64).tolist()
+
+
 # ---- op ids and flag bits: named constants shared with the shaders ------------------------------------
 
 def _cases(shader, function):
