@@ -7,15 +7,11 @@ add_assign_scaled (f32 math). b1 variants of flip/roll/triu/tril are fuelvk addi
 """
 from .elementwise import EPT as EW_EPT, FLAG_DEFINES, WG as EW_WG
 from .reduction import id_defines
-from .registry import P, WIDTH_DEFINES, WIDTH_FEATURES, family, width_variants
+from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family, width_variants
 
 GROUP = "Layout / data-movement (byte-width-keyed, dtype-agnostic)"
-MAX_RANK = 6
+MAX_RANK = 6      # remap.comp / write.comp: the Params' shape and stride arrays
 WG, EPT = 256, 4  # remap.comp / write.comp / pad_backward.comp: elements per workgroup = WG * EPT
-# remap.comp and pad_backward.comp: out shape, source strides, per-dim shift/left pad, source dims.
-# (ops/movement.py launches remap by name; this copy serves ops/padding.py until it does too.)
-REMAP_PARAMS = P("n:u32", "rank:u32", "off_o:u32", "off_a:u32", "k:i32", "fill:u32[2]",
-                 f"shape:i32[{MAX_RANK}]", f"sa:i32[{MAX_RANK}]", f"lo:i32[{MAX_RANK}]", f"dim:i32[{MAX_RANK}]")
 # write.comp and add_assign_scaled.comp (a src view written into a dst view of the same shape): the
 # bits of their Params' flags (FLAG_* in the shaders).
 WRITE_FLAGS = {"src_contiguous": 1, "src_constant": 2, "dst_contiguous": 4}
