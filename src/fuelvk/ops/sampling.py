@@ -9,6 +9,9 @@ then one inverse-CDF draw: with u uniform in [0, 1), the first kept sorted posit
 kept mass reaches u * total, mapped back through the sort.  Only the per-row k / p switches and the
 B uniforms are made on the host (numpy's PCG64, seeded by `seed`; None: fresh entropy per call).
 k / p outside those ranges leave the row unfiltered, as the reference.
+Cost: the sort's log2(P)(log2(P)+1)/2 passes over rows padded to P = 2^k dominate (153 passes at
+Llama 3's 128,256 tokens; on lavapipe about 0.7 s of CPU per row there).  FlashInfer's rejection
+sampling, which needs no sort, is not done here.
 """
 import threading
 
