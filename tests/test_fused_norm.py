@@ -124,3 +124,12 @@ def test_bad_inputs_are_typed_errors():
     with pytest.raises(DTypeError):
         fv.fused_add_rmsnorm(np.ones((2, 8), np.int32), np.ones((2, 8), np.int32), np.ones(8, np.int32))
 
+
+
+def test_larger_than_one_binding_is_a_typed_error(device_limits):
+    from fuelvk.errors import FuelVKMemoryError
+    x = fv.asarray(np.ones((64, 64), np.float32))
+    r = fv.asarray(np.ones((64, 64), np.float32))
+    device_limits(maxStorageBufferRange=4096)
+    with pytest.raises(FuelVKMemoryError, match="larger than one binding"):
+        fv.fused_add_rmsnorm(x, r, fv.asarray(np.ones(64, np.float32)))
