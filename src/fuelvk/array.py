@@ -9,9 +9,11 @@ import sys
 
 import numpy as np
 
+from . import _hooks
 from . import dtypes as _dt
 from . import layout as L
 from . import runtime
+from ._device import DEVICE, check_device
 from .errors import DeviceError, DTypeError, FuelVKIndexError, ShapeError, ValueCastError
 
 
@@ -94,8 +96,7 @@ class Array:
         shape = L.resolve_reshape(self.size, shape)
         strides = L.reshape_strides(self.shape, self.strides, shape)
         if strides is None:
-            from .ops.movement_core import ascontiguousarray
-            c = ascontiguousarray(self)
+            c = self.copy()
             return c._view(shape, L.contiguous_strides(shape), c.offset)
         return self._view(shape, strides, self.offset)
 
@@ -135,11 +136,9 @@ class Array:
 
     def __getitem__(self, key):
         if isinstance(key, Array) and key.dtype == np.bool_ and key.ndim:
-            from .api.searching import boolean_index    # x[mask]: a copy (data-dependent length)
-            return boolean_index(self, key)
+            return _hooks.op("boolean_index")(self, key)   # x[mask]: a copy (data-dependent length)
         if isinstance(key, Array) and key.dtype.kind in "iu" and key.ndim:
-            from .ops.indexing import take              # x[int_array]: a take along axis 0
-            return take(self, key, axis=0)
+            return _hooks.op("take")(self, key, axis=0)   # x[int_array]: a take along axis 0
         if isinstance(key, (Array, np.ndarray, list)):
             raise FuelVKIndexError("advanced indexing takes one bool or integer fuelvk.Array (x[mask], x[idx]); "
                                    "for other forms use fuelvk.take / take_along_axis")
@@ -154,8 +153,7 @@ class Array:
 
     def __setitem__(self, key, value):
         """a[index] = b: an in-place write through the view (write_slice / strided write kernels)."""
-        from .ops.movement import setitem
-        setitem(self, key, value)
+        _hooks.op("setitem")(self, key, value)
 
     # -- host transfer ----------------------------------------------------------------------------
     def numpy(self):
@@ -190,12 +188,10 @@ class Array:
         return bool(self.item())
 
     def astype(self, dtype, /, *, copy=True, device=None):
-        from .ops import casts
-        return casts.astype(self, dtype, copy=copy, device=device)
+        return _hooks.op("astype")(self, dtype, copy=copy, device=device)
 
     def copy(self):
-        from .ops.movement_core import copy
-        return copy(self)
+        return _hooks.op("copy")(self)
 
     # -- operators --------------------------------------------------------------------------------
     def _binary(name, reflected=False, inplace=False):  # noqa: N805
@@ -203,7 +199,7 @@ class Array:
         computed into a temporary and written back through this view (aliases and views see it; the
         temporary makes overlap harmless), cast under numpy's same_kind rule."""
         def op(self, other):
-            f = getattr(sys.modules[__package__], name)   # the public op (fuelvk.<name>)
+            f = _hooks.op(name)   # the public op (fuelvk.<name>)
             if name in ("equal", "not_equal") and not _array_like(other):
                 return NotImplemented    # X == None, X in [None, "a"]: Python's identity fallback
             if not inplace:
@@ -251,18 +247,16 @@ class Array:
     __irshift__ = _binary("bitwise_right_shift", inplace=True)
 
     def __neg__(self):
-        from .ops.elementwise import negative
-        return negative(self)
+        return _hooks.op("negative")(self)
 
     def __pos__(self):
         return self.copy()
 
     def __abs__(self):
-        from .ops.elementwise import abs as abs_
-        return abs_(self)
+        return _hooks.op("abs")(self)
 
     def __invert__(self):
-        return sys.modules[__package__].bitwise_invert(self)
+        return _hooks.op("bitwise_invert")(self)
 
     del _binary
 
@@ -275,12 +269,10 @@ class Array:
 
     @property
     def device(self):
-        from .api.info import DEVICE
         return DEVICE
 
     def to_device(self, device, /, *, stream=None):
         """This array (fuelvk has one device per process; another device is a DeviceError)."""
-        from .api.info import check_device
         check_device("to_device", device)
         return self
 
@@ -309,7 +301,7 @@ class Array:
 
     def _reduction(name):  # noqa: N805
         def method(self, *args, **kwargs):
-            return getattr(sys.modules[__package__], name)(self, *args, **kwargs)
+            return _hooks.op(name)(self, *args, **kwargs)
         method.__name__ = name
         method.__doc__ = f"fuelvk.{name}(self, ...)"
         return method
@@ -319,6 +311,12 @@ class Array:
     argmax, argmin, cumsum = _reduction("argmax"), _reduction("argmin"), _reduction("cumsum")
     all, any = _reduction("all"), _reduction("any")
     del _reduction
+
+
+def complex_part(x, part):
+    """The real (part 0) or imaginary (1) float view of a complex Array (same buffer, no copy)."""
+    fdt = _dt.float32 if x.dtype == _dt.complex64 else _dt.float64
+    return Array(x.buffer, x.shape, tuple(2 * s for s in x.strides), 2 * x.offset + part, fdt)
 
 
 def _array_like(x):
@@ -332,7 +330,6 @@ def _array_like(x):
 def empty(shape, dtype=_dt.float32, *, device=None):
     """A new contiguous device array (contents undefined)."""
     if device is not None:
-        from .api.info import check_device
         check_device("empty", device)
     shape = L.as_shape("empty", shape)
     dt = _dt.float32 if dtype is None else _dt.dtype(dtype)   # (np.dtype(None) would be float64)
@@ -350,7 +347,7 @@ def _host(obj, dt):
     """obj as a numpy array (of dt when given), with typed errors; torch tensors keep their bits."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch.Tensor):
-        from .torch._bridge import to_numpy   # bf16 / float8 travel as same-width integer views
+        from ._torch_bits import to_numpy   # (imports torch: only once torch is); bf16 / float8 bit-exact
         obj = to_numpy(obj.detach().cpu(), "asarray")
     try:
         host = np.asarray(obj)
@@ -389,7 +386,6 @@ def asarray(obj, dtype=None, *, device=None, copy=None):
     API's choice is the library's; README "Array API"); numpy arrays keep their dtype. copy=False
     never copies: it raises ValueCastError where a copy (an upload or a cast) would be needed."""
     if device is not None:
-        from .api.info import check_device
         check_device("asarray", device)
     if isinstance(obj, Array):
         runtime.check_alive(obj.buffer)

@@ -17,7 +17,7 @@ import math
 
 from .. import dtypes as _dt
 from .. import layout as L
-from ..array import Array
+from ..array import Array, complex_part
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..ops.comparison import equal, greater, less, not_equal
 from ..ops.elementwise import abs as _abs
@@ -148,21 +148,15 @@ def pow(x1, x2, /):  # noqa: A001 - the standard's name
     return power(x1, x2)
 
 
-def _component(op, x, part):
-    """The real (part 0) or imaginary (1) float view of a complex array (same buffer)."""
-    fdt = _dt.float32 if x.dtype == _dt.complex64 else _dt.float64
-    return Array(x.buffer, x.shape, tuple(2 * s for s in x.strides), 2 * x.offset + part, fdt)
-
-
 def real(x, /):
     x = _arr("real", x)
-    return _component("real", x, 0).copy() if x.dtype.kind == "c" else x.copy()
+    return complex_part(x, 0).copy() if x.dtype.kind == "c" else x.copy()
 
 
 def imag(x, /):
     x = _arr("imag", x)
     if x.dtype.kind == "c":
-        return _component("imag", x, 1).copy()
+        return complex_part(x, 1).copy()
     from ..array import zeros
     return zeros(x.shape, x.dtype)
 
@@ -171,7 +165,7 @@ def conj(x, /):
     x = _arr("conj", x)
     out = x.copy()
     if x.dtype.kind == "c":
-        im = _component("conj", out, 1)
+        im = complex_part(out, 1)
         im[...] = negative(im)
     return out
 

@@ -70,16 +70,14 @@ def promote(op, arrays, target=None):
     if target is None and len(dts) == 1 or dts == {target}:
         return arrays
     target = np.result_type(*dts) if target is None else target
-    from .casts import astype
-    return [a if a.dtype == target else astype(a, target) for a in arrays]
+    return [a if a.dtype == target else a.astype(target) for a in arrays]
 
 
 def contiguous(x):
     """x itself when it is contiguous (any offset), else a contiguous copy."""
     if x.is_contiguous:
         return x
-    from .movement_core import ascontiguousarray
-    return ascontiguousarray(x)
+    return x.copy()
 
 
 def _chunks(shape, strides, offsets):
@@ -360,7 +358,5 @@ def split_k(op, out, K, per_launch, launch):
     part = new_like((len(spans),) + out.shape, _dt.float32)
     for i, (k0, k1) in enumerate(spans):
         launch(k0, k1, part[i])
-    from .casts import astype
-    from .reduction import sum as _sum
-    total = _sum(part, axis=0)
-    return total if out.dtype == _dt.float32 else astype(total, out.dtype)
+    total = part.sum(axis=0)
+    return total if out.dtype == _dt.float32 else total.astype(out.dtype)

@@ -70,8 +70,7 @@ def astype(x, dtype, *, copy=True, device=None):
     if dt == xa.dtype and not copy:
         return result(xa, numpy_out)
     if dt == xa.dtype:
-        from .movement_core import copy
-        return result(copy(xa), numpy_out)
+        return result(xa.copy(), numpy_out)
     if xa.dtype.kind == "c" or dt.kind == "c":
         raise DTypeError(f"astype: no cast kernel between {xa.dtype} and {dt} (complex dtypes are stored, "
                          "not converted, yet)")

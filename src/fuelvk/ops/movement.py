@@ -227,8 +227,7 @@ def _roll_by_writes(x, total):
         launch_write(v, out[head + (slice(0, t),)], x[head + (slice(n - t, n),)])
         x = out
     if x.offset or not x.is_contiguous or all(t % max(n, 1) == 0 for t, n in zip(total, x.shape)):
-        from .movement_core import copy
-        x = copy(x)
+        x = x.copy()
     return x
 
 
@@ -402,8 +401,7 @@ def _source_for(op, dst, value):
             src = astype(src, dst.dtype)
         elif src.buffer is dst.buffer and not (src.shape == dst.shape and src.strides == dst.strides
                                                 and src.offset == dst.offset):
-            from .movement_core import copy
-            src = copy(src)    # numpy semantics when source and destination overlap
+            src = src.copy()    # numpy semantics when source and destination overlap
     else:
         if not isinstance(value, (np.ndarray, list, tuple)) or np.ndim(value) == 0:
             host = _dt.scalar_as(op, _check_scalar(op, value), dst.dtype)
