@@ -19,7 +19,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import layout as L
 from ..array import Array, asarray, empty, zeros
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, ShapeError, UnsupportedError
 from .info import check_device
 
 __all__ = ["arange", "linspace", "full", "ones", "full_like", "ones_like", "zeros_like", "empty_like", "eye",
@@ -188,7 +188,6 @@ def from_dlpack(x, /, *, device=None, copy=None):
     uploaded; fuelvk's device memory is not shared zero-copy (copy=False is refused)."""
     check_device("from_dlpack", device)
     if copy is False:
-        from ..errors import UnsupportedError
         raise UnsupportedError("from_dlpack: copy=False is not supported (fuelvk arrays live in device "
                                "buffers; importing always uploads a copy)")
     if isinstance(x, Array):

@@ -12,6 +12,7 @@ from .. import layout as L
 from ..array import Array, asarray
 from ..errors import DTypeError, ShapeError, ValueCastError
 from ..ops.movement import concatenate
+from ..ops.indexing import take
 
 __all__ = ["reshape", "concat", "stack", "expand_dims", "squeeze", "permute_dims", "moveaxis", "broadcast_to",
            "broadcast_arrays", "tile", "repeat", "unstack", "matrix_transpose"]
@@ -166,7 +167,6 @@ def repeat(x, repeats, /, *, axis=None):
         else:
             if (reps < 0).any():
                 raise ShapeError("repeat: repeats must be >= 0")
-            from ..ops.indexing import take
             return take(x, asarray(np.repeat(np.arange(n, dtype=np.int64), reps)), axis=ax)
     r = L.as_int("repeat", repeats, "repeats")
     if r < 0:

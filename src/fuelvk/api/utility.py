@@ -26,6 +26,7 @@ from ..ops.matmul import matmul
 from ..ops.movement import concatenate, where
 from ..ops.reduction import normalize_axes
 from ..ops.reduction import sum as _sum
+from ..array import zeros
 
 __all__ = ["all", "any", "diff", "vecdot", "tensordot", "isnan", "isinf", "isfinite", "signbit", "positive", "pow",
            "real", "imag", "conj", "floor_divide", "remainder", "bitwise_left_shift", "bitwise_right_shift"]
@@ -157,7 +158,6 @@ def imag(x, /):
     x = _arr("imag", x)
     if x.dtype.kind == "c":
         return complex_part(x, 1).copy()
-    from ..array import zeros
     return zeros(x.shape, x.dtype)
 
 

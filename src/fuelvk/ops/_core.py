@@ -14,6 +14,7 @@ from .. import runtime
 from ..array import Array, asarray
 from ..errors import FuelVKError, FuelVKMemoryError
 from ..kernels.elementwise import EW_PARAMS, EPT, LINEAR_SPEC, MAX_RANK, WG
+from ..kernels.movement_core import copy_variant
 
 ZERO2 = (0, 0)
 
@@ -314,7 +315,6 @@ def blockwise(op, fn, xs, out, axes):
     which is copied into out's block."""
     if out.size == 0:
         return
-    from ..kernels.movement_core import copy_variant
     copy = copy_variant(_dt.width_tag(out.dtype), runtime.get().device.features)
     for bw in blocks(list(xs) + [out], axes=axes, op=op):
         r = fn(*bw[:-1])
@@ -351,7 +351,6 @@ def split_k(op, out, K, per_launch, launch):
     nbytes = len(spans) * out.size * 4
     limit = runtime.get().device.limits.maxStorageBufferRange
     if nbytes > limit:
-        from ..errors import FuelVKMemoryError
         raise FuelVKMemoryError(f"{op}: K={K} is summed in {len(spans)} spans of {per_launch} (the device's "
                                 f"loop budget); their float32 partials of {out.shape} need {nbytes} bytes, "
                                 f"more than one binding holds ({limit}); split the output")

@@ -13,6 +13,7 @@ from .. import dtypes as _dt
 from ..errors import DTypeError
 from ..kernels import kernel
 from ._core import device_args, launch_strided, new_like, result
+from .._device import check_device
 
 __all__ = ["astype"]
 
@@ -61,7 +62,6 @@ def astype(x, dtype, *, copy=True, device=None):
     matches (the array API's rule; numpy's astype(copy=...))."""
     (xa,), numpy_out = device_args("astype", x)
     if device is not None:
-        from ..api.info import check_device
         check_device("astype", device)
     try:
         dt = _dt.dtype(dtype)

@@ -24,6 +24,7 @@ from ..errors import DTypeError
 from ..kernels import kernel
 from ..kernels.elementwise import COMPARE_OPS
 from ._core import device_args, element_words, is_scalar, launch_strided, new_like, promote, result
+from .movement import where
 
 __all__ = list(COMPARE_OPS)
 
@@ -103,7 +104,6 @@ def _complex_equality(op, x, y):
     if op not in ("equal", "not_equal") or x.dtype != y.dtype:
         raise DTypeError(f"{op}: complex operands support == and != of one complex dtype, got {x.dtype} {op} "
                          f"{y.dtype}")
-    from .movement import where
     re = _compare(op, complex_part(x, 0), complex_part(y, 0))
     im = _compare(op, complex_part(x, 1), complex_part(y, 1))
     return where(re, True, im) if op == "not_equal" else where(re, im, False)

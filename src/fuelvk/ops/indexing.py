@@ -29,6 +29,8 @@ from ..kernels import kernel
 from ..kernels.indexing import (GATHER_PARAMS, INDEX_KINDS, INDEX_SELECT_PARAMS, NATIVE_FEATURE, SCATTER_FINISH,
                                 SCATTER_INIT, SCATTER_PARAMS)
 from ._core import blockwise, contiguous, device_args, fits, new_like, result, spans, windowed
+from .movement import launch_write
+from .movement_core import copy
 
 __all__ = ["take", "take_along_axis", "scatter_add", "index_add"]
 
@@ -115,7 +117,6 @@ def _take_blocks(x, ih, ax, out):
     then chunks of index positions whose result fits one binding; per chunk the indices are sorted, each
     span of x along the axis (a window) gathers its own indices into a sorted staging array, and one
     last gather puts them back in the caller's order."""
-    from .movement import launch_write
     write = kernel("write_slice", _dt.width_tag(x.dtype))
     n = x.shape[ax]
     L_, R = math.prod(x.shape[:ax]), math.prod(x.shape[ax + 1:])
@@ -225,7 +226,6 @@ def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, n
     tag = _dt.float_tag(op, base.dtype)
     vtag = _atomic_tag(op, fam, tag)
     v = kernel(fam, vtag)
-    from .movement_core import copy
     ctx = runtime.get()
     half = tag in ("f16", "bf16")
     n_base = base.size
@@ -265,8 +265,6 @@ def _accumulate_blocks(op, base, src, ids, ax, along):
     indices that land in the span (host-side, made relative; the others out of range, which the kernel
     skips) are accumulated into the span. along: index_add's 1-D index (else scatter_add's, src-shaped).
     f16/bf16 round once per chunk (once when src fits one binding)."""
-    from .movement import launch_write
-    from .movement_core import copy
     out = copy(base)
     h = ids.numpy().astype(np.int64)
     src = contiguous(src)
