@@ -21,10 +21,10 @@ iterations per invocation (Device.loop_budget), long key ranges (tiled forward, 
 query ranges (dK, dV) are split over several launches that carry or accumulate their state.
 """
 import math
-import os
 
 import numpy as np
 
+from .. import config
 from .. import dtypes as _dt
 from .. import runtime
 from ..array import Array, asarray
@@ -124,7 +124,7 @@ def _view_strides(x):
 
 def _pick(op, Sq, Sk, D, G, route):
     """The forward route a call takes (see the module docstring)."""
-    want = route if route is not None else os.environ.get("FUELVK_ATTENTION_ROUTE", "auto")
+    want = route if route is not None else config.get("FUELVK_ATTENTION_ROUTE")
     want = (want or "auto").lower()
     if want not in ("auto",) + ROUTES:
         raise ShapeError(f"{op}: unknown attention route {want!r}; accepted: auto, single, tiled "

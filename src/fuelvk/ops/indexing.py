@@ -16,10 +16,10 @@ unbounded compare-and-swap loop (ATOMICS = "cas" / "native" forces one). f16/bf1
 f32 scratch and are rounded once at the end (torch's CPU kernel rounds after every addition).
 """
 import math
-import os
 
 import numpy as np
 
+from .. import config
 from .. import dtypes as _dt
 from .. import layout as L
 from .. import runtime
@@ -35,7 +35,7 @@ from .movement_core import copy
 __all__ = ["take", "take_along_axis", "scatter_add", "index_add"]
 
 CHECK_DEVICE_INDICES = True
-ATOMICS = os.environ.get("FUELVK_ATOMICS") or None  # None: native where available; "cas"; "native"
+ATOMICS = config.get("FUELVK_ATOMICS")  # None: native where available; "cas"; "native"
 MAX_RANK = 6
 _WG = 128
 _SEL_TAGS = {1: "b1", 2: "f16", 4: "f32", 8: "f64"}

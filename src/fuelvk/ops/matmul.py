@@ -28,12 +28,12 @@ other strides keep every run whole texels; scalar loads through the strides othe
 """
 import math
 import operator
-import os
 import weakref
 from collections import namedtuple
 
 import numpy as np
 
+from .. import config
 from .. import dtypes as _dt
 from .. import layout as L
 from .. import runtime
@@ -144,7 +144,7 @@ def _plan(a, b, out_dtype, n_rep, route):
     dev = _device()
     same = combo.split("_")[0] == combo.split("_")[1]
     transposed = M != 1 and N == 1 and same
-    forced = route if route is not None else (os.environ.get(ENV) or None)
+    forced = route if route is not None else config.get(ENV)
     if forced in (None, "", "auto"):
         has_coop = "coop" in K_.available_routes(dev.features)
         half = combo.split("_")[0] in ("f16", "bf16")

@@ -13,11 +13,11 @@ convention); M == 1 runs the fused matvec, M > 1 the fused tiled kernel; W is ne
 """
 import math
 import operator
-import os
 import struct
 
 import numpy as np
 
+from .. import config
 from .. import dtypes as _dt
 from .. import runtime
 from ..array import Array, asarray, empty
@@ -185,7 +185,7 @@ def dequantize(blocks, kind=None, shape=None):
 
 
 def _route(m, route):
-    route = route or os.environ.get("FUELVK_QMATMUL_ROUTE") or None
+    route = route or config.get("FUELVK_QMATMUL_ROUTE")
     if route is None:
         route = "matvec" if m == 1 else "tiled"
     if route not in ROUTES:

@@ -12,9 +12,9 @@ Binding a kernel's buffers takes one of two paths, picked once per stream: push 
 (VK_KHR_push_descriptor), or descriptor sets allocated from per-slot pools that are reset when the
 slot's batch retired, written once per (pipeline, buffers) within a batch.
 """
-import os
 from collections import deque
 
+from .. import config
 from ..errors import DeviceError
 from .vk import C, ffi, lib, check
 
@@ -132,7 +132,7 @@ class Stream:
         self.pool = pool
         self.lock = device.lock
         self.destroyed = False
-        self.timeout_ns = int(float(os.environ.get("FUELVK_TIMEOUT_S", "600")) * 1e9)
+        self.timeout_ns = int(config.get("FUELVK_TIMEOUT_S") * 1e9)
         self.push_descriptor = device.push_descriptor
         sets = self.push_descriptor is None
         self.free = [_Slot(device, sets) for _ in range(MAX_IN_FLIGHT)]

@@ -1,7 +1,7 @@
 """Instance, physical-device choice, optional features, logical device and queue."""
-import os
 import threading
 
+from .. import config
 from ..errors import DeviceError, UnsupportedError
 from .vk import C, ffi, lib, check, new, cstrs, enumerate_, proc, instance_proc
 
@@ -122,12 +122,12 @@ class Device:
         # allocation that fails synchronizes the stream under it.
         self.lock = threading.RLock()
         if validation is None:
-            validation = os.environ.get("FUELVK_VALIDATION", "") not in ("", "0")
+            validation = config.get("FUELVK_VALIDATION")
         self.closed = False
         self.messenger = None
-        self.limits_profile, self._profile = _limits_profile(os.environ.get(LIMITS_ENV))
+        self.limits_profile, self._profile = _limits_profile(config.get(LIMITS_ENV))
         self._create_instance(validation)
-        self._choose_physical(selector if selector is not None else os.environ.get("FUELVK_DEVICE"))
+        self._choose_physical(selector if selector is not None else config.get("FUELVK_DEVICE"))
         self._create_device()
 
     # -- instance ---------------------------------------------------------------------------------
@@ -197,7 +197,7 @@ class Device:
         self.available_extensions = {ffi.string(e.extensionName).decode() for e in ext_list}
         # FUELVK_NO_PUSH_DESCRIPTOR=1 leaves VK_KHR_push_descriptor disabled, as on a device without it:
         # dispatches then bind pooled descriptor sets (runtime/commands.py), so CI runs that path too.
-        no_push = os.environ.get("FUELVK_NO_PUSH_DESCRIPTOR", "") not in ("", "0")
+        no_push = config.get("FUELVK_NO_PUSH_DESCRIPTOR")
         self.extensions = [e for e in OPTIONAL_EXTENSIONS if e in self.available_extensions
                            and not (no_push and e == "VK_KHR_push_descriptor")]
         if no_push:

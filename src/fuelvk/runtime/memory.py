@@ -20,10 +20,10 @@ array) and a reference to the slot (queued work that binds the window keeps the 
 import ctypes
 import functools
 import re
-import os
 import sys
 from collections import deque
 
+from .. import config
 from ..errors import DeviceError, FuelVKMemoryError, UnsupportedError
 from .vk import C, ffi, lib, check
 
@@ -45,9 +45,6 @@ VISIBLE = C.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
 MEMORY_MODES = ("auto", "mapped", "device-local")
 MIN_BYTES = 256          # also the slot alignment: >= every device's minStorageBufferOffsetAlignment
 CHUNK_BYTES = 8 << 20    # slots up to this size share chunks; larger sizes get a chunk each
-# Idle bytes (held but in no live slot) the pool may keep cached beyond what stayed idle after its last
-# trim; past that, idle chunks go back to the driver.
-KEEP_IDLE = int(float(os.environ.get("FUELVK_POOL_KEEP_MB", "256")) * (1 << 20))
 
 
 def size_class(nbytes):
@@ -171,12 +168,10 @@ def memory_mode(device_type):
     device-local). auto: mapped on CPU and integrated devices, which read host-visible memory at full
     speed; device-local + staging copies on discrete GPUs. device-local forces the discrete-GPU path
     anywhere (so it runs in CI on lavapipe), mapped the other."""
-    mode = os.environ.get("FUELVK_MEMORY", "").strip() or "auto"
+    mode = config.get("FUELVK_MEMORY")
     if mode == "auto":
         return device_type != "discrete", f"auto ({device_type} device)"
-    if mode in MEMORY_MODES:
-        return mode == "mapped", f"forced (FUELVK_MEMORY={mode})"
-    raise DeviceError(f"FUELVK_MEMORY={mode!r} is not a memory mode; accepted: {', '.join(MEMORY_MODES)}")
+    return mode == "mapped", f"forced (FUELVK_MEMORY={mode})"
 
 
 def pick_memory_type(types, bits, host, direct):
@@ -208,7 +203,10 @@ class MemoryPool:
         self.chunks = []
         self.in_use = self.peak_in_use = self.peak_held = 0
         self.fresh = 0            # bytes handed out since the stream's last submit (it flushes past a limit)
-        self.high_water = KEEP_IDLE
+        # Idle bytes (held but in no live slot) the pool may keep cached beyond what stayed idle after
+        # its last trim; past that, idle chunks go back to the driver.
+        self.keep_idle = int(config.get("FUELVK_POOL_KEEP_MB") * (1 << 20))
+        self.high_water = self.keep_idle
         self.synchronize = None   # set by the Context: waits for queued work (which pins dead slots)
         props = ffi.new("VkPhysicalDeviceMemoryProperties*")
         lib.vkGetPhysicalDeviceMemoryProperties(device.physical, props)
@@ -399,7 +397,7 @@ class MemoryPool:
                 self.chunks = [c for c in self.chunks if id(c) not in idle]
                 if self.device.device_type == "cpu":
                     _heap_trim()
-            self.high_water = self.allocated - self.in_use + KEEP_IDLE
+            self.high_water = self.allocated - self.in_use + self.keep_idle
 
     def info(self):
         """Bytes held from the driver, in live slots (arrays and slots queued work pins), and their peaks."""

@@ -12,6 +12,7 @@ import os
 import struct
 from pathlib import Path
 
+from .. import config
 from ..errors import BuildError, DeviceError, UnsupportedError
 from ..kernels.signature import Signature
 from ..spirv import evaluate
@@ -24,7 +25,7 @@ DESCRIPTOR_TYPES = {"storage_buffer": C.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
 
 
 def spv_dir():
-    env = os.environ.get("FUELVK_SPV_DIR")
+    env = config.get("FUELVK_SPV_DIR")
     if env:
         return Path(env)
     here = Path(__file__).resolve()
@@ -38,9 +39,9 @@ def disk_cache_path(device, stem):
     """Where per-driver data (the VkPipelineCache, the probed loop cap) lives on disk:
     $FUELVK_CACHE_DIR or ~/.cache/fuelvk, keyed by device UUID + driver version; None when
     FUELVK_PIPELINE_CACHE=0 turns the disk cache off."""
-    if os.environ.get("FUELVK_PIPELINE_CACHE", "1") == "0":
+    if not config.get("FUELVK_PIPELINE_CACHE"):
         return None
-    root = os.environ.get("FUELVK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fuelvk")
+    root = config.get("FUELVK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fuelvk")
     return Path(root) / f"{stem}-{device.uuid}-{device._props.driverVersion}"
 
 

@@ -4,7 +4,6 @@ Half and float8 tensors travel as same-width integer views (torch bf16 -> int16 
 so no value is ever rounded through another float type.
 """
 import contextlib
-import os
 import threading
 from collections import OrderedDict
 
@@ -12,6 +11,7 @@ import numpy as np
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from .. import config
 from .. import dtypes as _dt
 from ..array import Array, asarray
 from .._torch_bits import _BITS, TO_NUMPY, TO_TORCH, numpy_dtype, to_numpy  # noqa: F401 (re-exported)
@@ -108,7 +108,7 @@ class WeightCache:
 
     def __init__(self, max_entries=64, max_bytes=512 << 20):
         self.max_entries, self.max_bytes = max_entries, max_bytes
-        self.enabled = os.environ.get("FUELVK_TORCH_CACHE", "1") != "0"
+        self.enabled = config.get("FUELVK_TORCH_CACHE")
         self.entries = OrderedDict()
         self.nbytes = 0
         self.hits = self.misses = 0
