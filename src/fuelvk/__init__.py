@@ -28,7 +28,6 @@ del _name, _fn
 
 #: The Python array API namespace (README "Array API"): fuelvk's top level is it. Functions composed
 #: from the ops above live in fuelvk.api (no kernel, no op spec of their own).
-from . import api as _api   # noqa: E402
 from .api import public as _api_public   # noqa: E402
 __array_api_version__ = "2024.12"
 _API = [n for n, _ in _api_public()]

@@ -43,10 +43,6 @@ class Params:
     def size(self):
         return sum(4 * c for _, _, c in self.fields)
 
-    @property
-    def format(self):
-        return self._struct.format
-
     def pack(self, *values):
         """Pack values in field order; array fields take a sequence, zero-padded to their count."""
         if len(values) != len(self._counts):

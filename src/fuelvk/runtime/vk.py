@@ -1,7 +1,7 @@
 """The one place that touches the `vulkan` cffi bindings: raw ffi/lib and result translation.
 
 fuelvk calls the cffi functions directly (``lib.vkCmdDispatch(...)``) instead of the package's
-Python wrappers: the wrappers cost ~4 µs per call, which dominates a small dispatch.
+Python wrappers: the wrappers' per-call overhead (docs/MEASUREMENTS.md) dominates a small dispatch.
 """
 import vulkan as _vulkan
 
