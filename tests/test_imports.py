@@ -5,7 +5,10 @@ is an edge to that module; the implicit import of its parent packages is not (ev
 otherwise reach fuelvk/__init__, which imports the whole namespace): the rule is about what each
 module depends on directly. Array's operators reach the ops through fuelvk._hooks, not imports."""
 import ast
+import itertools
 import pathlib
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "src" / "fuelvk"
 
@@ -99,7 +102,7 @@ def cycle_path(graph, comp):
             for w in sorted(graph[v]):
                 if w == start:
                     path = paths[v] + [start]
-                    return " -> ".join(f"{a} (line {graph[a][b]})" for a, b in zip(path, path[1:])) + f" -> {start}"
+                    return " -> ".join(f"{a} (line {graph[a][b]})" for a, b in itertools.pairwise(path)) + f" -> {start}"
                 if w in comp and w not in paths:
                     paths[w] = paths[v] + [w]
                     nxt.append(w)
@@ -139,3 +142,25 @@ def test_the_graph_sees_local_and_relative_imports(tmp_path):
     assert cycles(graph) == [["pkg.a", "pkg.c", "pkg.sub.b"]]
     assert cycle_path(graph, ["pkg.a", "pkg.c", "pkg.sub.b"]) == (
         "pkg.a (line 1) -> pkg.sub.b (line 4) -> pkg.c (line 1) -> pkg.a")
+
+
+def test_every_op_array_calls_is_bound():
+    """Each op array.py calls through _hooks (operators, methods, indexing) is bound by fuelvk/__init__."""
+    import fuelvk  # noqa: F401  (binds the namespace)
+    from fuelvk import _hooks
+    tree = ast.parse((ROOT / "array.py").read_text())
+    names = {node.args[0].value for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+             and isinstance(node.args[0].value, str)
+             and (isinstance(node.func, ast.Attribute) and node.func.attr == "op"
+                  or isinstance(node.func, ast.Name) and node.func.id in ("_binary", "_reduction"))}
+    assert {"add", "astype", "copy", "setitem", "take", "boolean_index", "sum"} <= names   # the walk saw them
+    missing = sorted(n for n in names if n not in _hooks._OPS)
+    assert not missing, f"array.py calls ops nobody bound: {missing}"
+
+
+def test_an_unbound_op_is_a_typed_error():
+    from fuelvk import _hooks
+    from fuelvk.errors import UnsupportedError
+    with pytest.raises(UnsupportedError, match="fuelvk.no_such_op is not bound"):
+        _hooks.op("no_such_op")

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _hooks
 from . import dtypes as _dt
-from . import layout as L
+from . import layout
 from . import runtime
 from ._device import DEVICE, check_device
 from .errors import DeviceError, DTypeError, FuelVKIndexError, ShapeError, ValueCastError
@@ -31,7 +31,7 @@ class Array:
 
     @property
     def size(self):
-        return L.size_of(self.shape)
+        return layout.size_of(self.shape)
 
     @property
     def itemsize(self):
@@ -48,7 +48,7 @@ class Array:
 
     @property
     def is_contiguous(self):
-        return L.is_contiguous(self.shape, self.strides)
+        return layout.is_contiguous(self.shape, self.strides)
 
     def __repr__(self):
         try:
@@ -66,7 +66,7 @@ class Array:
             axes = tuple(axes[0])
         if not axes:
             axes = tuple(reversed(range(self.ndim)))
-        axes = tuple(L.normalize_axis("transpose", a, self.ndim) for a in axes)
+        axes = tuple(layout.normalize_axis("transpose", a, self.ndim) for a in axes)
         if sorted(axes) != list(range(self.ndim)):
             raise ShapeError(f"transpose: axes {axes} are not a permutation of {self.ndim} dims")
         return self._view([self.shape[a] for a in axes], [self.strides[a] for a in axes], self.offset)
@@ -85,7 +85,7 @@ class Array:
 
     def swapaxes(self, a, b):
         axes = list(range(self.ndim))
-        a, b = L.normalize_axis("swapaxes", a, self.ndim), L.normalize_axis("swapaxes", b, self.ndim)
+        a, b = (layout.normalize_axis("swapaxes", i, self.ndim) for i in (a, b))
         axes[a], axes[b] = axes[b], axes[a]
         return self.transpose(axes)
 
@@ -93,24 +93,24 @@ class Array:
         """A view when the strides allow it (numpy's rule), else a contiguous copy."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        shape = L.resolve_reshape(self.size, shape)
-        strides = L.reshape_strides(self.shape, self.strides, shape)
+        shape = layout.resolve_reshape(self.size, shape)
+        strides = layout.reshape_strides(self.shape, self.strides, shape)
         if strides is None:
             c = self.copy()
-            return c._view(shape, L.contiguous_strides(shape), c.offset)
+            return c._view(shape, layout.contiguous_strides(shape), c.offset)
         return self._view(shape, strides, self.offset)
 
     def ravel(self):
         return self.reshape(-1)
 
     def broadcast_to(self, shape):
-        shape = L.as_shape("broadcast_to", shape)
+        shape = layout.as_shape("broadcast_to", shape)
         if len(shape) < self.ndim:
             raise ShapeError(f"broadcast_to: cannot broadcast {self.shape} to {shape}")
-        return self._view(shape, L.broadcast_strides(self.shape, self.strides, shape), self.offset)
+        return self._view(shape, layout.broadcast_strides(self.shape, self.strides, shape), self.offset)
 
     def expand_dims(self, axis):
-        axis = L.normalize_axis("expand_dims", axis, self.ndim + 1)
+        axis = layout.normalize_axis("expand_dims", axis, self.ndim + 1)
         return self._view(self.shape[:axis] + (1,) + self.shape[axis:],
                           self.strides[:axis] + (0,) + self.strides[axis:], self.offset)
 
@@ -118,7 +118,8 @@ class Array:
         if axis is None:
             keep = [i for i, n in enumerate(self.shape) if n != 1]
         else:
-            axes = {L.normalize_axis("squeeze", a, self.ndim) for a in (axis if isinstance(axis, tuple) else (axis,))}
+            axes = {layout.normalize_axis("squeeze", a, self.ndim)
+                    for a in (axis if isinstance(axis, tuple) else (axis,))}
             if any(self.shape[a] != 1 for a in axes):
                 raise ShapeError(f"squeeze: cannot squeeze axes {sorted(axes)} of shape {self.shape}")
             keep = [i for i in range(self.ndim) if i not in axes]
@@ -126,7 +127,7 @@ class Array:
 
     def flip(self, axis=None):
         axes = range(self.ndim) if axis is None else (axis if isinstance(axis, tuple) else (axis,))
-        axes = {L.normalize_axis("flip", a, self.ndim) for a in axes}
+        axes = {layout.normalize_axis("flip", a, self.ndim) for a in axes}
         off, strides = self.offset, list(self.strides)
         for a in axes:
             if self.shape[a] > 0:
@@ -143,13 +144,13 @@ class Array:
             raise FuelVKIndexError("advanced indexing takes one bool or integer fuelvk.Array (x[mask], x[idx]); "
                                    "for other forms use fuelvk.take / take_along_axis")
         view = self.index_view(key)
-        if any(L.is_bool(k) for k in (key if isinstance(key, tuple) else (key,))):
+        if any(layout.is_bool(k) for k in (key if isinstance(key, tuple) else (key,))):
             return view.copy()   # a boolean mask is advanced indexing: numpy returns a copy
         return view
 
     def index_view(self, key):
         """The view a basic index selects (what a[key] = v writes through; bool masks included)."""
-        return self._view(*L.index_view(self.shape, self.strides, self.offset, key))
+        return self._view(*layout.index_view(self.shape, self.strides, self.offset, key))
 
     def __setitem__(self, key, value):
         """a[index] = b: an in-place write through the view (write_slice / strided write kernels)."""
@@ -331,14 +332,14 @@ def empty(shape, dtype=_dt.float32, *, device=None):
     """A new contiguous device array (contents undefined)."""
     if device is not None:
         check_device("empty", device)
-    shape = L.as_shape("empty", shape)
+    shape = layout.as_shape("empty", shape)
     dt = _dt.float32 if dtype is None else _dt.dtype(dtype)   # (np.dtype(None) would be float64)
-    buf = runtime.get().pool.alloc(max(L.size_of(shape), 1) * dt.itemsize)
-    return Array(buf, shape, L.contiguous_strides(shape), 0, dt)
+    buf = runtime.get().pool.alloc(max(layout.size_of(shape), 1) * dt.itemsize)
+    return Array(buf, shape, layout.contiguous_strides(shape), 0, dt)
 
 
 def zeros(shape, dtype=_dt.float32, *, device=None):
-    a = empty(L.as_shape("zeros", shape), dtype, device=device)
+    a = empty(layout.as_shape("zeros", shape), dtype, device=device)
     runtime.get().stream.fill(a.buffer, (a.nbytes + 3) & ~3)
     return a
 

@@ -8,7 +8,7 @@ x - mean, then the compensated sum of their squares divided once by max(N - corr
 import math
 
 from .. import dtypes as _dt
-from .. import layout as L
+from .. import layout
 from ..array import Array
 from ..errors import DTypeError, ShapeError
 from ..ops.elementwise import divide, multiply, sqrt, subtract
@@ -58,7 +58,7 @@ def _scan_axis(op, x, axis):
         if x.ndim > 1:
             raise ShapeError(f"{op}: axis is required for an array of rank {x.ndim}")
         axis = 0
-    return L.normalize_axis(op, axis, x.ndim)
+    return layout.normalize_axis(op, axis, x.ndim)
 
 
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
