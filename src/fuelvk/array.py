@@ -3,6 +3,9 @@
 Views (transpose, reshape where possible, slicing with any step, broadcast_to, flip) are free:
 they share the buffer and change only the metadata. Kernels that cannot take a view get a
 contiguous copy from the dispatcher; outputs are always contiguous.
+
+Operators and methods that need a kernel (a + b, astype, copy, a[mask], a.sum()) call the op of
+that name bound in fuelvk._hooks: every op module imports Array, so array.py imports no op.
 """
 import numbers
 import sys
