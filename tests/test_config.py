@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from fuelvk import config
+from fuelvk import config, runtime
 from fuelvk.errors import DeviceError
 from fuelvk.runtime.device import LIMIT_PROFILES
 
@@ -88,3 +88,15 @@ def test_readme_table_is_generated_from_config():
     text = (ROOT / "README.md").read_text()
     table = text.split("<!-- settings:begin -->\n", 1)[1].split("<!-- settings:end -->", 1)[0]
     assert table == config.markdown_table(), "README.md settings table is stale: python -m fuelvk.config"
+
+
+@pytest.mark.parametrize("name, raw", [("FUELVK_TIMEOUT_S", "soon"), ("FUELVK_MEMORY", "vram"),
+                                       ("FUELVK_PIPELINE_CACHE", "maybe")])
+def test_a_bad_context_setting_fails_before_the_device_is_made(monkeypatch, name, raw):
+    """Settings read at context creation are all checked first: no half-built context to give back."""
+    made = []
+    monkeypatch.setattr(runtime, "Device", lambda *a: made.append(a))
+    monkeypatch.setenv(name, raw)
+    with pytest.raises(DeviceError, match=f"{name}={raw!r}"):
+        runtime.Context()
+    assert made == []

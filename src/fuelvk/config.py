@@ -133,6 +133,14 @@ def get(name):
         raise DeviceError(f"{name}={raw!r} is not {s.kind.what}; accepted: {s.kind.accepts}") from None
 
 
+def check(read):
+    """Parse every setting read `read` (e.g. "at context creation") now: a bad one raises before
+    anything it configures is built."""
+    for name, s in SETTINGS.items():
+        if s.read == read:
+            get(name)
+
+
 def is_set(name):
     """Whether `name` is set to a non-empty value (FUELVK_LOOP_BUDGET=none differs from unset)."""
     return bool(os.environ.get(name, "").strip())

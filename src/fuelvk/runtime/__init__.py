@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from .. import config
 from ..errors import DeviceError, FuelVKMemoryError
 from .device import Device
 from .memory import MemoryPool
@@ -33,13 +34,10 @@ STAGING_BYTES = 32 << 20   # largest staging slot of one transfer step (device-l
 
 class Context:
     def __init__(self, selector=None, validation=None):
+        config.check("at context creation")   # a bad FUELVK_* value raises before any Vulkan object exists
         self.device = Device(selector, validation)
         self.lock = self.device.lock
-        try:
-            self.pool = MemoryPool(self.device)   # raises on a bad FUELVK_MEMORY: give the device back
-        except Exception:
-            self.device.destroy()
-            raise
+        self.pool = MemoryPool(self.device)
         self.stream = Stream(self.device, self.pool)
         self.pool.synchronize = self.stream.synchronize   # on allocation failure: wait, trim, retry
         self.pipelines = PipelineCache(self.device)
