@@ -280,18 +280,6 @@ def test_shader_sees_the_table_ids():
     assert all(binary[f"FLAG_{n.upper()}"] == b for n, b in E.FLAGS.items())
 
 
-def test_no_positional_launch_left_in_elementwise_and_movement():
-    """Kernels are launched by name: no positional Params packing, no (id, value) spec tuples."""
-    import re
-    from pathlib import Path
-    src = Path(__file__).resolve().parents[1] / "src" / "fuelvk"
-    files = ["ops/_core.py", "ops/elementwise.py", "ops/casts.py", "ops/comparison.py", "ops/movement.py",
-             "ops/movement_core.py", "ops/sorting.py", "runtime/loopcap.py", "bench/roofs.py", "bench/loadpaths.py"]
-    for f in files:
-        text = (src / f).read_text()
-        assert not re.search(r"_PARAMS\.pack\(|spec=\(\(\d", text), f
-
-
 def test_launch_strided_refuses_unknown_spec_constant_and_wrong_inputs():
     """launch_strided binds by the kernel's names: a misspelt spec constant or a missing input is a
     LaunchError naming what the kernel takes, never a launch with a default."""

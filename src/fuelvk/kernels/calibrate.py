@@ -1,8 +1,7 @@
 """Roof calibration kernels for the bench suite (fuelvk.bench.roofs): FMA peak per arithmetic dtype
 and a 16-byte-per-invocation copy, both in shaders/calibrate.comp (its MODE specialization constant
 takes MODES' ids, MODE_FMA / MODE_COPY in the shader). Bench-only: no public op runs them."""
-from .reduction import id_defines
-from .registry import family
+from .registry import family, id_defines
 
 CALIB_WG = 256
 CALIB_FMAS_PER_ITER = 32          # 16 chains x 2 steps per loop iteration

@@ -4,20 +4,12 @@ Op ids and flag bits are the tables below, numbered by `ids` (no two ops of one 
 id); shaders see them as defines (OP_EXP, OP_ADD, FLAG_B_SCALAR, ...) and name only those. Adding a
 unary op: its name in UNARY_OPS / ROUNDING_OPS / MATH_OPS and its `case OP_<NAME>:` in elementwise.comp.
 """
-from .reduction import id_defines
-from .registry import DTYPE_FEATURES, family, float_variants, wide_or_plain
+from .registry import DTYPE_FEATURES, family, float_variants, id_defines, ids, wide_or_plain
 
 GROUP = "Element-wise unary / binary / affine"
 MAX_RANK = 6      # the EW Params' shape / stride arrays (shaders/elementwise.comp and its kin)
 WG, EPT = 256, 4  # shaders/elementwise.comp: elements per workgroup = WG * EPT (x4 on the LINEAR path)
 LINEAR = "LINEAR"  # the specialization constant of the LINEAR (all inputs contiguous/constant) path
-
-
-def ids(*names):
-    """name -> id, numbered by position: the ids of one table (one shader switch) are unique."""
-    if len(set(names)) != len(names):
-        raise ValueError(f"an op is named twice in {names}")
-    return {name: i for i, name in enumerate(names)}
 
 
 # The public float unary ops, by how ops/elementwise.py wraps them.

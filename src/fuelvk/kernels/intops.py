@@ -1,8 +1,7 @@
 """Integer elementwise families (shaders/intops.comp): int_binary and int_unary, keyed by the
 integer dtype (i8..i64, u8..u64). numpy's integer semantics, exact (see the shader's header)."""
-from .elementwise import EPT, FLAG_DEFINES, WG, ids
-from .reduction import id_defines
-from .registry import family
+from .elementwise import EPT, FLAG_DEFINES, WG
+from .registry import family, id_defines, ids
 
 GROUP = "Element-wise unary / binary / affine"
 INT_BINARY_OPS = ("add", "subtract", "multiply", "floor_divide", "remainder", "maximum", "minimum", "bitwise_and",

@@ -5,8 +5,7 @@ imageLoad), so benches/bench_load_paths.py can compare what each costs on a devi
 LOADPATHS: tag -> (path id, 32-bit words per texel, uniform texel buffer format or None, features); the
 shader sees the ids as defines (PATH_SSBO_F32, ...) and PATH, the variant's own.
 """
-from .reduction import id_defines
-from .registry import family
+from .registry import family, id_defines
 
 LOADPATH_WG, LOADPATH_EPT = 256, 4        # invocations per workgroup, texels per invocation
 LOADPATH_RPT = 16                          # READ mode (spec constant READ = 1): texels combined per invocation

@@ -6,8 +6,7 @@ concat_along_dim (dtype-keyed names in the inventory; the kernel still moves raw
 add_assign_scaled (f32 math). b1 variants of flip/roll/triu/tril are fuelvk additions.
 """
 from .elementwise import EPT as EW_EPT, FLAG_DEFINES, WG as EW_WG
-from .reduction import id_defines
-from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family, width_variants
+from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family, id_defines, width_variants
 
 GROUP = "Layout / data-movement (byte-width-keyed, dtype-agnostic)"
 MAX_RANK = 6      # remap.comp / write.comp: the Params' shape and stride arrays
