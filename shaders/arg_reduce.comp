@@ -1,8 +1,10 @@
 #version 450
 // argmax / argmin. Logical view [n_out / n_inner, d, n_inner] with signed element strides
 // (s_outer, s_d, s_inner) from off_in, so any view that collapses to that shape runs without a copy.
-// ANY_DIM: one invocation per output element scans the reduced dim serially (coalesced across
-// invocations when s_inner == 1). Otherwise (last dim): one workgroup per output element, each
+// ANY_DIM: one invocation per (output element, chunk of the reduced dim) scans serially (coalesced
+// across invocations when s_inner == 1; one short row per invocation when n_inner == 1); a long dim
+// runs in n_chunks (MODE_PARTIAL writes each chunk's winner at [chunk * n_out + e], MODE_FINAL scans
+// those columns). Otherwise (last dim): one workgroup per output element, each
 // invocation scans a strided subset, then a tree on (value, index) pairs; rows longer than a chunk
 // run workgroup-per-chunk (MODE_PARTIAL writes each chunk's winner) and then MODE_FINAL over the
 // winners.
@@ -17,7 +19,7 @@ layout(constant_id = 1) const uint OP = OP_ARGMAX;
 layout(constant_id = 2) const uint OUT64 = 1;
 layout(local_size_x_id = 0) in;
 
-layout(constant_id = 3) const uint MODE = MODE_DIRECT;    // last dim only
+layout(constant_id = 3) const uint MODE = MODE_DIRECT;
 layout(set = 0, binding = 0) writeonly buffer Out { uint o[]; };
 layout(set = 0, binding = 1) readonly buffer X { T x[]; };
 layout(set = 0, binding = 2) buffer PartV { A part_v[]; };
@@ -54,16 +56,26 @@ int base_of(uint e) {
 
 #ifdef ANY_DIM
 void main() {
-    uint e = linear_group() * WG + gl_LocalInvocationID.x;
-    if (e >= p.n_out) return;
-    int b = base_of(e);
+    uint e = linear_group() * WG + gl_LocalInvocationID.x;   // chunk * n_out + output element
+    if (e >= p.n_out * p.n_chunks) return;
+    uint ch = e / p.n_out, oe = e - ch * p.n_out;
     A best = A(0);
     uint bi = NONE;
-    for (uint k = 0u; k < p.d; ++k) {
-        A v = A(LOAD(x[uint(b + int(k) * p.s_d)]));
-        if (beats(v, k, best, bi)) { best = v; bi = k; }
+    if (MODE == MODE_FINAL) {                        // column oe of the [d, n_out] chunk winners
+        for (uint k = 0u; k < p.d; ++k) {
+            uint j = k * p.n_out + oe;
+            if (beats(part_v[j], part_i[j], best, bi)) { best = part_v[j]; bi = part_i[j]; }
+        }
+    } else {
+        int b = base_of(oe);
+        uint k1 = min(ch * p.chunk + p.chunk, p.d);
+        for (uint k = ch * p.chunk; k < k1; ++k) {
+            A v = A(LOAD(x[uint(b + int(k) * p.s_d)]));
+            if (beats(v, k, best, bi)) { best = v; bi = k; }
+        }
     }
-    store(e, bi == NONE ? 0u : bi);
+    if (MODE == MODE_PARTIAL) { part_v[e] = best; part_i[e] = bi; }
+    else store(oe, bi == NONE ? 0u : bi);
 }
 #else
 shared A red_v[WG];

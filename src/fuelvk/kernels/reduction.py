@@ -1,7 +1,10 @@
-"""Reductions: reduce / reduce_last_dim (sum, max, min, mean, prod) and the arg-reductions.
+"""Reductions: reduce / reduce_last_dim / reduce_any_dim (sum, max, min, mean, prod) and the
+arg-reductions.
 
-shaders/reduce.comp serves both value families (`reduce` is the one-row case of the last-dim
-kernel, workgroup-per-chunk with a second pass over per-chunk partials for long rows);
+shaders/reduce.comp serves the value families (`reduce` is the one-row case of the last-dim
+kernel, workgroup-per-chunk with a second pass over per-chunk partials for long rows;
+reduce_any_dim is the strided one: one invocation per output element and chunk of the reduced dim,
+for short rows and leading / middle axes);
 shaders/arg_reduce.comp serves arg_reduce_last_dim (workgroup per row, tree on (value, index)
 pairs) and arg_reduce_any_dim (strided, one invocation per output element).
 Op and mode ids are the tables below; the shaders see them as defines (OP_SUM, MODE_PARTIAL, ...).
@@ -24,6 +27,31 @@ def id_defines(**tables):
     return {f"{prefix}_{name.upper()}": i for prefix, table in tables.items() for name, i in table.items()}
 
 
+# The strided kernels (reduce_any_dim, arg_reduce_any_dim): one invocation per output element and
+# chunk of the reduced dim. The dim is split into chunks of at least ANY_DIM_MIN_CHUNK elements until
+# about ANY_DIM_INVOCATIONS invocations run (enough to fill a device), and always into chunks within
+# Device.loop_budget.
+ANY_DIM_MIN_CHUNK = 64
+ANY_DIM_INVOCATIONS = 16384
+# Contiguous rows up to this long run one row per invocation (reduce_any_dim); longer rows get a
+# workgroup each (the row kernels: coalesced across invocations, a tree per row).
+SHORT_ROW_MAX = 64
+
+
+def any_dim_chunks(ctx, n_out, d):
+    """(chunk, n_chunks) splitting a reduced dim of d elements for the strided kernels, or None when
+    Device.loop_budget cannot hold even chunks of `budget` elements with a final pass over at most
+    `budget` partials (d > budget**2)."""
+    want = max(1, min(-(-ANY_DIM_INVOCATIONS // max(n_out, 1)), d // ANY_DIM_MIN_CHUNK))
+    chunk = -(-d // want)
+    budget = ctx.device.loop_budget
+    if budget is not None:
+        chunk = min(chunk, budget)
+        if -(-d // chunk) > budget:
+            return None
+    return chunk, -(-d // chunk)
+
+
 def row_wg(ctx, n_cols=0, passes=1):
     """Workgroup size of the row kernels (reduce, arg_reduce, softmax, norms): a power of two.
 
@@ -44,6 +72,8 @@ _REDUCE_DEFINES = id_defines(OP=REDUCE_OPS, MODE=MODES)
 _ARG_DEFINES = id_defines(OP=ARG_OPS, MODE=MODES)
 family("reduce", "reduce.comp", float_variants("reduce"), GROUP, defines=_REDUCE_DEFINES)
 family("reduce_last_dim", "reduce.comp", float_variants("reduce_last_dim"), GROUP, defines=_REDUCE_DEFINES)
+family("reduce_any_dim", "reduce.comp", float_variants("reduce_any_dim", bare=None), GROUP,
+       defines=dict(_REDUCE_DEFINES, ANY_DIM=1))
 family("arg_reduce_last_dim", "arg_reduce.comp", float_variants("arg_reduce_last_dim", bare=None),
        GROUP, defines=_ARG_DEFINES)
 family("arg_reduce_any_dim", "arg_reduce.comp", float_variants("arg_reduce_any_dim", bare=None),

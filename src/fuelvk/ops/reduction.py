@@ -1,12 +1,13 @@
 """Reductions (numpy names): sum, prod, max, min, mean over any axis or tuple of axes; argmax, argmin.
 
-Layout choice: the reduced axes are moved last with a free transpose view and the view is made
-contiguous (`_core.contiguous`: no copy when the reduced axes already are the trailing ones of a
-contiguous array, the common case), then the last-dim kernel runs. One accurate, parallel kernel
-(workgroup-per-chunk + a partials pass, pairwise-accurate for 1M+ element rows) is worth more than a
-strided variant that would need its own long-row scheme; the price is one strided copy when
-reducing leading axes. The arg-reductions do take strides (arg_reduce_any_dim), as the inventory
-specifies, so argmax over a middle axis of a view never copies.
+Layout choice (`strided_plan`): when the kept axes collapse to at most two dims and the reduced ones
+to one, the input is read in place as an [outer, d, inner] strided view. Leading / middle axes
+(inner > 1) and short rows (d <= SHORT_ROW_MAX) run the strided kernels, one invocation per output
+element and chunk of d (reading coalesced across outputs, no transpose copy, no barriers; a long d
+in chunks plus a final pass over the partials). Longer contiguous rows run the row kernels, a
+workgroup per row (or per chunk of a row, plus a partials pass for 1M+ element rows). What fits
+neither (axes that do not collapse so, operands larger than one binding) has its reduced axes moved
+last by one strided copy and runs the row kernels.
 
 Semantics: numpy's. Results keep the input dtype (half types accumulate in f32); NaN propagates
 through max/min/sum/mean/cumsum, and +-inf (an infinite input or an overflowing sum) gives +-inf, NaN
@@ -28,7 +29,7 @@ from ..errors import DTypeError, FuelVKMemoryError, ShapeError
 from ..kernels import kernel
 from ..kernels.movement_core import copy_variant
 from ..kernels.reduction import (ARG_OPS, CHUNK_PER_INVOCATION, CUMSUM_MAX_RANK, MODE_DIRECT, MODE_FINAL,
-                                 MODE_PARTIAL, REDUCE_OPS, row_wg)
+                                 MODE_PARTIAL, REDUCE_OPS, SHORT_ROW_MAX, any_dim_chunks, row_wg)
 from ._core import (binding_limit, blocks, contiguous, device_args, fits, launch_strided, new_like, result, rowwise,
                     spans, windowed)
 from .casts import astype
@@ -66,6 +67,54 @@ def rows_view(x, axes):
     cols = math.prod(x.shape[a] for a in axes)
     rows = math.prod(x.shape[a] for a in kept)
     return v, rows, cols
+
+
+def strided_plan(x, axes):
+    """x reduced over `axes` as an [outer, d, inner] strided view: (outer, d, inner, s_outer, s_d,
+    s_inner) in elements, or None when the kept axes do not collapse to two dims or the reduced ones
+    to one. The reduced axes are taken outermost-stride first (a sum's order is free), so
+    axis=(0, 2) of a transposed view collapses whenever memory allows."""
+    kept = [a for a in range(x.ndim) if a not in axes]
+    red = sorted(axes, key=lambda a: -abs(x.strides[a]))
+    ds, (sd,) = layout.collapse([x.shape[a] for a in red], [x.strides[a] for a in red])
+    ks, (sk,) = layout.collapse([x.shape[a] for a in kept], [x.strides[a] for a in kept])
+    if len(ds) > 1 or len(ks) > 2:
+        return None
+    d, s_d = (ds[0], sd[0]) if ds else (1, 0)
+    ks, sk = (1,) * (2 - len(ks)) + tuple(ks), (0,) * (2 - len(sk)) + tuple(sk)
+    return ks[0], d, ks[1], sk[0], s_d, sk[1]
+
+
+def _strided_route(x, axes):
+    """(plan, (chunk, n_chunks)) when the strided kernels should reduce x over axes, else None."""
+    plan = strided_plan(x, axes) if fits(x) else None
+    if plan is None or (plan[2] == 1 and plan[1] > SHORT_ROW_MAX):
+        return None
+    chunks = any_dim_chunks(runtime.get(), plan[0] * plan[2], plan[1])
+    return None if chunks is None else (plan, chunks)
+
+
+def launch_reduce_strided(tag, op_id, x, plan, chunks, out):
+    """Reduce x's [outer, d, inner] view `plan` into the contiguous `out` (reduce_any_dim): one pass,
+    or chunks of d into accumulator-type partials [n_chunks, n_out] and a final pass over them."""
+    ctx = runtime.get()
+    outer, d, inner, s_outer, s_d, s_inner = plan
+    chunk, n_chunks = chunks
+    n_out = outer * inner
+    v, wg = kernel("reduce_any_dim", tag), row_wg(ctx)
+    args = dict(n_out=n_out, denom=d, WG=wg, OP=op_id)
+    view = dict(n_inner=inner, d=d, off_in=x.offset, s_outer=s_outer, s_d=s_d, s_inner=s_inner, chunk=chunk,
+                n_chunks=n_chunks)
+    if n_chunks == 1:
+        ctx.launch(v, ctx.groups(-(-n_out // wg)), out=out, x=x, part=out, off_out=out.offset, **view, **args,
+                   MODE=MODE_DIRECT)
+        return
+    part = new_like((n_chunks * n_out,), accum_dtype(x.dtype))
+    ctx.launch(v, ctx.groups(-(-n_chunks * n_out // wg)), out=part, x=x, part=part, off_out=0, **view, **args,
+               MODE=MODE_PARTIAL)
+    ctx.launch(v, ctx.groups(-(-n_out // wg)), out=out, x=out, part=part, off_out=out.offset, n_inner=n_out,
+               d=n_chunks, off_in=0, s_outer=0, s_d=n_out, s_inner=1, chunk=n_chunks, n_chunks=1, **args,
+               MODE=MODE_FINAL)
 
 
 def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, src_is_partial=False):
@@ -179,8 +228,12 @@ def _reduce(op, x, axis, keepdims, dtype=None):
             raise ShapeError(f"{op}: zero-size array to reduction operation {op} which has no identity "
                              f"(shape {x.shape}, axis {axis}); kernel reduce_last_dim.{tag}")
         return result(_fill(out_shape, x.dtype, {"mean": np.nan, "prod": 1}.get(op, 0)), numpy_out)
-    src, rows, cols = rows_view(x, axes)
     out = new_like(out_shape, x.dtype)
+    route = _strided_route(x, axes)
+    if route is not None:
+        launch_reduce_strided(tag, REDUCE_OPS[op], x, *route, out)
+        return result(out, numpy_out)
+    src, rows, cols = rows_view(x, axes)
     fam = "reduce" if rows == 1 else "reduce_last_dim"
     launch_reduce(fam, tag, REDUCE_OPS[op], src, rows, cols, out)
     return result(out, numpy_out)
@@ -214,11 +267,27 @@ def mean(x, axis=None, keepdims=False):
 
 
 # -- arg-reductions ------------------------------------------------------------------------------
-# Below this many outputs a long reduced dim is copied to rows and reduced by whole workgroups;
-# the strided kernel gives one invocation per output element.
-_ANY_DIM_MIN_OUTPUTS = 1024
-# Longest reduced dim for the strided kernel's serial scan (lavapipe's loop budget).
-_ANY_DIM_MAX_D = 16384
+def _arg_strided(op, tag, x, plan, chunks, out):
+    """argmax/argmin of x's [outer, d, inner] view into `out` (arg_reduce_any_dim): one pass, or the
+    chunks' (value, index) winners [n_chunks, n_out] and a final pass over them."""
+    ctx = runtime.get()
+    outer, d, inner, s_outer, s_d, s_inner = plan
+    chunk, n_chunks = chunks
+    n_out = outer * inner
+    v, wg = kernel("arg_reduce_any_dim", tag), row_wg(ctx)
+    args = dict(n_out=n_out, n_inner=inner, off_in=x.offset, off_out=0, s_outer=s_outer, s_d=s_d,
+                s_inner=s_inner, WG=wg, OP=ARG_OPS[op], OUT64=1)
+    if n_chunks == 1:
+        ctx.launch(v, ctx.groups(-(-n_out // wg)), out=out, x=x, part_v=out, part_i=out, d=d, chunk=d, n_chunks=1,
+                   **args, MODE=MODE_DIRECT)
+        return
+    pv = new_like((n_chunks * n_out,), accum_dtype(x.dtype))
+    pi = new_like((n_chunks * n_out,), _dt.uint32)
+    ctx.launch(v, ctx.groups(-(-n_chunks * n_out // wg)), out=pv, x=x, part_v=pv, part_i=pi, d=d, chunk=chunk,
+               n_chunks=n_chunks, **args, MODE=MODE_PARTIAL)
+    ctx.launch(v, ctx.groups(-(-n_out // wg)), out=out, x=x, part_v=pv, part_i=pi, d=n_chunks, chunk=n_chunks,
+               n_chunks=1, **args, MODE=MODE_FINAL)
+
 
 
 def _single_dim(shape, strides):
@@ -265,26 +334,21 @@ def _arg1(op, x, axis):
     if n_out == 0:
         return result(out, numpy_out)
     ctx = runtime.get()
-    budget = ctx.device.loop_budget
-    any_ok = budget is None or d <= _ANY_DIM_MAX_D
+    route = _strided_route(x, (ax,))
+    if route is not None:
+        _arg_strided(op, tag, x, *route, out)
+        return result(out, numpy_out)
     outer = _single_dim(x.shape[:ax], x.strides[:ax])
-    inner = _single_dim(x.shape[ax + 1:], x.strides[ax + 1:])
     s_d = x.strides[ax]
-    if outer is None or inner is None or (inner[0] > 1 and (
-            not any_ok or (n_out < _ANY_DIM_MIN_OUTPUTS and d > 4 * n_out))):
-        # Not expressible as [outer, d, inner] strides, or too few outputs / too long a dim for the
-        # strided kernel: copy the reduced axis last and use whole workgroups per output.
+    if outer is None or _single_dim(x.shape[ax + 1:], x.strides[ax + 1:]) != (1, 0):
+        # Not rows of a [outer, d] view: copy the reduced axis last (whole workgroups per output).
         kept = [a for a in range(x.ndim) if a != ax]
         x = contiguous(x.transpose(kept + [ax]))
-        outer, inner, s_d = (n_out, d), (1, 0), 1
+        outer, s_d = (n_out, d), 1
     wg = row_wg(ctx)
     # int64 output; unused partials bindings get `out`, which the dispatch writes anyway.
     args = dict(out=out, x=x, n_out=n_out, off_in=x.offset, off_out=0, s_outer=outer[1], s_d=s_d,
                 WG=wg, OP=ARG_OPS[op], OUT64=1)
-    if inner[0] > 1 or (d <= 64 and n_out >= _ANY_DIM_MIN_OUTPUTS and any_ok):
-        ctx.launch(kernel("arg_reduce_any_dim", tag), ctx.groups(-(-n_out // wg)), **args, part_v=out, part_i=out,
-                   n_inner=inner[0], d=d, s_inner=inner[1], chunk=d, n_chunks=1)
-        return result(out, numpy_out)
     # Whole workgroups per output row; rows longer than a chunk go workgroup-per-chunk + a final pass.
     v = kernel("arg_reduce_last_dim", tag)
     chunk = wg * CHUNK_PER_INVOCATION * 16
