@@ -118,6 +118,116 @@ def test_partials_multi_row():
     assert_bits(fv.max(x, axis=-1), x.max(axis=-1))
 
 
+# -- short rows and leading / middle axes (reduce_any_dim, arg_reduce_any_dim) -------------------
+# (shape, axis): leading axes, short rows, a long leading dim (chunks + a final pass over partials),
+# a middle axis split in chunks, two reduced axes that collapse, rows just past SHORT_ROW_MAX.
+STRIDED = [((2, 64, 128), 0), ((2, 300), 0), ((64, 12, 2), -1), ((700, 9), 0), ((5, 600, 3), 1),
+           ((4, 5, 6), (0, 1)), ((40, 65), 1)]
+
+
+def _check_all_ops(x, axis, dt):
+    x64 = np.asarray(x, np.float64)
+    for op in ("sum", "mean"):
+        _sum_close(getattr(fv, op)(x, axis=axis), x64, axis, dt, op)
+    for op in ("max", "min"):
+        assert_bits(np.asarray(getattr(fv, op)(x, axis=axis)), np.asarray(getattr(np, op)(x64, axis=axis).astype(dt)))
+    if not isinstance(axis, tuple):
+        for op in ("argmax", "argmin"):
+            assert_bits(getattr(fv, op)(x, axis=axis), np.asarray(getattr(np, op)(x64, axis=axis), np.int64))
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_strided_routes(dt, launched):
+    for shape, axis in STRIDED:
+        x = rng.integers(-8, 8, size=shape).astype(dt)     # many ties for the arg-reductions
+        x += rng.uniform(-0.5, 0.5, size=shape).astype(dt) * (rng.uniform(size=shape) < 0.5)
+        _check_all_ops(x, axis, dt)
+    tag = fv.dtypes.FLOAT_TAGS[np.dtype(dt)]
+    assert f"reduce_any_dim.{tag}" in launched and f"arg_reduce_any_dim.{tag}" in launched
+    assert f"reduce_last_dim.{tag}" in launched        # (40, 65) over the last axis: rows
+
+
+def test_strided_one_pass_vs_chunks(launched):
+    """A long leading dim runs in chunks + a final pass (two dispatches of one variant per call)."""
+    x = rng.uniform(-1, 1, size=(700, 9)).astype(np.float32)
+    launched.clear()
+    _sum_close(fv.sum(x, axis=0), x.astype(np.float64), 0, np.float32, "sum")
+    assert launched == ["reduce_any_dim.f32"] * 2
+    launched.clear()
+    assert_bits(fv.argmin(x, axis=0), np.argmin(x, axis=0))
+    assert launched == ["arg_reduce_any_dim.f32"] * 2
+    launched.clear()
+    _sum_close(fv.sum(x[:, :4], axis=1), x[:, :4].astype(np.float64), 1, np.float32, "sum")   # short rows
+    assert launched == ["reduce_any_dim.f32"]
+
+
+def test_strided_prod():
+    for shape, axis in STRIDED:
+        x = rng.uniform(0.97, 1.03, size=shape).astype(np.float32)
+        assert_close(fv.prod(x, axis=axis), np.prod(x.astype(np.float64), axis=axis).astype(np.float32),
+                     np.float32, scale=4)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16], ids=["float32", "float16"])
+def test_strided_views(dt, launched):
+    """Negative and non-unit strides, offsets and transposes are read in place (no copy)."""
+    base = rng.standard_normal((12, 10, 70)).astype(dt)
+    a = fv.asarray(base)
+    views = [(a[::-1, 2:, ::3], base[::-1, 2:, ::3]), (a.transpose(2, 0, 1), base.transpose(2, 0, 1)),
+             (a[3, ::-2], base[3, ::-2]), (a[1:, :, 5:9], base[1:, :, 5:9])]
+    launched.clear()
+    for v, ref in views:
+        for axis in (0, 1, (0, 1)):
+            r64 = ref.astype(np.float64)
+            _sum_close(fv.sum(v, axis=axis).numpy(), r64, axis, dt, "sum")
+            assert_bits(fv.max(v, axis=axis).numpy(), np.asarray(np.max(r64, axis=axis).astype(dt)))
+            if not isinstance(axis, tuple):
+                assert_bits(fv.argmax(v, axis=axis).numpy(), np.argmax(r64, axis=axis))
+    assert not [k for k in launched if not k.startswith(("reduce", "arg_reduce"))], launched   # no copies
+
+
+def test_strided_nan_and_inf():
+    x = rng.standard_normal((300, 7)).astype(np.float32)
+    x[[40, 250], 2] = np.nan       # two NaNs in different chunks of one column: the first one wins
+    x[100, 3] = np.inf
+    x[5, 4], x[290, 4] = np.inf, -np.inf
+    for op in ("sum", "mean", "max", "min"):
+        with np.errstate(invalid="ignore"):          # inf + -inf in numpy's own sum
+            want = getattr(np, op)(x, axis=0)
+        got = getattr(fv, op)(x, axis=0)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(np.isinf(got) & (got > 0), np.isinf(want) & (want > 0))
+    for op in ("argmax", "argmin"):
+        assert_bits(getattr(fv, op)(x, axis=0), getattr(np, op)(x, axis=0))
+    s = rng.standard_normal((50, 3)).astype(np.float32)
+    s[7, 1] = np.nan
+    np.testing.assert_array_equal(np.isnan(fv.max(s, axis=1)), np.isnan(s.max(axis=1)))   # short rows
+    assert_bits(fv.argmin(s, axis=1), np.argmin(s, axis=1))
+
+
+@pytest.fixture
+def budget(monkeypatch):
+    """budget(n): Device.loop_budget = n for this test."""
+    dev = fv.runtime.get().device
+    dev.loop_budget   # probe first, so that the monkeypatch restores the real value
+    return lambda n: monkeypatch.setattr(dev, "loop_budget", n)
+
+
+def test_strided_loop_budget(budget, launched):
+    """Chunks never exceed Device.loop_budget; a dim longer than budget**2 (chunks of `budget` and a
+    final pass over at most `budget` partials) goes to the row kernels instead of a truncated scan."""
+    budget(8)
+    x = rng.uniform(-1, 1, size=(60, 5)).astype(np.float32)        # 60 <= 8 * 8: 8 chunks of <= 8
+    launched.clear()
+    _check_all_ops(x, 0, np.float32)
+    assert set(launched) == {"reduce_any_dim.f32", "arg_reduce_any_dim.f32"}
+    assert launched.count("reduce_any_dim.f32") == 8                 # 4 ops, two passes each
+    y = rng.uniform(-1, 1, size=(70, 5)).astype(np.float32)          # 70 > 64: the row kernels
+    launched.clear()
+    _check_all_ops(y, 0, np.float32)
+    assert "reduce_any_dim.f32" not in launched and "arg_reduce_any_dim.f32" not in launched
+
+
 # -- arg reductions ----------------------------------------------------------------------------
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)
 def test_arg_all_routes(dt, launched):

@@ -2,7 +2,7 @@
 
 Layout choice (`strided_plan`): when the kept axes collapse to at most two dims and the reduced ones
 to one, the input is read in place as an [outer, d, inner] strided view. Leading / middle axes
-(inner > 1) and short rows (d <= SHORT_ROW_MAX) run the strided kernels, one invocation per output
+(a reduced dim with stride != +-1) and short rows (d <= SHORT_ROW_MAX) run the strided kernels, one invocation per output
 element and chunk of d (reading coalesced across outputs, no transpose copy, no barriers; a long d
 in chunks plus a final pass over the partials). Longer contiguous rows run the row kernels, a
 workgroup per row (or per chunk of a row, plus a partials pass for 1M+ element rows). What fits
@@ -88,7 +88,7 @@ def strided_plan(x, axes):
 def _strided_route(x, axes):
     """(plan, (chunk, n_chunks)) when the strided kernels should reduce x over axes, else None."""
     plan = strided_plan(x, axes) if fits(x) else None
-    if plan is None or (plan[2] == 1 and plan[1] > SHORT_ROW_MAX):
+    if plan is None or (abs(plan[4]) == 1 and plan[1] > SHORT_ROW_MAX):   # long contiguous rows
         return None
     chunks = any_dim_chunks(runtime.get(), plan[0] * plan[2], plan[1])
     return None if chunks is None else (plan, chunks)
