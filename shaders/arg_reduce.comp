@@ -55,10 +55,24 @@ int base_of(uint e) {
 }
 
 #ifdef ANY_DIM
+// Read x through its rgba32ui texel view (not in MODE_FINAL): 1: PER adjacent output columns per
+// texel (s_inner == 1); 2: each invocation's stretch of d as texels (s_d == 1). The host checks that
+// those runs are whole texels.
+layout(constant_id = 4) const uint TEX = 0;
+layout(set = 0, binding = 4, rgba32ui) uniform readonly uimageBuffer x_t;
+#include "common/texel16.glsl"
+
+void finish(uint ch, uint oe, A best, uint bi) {
+    if (MODE == MODE_PARTIAL) { part_v[ch * p.n_out + oe] = best; part_i[ch * p.n_out + oe] = bi; }
+    else store(oe, bi == NONE ? 0u : bi);
+}
+
 void main() {
-    uint e = linear_group() * WG + gl_LocalInvocationID.x;   // chunk * n_out + output element
-    if (e >= p.n_out * p.n_chunks) return;
-    uint ch = e / p.n_out, oe = e - ch * p.n_out;
+    const uint W = TEX == 1u && MODE != MODE_FINAL ? PER : 1u;   // adjacent outputs per invocation
+    uint n_grp = p.n_out / W;
+    uint e = linear_group() * WG + gl_LocalInvocationID.x;   // chunk * n_grp + output group
+    if (e >= n_grp * p.n_chunks) return;
+    uint ch = e / n_grp, oe = (e - ch * n_grp) * W;
     A best = A(0);
     uint bi = NONE;
     if (MODE == MODE_FINAL) {                        // column oe of the [d, n_out] chunk winners
@@ -66,16 +80,36 @@ void main() {
             uint j = k * p.n_out + oe;
             if (beats(part_v[j], part_i[j], best, bi)) { best = part_v[j]; bi = part_i[j]; }
         }
+        finish(ch, oe, best, bi);
+        return;
+    }
+    int b = base_of(oe);
+    uint k0 = ch * p.chunk, k1 = min(k0 + p.chunk, p.d);
+    A v[PER];
+    if (TEX == 2u) {                                 // b + k0 and b + k1 are whole texels
+        for (uint k = k0; k < k1; k += PER) {
+            texel(uint(b + int(k)) / PER, v);
+            for (uint j = 0u; j < PER; ++j)
+                if (beats(v[j], k + j, best, bi)) { best = v[j]; bi = k + j; }
+        }
+    } else if (TEX == 1u) {
+        A bv[PER];
+        uint bk[PER];
+        for (uint j = 0u; j < PER; ++j) { bv[j] = A(0); bk[j] = NONE; }
+        for (uint k = k0; k < k1; ++k) {
+            texel(uint(b + int(k) * p.s_d) / PER, v);
+            for (uint j = 0u; j < PER; ++j)
+                if (beats(v[j], k, bv[j], bk[j])) { bv[j] = v[j]; bk[j] = k; }
+        }
+        for (uint j = 0u; j < PER; ++j) finish(ch, oe + j, bv[j], bk[j]);
+        return;
     } else {
-        int b = base_of(oe);
-        uint k1 = min(ch * p.chunk + p.chunk, p.d);
-        for (uint k = ch * p.chunk; k < k1; ++k) {
-            A v = A(LOAD(x[uint(b + int(k) * p.s_d)]));
-            if (beats(v, k, best, bi)) { best = v; bi = k; }
+        for (uint k = k0; k < k1; ++k) {
+            A x1 = A(LOAD(x[uint(b + int(k) * p.s_d)]));
+            if (beats(x1, k, best, bi)) { best = x1; bi = k; }
         }
     }
-    if (MODE == MODE_PARTIAL) { part_v[e] = best; part_i[e] = bi; }
-    else store(oe, bi == NONE ? 0u : bi);
+    finish(ch, oe, best, bi);
 }
 #else
 shared A red_v[WG];

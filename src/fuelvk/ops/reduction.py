@@ -18,6 +18,7 @@ arg-reductions return int64 (numpy/torch), the lowest index on ties and the firs
 """
 import builtins
 import math
+import weakref
 
 import numpy as np
 
@@ -55,6 +56,26 @@ def normalize_axes(op, axis, rank):
     return tuple(sorted(axes))
 
 
+# Read x through a 16-byte (rgba32ui) texel view where the kernel can (measured on lavapipe: ~20x the
+# read throughput of storage-buffer loads, benches/bench_load_paths.py); tests switch it off to run
+# the storage-buffer path.
+TEXEL_LOADS = True
+TEXEL_BYTES = 16
+_stubs = weakref.WeakKeyDictionary()
+
+
+def texel_source(x, whole=True):
+    """(buffer for the kernel's x_t texel view, TEX spec constant): x's slot and 1 when texel loads are
+    on, `whole` (the kernel's runs of x are whole texels) and the slot is within the device's
+    maxTexelBufferElements; else a 16-byte stub view and 0 (storage-buffer loads)."""
+    pool = runtime.get().pool
+    if TEXEL_LOADS and whole and x.buffer.size // TEXEL_BYTES <= pool.device.limits.maxTexelBufferElements:
+        return x.buffer, 1
+    if pool not in _stubs:
+        _stubs[pool] = pool.alloc(TEXEL_BYTES)
+    return _stubs[pool], 0
+
+
 def accum_dtype(dt):
     return _dt.float64 if dt == _dt.float64 else _dt.float32
 
@@ -86,35 +107,61 @@ def strided_plan(x, axes):
 
 
 def _strided_route(x, axes):
-    """(plan, (chunk, n_chunks)) when the strided kernels should reduce x over axes, else None."""
+    """The [outer, d, inner] plan when the strided kernels should reduce x over axes, else None."""
     plan = strided_plan(x, axes) if fits(x) else None
     if plan is None or (abs(plan[4]) == 1 and plan[1] > SHORT_ROW_MAX):   # long contiguous rows
         return None
-    chunks = any_dim_chunks(runtime.get(), plan[0] * plan[2], plan[1])
-    return None if chunks is None else (plan, chunks)
+    return plan
 
 
-def launch_reduce_strided(tag, op_id, x, plan, chunks, out):
+def _texel_mode(x, plan):
+    """The strided kernel's TEX mode for x's [outer, d, inner] view: 1 when PER adjacent output columns
+    are one texel (unit inner stride), 2 when each output's run along d is whole texels (unit d
+    stride), else 0. Both need the offset, the unit-stride dim's length and every other stride (of a
+    dim with more than one index) to be multiples of PER."""
+    outer, d, inner, s_outer, s_d, s_inner = plan
+    per = TEXEL_BYTES // x.dtype.itemsize
+
+    def whole(unit, n, others):
+        return unit == 1 and n % per == 0 and x.offset % per == 0 and all(s % per == 0 for m, s in others if m > 1)
+    if whole(s_inner, inner, ((outer, s_outer), (d, s_d))):
+        return 1
+    if whole(s_d, d, ((outer, s_outer), (inner, s_inner))):
+        return 2
+    return 0
+
+
+def launch_reduce_strided(tag, op_id, x, plan, out):
     """Reduce x's [outer, d, inner] view `plan` into the contiguous `out` (reduce_any_dim): one pass,
-    or chunks of d into accumulator-type partials [n_chunks, n_out] and a final pass over them."""
+    or chunks of d into accumulator-type partials [n_chunks, n_out] and a final pass over them.
+    Returns False (nothing launched) when Device.loop_budget cannot hold the chunks."""
     ctx = runtime.get()
     outer, d, inner, s_outer, s_d, s_inner = plan
-    chunk, n_chunks = chunks
     n_out = outer * inner
+    mode = _texel_mode(x, plan)
+    x_t, tex = texel_source(x, mode != 0)
+    tex *= mode
+    per = TEXEL_BYTES // x.dtype.itemsize
+    width = per if tex == 1 else 1                         # adjacent outputs per invocation
+    chunks = any_dim_chunks(ctx, n_out // width, d, per if tex == 2 else 1)
+    if chunks is None:
+        return False
+    chunk, n_chunks = chunks
     v, wg = kernel("reduce_any_dim", tag), row_wg(ctx)
     args = dict(n_out=n_out, denom=d, WG=wg, OP=op_id)
     view = dict(n_inner=inner, d=d, off_in=x.offset, s_outer=s_outer, s_d=s_d, s_inner=s_inner, chunk=chunk,
                 n_chunks=n_chunks)
     if n_chunks == 1:
-        ctx.launch(v, ctx.groups(-(-n_out // wg)), out=out, x=x, part=out, off_out=out.offset, **view, **args,
-                   MODE=MODE_DIRECT)
-        return
+        ctx.launch(v, ctx.groups(-(-n_out // width // wg)), out=out, x=x, part=out, x_t=x_t, off_out=out.offset,
+                   **view, **args, MODE=MODE_DIRECT, TEX=tex)
+        return True
     part = new_like((n_chunks * n_out,), accum_dtype(x.dtype))
-    ctx.launch(v, ctx.groups(-(-n_chunks * n_out // wg)), out=part, x=x, part=part, off_out=0, **view, **args,
-               MODE=MODE_PARTIAL)
-    ctx.launch(v, ctx.groups(-(-n_out // wg)), out=out, x=out, part=part, off_out=out.offset, n_inner=n_out,
-               d=n_chunks, off_in=0, s_outer=0, s_d=n_out, s_inner=1, chunk=n_chunks, n_chunks=1, **args,
-               MODE=MODE_FINAL)
+    ctx.launch(v, ctx.groups(-(-n_chunks * n_out // width // wg)), out=part, x=x, part=part, x_t=x_t, off_out=0,
+               **view, **args, MODE=MODE_PARTIAL, TEX=tex)
+    ctx.launch(v, ctx.groups(-(-n_out // wg)), out=out, x=out, part=part, x_t=texel_source(out, False)[0],
+               off_out=out.offset, n_inner=n_out, d=n_chunks, off_in=0, s_outer=0, s_d=n_out, s_inner=1,
+               chunk=n_chunks, n_chunks=1, **args, MODE=MODE_FINAL, TEX=0)
+    return True
 
 
 def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, src_is_partial=False):
@@ -132,22 +179,25 @@ def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, src_is
     chunk = wg * CHUNK_PER_INVOCATION
     n_chunks = -(-cols // chunk)
     # Bindings a mode leaves unused get a buffer the dispatch writes anyway (no extra hazard).
+    stub = texel_source(out, False)[0]       # MODE_FINAL reads the partials (storage buffer)
     if src_is_partial:
-        ctx.launch(v, ctx.groups(rows), out=out, x=out, part=src, n_rows=rows, n_cols=cols,
+        ctx.launch(v, ctx.groups(rows), out=out, x=out, part=src, x_t=stub, n_rows=rows, n_cols=cols,
                    chunk=builtins.max(cols, 1), n_chunks=1, off_in=0, off_out=off_out, denom=cols, pad=0,
-                   WG=wg, OP=op_id, MODE=MODE_FINAL)
+                   WG=wg, OP=op_id, MODE=MODE_FINAL, TEX=0)
         return
+    x_t, tex = texel_source(src)             # whole texels of each row; the unaligned ends from x
     if n_chunks <= 1:
-        ctx.launch(v, ctx.groups(rows), out=out, x=src, part=out, n_rows=rows, n_cols=cols,
+        ctx.launch(v, ctx.groups(rows), out=out, x=src, part=out, x_t=x_t, n_rows=rows, n_cols=cols,
                    chunk=builtins.max(cols, 1), n_chunks=1, off_in=src.offset, off_out=off_out, denom=cols, pad=0,
-                   WG=wg, OP=op_id, MODE=MODE_DIRECT)
+                   WG=wg, OP=op_id, MODE=MODE_DIRECT, TEX=tex)
         return
     part = new_like((rows * n_chunks,), accum_dtype(src.dtype))
-    ctx.launch(v, ctx.groups(rows * n_chunks), out=part, x=src, part=part, n_rows=rows, n_cols=cols, chunk=chunk,
-               n_chunks=n_chunks, off_in=src.offset, off_out=0, denom=cols, pad=0, WG=wg, OP=op_id,
-               MODE=MODE_PARTIAL)
-    ctx.launch(v, ctx.groups(rows), out=out, x=out, part=part, n_rows=rows, n_cols=n_chunks, chunk=n_chunks,
-               n_chunks=1, off_in=0, off_out=off_out, denom=cols, pad=0, WG=wg, OP=op_id, MODE=MODE_FINAL)
+    ctx.launch(v, ctx.groups(rows * n_chunks), out=part, x=src, part=part, x_t=x_t, n_rows=rows, n_cols=cols,
+               chunk=chunk, n_chunks=n_chunks, off_in=src.offset, off_out=0, denom=cols, pad=0, WG=wg, OP=op_id,
+               MODE=MODE_PARTIAL, TEX=tex)
+    ctx.launch(v, ctx.groups(rows), out=out, x=out, part=part, x_t=stub, n_rows=rows, n_cols=n_chunks,
+               chunk=n_chunks, n_chunks=1, off_in=0, off_out=off_out, denom=cols, pad=0, WG=wg, OP=op_id,
+               MODE=MODE_FINAL, TEX=0)
 
 
 def _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out):
@@ -176,17 +226,19 @@ def _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out):
         for c0, nc in zip(range(0, cols, span), n_chunks):
             sw = windowed(s2[r, c0:builtins.min(c0 + span, cols)])
             tmp = new_like((nc,), acc)
-            ctx.launch(v, ctx.groups(nc), out=tmp, x=sw, part=tmp, n_rows=1, n_cols=sw.size, chunk=chunk,
+            x_t, tex = texel_source(sw)
+            ctx.launch(v, ctx.groups(nc), out=tmp, x=sw, part=tmp, x_t=x_t, n_rows=1, n_cols=sw.size, chunk=chunk,
                        n_chunks=nc, off_in=sw.offset, off_out=0, denom=sw.size, pad=0, WG=wg, OP=op_id,
-                       MODE=MODE_PARTIAL)
+                       MODE=MODE_PARTIAL, TEX=tex)
             launch_strided(copy, part[r, at:at + nc], [tmp])
             at += nc
     ow = windowed(o1)
     if ow is None or not fits(part):
         raise FuelVKMemoryError(f"reduce: {rows} rows of {cols} elements need partials or results larger than "
                                 f"one binding (maxStorageBufferRange = {lim} bytes); reduce fewer rows at once")
-    ctx.launch(v, ctx.groups(rows), out=ow, x=ow, part=part, n_rows=rows, n_cols=total, chunk=total, n_chunks=1,
-               off_in=0, off_out=ow.offset, denom=cols, pad=0, WG=wg, OP=op_id, MODE=MODE_FINAL)
+    ctx.launch(v, ctx.groups(rows), out=ow, x=ow, part=part, x_t=texel_source(ow, False)[0], n_rows=rows,
+               n_cols=total, chunk=total, n_chunks=1, off_in=0, off_out=ow.offset, denom=cols, pad=0, WG=wg,
+               OP=op_id, MODE=MODE_FINAL, TEX=0)
 
 
 def _fill(shape, dt, value):
@@ -229,9 +281,8 @@ def _reduce(op, x, axis, keepdims, dtype=None):
                              f"(shape {x.shape}, axis {axis}); kernel reduce_last_dim.{tag}")
         return result(_fill(out_shape, x.dtype, {"mean": np.nan, "prod": 1}.get(op, 0)), numpy_out)
     out = new_like(out_shape, x.dtype)
-    route = _strided_route(x, axes)
-    if route is not None:
-        launch_reduce_strided(tag, REDUCE_OPS[op], x, *route, out)
+    plan = _strided_route(x, axes)
+    if plan is not None and launch_reduce_strided(tag, REDUCE_OPS[op], x, plan, out):
         return result(out, numpy_out)
     src, rows, cols = rows_view(x, axes)
     fam = "reduce" if rows == 1 else "reduce_last_dim"
@@ -267,26 +318,36 @@ def mean(x, axis=None, keepdims=False):
 
 
 # -- arg-reductions ------------------------------------------------------------------------------
-def _arg_strided(op, tag, x, plan, chunks, out):
+def _arg_strided(op, tag, x, plan, out):
     """argmax/argmin of x's [outer, d, inner] view into `out` (arg_reduce_any_dim): one pass, or the
-    chunks' (value, index) winners [n_chunks, n_out] and a final pass over them."""
+    chunks' (value, index) winners [n_chunks, n_out] and a final pass over them. Returns False
+    (nothing launched) when Device.loop_budget cannot hold the chunks."""
     ctx = runtime.get()
     outer, d, inner, s_outer, s_d, s_inner = plan
-    chunk, n_chunks = chunks
     n_out = outer * inner
+    mode = _texel_mode(x, plan)
+    x_t, tex = texel_source(x, mode != 0)
+    tex *= mode
+    per = TEXEL_BYTES // x.dtype.itemsize
+    width = per if tex == 1 else 1                         # adjacent outputs per invocation
+    chunks = any_dim_chunks(ctx, n_out // width, d, per if tex == 2 else 1)
+    if chunks is None:
+        return False
+    chunk, n_chunks = chunks
     v, wg = kernel("arg_reduce_any_dim", tag), row_wg(ctx)
     args = dict(n_out=n_out, n_inner=inner, off_in=x.offset, off_out=0, s_outer=s_outer, s_d=s_d,
                 s_inner=s_inner, WG=wg, OP=ARG_OPS[op], OUT64=1)
     if n_chunks == 1:
-        ctx.launch(v, ctx.groups(-(-n_out // wg)), out=out, x=x, part_v=out, part_i=out, d=d, chunk=d, n_chunks=1,
-                   **args, MODE=MODE_DIRECT)
-        return
+        ctx.launch(v, ctx.groups(-(-n_out // width // wg)), out=out, x=x, part_v=out, part_i=out, x_t=x_t, d=d,
+                   chunk=d, n_chunks=1, **args, MODE=MODE_DIRECT, TEX=tex)
+        return True
     pv = new_like((n_chunks * n_out,), accum_dtype(x.dtype))
     pi = new_like((n_chunks * n_out,), _dt.uint32)
-    ctx.launch(v, ctx.groups(-(-n_chunks * n_out // wg)), out=pv, x=x, part_v=pv, part_i=pi, d=d, chunk=chunk,
-               n_chunks=n_chunks, **args, MODE=MODE_PARTIAL)
-    ctx.launch(v, ctx.groups(-(-n_out // wg)), out=out, x=x, part_v=pv, part_i=pi, d=n_chunks, chunk=n_chunks,
-               n_chunks=1, **args, MODE=MODE_FINAL)
+    ctx.launch(v, ctx.groups(-(-n_chunks * n_out // width // wg)), out=pv, x=x, part_v=pv, part_i=pi, x_t=x_t, d=d,
+               chunk=chunk, n_chunks=n_chunks, **args, MODE=MODE_PARTIAL, TEX=tex)
+    ctx.launch(v, ctx.groups(-(-n_out // wg)), out=out, x=x, part_v=pv, part_i=pi, x_t=texel_source(x, False)[0],
+               d=n_chunks, chunk=n_chunks, n_chunks=1, **args, MODE=MODE_FINAL, TEX=0)
+    return True
 
 
 
@@ -334,9 +395,8 @@ def _arg1(op, x, axis):
     if n_out == 0:
         return result(out, numpy_out)
     ctx = runtime.get()
-    route = _strided_route(x, (ax,))
-    if route is not None:
-        _arg_strided(op, tag, x, *route, out)
+    plan = _strided_route(x, (ax,))
+    if plan is not None and _arg_strided(op, tag, x, plan, out):
         return result(out, numpy_out)
     outer = _single_dim(x.shape[:ax], x.strides[:ax])
     s_d = x.strides[ax]
