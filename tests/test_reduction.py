@@ -233,6 +233,77 @@ def test_strided_loop_budget(budget, launched):
     assert "reduce_any_dim.f32" not in launched and "arg_reduce_any_dim.f32" not in launched
 
 
+# -- load paths: 16-byte texel views (TEX 1 / 2) and storage buffers (TEX 0) -------------------------
+@pytest.fixture
+def tex_seen(monkeypatch):
+    """(family, TEX) of every reduction launch during the test that reads x (not the final passes)."""
+    from fuelvk.kernels.reduction import MODE_FINAL
+    ctx = fv.runtime.get()
+    seen, orig = [], ctx.launch
+
+    def spy(v, *a, **k):
+        if "TEX" in k and k.get("MODE") != MODE_FINAL:
+            seen.append((v.id.split(".")[0], k["TEX"]))
+        return orig(v, *a, **k)
+    monkeypatch.setattr(ctx, "launch", spy)
+    return seen
+
+
+def _all_ops(v, ref, axis, dt):
+    r64 = np.asarray(ref, np.float64)
+    _sum_close(fv.sum(v, axis=axis), r64, axis, dt, "sum")
+    _sum_close(fv.mean(v, axis=axis), r64, axis, dt, "mean")
+    assert_bits(np.asarray(fv.max(v, axis=axis)), np.asarray(np.max(r64, axis=axis).astype(dt)))
+    assert_bits(np.asarray(fv.min(v, axis=axis)), np.asarray(np.min(r64, axis=axis).astype(dt)))
+    if not isinstance(axis, tuple):
+        assert_bits(fv.argmax(v, axis=axis), np.argmax(r64, axis=axis))
+        assert_bits(fv.argmin(v, axis=axis), np.argmin(r64, axis=axis))
+
+
+@pytest.mark.parametrize("texel", [True, False], ids=["texel", "ssbo"])
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_load_paths(dt, texel, tex_seen, monkeypatch):
+    """Each layout takes the load path its alignment allows (and none with texel loads off), with
+    the same results: columns as texels (TEX 1), rows as texels (TEX 2), unaligned runs through the
+    storage buffer (TEX 0), the row kernel's whole texels with unaligned ends (TEX 1)."""
+    from fuelvk.ops import reduction as R
+    monkeypatch.setattr(R, "TEXEL_LOADS", texel)
+    r = np.random.default_rng(5)
+    per = 16 // np.dtype(dt).itemsize
+    base = r.integers(-9, 9, size=(40, 3 * per)).astype(dt) + r.uniform(-0.5, 0.5, (40, 3 * per)).astype(dt)
+    odd = r.uniform(-1, 1, size=(40, 3 * per + 1)).astype(dt)
+    a, ao = fv.asarray(base), fv.asarray(odd)
+    flat = r.uniform(-1, 1, size=3000 * per + 8).astype(dt)
+    af = fv.asarray(flat)
+    cases = [  # (view, reference, axis, TEX of the strided kernels)
+        (a[:, :2 * per], base[:, :2 * per], 0, 1),              # columns as texels
+        (a[::-1, per:3 * per], base[::-1, per:3 * per], 0, 1),  # the same through a negative stride
+        (a[:, 1:2 * per + 1], base[:, 1:2 * per + 1], 0, 0),    # offset by one element
+        (af[:40 * per].reshape(40, per), flat[:40 * per].reshape(40, per), 1, 2),   # rows as texels
+        (af[1:40 * per + 1].reshape(40, per), flat[1:40 * per + 1].reshape(40, per), 1, 0),
+        (ao[:, :2 * per], odd[:, :2 * per], 1, 0),              # rows 3 * per + 1 apart
+        (a[:3, :], base[:3, :], 0, 1),                          # d = 3: one pass
+        (af[:3000 * per].reshape(3000, per), flat[:3000 * per].reshape(3000, per), 0, 1),  # chunks
+    ]
+    for v, ref, axis, want in cases:
+        tex_seen.clear()
+        _all_ops(v, ref, axis, dt)
+        direct = {t for fam, t in tex_seen if fam.endswith("any_dim")}
+        assert direct == {want if texel else 0}, (v.shape, v.strides, v.offset, tex_seen)
+    tex_seen.clear()
+    _all_ops(af[3:-1], flat[3:-1], None, dt)                     # row kernel: ends through x
+    assert ("reduce", 1 if texel else 0) in tex_seen, tex_seen
+
+
+def test_texel_limit_falls_back(tex_seen, device_limits):
+    """A slot over maxTexelBufferElements binds a stub view and reads through the storage buffer."""
+    x = np.random.default_rng(6).uniform(-1, 1, (64, 16)).astype(np.float32)    # 256 texels
+    device_limits(maxTexelBufferElements=100)
+    _all_ops(x, x, 0, np.float32)
+    _all_ops(x.reshape(-1), x.reshape(-1), None, np.float32)
+    assert tex_seen and {t for _, t in tex_seen} == {0}, tex_seen
+
+
 # -- arg reductions ----------------------------------------------------------------------------
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)
 def test_arg_all_routes(dt, launched):
