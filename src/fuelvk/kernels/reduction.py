@@ -33,6 +33,7 @@ def id_defines(**tables):
 # Device.loop_budget.
 ANY_DIM_MIN_CHUNK = 64
 ANY_DIM_INVOCATIONS = 16384
+ANY_DIM_CHUNK_STEP = 8       # elements per texel of the narrowest dtype (f16 / bf16)
 # Contiguous rows up to this long run one row per invocation (the strided kernels: no barriers, the
 # row read as 16-byte texels where aligned); longer rows get a workgroup each (the row kernels:
 # coalesced across invocations, a tree per row). Measured on lavapipe, [4096, 512] over the last axis:
@@ -41,15 +42,18 @@ ANY_DIM_INVOCATIONS = 16384
 SHORT_ROW_MAX = 1024
 
 
-def any_dim_chunks(ctx, n_out, d, step=1):
-    """(chunk, n_chunks) splitting a reduced dim of d elements for the strided kernels (chunk a
-    multiple of `step`, the elements one loop iteration takes), or None when Device.loop_budget cannot
-    hold even chunks of `budget` iterations with a final pass over at most `budget` partials."""
+def any_dim_chunks(ctx, n_out, d):
+    """(chunk, n_chunks) splitting a reduced dim of d elements over the strided kernels' invocations,
+    or None when Device.loop_budget cannot hold chunks of at most `budget` elements with a final pass
+    over at most `budget` partials. The chunk depends on (n_out, d) only, not on the load path or the
+    layout, so each output's summation order is the same on every route (a multiple of
+    ANY_DIM_CHUNK_STEP, so that rows read as texels split at whole texels)."""
+    step = ANY_DIM_CHUNK_STEP
     want = max(1, min(-(-ANY_DIM_INVOCATIONS // max(n_out, 1)), d // ANY_DIM_MIN_CHUNK))
     chunk = -(-d // want // step) * step
     budget = ctx.device.loop_budget
     if budget is not None:
-        chunk = min(chunk, budget * step)
+        chunk = min(chunk, budget // step * step or budget)
         if -(-d // chunk) > budget:
             return None
     return chunk, -(-d // chunk)

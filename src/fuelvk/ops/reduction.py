@@ -131,49 +131,63 @@ def _texel_mode(x, plan):
     return 0
 
 
-def launch_reduce_strided(tag, op_id, x, plan, out):
+def _texel_plan(x, plan, chunk):
+    """(x_t buffer, TEX, adjacent outputs per invocation) for the strided kernels."""
+    per = TEXEL_BYTES // x.dtype.itemsize
+    mode = _texel_mode(x, plan)
+    if mode == 2 and chunk % per:     # (a loop budget under 8 elements)
+        mode = 0
+    x_t, tex = texel_source(x, mode != 0)
+    return x_t, tex * mode, per if tex * mode == 1 else 1
+
+
+def launch_reduce_strided(tag, op_id, x, plan, out, off_out=None, chunk_outputs=None):
     """Reduce x's [outer, d, inner] view `plan` into the contiguous `out` (reduce_any_dim): one pass,
     or chunks of d into accumulator-type partials [n_chunks, n_out] and a final pass over them.
-    Returns False (nothing launched) when Device.loop_budget cannot hold the chunks."""
+    chunk_outputs: the output count that sets the chunk (the whole reduction's, when this launch is
+    one block of it, so that every block sums in the same order). Returns False (nothing launched)
+    when Device.loop_budget cannot hold the chunks."""
     ctx = runtime.get()
     outer, d, inner, s_outer, s_d, s_inner = plan
     n_out = outer * inner
-    mode = _texel_mode(x, plan)
-    x_t, tex = texel_source(x, mode != 0)
-    tex *= mode
-    per = TEXEL_BYTES // x.dtype.itemsize
-    width = per if tex == 1 else 1                         # adjacent outputs per invocation
-    chunks = any_dim_chunks(ctx, n_out // width, d, per if tex == 2 else 1)
+    chunks = any_dim_chunks(ctx, chunk_outputs or n_out, d)
     if chunks is None:
         return False
     chunk, n_chunks = chunks
+    x_t, tex, width = _texel_plan(x, plan, chunk)
     v, wg = kernel("reduce_any_dim", tag), row_wg(ctx)
+    off_out = out.offset if off_out is None else off_out
     args = dict(n_out=n_out, denom=d, WG=wg, OP=op_id)
     view = dict(n_inner=inner, d=d, off_in=x.offset, s_outer=s_outer, s_d=s_d, s_inner=s_inner, chunk=chunk,
                 n_chunks=n_chunks)
     if n_chunks == 1:
-        ctx.launch(v, ctx.groups(-(-n_out // width // wg)), out=out, x=x, part=out, x_t=x_t, off_out=out.offset,
+        ctx.launch(v, ctx.groups(-(-n_out // width // wg)), out=out, x=x, part=out, x_t=x_t, off_out=off_out,
                    **view, **args, MODE=MODE_DIRECT, TEX=tex)
         return True
     part = new_like((n_chunks * n_out,), accum_dtype(x.dtype))
     ctx.launch(v, ctx.groups(-(-n_chunks * n_out // width // wg)), out=part, x=x, part=part, x_t=x_t, off_out=0,
                **view, **args, MODE=MODE_PARTIAL, TEX=tex)
     ctx.launch(v, ctx.groups(-(-n_out // wg)), out=out, x=out, part=part, x_t=texel_source(out, False)[0],
-               off_out=out.offset, n_inner=n_out, d=n_chunks, off_in=0, s_outer=0, s_d=n_out, s_inner=1,
+               off_out=off_out, n_inner=n_out, d=n_chunks, off_in=0, s_outer=0, s_d=n_out, s_inner=1,
                chunk=n_chunks, n_chunks=1, **args, MODE=MODE_FINAL, TEX=0)
     return True
 
 
-def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, src_is_partial=False):
-    """Reduce each row of the contiguous [rows, cols] `src` into out[row] (one or two passes).
+def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, src_is_partial=False, all_rows=None):
+    """Reduce each row of the contiguous [rows, cols] `src` into out[row] (one or two passes); rows up
+    to SHORT_ROW_MAX one per invocation (the strided kernel), longer ones a workgroup each.
 
     src_is_partial: src is a fresh (offset 0) accumulator-type array read by MODE_FINAL, e.g. the
-    norms' weight-gradient partials.
+    norms' weight-gradient partials. all_rows: the whole reduction's row count when this call is a
+    block of it (the strided kernel's chunks, hence the summation order, follow it).
     """
     ctx = runtime.get()
     off_out = out.offset if out_offset is None else out_offset
     if not src_is_partial and not fits(src, out):
         return _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out)
+    if not src_is_partial and cols <= SHORT_ROW_MAX and launch_reduce_strided(
+            tag, op_id, src, (1, cols, rows, 0, 1, cols), out, off_out, all_rows or rows):
+        return
     v = kernel(fam, tag)
     wg = row_wg(ctx)
     chunk = wg * CHUNK_PER_INVOCATION
@@ -210,7 +224,7 @@ def _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out):
     lim = binding_limit()
     if cols * src.dtype.itemsize + 512 <= lim:
         for sw, ow in blocks([s2, o1], axes=1, op="reduce"):
-            launch_reduce(fam, tag, op_id, sw, ow.size, cols, ow)
+            launch_reduce(fam, tag, op_id, sw, ow.size, cols, ow, all_rows=rows)
         return
     v = kernel(fam, tag)
     wg = row_wg(ctx)
@@ -325,15 +339,11 @@ def _arg_strided(op, tag, x, plan, out):
     ctx = runtime.get()
     outer, d, inner, s_outer, s_d, s_inner = plan
     n_out = outer * inner
-    mode = _texel_mode(x, plan)
-    x_t, tex = texel_source(x, mode != 0)
-    tex *= mode
-    per = TEXEL_BYTES // x.dtype.itemsize
-    width = per if tex == 1 else 1                         # adjacent outputs per invocation
-    chunks = any_dim_chunks(ctx, n_out // width, d, per if tex == 2 else 1)
+    chunks = any_dim_chunks(ctx, n_out, d)
     if chunks is None:
         return False
     chunk, n_chunks = chunks
+    x_t, tex, width = _texel_plan(x, plan, chunk)
     v, wg = kernel("arg_reduce_any_dim", tag), row_wg(ctx)
     args = dict(n_out=n_out, n_inner=inner, off_in=x.offset, off_out=0, s_outer=s_outer, s_d=s_d,
                 s_inner=s_inner, WG=wg, OP=ARG_OPS[op], OUT64=1)
