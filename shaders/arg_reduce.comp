@@ -56,8 +56,9 @@ int base_of(uint e) {
 
 #ifdef ANY_DIM
 // Read x through its rgba32ui texel view (not in MODE_FINAL): 1: PER adjacent output columns per
-// texel (s_inner == 1); 2: each invocation's stretch of d as texels (s_d == 1). The host checks that
-// those runs are whole texels.
+// texel (s_inner == 1); 2: each invocation's stretch of d as texels (s_d == 1); 3: consecutive rows
+// of d elements, d dividing PER, one chunk: the PER / d rows of one texel per invocation (the last,
+// partial texel through x). The host checks that those runs are whole texels.
 layout(constant_id = 4) const uint TEX = 0;
 layout(set = 0, binding = 4, rgba32ui) uniform readonly uimageBuffer x_t;
 #include "common/texel16.glsl"
@@ -67,8 +68,30 @@ void finish(uint ch, uint oe, A best, uint bi) {
     else store(oe, bi == NONE ? 0u : bi);
 }
 
+// TEX 3: rows r0 .. r0 + PER / d - 1, in the same order as the scalar path.
+void short_rows(uint r0) {
+    uint rows = PER / p.d, first = p.off_in + r0 * p.d;
+    bool whole = first + PER <= p.off_in + p.n_out * p.d;
+    A v[PER];
+    if (whole) texel(first / PER, v);
+    for (uint r = r0; r < min(r0 + rows, p.n_out); ++r) {
+        A best = A(0);
+        uint bi = NONE;
+        for (uint k = 0u; k < p.d; ++k) {
+            A xv = whole ? v[(r - r0) * p.d + k] : A(LOAD(x[p.off_in + r * p.d + k]));
+            if (beats(xv, k, best, bi)) { best = xv; bi = k; }
+        }
+        store(r, bi == NONE ? 0u : bi);
+    }
+}
+
 void main() {
     const uint W = TEX == 1u && MODE != MODE_FINAL ? PER : 1u;   // adjacent outputs per invocation
+    if (TEX == 3u && MODE != MODE_FINAL) {
+        uint r0 = (linear_group() * WG + gl_LocalInvocationID.x) * (PER / p.d);
+        if (r0 < p.n_out) short_rows(r0);
+        return;
+    }
     uint n_grp = p.n_out / W;
     uint e = linear_group() * WG + gl_LocalInvocationID.x;   // chunk * n_grp + output group
     if (e >= n_grp * p.n_chunks) return;

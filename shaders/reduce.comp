@@ -23,7 +23,9 @@ layout(constant_id = 2) const uint MODE = MODE_DIRECT;  // in -> out; PARTIAL: i
 // Read x through its rgba32ui texel view x_t (not in MODE_FINAL, which reads the partials). 1: the
 // row kernel takes a row's whole texels that way and its unaligned head / tail from x; the strided
 // kernel reads PER adjacent output columns per texel. 2 (strided kernel, s_d == 1): each invocation
-// scans its stretch of d as texels. The host checks that those runs are whole texels.
+// scans its stretch of d as texels. 3 (strided kernel, consecutive rows of d elements, d dividing
+// PER, one chunk): each invocation reduces the PER / d rows of one texel (the array's last, partial
+// texel through x). The host checks that those runs are whole texels.
 layout(constant_id = 3) const uint TEX = 0;
 layout(local_size_x_id = 0) in;
 #include "rows.glsl"
@@ -75,8 +77,33 @@ void finish(uint ch, uint oe, A acc) {
     }
 }
 
+// TEX 3: rows r0 .. r0 + PER / d - 1, in the same order as the scalar path.
+void short_rows(uint r0) {
+    uint rows = PER / p.d, first = p.off_in + r0 * p.d;
+    if (first + PER <= p.off_in + p.n_out * p.d) {
+        A v[PER];
+        texel(first / PER, v);
+        for (uint r = 0u; r < rows; ++r) {
+            A acc = identity(), c = A(0);
+            for (uint k = 0u; k < p.d; ++k) add(acc, c, v[r * p.d + k]);
+            finish(0u, r0 + r, acc);
+        }
+        return;
+    }
+    for (uint r = r0; r < p.n_out; ++r) {
+        A acc = identity(), c = A(0);
+        for (uint k = 0u; k < p.d; ++k) add(acc, c, A(LOAD(x[p.off_in + r * p.d + k])));
+        finish(0u, r, acc);
+    }
+}
+
 void main() {
     const uint W = TEX == 1u ? PER : 1u;                      // adjacent outputs per invocation
+    if (TEX == 3u && MODE != MODE_FINAL) {
+        uint r0 = (linear_group() * WG + gl_LocalInvocationID.x) * (PER / p.d);
+        if (r0 < p.n_out) short_rows(r0);
+        return;
+    }
     uint n_grp = p.n_out / W;
     uint e = linear_group() * WG + gl_LocalInvocationID.x;    // chunk * n_grp + output group
     if (e >= n_grp * p.n_chunks) return;

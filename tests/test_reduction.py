@@ -284,6 +284,13 @@ def test_load_paths(dt, texel, tex_seen, monkeypatch):
         (ao[:, :2 * per], odd[:, :2 * per], 1, 0),              # rows 3 * per + 1 apart
         (a[:3, :], base[:3, :], 0, 1),                          # d = 3: one pass
         (af[:3000 * per].reshape(3000, per), flat[:3000 * per].reshape(3000, per), 0, 1),  # chunks
+        # rows of per / 2 elements, two per texel (f64: rows of 1 element, a size-1 reduced dim: the
+        # kept dims are the columns); 41 rows: the last texel is partial (read through x)
+        (af[:41 * (per // 2)].reshape(41, per // 2), flat[:41 * (per // 2)].reshape(41, per // 2), 1,
+         3 if per > 2 else 0),
+        (af[per:per + 48 * (per // 2)].reshape(3, 16, per // 2), flat[per:per + 48 * (per // 2)].reshape(3, 16, per // 2),
+         -1, 3 if per > 2 else 1),
+        (af[1:1 + 41 * (per // 2)].reshape(41, per // 2), flat[1:1 + 41 * (per // 2)].reshape(41, per // 2), 1, 0),
     ]
     for v, ref, axis, want in cases:
         tex_seen.clear()

@@ -115,30 +115,36 @@ def _strided_route(x, axes):
 
 
 def _texel_mode(x, plan):
-    """The strided kernel's TEX mode for x's [outer, d, inner] view: 1 when PER adjacent output columns
+    """The strided kernels' TEX mode for x's [outer, d, inner] view: 1 when PER adjacent output columns
     are one texel (unit inner stride), 2 when each output's run along d is whole texels (unit d
-    stride), else 0. Both need the offset, the unit-stride dim's length and every other stride (of a
-    dim with more than one index) to be multiples of PER."""
+    stride), 3 when the rows are consecutive and d divides PER (several whole rows per texel), else
+    0. All need the offset, and 1 and 2 every other stride (of a dim with more than one index), to be
+    multiples of PER."""
     outer, d, inner, s_outer, s_d, s_inner = plan
     per = TEXEL_BYTES // x.dtype.itemsize
+    if x.offset % per:
+        return 0
 
     def whole(unit, n, others):
-        return unit == 1 and n % per == 0 and x.offset % per == 0 and all(s % per == 0 for m, s in others if m > 1)
+        return unit == 1 and n % per == 0 and all(s % per == 0 for m, s in others if m > 1)
     if whole(s_inner, inner, ((outer, s_outer), (d, s_d))):
         return 1
     if whole(s_d, d, ((outer, s_outer), (inner, s_inner))):
         return 2
-    return 0
+    rows_follow = (outer == 1 or s_outer == inner * d) and (inner == 1 or s_inner == d)
+    return 3 if s_d == 1 and d < per and per % d == 0 and rows_follow else 0
 
 
 def _texel_plan(x, plan, chunk):
-    """(x_t buffer, TEX, adjacent outputs per invocation) for the strided kernels."""
+    """(x_t buffer, TEX, outputs per invocation) for the strided kernels."""
+    d = plan[1]
     per = TEXEL_BYTES // x.dtype.itemsize
     mode = _texel_mode(x, plan)
-    if mode == 2 and chunk % per:     # (a loop budget under 8 elements)
+    if (mode == 2 and chunk % per) or (mode == 3 and chunk < d):     # (a loop budget under 8 elements)
         mode = 0
     x_t, tex = texel_source(x, mode != 0)
-    return x_t, tex * mode, per if tex * mode == 1 else 1
+    tex *= mode
+    return x_t, tex, {1: per, 3: per // d}.get(tex, 1)
 
 
 def launch_reduce_strided(tag, op_id, x, plan, out, off_out=None, chunk_outputs=None):
