@@ -34,13 +34,13 @@ def layouts(repeats=5):
         x = rng.standard_normal(shape).astype(np.float32)
         a = fv.asarray(x)
         for op in ("sum", "max", "argmax"):
-            f = getattr(fv, op)
+            f, g = getattr(fv, op), getattr(np, op)
             out_bytes = (8 if op == "argmax" else 4) * (x.size // x.shape[axis])
             nbytes = x.nbytes + out_bytes
-            m = measure(lambda: f(a, axis=axis), warmup=1, repeats=repeats)["median_ms"]
-            ref = host_ms(lambda: getattr(np, op)(x, axis=axis))
+            m = measure(lambda f=f, a=a, axis=axis: f(a, axis=axis), warmup=1, repeats=repeats)["median_ms"]
+            ref = host_ms(lambda g=g, x=x, axis=axis: g(x, axis=axis))
             gbps = nbytes / m / 1e6
-            print(f"{op:7s} {str(shape):14s} {axis:4d} {m:9.3f} {gbps:8.2f} {100 * gbps / roof:6.1f}% {ref:9.3f}")
+            print(f"{op:7s} {shape!s:14s} {axis:4d} {m:9.3f} {gbps:8.2f} {100 * gbps / roof:6.1f}% {ref:9.3f}")
 
 
 if __name__ == "__main__":

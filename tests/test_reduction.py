@@ -214,7 +214,7 @@ def test_strided_nan_and_inf():
 def budget(monkeypatch):
     """budget(n): Device.loop_budget = n for this test."""
     dev = fv.runtime.get().device
-    dev.loop_budget   # probe first, so that the monkeypatch restores the real value
+    _ = dev.loop_budget   # probe first, so that the monkeypatch restores the real value
     return lambda n: monkeypatch.setattr(dev, "loop_budget", n)
 
 

@@ -1,13 +1,16 @@
 """Reductions (numpy names): sum, prod, max, min, mean over any axis or tuple of axes; argmax, argmin.
 
 Layout choice (`strided_plan`): when the kept axes collapse to at most two dims and the reduced ones
-to one, the input is read in place as an [outer, d, inner] strided view. Leading / middle axes
-(a reduced dim with stride != +-1) and short rows (d <= SHORT_ROW_MAX) run the strided kernels, one invocation per output
-element and chunk of d (reading coalesced across outputs, no transpose copy, no barriers; a long d
-in chunks plus a final pass over the partials). Longer contiguous rows run the row kernels, a
-workgroup per row (or per chunk of a row, plus a partials pass for 1M+ element rows). What fits
-neither (axes that do not collapse so, operands larger than one binding) has its reduced axes moved
-last by one strided copy and runs the row kernels.
+to one, the input is read in place as an [outer, d, inner] strided view. Leading / middle axes (a
+reduced dim of stride other than +-1) and short rows (d <= SHORT_ROW_MAX) run the strided kernels:
+one invocation per output element and chunk of d (coalesced across outputs, no transpose copy, no
+barriers; a long d in chunks plus a final pass over the partials). Longer contiguous rows run the
+row kernels, a workgroup per row (or per chunk of a row, plus a partials pass for 1M+ element rows).
+What fits neither (axes that do not collapse so, operands larger than one binding) has its reduced
+axes moved last by one strided copy and runs the row kernels (rows in blocks through windows).
+Both families read x through 16-byte texel views where the runs they read are whole texels
+(TEXEL_LOADS; storage-buffer loads for the rest), in the same summation order either way for the
+strided kernels.
 
 Semantics: numpy's. Results keep the input dtype (half types accumulate in f32); NaN propagates
 through max/min/sum/mean/cumsum, and +-inf (an infinite input or an overflowing sum) gives +-inf, NaN
@@ -163,9 +166,9 @@ def launch_reduce_strided(tag, op_id, x, plan, out, off_out=None, chunk_outputs=
     x_t, tex, width = _texel_plan(x, plan, chunk)
     v, wg = kernel("reduce_any_dim", tag), row_wg(ctx)
     off_out = out.offset if off_out is None else off_out
-    args = dict(n_out=n_out, denom=d, WG=wg, OP=op_id)
-    view = dict(n_inner=inner, d=d, off_in=x.offset, s_outer=s_outer, s_d=s_d, s_inner=s_inner, chunk=chunk,
-                n_chunks=n_chunks)
+    args = {"n_out": n_out, "denom": d, "WG": wg, "OP": op_id}
+    view = {"n_inner": inner, "d": d, "off_in": x.offset, "s_outer": s_outer, "s_d": s_d, "s_inner": s_inner,
+            "chunk": chunk, "n_chunks": n_chunks}
     if n_chunks == 1:
         ctx.launch(v, ctx.groups(-(-n_out // width // wg)), out=out, x=x, part=out, x_t=x_t, off_out=off_out,
                    **view, **args, MODE=MODE_DIRECT, TEX=tex)
@@ -351,8 +354,8 @@ def _arg_strided(op, tag, x, plan, out):
     chunk, n_chunks = chunks
     x_t, tex, width = _texel_plan(x, plan, chunk)
     v, wg = kernel("arg_reduce_any_dim", tag), row_wg(ctx)
-    args = dict(n_out=n_out, n_inner=inner, off_in=x.offset, off_out=0, s_outer=s_outer, s_d=s_d,
-                s_inner=s_inner, WG=wg, OP=ARG_OPS[op], OUT64=1)
+    args = {"n_out": n_out, "n_inner": inner, "off_in": x.offset, "off_out": 0, "s_outer": s_outer, "s_d": s_d,
+            "s_inner": s_inner, "WG": wg, "OP": ARG_OPS[op], "OUT64": 1}
     if n_chunks == 1:
         ctx.launch(v, ctx.groups(-(-n_out // width // wg)), out=out, x=x, part_v=out, part_i=out, x_t=x_t, d=d,
                    chunk=d, n_chunks=1, **args, MODE=MODE_DIRECT, TEX=tex)
