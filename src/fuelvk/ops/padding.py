@@ -13,7 +13,7 @@ from .. import dtypes as _dt
 from .. import runtime
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..kernels import kernel
-from ..kernels.movement import EPT, REMAP_PARAMS, WG
+from ..kernels.movement import EPT, WG
 from ._core import blocks, device_args, element_words, fits, new_like, result
 from .movement import _check_scalar, _width_tag, launch_remap
 
@@ -172,6 +172,6 @@ def _launch_backward(v, out, g, lo):
                          f"with pads on {len(dims)} of them")
     ctx = runtime.get()
     n = out.size
-    push = REMAP_PARAMS.pack(n, len(dims), out.offset, g.offset, 0, (0, 0), [d[0] for d in dims],
-                             [d[1] for d in dims], [d[2] for d in dims], [d[3] for d in dims])
-    ctx.launch(v, ctx.groups(-(-n // (WG * EPT))), (out.buffer, g.buffer), (True, False), push)
+    ctx.launch(v, ctx.groups(-(-n // (WG * EPT))), out=out, a=g, n=n, rank=len(dims), off_o=out.offset,
+               off_a=g.offset, k=0, fill=(0, 0), shape=[d[0] for d in dims], sa=[d[1] for d in dims],
+               lo=[d[2] for d in dims], dim=[d[3] for d in dims])
