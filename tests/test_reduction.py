@@ -2,6 +2,8 @@
 
 Oracles: numpy / torch CPU on float64 copies; exact results (max/min/arg/bit patterns) bit for bit.
 """
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -300,6 +302,20 @@ def test_load_paths(dt, texel, tex_seen, monkeypatch):
     tex_seen.clear()
     _all_ops(af[3:-1], flat[3:-1], None, dt)                     # row kernel: ends through x
     assert ("reduce", 1 if texel else 0) in tex_seen, tex_seen
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_load_paths_prod(dt, tex_seen):
+    """prod on the texel paths (values near 1: no overflow): columns, rows, short rows, row kernel."""
+    per = 16 // np.dtype(dt).itemsize
+    flat = np.random.default_rng(8).uniform(0.95, 1.05, size=1280 * per).astype(dt)
+    af = fv.asarray(flat)
+    for shape, axis in (((300, 4 * per), 0), ((4 * per, 320), 0), ((300, 4 * per), 1), ((600, 2), 1),
+                        ((1280 * per,), None)):
+        n = math.prod(shape)
+        got = fv.prod(af[:n].reshape(shape), axis=axis)
+        assert_close(got, np.prod(flat[:n].reshape(shape).astype(np.float64), axis=axis).astype(dt), dt, scale=4)
+    assert {t for _, t in tex_seen} == ({1, 2, 3} if per > 2 else {1, 2}), tex_seen
 
 
 def test_texel_limit_falls_back(tex_seen, device_limits):
