@@ -24,6 +24,9 @@ layout(set = 0, binding = 0) writeonly buffer Out { uint o[]; };
 layout(set = 0, binding = 1) readonly buffer X { T x[]; };
 layout(set = 0, binding = 2) buffer PartV { A part_v[]; };
 layout(set = 0, binding = 3) buffer PartI { uint part_i[]; };
+layout(set = 0, binding = 4, rgba32ui) uniform readonly uimageBuffer x_t;
+layout(constant_id = 4) const uint TEX = 0;
+#include "common/texel16.glsl"
 
 layout(push_constant) uniform Params {
     uint n_out; uint n_inner; uint d; uint off_in;
@@ -55,13 +58,11 @@ int base_of(uint e) {
 }
 
 #ifdef ANY_DIM
-// Read x through its rgba32ui texel view (not in MODE_FINAL): 1: PER adjacent output columns per
-// texel (s_inner == 1); 2: each invocation's stretch of d as texels (s_d == 1); 3: consecutive rows
-// of d elements, d dividing PER, one chunk: the PER / d rows of one texel per invocation (the last,
-// partial texel through x). The host checks that those runs are whole texels.
-layout(constant_id = 4) const uint TEX = 0;
-layout(set = 0, binding = 4, rgba32ui) uniform readonly uimageBuffer x_t;
-#include "common/texel16.glsl"
+// Read x through its rgba32ui texel view (not in MODE_FINAL). ANY_DIM: 1: PER adjacent output
+// columns per texel (s_inner == 1); 2: each invocation's stretch of d as texels (s_d == 1); 3:
+// consecutive rows of d elements, d dividing PER, one chunk: the PER / d rows of one texel per
+// invocation (the last, partial texel through x); the host checks that those runs are whole texels.
+// Last dim: 1 (s_d == 1): a chunk's whole texels, its unaligned ends through x.
 
 void finish(uint ch, uint oe, A best, uint bi) {
     if (MODE == MODE_PARTIAL) { part_v[ch * p.n_out + oe] = best; part_i[ch * p.n_out + oe] = bi; }
@@ -152,8 +153,27 @@ void main() {
         }
     } else {
         int b = base_of(e);
-        uint k1 = min(ch * p.chunk + p.chunk, p.d);
-        for (uint k = ch * p.chunk + t; k < k1; k += WG) {
+        uint k0 = ch * p.chunk, k1 = min(k0 + p.chunk, p.d);
+        if (TEX == 1u) {                              // s_d == 1: elements b + k0 .. b + k1 - 1
+            uint t0 = (uint(b) + k0 + PER - 1u) / PER, t1 = (uint(b) + k1) / PER;
+            if (t0 < t1) {
+                uint head = t0 * PER - uint(b);       // k of the first whole texel
+                for (uint k = k0 + t; k < head; k += WG) {
+                    A v = A(LOAD(x[uint(b) + k]));
+                    if (beats(v, k, best, bi)) { best = v; bi = k; }
+                }
+                A v[PER];
+                for (uint ti = t0 + t; ti < t1; ti += WG) {
+                    texel(ti, v);
+                    for (uint j = 0u; j < PER; ++j) {
+                        uint k = ti * PER + j - uint(b);
+                        if (beats(v[j], k, best, bi)) { best = v[j]; bi = k; }
+                    }
+                }
+                k0 = t1 * PER - uint(b);              // the tail: the loop below
+            }
+        }
+        for (uint k = k0 + t; k < k1; k += WG) {
             A v = A(LOAD(x[uint(b + int(k) * p.s_d)]));
             if (beats(v, k, best, bi)) { best = v; bi = k; }
         }

@@ -302,6 +302,11 @@ def test_load_paths(dt, texel, tex_seen, monkeypatch):
     tex_seen.clear()
     _all_ops(af[3:-1], flat[3:-1], None, dt)                     # row kernel: ends through x
     assert ("reduce", 1 if texel else 0) in tex_seen, tex_seen
+    assert ("arg_reduce_last_dim", 1 if texel else 0) in tex_seen, tex_seen
+    tex_seen.clear()
+    for op in ("argmax", "argmin"):                              # a reversed row: storage-buffer loads
+        assert_bits(getattr(fv, op)(af[-2:2:-1]), getattr(np, op)(flat[-2:2:-1]))
+    assert tex_seen == [("arg_reduce_last_dim", 0)] * 2, tex_seen
 
 
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)
@@ -316,6 +321,21 @@ def test_load_paths_prod(dt, tex_seen):
         got = fv.prod(af[:n].reshape(shape), axis=axis)
         assert_close(got, np.prod(flat[:n].reshape(shape).astype(np.float64), axis=axis).astype(dt), dt, scale=4)
     assert {t for _, t in tex_seen} == ({1, 2, 3} if per > 2 else {1, 2}), tex_seen
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_arg_long_rows_texel_nan(dt, tex_seen):
+    """Rows past SHORT_ROW_MAX (arg_reduce_last_dim) through texels, with ties and NaN in the unaligned
+    head, in whole texels and in the tail: the first NaN, else the lowest extreme index."""
+    x = np.random.default_rng(9).integers(-50, 50, size=(4, 9001)).astype(dt)
+    x[1, [1, 2]] = np.nan           # head of the view x[:, 1:] (row 1 starts one element past a texel)
+    x[2, [4000, 4001, 8999]] = np.nan
+    x[3, -1] = np.nan               # tail
+    a = fv.asarray(x)
+    for op in ("argmax", "argmin"):
+        want = getattr(torch, op)(torch.tensor(x[:, 1:].astype(np.float64)), dim=1).numpy()
+        assert_bits(getattr(fv, op)(a[:, 1:], axis=1), want)
+    assert {t for _, t in tex_seen} == {1}, tex_seen
 
 
 def test_texel_limit_falls_back(tex_seen, device_limits):

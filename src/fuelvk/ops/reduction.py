@@ -432,16 +432,18 @@ def _arg1(op, x, axis):
     v = kernel("arg_reduce_last_dim", tag)
     chunk = wg * CHUNK_PER_INVOCATION * 16
     n_chunks = -(-d // chunk)
-    args.update(n_inner=1, s_inner=0)
+    x_t, tex = texel_source(x, s_d == 1)      # a row's whole texels; its unaligned ends from x
+    args.update(n_inner=1, s_inner=0, x_t=x_t)
     if n_chunks == 1:
-        ctx.launch(v, ctx.groups(n_out), **args, part_v=out, part_i=out, d=d, chunk=d, n_chunks=1, MODE=MODE_DIRECT)
+        ctx.launch(v, ctx.groups(n_out), **args, part_v=out, part_i=out, d=d, chunk=d, n_chunks=1, MODE=MODE_DIRECT,
+                   TEX=tex)
         return result(out, numpy_out)
     pv = new_like((n_out * n_chunks,), accum_dtype(x.dtype))
     pi = new_like((n_out * n_chunks,), _dt.uint32)
     ctx.launch(v, ctx.groups(n_out * n_chunks), **dict(args, out=pv), part_v=pv, part_i=pi, d=d, chunk=chunk,
-               n_chunks=n_chunks, MODE=MODE_PARTIAL)
-    ctx.launch(v, ctx.groups(n_out), **dict(args, off_in=0, s_outer=0, s_d=1), part_v=pv, part_i=pi,
-               d=n_chunks, chunk=n_chunks, n_chunks=1, MODE=MODE_FINAL)
+               n_chunks=n_chunks, MODE=MODE_PARTIAL, TEX=tex)
+    ctx.launch(v, ctx.groups(n_out), **dict(args, off_in=0, s_outer=0, s_d=1, x_t=texel_source(x, False)[0]),
+               part_v=pv, part_i=pi, d=n_chunks, chunk=n_chunks, n_chunks=1, MODE=MODE_FINAL, TEX=0)
     return result(out, numpy_out)
 
 
