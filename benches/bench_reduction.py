@@ -18,7 +18,8 @@ import numpy as np
 from fuelvk.bench.suite import main
 
 OPS = "sum,max,mean,argmax,softmax,rms_norm,layer_norm,cumsum"
-LAYOUTS = [((2, 64, 128), 0), ((2, 8192), 0), ((64, 128, 2), -1), ((4096, 512), 0), ((4096, 512), -1)]
+LAYOUTS = [((2, 64, 128), 0), ((2, 8192), 0), ((64, 128, 2), -1), ((4096, 512), 0), ((4096, 512), -1),
+           ((1024, 2048), -1)]
 
 
 def layouts(repeats=5):
