@@ -113,6 +113,7 @@ class Family:
     source: str
     group: str
     variants: dict = field(default_factory=dict)  # tag -> Variant
+    bench_only: bool = False   # run by the bench suite / tools only, never by a public op
 
 
 FAMILIES: dict = {}
@@ -120,13 +121,15 @@ VARIANTS: dict = {}
 
 
 def family(name, source, variants, group, defines=None, tag_defines=DTYPE_DEFINES,
-           tag_features=DTYPE_FEATURES, features=(), entry="main", extra=(), tag_texel_formats=None):
+           tag_features=DTYPE_FEATURES, features=(), entry="main", extra=(), tag_texel_formats=None,
+           bench_only=False):
     """Declare a family. `variants` maps tag -> kernel name(s); `extra` tags get `<family>_<tag>` names.
 
     `tag_texel_formats` maps tag -> {binding: VkFormat name (e.g. "R32_UINT")} for uniform texel
     buffer bindings (GLSL's samplerBuffer has no format qualifier; storage texel buffers take theirs
-    from the shader's layout(r32ui) etc. via the manifest)."""
-    fam = Family(name, source, group)
+    from the shader's layout(r32ui) etc. via the manifest). `bench_only`: kernels no public op runs
+    (roof calibration, load-path micro-benchmarks)."""
+    fam = Family(name, source, group, bench_only=bench_only)
     for tag, kname in list(variants.items()) + [(t, f"{name}_{t}") for t in extra]:
         d = dict(defines or {})
         d.update(tag_defines.get(tag, {}))

@@ -324,3 +324,61 @@ def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=Fals
     if dv.size:
         launches("flash_attn_backward_v", B * Hkv * Sk, rows_per, Sq, out_grad=dv)
     return result((dq, dk, dv), numpy_out)
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import Meta, OpDef, declare, same
+
+
+def _attention_rule(q, k, v, *, is_causal=False, scale=None, window=(-1, -1), alibi_slopes=None, softcap=None,
+                    return_lse=False, route=None):
+    out = Meta(tuple(q.shape[:3]) + tuple(v.shape[3:]), np.dtype(q.dtype))
+    return (out, Meta(tuple(q.shape[:3]), np.dtype(np.float32))) if return_lse else out
+
+
+def _torch_sdpa(q, k, v, is_causal=False, scale=None, window=(-1, -1), softcap=None, return_lse=False):
+    import torch
+    if tuple(window) != (-1, -1) or softcap is not None or return_lse:
+        raise NotImplementedError("torch reference covers plain (causal) attention only")
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale,
+                                                            enable_gqa=q.shape[1] != k.shape[1])
+
+
+_ATTN_OPTS = ("bool is_causal=False, float? scale=None, int[] window=[-1, -1], Tensor? alibi_slopes=None, "
+              "float? softcap=None")
+declare(
+    # torch: returns (output, lse) always (lse is what the backward reads)
+    OpDef("scaled_dot_product_attention", scaled_dot_product_attention, _attention_rule, torch=_torch_sdpa,
+          reference=("", '''b_, hq, sq, d_ = q.shape
+hkv, sk = k.shape[1], k.shape[2]
+kk = k.repeat_interleave(hq // hkv, dim=1)     # GQA: query head h reads kv head h // (hq / hkv)
+vv = v.repeat_interleave(hq // hkv, dim=1)
+s = (q @ kk.transpose(-1, -2)) * (1.0 / math.sqrt(d_) if scale is None else scale)   # [b, h, sq, sk]
+if softcap is not None:
+    s = softcap * torch.tanh(s / softcap)
+rel = torch.arange(sk)[None, :] - torch.arange(sq)[:, None] - (sk - sq)   # masks align bottom-right
+if alibi_slopes is not None:
+    s = s - alibi_slopes[None, :, None, None] * rel.abs()
+left, right = window[0], (0 if is_causal else window[1])
+visible = torch.ones(sq, sk, dtype=torch.bool)
+if left >= 0:
+    visible &= rel >= -left
+if right >= 0:
+    visible &= rel <= right
+s = s.masked_fill(~visible, float("-inf"))
+m = s.amax(-1, keepdim=True)
+m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+p = torch.exp(s - m)
+l = p.sum(-1, keepdim=True)
+output = (p / torch.where(l > 0, l, torch.ones_like(l))) @ vv
+lse = (torch.log(l) + m).squeeze(-1)           # natural log; -inf for a row that sees no key'''),
+          grad="attention", route="attention_route",
+          schema=f"(Tensor q, Tensor k, Tensor v, {_ATTN_OPTS}) -> (Tensor, Tensor)",
+          export={"var_dims": ("B", "S_q", "S_kv"), "small_keep": ("H_q", "H_kv")}),
+    OpDef("scaled_dot_product_attention_backward", scaled_dot_product_attention_backward,
+          lambda do, q, k, v, o, lse, **kw: (same(q), same(k), same(v)),
+          schema=f"(Tensor do, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, {_ATTN_OPTS}) "
+                 "-> (Tensor, Tensor, Tensor)",
+          export={"skip": "inputs o and lse must be the forward's outputs for q, k, v; independent random inputs "
+                          "make the gradient ill-defined"}),
+)

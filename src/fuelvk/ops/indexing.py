@@ -344,3 +344,33 @@ def index_add(base, axis, index, src):
     s_idx[ax] = ids.strides[0]
     return _accumulate("index_add", "index_add", base, src, ids, kind, ax, src.shape, src.strides, s_idx,
                        numpy_out)
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import Meta, OpDef, broadcast as _broadcast, declare, same
+
+
+def _take_rule(x, indices, axis=None):
+    if axis is None:
+        return Meta(tuple(indices.shape), np.dtype(x.dtype))
+    ax = axis % x.ndim
+    return Meta(tuple(x.shape[:ax]) + tuple(indices.shape) + tuple(x.shape[ax + 1:]), np.dtype(x.dtype))
+
+
+def _take_along_rule(x, indices, axis):
+    shape = list(x.shape)
+    shape[axis % x.ndim] = indices.shape[axis % x.ndim]
+    return Meta(_broadcast(shape, indices.shape), np.dtype(x.dtype))
+
+
+# FlashInfer-Bench's random ints span [-1024, 1024) and would index out of range.
+_INDEX = {"skip": "integer index input: FlashInfer-Bench's random ints span [-1024, 1024) and would index out of range"}
+_SCATTER = "(Tensor base, int dim, Tensor index, Tensor src) -> Tensor"   # torch adds the in-place <name>_
+declare(
+    OpDef("take", take, _take_rule, grad="take", schema="(Tensor x, Tensor indices, int? axis=None) -> Tensor",
+          export=_INDEX),
+    OpDef("take_along_axis", take_along_axis, _take_along_rule, grad="take_along_axis",
+          schema="(Tensor x, Tensor indices, int axis) -> Tensor", export=_INDEX),
+    OpDef("scatter_add", scatter_add, same, grad="scatter_add", schema=_SCATTER, export=_INDEX),
+    OpDef("index_add", index_add, same, grad="index_add", schema=_SCATTER, export=_INDEX),
+)

@@ -378,3 +378,43 @@ def _matmul_blocks(a, b, out, plan, n_rep, route):
             r = matmul(aw, windowed(b2[:, n0:n1]), out_dtype, route=route)
             ow = windowed(o2[m0:m1, n0:n1])
             launch_write(kernel("write_slice", _dt.width_tag(out_dtype)), ow, r)
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import Meta, OpDef, broadcast as _broadcast, declare
+
+
+def _matmul_rule(a, b, out_dtype=None, *, n_rep=1, route=None):
+    """numpy's matmul shape (1-d operands promoted, then their dim dropped; batch dims broadcast; n_rep
+    repeats b's head dim, the third from last); dtype: out_dtype, else a's where a and b agree, else float32."""
+    a2 = tuple(a.shape) if a.ndim > 1 else (1,) + tuple(a.shape)
+    b2 = tuple(b.shape) if b.ndim > 1 else tuple(b.shape) + (1,)
+    bb = list(b2[:-2])
+    if n_rep > 1:
+        bb[-1] *= n_rep
+    shape = list(_broadcast(a2[:-2], bb)) + ([a2[-2]] if a.ndim > 1 else []) + ([b2[-1]] if b.ndim > 1 else [])
+    dt = _dt.dtype(out_dtype) if out_dtype is not None else (
+        np.dtype(a.dtype) if np.dtype(a.dtype) == np.dtype(b.dtype) else _dt.float32)
+    return Meta(tuple(shape), dt)
+
+
+def _np_matmul(a, b, out_dtype=None, n_rep=1):
+    if n_rep != 1:
+        raise NotImplementedError("numpy reference has no n_rep (GQA broadcast)")
+    return np.matmul(a, b)
+
+
+def _torch_matmul(a, b, out_dtype=None, n_rep=1):
+    import torch
+    if n_rep != 1:
+        raise NotImplementedError("torch reference has no n_rep (GQA broadcast)")
+    if a.dtype != b.dtype:                # torch needs one dtype; promote like fuelvk's result
+        a, b = a.float(), b.float()
+    return torch.matmul(a, b)
+
+
+declare(OpDef("matmul", matmul, _matmul_rule, numpy=_np_matmul, torch=_torch_matmul, reference=("", """\
+if n_rep > 1:   # GQA broadcast: b's last batch axis (heads) repeats n_rep times
+    b = b.repeat_interleave(n_rep, dim=-3)
+output = torch.matmul(a, b)"""), grad="matmul", route="matmul_route", schema="(Tensor a, Tensor b) -> Tensor",
+    export={"var_dims": ("M",)}))

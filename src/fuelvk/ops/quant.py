@@ -306,3 +306,46 @@ def load_gguf(path):
             raise
         raise FormatError(f"load_gguf: {path} is not a readable GGUF file ({type(e).__name__}: {e})") from e
     return out
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import Meta, OpDef, declare
+
+
+def _block_kind(kind, blocks):
+    """The block kind a call names (a QuantTensor carries its own)."""
+    return kind if kind is not None else blocks.kind
+
+
+def _quantize_rule(x, kind="q8_0"):
+    """GGML blocks travel as uint8 [rows, bytes per row] (gguf's layout)."""
+    return Meta(tuple(x.shape[:-1]) + (x.shape[-1] // BLOCK[kind][0] * BLOCK[kind][1],), np.dtype(np.uint8))
+
+
+def _dequantize_rule(blocks, kind=None, shape=None):
+    values, nbytes = BLOCK[_block_kind(kind, blocks)]
+    out = tuple(shape) if shape is not None else tuple(blocks.shape[:-1]) + (blocks.shape[-1] // nbytes * values,)
+    return Meta(out, np.dtype(np.float32))
+
+
+def _qmatmul_rule(x, w_blocks, kind=None, shape=None, route=None):
+    return Meta(tuple(x.shape[:-1]) + (w_blocks.shape[0],), np.dtype(np.float32))
+
+
+def call_route(x, w_blocks, kind=None, shape=None, route=None):
+    """qmatmul_route for a qmatmul call's own arguments (the record's route resolver: the bench reports it)."""
+    if isinstance(w_blocks, QuantTensor):
+        return qmatmul_route(x, w_blocks, route=route)
+    return qmatmul_route(x, _logical_shape("qmatmul", _kind("qmatmul", kind), shape, w_blocks.shape), route=route)
+
+
+# torch ops take kind as a str and the blocks as uint8 tensors; the last dim of the values is bytes / block
+# bytes * block values (fuelvk.quant's rule).
+_UINT8 = {"skip": "GGUF blocks are uint8 byte streams: no FlashInfer-Bench dtype (uint8) describes them"}
+declare(
+    OpDef("quant.quantize", quantize, _quantize_rule, schema="(Tensor x, str kind='q8_0') -> Tensor", export=_UINT8),
+    OpDef("quant.dequantize", dequantize, _dequantize_rule, schema="(Tensor blocks, str kind) -> Tensor",
+          export=_UINT8),
+    OpDef("quant.qmatmul", qmatmul, _qmatmul_rule, grad="qmatmul", route="call_route",
+          schema="(Tensor x, Tensor w_blocks, str kind) -> Tensor", export=_UINT8),
+)
