@@ -13,9 +13,8 @@ transposed problem); cooperative matrix where the device has it and M, N, K are 
 its tile; on such devices the small scalar kernel for half types the coop tiles cannot take;
 else on GPUs 1 < M < 32 -> register-tiled, M >= 32 -> shared-memory tiled, and on CPU devices
 (lavapipe) register-tiled for every M > 1: there shared memory is plain memory reached through the
-same per-lane load loops as buffers, and barriers are coroutine switches; measured on lavapipe
-(one run, under load) the shared-memory kernel was 4-8x slower at M = 17, 32 and 256 (e.g.
-256 x 1024 x 256: 16 ms register-tiled, 135 ms tiled). A route whose pipeline exceeds the device
+same per-lane load loops as buffers, and barriers are coroutine switches (docs/MEASUREMENTS.md:
+the shared-memory kernel measured several times slower there at every M). A route whose pipeline exceeds the device
 limits (FUELVK_LIMITS=small included: the tiled kernel's 16,640 B of shared memory, coop's 24 KiB)
 is skipped (the register tile instead); available_routes() lists what remains. `route=` or
 FUELVK_MATMUL_ROUTE forces one; a route the device, its limits or the shape cannot take raises a
@@ -214,13 +213,9 @@ def _sg8(dev):
 
 def _reg_tile(M, N, lc):
     """(rows, column groups) per invocation of the register tile, whose lanes own `lc` columns (one
-    texel of B) per group. Measured on lavapipe (texel loads, huge pages; % of the FMA calibration
-    kernel measured next to it, medians of 3 interleaved runs): 32 rows x 8 columns per lane best
-    (f32 1024^3: 32 x 8 ~100%, 16 x 8 ~94%, 64 x 8 ~58%, 32 x 4 ~74%; f16: 32 x 8 ~91%, 16 x 8 ~89%,
-    64 x 8 ~75%; 512 x 4096 x 4096 f32: 32 x 8 ~92%). Fewer rows when M is smaller; one group when N
-    fits one workgroup. matvec (one row, B [K, N]) is best with two groups for every dtype
-    (1 x 4096 x 4096: f32 2 groups 12-13 GB/s, 8 groups 6-9; bf16 B 2 groups 8-9 GB/s, 1 group
-    4.5-4.9, 4 groups 4.8-6.2)."""
+    texel of B) per group: 32 rows x 8 columns per lane, fewer rows when M is smaller, one group when
+    N fits one workgroup, two groups for matvec (one row, B [K, N]) -- the best of the sweeps in
+    docs/MEASUREMENTS.md."""
     tm = next((t for t in matmul_kernels.REG_TM if t >= M), matmul_kernels.REG_TM[-1])
     if N <= 64 * lc:
         return tm, 1
