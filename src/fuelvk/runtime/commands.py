@@ -183,20 +183,36 @@ class Stream:
         for b, w in zip(buffers, writes):
             h = b.key
             if h in written or (w and h in read):
-                lib.vkCmdPipelineBarrier(self.cb, STAGES, STAGES, 0, 1, self._barrier, 0, ffi.NULL, 0, ffi.NULL)
-                self.barriers += 1
-                written.clear()
-                read.clear()
+                self._full_barrier()
                 break
         for b, w in zip(buffers, writes):
             (written if w else read).add(b.key)
 
+    def _full_barrier(self):
+        lib.vkCmdPipelineBarrier(self.cb, STAGES, STAGES, 0, 1, self._barrier, 0, ffi.NULL, 0, ffi.NULL)
+        self.barriers += 1
+        self.written.clear()
+        self.read.clear()
+
     def dispatch(self, pipe, groups, buffers, writes, push):
-        """Record one dispatch of `pipe` binding `buffers` (writes[i] true for outputs)."""
+        """Record one dispatch of `pipe` binding `buffers` (writes[i] true for outputs).
+
+        The hot path of every op: hazard check, descriptor bytes, and the flush test are inlined, and no
+        cffi object is created (the descriptor structs are the pipeline's, filled by one byte copy)."""
         with self.lock:
             if self.cur is None:
                 self._begin()
-            self._hazard(buffers, writes)
+            written, read = self.written, self.read
+            keys = [b.key for b in buffers]
+            for h, w in zip(keys, writes):
+                if h in written or (w and h in read):
+                    self._full_barrier()
+                    break
+            for h, w in zip(keys, writes):
+                if w:
+                    written.add(h)
+                else:
+                    read.add(h)
             cb = self.cb
             if self.bound is not pipe:
                 lib.vkCmdBindPipeline(cb, COMPUTE, pipe.handle)
@@ -206,15 +222,16 @@ class Stream:
                 lib.vkCmdPushConstants(cb, pipe.layout, STAGE_COMPUTE, 0, len(push), push)
             lib.vkCmdDispatch(cb, groups[0], groups[1], groups[2])
             self.dispatches += 1
-            self._recorded(buffers)
+            self.cur.resources.append(buffers)
+            self.count += 1
+            if self.count >= FLUSH_EVERY or self.pool.fresh >= PIN_BYTES:
+                self.flush()
 
     @staticmethod
     def _point(pipe, buffers):
-        """Aim pipe's pre-built descriptor writes at `buffers` (texel bindings through a buffer view)."""
-        for info, b in zip(pipe.infos_list, buffers):
-            info.buffer = b.handle
-            info.offset = b.offset
-            info.range = b.size
+        """Aim pipe's pre-built descriptor writes at `buffers` (texel bindings through a buffer view):
+        one copy of the buffers' packed VkDescriptorBufferInfo bytes (a count mismatch raises)."""
+        pipe.infos_bytes[:] = b"".join([b.descriptor for b in buffers])
         for i, fmt, kind, what in pipe.texel:
             b = buffers[i]
             pipe.views[i] = b.pool.texel_view(b, fmt, kind, what)
@@ -227,7 +244,7 @@ class Stream:
     def _bind_set(self, cb, pipe, buffers):
         """Bind a descriptor set holding `buffers`, written once per batch for each (pipeline, bindings):
         split launches over the same arrays reuse it."""
-        key = (pipe, *[(b.handle, b.offset, b.size) for b in buffers])
+        key = (pipe, b"".join([b.descriptor for b in buffers]))
         ds = self.sets.get(key)
         if ds is None:
             self._point(pipe, buffers)
