@@ -312,11 +312,11 @@ class MemoryPool:
                 free = self.free[(size, host)]
             chunk, offset = free.pop()
             chunk.n_free -= 1
-            self.in_use += size
+            in_use = self.in_use = self.in_use + size
             self.fresh += size
-            if self.in_use > self.peak_in_use:
-                self.peak_in_use = self.in_use
-        return Buffer(self, chunk, offset, size, host)
+            if in_use > self.peak_in_use:
+                self.peak_in_use = in_use
+            return Buffer(self, chunk, offset, size, host)
 
     def _reclaim(self):
         """Put the slots of dead Buffers back on their free lists (under the lock)."""
