@@ -108,9 +108,9 @@ class PipelineCache:
 
     def signature(self, variant):
         """The variant's named interface (kernels.signature.Signature), from this cache's manifest."""
-        sig = self._signatures.get(variant.id)
+        sig = self._signatures.get(variant._id)
         if sig is None:
-            sig = self._signatures[variant.id] = Signature(variant.id, self.meta(variant.id))
+            sig = self._signatures[variant._id] = Signature(variant.id, self.meta(variant.id))
         return sig
 
     def _module(self, vid):
