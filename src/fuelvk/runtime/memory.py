@@ -48,6 +48,7 @@ MIN_BYTES = 256          # also the slot alignment: >= every device's minStorage
 CHUNK_BYTES = 8 << 20    # slots up to this size share chunks; larger sizes get a chunk each
 
 
+@functools.lru_cache(maxsize=4096)   # every allocation asks; the sizes in use repeat
 def size_class(nbytes):
     """Round up to 256 B, then to the next of 4 steps per power of two (<= 25% waste)."""
     n = max(int(nbytes), MIN_BYTES)
