@@ -7,7 +7,7 @@ import torch
 
 import fuelvk as fv
 from . import device as D
-from ._aten import A, KERNELS, W, _float, kernel, operand  # noqa: F401
+from ._aten import KERNELS, _float, array_of, kernel, operand, tensor_of
 from ._bridge import numpy_dtype
 from ._fallback import Unhandled, run_on_cpu
 
@@ -19,18 +19,18 @@ def native_dropout(input, p, train):
     the scaling runs on the device: input * mask * (1 / (1 - p)) in the CPU kernel's order."""
     _float(input)
     if train is False:
-        return W(fv.copy(A(input))), D.upload(torch.ones(tuple(input.shape), dtype=torch.bool))
+        return tensor_of(fv.copy(array_of(input))), D.upload(torch.ones(tuple(input.shape), dtype=torch.bool))
     keep = 1.0 - p
     mask = D.upload(torch.empty(tuple(input.shape), dtype=input.dtype).bernoulli_(keep))
-    out = fv.multiply(fv.multiply(A(input), A(mask)), 0.0 if keep == 0 else 1.0 / keep)
-    return W(out), W(fv.not_equal(A(mask), 0))
+    out = fv.multiply(fv.multiply(array_of(input), array_of(mask)), 0.0 if keep == 0 else 1.0 / keep)
+    return tensor_of(out), tensor_of(fv.not_equal(array_of(mask), 0))
 
 
 @kernel("native_dropout_backward")
 def native_dropout_backward(grad_output, mask, scale):
     _float(grad_output)
-    g = A(grad_output)
-    return W(fv.multiply(fv.masked_fill(g, fv.equal(A(mask), False), 0), scale))
+    g = array_of(grad_output)
+    return tensor_of(fv.multiply(fv.masked_fill(g, fv.equal(array_of(mask), False), 0), scale))
 
 
 # -- gelu (tanh approximation) --------------------------------------------------------------------
@@ -43,44 +43,44 @@ def _gelu_tanh(approximate):
 def gelu(self, approximate="none"):
     _gelu_tanh(approximate)
     _float(self)
-    return W(fv.gelu(A(self)))
+    return tensor_of(fv.gelu(array_of(self)))
 
 
 # -- activation backwards (aten's formulas call these) -----------------------------------------------
 @kernel("sigmoid_backward")
 def sigmoid_backward(grad_output, output):
-    y = A(output)
-    return W(fv.multiply(fv.multiply(A(grad_output), y), fv.subtract(1.0, y)))
+    y = array_of(output)
+    return tensor_of(fv.multiply(fv.multiply(array_of(grad_output), y), fv.subtract(1.0, y)))
 
 
 @kernel("tanh_backward")
 def tanh_backward(grad_output, output):
-    return W(fv.multiply(A(grad_output), fv.subtract(1.0, fv.square(A(output)))))
+    return tensor_of(fv.multiply(array_of(grad_output), fv.subtract(1.0, fv.square(array_of(output)))))
 
 
 @kernel("silu_backward")
 def silu_backward(grad_output, self):
-    x = A(self)
+    x = array_of(self)
     s = fv.sigmoid(x)
-    return W(fv.multiply(fv.multiply(A(grad_output), s), fv.add(fv.multiply(x, fv.subtract(1.0, s)), 1.0)))
+    return tensor_of(fv.multiply(fv.multiply(array_of(grad_output), s), fv.add(fv.multiply(x, fv.subtract(1.0, s)), 1.0)))
 
 
 @kernel("threshold_backward")
 def threshold_backward(grad_output, self, threshold):
-    return W(fv.masked_fill(A(grad_output), fv.less_equal(A(self), threshold), 0))
+    return tensor_of(fv.masked_fill(array_of(grad_output), fv.less_equal(array_of(self), threshold), 0))
 
 
 @kernel("gelu_backward")
 def gelu_backward(grad_output, self, approximate="none"):
     """d/dx of 0.5 x (1 + tanh(k (x + c x^3))), k = sqrt(2/pi), c = 0.044715."""
     _gelu_tanh(approximate)
-    x = A(self)
+    x = array_of(self)
     k, c = math.sqrt(2 / math.pi), 0.044715
     x2 = fv.square(x)
     t = fv.tanh(fv.multiply(fv.multiply(x, fv.affine(x2, c, 1.0)), k))
     dt = fv.multiply(fv.subtract(1.0, fv.square(t)), fv.affine(x2, 3 * c * k, k))
     d = fv.affine(fv.add(t, fv.multiply(x, dt)), 0.5, 0.5)
-    return W(fv.multiply(A(grad_output), d))
+    return tensor_of(fv.multiply(array_of(grad_output), d))
 
 
 # -- convolution ------------------------------------------------------------------------------------
@@ -89,8 +89,8 @@ def convolution_overrideable(input, weight, bias, stride, padding, dilation, tra
     """torch sends a non-CPU/CUDA device's convolution here (its own kernel only raises): fuelvk.conv2d
     for a plain 2-D convolution, aten::convolution on the CPU for the rest (1-D/3-D, transposed)."""
     if not transposed and input.dim() == 4 and weight.dim() == 4 and D.is_fuelvk(weight):
-        b = A(bias) if bias is not None else None
-        return W(fv.conv2d(A(input), A(weight), b, tuple(stride), tuple(padding), tuple(dilation), groups))
+        b = array_of(bias) if bias is not None else None
+        return tensor_of(fv.conv2d(array_of(input), array_of(weight), b, tuple(stride), tuple(padding), tuple(dilation), groups))
     return run_on_cpu(torch.ops.aten.convolution.default, (input, weight, bias, stride, padding, dilation,
                                                           transposed, output_padding, groups), {},
                       "only plain 2-D convolutions run on fuelvk", "aten::convolution_overrideable")
@@ -116,7 +116,7 @@ def _no_half_to_float(half_to_float):
 def _softmax(self, dim, half_to_float):
     _no_half_to_float(half_to_float)
     _float(self)
-    return W(fv.softmax(A(self), axis=dim))
+    return tensor_of(fv.softmax(array_of(self), axis=dim))
 
 
 @kernel("_safe_softmax")
@@ -125,28 +125,28 @@ def _safe_softmax(self, dim, dtype=None):
     if dtype is not None and dtype != self.dtype:
         raise Unhandled(f"dtype={dtype}")
     _float(self)
-    x = A(self)
+    x = array_of(self)
     empty_rows = fv.equal(fv.max(x, axis=dim, keepdims=True), -math.inf)
-    return W(fv.masked_fill(fv.softmax(x, axis=dim), empty_rows.broadcast_to(x.shape), 0))
+    return tensor_of(fv.masked_fill(fv.softmax(x, axis=dim), empty_rows.broadcast_to(x.shape), 0))
 
 
 @kernel("_softmax_backward_data")
 def _softmax_backward_data(grad_output, output, dim, input_dtype):
-    return W(fv.softmax_backward(A(output), A(grad_output), axis=dim))
+    return tensor_of(fv.softmax_backward(array_of(output), array_of(grad_output), axis=dim))
 
 
 @kernel("_log_softmax")
 def _log_softmax(self, dim, half_to_float):
     _no_half_to_float(half_to_float)
     _float(self)
-    z = fv.subtract(A(self), fv.max(A(self), axis=dim, keepdims=True))
-    return W(fv.subtract(z, fv.log(fv.sum(fv.exp(z), axis=dim, keepdims=True))))
+    z = fv.subtract(array_of(self), fv.max(array_of(self), axis=dim, keepdims=True))
+    return tensor_of(fv.subtract(z, fv.log(fv.sum(fv.exp(z), axis=dim, keepdims=True))))
 
 
 @kernel("_log_softmax_backward_data")
 def _log_softmax_backward_data(grad_output, output, dim, input_dtype):
-    g = A(grad_output)
-    return W(fv.subtract(g, fv.multiply(fv.exp(A(output)), fv.sum(g, axis=dim, keepdims=True))))
+    g = array_of(grad_output)
+    return tensor_of(fv.subtract(g, fv.multiply(fv.exp(array_of(output)), fv.sum(g, axis=dim, keepdims=True))))
 
 
 _REDUCTION = {0: None, 1: "mean", 2: "sum"}
@@ -157,7 +157,7 @@ def mse_loss(self, target, reduction=1):
     npdt = numpy_dtype("aten", _float(self, target))
     sq = fv.square(fv.subtract(operand(self, npdt), operand(target, npdt)))
     r = _REDUCTION[reduction]
-    return W(sq if r is None else (fv.mean(sq) if r == "mean" else fv.sum(sq)))
+    return tensor_of(sq if r is None else (fv.mean(sq) if r == "mean" else fv.sum(sq)))
 
 
 @kernel("mse_loss_backward")
@@ -165,7 +165,7 @@ def mse_loss_backward(grad_output, self, target, reduction):
     npdt = numpy_dtype("aten", _float(self, target))
     scale = 2.0 / self.numel() if _REDUCTION[reduction] == "mean" else 2.0
     d = fv.subtract(operand(self, npdt), operand(target, npdt))
-    return W(fv.multiply(fv.multiply(d, scale), operand(grad_output, npdt)))
+    return tensor_of(fv.multiply(fv.multiply(d, scale), operand(grad_output, npdt)))
 
 
 def _nll_parts(self, target, weight, ignore_index):
@@ -173,8 +173,8 @@ def _nll_parts(self, target, weight, ignore_index):
     if self.dim() not in (1, 2) or not D.is_fuelvk(target):
         raise Unhandled("an input of more than 2 dims (nll_loss2d) or a CPU target")
     npdt = numpy_dtype("nll_loss", _float(self))
-    x = A(self).reshape(1, -1) if self.dim() == 1 else A(self)
-    t = A(target).reshape(-1)
+    x = array_of(self).reshape(1, -1) if self.dim() == 1 else array_of(self)
+    t = array_of(target).reshape(-1)
     ignored = fv.equal(t, ignore_index)
     safe = fv.masked_fill(t, ignored, 0).reshape(-1, 1)
     if weight is None:
@@ -192,27 +192,27 @@ def nll_loss_forward(self, target, weight, reduction, ignore_index):
     r = _REDUCTION[reduction]
     if r is None:
         out = losses if self.dim() == 2 else losses.reshape(())
-        return W(out), W(fv.zeros((), x.dtype))
+        return tensor_of(out), tensor_of(fv.zeros((), x.dtype))
     out = fv.sum(losses)
-    return W(fv.divide(out, total) if r == "mean" else out), W(total)
+    return tensor_of(fv.divide(out, total) if r == "mean" else out), tensor_of(total)
 
 
 @kernel("nll_loss_backward")
 def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
     x, safe, w = _nll_parts(self, target, weight, ignore_index)
-    g = A(grad_output).reshape(-1) if grad_output.dim() else A(grad_output)
+    g = array_of(grad_output).reshape(-1) if grad_output.dim() else array_of(grad_output)
     vals = fv.negative(fv.multiply(w, g))
     if _REDUCTION[reduction] == "mean":
-        vals = fv.divide(vals, A(total_weight))
+        vals = fv.divide(vals, array_of(total_weight))
     grad = fv.scatter_add(fv.zeros(x.shape, x.dtype), 1, safe, vals.reshape(-1, 1))
-    return W(grad.reshape(tuple(self.shape)))
+    return tensor_of(grad.reshape(tuple(self.shape)))
 
 
 # -- norms -----------------------------------------------------------------------------------------
 def _rows(t, k):
     """t as (rows, cols) over its last k dims (a view when the layout allows)."""
     cols = math.prod(t.shape[t.dim() - k:]) if k else 1
-    return A(t).reshape(-1, cols)
+    return array_of(t).reshape(-1, cols)
 
 
 @kernel("native_layer_norm")
@@ -220,32 +220,32 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     _float(input)
     k = len(normalized_shape)
     x = _rows(input, k)
-    w = A(weight).reshape(-1) if weight is not None else None
-    b = A(bias).reshape(-1) if bias is not None else None
+    w = array_of(weight).reshape(-1) if weight is not None else None
+    b = array_of(bias).reshape(-1) if bias is not None else None
     out = fv.layer_norm(x, eps, w, b).reshape(tuple(input.shape))
     mean = fv.mean(x, axis=-1, keepdims=True)
     var = fv.mean(fv.square(fv.subtract(x, mean)), axis=-1, keepdims=True)
     rstd = fv.reciprocal(fv.sqrt(fv.add(var, eps)))
     stat = tuple(input.shape[:input.dim() - k]) + (1,) * k
-    return W(out), W(mean.reshape(stat)), W(rstd.reshape(stat))
+    return tensor_of(out), tensor_of(mean.reshape(stat)), tensor_of(rstd.reshape(stat))
 
 
 @kernel("native_layer_norm_backward")
 def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
     k = len(normalized_shape)
     x, g = _rows(input, k), _rows(grad_out, k)
-    m, r = A(mean).reshape(-1, 1), A(rstd).reshape(-1, 1)
+    m, r = array_of(mean).reshape(-1, 1), array_of(rstd).reshape(-1, 1)
     xhat = fv.multiply(fv.subtract(x, m), r)
     dx = dw = db = None
     if output_mask[0]:
-        gw = fv.multiply(g, A(weight).reshape(-1)) if weight is not None else g
+        gw = fv.multiply(g, array_of(weight).reshape(-1)) if weight is not None else g
         inner = fv.subtract(fv.subtract(gw, fv.mean(gw, axis=-1, keepdims=True)),
                             fv.multiply(xhat, fv.mean(fv.multiply(gw, xhat), axis=-1, keepdims=True)))
-        dx = W(fv.multiply(inner, r).reshape(tuple(input.shape)))
+        dx = tensor_of(fv.multiply(inner, r).reshape(tuple(input.shape)))
     if output_mask[1] and weight is not None:
-        dw = W(fv.sum(fv.multiply(g, xhat), axis=0).reshape(tuple(weight.shape)))
+        dw = tensor_of(fv.sum(fv.multiply(g, xhat), axis=0).reshape(tuple(weight.shape)))
     if output_mask[2] and bias is not None:
-        db = W(fv.sum(g, axis=0).reshape(tuple(bias.shape)))
+        db = tensor_of(fv.sum(g, axis=0).reshape(tuple(bias.shape)))
     return dx, dw, db
 
 
@@ -259,7 +259,7 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
     scale = fv.reciprocal(fv.sqrt(fv.add(operand(running_var, npdt), eps)))
     if weight is not None:
         scale = fv.multiply(scale, operand(weight, npdt))
-    y = fv.multiply(fv.subtract(A(input), operand(running_mean, npdt).reshape(shape)), scale.reshape(shape))
+    y = fv.multiply(fv.subtract(array_of(input), operand(running_mean, npdt).reshape(shape)), scale.reshape(shape))
     if bias is not None:
         y = fv.add(y, operand(bias, npdt).reshape(shape))
-    return W(y), D.empty([0], input.dtype), D.empty([0], input.dtype)
+    return tensor_of(y), D.empty([0], input.dtype), D.empty([0], input.dtype)
