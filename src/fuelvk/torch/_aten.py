@@ -225,17 +225,22 @@ for _name in ("view", "as_strided", "_reshape_alias", "unfold", "set_.source_Sto
 
 
 # -- elementwise -------------------------------------------------------------------------------------
+# torch's arithmetic on bools: + and max are or, * and min are and
+_BOOL_OPS = {fv.add: fv.logical_or, fv.maximum: fv.logical_or, fv.multiply: fv.logical_and,
+             fv.minimum: fv.logical_and}
+
+
 def _binary(f, a, b, alpha=1):
     """f(a, b * alpha) in torch's result dtype (true division of integers gives the default float)."""
     dt = _numeric(a, b)
     if f is fv.divide and dt in INTS:
         dt = torch.get_default_dtype()
-    if dt == torch.bool and f is not fv.add:
+    if dt == torch.bool and f not in _BOOL_OPS:
         raise Unhandled(f"bool operands of {f.__name__}")
     npdt = numpy_dtype("aten", dt)
     x, y = operand(a, npdt), operand(b, npdt)
-    if dt == torch.bool:   # bool + bool is logical or
-        return fv.logical_or(x, y)
+    if dt == torch.bool:
+        return _BOOL_OPS[f](x, y)
     if alpha != 1:
         y = fv.multiply(y, alpha) if isinstance(y, Array) else y * alpha
     return f(x, y)

@@ -3,9 +3,11 @@ log_softmax (+ the safe softmax of torch's math attention), mse / nll losses, la
 dropout, convolution. Registered through _aten's KERNELS (see _aten.py for the rules)."""
 import math
 
+import numpy as np
 import torch
 
 import fuelvk as fv
+from .. import dtypes as _dt
 from . import device as D
 from ._aten import KERNELS, _float, array_of, kernel, operand, tensor_of
 from ._bridge import numpy_dtype
@@ -33,17 +35,53 @@ def native_dropout_backward(grad_output, mask, scale):
     return tensor_of(fv.multiply(fv.masked_fill(g, fv.equal(array_of(mask), False), 0), scale))
 
 
-# -- gelu (tanh approximation) --------------------------------------------------------------------
-def _gelu_tanh(approximate):
-    if approximate != "tanh":
-        raise Unhandled(f"gelu(approximate={approximate!r}): fuelvk's gelu is the tanh approximation")
+# -- gelu, erf ------------------------------------------------------------------------------------------
+# erf has no fuelvk kernel: Abramowitz & Stegun 7.1.26, |error| < 1.5e-7 (float32's resolution near 1),
+# computed in float32 (half inputs are widened and the result rounded back); float64 is refused.
+_ERF_P = 0.3275911
+_ERF_A = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
+
+
+def _widened(x):
+    """(x in float32 if it is a half type, else x; x's dtype)."""
+    return (x.astype(np.float32) if x.dtype in (_dt.float16, _dt.bfloat16) else x), x.dtype
+
+
+def _narrowed(x, dt):
+    return x if x.dtype == dt else x.astype(dt)
+
+
+def _erf(x):
+    """erf of a float32/f16/bf16 Array, in float32 then back to x's dtype."""
+    if x.dtype == np.float64:
+        raise Unhandled("erf in float64 (fuelvk's erf is accurate to float32)")
+    dt, x = x.dtype, x.astype(np.float32) if x.dtype != np.float32 else x
+    ax = fv.abs(x)
+    t = fv.reciprocal(fv.affine(ax, _ERF_P, 1.0))
+    poly = fv.multiply(t, _ERF_A[0])
+    for c in _ERF_A[1:]:
+        poly = fv.multiply(fv.add(poly, c), t)
+    y = fv.subtract(1.0, fv.multiply(poly, fv.exp(fv.negative(fv.square(ax)))))
+    y = fv.multiply(y, fv.sign(x))
+    return y if dt == np.float32 else y.astype(dt)
+
+
+@kernel("erf")
+def erf(self):
+    _float(self)
+    return tensor_of(_erf(array_of(self)))
 
 
 @kernel("gelu")
 def gelu(self, approximate="none"):
-    _gelu_tanh(approximate)
+    """tanh: fuelvk's gelu kernel; none (exact): 0.5 x (1 + erf(x / sqrt 2))."""
     _float(self)
-    return tensor_of(fv.gelu(array_of(self)))
+    x = array_of(self)
+    if approximate == "tanh":
+        return tensor_of(fv.gelu(x))
+    x, dt = _widened(x)   # half inputs: computed in float32 and rounded once, as torch's CPU kernel does
+    return tensor_of(_narrowed(fv.multiply(fv.multiply(x, 0.5), fv.add(_erf(fv.multiply(x, math.sqrt(0.5))), 1.0)),
+                               dt))
 
 
 # -- activation backwards (aten's formulas call these) -----------------------------------------------
@@ -72,15 +110,20 @@ def threshold_backward(grad_output, self, threshold):
 
 @kernel("gelu_backward")
 def gelu_backward(grad_output, self, approximate="none"):
-    """d/dx of 0.5 x (1 + tanh(k (x + c x^3))), k = sqrt(2/pi), c = 0.044715."""
-    _gelu_tanh(approximate)
-    x = array_of(self)
-    k, c = math.sqrt(2 / math.pi), 0.044715
+    """tanh: d/dx of 0.5 x (1 + tanh(k (x + c x^3))), k = sqrt(2/pi), c = 0.044715;
+    none: 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi)."""
+    _float(self)
+    x, dt = _widened(array_of(self))
     x2 = fv.square(x)
-    t = fv.tanh(fv.multiply(fv.multiply(x, fv.affine(x2, c, 1.0)), k))
-    dt = fv.multiply(fv.subtract(1.0, fv.square(t)), fv.affine(x2, 3 * c * k, k))
-    d = fv.affine(fv.add(t, fv.multiply(x, dt)), 0.5, 0.5)
-    return tensor_of(fv.multiply(array_of(grad_output), d))
+    if approximate == "tanh":
+        k, c = math.sqrt(2 / math.pi), 0.044715
+        t = fv.tanh(fv.multiply(fv.multiply(x, fv.affine(x2, c, 1.0)), k))
+        dt = fv.multiply(fv.subtract(1.0, fv.square(t)), fv.affine(x2, 3 * c * k, k))
+        d = fv.affine(fv.add(t, fv.multiply(x, dt)), 0.5, 0.5)
+    else:
+        cdf = fv.affine(_erf(fv.multiply(x, math.sqrt(0.5))), 0.5, 0.5)
+        d = fv.add(cdf, fv.multiply(x, fv.multiply(fv.exp(fv.multiply(x2, -0.5)), 1 / math.sqrt(2 * math.pi))))
+    return tensor_of(_narrowed(fv.multiply(_widened(array_of(grad_output))[0], d), dt))
 
 
 # -- convolution ------------------------------------------------------------------------------------
@@ -263,3 +306,75 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
     if bias is not None:
         y = fv.add(y, operand(bias, npdt).reshape(shape))
     return tensor_of(y), D.empty([0], input.dtype), D.empty([0], input.dtype)
+
+
+# -- pooling ---------------------------------------------------------------------------------------
+def _pool_size(n, k, s, p, d, ceil_mode):
+    """torch's pooling output size along one dim."""
+    span = n + 2 * p - d * (k - 1) - 1
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (out - 1) * s >= n + p:   # the last window must start inside the input or left pad
+        out -= 1
+    return out
+
+
+def _pair(v, default=None):
+    v = list(v) if v else list(default)
+    return v * 2 if len(v) == 1 else v
+
+
+@kernel("max_pool2d_with_indices")
+def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """The maximum over each window as one fuelvk.maximum per window offset, on strided views of the
+    input padded with -inf; indices (flat h * W + w into the unpadded plane, torch's first on ties) kept
+    alongside by a select where an offset is strictly greater."""
+    _float(self)
+    (kh, kw), (sh, sw) = _pair(kernel_size), _pair(stride, kernel_size)
+    (ph, pw), (dh, dw) = _pair(padding if isinstance(padding, (list, tuple)) else [padding]), \
+        _pair(dilation if isinstance(dilation, (list, tuple)) else [dilation])
+    x = array_of(self)
+    h, w = self.shape[-2:]
+    oh, ow = _pool_size(h, kh, sh, ph, dh, ceil_mode), _pool_size(w, kw, sw, pw, dw, ceil_mode)
+    right_h, right_w = (oh - 1) * sh + dh * (kh - 1) + 1 - h - ph, (ow - 1) * sw + dw * (kw - 1) + 1 - w - pw
+    lead = [(0, 0)] * (self.dim() - 2)
+    xp = fv.pad(x, lead + [(ph, max(right_h, 0)), (pw, max(right_w, 0))], constant_values=-math.inf)
+    # flat input position of every padded cell (-1 in the padding)
+    pos = fv.arange(h * w, dtype=np.int64).reshape(h, w)
+    posp = fv.pad(pos, [(ph, max(right_h, 0)), (pw, max(right_w, 0))], constant_values=-1)
+    best = idx = None
+    for i in range(kh):
+        for j in range(kw):
+            key = (Ellipsis, slice(i * dh, i * dh + (oh - 1) * sh + 1, sh), slice(j * dw, j * dw + (ow - 1) * sw + 1, sw))
+            v, p = xp[key], posp[key].broadcast_to(tuple(self.shape[:-2]) + (oh, ow))
+            if best is None:
+                best, idx = fv.copy(v), fv.copy(p)
+                continue
+            more = fv.greater(v, best)
+            best = fv.maximum(best, v)
+            idx = fv.where(more, p, idx)
+    return tensor_of(best), tensor_of(idx)
+
+
+@kernel("max_pool2d_with_indices.out")
+def max_pool2d_with_indices_out(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False, *,
+                                out, indices):
+    v, i = max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode)
+    for dst, src in ((out, v), (indices, i)):
+        if tuple(dst.shape) != tuple(src.shape):
+            D.resize_(dst, tuple(src.shape))
+        D.assign(dst, array_of(src))
+    return out, indices
+
+
+@kernel("_adaptive_avg_pool2d")
+def _adaptive_avg_pool2d(self, output_size):
+    """Adaptive average pooling when the output size divides the input (equal windows): a mean over a
+    reshape; uneven windows are not covered."""
+    _float(self)
+    h, w = self.shape[-2:]
+    oh, ow = output_size
+    if oh == 0 or ow == 0 or h % oh or w % ow:
+        raise Unhandled(f"adaptive pooling {h}x{w} -> {oh}x{ow} with uneven windows")
+    lead = tuple(self.shape[:-2])
+    x = array_of(self).reshape(lead + (oh, h // oh, ow, w // ow))
+    return tensor_of(fv.mean(x, axis=(-3, -1)))
