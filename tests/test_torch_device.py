@@ -583,3 +583,144 @@ def test_compile_aot_eager_on_device(no_fallback):
     x, w = torch.randn(4, 8), torch.randn(8, 3)
     g = torch.compile(f, backend="aot_eager", fullgraph=True)
     close(g(x.to(DEV), w.to(DEV)), f(x, w), rtol=1e-5, atol=1e-5)
+
+
+# -- integers, indexing, sorting, optimizers (what HF generate() and training reach) -------------------
+def _ints():
+    return torch.tensor([[1, 2, 3], [4, 5, -(2 ** 40)]]), torch.tensor([[0, 1, 1], [1, 0, 1]], dtype=torch.bool)
+
+
+INT_OPS = {
+    "add": lambda a, m: a + 1, "mul_wraps": lambda a, m: a * a, "rsub": lambda a, m: 1 - a,
+    "true_div": lambda a, m: a / 2, "and": lambda a, m: a & 3, "xor": lambda a, m: a ^ a.flip(1),
+    "bool_mul": lambda a, m: m * m.flip(0), "bool_add": lambda a, m: m + m.flip(0), "not": lambda a, m: ~m,
+    "sum": lambda a, m: a.sum(), "sum_dim": lambda a, m: a.sum(1), "bool_sum": lambda a, m: m.sum(0),
+    "cumsum": lambda a, m: a.cumsum(1), "mask_cumsum": lambda a, m: m.long().cumsum(-1),
+    "max": lambda a, m: a.max(), "min": lambda a, m: a.min(), "amax": lambda a, m: a.amax(0),
+    "any": lambda a, m: m.any(), "all_dim": lambda a, m: m.all(1), "any_int": lambda a, m: a.any(0),
+    "isin": lambda a, m: torch.isin(a, torch.tensor([3, 5]).to(a.device)),
+    "isin_invert": lambda a, m: torch.isin(a, torch.tensor([3, 5]).to(a.device), invert=True),
+    "eq": lambda a, m: a == 5, "logical_and": lambda a, m: torch.logical_and(a, m),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INT_OPS))
+def test_integer_ops_exact(name, no_fallback):
+    a, m = _ints()
+    close(INT_OPS[name](a.to(DEV), m.to(DEV)), INT_OPS[name](a, m), rtol=0, atol=0)
+
+
+_X = torch.arange(60.).reshape(3, 4, 5) * 0.37 % 1.9
+INDEX_KEYS = {
+    "one": lambda i, j, m: (i,), "second": lambda i, j, m: (slice(None), j), "two": lambda i, j, m: (i, j),
+    "apart": lambda i, j, m: (i, slice(None), j), "last_two": lambda i, j, m: (slice(None), i, j),
+    "mask": lambda i, j, m: (m,), "ellipsis": lambda i, j, m: (Ellipsis, j),
+}
+
+
+def _keys(name, dev):
+    i, j, m = torch.tensor([[0, 2], [1, -1]]), torch.tensor([1, 3]), _X[..., 0] > 0.8
+    key = INDEX_KEYS[name](i, j, m)
+    return tuple(k.to(DEV) if dev and isinstance(k, torch.Tensor) else k for k in key)
+
+
+@pytest.mark.parametrize("name", sorted(INDEX_KEYS))
+def test_advanced_index_and_put(name, no_fallback):
+    x = _X.clone()
+    xd = x.to(DEV)
+    close(xd[_keys(name, True)], x[_keys(name, False)], rtol=0, atol=0)
+    if name not in ("two", "apart", "last_two", "one"):   # (those index a row twice: covered by accumulate)
+        xd[_keys(name, True)] = -1.5
+        x[_keys(name, False)] = -1.5
+        close(xd, x, rtol=0, atol=0)
+    v = torch.arange(float(x[_keys(name, False)].numel())).reshape(x[_keys(name, False)].shape)
+    torch.ops.aten.index_put_(x, _index_list(_keys(name, False), x.dim()), v, True)
+    torch.ops.aten.index_put_(xd, _index_list(_keys(name, True), x.dim()), v.to(DEV), True)
+    close(xd, x, rtol=0, atol=1e-6)
+
+
+def _index_list(key, ndim):
+    """A getitem key as index_put_'s list (None for a full slice, the ellipsis expanded)."""
+    if key[0] is Ellipsis:
+        key = (slice(None),) * (ndim - len(key) + 1) + key[1:]
+    return tuple(None if isinstance(k, slice) else k for k in key)
+
+
+def test_index_put_unique_rows_and_scatter(no_fallback):
+    x = _X[0].clone()
+    xd = x.to(DEV)
+    rows, v = torch.tensor([2, 0]), torch.randn(2, 5)
+    x[rows] = v
+    xd[rows.to(DEV)] = v.to(DEV)
+    close(xd, x, rtol=0, atol=0)
+    idx = torch.tensor([[0, 1], [2, 3], [4, 0], [1, 2]])
+    src = torch.randn(4, 3)
+    close(xd.scatter(1, idx.to(DEV), src.to(DEV)), x.scatter(1, idx, src), rtol=0, atol=0)
+    close(xd.scatter(1, idx.to(DEV), 2.5), x.scatter(1, idx, 2.5), rtol=0, atol=0)
+
+
+def test_sort_topk(no_fallback):
+    x = torch.randperm(24, generator=torch.Generator().manual_seed(0)).float().reshape(4, 6)
+    xd = x.to(DEV)
+    for got, want in ((xd.sort(1), x.sort(1)), (xd.sort(0, descending=True), x.sort(0, descending=True)),
+                      (xd.topk(3), x.topk(3)), (xd.topk(2, 0, largest=False), x.topk(2, 0, largest=False))):
+        close(got[0], want[0], rtol=0, atol=0)
+        close(got[1], want[1], rtol=0, atol=0)
+    close(xd.argsort(1), x.argsort(1), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: torch.optim.AdamW(p, lr=0.1), lambda p: torch.optim.AdamW(p, lr=0.1, foreach=True),
+    lambda p: torch.optim.Adam(p, lr=0.1, amsgrad=True),
+    lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)],
+    ids=["adamw", "adamw_foreach", "adam_amsgrad", "sgd_nesterov"])
+def test_optimizer_steps_on_device(make, no_fallback):
+    torch.manual_seed(0)
+    m = torch.nn.Linear(4, 3)
+    md = copy.deepcopy(m).to(DEV)
+    oc, od = make(m.parameters()), make(md.parameters())
+    x = torch.randn(5, 4)
+    for _ in range(3):
+        for model, opt, inp in ((m, oc, x), (md, od, x.to(DEV))):
+            opt.zero_grad()
+            model(inp).square().sum().backward()
+            opt.step()
+    close(md.weight, m.weight, rtol=1e-5, atol=1e-5)
+    close(md.bias, m.bias, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("kind", ["causal", "bool_mask", "additive_mask"])
+def test_sdpa_gqa_dtypes_forward_backward(kind, dtype, no_fallback):
+    """enable_gqa (4 query heads on 2 kv heads), Sq 5 != Sk 7 (causal aligned top-left, as torch)."""
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 4, 5, 8, generator=g).to(dtype).requires_grad_()
+    k, v = (torch.randn(2, 2, 7, 8, generator=g).to(dtype).requires_grad_() for _ in range(2))
+    kw = {"causal": {"is_causal": True}, "bool_mask": {"attn_mask": torch.rand(5, 7, generator=g) > 0.3},
+          "additive_mask": {"attn_mask": torch.randn(5, 7, generator=g).to(dtype)}}[kind]
+    dev = [t.detach().to(DEV).requires_grad_() for t in (q, k, v)]
+    o = TF.scaled_dot_product_attention(q, k, v, enable_gqa=True, **kw)
+    od = TF.scaled_dot_product_attention(*dev, enable_gqa=True, **{a: b.to(DEV) for a, b in kw.items()
+                                                                    if isinstance(b, torch.Tensor)},
+                                         **{a: b for a, b in kw.items() if not isinstance(b, torch.Tensor)})
+    o.float().square().sum().backward()
+    od.float().square().sum().backward()
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    close(od, o, rtol=tol, atol=tol)
+    for a, b in zip(dev, (q, k, v)):
+        close(a.grad, b.grad, rtol=5 * tol, atol=5 * tol)
+
+
+def test_erf_gelu_maxpool(no_fallback):
+    x = torch.randn(2, 3, 9, 10) * 2
+    xd = x.to(DEV).requires_grad_()
+    xc = x.clone().requires_grad_()
+    close(torch.erf(xd), torch.erf(x), rtol=0, atol=1e-6)
+    TF.gelu(xd).sum().backward()
+    TF.gelu(xc).sum().backward()
+    close(xd.grad, xc.grad, rtol=0, atol=1e-5)
+    for kw in ({"kernel_size": 3, "stride": 2, "padding": 1}, {"kernel_size": 2},
+               {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}, {"kernel_size": 3, "dilation": 2}):
+        got, want = TF.max_pool2d(x.to(DEV), return_indices=True, **kw), TF.max_pool2d(x, return_indices=True, **kw)
+        close(got[0], want[0], rtol=0, atol=0)
+        close(got[1], want[1], rtol=0, atol=0)

@@ -60,8 +60,48 @@ def _guarded(fn, op):
 
 
 def register(lib):
-    for name, fn in KERNELS.items():
+    for name, fn in {**KERNELS, **_out_variants()}.items():
         lib.impl(name, _guarded(fn, _overload(name)), "PrivateUse1")
+
+
+def _signature(schema):
+    """((name, type) of the non-out arguments, names of the out arguments) of an aten schema."""
+    outs = [a.name for a in schema.arguments if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
+    return [(a.name, str(a.type)) for a in schema.arguments if a.name not in outs], outs
+
+
+def _out_variants():
+    """The out= overloads (maximum.out, topk.values, scatter.src_out, ...) of every functional kernel that
+    has no kernel of its own: the functional kernel, its results written into the out tensors (resized
+    as torch does). Matched by schema: the same arguments plus keyword-only written outputs."""
+    found = {}
+    for name, fn in KERNELS.items():
+        functional = _overload(name)
+        args, outs = _signature(functional._schema)
+        if outs:
+            continue
+        packet = getattr(torch.ops.aten, name.partition(".")[0])
+        for ov in packet.overloads():
+            full = f"{packet._qualified_op_name.split('::')[1]}.{ov}"
+            if full in KERNELS or full in found:
+                continue
+            oargs, oouts = _signature(getattr(packet, ov)._schema)
+            if oouts and oargs == args:
+                found[full] = _writes_outs(fn, oouts)
+    return found
+
+
+def _writes_outs(fn, out_names):
+    def k(*args, **kwargs):
+        outs = [kwargs.pop(n) for n in out_names]
+        results = fn(*args, **kwargs)
+        results = results if isinstance(results, tuple) else (results,)
+        for dst, src in zip(outs, results):
+            if tuple(dst.shape) != tuple(src.shape):
+                D.resize_(dst, tuple(src.shape))
+            D.assign(dst, array_of(src))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+    return k
 
 
 # -- helpers ---------------------------------------------------------------------------------------
@@ -684,6 +724,108 @@ def index(self, indices):
     return tensor_of(fv.copy(out) if not out.is_contiguous else out)
 
 
+def _once_each(counts):
+    """Raise Unhandled when some position is written twice (counts > 1): torch leaves which write wins
+    unspecified, and fuelvk composes the write from sums, which would add them. Waits for the device."""
+    if fv.any(fv.greater(counts, 1)).item():
+        raise Unhandled("duplicate indices in a non-accumulating write")
+
+
+def _put_rows(flat, lin, vals, accumulate):
+    """flat[lin[k]] = vals[k] (or += with accumulate): index_add for the sum, a select for the write."""
+    if accumulate:
+        return fv.index_add(flat, 0, lin, vals.astype(flat.dtype))
+    ones = fv.ones((lin.shape[0],) + (1,) * (flat.ndim - 1), dtype=np.float32).broadcast_to((lin.shape[0],) + flat.shape[1:])
+    counts = fv.index_add(fv.zeros(flat.shape, dtype=np.float32), 0, lin, fv.copy(ones))
+    _once_each(counts)
+    written = fv.index_add(fv.zeros(flat.shape, flat.dtype), 0, lin, vals.astype(flat.dtype))
+    return fv.where(fv.greater(counts, 0), written, flat)
+
+
+@kernel("_index_put_impl_")
+def _index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
+    """self[indices] = values (+= with accumulate), torch's advanced-index assignment: the indexed dims
+    flattened to one (as in index), rows written by _put_rows, the result written back into self."""
+    given = [i for i in indices if i is not None]
+    if (len(given) == 1 and given[0].dtype == torch.bool and indices[0] is not None and not accumulate
+            and values.numel() == 1 and D.is_fuelvk(given[0])):   # x[mask] = scalar: one masked_fill
+        mask = array_of(given[0]).reshape(tuple(given[0].shape) + (1,) * (self.dim() - given[0].dim()))
+        return _into(self, fv.masked_fill(array_of(self), mask.broadcast_to(tuple(self.shape)),
+                                          array_of(values).reshape(()).astype(array_of(self).dtype)))
+    dims, idx, shape = _index_arrays(self, indices)
+    if not dims:
+        raise Unhandled("an index_put_ without index tensors")
+    perm, adjacent = _index_layout(self, dims)
+    rest = tuple(self.shape[d] for d in perm[len(dims):])
+    npdt = array_of(self).dtype
+    vals = operand(values, npdt)
+    if not isinstance(vals, Array):
+        vals = fv.full((), vals, dtype=npdt)
+    k = len(shape)
+    # values as torch's index result lays them out, then in (index dims, rest) order
+    if adjacent and dims[0] > 0:
+        lead = dims[0]
+        laid = tuple(self.shape[:lead]) + shape + tuple(self.shape[lead + len(dims):])
+        vals = fv.permute_dims(vals.broadcast_to(laid), tuple(range(lead, lead + k)) + tuple(range(lead))
+                               + tuple(range(lead + k, len(laid))))
+    vals = fv.copy(vals.broadcast_to(shape + rest)).reshape((-1,) + rest)
+    x = fv.permute_dims(array_of(self), tuple(perm))
+    permuted = x.shape
+    flat = _put_rows(fv.copy(x).reshape((-1,) + rest), _linear_index(self, dims, idx), vals, accumulate)
+    inverse = tuple(perm.index(i) for i in range(self.dim()))
+    return _into(self, fv.permute_dims(flat.reshape(permuted), inverse))
+
+
+def _scatter(self, dim, index, src=None, value=None):
+    """torch.scatter: positions index names along dim take src's (or value); the rest keep self's."""
+    if not D.is_fuelvk(index):
+        raise Unhandled("a CPU index")
+    d = dim % max(self.dim(), 1)
+    x = array_of(self)
+    idx = _index(index)
+    counts = fv.scatter_add(fv.zeros(x.shape, dtype=np.float32), d, idx, fv.ones(idx.shape, dtype=np.float32))
+    if src is None:
+        return fv.masked_fill(x, fv.greater(counts, 0), operand(value))
+    if not D.is_fuelvk(src):
+        raise Unhandled("a CPU src")
+    _once_each(counts)
+    cut = tuple(slice(0, n) for n in index.shape)
+    written = fv.scatter_add(fv.zeros(x.shape, x.dtype), d, idx, array_of(src)[cut].astype(x.dtype))
+    return fv.where(fv.greater(counts, 0), written, x)
+
+
+KERNELS["scatter.src"] = lambda self, dim, index, src: tensor_of(_scatter(self, dim, index, src=src))
+KERNELS["scatter.value"] = lambda self, dim, index, value: tensor_of(_scatter(self, dim, index, value=value))
+KERNELS["scatter_.src"] = lambda self, dim, index, src: _into(self, _scatter(self, dim, index, src=src))
+KERNELS["scatter_.value"] = lambda self, dim, index, value: _into(self, _scatter(self, dim, index, value=value))
+
+
+@kernel("sort.stable")
+def sort_stable(self, *, stable=False, dim=-1, descending=False):
+    """(values, indices) by fuelvk's stable argsort (torch allows any order of ties when not stable)."""
+    if self.dim() == 0:
+        return tensor_of(fv.copy(array_of(self))), tensor_of(fv.zeros((), np.int64))
+    d = dim % self.dim()
+    order = fv.argsort(array_of(self), axis=d, descending=descending, stable=True)
+    return tensor_of(fv.take_along_axis(array_of(self), order, axis=d)), tensor_of(order.astype(np.int64))
+
+
+@kernel("sort")
+def sort(self, dim=-1, descending=False):
+    return sort_stable(self, stable=False, dim=dim, descending=descending)
+
+
+@kernel("topk")
+def topk(self, k, dim=-1, largest=True, sorted=True):
+    """The k largest (smallest) along dim, in order: the first k of a stable argsort."""
+    if self.dim() == 0:
+        return sort(self)
+    d = dim % self.dim()
+    order = fv.argsort(array_of(self), axis=d, descending=largest, stable=True)
+    order = fv.copy(order[(slice(None),) * d + (slice(0, k),)])
+    return tensor_of(fv.take_along_axis(array_of(self), order, axis=d)), tensor_of(order.astype(np.int64))
+
+
 def _var_mean(self, dim=None, correction=None, keepdim=False):
     """(var, mean) with torch's correction (default 1): fuelvk.api's two-pass var_mean."""
     _float(self)
@@ -783,6 +925,10 @@ def _clamp(self, min=None, max=None):
     return x if x is not array_of(self) else fv.copy(x)
 
 
+for _name, _f in (("clamp_min", fv.maximum), ("clamp_max", fv.minimum)):
+    _k = (lambda f: lambda self, bound: tensor_of(_binary(f, self, bound)))(_f)
+    KERNELS[_name] = KERNELS[_name + ".Tensor"] = _k
+    KERNELS[_name + "_"] = KERNELS[_name + "_.Tensor"] = _in_place(_k)
 KERNELS["clamp"] = lambda self, min=None, max=None: tensor_of(_clamp(self, min, max))
 KERNELS["clamp_"] = lambda self, min=None, max=None: _into(self, _clamp(self, min, max))
 

@@ -150,16 +150,15 @@ def convolution_backward_overrideable(grad_output, input, weight, stride, paddin
 
 
 # -- softmax, losses ---------------------------------------------------------------------------------
-def _no_half_to_float(half_to_float):
-    if half_to_float:
-        raise Unhandled("half_to_float=True")
+def _widen_if(x, half_to_float):
+    """softmax's half_to_float: a half input computed and returned in float32."""
+    return x.astype(np.float32) if half_to_float and x.dtype in (_dt.float16, _dt.bfloat16) else x
 
 
 @kernel("_softmax")
 def _softmax(self, dim, half_to_float):
-    _no_half_to_float(half_to_float)
     _float(self)
-    return tensor_of(fv.softmax(array_of(self), axis=dim))
+    return tensor_of(fv.softmax(_widen_if(array_of(self), half_to_float), axis=dim))
 
 
 @kernel("_safe_softmax")
@@ -180,9 +179,9 @@ def _softmax_backward_data(grad_output, output, dim, input_dtype):
 
 @kernel("_log_softmax")
 def _log_softmax(self, dim, half_to_float):
-    _no_half_to_float(half_to_float)
     _float(self)
-    z = fv.subtract(array_of(self), fv.max(array_of(self), axis=dim, keepdims=True))
+    x = _widen_if(array_of(self), half_to_float)
+    z = fv.subtract(x, fv.max(x, axis=dim, keepdims=True))
     return tensor_of(fv.subtract(z, fv.log(fv.sum(fv.exp(z), axis=dim, keepdims=True))))
 
 
