@@ -9,7 +9,7 @@ import torch
 import fuelvk as fv
 from .. import dtypes as _dt
 from . import device as D
-from ._aten import KERNELS, _float, array_of, kernel, operand, tensor_of
+from ._aten import KERNELS, _float, array_of, kernel, operand, sum_over, tensor_of
 from ._bridge import numpy_dtype
 from ._fallback import Unhandled, run_on_cpu
 
@@ -285,9 +285,9 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
                             fv.multiply(xhat, fv.mean(fv.multiply(gw, xhat), axis=-1, keepdims=True)))
         dx = tensor_of(fv.multiply(inner, r).reshape(tuple(input.shape)))
     if output_mask[1] and weight is not None:
-        dw = tensor_of(fv.sum(fv.multiply(g, xhat), axis=0).reshape(tuple(weight.shape)))
+        dw = tensor_of(sum_over(fv.multiply(g, xhat), (0,)).reshape(tuple(weight.shape)))
     if output_mask[2] and bias is not None:
-        db = tensor_of(fv.sum(g, axis=0).reshape(tuple(bias.shape)))
+        db = tensor_of(sum_over(g, (0,)).reshape(tuple(bias.shape)))
     return dx, dw, db
 
 
