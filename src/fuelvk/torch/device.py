@@ -107,6 +107,8 @@ def register_device():
     fallback = torch.library.Library("_", "IMPL")
     fallback.fallback(_fallback.fallback, "PrivateUse1")
     _LIBS.extend((kernels, fallback))
+    from . import _distributed
+    _distributed.register()
     _registered = True
     _patch_printing()
     _patch_storage()
