@@ -198,3 +198,25 @@ def test_resnet18_forward_matches_cpu():
         ref = cpu(x)
         got = dev(x.to(DEV)).cpu()
     torch.testing.assert_close(got, ref, rtol=1e-3, atol=1e-3)
+
+
+def test_resnet18_trains_like_cpu():
+    """Training mode (batch statistics, conv and batch-norm backward), two SGD steps."""
+    torch.manual_seed(0)
+    cpu, dev = _twins(ResNet18(width=8, classes=10))
+    cpu.train()
+    dev.train()
+    x, y = torch.randn(4, 3, 32, 32), torch.tensor([1, 0, 3, 9])
+    opts = [torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for m in (cpu, dev)]
+    for _ in range(2):
+        losses = []
+        for m, opt, xx, yy in ((cpu, opts[0], x, y), (dev, opts[1], x.to(DEV), y.to(DEV))):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(m(xx), yy)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        assert abs(losses[0] - losses[1]) < 1e-3, losses   # (batch norm over 4 values at 1x1 in layer4)
+    params = dict(dev.named_parameters())
+    for name, p in cpu.named_parameters():
+        torch.testing.assert_close(params[name].detach().cpu(), p.detach(), rtol=1e-3, atol=1e-3, msg=name)

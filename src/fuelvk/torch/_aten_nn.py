@@ -142,11 +142,59 @@ def convolution_overrideable(input, weight, bias, stride, padding, dilation, tra
 @kernel("convolution_backward_overrideable")
 def convolution_backward_overrideable(grad_output, input, weight, stride, padding, dilation, transposed,
                                       output_padding, groups, output_mask):
-    bias_sizes = [weight.shape[1] * groups if transposed else weight.shape[0]]
-    return run_on_cpu(torch.ops.aten.convolution_backward.default,
-                      (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
-                       output_padding, groups, output_mask), {},
-                      "no fuelvk convolution backward yet", "aten::convolution_backward_overrideable")
+    """A plain 2-D convolution's gradients as fuelvk.conv2d calls (per group): the input's is the
+    gradient spread onto a stride-dilated grid correlated with the flipped, channel-swapped weight;
+    the weight's is the input correlated with the gradient (batch as channels, stride and dilation
+    swapped); the bias's is a sum. Transposed and non-2-D convolutions run on the CPU."""
+    if transposed or input.dim() != 4 or not D.is_fuelvk(weight):
+        bias_sizes = [weight.shape[1] * groups if transposed else weight.shape[0]]
+        return run_on_cpu(torch.ops.aten.convolution_backward.default,
+                          (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+                           output_padding, groups, output_mask), {},
+                          "only plain 2-D convolutions run on fuelvk", "aten::convolution_backward_overrideable")
+    _float(input)
+    g, x, w = array_of(grad_output), array_of(input), array_of(weight)
+    cin, cout = x.shape[1] // groups, w.shape[0] // groups
+    parts = [(g[:, k * cout:(k + 1) * cout], x[:, k * cin:(k + 1) * cin], w[k * cout:(k + 1) * cout])
+             for k in range(groups)]
+    gx = gw = gb = None
+    if output_mask[0]:
+        gx = tensor_of(_cat1([_conv_grad_input(gg, tuple(x.shape[2:]), ww, stride, padding, dilation)
+                              for gg, _, ww in parts], 1))
+    if output_mask[1]:
+        gw = tensor_of(_cat1([_conv_grad_weight(gg, xx, tuple(w.shape[2:]), stride, padding, dilation)
+                              for gg, xx, _ in parts], 0))
+    if output_mask[2]:
+        gb = tensor_of(sum_over(g, (0, 2, 3)))
+    return gx, gw, gb
+
+
+def _cat1(arrays, axis):
+    return arrays[0] if len(arrays) == 1 else fv.concatenate(arrays, axis=axis)
+
+
+def _conv_grad_input(g, size, w, stride, padding, dilation):
+    n, o, oh, ow = g.shape
+    k = w.shape[2:]
+    spread = [size[i] + (k[i] - 1) * dilation[i] for i in range(2)]   # the grid the full correlation reads
+    lead = [(k[i] - 1) * dilation[i] - padding[i] for i in range(2)]  # where gradient row 0 lands on it
+    keys, first = [], []
+    for i, m in enumerate((oh, ow)):   # gradient rows landing outside the grid only touch padding: dropped
+        y0 = max(0, -(lead[i] // stride[i])) if lead[i] < 0 else 0
+        y1 = min(m - 1, (spread[i] - 1 - lead[i]) // stride[i])
+        first.append(lead[i] + y0 * stride[i])
+        keys.append((slice(y0, y1 + 1), slice(first[i], first[i] + (y1 - y0) * stride[i] + 1, stride[i])))
+    grid = fv.zeros((n, o, spread[0], spread[1]), dtype=g.dtype)
+    grid[:, :, keys[0][1], keys[1][1]] = g[:, :, keys[0][0], keys[1][0]]
+    flipped = fv.copy(fv.permute_dims(fv.flip(w, (2, 3)), (1, 0, 2, 3)))
+    return fv.conv2d(grid, flipped, None, (1, 1), (0, 0), tuple(dilation), 1)
+
+
+def _conv_grad_weight(g, x, k, stride, padding, dilation):
+    xt = fv.copy(fv.permute_dims(x, (1, 0, 2, 3)))
+    gt = fv.copy(fv.permute_dims(g, (1, 0, 2, 3)))
+    out = fv.conv2d(xt, gt, None, tuple(dilation), tuple(padding), tuple(stride), 1)   # [C, O, >=kh, >=kw]
+    return fv.copy(fv.permute_dims(out[:, :, :k[0], :k[1]], (1, 0, 2, 3)))
 
 
 # -- softmax, losses ---------------------------------------------------------------------------------
@@ -291,20 +339,72 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
     return dx, dw, db
 
 
+def _channel_shape(input):
+    return (1, -1) + (1,) * (input.dim() - 2)
+
+
 @kernel("native_batch_norm")
 def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
-    """Inference batch norm (running statistics) over dim 1: (x - mean) * rsqrt(var + eps) * w + b."""
-    if training or running_mean is None or running_var is None:
-        raise Unhandled("training-mode batch norm (batch statistics, running-stat updates)")
+    """Batch norm over dim 1. Training: batch statistics (biased variance normalizes, the unbiased one
+    updates running_var), running statistics updated in place; eval: the running statistics."""
     npdt = numpy_dtype("batch_norm", _float(input))
-    shape = (1, -1) + (1,) * (input.dim() - 2)
-    scale = fv.reciprocal(fv.sqrt(fv.add(operand(running_var, npdt), eps)))
-    if weight is not None:
-        scale = fv.multiply(scale, operand(weight, npdt))
-    y = fv.multiply(fv.subtract(array_of(input), operand(running_mean, npdt).reshape(shape)), scale.reshape(shape))
+    shape = _channel_shape(input)
+    x = array_of(input)
+    axes = (0,) + tuple(range(2, input.dim()))
+    if training:
+        count = input.numel() // input.shape[1]
+        mean = sum_over(x, axes, mean=True)
+        var = sum_over(fv.square(fv.subtract(x, mean.reshape(shape))), axes, mean=True)
+        if running_mean is not None:
+            D.assign(running_mean, fv.add(fv.multiply(array_of(running_mean), 1 - momentum),
+                                          fv.multiply(mean, momentum)))
+        if running_var is not None:
+            unbiased = fv.multiply(var, count / max(count - 1, 1))
+            D.assign(running_var, fv.add(fv.multiply(array_of(running_var), 1 - momentum),
+                                         fv.multiply(unbiased, momentum)))
+    elif running_mean is None or running_var is None:
+        raise Unhandled("eval-mode batch norm without running statistics")
+    else:
+        mean, var = operand(running_mean, npdt), operand(running_var, npdt)
+    invstd = fv.reciprocal(fv.sqrt(fv.add(var, eps)))
+    scale = fv.multiply(invstd, operand(weight, npdt)) if weight is not None else invstd
+    y = fv.multiply(fv.subtract(x, mean.reshape(shape)), scale.reshape(shape))
     if bias is not None:
         y = fv.add(y, operand(bias, npdt).reshape(shape))
+    if training:
+        return tensor_of(y), tensor_of(mean), tensor_of(invstd)
     return tensor_of(y), D.empty([0], input.dtype), D.empty([0], input.dtype)
+
+
+@kernel("native_batch_norm_backward")
+def native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train,
+                               eps, output_mask):
+    """dx = w invstd (g - mean(g) - xhat mean(g xhat)) in training (g w invstd in eval), dw = sum(g xhat),
+    db = sum(g), over every dim but 1."""
+    npdt = numpy_dtype("batch_norm", _float(input))
+    shape = _channel_shape(input)
+    axes = (0,) + tuple(range(2, input.dim()))
+    g, x = array_of(grad_out), array_of(input)
+    if train:
+        mean, invstd = array_of(save_mean), array_of(save_invstd)
+    else:
+        mean = operand(running_mean, npdt)
+        invstd = fv.reciprocal(fv.sqrt(fv.add(operand(running_var, npdt), eps)))
+    xhat = fv.multiply(fv.subtract(x, mean.reshape(shape)), invstd.reshape(shape))
+    scale = fv.multiply(invstd, operand(weight, npdt)) if weight is not None else invstd
+    dx = dw = db = None
+    if output_mask[0]:
+        if train:
+            inner = fv.subtract(fv.subtract(g, sum_over(g, axes, True, mean=True)),
+                                fv.multiply(xhat, sum_over(fv.multiply(g, xhat), axes, True, mean=True)))
+        else:
+            inner = g
+        dx = tensor_of(fv.multiply(inner, scale.reshape(shape)))
+    if output_mask[1] and weight is not None:
+        dw = tensor_of(sum_over(fv.multiply(g, xhat), axes))
+    if output_mask[2] and weight is not None:
+        db = tensor_of(sum_over(g, axes))
+    return dx, dw, db
 
 
 # -- pooling ---------------------------------------------------------------------------------------
@@ -377,3 +477,27 @@ def _adaptive_avg_pool2d(self, output_size):
     lead = tuple(self.shape[:-2])
     x = array_of(self).reshape(lead + (oh, h // oh, ow, w // ow))
     return tensor_of(fv.mean(x, axis=(-3, -1)))
+
+
+@kernel("max_pool2d_with_indices_backward")
+def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """Each output's gradient added at its argmax (indices: flat positions in the input plane)."""
+    _float(self)
+    lead, plane = tuple(self.shape[:-2]), self.shape[-2] * self.shape[-1]
+    g = fv.copy(array_of(grad_output)).reshape(lead + (-1,))
+    idx = fv.copy(array_of(indices)).reshape(lead + (-1,))
+    out = fv.scatter_add(fv.zeros(lead + (plane,), dtype=g.dtype), len(lead), idx, g)
+    return tensor_of(out.reshape(tuple(self.shape)))
+
+
+@kernel("_adaptive_avg_pool2d_backward")
+def _adaptive_avg_pool2d_backward(grad_output, self):
+    """Each window's gradient spread evenly over it (the even windows _adaptive_avg_pool2d covers)."""
+    _float(self)
+    h, w = self.shape[-2:]
+    oh, ow = grad_output.shape[-2:]
+    if h % oh or w % ow:
+        raise Unhandled(f"adaptive pooling {h}x{w} -> {oh}x{ow} with uneven windows")
+    lead = tuple(self.shape[:-2])
+    g = fv.multiply(array_of(grad_output), 1.0 / ((h // oh) * (w // ow))).reshape(lead + (oh, 1, ow, 1))
+    return tensor_of(fv.copy(g.broadcast_to(lead + (oh, h // oh, ow, w // ow))).reshape(tuple(self.shape)))
