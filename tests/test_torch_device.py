@@ -719,8 +719,10 @@ def test_erf_gelu_maxpool(no_fallback):
     TF.gelu(xd).sum().backward()
     TF.gelu(xc).sum().backward()
     close(xd.grad, xc.grad, rtol=0, atol=1e-5)
+    x[0, 0, :3, :3] = -float("inf")   # an all -inf window points at its first cell inside the input, as torch
     for kw in ({"kernel_size": 3, "stride": 2, "padding": 1}, {"kernel_size": 2},
-               {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}, {"kernel_size": 3, "dilation": 2}):
+               {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}, {"kernel_size": 3, "dilation": 2},
+               {"kernel_size": 3, "dilation": 2, "padding": 1}):
         got, want = TF.max_pool2d(x.to(DEV), return_indices=True, **kw), TF.max_pool2d(x, return_indices=True, **kw)
         close(got[0], want[0], rtol=0, atol=0)
         close(got[1], want[1], rtol=0, atol=0)

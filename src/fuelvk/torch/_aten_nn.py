@@ -422,6 +422,13 @@ def _pair(v, default=None):
     return v * 2 if len(v) == 1 else v
 
 
+def _first_inside(start, dilation):
+    """The first window cell at or after start that is inside the input (torch: while < 0 += dilation)."""
+    while start < 0:
+        start += dilation
+    return start
+
+
 @kernel("max_pool2d_with_indices")
 def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     """The maximum over each window as one fuelvk.maximum per window offset, on strided views of the
@@ -440,14 +447,17 @@ def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1,
     # flat input position of every padded cell (-1 in the padding)
     pos = fv.arange(h * w, dtype=np.int64).reshape(h, w)
     posp = fv.pad(pos, [(ph, max(right_h, 0)), (pw, max(right_w, 0))], constant_values=-1)
-    best = idx = None
+    batch = tuple(self.shape[:-2]) + (oh, ow)
+    # torch's start: maximum -inf at each window's first cell inside the input (so an all -inf window
+    # points there, never into the padding); a later cell wins only when strictly greater
+    first = np.add.outer(np.array([_first_inside(y * sh - ph, dh) for y in range(oh)]) * w,
+                         np.array([_first_inside(x * sw - pw, dw) for x in range(ow)]))
+    best = fv.full(batch, -math.inf, dtype=x.dtype)
+    idx = fv.asarray(first.astype(np.int64)).broadcast_to(batch)
     for i in range(kh):
         for j in range(kw):
             key = (Ellipsis, slice(i * dh, i * dh + (oh - 1) * sh + 1, sh), slice(j * dw, j * dw + (ow - 1) * sw + 1, sw))
-            v, p = xp[key], posp[key].broadcast_to(tuple(self.shape[:-2]) + (oh, ow))
-            if best is None:
-                best, idx = fv.copy(v), fv.copy(p)
-                continue
+            v, p = xp[key], posp[key].broadcast_to(batch)
             more = fv.greater(v, best)
             best = fv.maximum(best, v)
             idx = fv.where(more, p, idx)
