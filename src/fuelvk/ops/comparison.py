@@ -128,3 +128,11 @@ def _make(name):
 for _name in COMPARE_OPS:
     globals()[_name] = _make(_name)
 del _name
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import Meta, OpDef, binary as _binary_rule, declare
+
+_SYMBOL = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">="}
+declare(*(OpDef(_n, globals()[_n], lambda a, b: Meta(_binary_rule(a, b).shape, np.dtype(bool)),
+                reference=f"a {_SYMBOL[_n]} b", schema="(Tensor a, Tensor b) -> Tensor") for _n in COMPARE_OPS))

@@ -225,3 +225,64 @@ def power(x, n):
 
 
 del _i, _name
+
+
+# -- op records (ops/_opdef.py): one line per public op ---------------------------------------------------
+from ._opdef import OpDef, binary as _binary_rule, declare, same, unary
+
+
+def _record(name, **kw):
+    """The record of the unary function `name` this module generates from the kernels' op-id tables."""
+    return unary(name, globals()[name], **kw)
+
+
+_ACT = "activation"   # spec row sets of specs/elementwise.yaml `templates: unary`
+declare(
+    _record("negative", reference="-x", grad="negative"),
+    _record("square", reference="x * x", grad="square"),
+    _record("sqrt", grad="sqrt"),
+    _record("exp", grad="exp"),
+    _record("log", grad="log"),
+    _record("sin", grad="sin", rows="rope_table"),
+    _record("cos", grad="cos", rows="rope_table"),
+    _record("tanh", grad="tanh", rows=_ACT),
+    # 1 / (1 + exp(-x)): negate, exp, add, divide.
+    _record("sigmoid", ref_api="torch.sigmoid", numpy=lambda x: 1 / (1 + np.exp(-x)),
+            reference="1.0 / (1.0 + torch.exp(-x))", grad="sigmoid", flops=4, rows=_ACT),
+    # x * sigmoid(x).
+    _record("silu", ref_api="torch.nn.functional.silu", numpy=lambda x: x / (1 + np.exp(-x)),
+            torch="torch.nn.functional.silu", reference="x / (1.0 + torch.exp(-x))", grad="silu", flops=5, rows=_ACT),
+    # The tanh approximation (torch.nn.functional.gelu(x, approximate='tanh'), as the inventory fixes it), not
+    # erf: 0.5 x (1 + tanh(x (c + c' x^2))): square, * c', + c, * x, tanh, + 1, * x, * 0.5.
+    _record("gelu", ref_api="torch.nn.functional.gelu", torch="torch.nn.functional.gelu",
+            reference="0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))",
+            grad="gelu", flops=8, rows=_ACT),
+    _record("relu", ref_api="torch.relu", numpy=lambda x: np.maximum(x, 0),
+            reference="torch.maximum(x, torch.zeros_like(x))", grad="relu", rows=_ACT),
+    _record("abs", grad="abs"),
+    _record("sign", grad="zero", flops=2),   # two compare/selects: x > 0 and x < 0
+    _record("reciprocal", reference="1.0 / x", grad="reciprocal"),
+    _record("floor"), _record("ceil"), _record("trunc"),
+    _record("round"),   # half to even (numpy.round with decimals=0); exact
+    _record("log1p"), _record("expm1"), _record("log2"), _record("log10"), _record("tan"),
+    _record("sinh"), _record("cosh"), _record("asinh", ref_api="numpy.arcsinh"),
+    _record("acosh", ref_api="numpy.arccosh"), _record("atanh", ref_api="numpy.arctanh"),
+    _record("asin", ref_api="numpy.arcsin"), _record("acos", ref_api="numpy.arccos"),
+    _record("atan", ref_api="numpy.arctan"),
+    OpDef("heaviside", heaviside, same, numpy=lambda x, h0=0.0: np.heaviside(x, h0),
+          reference="torch.where(x > 0, torch.ones_like(x), torch.where(x < 0, torch.zeros_like(x), "
+                    "torch.full_like(x, h0)))", grad="zero", schema="(Tensor x, float h0=0.0) -> Tensor"),
+    # the arithmetic ops have gradients and torch ops; the array API's others are fuelvk ops only
+    *(OpDef(_n, globals()[_n], _binary_rule, reference=_r, grad=_n, schema="(Tensor a, Tensor b) -> Tensor")
+      for _n, _r in (("add", "a + b"), ("subtract", "a - b"), ("multiply", "a * b"), ("divide", "a / b"),
+                     ("maximum", "torch.maximum(a, b)"), ("minimum", "torch.minimum(a, b)"))),
+    *(OpDef(_n, globals()[_n], _binary_rule, reference=f"torch.{_n}(a, b)")
+      for _n in ("copysign", "hypot", "logaddexp", "atan2", "nextafter")),
+    OpDef("affine", affine, same, numpy=lambda x, mul, add: x * mul + add, reference="x * mul + add", grad="affine",
+          schema="(Tensor x, float mul, float add) -> Tensor"),
+    OpDef("clip", clip, same, numpy=lambda x, lo, hi: np.clip(x, lo, hi),
+          reference="torch.minimum(torch.maximum(x, torch.tensor(lo)), torch.tensor(hi))", grad="clip",
+          schema="(Tensor x, float lo, float hi) -> Tensor"),
+    OpDef("power", power, same, numpy=lambda x, n: np.power(x, n), reference="x ** n", grad="power",
+          schema="(Tensor x, int n) -> Tensor"),
+)

@@ -455,3 +455,65 @@ def add_assign_scaled(dst, src, scale):
         host_dst[...] = d.numpy()
         return host_dst
     return dst
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import Meta, OpDef, broadcast as _broadcast, declare, same
+
+
+def _tri_rule(x, k=0):
+    """A 1-d x is the row broadcast over a square matrix (numpy's triu/tril)."""
+    return Meta((x.shape[0], x.shape[0]) if x.ndim == 1 else tuple(x.shape), np.dtype(x.dtype))
+
+
+def _concatenate_rule(arrays, axis=0):
+    ax = axis % arrays[0].ndim
+    shape = list(arrays[0].shape)
+    shape[ax] = sum(a.shape[ax] for a in arrays)
+    return Meta(tuple(shape), np.dtype(arrays[0].dtype))
+
+
+def _where_rule(condition, x1, x2):
+    metas = [m for m in (x1, x2) if isinstance(m, Meta)]
+    return Meta(_broadcast(condition.shape, *(m.shape for m in metas)), np.result_type(*(m.dtype for m in metas)))
+
+
+def _np_setitem(array, key, value):
+    array[key] = value
+
+
+def _torch_flip(x, axis=None):
+    import torch
+    return torch.flip(x, tuple(range(x.ndim)) if axis is None else (axis,))
+
+
+def _torch_concatenate(arrays, axis=0):
+    import torch
+    return torch.cat(arrays, axis)
+
+
+_TRI = "(Tensor x, int k=0) -> Tensor"
+declare(
+    OpDef("flip", flip, same, numpy=lambda x, axis=None: np.ascontiguousarray(np.flip(x, axis)),  # np.flip is a view
+          torch=_torch_flip, reference="torch.flip(x, tuple(range(x.dim())) if axis is None else "
+                                       "((axis,) if isinstance(axis, int) else tuple(axis)))",
+          grad="flip", schema="(Tensor x, int[]? axis=None) -> Tensor"),
+    OpDef("roll", roll, same, reference="torch.roll(x, shift) if axis is None else torch.roll(x, shift, axis)",
+          grad="roll", schema="(Tensor x, int[] shift, int[]? axis=None) -> Tensor"),
+    OpDef("triu", triu, _tri_rule, reference="torch.triu(x, k)", grad="triu", schema=_TRI),
+    OpDef("tril", tril, _tri_rule, reference="torch.tril(x, k)", grad="tril", schema=_TRI),
+    OpDef("concatenate", concatenate, _concatenate_rule, torch=_torch_concatenate, grad="concatenate",
+          schema="(Tensor[] arrays, int axis=0) -> Tensor",
+          export={"skip": "takes a Python list of a variable number of tensors; Definition inputs are fixed, named"}),
+    OpDef("masked_fill", masked_fill, same, reference="x.masked_fill(mask.to(torch.bool), value)",
+          grad="masked_fill", schema="(Tensor x, Tensor mask, float value) -> Tensor"),
+    OpDef("where", where, _where_rule, reference="torch.where(condition.to(torch.bool), x1, x2)"),
+    # torch: the in-place op and its functional twin add_scaled (torch/_ops.py), which has the gradient
+    OpDef("add_assign_scaled", add_assign_scaled, same, reference="dst + scale * src", mutates=("dst",),
+          functional="add_scaled", schema="(Tensor(a!) dst, Tensor src, float scale) -> ()"),
+    # torch: slice_write_ / slice_write (torch/_ops.py) write one dim's slice, the form torch traces
+    OpDef("setitem", setitem, lambda array, key, value: (), numpy=_np_setitem, mutates=("array",),
+          functional="slice_write",
+          adapt={"key": lambda key: tuple(slice(a, b) for a, b in key)},   # spec (start, stop) -> slice
+          export={"skip": "an in-place write through a view with no output tensor; a Definition needs outputs"}),
+)

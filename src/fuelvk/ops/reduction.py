@@ -430,3 +430,63 @@ def _cumulative(op, x, axis, prod):
                              f"{ctx.device.name} (its per-invocation loop limit); split the axis")
         ctx.launch(kernel("cumsum", tag), ctx.groups(n_slices), **args, WG=wg, SCAN=1)
     return result(out, numpy_out)
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import Meta, OpDef, declare, numel, reduced
+from .casts import _torch_dtype
+
+
+def _reduce_rule(op):
+    def rule(x, axis=None, keepdims=False, dtype=None):
+        dt = np.dtype(x.dtype)
+        if dtype is not None:
+            dt = _dt.dtype(dtype)
+        elif op == "sum" and dt.kind in "biu":      # numpy's exact integer sum
+            dt = _dt.uint64 if dt.kind == "u" else _dt.int64
+        return Meta(reduced(x.shape, axis, keepdims), dt)
+    return rule
+
+
+def _torch_reduce(name):
+    def run(x, axis=None, keepdims=False, dtype=None):
+        import torch
+        f = getattr(torch, name)
+        if dtype is not None:
+            x = x.to(_torch_dtype(dtype))
+        return f(x) if axis is None else f(x, axis, keepdims)
+    return run
+
+
+def _torch_arg(name):
+    def run(x, axis=None, keepdims=False):
+        import torch
+        return getattr(torch, name)(x, axis, keepdims)
+    return run
+
+
+def _torch_cumsum(x, axis=None):
+    import torch
+    return torch.cumsum(x.reshape(-1) if axis is None else x, 0 if axis is None else axis)
+
+
+_REF_DIMS = "dims = tuple(range(x.dim())) if axis is None else ((axis,) if isinstance(axis, int) else tuple(axis))"
+_REDUCE_SCHEMA = "(Tensor x, int[]? axis=None, bool keepdims=False) -> Tensor"
+declare(
+    *(OpDef(_n, globals()[_n], _reduce_rule(_n), torch=_torch_reduce(_t),
+            reference=("", f"{_REF_DIMS}\noutput = torch.{_t}(x, dim=dims, keepdim=keepdims)"), grad=_n,
+            schema=_REDUCE_SCHEMA)
+      for _n, _t in (("sum", "sum"), ("mean", "mean"), ("max", "amax"), ("min", "amin"))),
+    OpDef("prod", prod, _reduce_rule("prod"), reference=("", f"""{_REF_DIMS}
+output = x
+for d in sorted((d % max(x.dim(), 1) for d in dims), reverse=True):   # torch.prod takes one dim
+    output = torch.prod(output, d, keepdim=keepdims)""")),
+    *(OpDef(_n, globals()[_n], lambda x, axis=None, keepdims=False: Meta(
+              reduced(x.shape, axis, keepdims), np.dtype(np.int64)), torch=_torch_arg(_n),
+            reference=f"x.reshape(-1).{_n}() if axis is None else x.{_n}(axis)",   # first index on ties
+            schema="(Tensor x, int? axis=None) -> Tensor") for _n in ("argmax", "argmin")),
+    OpDef("cumsum", cumsum, lambda x, axis=None: Meta((numel(x.shape),) if axis is None else tuple(x.shape),
+                                                      np.dtype(x.dtype)),
+          torch=_torch_cumsum, reference="x.reshape(-1).cumsum(0) if axis is None else x.cumsum(axis)", grad="cumsum",
+          schema="(Tensor x, int? axis=None) -> Tensor"),
+)
