@@ -769,3 +769,25 @@ def test_batch_norm_train_and_eval(no_fallback):
     yd.backward(gy.to(DEV))
     close(yd, y, rtol=1e-5, atol=1e-5)
     close(xd.grad, x.grad, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("kind", ["plain", "causal", "gqa_causal", "scale"])
+def test_sdpa_fused_route_forward_backward(kind, dtype, no_fallback):
+    """Without a mask (causal with Sq == Sk) SDPA takes fuelvk's fused kernel ("overrideable" backend)."""
+    from torch.nn.attention import SDPBackend
+    g = torch.Generator().manual_seed(3)
+    hk = 2 if kind == "gqa_causal" else 4
+    q = torch.randn(2, 4, 6, 8, generator=g).to(dtype).requires_grad_()
+    k, v = (torch.randn(2, hk, 6, 8, generator=g).to(dtype).requires_grad_() for _ in range(2))
+    kw = {"plain": {}, "causal": {"is_causal": True}, "gqa_causal": {"is_causal": True, "enable_gqa": True},
+          "scale": {"scale": 0.3}}[kind]
+    dev = [t.detach().to(DEV).requires_grad_() for t in (q, k, v)]
+    assert torch.ops.aten._fused_sdp_choice(*dev, **kw) == int(SDPBackend.OVERRIDEABLE)
+    o, od = TF.scaled_dot_product_attention(q, k, v, **kw), TF.scaled_dot_product_attention(*dev, **kw)
+    o.float().square().sum().backward()
+    od.float().square().sum().backward()
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    close(od, o, rtol=tol, atol=tol)
+    for a, b in zip(dev, (q, k, v)):
+        close(a.grad, b.grad, rtol=5 * tol, atol=5 * tol)

@@ -511,3 +511,47 @@ def _adaptive_avg_pool2d_backward(grad_output, self):
     lead = tuple(self.shape[:-2])
     g = fv.multiply(array_of(grad_output), 1.0 / ((h // oh) * (w // ow))).reshape(lead + (oh, 1, ow, 1))
     return tensor_of(fv.copy(g.broadcast_to(lead + (oh, h // oh, ow, w // ow))).reshape(tuple(self.shape)))
+
+
+# -- attention: fuelvk's fused kernel where it matches torch's contract, torch's math path elsewhere ----
+_ATTN_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@kernel("_fused_sdp_choice")
+def _fused_sdp_choice(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
+                      enable_gqa=False):
+    """torch asks the device which SDPA backend runs a call: fuelvk's fused kernel (the "overrideable"
+    backend) for 4-D inputs of one float dtype without a mask or dropout, causal only when Sq == Sk
+    (fuelvk's causal mask is aligned bottom-right, torch's top-left: equal when square), heads equal or
+    grouped under enable_gqa; torch's math path (matmul + softmax on fuelvk kernels) otherwise."""
+    from torch.nn.attention import SDPBackend
+    fused = (attn_mask is None and dropout_p == 0.0 and query.dim() == key.dim() == value.dim() == 4
+             and query.dtype in _ATTN_DTYPES and query.dtype == key.dtype == value.dtype
+             and (not is_causal or query.shape[2] == key.shape[2])
+             and key.shape[1] == value.shape[1] and query.shape[1] % key.shape[1] == 0
+             and (query.shape[1] == key.shape[1] or enable_gqa)
+             and query.shape[3] == key.shape[3] == value.shape[3] and query.shape[2] > 0 and key.shape[2] > 0)
+    return int(SDPBackend.OVERRIDEABLE if fused else SDPBackend.MATH)
+
+
+@kernel("_scaled_dot_product_fused_attention_overrideable")
+def _sdpa_fused(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False, *,
+                scale=None):
+    if attn_bias is not None or dropout_p:
+        raise Unhandled("a mask or dropout in fuelvk's fused attention (the math path takes them)")
+    o, lse = fv.scaled_dot_product_attention(array_of(query), array_of(key), array_of(value), is_causal=is_causal,
+                                             scale=scale, return_lse=True)
+    none = D.empty([0], torch.int64)
+    return (tensor_of(o), tensor_of(lse), none, none, query.shape[2], key.shape[2], none, none,
+            D.empty([0], query.dtype))
+
+
+@kernel("_scaled_dot_product_fused_attention_overrideable_backward")
+def _sdpa_fused_backward(grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q,
+                         cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, *, scale=None):
+    """fuelvk's attention backward, in float32 for half inputs (widened and the gradients rounded back)."""
+    dt = array_of(query).dtype
+    wide = [_widened(array_of(t))[0] for t in (grad_out, query, key, value, out)]
+    dq, dk, dv = fv.scaled_dot_product_attention_backward(*wide, array_of(logsumexp), is_causal=is_causal,
+                                                         scale=scale)
+    return tensor_of(_narrowed(dq, dt)), tensor_of(_narrowed(dk, dt)), tensor_of(_narrowed(dv, dt)), None
