@@ -27,7 +27,7 @@ import torch
 from .. import runtime
 from ..array import Array, asarray
 from ..errors import DeviceError, DTypeError, UnsupportedError
-from ._bridge import TO_TORCH, numpy_dtype, to_numpy, to_tensor
+from ._bridge import TO_NUMPY, TO_TORCH, numpy_dtype, to_numpy, to_tensor
 
 NAME = "fuelvk"
 META = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
@@ -189,8 +189,11 @@ def buffer_of(t):
 
 
 def array(t):
-    """The fuelvk Array view of a fuelvk tensor: same buffer, torch's sizes/strides/offset (no copy)."""
-    return Array(buffer_of(t), tuple(t.shape), tuple(t.stride()), t.storage_offset(), numpy_dtype("device", t.dtype))
+    """The fuelvk Array view of a fuelvk tensor: same buffer, torch's sizes/strides/offset (no copy).
+    (Every aten kernel calls this per operand: the dtype lookup is the table's, numpy_dtype only names
+    a dtype fuelvk cannot hold.)"""
+    dt = TO_NUMPY.get(t.dtype) or numpy_dtype("device", t.dtype)
+    return Array(buffer_of(t), tuple(t.shape), t.stride(), t.storage_offset(), dt)
 
 
 def _extent(shape, strides):
@@ -229,7 +232,7 @@ def empty(shape, dtype, strides=None):
 
 def wrap(arr):
     """A fuelvk tensor on arr's buffer with arr's layout (arr is a fresh result: no copy)."""
-    if any(s < 0 for s in arr.strides):
+    if arr.strides and min(arr.strides) < 0:
         arr = arr.copy()
     return _make(arr.buffer, arr.shape, arr.strides, arr.offset, TO_TORCH[arr.dtype])
 
