@@ -649,6 +649,10 @@ def _index_list(key, ndim):
 def test_index_put_unique_rows_and_scatter(no_fallback):
     x = _X[0].clone()
     xd = x.to(DEV)
+    m = x > 1.0
+    x[m] = torch.tensor(7.0)
+    xd[m.to(DEV)] = torch.tensor(7.0)   # a CPU 0-d value, as torch's setitem makes it
+    close(xd, x, rtol=0, atol=0)
     rows, v = torch.tensor([2, 0]), torch.randn(2, 5)
     x[rows] = v
     xd[rows.to(DEV)] = v.to(DEV)

@@ -776,8 +776,8 @@ def _index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
     if (len(given) == 1 and given[0].dtype == torch.bool and indices[0] is not None and not accumulate
             and values.numel() == 1 and D.is_fuelvk(given[0])):   # x[mask] = scalar: one masked_fill
         mask = array_of(given[0]).reshape(tuple(given[0].shape) + (1,) * (self.dim() - given[0].dim()))
-        return _into(self, fv.masked_fill(array_of(self), mask.broadcast_to(tuple(self.shape)),
-                                          array_of(values).reshape(()).astype(array_of(self).dtype)))
+        value = operand(values.reshape(()), array_of(self).dtype)
+        return _into(self, fv.masked_fill(array_of(self), mask.broadcast_to(tuple(self.shape)), value))
     dims, idx, shape = _index_arrays(self, indices)
     if not dims:
         raise Unhandled("an index_put_ without index tensors")
