@@ -29,9 +29,9 @@ def _twins(model):
     return model, copy.deepcopy(model).to(DEV)
 
 
-def _llama(dtype=torch.float32):
+def _llama(dtype=torch.float32, layers=2):
     torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    cfg = transformers.LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                                    torch_dtype=dtype)
     return _twins(transformers.LlamaForCausalLM(cfg).to(dtype))
@@ -100,7 +100,7 @@ def test_llama_bf16_forward_backward_runs():
 
 
 def test_llama_adamw_steps_track_cpu():
-    cpu, dev = _llama()
+    cpu, dev = _llama(layers=1)   # (one layer: 20 steps on two models stay quick)
     cpu.train()
     dev.train()
     ids = _ids(2, 8)
