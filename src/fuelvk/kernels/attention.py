@@ -3,8 +3,7 @@
 One GLSL source serves all five families; KIND picks the kernel, DT_* the storage dtype, and the
 head dim D is a specialization constant (each D gets its own exactly-sized pipeline).
 """
-from .reduction import id_defines
-from .registry import family
+from .registry import family, id_defines
 
 GROUP = "Attention"
 SRC = "attention.comp"

@@ -6,8 +6,7 @@ index_select keeps the inventory's dtype tags (f32 = 4-byte words, f16/bf16 = 2,
 portable compare-and-swap variant (the inventory names) and a native-float-atomics variant
 (`*_native`, needs VK_EXT_shader_atomic_float); both never drop a value.
 """
-from .reduction import id_defines
-from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family, width_variants
+from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family, id_defines, width_variants
 
 GROUP = "Indexing / scatter / gather"
 INDEX_KINDS = {"uint32": 0, "int32": 1, "int64": 2}

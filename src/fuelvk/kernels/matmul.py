@@ -5,8 +5,7 @@ dtype combination A_B_C; the cooperative-matrix route is Slang (shaders/matmul_c
 built into pipelines only on devices with VK_KHR_cooperative_matrix. ROUTES is the route table the
 picker (ops/matmul.py) and device_info() read.
 """
-from .reduction import id_defines
-from .registry import family
+from .registry import family, id_defines
 
 GROUP = "Matmul / matvec family"
 MAX_BATCH_DIMS = 3

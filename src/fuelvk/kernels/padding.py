@@ -2,8 +2,7 @@
 pad_backward_reflect / pad_backward_replicate (dtype keyed, pad_backward.comp: a deterministic gather
 of each input element's preimage instead of the inventory's atomic CAS scatter)."""
 from .movement import REMAP_MODES, WG, EPT, remap_family
-from .reduction import id_defines
-from .registry import family, width_variants
+from .registry import family, id_defines, width_variants
 
 GROUP = "Padding (forward + backward)"
 

@@ -5,8 +5,7 @@ format), so each block decoder is written once. Tags are the GGML kinds; the inv
 are the q4_0/q8_0/q4_k ones, the rest (q6_k everywhere, q4_0 quantize, q8_0/q4_k/q6_k fused
 matmuls) are fuelvk additions.
 """
-from .reduction import id_defines
-from .registry import family
+from .registry import family, id_defines
 
 GROUP = "Quantized (GGML) family"
 SRC = "quant.comp"

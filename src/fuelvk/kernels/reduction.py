@@ -6,7 +6,7 @@ shaders/arg_reduce.comp serves arg_reduce_last_dim (workgroup per row, tree on (
 pairs) and arg_reduce_any_dim (strided, one invocation per output element).
 Op and mode ids are the tables below; the shaders see them as defines (OP_SUM, MODE_PARTIAL, ...).
 """
-from .registry import family, float_variants
+from .registry import family, float_variants, id_defines  # noqa: F401 (helpers import it from here too)
 
 GROUP = "Reductions / arg-reductions / norms"
 REDUCE_OPS = {"sum": 0, "max": 1, "min": 2, "mean": 3, "prod": 4}
@@ -16,12 +16,6 @@ MODES = {"direct": 0, "partial": 1, "final": 2}
 MODE_DIRECT, MODE_PARTIAL, MODE_FINAL = MODES["direct"], MODES["partial"], MODES["final"]
 # Serial elements per invocation in one chunk (the rest of a row goes to the tree and the 2nd pass).
 CHUNK_PER_INVOCATION = 64
-
-
-def id_defines(**tables):
-    """Preprocessor defines naming each table's ids, so shaders say OP_SUM where the host says
-    REDUCE_OPS["sum"]: id_defines(OP=REDUCE_OPS) -> {"OP_SUM": 0, "OP_MAX": 1, ...}."""
-    return {f"{prefix}_{name.upper()}": i for prefix, table in tables.items() for name, i in table.items()}
 
 
 def row_wg(ctx, n_cols=0, passes=1):

@@ -14,17 +14,19 @@ from .. import layout as L
 from .. import runtime
 from ..array import Array
 from ..errors import DTypeError
-from ..kernels.elementwise import BINARY_OPS, F32_F64_ONLY, MATH_OPS, NO_F64, ROUNDING_OPS, UNARY_OPS, variant
+from ..kernels.elementwise import (BINARY, BINARY_OPS, F32_F64_ONLY, FLAGS, MATH_OPS, NO_F64, ROUNDING_OPS, UNARY,
+                                   UNARY_OPS, variant)
 from ..kernels import kernel
-from ..kernels.intops import INT_BINARY_OPS, INT_UNARY_OPS
+from ..kernels.intops import INT_BINARY, INT_BINARY_OPS, INT_UNARY, INT_UNARY_OPS
 from ._core import (ZERO2, device_args, element_words, is_scalar, launch_strided, new_like, promote, result,
                     scalar_words)
 
 __all__ = list(UNARY_OPS) + list(ROUNDING_OPS) + list(MATH_OPS) + list(BINARY_OPS) + ["affine", "clip", "power"]
 
 
-def _unary(op, family, x, spec=(), s0=ZERO2, s1=ZERO2, accepted=_dt.FLOAT_TAGS):
-    """One launch of a single-input family; s0/s1 are scalar arguments (Python values)."""
+def _unary(op, family, x, spec=None, s0=ZERO2, s1=ZERO2, accepted=_dt.FLOAT_TAGS):
+    """One launch of a single-input family; s0/s1 are scalar arguments (Python values), spec its
+    specialization constants by name."""
     (x,), numpy_out = device_args(op, x)
     tag = _dt.float_tag(op, x.dtype, accepted)
     out = new_like(x.shape, x.dtype)
@@ -33,36 +35,40 @@ def _unary(op, family, x, spec=(), s0=ZERO2, s1=ZERO2, accepted=_dt.FLOAT_TAGS):
     return result(out, numpy_out)
 
 
-def _make_unary(name, op_id):
+def _make_unary(name):
+    spec = {"OP": UNARY[name]}
+
     def f(x):
         if name in INT_UNARY_OPS and _is_int(x):
             return int_unary(name, x)
-        return _unary(name, "unary", x, spec=((0, op_id),))
+        return _unary(name, "unary", x, spec=spec)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = f"Elementwise {name}(x) (numpy semantics; f32/f16/bf16/f64)."
     return f
 
 
-for _i, _name in enumerate(UNARY_OPS):
+for _name in UNARY_OPS:
     if _name != "heaviside":
-        globals()[_name] = _make_unary(_name, _i)
+        globals()[_name] = _make_unary(_name)
 abs = globals()["abs"]  # noqa: A001 - numpy's name
 
 
-def _make_rounding(name, op_id):
+def _make_rounding(name):
+    spec = {"OP": UNARY[name]}
+
     def f(x):
         if isinstance(x, Array) and x.dtype.kind in "biu":
             from .movement_core import copy
             return copy(x)          # integers (and bools) are already integral: the standard's identity
-        return _unary(name, "unary", x, spec=((0, op_id),))
+        return _unary(name, "unary", x, spec=spec)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = (f"Elementwise {name}(x) (numpy semantics{', half to even' if name == 'round' else ''}; exact, "
                  "f32/f16/bf16/f64; integer arrays are returned as a copy).")
     return f
 
 
-for _name, _i in ROUNDING_OPS.items():
-    globals()[_name] = _make_rounding(_name, _i)
+for _name in ROUNDING_OPS:
+    globals()[_name] = _make_rounding(_name)
 round = globals()["round"]  # noqa: A001 - numpy's name
 
 
@@ -75,21 +81,23 @@ def _accepted(name):
     return _dt.FLOAT_TAGS
 
 
-def _make_math(name, op_id):
+def _make_math(name):
+    spec, accepted = {"OP": UNARY[name]}, _accepted(name)
+
     def f(x):
-        return _unary(name, "unary", x, spec=((0, op_id),), accepted=_accepted(name))
+        return _unary(name, "unary", x, spec=spec, accepted=accepted)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = f"Elementwise {name}(x) (numpy semantics, to a few ulp; {', '.join(_accepted(name).values())})."
     return f
 
 
-for _name, _i in MATH_OPS.items():
-    globals()[_name] = _make_math(_name, _i)
+for _name in MATH_OPS:
+    globals()[_name] = _make_math(_name)
 
 
 def heaviside(x, h0=0.0):
     """numpy.heaviside(x, h0) with a scalar h0: 0 for x < 0, h0 at 0, 1 for x > 0, NaN stays NaN."""
-    return _unary("heaviside", "unary", x, spec=((0, UNARY_OPS.index("heaviside")),), s0=h0)
+    return _unary("heaviside", "unary", x, spec={"OP": UNARY["heaviside"]}, s0=h0)
 
 
 _INT_TAGS = {_dt.int8: "i8", _dt.int16: "i16", _dt.int32: "i32", _dt.int64: "i64", _dt.uint8: "u8",
@@ -125,20 +133,21 @@ def int_binary(op, a, b):
     if tag is None:
         raise DTypeError(f"{op}: dtype {dt} is not an integer dtype fuelvk computes in; accepted: "
                          f"{', '.join(map(str, _INT_TAGS))}")
-    out = _launch_binary(op, kernel("int_binary", tag), ((0, INT_BINARY_OPS.index(op)),), a, b, a_s, b_s, dt,
+    out = _launch_binary(op, kernel("int_binary", tag), {"OP": INT_BINARY[op]}, a, b, a_s, b_s, dt,
                          _int_scalar)
     return result(out, numpy_out)
 
 
 def _launch_binary(op, v, spec, a, b, a_s, b_s, dt, words):
     """out = a OP b through binary-kernel variant v; a scalar operand (a_s / b_s) is passed as push-constant
-    words (words(op, value, dt)) with the array bound twice and flag 32 / 16 telling the kernel which."""
+    words (words(op, value, dt)) with the array bound twice and FLAGS a_scalar / b_scalar telling the
+    kernel which; spec: the variant's specialization constants by name."""
     if a_s:
         out = new_like(b.shape, dt)
-        launch_strided(v, out, [b, b], spec, s0=words(op, a, dt), flags_extra=32)
+        launch_strided(v, out, [b, b], spec, s0=words(op, a, dt), flags_extra=FLAGS["a_scalar"])
     elif b_s:
         out = new_like(a.shape, dt)
-        launch_strided(v, out, [a, a], spec, s1=words(op, b, dt), flags_extra=16)
+        launch_strided(v, out, [a, a], spec, s1=words(op, b, dt), flags_extra=FLAGS["b_scalar"])
     else:
         out = new_like(L.broadcast_shapes(op, a.shape, b.shape), dt)
         launch_strided(v, out, [a, b], spec)
@@ -152,7 +161,7 @@ def int_unary(op, x):
     if tag is None:
         raise DTypeError(f"{op}: dtype {x.dtype} is not an integer dtype fuelvk computes in")
     out = new_like(x.shape, x.dtype)
-    launch_strided(kernel("int_unary", tag), out, [x], ((0, INT_UNARY_OPS.index(op)),))
+    launch_strided(kernel("int_unary", tag), out, [x], {"OP": INT_UNARY[op]})
     return result(out, numpy_out)
 
 
@@ -161,7 +170,7 @@ def _is_int(x):
     return isinstance(x, (Array, np.ndarray)) and d in _INT_TAGS
 
 
-def _binary(op, op_id, a, b):
+def _binary(op, a, b):
     if op in INT_BINARY_OPS and (_is_int(a) or _is_int(b)):
         arrays = isinstance(a, (Array, np.ndarray)) and isinstance(b, (Array, np.ndarray))
         if not arrays or a.dtype == b.dtype:
@@ -187,19 +196,19 @@ def _binary(op, op_id, a, b):
         dt = _dt.float64
     tag = _dt.float_tag(op, dt, _accepted(op))
     v = variant("binary", tag, runtime.get().device.features)
-    return result(_launch_binary(op, v, ((0, op_id),), a, b, a_s, b_s, dt, scalar_words), numpy_out)
+    return result(_launch_binary(op, v, {"OP": BINARY[op]}, a, b, a_s, b_s, dt, scalar_words), numpy_out)
 
 
-def _make_binary(name, op_id):
+def _make_binary(name):
     def f(a, b):
-        return _binary(name, op_id, a, b)
+        return _binary(name, a, b)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = f"Elementwise {name}(a, b) with numpy broadcasting (f32/f16/bf16/f64; Python scalars allowed)."
     return f
 
 
-for _i, _name in enumerate(BINARY_OPS):
-    globals()[_name] = _make_binary(_name, _i)
+for _name in BINARY_OPS:
+    globals()[_name] = _make_binary(_name)
 
 
 def affine(x, mul, add):
@@ -224,7 +233,7 @@ def power(x, n):
     return _unary("power", "powi", x, s0=(n & 0xFFFFFFFF, 0), accepted=(_dt.float32,))
 
 
-del _i, _name
+del _name
 
 
 # -- op records (ops/_opdef.py): one line per public op ---------------------------------------------------

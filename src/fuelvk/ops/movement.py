@@ -17,7 +17,7 @@ from .. import runtime
 from ..array import Array, asarray
 from ..errors import DTypeError, FuelVKIndexError, ShapeError
 from ..kernels import kernel
-from ..kernels.movement import EPT, MAX_RANK, REMAP_PARAMS, WG, WRITE_PARAMS
+from ..kernels.movement import EPT, MAX_RANK, WG, WRITE_FLAGS
 from ._core import (blocks, contiguous, device_args, element_words, fits, launch_strided, new_like, result,
                     spans, tiles, windowed)
 
@@ -76,7 +76,6 @@ def launch_remap(op, variant, out, src, sa, lo=None, dim=None, k=0, fill=(0, 0),
         else:
             dims.append([shape[d], sa[d], lo[d], dim[d], ident])
     ctx = runtime.get()
-    bufs, writes = (out.buffer, src.buffer), (True, False)
 
     def go(ds, off_o, off_a, fill_row):
         if len(ds) > MAX_RANK:
@@ -91,9 +90,8 @@ def launch_remap(op, variant, out, src, sa, lo=None, dim=None, k=0, fill=(0, 0),
         dms = [d[3] for d in ds]
         if fill_row:       # a whole row of constant padding (rank > 6 only): force every read outside
             los[0], dms[0] = -ds[0][0], 0
-        push = REMAP_PARAMS.pack(m, len(ds), off_o, off_a, k, fill, [d[0] for d in ds], [d[1] for d in ds],
-                                 los, dms)
-        ctx.launch(variant, ctx.groups(-(-m // _PER_GROUP)), bufs, writes, push)
+        ctx.launch(variant, ctx.groups(-(-m // _PER_GROUP)), out=out, a=src, n=m, rank=len(ds), off_o=off_o,
+                   off_a=off_a, k=k, fill=fill, shape=[d[0] for d in ds], sa=[d[1] for d in ds], lo=los, dim=dms)
 
     go(dims, out.offset, src.offset, False)
 
@@ -134,13 +132,17 @@ def launch_write(variant, dst, src, scale=0.0):
     ss = L.broadcast_strides(src.shape, src.strides, shape)
     cshape, (cso, csa) = L.collapse(shape, dst.strides, ss)
     ctx = runtime.get()
-    bufs, writes = (dst.buffer, src.buffer), (True, False)
     for sub, so, sa, oo, oa in _write_chunks(cshape, cso, csa, dst.offset, src.offset):
         m = math.prod(sub)
         contig = L.contiguous_strides(sub)
-        flags = (1 if tuple(sa) == contig else 0) | (2 if not any(sa) else 0) | (4 if tuple(so) == contig else 0)
-        push = WRITE_PARAMS.pack(m, len(sub), flags, oo, oa, scale, list(sub), list(sa), list(so))
-        ctx.launch(variant, ctx.groups(-(-m // _PER_GROUP)), bufs, writes, push)
+        flags = ((_SRC_CONTIGUOUS if tuple(sa) == contig else 0) | (_SRC_CONSTANT if not any(sa) else 0)
+                 | (_DST_CONTIGUOUS if tuple(so) == contig else 0))
+        ctx.launch(variant, ctx.groups(-(-m // _PER_GROUP)), out=dst, a=src, n=m, rank=len(sub), flags=flags,
+                   off_o=oo, off_a=oa, scale=scale, shape=sub, sa=sa, so=so)
+
+
+_SRC_CONTIGUOUS, _SRC_CONSTANT, _DST_CONTIGUOUS = (WRITE_FLAGS[f] for f in ("src_contiguous", "src_constant",
+                                                                             "dst_contiguous"))
 
 
 def _width_tag(op, dt, accepted=("b1", "b2", "b4", "b8")):
