@@ -795,3 +795,11 @@ def test_sdpa_fused_route_forward_backward(kind, dtype, no_fallback):
     close(od, o, rtol=tol, atol=tol)
     for a, b in zip(dev, (q, k, v)):
         close(a.grad, b.grad, rtol=5 * tol, atol=5 * tol)
+
+
+def test_sdpa_head_dim_past_the_fused_kernel_takes_the_math_path(no_fallback):
+    from torch.nn.attention import SDPBackend
+    q = torch.randn(1, 1, 3, 320)
+    qd = q.to(DEV)
+    assert torch.ops.aten._fused_sdp_choice(qd, qd, qd) == int(SDPBackend.MATH)
+    close(TF.scaled_dot_product_attention(qd, qd, qd), TF.scaled_dot_product_attention(q, q, q), rtol=1e-5, atol=1e-5)

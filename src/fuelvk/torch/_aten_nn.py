@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 import fuelvk as fv
+from ..errors import FuelVKError
 from .. import dtypes as _dt
 from . import device as D
 from ._aten import KERNELS, _float, array_of, kernel, operand, sum_over, tensor_of
@@ -531,6 +532,11 @@ def _fused_sdp_choice(query, key, value, attn_mask=None, dropout_p=0.0, is_causa
              and key.shape[1] == value.shape[1] and query.shape[1] % key.shape[1] == 0
              and (query.shape[1] == key.shape[1] or enable_gqa)
              and query.shape[3] == key.shape[3] == value.shape[3] and query.shape[2] > 0 and key.shape[2] > 0)
+    if fused:
+        try:   # shapes the kernel refuses (head dim > 256, ...) take the math path
+            fv.attention_route(tuple(query.shape), tuple(key.shape))
+        except FuelVKError:
+            fused = False
     return int(SDPBackend.OVERRIDEABLE if fused else SDPBackend.MATH)
 
 
