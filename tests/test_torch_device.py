@@ -601,6 +601,10 @@ INT_OPS = {
     "isin": lambda a, m: torch.isin(a, torch.tensor([3, 5]).to(a.device)),
     "isin_invert": lambda a, m: torch.isin(a, torch.tensor([3, 5]).to(a.device), invert=True),
     "eq": lambda a, m: a == 5, "logical_and": lambda a, m: torch.logical_and(a, m),
+    "remainder": lambda a, m: a % 3, "remainder_neg": lambda a, m: a % -3, "floor_divide": lambda a, m: a // 3,
+    "floor_divide_t": lambda a, m: a // a.flip(0), "bool_and_scalar": lambda a, m: m & True,
+    "scatter_bool": lambda a, m: m.scatter(1, torch.tensor([[2], [0]]).to(m.device), m[:, :1]),
+    "scatter_int64": lambda a, m: a.scatter(1, torch.tensor([[2, 0], [1, 2]]).to(a.device), a.flip(1)[:, :2]),
 }
 
 
@@ -661,6 +665,15 @@ def test_index_put_unique_rows_and_scatter(no_fallback):
     src = torch.randn(4, 3)
     close(xd.scatter(1, idx.to(DEV), src.to(DEV)), x.scatter(1, idx, src), rtol=0, atol=0)
     close(xd.scatter(1, idx.to(DEV), 2.5), x.scatter(1, idx, 2.5), rtol=0, atol=0)
+
+
+def test_multinomial_draws_what_the_cpu_draws(no_fallback):
+    p = torch.softmax(torch.randn(3, 10, generator=torch.Generator().manual_seed(0)), -1)
+    for n, replacement in ((1, False), (1, True), (4, False)):
+        torch.manual_seed(5)
+        want = torch.multinomial(p, n, replacement)
+        torch.manual_seed(5)
+        close(torch.multinomial(p.to(DEV), n, replacement), want, rtol=0, atol=0)
 
 
 def test_sort_topk(no_fallback):

@@ -68,6 +68,19 @@ def test_llama_greedy_generate_with_kv_cache_matches_cpu():
     assert torch.equal(got.cpu(), ref)
 
 
+def test_llama_sampling_and_beam_search_match_cpu():
+    """Seeded top-k/top-p sampling draws what the CPU draws (multinomial's exponential draw is the CPU
+    generator's); beam search picks the same beams."""
+    cpu, dev = _llama(layers=1)
+    ids = _ids(2, 5)
+    for kw in (dict(do_sample=True, top_k=10, top_p=0.9, temperature=0.7), dict(num_beams=2)):
+        torch.manual_seed(7)
+        want = cpu.generate(ids, max_new_tokens=4, pad_token_id=0, **kw)
+        torch.manual_seed(7)
+        got = dev.generate(ids.to(DEV), max_new_tokens=4, pad_token_id=0, **kw)
+        assert torch.equal(got.cpu(), want), kw
+
+
 def test_llama_left_padded_batch_matches_cpu():
     """Row 0 has 3 pad tokens on the left: the attention mask must reach attention (padded keys masked)."""
     cpu, dev = _llama()

@@ -242,6 +242,22 @@ KERNELS["bernoulli_.float"] = _host_random(torch.Tensor.bernoulli_)
 KERNELS["random_.from"] = _host_random(lambda t, from_, to, generator=None: t.random_(from_, to, generator=generator))
 KERNELS["random_.to"] = _host_random(torch.Tensor.random_)
 KERNELS["random_"] = _host_random(torch.Tensor.random_)
+KERNELS["exponential_"] = _host_random(torch.Tensor.exponential_)
+
+
+@kernel("multinomial")
+def multinomial(self, num_samples, replacement=False, *, generator=None):
+    """torch's CPU algorithm for one sample or none replaced: argmax (topk) of p / q with q ~ Exp(1)
+    drawn on the CPU generator, so a seeded run draws what the CPU run draws."""
+    if replacement and num_samples > 1:
+        raise Unhandled("several samples with replacement")
+    _float(self)
+    q = torch.empty(tuple(self.shape), dtype=self.dtype).exponential_(1, generator=generator)
+    ratio = fv.divide(array_of(self), array_of(D.upload(q)))
+    if num_samples == 1:
+        return tensor_of(fv.argmax(ratio, axis=-1, keepdims=True).astype(np.int64))
+    order = fv.argsort(ratio, axis=-1, descending=True, stable=True)
+    return tensor_of(fv.copy(order[..., :num_samples]).astype(np.int64))
 
 
 @kernel("arange.start_out")
@@ -302,6 +318,13 @@ for _name, _f in (("add", fv.add), ("sub", fv.subtract), ("mul", fv.multiply), (
         KERNELS[f"{_name}_.{_ov}"] = _iop
 for _ov in ("Tensor", "Scalar"):
     KERNELS[f"rsub.{_ov}"] = _binaries("rsub", fv.subtract, reverse=True)[0]
+for _name, _f, _ovs in (("remainder", fv.remainder, ("Tensor", "Scalar")),   # floor rounding, as torch
+                        ("floor_divide", fv.floor_divide, ("", "Scalar"))):
+    _op, _iop = _binaries(_name, _f)
+    for _ov in _ovs:
+        KERNELS[f"{_name}.{_ov}" if _ov else _name] = _op
+    for _ov in ("Tensor", "Scalar"):
+        KERNELS[f"{_name}_.{_ov}"] = _iop
 KERNELS["maximum"] = lambda self, other: tensor_of(_binary(fv.maximum, self, other))
 KERNELS["minimum"] = lambda self, other: tensor_of(_binary(fv.minimum, self, other))
 
@@ -404,13 +427,17 @@ def _logical(f):
     return op
 
 
-def _bitwise(f):
+def _bitwise(f, logical):
     def op(self, other):
         dt = _numeric(self, other)
         if dt not in INTS:
             raise Unhandled(f"dtype {dt} (bitwise ops take integer and bool tensors)")
         npdt = numpy_dtype("aten", dt)
-        return tensor_of(f(operand(self, npdt), operand(other, npdt)))
+        x, y = operand(self, npdt), operand(other, npdt)
+        if dt == torch.bool:   # fuelvk's bitwise ops take integers: bools go through the logical ones
+            x, y = (v if isinstance(v, Array) else fv.full((), bool(v), dtype=np.bool_) for v in (x, y))
+            return tensor_of(logical(x, y))
+        return tensor_of(f(x, y))
     return op
 
 
@@ -445,7 +472,8 @@ def _in_place(fn):
 KERNELS["logical_not.out"], KERNELS["bitwise_not.out"] = _out(logical_not), _out(bitwise_not)
 KERNELS["logical_not_"], KERNELS["bitwise_not_"] = _in_place(logical_not), _in_place(bitwise_not)
 for _name, _f in (("and", "and"), ("or", "or"), ("xor", "xor")):
-    _lf, _bf = _logical(getattr(fv, f"logical_{_f}")), _bitwise(getattr(fv, f"bitwise_{_f}"))
+    _lf = _logical(getattr(fv, f"logical_{_f}"))
+    _bf = _bitwise(getattr(fv, f"bitwise_{_f}"), getattr(fv, f"logical_{_f}"))
     KERNELS[f"logical_{_name}"], KERNELS[f"logical_{_name}.out"] = _lf, _out(_lf)
     KERNELS[f"logical_{_name}_"] = _in_place(_lf)
     for _ov in ("Tensor", "Scalar"):
@@ -816,7 +844,17 @@ def _scatter(self, dim, index, src=None, value=None):
         raise Unhandled("a CPU src")
     _once_each(counts)
     cut = tuple(slice(0, n) for n in index.shape)
-    written = fv.scatter_add(fv.zeros(x.shape, x.dtype), d, idx, array_of(src)[cut].astype(x.dtype))
+    values = array_of(src)[cut].astype(x.dtype)
+
+    def place(v):   # each written position receives exactly one value: a sum of one is that value
+        return fv.scatter_add(fv.zeros(x.shape, dtype=v.dtype), d, idx, v)
+    if self.dtype in FLOATS:
+        written = place(values)
+    elif values.dtype.itemsize < 8:   # bool and integers up to 32 bits: exact through float64
+        written = place(values.astype(np.float64)).astype(x.dtype)
+    else:
+        hi, lo = _halves(values)
+        written = _join(place(hi), place(lo))
     return fv.where(fv.greater(counts, 0), written, x)
 
 

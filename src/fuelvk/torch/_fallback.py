@@ -103,7 +103,7 @@ def run_on_cpu(op, args, kwargs, reason=None, name=None):
             return torch.device("cpu")
         return x
 
-    cargs, ckwargs = tree_map(down, args), tree_map(down, kwargs)
+    cargs, ckwargs = _numbers_as_tensors(op, tree_map(down, args), tree_map(down, kwargs))
     if _makes_fuelvk(kwargs):   # a factory asked for fuelvk: make it on the CPU, upload below
         ckwargs["device"] = torch.device("cpu")
     out = op(*cargs, **ckwargs)
@@ -120,6 +120,20 @@ def run_on_cpu(op, args, kwargs, reason=None, name=None):
             return orig if orig is not None else D.upload(x)
         return x
     return tree_map(up, out)
+
+
+def _numbers_as_tensors(op, args, kwargs):
+    """torch hands a boxed kernel a wrapped-number tensor (x % 2 runs remainder.Tensor) as a Python
+    number; calling the op again needs the tensor back."""
+    args = list(args)
+    for i, a in enumerate(op._schema.arguments):
+        if str(a.type) != "Tensor":
+            continue
+        if i < len(args) and isinstance(args[i], (bool, int, float, complex)):
+            args[i] = torch.tensor(args[i])
+        elif a.name in kwargs and isinstance(kwargs[a.name], (bool, int, float, complex)):
+            kwargs[a.name] = torch.tensor(kwargs[a.name])
+    return args, kwargs
 
 
 def _makes_fuelvk(kwargs):
