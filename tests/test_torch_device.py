@@ -222,6 +222,10 @@ def test_fallback_runs_on_cpu_and_counts(monkeypatch):
     d = cpu.double()
     close(torch.erf(d.to(DEV)), torch.erf(d))
     assert "aten::erf" in ft.fallback_stats()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ft.FallbackWarning)
+        close(torch.fmod(x, 1.5), torch.fmod(cpu, 1.5))   # the boxed fallback gets 1.5 (a wrapped number)
+    assert ft.fallback_stats()["aten::fmod.Tensor_out"] == 1   # as a Python float, handed back as a tensor
 
 
 def test_fallback_conv_and_integer_casts(monkeypatch):
