@@ -8,13 +8,15 @@ x - mean, then the compensated sum of their squares divided once by max(N - corr
 import math
 
 from .. import dtypes as _dt
-from .. import layout as L
+from .. import layout
 from ..array import Array
 from ..errors import DTypeError, ShapeError
 from ..ops.elementwise import divide, multiply, sqrt, subtract
 from ..ops.movement import concatenate
 from ..ops.reduction import cumsum, cumulative_prod_along, mean, normalize_axes
 from ..ops.reduction import sum as _sum
+from ..array import zeros
+from .creation import ones
 
 __all__ = ["var", "std", "cumulative_sum", "cumulative_prod"]
 
@@ -56,7 +58,7 @@ def _scan_axis(op, x, axis):
         if x.ndim > 1:
             raise ShapeError(f"{op}: axis is required for an array of rank {x.ndim}")
         axis = 0
-    return L.normalize_axis(op, axis, x.ndim)
+    return layout.normalize_axis(op, axis, x.ndim)
 
 
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
@@ -78,7 +80,6 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
             x = x.astype(dtype)
         out = cumsum(x, axis=ax)
     if include_initial:
-        from ..array import zeros
         out = concatenate([zeros(x.shape[:ax] + (1,) + x.shape[ax + 1:], out.dtype), out], axis=ax)
     return out
 
@@ -92,6 +93,5 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
         x = x.astype(dtype)
     out = cumulative_prod_along(x, ax)
     if include_initial:
-        from .creation import ones
         out = concatenate([ones(x.shape[:ax] + (1,) + x.shape[ax + 1:], dtype=out.dtype), out], axis=ax)
     return out

@@ -14,6 +14,7 @@ from .. import runtime
 from ..array import Array, asarray
 from ..errors import FuelVKError, FuelVKMemoryError, LaunchError
 from ..kernels.elementwise import EPT, FLAGS, LINEAR, MAX_RANK, WG
+from ..kernels.movement_core import copy_variant
 
 ZERO2 = (0, 0)
 
@@ -70,16 +71,14 @@ def promote(op, arrays, target=None):
     if target is None and len(dts) == 1 or dts == {target}:
         return arrays
     target = np.result_type(*dts) if target is None else target
-    from .casts import astype
-    return [a if a.dtype == target else astype(a, target) for a in arrays]
+    return [a if a.dtype == target else a.astype(target) for a in arrays]
 
 
 def contiguous(x):
     """x itself when it is contiguous (any offset), else a contiguous copy."""
     if x.is_contiguous:
         return x
-    from .movement_core import ascontiguousarray
-    return ascontiguousarray(x)
+    return x.copy()
 
 
 def _chunks(shape, strides, offsets):
@@ -328,7 +327,6 @@ def blockwise(op, fn, xs, out, axes):
     which is copied into out's block."""
     if out.size == 0:
         return
-    from ..kernels.movement_core import copy_variant
     copy = copy_variant(_dt.width_tag(out.dtype), runtime.get().device.features)
     for bw in blocks(list(xs) + [out], axes=axes, op=op):
         r = fn(*bw[:-1])
@@ -365,14 +363,11 @@ def split_k(op, out, K, per_launch, launch):
     nbytes = len(spans) * out.size * 4
     limit = runtime.get().device.limits.maxStorageBufferRange
     if nbytes > limit:
-        from ..errors import FuelVKMemoryError
         raise FuelVKMemoryError(f"{op}: K={K} is summed in {len(spans)} spans of {per_launch} (the device's "
                                 f"loop budget); their float32 partials of {out.shape} need {nbytes} bytes, "
                                 f"more than one binding holds ({limit}); split the output")
     part = new_like((len(spans),) + out.shape, _dt.float32)
     for i, (k0, k1) in enumerate(spans):
         launch(k0, k1, part[i])
-    from .casts import astype
-    from .reduction import sum as _sum
-    total = _sum(part, axis=0)
-    return total if out.dtype == _dt.float32 else astype(total, out.dtype)
+    total = part.sum(axis=0)
+    return total if out.dtype == _dt.float32 else total.astype(out.dtype)

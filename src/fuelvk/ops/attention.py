@@ -31,6 +31,7 @@ from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..kernels import attention as K
 from ..kernels import kernel
 from ._core import contiguous, device_args, fits, new_like, result, spans, windowed
+from .movement import launch_write
 from ._routes import forced_route
 
 __all__ = ["attention_route", "scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
@@ -254,7 +255,6 @@ def _head_blocks(op, q_in, kv_in, q_out, kv_out, slopes, run):
     the [B, H, ...] inputs and (fresh) outputs indexed by query / kv heads; run(q_in blocks, kv_in
     blocks, slopes block) returns the blocks' (q_out results, kv_out results), written into the outputs'
     blocks. Keys of one head beyond one binding are a typed error (that would need an lse merge)."""
-    from .movement import launch_write
     B, Hq = q_in[0].shape[:2]
     G = Hq // kv_in[0].shape[1]
     fit = lambda x: windowed(x) is not None   # noqa: E731

@@ -19,10 +19,12 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import layout as L
 from .. import runtime
+from ..array import complex_part
 from ..errors import DTypeError
 from ..kernels import kernel
 from ..kernels.elementwise import COMPARE, COMPARE_OPS, FLAGS
 from ._core import device_args, element_words, is_scalar, launch_strided, new_like, promote, result
+from .movement import where
 
 __all__ = list(COMPARE_OPS)
 
@@ -102,10 +104,8 @@ def _complex_equality(op, x, y):
     if op not in ("equal", "not_equal") or x.dtype != y.dtype:
         raise DTypeError(f"{op}: complex operands support == and != of one complex dtype, got {x.dtype} {op} "
                          f"{y.dtype}")
-    from ..api.utility import _component
-    from .movement import where
-    re = _compare(op, _component(op, x, 0), _component(op, y, 0))
-    im = _compare(op, _component(op, x, 1), _component(op, y, 1))
+    re = _compare(op, complex_part(x, 0), complex_part(y, 0))
+    im = _compare(op, complex_part(x, 1), complex_part(y, 1))
     return where(re, True, im) if op == "not_equal" else where(re, im, False)
 
 

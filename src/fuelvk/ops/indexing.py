@@ -16,10 +16,10 @@ unbounded compare-and-swap loop (ATOMICS = "cas" / "native" forces one). f16/bf1
 f32 scratch and are rounded once at the end (torch's CPU kernel rounds after every addition).
 """
 import math
-import os
 
 import numpy as np
 
+from .. import config
 from .. import dtypes as _dt
 from .. import layout as L
 from .. import runtime
@@ -28,11 +28,13 @@ from ..errors import DTypeError, FuelVKIndexError, ShapeError, UnsupportedError
 from ..kernels import kernel
 from ..kernels.indexing import INDEX_KINDS, NATIVE_FEATURE, SCATTER_MODES
 from ._core import blockwise, contiguous, device_args, fits, new_like, result, spans, windowed
+from .movement import launch_write
+from .movement_core import copy
 
 __all__ = ["take", "take_along_axis", "scatter_add", "index_add"]
 
 CHECK_DEVICE_INDICES = True
-ATOMICS = os.environ.get("FUELVK_ATOMICS") or None  # None: native where available; "cas"; "native"
+ATOMICS = config.get("FUELVK_ATOMICS")  # None: native where available; "cas"; "native"
 MAX_RANK = 6
 _WG = 128
 _SEL_TAGS = {1: "b1", 2: "f16", 4: "f32", 8: "f64"}
@@ -114,7 +116,6 @@ def _take_blocks(x, ih, ax, out):
     then chunks of index positions whose result fits one binding; per chunk the indices are sorted, each
     span of x along the axis (a window) gathers its own indices into a sorted staging array, and one
     last gather puts them back in the caller's order."""
-    from .movement import launch_write
     write = kernel("write_slice", _dt.width_tag(x.dtype))
     n = x.shape[ax]
     L_, R = math.prod(x.shape[:ax]), math.prod(x.shape[ax + 1:])
@@ -228,7 +229,6 @@ def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, n
     tag = _dt.float_tag(op, base.dtype)
     vtag = _atomic_tag(op, fam, tag)
     v = kernel(fam, vtag)
-    from .movement_core import copy
     ctx = runtime.get()
     half = tag in ("f16", "bf16")
     n_base = base.size
@@ -265,8 +265,6 @@ def _accumulate_blocks(op, base, src, ids, ax, along):
     indices that land in the span (host-side, made relative; the others out of range, which the kernel
     skips) are accumulated into the span. along: index_add's 1-D index (else scatter_add's, src-shaped).
     f16/bf16 round once per chunk (once when src fits one binding)."""
-    from .movement import launch_write
-    from .movement_core import copy
     out = copy(base)
     h = ids.numpy().astype(np.int64)
     src = contiguous(src)

@@ -41,6 +41,9 @@ from ..errors import DTypeError, FuelVKMemoryError, ShapeError, UnsupportedError
 from ..kernels import VARIANTS, kernel
 from ..kernels import matmul as K_
 from ._core import binding_limit, blockwise, contiguous, spans, device_args, fits, k_per_launch, new_like, result, split_k
+from ._core import windowed
+from .casts import astype
+from .movement import launch_write
 from ._routes import forced_route
 
 __all__ = ["matmul", "matmul_route"]
@@ -326,8 +329,6 @@ def _matmul_blocks(a, b, out, plan, n_rep, route):
     spans when one row of A or column of B is itself larger than a binding (float32 partials, summed,
     rounded once). Each block is an ordinary matmul on windows; its result is written into out's block.
     Batch dims are folded into M when A's leading dims reshape without a copy and B is one matrix."""
-    from .movement import launch_write
-    from ._core import windowed
     out_dtype = plan.out_dtype
     a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
     b2 = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
@@ -365,7 +366,6 @@ def _matmul_blocks(a, b, out, plan, n_rep, route):
             part = new_like((M, N), _dt.float32)
             _matmul_blocks(a2[:, k0:k1], b2[k0:k1], part, plan._replace(out_dtype=_dt.float32), 1, route)
             total = part if total is None else total + part
-        from .casts import astype
         r = total if out_dtype == _dt.float32 else astype(total, out_dtype)
         blockwise("matmul", lambda x: x, [r], o2, axes=2)
         return

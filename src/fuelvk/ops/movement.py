@@ -20,6 +20,8 @@ from ..kernels import kernel
 from ..kernels.movement import EPT, MAX_RANK, WG, WRITE_FLAGS
 from ._core import (blocks, contiguous, device_args, element_words, fits, launch_strided, new_like, result,
                     spans, tiles, windowed)
+from ..kernels.movement_core import copy_variant
+from .casts import astype
 
 __all__ = ["flip", "roll", "triu", "tril", "concatenate", "masked_fill", "where", "add_assign_scaled", "setitem"]
 
@@ -229,8 +231,7 @@ def _roll_by_writes(x, total):
         launch_write(v, out[head + (slice(0, t),)], x[head + (slice(n - t, n),)])
         x = out
     if x.offset or not x.is_contiguous or all(t % max(n, 1) == 0 for t, n in zip(total, x.shape)):
-        from .movement_core import copy
-        x = copy(x)
+        x = x.copy()
     return x
 
 
@@ -299,7 +300,6 @@ def concatenate(arrays, axis=0):
             raise ShapeError(f"concatenate: shapes {[x.shape for x in xs]} differ outside axis {ax}")
     dt = np.result_type(*[x.dtype for x in xs])
     if any(x.dtype != dt for x in xs):
-        from .casts import astype
         xs = [x if x.dtype == dt else astype(x, dt) for x in xs]
     shape = list(xs[0].shape)
     shape[ax] = sum(x.shape[ax] for x in xs)
@@ -341,7 +341,6 @@ def _operand(op, x, dt):
     if isinstance(x, Array):
         if x.dtype == dt:
             return x
-        from .casts import astype
         return astype(x, dt)
     if isinstance(x, (np.ndarray, list, tuple)) and np.ndim(x):
         return asarray(np.asarray(x).astype(dt))
@@ -381,7 +380,6 @@ def where(condition, x1, x2):
     shape = L.broadcast_shapes("where", c.shape, a.shape, b.shape)
     out = new_like(shape, dt)
     tag = _width_tag("where", dt)
-    from ..kernels.movement_core import copy_variant
     launch_strided(copy_variant(tag, runtime.get().device.features), out, [b])
     launch_strided(kernel("masked_copy", tag), out, [a, c])
     return result(out, numpy_out)
@@ -400,12 +398,10 @@ def _source_for(op, dst, value):
         runtime.check_alive(value.buffer)
         src = value
         if src.dtype != dst.dtype:
-            from .casts import astype
             src = astype(src, dst.dtype)
         elif src.buffer is dst.buffer and not (src.shape == dst.shape and src.strides == dst.strides
                                                 and src.offset == dst.offset):
-            from .movement_core import copy
-            src = copy(src)    # numpy semantics when source and destination overlap
+            src = src.copy()    # numpy semantics when source and destination overlap
     else:
         if not isinstance(value, (np.ndarray, list, tuple)) or np.ndim(value) == 0:
             host = _dt.scalar_as(op, _check_scalar(op, value), dst.dtype)
