@@ -566,29 +566,6 @@ def _int_extreme(f, x, axes):
     return _join(top, f(lo, axis=axes, keepdims=True))
 
 
-def sum_over(x, axes, keepdims=False, mean=False):
-    """Sum (or mean) of float Array x over axes (None: all). Over trailing axes: fuelvk's row reduction.
-    Over others (a bias or weight gradient summed over the batch, GQA's head-group sum): fuelvk's row
-    kernel gives every output its own workgroup, slow for many short rows, so the reduced axes are
-    moved to the front (a copy when they are not already there) and summed by one matmul with a ones
-    row, accumulating in float32 as torch's CPU sum does for half types. float64 keeps the row kernel."""
-    nd = x.ndim
-    axes = tuple(range(nd)) if axes is None else tuple(sorted(a % nd for a in axes))
-    kept = [d for d in range(nd) if d not in axes]
-    trailing = axes == tuple(range(nd - len(axes), nd))
-    if trailing or not kept or x.dtype == np.float64:
-        return (fv.mean if mean else fv.sum)(x, axis=axes, keepdims=keepdims)
-    count = math.prod(x.shape[d] for d in axes)
-    moved = fv.permute_dims(x, axes + tuple(kept)) if axes != tuple(range(len(axes))) else x
-    rows = moved.reshape(count, -1) if moved.is_contiguous else fv.copy(moved).reshape(count, -1)
-    out = fv.matmul(fv.ones((1, count), dtype=x.dtype), rows)
-    if mean:
-        out = fv.divide(out, count)
-    shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape)) if keepdims else \
-        tuple(x.shape[d] for d in kept)
-    return out.reshape(shape)
-
-
 def _reduce(f, self, dim, keepdim, dtype):
     axes = _axes(dim, self.dim())
     if self.dtype in INTS and f in (fv.sum, fv.max, fv.min):
@@ -603,10 +580,7 @@ def _reduce(f, self, dim, keepdim, dtype):
         want = numpy_dtype("aten", dtype or (torch.int64 if f is fv.sum else self.dtype))
         return tensor_of(out if out.dtype == want else out.astype(want))
     _float(self)
-    if f in (fv.sum, fv.mean):
-        out = sum_over(array_of(self), axes, keepdim, mean=f is fv.mean)
-    else:
-        out = f(array_of(self), axis=axes, keepdims=keepdim)
+    out = f(array_of(self), axis=axes, keepdims=keepdim)
     want = numpy_dtype("aten", dtype or self.dtype)
     if not isinstance(out, Array):
         out = fv.asarray(out)

@@ -10,7 +10,7 @@ import fuelvk as fv
 from ..errors import FuelVKError
 from .. import dtypes as _dt
 from . import device as D
-from ._aten import KERNELS, _float, array_of, kernel, operand, sum_over, tensor_of
+from ._aten import KERNELS, _float, array_of, kernel, operand, tensor_of
 from ._bridge import numpy_dtype
 from ._fallback import Unhandled, run_on_cpu
 
@@ -166,7 +166,7 @@ def convolution_backward_overrideable(grad_output, input, weight, stride, paddin
         gw = tensor_of(_cat1([_conv_grad_weight(gg, xx, tuple(w.shape[2:]), stride, padding, dilation)
                               for gg, xx, _ in parts], 0))
     if output_mask[2]:
-        gb = tensor_of(sum_over(g, (0, 2, 3)))
+        gb = tensor_of(fv.sum(g, axis=(0, 2, 3)))
     return gx, gw, gb
 
 
@@ -334,9 +334,9 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
                             fv.multiply(xhat, fv.mean(fv.multiply(gw, xhat), axis=-1, keepdims=True)))
         dx = tensor_of(fv.multiply(inner, r).reshape(tuple(input.shape)))
     if output_mask[1] and weight is not None:
-        dw = tensor_of(sum_over(fv.multiply(g, xhat), (0,)).reshape(tuple(weight.shape)))
+        dw = tensor_of(fv.sum(fv.multiply(g, xhat), axis=0).reshape(tuple(weight.shape)))
     if output_mask[2] and bias is not None:
-        db = tensor_of(sum_over(g, (0,)).reshape(tuple(bias.shape)))
+        db = tensor_of(fv.sum(g, axis=0).reshape(tuple(bias.shape)))
     return dx, dw, db
 
 
@@ -354,8 +354,8 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
     axes = (0,) + tuple(range(2, input.dim()))
     if training:
         count = input.numel() // input.shape[1]
-        mean = sum_over(x, axes, mean=True)
-        var = sum_over(fv.square(fv.subtract(x, mean.reshape(shape))), axes, mean=True)
+        mean = fv.mean(x, axis=axes)
+        var = fv.mean(fv.square(fv.subtract(x, mean.reshape(shape))), axis=axes)
         if running_mean is not None:
             D.assign(running_mean, fv.add(fv.multiply(array_of(running_mean), 1 - momentum),
                                           fv.multiply(mean, momentum)))
@@ -396,15 +396,15 @@ def native_batch_norm_backward(grad_out, input, weight, running_mean, running_va
     dx = dw = db = None
     if output_mask[0]:
         if train:
-            inner = fv.subtract(fv.subtract(g, sum_over(g, axes, True, mean=True)),
-                                fv.multiply(xhat, sum_over(fv.multiply(g, xhat), axes, True, mean=True)))
+            inner = fv.subtract(fv.subtract(g, fv.mean(g, axis=axes, keepdims=True)),
+                                fv.multiply(xhat, fv.mean(fv.multiply(g, xhat), axis=axes, keepdims=True)))
         else:
             inner = g
         dx = tensor_of(fv.multiply(inner, scale.reshape(shape)))
     if output_mask[1] and weight is not None:
-        dw = tensor_of(sum_over(fv.multiply(g, xhat), axes))
+        dw = tensor_of(fv.sum(fv.multiply(g, xhat), axis=axes))
     if output_mask[2] and weight is not None:
-        db = tensor_of(sum_over(g, axes))
+        db = tensor_of(fv.sum(g, axis=axes))
     return dx, dw, db
 
 
