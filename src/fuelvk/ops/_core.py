@@ -9,7 +9,7 @@ import struct
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import layout as L
+from .. import layout
 from .. import runtime
 from ..array import Array, asarray
 from ..errors import FuelVKError, FuelVKMemoryError, LaunchError
@@ -145,16 +145,16 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra):
     n = math.prod(shape)
     if n == 0:
         return [], sig.writes
-    if all(x.shape == shape and L.is_contiguous(shape, x.strides) for x in inputs):
+    if all(x.shape == shape and layout.is_contiguous(shape, x.strides) for x in inputs):
         chunks = [((n,), [(1,)] * len(inputs), [x.offset for x in inputs], 0)]   # the common case
     else:
-        cshape, cstrides = L.collapse(shape, *[L.broadcast_strides(x.shape, x.strides, shape) for x in inputs])
+        cshape, cstrides = layout.collapse(shape, *[layout.broadcast_strides(x.shape, x.strides, shape) for x in inputs])
         chunks = _chunks(cshape, cstrides, [x.offset for x in inputs])
     linear_ok = LINEAR is not None and LINEAR in sig.spec_ids
     plan = []
     for sub, st, offs, o in chunks:
         m = math.prod(sub)
-        contig = L.contiguous_strides(sub)
+        contig = layout.contiguous_strides(sub)
         flags = flags_extra
         linear = linear_ok
         for k, s in enumerate(st):
@@ -316,7 +316,7 @@ def rowwise(op, fn, xs, tail=None, dtype=None):
     tail = (cols,) if tail is None else tuple(tail)
     flat = [contiguous(x).reshape(rows, cols) for x in xs]
     out = new_like(shape[:-1] + tail, dtype or xs[0].dtype)
-    o2 = Array(out.buffer, (rows,) + tail, L.contiguous_strides((rows,) + tail), out.offset, out.dtype)
+    o2 = Array(out.buffer, (rows,) + tail, layout.contiguous_strides((rows,) + tail), out.offset, out.dtype)
     blockwise(op, fn, flat, o2, axes=1)
     return out
 
@@ -336,7 +336,7 @@ def blockwise(op, fn, xs, out, axes):
 def new_like(shape, dtype):
     """A contiguous output (shape a tuple of ints, dtype a supported numpy dtype: no re-validation)."""
     buf = runtime.get().pool.alloc(max(math.prod(shape), 1) * dtype.itemsize)
-    return Array(buf, shape, L.contiguous_strides(shape), 0, dtype)
+    return Array(buf, shape, layout.contiguous_strides(shape), 0, dtype)
 
 
 def k_per_launch(k_loop, budget, align=1):

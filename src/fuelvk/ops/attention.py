@@ -41,10 +41,8 @@ ENV = "FUELVK_ATTENTION_ROUTE"
 FWD_DTYPES = (_dt.float32, _dt.float16, _dt.bfloat16)
 FAMILY = {"single": "flash_attn", "tiled": "flash_attention"}
 # The single pass is only competitive while each kv head has one query row (G * Sq = 1: decode
-# without GQA), where the tiled kernel's rows cannot share a K/V read. On lavapipe (under load,
-# noisy) one row per kv head is a tie (Hq = Hkv = 8, Sk = 4096, D = 128: 252 vs 264 ms, later
-# 194 vs 177 ms; Hq = 32, Sk = 512, D = 64: 50 vs 68 ms) and two rows already favour the tiled
-# kernel (Hq = 16, Hkv = 8: 363 vs 213 ms; G = 4 decode, Hq = 32, Sk = 4096: 1173 vs 474 ms).
+# without GQA), where the tiled kernel's rows cannot share a K/V read; from two rows on the tiled
+# kernel wins (docs/MEASUREMENTS.md).
 SINGLE_MAX_ROWS = 1
 
 

@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import layout as L
+from .. import layout
 from .. import runtime
 from ..array import complex_part
 from ..errors import DTypeError
@@ -94,7 +94,7 @@ def _compare(op, a, b):
         return result(_complex_equality(op, x, y), numpy_out)
     if x.dtype != y.dtype:
         x, y = promote(op, [x, y])     # numpy's result dtype (icast.comp / cast.comp)
-    out = new_like(L.broadcast_shapes(op, x.shape, y.shape), _dt.bool_)
+    out = new_like(layout.broadcast_shapes(op, x.shape, y.shape), _dt.bool_)
     launch_strided(_variant(op, x.dtype), out, [x, y], {"OP": COMPARE[op]})
     return result(out, numpy_out)
 

@@ -10,7 +10,7 @@ import operator
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import layout as L
+from .. import layout
 from .. import runtime
 from ..array import Array
 from ..errors import DTypeError
@@ -150,7 +150,7 @@ def _launch_binary(op, v, spec, a, b, a_s, b_s, dt, words):
         out = new_like(a.shape, dt)
         launch_strided(v, out, [a, a], spec, s1=words(op, b, dt), flags_extra=FLAGS["b_scalar"])
     else:
-        out = new_like(L.broadcast_shapes(op, a.shape, b.shape), dt)
+        out = new_like(layout.broadcast_shapes(op, a.shape, b.shape), dt)
         launch_strided(v, out, [a, b], spec)
     return out
 
