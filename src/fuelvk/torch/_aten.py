@@ -994,5 +994,3 @@ def cat(tensors, dim=0):
     arrs = [operand(t, npdt) for t in ts]
     return tensor_of(fv.concatenate(arrs, axis=dim % ts[0].dim()))
 
-
-from . import _aten_nn  # noqa: E402,F401  (its kernels join KERNELS)

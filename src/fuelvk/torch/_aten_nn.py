@@ -10,7 +10,7 @@ import fuelvk as fv
 from ..errors import FuelVKError
 from .. import dtypes as _dt
 from . import device as D
-from ._aten import KERNELS, _float, array_of, kernel, operand, tensor_of
+from ._aten import _float, array_of, kernel, operand, tensor_of
 from ._bridge import numpy_dtype
 from ._fallback import Unhandled, run_on_cpu
 
