@@ -23,7 +23,7 @@ import fuelvk as fv
 from .. import dtypes as _dt
 from ..array import Array
 from ..errors import DeviceError, DTypeError, UnsupportedError
-from . import device as D
+from . import device as fuelvk_device
 from ._bridge import numpy_dtype
 from ._fallback import FallbackError, Unhandled, run_on_cpu
 
@@ -98,15 +98,15 @@ def _writes_outs(fn, out_names):
         results = results if isinstance(results, tuple) else (results,)
         for dst, src in zip(outs, results):
             if tuple(dst.shape) != tuple(src.shape):
-                D.resize_(dst, tuple(src.shape))
-            D.assign(dst, array_of(src))
+                fuelvk_device.resize_(dst, tuple(src.shape))
+            fuelvk_device.assign(dst, array_of(src))
         return outs[0] if len(outs) == 1 else tuple(outs)
     return k
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-array_of = D.array   # the fuelvk Array view of a fuelvk tensor (no copy)
-tensor_of = D.wrap   # a fuelvk tensor on a fresh Array (no copy)
+array_of = fuelvk_device.array   # the fuelvk Array view of a fuelvk tensor (no copy)
+tensor_of = fuelvk_device.wrap   # a fuelvk tensor on a fresh Array (no copy)
 
 
 def _float(*xs):
@@ -136,14 +136,15 @@ def _scalar(x):
 def operand(x, npdt=None):
     """A fuelvk tensor as an Array (cast to npdt), a CPU 0-d tensor or number as a Python scalar."""
     if isinstance(x, torch.Tensor):
-        if D.is_fuelvk(x):
+        if fuelvk_device.is_fuelvk(x):
             a = array_of(x)
             return a if npdt is None or a.dtype == npdt else a.astype(npdt)
         if x.dim() == 0:
             return _scalar(x.item())
         raise DeviceError(f"Expected all tensors to be on the same device, but found at least two devices, "
-                          f"{D.NAME}:0 and {x.device} (a {x.device} operand of shape {tuple(x.shape)}); move it "
-                          f"with .to('{D.NAME}')")
+                          f"{fuelvk_device.NAME}:0 and {x.device} (a {x.device} operand of shape "
+                          f"{tuple(x.shape)}); move it "
+                          f"with .to('{fuelvk_device.NAME}')")
     return _scalar(x)
 
 
@@ -156,7 +157,7 @@ def _axes(dim, ndim):
 
 def _into(self, arr):
     """In-place result: write arr into self (see device.assign), return self."""
-    return D.assign(self, arr)
+    return fuelvk_device.assign(self, arr)
 
 
 # -- factories, copies, scalars ---------------------------------------------------------------------
@@ -164,29 +165,30 @@ def _into(self, arr):
 def empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
     if memory_format not in (None, torch.contiguous_format, torch.preserve_format):
         raise Unhandled(f"memory_format {memory_format}")
-    return D.empty(size, dtype or torch.get_default_dtype())
+    return fuelvk_device.empty(size, dtype or torch.get_default_dtype())
 
 
 @kernel("empty_strided")
 def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
-    return D.empty(size, dtype or torch.get_default_dtype(), list(stride))
+    return fuelvk_device.empty(size, dtype or torch.get_default_dtype(), list(stride))
 
 
 @kernel("_copy_from")
 def _copy_from(self, dst, non_blocking=False):
-    return D.copy_from(self, dst, non_blocking)
+    return fuelvk_device.copy_from(self, dst, non_blocking)
 
 
 @kernel("_copy_from_and_resize")
 def _copy_from_and_resize(self, dst):
     if tuple(dst.shape) != tuple(self.shape):
-        (D.resize_ if D.is_fuelvk(dst) else torch.Tensor.resize_)(dst, tuple(self.shape))
-    return D.copy_from(self, dst)
+        resize = fuelvk_device.resize_ if fuelvk_device.is_fuelvk(dst) else torch.Tensor.resize_
+        resize(dst, tuple(self.shape))
+    return fuelvk_device.copy_from(self, dst)
 
 
 @kernel("resize_")
 def resize_(self, size, memory_format=None):
-    return D.resize_(self, size, memory_format)
+    return fuelvk_device.resize_(self, size, memory_format)
 
 
 def _pattern(value, npdt):
@@ -205,11 +207,12 @@ def fill_(self, value):
     value = operand(value)
     if not self.numel():
         return self
-    pattern = _pattern(value, array_of(self).dtype) if D.covers_storage(self) else None
+    pattern = _pattern(value, array_of(self).dtype) if fuelvk_device.covers_storage(self) else None
     if pattern is None:
         array_of(self)[...] = value
     else:
-        fv.runtime.get().stream.fill(D.buffer_of(self), (self.numel() * self.element_size() + 3) & ~3, pattern)
+        nbytes = (self.numel() * self.element_size() + 3) & ~3
+        fv.runtime.get().stream.fill(fuelvk_device.buffer_of(self), nbytes, pattern)
     return self
 
 
@@ -232,7 +235,8 @@ def _host_random(draw):
     """An in-place random fill: torch's CPU generator draws into a CPU tensor of self's shape and dtype
     (the numbers a CPU run draws), which is uploaded into self."""
     def fill(self, *args, **kwargs):
-        return D.copy_from(draw(torch.empty(tuple(self.shape), dtype=self.dtype), *args, **kwargs), self)
+        drawn = draw(torch.empty(tuple(self.shape), dtype=self.dtype), *args, **kwargs)
+        return fuelvk_device.copy_from(drawn, self)
     return fill
 
 
@@ -253,7 +257,7 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
         raise Unhandled("several samples with replacement")
     _float(self)
     q = torch.empty(tuple(self.shape), dtype=self.dtype).exponential_(1, generator=generator)
-    ratio = fv.divide(array_of(self), array_of(D.upload(q)))
+    ratio = fv.divide(array_of(self), array_of(fuelvk_device.upload(q)))
     if num_samples == 1:
         return tensor_of(fv.argmax(ratio, axis=-1, keepdims=True).astype(np.int64))
     order = fv.argsort(ratio, axis=-1, descending=True, stable=True)
@@ -264,14 +268,14 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
 def arange_out(start, end, step=1, out=None):
     host = torch.arange(start, end, step, dtype=out.dtype)
     if tuple(out.shape) != tuple(host.shape):
-        D.resize_(out, tuple(host.shape))
-    return D.copy_from(host, out)
+        fuelvk_device.resize_(out, tuple(host.shape))
+    return fuelvk_device.copy_from(host, out)
 
 
 # -- views: torch's Meta kernels compute the metadata; the storage (and so the buffer) is shared -----
 def _meta_view(op):
     def view(*args, **kwargs):
-        return op.redispatch(D.META, *args, **kwargs)
+        return op.redispatch(fuelvk_device.META, *args, **kwargs)
     return view
 
 
@@ -401,7 +405,7 @@ def pow_scalar(self, exponent):
 # -- comparisons, masks --------------------------------------------------------------------------------
 def _compare(f):
     def cmp(self, other):
-        if isinstance(other, torch.Tensor) and D.is_fuelvk(other) and other.dtype != self.dtype:
+        if isinstance(other, torch.Tensor) and fuelvk_device.is_fuelvk(other) and other.dtype != self.dtype:
             npdt = numpy_dtype("aten", _numeric(self, other))
             return tensor_of(f(operand(self, npdt), operand(other, npdt)))
         return tensor_of(f(array_of(self), operand(other)))
@@ -458,8 +462,8 @@ def _out(fn):
     def k(*args, out, **kwargs):
         r = fn(*args, **kwargs)
         if tuple(out.shape) != tuple(r.shape):
-            D.resize_(out, tuple(r.shape))
-        return D.assign(out, array_of(r))
+            fuelvk_device.resize_(out, tuple(r.shape))
+        return fuelvk_device.assign(out, array_of(r))
     return k
 
 
@@ -495,7 +499,7 @@ def masked_fill_(self, mask, value):
 def where(condition, self, other):
     """Exact select from masked_fill: masked_fill(x, ~c, -0.0) + masked_fill(y, c, -0.0), since v + -0.0 == v
     for every float v (-0.0, inf and NaN included); a scalar side is one masked_fill. Floats only."""
-    if not D.is_fuelvk(condition) or condition.dtype != torch.bool:
+    if not fuelvk_device.is_fuelvk(condition) or condition.dtype != torch.bool:
         raise Unhandled("a condition that is not a fuelvk bool tensor")
     npdt = numpy_dtype("where", _float(self, other))
     x, y = operand(self, npdt), operand(other, npdt)
@@ -696,8 +700,8 @@ def _index_arrays(self, indices):
         if i is None:
             d += 1
             continue
-        if not D.is_fuelvk(i):
-            i = D.upload(i)
+        if not fuelvk_device.is_fuelvk(i):
+            i = fuelvk_device.upload(i)
         if i.dtype in (torch.bool, torch.uint8):
             coords = fv.nonzero(array_of(i).astype(np.bool_) if i.dtype == torch.uint8 else array_of(i))
             dims += range(d, d + i.dim())
@@ -776,7 +780,7 @@ def _index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
     flattened to one (as in index), rows written by _put_rows, the result written back into self."""
     given = [i for i in indices if i is not None]
     if (len(given) == 1 and given[0].dtype == torch.bool and indices[0] is not None and not accumulate
-            and values.numel() == 1 and D.is_fuelvk(given[0])):   # x[mask] = scalar: one masked_fill
+            and values.numel() == 1 and fuelvk_device.is_fuelvk(given[0])):   # x[mask] = scalar: masked_fill
         mask = array_of(given[0]).reshape(tuple(given[0].shape) + (1,) * (self.dim() - given[0].dim()))
         value = operand(values.reshape(()), array_of(self).dtype)
         return _into(self, fv.masked_fill(array_of(self), mask.broadcast_to(tuple(self.shape)), value))
@@ -806,7 +810,7 @@ def _index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
 
 def _scatter(self, dim, index, src=None, value=None):
     """torch.scatter: positions index names along dim take src's (or value); the rest keep self's."""
-    if not D.is_fuelvk(index):
+    if not fuelvk_device.is_fuelvk(index):
         raise Unhandled("a CPU index")
     d = dim % max(self.dim(), 1)
     x = array_of(self)
@@ -814,7 +818,7 @@ def _scatter(self, dim, index, src=None, value=None):
     counts = fv.scatter_add(fv.zeros(x.shape, dtype=np.float32), d, idx, fv.ones(idx.shape, dtype=np.float32))
     if src is None:
         return fv.masked_fill(x, fv.greater(counts, 0), operand(value))
-    if not D.is_fuelvk(src):
+    if not fuelvk_device.is_fuelvk(src):
         raise Unhandled("a CPU src")
     _once_each(counts)
     cut = tuple(slice(0, n) for n in index.shape)
@@ -883,7 +887,7 @@ KERNELS["std_mean.correction"] = lambda self, dim=None, correction=None, keepdim
 
 # -- indexing, joining --------------------------------------------------------------------------------
 def _index(t):
-    if not D.is_fuelvk(t):
+    if not fuelvk_device.is_fuelvk(t):
         return t.numpy()
     return array_of(t)
 
@@ -927,7 +931,7 @@ def gather(self, dim, index, sparse_grad=False):
 
 
 def _scatter_add(self, dim, index, src):
-    if not D.is_fuelvk(src):
+    if not fuelvk_device.is_fuelvk(src):
         raise Unhandled("a CPU src")
     return fv.scatter_add(array_of(self), dim % max(self.dim(), 1), _index(index), array_of(src))
 

@@ -9,7 +9,7 @@ import torch
 import fuelvk as fv
 from ..errors import FuelVKError
 from .. import dtypes as _dt
-from . import device as D
+from . import device as fuelvk_device
 from ._aten import _float, array_of, kernel, operand, tensor_of
 from ._bridge import numpy_dtype
 from ._fallback import Unhandled, run_on_cpu
@@ -22,9 +22,10 @@ def native_dropout(input, p, train):
     the scaling runs on the device: input * mask * (1 / (1 - p)) in the CPU kernel's order."""
     _float(input)
     if train is False:
-        return tensor_of(fv.copy(array_of(input))), D.upload(torch.ones(tuple(input.shape), dtype=torch.bool))
+        keep = fuelvk_device.upload(torch.ones(tuple(input.shape), dtype=torch.bool))
+        return tensor_of(fv.copy(array_of(input))), keep
     keep = 1.0 - p
-    mask = D.upload(torch.empty(tuple(input.shape), dtype=input.dtype).bernoulli_(keep))
+    mask = fuelvk_device.upload(torch.empty(tuple(input.shape), dtype=input.dtype).bernoulli_(keep))
     out = fv.multiply(fv.multiply(array_of(input), array_of(mask)), 0.0 if keep == 0 else 1.0 / keep)
     return tensor_of(out), tensor_of(fv.not_equal(array_of(mask), 0))
 
@@ -132,7 +133,7 @@ def gelu_backward(grad_output, self, approximate="none"):
 def convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     """torch sends a non-CPU/CUDA device's convolution here (its own kernel only raises): fuelvk.conv2d
     for a plain 2-D convolution, aten::convolution on the CPU for the rest (1-D/3-D, transposed)."""
-    if not transposed and input.dim() == 4 and weight.dim() == 4 and D.is_fuelvk(weight):
+    if not transposed and input.dim() == 4 and weight.dim() == 4 and fuelvk_device.is_fuelvk(weight):
         b = array_of(bias) if bias is not None else None
         return tensor_of(fv.conv2d(array_of(input), array_of(weight), b, tuple(stride), tuple(padding), tuple(dilation), groups))
     return run_on_cpu(torch.ops.aten.convolution.default, (input, weight, bias, stride, padding, dilation,
@@ -147,7 +148,7 @@ def convolution_backward_overrideable(grad_output, input, weight, stride, paddin
     gradient spread onto a stride-dilated grid correlated with the flipped, channel-swapped weight;
     the weight's is the input correlated with the gradient (batch as channels, stride and dilation
     swapped); the bias's is a sum. Transposed and non-2-D convolutions run on the CPU."""
-    if transposed or input.dim() != 4 or not D.is_fuelvk(weight):
+    if transposed or input.dim() != 4 or not fuelvk_device.is_fuelvk(weight):
         bias_sizes = [weight.shape[1] * groups if transposed else weight.shape[0]]
         return run_on_cpu(torch.ops.aten.convolution_backward.default,
                           (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
@@ -261,7 +262,7 @@ def mse_loss_backward(grad_output, self, target, reduction):
 
 def _nll_parts(self, target, weight, ignore_index):
     """(x [N, C], safe targets [N, 1], per-row weights [N]): ignored rows get weight 0 and target 0."""
-    if self.dim() not in (1, 2) or not D.is_fuelvk(target):
+    if self.dim() not in (1, 2) or not fuelvk_device.is_fuelvk(target):
         raise Unhandled("an input of more than 2 dims (nll_loss2d) or a CPU target")
     npdt = numpy_dtype("nll_loss", _float(self))
     x = array_of(self).reshape(1, -1) if self.dim() == 1 else array_of(self)
@@ -357,11 +358,11 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
         mean = fv.mean(x, axis=axes)
         var = fv.mean(fv.square(fv.subtract(x, mean.reshape(shape))), axis=axes)
         if running_mean is not None:
-            D.assign(running_mean, fv.add(fv.multiply(array_of(running_mean), 1 - momentum),
+            fuelvk_device.assign(running_mean, fv.add(fv.multiply(array_of(running_mean), 1 - momentum),
                                           fv.multiply(mean, momentum)))
         if running_var is not None:
             unbiased = fv.multiply(var, count / max(count - 1, 1))
-            D.assign(running_var, fv.add(fv.multiply(array_of(running_var), 1 - momentum),
+            fuelvk_device.assign(running_var, fv.add(fv.multiply(array_of(running_var), 1 - momentum),
                                          fv.multiply(unbiased, momentum)))
     elif running_mean is None or running_var is None:
         raise Unhandled("eval-mode batch norm without running statistics")
@@ -374,7 +375,7 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
         y = fv.add(y, operand(bias, npdt).reshape(shape))
     if training:
         return tensor_of(y), tensor_of(mean), tensor_of(invstd)
-    return tensor_of(y), D.empty([0], input.dtype), D.empty([0], input.dtype)
+    return tensor_of(y), fuelvk_device.empty([0], input.dtype), fuelvk_device.empty([0], input.dtype)
 
 
 @kernel("native_batch_norm_backward")
@@ -471,8 +472,8 @@ def max_pool2d_with_indices_out(self, kernel_size, stride=(), padding=0, dilatio
     v, i = max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode)
     for dst, src in ((out, v), (indices, i)):
         if tuple(dst.shape) != tuple(src.shape):
-            D.resize_(dst, tuple(src.shape))
-        D.assign(dst, array_of(src))
+            fuelvk_device.resize_(dst, tuple(src.shape))
+        fuelvk_device.assign(dst, array_of(src))
     return out, indices
 
 
@@ -547,9 +548,9 @@ def _sdpa_fused(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=Fals
         raise Unhandled("a mask or dropout in fuelvk's fused attention (the math path takes them)")
     o, lse = fv.scaled_dot_product_attention(array_of(query), array_of(key), array_of(value), is_causal=is_causal,
                                              scale=scale, return_lse=True)
-    none = D.empty([0], torch.int64)
+    none = fuelvk_device.empty([0], torch.int64)
     return (tensor_of(o), tensor_of(lse), none, none, query.shape[2], key.shape[2], none, none,
-            D.empty([0], query.dtype))
+            fuelvk_device.empty([0], query.dtype))
 
 
 @kernel("_scaled_dot_product_fused_attention_overrideable_backward")

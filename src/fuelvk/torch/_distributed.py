@@ -8,19 +8,19 @@ of fuelvk's own: gloo does all of it. Registered by register() when torch.distri
 """
 import torch
 
-from . import device as D
+from . import device as fuelvk_device
 
 _LIBS = []
 
 
 def _host(tensors):
-    return [D.download(t) if D.is_fuelvk(t) else t for t in tensors]
+    return [fuelvk_device.download(t) if fuelvk_device.is_fuelvk(t) else t for t in tensors]
 
 
 def _back(tensors, host):
     for t, h in zip(tensors, host):
         if t is not h:
-            D.copy_from(h, t)
+            fuelvk_device.copy_from(h, t)
 
 
 def allreduce_(tensors, process_group, reduce_op, sparse_indices=None, async_op=True, timeout=-1):

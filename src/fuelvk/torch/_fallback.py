@@ -15,7 +15,7 @@ fallback_stats() counts the fallbacks per op.
 import torch
 from torch.utils._pytree import tree_map
 
-from . import device as D
+from . import device as fuelvk_device
 from ._fallback_log import ENV, FallbackError, FallbackWarning, fallback_stats, note, reset_fallback_stats  # noqa: F401
 
 _views = {}   # OpOverload -> whether its first return is a view of an input (from the schema)
@@ -37,7 +37,7 @@ def fallback(op, *args, **kwargs):
     """The boxed PrivateUse1 fallback torch calls for any op without a fuelvk kernel."""
     if _is_view(op):
         try:
-            return op.redispatch(D.META, *args, **kwargs)
+            return op.redispatch(fuelvk_device.META, *args, **kwargs)
         except (NotImplementedError, RuntimeError):
             pass   # no Meta kernel: computed on the CPU below (a copy, not a view)
     return run_on_cpu(op, args, kwargs)
@@ -50,12 +50,13 @@ def run_on_cpu(op, args, kwargs, reason=None, name=None):
     cpu_of = {}   # id(fuelvk tensor) -> its CPU copy
 
     def down(x):
-        if isinstance(x, torch.Tensor) and D.is_fuelvk(x):
+        if isinstance(x, torch.Tensor) and fuelvk_device.is_fuelvk(x):
             c = cpu_of.get(id(x))
             if c is None:
-                c = cpu_of[id(x)] = D.download(x).clone() if id(x) in written else D.download(x)
+                host = fuelvk_device.download(x)
+                c = cpu_of[id(x)] = host.clone() if id(x) in written else host
             return c
-        if isinstance(x, torch.device) and x.type == D.NAME:
+        if isinstance(x, torch.device) and x.type == fuelvk_device.NAME:
             return torch.device("cpu")
         return x
 
@@ -67,13 +68,13 @@ def run_on_cpu(op, args, kwargs, reason=None, name=None):
     for i, t in written.items():   # write the CPU results back into the fuelvk arguments
         c = cpu_of[i]
         if tuple(c.shape) != tuple(t.shape):
-            D.resize_(t, tuple(c.shape))
-        D.copy_from(c, t)
+            fuelvk_device.resize_(t, tuple(c.shape))
+        fuelvk_device.copy_from(c, t)
 
     def up(x):
         if isinstance(x, torch.Tensor):
             orig = orig_of.get(id(x))
-            return orig if orig is not None else D.upload(x)
+            return orig if orig is not None else fuelvk_device.upload(x)
         return x
     return tree_map(up, out)
 
@@ -94,7 +95,7 @@ def _numbers_as_tensors(op, args, kwargs):
 
 def _makes_fuelvk(kwargs):
     d = kwargs.get("device")
-    return d is not None and torch.device(d).type == D.NAME
+    return d is not None and torch.device(d).type == fuelvk_device.NAME
 
 
 def _written_args(op, args, kwargs):
@@ -105,6 +106,6 @@ def _written_args(op, args, kwargs):
             continue
         v = args[i] if i < len(args) else kwargs.get(a.name)
         for t in (v if isinstance(v, (list, tuple)) else (v,)):
-            if isinstance(t, torch.Tensor) and D.is_fuelvk(t):
+            if isinstance(t, torch.Tensor) and fuelvk_device.is_fuelvk(t):
                 out[id(t)] = t
     return out
