@@ -261,6 +261,20 @@ def test_hazard_keys_tell_chunks_apart():
     assert big.window(256, 512).key == big.key
 
 
+def test_packed_descriptors_are_the_c_struct():
+    """Buffer.descriptor (bytes copied into a pipeline's VkDescriptorBufferInfo array at each dispatch)
+    reads back as the slot's handle, offset and size, for a slot and a window of one."""
+    from fuelvk.runtime.memory import DESCRIPTOR
+    from fuelvk.runtime.vk import ffi
+    assert DESCRIPTOR.size == ffi.sizeof("VkDescriptorBufferInfo")
+    pool = runtime.get().pool
+    buf = pool.alloc(4096)
+    for b in (buf, buf.window(256, 1024)):
+        info = ffi.new("VkDescriptorBufferInfo*")
+        ffi.buffer(info)[:] = b.descriptor
+        assert info.buffer == b.handle and info.offset == b.offset and info.range == b.size
+
+
 def test_pool_reuses_buffers():
     a = fv.empty((1000,))
     h = a.buffer.handle

@@ -61,7 +61,7 @@ def size_class(nbytes):
 
 # A VkDescriptorBufferInfo (VkBuffer handle, offset, range) as bytes: each slot packs its own once, so
 # binding it is a byte copy into the pipeline's descriptor structs (commands.py), not cffi field writes.
-DESCRIPTOR = struct.Struct("<QQQ")
+DESCRIPTOR = struct.Struct("=QQQ")   # native order, no padding: the C struct on 64- and 32-bit hosts
 _serials = itertools.count(1)
 KEY_SHIFT = 48           # hazard key = chunk serial << KEY_SHIFT | byte offset (offsets stay below 2**48)
 
