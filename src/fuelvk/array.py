@@ -12,7 +12,7 @@ import numpy as np
 from . import dtypes as _dt
 from . import layout as L
 from . import runtime
-from .errors import DeviceError, DTypeError, FuelVKIndexError, ShapeError, ValueCastError
+from .errors import DeviceError, DTypeError, ShapeError, ValueCastError
 
 
 class Array:
@@ -134,15 +134,9 @@ class Array:
         return self._view(self.shape, strides, off)
 
     def __getitem__(self, key):
-        if isinstance(key, Array) and key.dtype == np.bool_ and key.ndim:
-            from .api.searching import boolean_index    # x[mask]: a copy (data-dependent length)
-            return boolean_index(self, key)
-        if isinstance(key, Array) and key.dtype.kind in "iu" and key.ndim:
-            from .ops.indexing import take              # x[int_array]: a take along axis 0
-            return take(self, key, axis=0)
-        if isinstance(key, (Array, np.ndarray, list)):
-            raise FuelVKIndexError("advanced indexing takes one bool or integer fuelvk.Array (x[mask], x[idx]); "
-                                   "for other forms use fuelvk.take / take_along_axis")
+        from .api import indexing
+        if indexing.is_advanced(key):     # bool masks and integer arrays (mixed with basic indices)
+            return indexing.getitem(self, key)
         view = self.index_view(key)
         if any(L.is_bool(k) for k in (key if isinstance(key, tuple) else (key,))):
             return view.copy()   # a boolean mask is advanced indexing: numpy returns a copy
@@ -154,7 +148,11 @@ class Array:
 
     def __setitem__(self, key, value):
         """a[index] = b: an in-place write through the view (write_slice / strided write kernels)."""
+        from .api import indexing
         from .ops.movement import setitem
+        k = key[0] if isinstance(key, tuple) and len(key) == 1 else key
+        if isinstance(k, (Array, np.ndarray)) and k.dtype == np.bool_:
+            return indexing.setitem_mask(self, k, value)    # a[mask] = value
         setitem(self, key, value)
 
     # -- host transfer ----------------------------------------------------------------------------
