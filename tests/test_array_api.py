@@ -333,8 +333,23 @@ def test_linalg_norms_and_dlpack():
     with pytest.raises(UnsupportedError):
         fv.linalg.matrix_norm(A, ord="nuc")
     same(np.from_dlpack(A), a)
-    with pytest.raises(BufferError):
-        A.__dlpack__(copy=False)
+    same(np.from_dlpack(A[1:, ::-2].T), a[1:, ::-2].T)
+    assert fv.from_dlpack(A, copy=False) is A
+    with pytest.raises(ValueCastError):
+        fv.from_dlpack(np.arange(3), copy=False)
+    if A.buffer.mapped is None:          # device-local memory: only a host copy can be exported
+        with pytest.raises(BufferError):
+            A.__dlpack__(copy=False)
+        return
+    shared = np.from_dlpack(fv.exp(A))   # mapped memory: zero-copy; the view keeps the buffer alive
+    fv.asarray(np.zeros((3, 4), np.float32)) + 1.0
+    same(shared, fv.exp(A))
+    B = fv.asarray(a)
+    view = np.from_dlpack(B)
+    B[0, 0] = 5.0                        # the same memory (a later device write: visible once synchronized)
+    fv.synchronize()
+    assert view[0, 0] == 5.0
+    assert A.__dlpack__(copy=False) is not None
 
 
 # -- sorting (bitonic kernel: stable, NaN last, -0 == +0) -----------------------------------------

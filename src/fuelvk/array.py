@@ -283,16 +283,27 @@ class Array:
         return self
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """DLPack export of a host copy (the array is downloaded; Vulkan memory is not exported), so
-        __dlpack_device__ says CPU. copy=False cannot be honoured: BufferError."""
-        if copy is False:
-            raise BufferError("__dlpack__: fuelvk exports a host copy of device memory; copy=False is impossible")
-        host = self.numpy()
+        """DLPack export as host (kDLCPU) memory. Arrays in mapped memory (CPU and integrated devices,
+        memory_info()'s mode) are exported zero-copy once pending device work is done: the capsule's
+        numpy view keeps this array's buffer alive (device writes made after the export are seen once
+        fuelvk.synchronize() returns). Device-local arrays export a downloaded copy, so
+        there copy=False is a BufferError (the standard's rule)."""
+        if dl_device is not None and tuple(dl_device) != (1, 0):
+            raise BufferError(f"__dlpack__: fuelvk exports host memory (kDLCPU, 0), not {dl_device}")
         kw = {} if max_version is None else {"max_version": max_version}
-        return host.__dlpack__(**kw)
+        runtime.check_alive(self.buffer)
+        if self.size == 0:
+            return np.empty(self.shape, self.dtype).__dlpack__(**kw)     # no memory to share
+        if copy is not True and self.buffer.mapped is not None:
+            runtime.get().stream.synchronize()
+            return np.asarray(_HostView(self)).__dlpack__(**kw)
+        if copy is False:
+            raise BufferError("__dlpack__: this array lives in device-local memory; exporting it needs a "
+                              "host copy (copy=False is impossible)")
+        return self.numpy().__dlpack__(**kw)
 
     def __dlpack_device__(self):
-        return (1, 0)   # kDLCPU: what __dlpack__ hands over is a host copy
+        return (1, 0)   # kDLCPU: mapped memory, or the host copy __dlpack__ hands over
 
     def __int__(self):
         return int(self.item())
@@ -317,6 +328,19 @@ class Array:
     argmax, argmin, cumsum = _reduction("argmax"), _reduction("argmin"), _reduction("cumsum")
     all, any = _reduction("all"), _reduction("any")
     del _reduction
+
+
+class _HostView:
+    """numpy's view of an Array in mapped memory (np.asarray(_HostView(a))): its base keeps the Array,
+    hence the device buffer, alive while the view (or a DLPack capsule of it) lives."""
+    __slots__ = ("array", "__array_interface__")
+
+    def __init__(self, a):
+        from .runtime.vk import ffi
+        self.array = a
+        ptr = int(ffi.cast("uintptr_t", a.buffer.mapped)) + a.offset * a.itemsize
+        self.__array_interface__ = {"shape": a.shape, "typestr": a.dtype.str, "data": (ptr, False), "version": 3,
+                                    "strides": tuple(s * a.itemsize for s in a.strides)}
 
 
 def _array_like(x):

@@ -19,7 +19,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import layout as L
 from ..array import Array, asarray, empty, zeros
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, ShapeError, ValueCastError
 from .info import check_device
 
 __all__ = ["arange", "linspace", "full", "ones", "full_like", "ones_like", "zeros_like", "empty_like", "eye",
@@ -187,10 +187,9 @@ def from_dlpack(x, /, *, device=None, copy=None):
     """An Array from any DLPack-exporting object: its data is read through numpy (host memory) and
     uploaded; fuelvk's device memory is not shared zero-copy (copy=False is refused)."""
     check_device("from_dlpack", device)
-    if copy is False:
-        from ..errors import UnsupportedError
-        raise UnsupportedError("from_dlpack: copy=False is not supported (fuelvk arrays live in device "
-                               "buffers; importing always uploads a copy)")
     if isinstance(x, Array):
         return x.copy() if copy else x
+    if copy is False:
+        raise ValueCastError("from_dlpack: copy=False, but importing foreign memory into fuelvk uploads a "
+                             "copy (device buffers are not imported zero-copy)")
     return asarray(np.from_dlpack(x))
