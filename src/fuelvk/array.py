@@ -249,15 +249,13 @@ class Array:
     __irshift__ = _binary("bitwise_right_shift", inplace=True)
 
     def __neg__(self):
-        from .ops.elementwise import negative
-        return negative(self)
+        return sys.modules[__package__].negative(self)
 
     def __pos__(self):
         return self.copy()
 
     def __abs__(self):
-        from .ops.elementwise import abs as abs_
-        return abs_(self)
+        return sys.modules[__package__].abs(self)
 
     def __invert__(self):
         return sys.modules[__package__].bitwise_invert(self)

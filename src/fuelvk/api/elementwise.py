@@ -1,4 +1,10 @@
-"""Elementwise functions of the array API whose standard signature differs from fuelvk's op:
+"""Elementwise functions of the array API where fuelvk's op needs more than its real kernel:
+
+- complex operands: the public names (exp, log, sqrt, sin ... atanh, add, multiply, divide, pow,
+  abs, sign, square, reciprocal, negative, round, isnan / isinf / isfinite) dispatch complex Arrays
+  (and Python complex scalars) to fuelvk.ops.complex (shaders/complex.comp); everything else goes
+  to the real op of the same name unchanged. The operators (z * w, -z, abs(z)) reach these
+  through fuelvk's top-level names.
 
 - clip(x, /, min=None, max=None): bounds may be None, Python scalars or arrays (broadcast to x's
   shape), any real dtype; the result keeps x's dtype and shape. Float32 with scalar bounds is the
@@ -13,9 +19,90 @@ from .. import dtypes as _dt
 from .. import layout as L
 from ..array import Array
 from ..errors import DTypeError, ShapeError
+from ..ops import complex as _cx
 from ..ops import elementwise as _ew
+from ..ops import public_ops
+from ..ops.comparison import equal, less, not_equal
+from ..ops.movement import where
+from . import utility as _util
 
 __all__ = ["clip"]
+_REAL_OPS = dict(public_ops())
+
+
+def _complex_aware(name, kind, complex_op=None):
+    """The public function `name`: complex operands to fuelvk.ops.complex (`kind` unary / binary),
+    the rest to the real op it replaces (fuelvk.ops, or fuelvk.api.utility for pow)."""
+    real = getattr(_util, name) if name in _util.__all__ else _REAL_OPS[name]
+    cop = complex_op or name
+
+    if kind == "unary":
+        def f(x, /, *args, **kwargs):
+            if isinstance(x, Array) and x.dtype.kind == "c" and not args and not kwargs:
+                return _cx.unary(cop, x)
+            return real(x, *args, **kwargs)
+    else:
+        def f(x1, x2, /, *args, **kwargs):
+            if (_cx.is_complex(x1) or _cx.is_complex(x2)) and not args and not kwargs and (
+                    isinstance(x1, Array) or isinstance(x2, Array)):
+                return _cx.binary(cop, x1, x2)
+            return real(x1, x2, *args, **kwargs)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (real.__doc__ or f"Elementwise {name}.") + "\n\nComplex operands: fuelvk.ops.complex (C99 Annex G " \
+        "special values)."
+    return f
+
+
+for _name in ("negative", "square", "reciprocal", "sign", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt",
+              "sin", "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "abs"):
+    globals()[_name] = _complex_aware(_name, "unary")
+    __all__.append(_name)
+for _name, _op in (("add", "add"), ("subtract", "subtract"), ("multiply", "multiply"), ("divide", "divide"),
+                   ("pow", "pow"), ("power", "pow")):
+    globals()[_name] = _complex_aware(_name, "binary", _op)
+    __all__.append(_name)
+del _name, _op
+
+
+def _parts(z):
+    return _cx.component(z, 0), _cx.component(z, 1)
+
+
+def isnan(x, /):
+    """NaN test; a complex element is NaN when either component is."""
+    if isinstance(x, Array) and x.dtype.kind == "c":
+        re, im = _parts(x)
+        return where(not_equal(re, re), True, not_equal(im, im))
+    return _util.isnan(x)
+
+
+def isinf(x, /):
+    """Infinity test; a complex element is infinite when either component is (even if the other is NaN)."""
+    if isinstance(x, Array) and x.dtype.kind == "c":
+        re, im = _parts(x)
+        return where(equal(_ew.abs(re), float("inf")), True, equal(_ew.abs(im), float("inf")))
+    return _util.isinf(x)
+
+
+def isfinite(x, /):
+    """Finiteness test; a complex element is finite when both components are."""
+    if isinstance(x, Array) and x.dtype.kind == "c":
+        re, im = _parts(x)
+        return where(less(_ew.abs(re), float("inf")), less(_ew.abs(im), float("inf")), False)
+    return _util.isfinite(x)
+
+
+def round(x, /):  # noqa: A001 - the standard's name
+    """Round half to even; complex: each component."""
+    if isinstance(x, Array) and x.dtype.kind == "c":
+        out = x.copy()
+        for part in _parts(out):
+            part[...] = _REAL_OPS["round"](part)
+        return out
+    return _REAL_OPS["round"](x)
+
+
+__all__ += ["isnan", "isinf", "isfinite", "round"]
 
 
 def _bound(op, x, v):
