@@ -170,11 +170,11 @@ Z csinh(Z z) {
         if (b == 0.0LF) return Z(sinh64(a), b);
         return Z(sinh64(a) * cos64(b), cosh64(a) * sin64(b));
     }
-    if (a == 0.0LF) return Z(a, b - b);
+    if (a == 0.0LF) return Z(a, nan_());
     if (finite(a)) return Z(nan_(), nan_());
     if (isinf(a)) {
         if (b == 0.0LF) return Z(a, b);
-        if (!finite(b)) return Z(a, b - b);
+        if (!finite(b)) return Z(a, nan_());
         return Z(a * cos64(b), inf_() * sin64(b));
     }
     return b == 0.0LF ? Z(a, b) : Z(nan_(), nan_());
@@ -185,20 +185,20 @@ Z ccosh(Z z) {
         if (b == 0.0LF) return Z(cosh64(a), a == 0.0LF ? b * copysign64(1.0LF, a) : copysign64(0.0LF, a) * copysign64(1.0LF, b));
         return Z(cosh64(a) * cos64(b), sinh64(a) * sin64(b));
     }
-    if (a == 0.0LF) return Z(b - b, 0.0LF);
+    if (a == 0.0LF) return Z(nan_(), 0.0LF);
     if (finite(a)) return Z(nan_(), nan_());
     if (isinf(a)) {
         if (b == 0.0LF) return Z(inf_(), b * copysign64(1.0LF, a));
-        if (!finite(b)) return Z(inf_(), b - b);
+        if (!finite(b)) return Z(inf_(), nan_());
         return Z(inf_() * cos64(b), a * sin64(b));
     }
     return b == 0.0LF ? Z(a, b) : Z(nan_(), nan_());
 }
 Z ctanh(Z z) {
     D a = z.x, b = z.y;
-    if (isinf(a)) return Z(copysign64(1.0LF, a), finite(b) ? copysign64(0.0LF, sin64(b) * cos64(b)) : copysign64(0.0LF, b));
+    if (isinf(a)) return Z(copysign64(1.0LF, a), copysign64(0.0LF, b));   // (C99 allows the sign of sin 2b)
     if (isnan(a)) return b == 0.0LF ? Z(a, b) : Z(nan_(), nan_());
-    if (!finite(b)) return a == 0.0LF ? Z(a, b - b) : Z(nan_(), nan_());
+    if (!finite(b)) return a == 0.0LF ? Z(a, nan_()) : Z(nan_(), nan_());
     if (abs(a) > 22.0LF) {
         D e = exp64(-2.0LF * abs(a));
         return Z(copysign64(1.0LF, a), 4.0LF * sin64(b) * cos64(b) * e);
