@@ -188,8 +188,7 @@ class Array:
         return bool(self.item())
 
     def astype(self, dtype, /, *, copy=True, device=None):
-        from .ops import casts
-        return casts.astype(self, dtype, copy=copy, device=device)
+        return sys.modules[__package__].astype(self, dtype, copy=copy, device=device)   # (complex: fuelvk.api)
 
     def copy(self):
         from .ops.movement_core import copy

@@ -65,10 +65,13 @@ def full(shape, fill_value, *, dtype=None, device=None):
     if dt.kind == "c":
         if not isinstance(fill_value, (numbers.Number, np.generic)):
             raise DTypeError(f"full: expected a scalar fill_value, got {type(fill_value).__name__}")
-        one = np.asarray(fill_value, dt)
-        if dt.itemsize > 8:   # no 16-byte move kernel yet: the host fills, one upload (documented)
-            return asarray(np.full(shape, one, dt))
-        one = asarray(one)
+        from ..ops.complex import component
+        one = complex(np.asarray(fill_value, dt))
+        out = empty(shape, dt)
+        if out.size:       # each component view filled on the device (16-byte elements have no move kernel)
+            component(out, 0)[...] = one.real
+            component(out, 1)[...] = one.imag
+        return out
     else:
         one = asarray(_dt.scalar_as("full", fill_value, dt))
     out = empty(shape, dt)

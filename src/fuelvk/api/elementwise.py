@@ -102,7 +102,26 @@ def round(x, /):  # noqa: A001 - the standard's name
     return _REAL_OPS["round"](x)
 
 
-__all__ += ["isnan", "isinf", "isfinite", "round"]
+def astype(x, dtype, /, *, copy=True, device=None):
+    """x cast to dtype (fuelvk.ops.casts.astype); into a complex dtype: the real part written through
+    the component view (imaginary 0), or complex64 <-> complex128 per component. Complex to real is
+    a DTypeError (the standard leaves it unspecified; take real(x) explicitly)."""
+    dt = _dt.dtype(dtype)
+    if isinstance(x, Array) and (dt.kind == "c" or x.dtype.kind == "c"):
+        if device is not None:
+            from .info import check_device
+            check_device("astype", device)
+        if dt == x.dtype:
+            return x.copy() if copy else x
+        if dt.kind != "c":
+            raise DTypeError(f"astype: {x.dtype} -> {dt} would drop the imaginary part; use real(x) (and cast it)")
+        if x.dtype.kind in "biu":
+            x = _REAL_OPS["astype"](x, _cx._REAL[dt])
+        return _cx.to_complex("astype", x, dt)
+    return _REAL_OPS["astype"](x, dtype, copy=copy, device=device)
+
+
+__all__ += ["isnan", "isinf", "isfinite", "round", "astype"]
 
 
 def _bound(op, x, v):

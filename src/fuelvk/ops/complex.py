@@ -40,6 +40,24 @@ def component(x, part):
     return Array(x.buffer, x.shape, tuple(2 * s for s in x.strides), 2 * x.offset + part, _REAL[x.dtype])
 
 
+def as_pairs(x):
+    """Complex Array x as its float view with a trailing axis of 2 (re, im): what the movement
+    kernels can move (they take up to 8-byte elements)."""
+    return Array(x.buffer, x.shape + (2,), tuple(2 * s for s in x.strides) + (1,), 2 * x.offset, _REAL[x.dtype])
+
+
+def from_pairs(f):
+    """The complex Array whose pairs view is the contiguous float Array f (shape (..., 2))."""
+    f = contiguous(f)
+    return Array(f.buffer, f.shape[:-1], tuple(s // 2 for s in f.strides[:-1]), f.offset // 2, _COMPLEX[f.dtype])
+
+
+def concat(arrays, axis):
+    """concatenate of complex Arrays (one dtype) along axis (>= 0), through their pairs views."""
+    from .movement import concatenate
+    return from_pairs(concatenate([as_pairs(a) for a in arrays], axis=axis))
+
+
 def to_complex(op, x, dt):
     """Array x as a new-or-same contiguous Array of complex dtype dt (real x: imaginary part 0)."""
     if not isinstance(x, Array):
