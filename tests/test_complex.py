@@ -126,3 +126,11 @@ def test_predicates_round_casts_matmul():
     a, b = _z((3, 4), np.complex64), _z((4, 2), np.complex64)
     close(fv.asarray(a) @ fv.asarray(b), a @ b, np.complex64)
     close(fv.matmul(fv.asarray(a), fv.asarray(b.real.copy())), a @ b.real, np.complex64)
+
+
+def test_equality_with_scalars_and_real_arrays():
+    z = np.array([1 + 0j, 1j, complex(NAN, 0)], np.complex64)
+    Z, F = fv.asarray(z), fv.asarray(np.array([1, 0, 2], np.float32))
+    for got, want in ((Z == 1, z == 1), (Z != 1j, z != 1j), (Z == Z, z == z), (Z == F, z == F.numpy()),
+                      (F == 1j, F.numpy() == 1j)):
+        assert np.array_equal(got.numpy(), want)

@@ -341,10 +341,10 @@ class _HostView:
 
 
 def _array_like(x):
-    """What fuelvk can turn into an Array: Arrays, numpy arrays and scalars, real numbers, sequences,
+    """What fuelvk can turn into an Array: Arrays, numpy arrays and scalars, numbers, sequences,
     torch tensors."""
     torch = sys.modules.get("torch")
-    return (isinstance(x, (Array, np.ndarray, np.generic, numbers.Real, list, tuple))
+    return (isinstance(x, (Array, np.ndarray, np.generic, numbers.Number, list, tuple))
             or torch is not None and isinstance(x, torch.Tensor))
 
 

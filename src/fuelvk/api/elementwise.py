@@ -22,7 +22,7 @@ from ..errors import DTypeError, ShapeError
 from ..ops import complex as _cx
 from ..ops import elementwise as _ew
 from ..ops import public_ops
-from ..ops.comparison import equal, less, not_equal
+from ..ops.comparison import less
 from ..ops.movement import where
 from . import utility as _util
 
@@ -72,7 +72,7 @@ def isnan(x, /):
     """NaN test; a complex element is NaN when either component is."""
     if isinstance(x, Array) and x.dtype.kind == "c":
         re, im = _parts(x)
-        return where(not_equal(re, re), True, not_equal(im, im))
+        return where(_REAL_OPS["not_equal"](re, re), True, _REAL_OPS["not_equal"](im, im))
     return _util.isnan(x)
 
 
@@ -80,7 +80,8 @@ def isinf(x, /):
     """Infinity test; a complex element is infinite when either component is (even if the other is NaN)."""
     if isinstance(x, Array) and x.dtype.kind == "c":
         re, im = _parts(x)
-        return where(equal(_ew.abs(re), float("inf")), True, equal(_ew.abs(im), float("inf")))
+        inf_eq = _REAL_OPS["equal"]
+        return where(inf_eq(_ew.abs(re), float("inf")), True, inf_eq(_ew.abs(im), float("inf")))
     return _util.isinf(x)
 
 
@@ -102,6 +103,37 @@ def round(x, /):  # noqa: A001 - the standard's name
     return _REAL_OPS["round"](x)
 
 
+def _compare_complex(name, x1, x2):
+    """x1 == x2 / x1 != x2 with a complex operand: both components compared (exact)."""
+    dt = _cx._result_dtype(name, [x1, x2])
+    parts = []
+    for v in (x1, x2):
+        if isinstance(v, Array):
+            v = _cx.to_complex(name, v, dt)
+            parts.append(_parts(v))
+        else:
+            c = complex(v)
+            parts.append((c.real, c.imag))
+    (r1, i1), (r2, i2) = parts
+    if name == "equal":
+        return where(equal(r1, r2), equal(i1, i2), False)
+    return where(not_equal(r1, r2), True, not_equal(i1, i2))
+
+
+def equal(x1, x2, /):
+    """Elementwise ==; complex operands compare both components."""
+    if (_cx.is_complex(x1) or _cx.is_complex(x2)) and (isinstance(x1, Array) or isinstance(x2, Array)):
+        return _compare_complex("equal", x1, x2)
+    return _REAL_OPS["equal"](x1, x2)
+
+
+def not_equal(x1, x2, /):
+    """Elementwise !=; complex operands compare both components."""
+    if (_cx.is_complex(x1) or _cx.is_complex(x2)) and (isinstance(x1, Array) or isinstance(x2, Array)):
+        return _compare_complex("not_equal", x1, x2)
+    return _REAL_OPS["not_equal"](x1, x2)
+
+
 def astype(x, dtype, /, *, copy=True, device=None):
     """x cast to dtype (fuelvk.ops.casts.astype); into a complex dtype: the real part written through
     the component view (imaginary 0), or complex64 <-> complex128 per component. Complex to real is
@@ -121,7 +153,7 @@ def astype(x, dtype, /, *, copy=True, device=None):
     return _REAL_OPS["astype"](x, dtype, copy=copy, device=device)
 
 
-__all__ += ["isnan", "isinf", "isfinite", "round", "astype"]
+__all__ += ["isnan", "isinf", "isfinite", "round", "astype", "equal", "not_equal"]
 
 
 def _bound(op, x, v):
