@@ -11,6 +11,7 @@
   single clamp kernel (fuelvk.ops.elementwise.clip); everything else is maximum then minimum
   (integer kernels for integers, exact). numpy's positional clip(x, lo, hi) is the same call.
 """
+import functools
 import numbers
 
 import numpy as np
@@ -37,11 +38,13 @@ def _complex_aware(name, kind, complex_op=None):
     cop = complex_op or name
 
     if kind == "unary":
+        @functools.wraps(real)          # the real op's signature (the op specs check it)
         def f(x, /, *args, **kwargs):
             if isinstance(x, Array) and x.dtype.kind == "c" and not args and not kwargs:
                 return _cx.unary(cop, x)
             return real(x, *args, **kwargs)
     else:
+        @functools.wraps(real)
         def f(x1, x2, /, *args, **kwargs):
             if (_cx.is_complex(x1) or _cx.is_complex(x2)) and not args and not kwargs and (
                     isinstance(x1, Array) or isinstance(x2, Array)):
@@ -120,15 +123,15 @@ def _compare_complex(name, x1, x2):
     return where(not_equal(r1, r2), True, not_equal(i1, i2))
 
 
+@functools.wraps(_REAL_OPS["equal"])
 def equal(x1, x2, /):
-    """Elementwise ==; complex operands compare both components."""
     if (_cx.is_complex(x1) or _cx.is_complex(x2)) and (isinstance(x1, Array) or isinstance(x2, Array)):
         return _compare_complex("equal", x1, x2)
     return _REAL_OPS["equal"](x1, x2)
 
 
+@functools.wraps(_REAL_OPS["not_equal"])
 def not_equal(x1, x2, /):
-    """Elementwise !=; complex operands compare both components."""
     if (_cx.is_complex(x1) or _cx.is_complex(x2)) and (isinstance(x1, Array) or isinstance(x2, Array)):
         return _compare_complex("not_equal", x1, x2)
     return _REAL_OPS["not_equal"](x1, x2)

@@ -167,7 +167,7 @@ def _int_tree(op, kernel_op, x, axis, keepdims, dt):
     return y.reshape(out_shape) if y.shape != out_shape else y.copy()
 
 
-def prod(x, /, *, axis=None, dtype=None, keepdims=False):
+def prod(x, axis=None, keepdims=False, *, dtype=None):   # fuelvk.ops.reduction.prod's signature
     """Product over axis (None: all). Integers (and bool) exactly in the integer dtype (default int64 /
     uint64, wrapping as numpy's), by a tree of integer multiplies; floats by the reduce kernel."""
     dt = _complex_dtype("prod", x, dtype) or (_int_product_dtype("prod", x, dtype) if isinstance(x, Array) else None)
@@ -183,7 +183,7 @@ def _wide(x):
     return isinstance(x, Array) and x.dtype.kind in "iu" and x.dtype.itemsize == 8
 
 
-def sum(x, /, *, axis=None, dtype=None, keepdims=False):  # noqa: A001 - the standard's name
+def sum(x, axis=None, keepdims=False, *, dtype=None):  # noqa: A001 - (ops.reduction.sum's signature)
     """Sum over axis (fuelvk.ops.reduction.sum); 64-bit integers by a tree of integer adds (exact)."""
     if _wide(x) and (dtype is None or _dt.dtype(dtype) == x.dtype):
         return _int_tree("sum", "add", x, axis, keepdims, x.dtype)
@@ -193,7 +193,7 @@ def sum(x, /, *, axis=None, dtype=None, keepdims=False):  # noqa: A001 - the sta
     return _sum(x, axis, keepdims, dtype=dtype)
 
 
-def mean(x, /, *, axis=None, keepdims=False):
+def mean(x, axis=None, keepdims=False):
     """Mean over axis (fuelvk.ops.reduction.mean); complex: the mean of each component."""
     cdt = _complex_dtype("mean", x, None)
     if cdt is not None:
@@ -201,12 +201,12 @@ def mean(x, /, *, axis=None, keepdims=False):
     return _mean(x, axis, keepdims)
 
 
-def max(x, /, *, axis=None, keepdims=False):  # noqa: A001
+def max(x, axis=None, keepdims=False):  # noqa: A001
     """Maximum over axis (fuelvk.ops.reduction.max); 64-bit integers by a tree of integer maxima."""
     return _int_tree("max", "maximum", x, axis, keepdims, x.dtype) if _wide(x) else _max(x, axis, keepdims)
 
 
-def min(x, /, *, axis=None, keepdims=False):  # noqa: A001
+def min(x, axis=None, keepdims=False):  # noqa: A001
     """Minimum over axis (fuelvk.ops.reduction.min); 64-bit integers by a tree of integer minima."""
     return _int_tree("min", "minimum", x, axis, keepdims, x.dtype) if _wide(x) else _min(x, axis, keepdims)
 

@@ -148,11 +148,15 @@ def pow(x1, x2, /):  # noqa: A001 - the standard's name
     return power(x1, x2)
 
 
-def matmul(x1, x2, /):
-    """Matrix product (fuelvk.ops.matmul); complex operands: four real products of the component
-    matrices, (A + iB)(C + iD) = (AC - BD) + i(AD + BC), written into the component views."""
-    if not (isinstance(x1, Array) and x1.dtype.kind == "c" or isinstance(x2, Array) and x2.dtype.kind == "c"):
-        return _real_matmul(x1, x2)
+def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
+    """Matrix product (fuelvk.ops.matmul, whose signature this keeps); complex operands: four real
+    products of the component matrices, (A + iB)(C + iD) = (AC - BD) + i(AD + BC), written into the
+    component views."""
+    if not (isinstance(a, Array) and a.dtype.kind == "c" or isinstance(b, Array) and b.dtype.kind == "c"):
+        return _real_matmul(a, b, out_dtype, n_rep=n_rep, route=route)
+    if out_dtype is not None or n_rep != 1 or route is not None:
+        raise DTypeError("matmul: out_dtype / n_rep / route are not supported for complex operands")
+    x1, x2 = a, b
     from ..ops import complex as _cx
     dt = _cx._result_dtype("matmul", [x1, x2])
     a, b = _cx.to_complex("matmul", _arr("matmul", x1), dt), _cx.to_complex("matmul", _arr("matmul", x2), dt)
