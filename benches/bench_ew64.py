@@ -25,15 +25,15 @@ DTYPES = [("f32", np.float32), ("f16", np.float16), ("bf16", fv.bfloat16)]
 
 def run(fn, features, reps, linear=True):
     ctx = runtime.get()
-    saved = ctx.device.features, _core.LINEAR_SPEC
+    saved = ctx.device.features, _core.LINEAR
     ctx.device.features = features
     if not linear:
-        _core.LINEAR_SPEC = -1          # no kernel declares it: launch_strided plans the index path
+        _core.LINEAR = None             # no LINEAR constant: launch_strided plans the index path
     ctx.plans.clear()                   # plans (pipelines) depend on both switches
     try:
         return measure(fn, warmup=1, repeats=reps)["median_ms"]
     finally:
-        ctx.device.features, _core.LINEAR_SPEC = saved
+        ctx.device.features, _core.LINEAR = saved
         ctx.plans.clear()
 
 

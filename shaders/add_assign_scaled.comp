@@ -1,6 +1,6 @@
 #version 450
 // In-place scaled accumulate dst += src * scale (f32), the optimizer / gradient-accumulation step.
-// Same Params and indexing as write.comp: dst is any non-broadcast view (written in place), src any
+// Same Params, FLAG_* and indexing as write.comp: dst is any non-broadcast view (written in place), src any
 // view broadcast to it. Two roundings (multiply, then add; `precise` forbids a fused multiply-add),
 // exactly numpy's dst += src * np.float32(scale).
 #include "common/index.glsl"
@@ -10,6 +10,8 @@ const uint WGU = WG, EPTU = EPT;
 
 layout(set = 0, binding = 0) buffer Out { float o[]; };
 layout(set = 0, binding = 1) readonly buffer A { float a[]; };
+
+const uint BOTH_CONTIGUOUS = FLAG_SRC_CONTIGUOUS | FLAG_DST_CONTIGUOUS;
 
 layout(push_constant) uniform Params {
     uint n; uint rank; uint flags; uint off_o; uint off_a; float scale;
@@ -23,7 +25,7 @@ void main() {
         uint i = base + j * WGU;
         if (i >= p.n) return;
         int src = int(p.off_a), dst = int(p.off_o);
-        if ((p.flags & 5u) == 5u) {
+        if ((p.flags & BOTH_CONTIGUOUS) == BOTH_CONTIGUOUS) {
             src += int(i);
             dst += int(i);
         } else {
@@ -35,7 +37,7 @@ void main() {
                 src += c * p.sa[d];
                 dst += c * p.so[d];
             }
-            if ((p.flags & 2u) != 0u) src = int(p.off_a);
+            if ((p.flags & FLAG_SRC_CONSTANT) != 0u) src = int(p.off_a);
         }
         precise float m = a[uint(src)] * p.scale;
         precise float s = o[uint(dst)] + m;

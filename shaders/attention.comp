@@ -1,11 +1,11 @@
 #version 450
 // Scaled-dot-product attention, forward and backward: five kernels from one source, chosen by KIND.
-//   KIND 1  flash_attn_{f32,bf16,f16}   single pass: one workgroup per (b, hq, query row); the
+//   KIND_SINGLE      flash_attn_{f32,bf16,f16}   single pass: one workgroup per (b, hq, query row); the
 //           visible score row (<= SKMAX keys) lives in shared memory.
-//   KIND 2  flash_attention[_f16,_bf16] FlashAttention-2: one workgroup per (b, hkv, BR rows of
+//   KIND_TILED       flash_attention[_f16,_bf16] FlashAttention-2: one workgroup per (b, hkv, BR rows of
 //           (query, GQA head) pairs), key/value tiles of BC keys streamed with an online softmax;
 //           no score matrix beyond one BR x BC tile (in shared memory) exists anywhere.
-//   KIND 3/4/5  flash_attn_backward_{q,k,v}_f32: dQ per query row (also writes delta = rowsum(dO*O)),
+//   KIND_BACKWARD_Q/K/V  flash_attn_backward_{q,k,v}_f32: dQ per query row (also writes delta = rowsum(dO*O)),
 //           dK / dV per key row, recomputing P from the forward's log-sum-exp.
 // Semantics shared by all kinds (ops/attention.py documents them for users):
 //   s = scale * q.k;  softcap: s = cap * tanh(s / cap);  ALiBi: s -= slope[h] * |j - i - (Sk - Sq)|;
@@ -21,10 +21,10 @@
 #include "common/index.glsl"
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
-#define FLAG_ALIBI 1u
-#define FLAG_RESUME 2u     // tiled: a previous launch left (m, l, acc) in st
-#define FLAG_PARTIAL 4u    // tiled: more keys follow; store (m, l, acc) instead of o and lse
-#define FLAG_ACCUM 2u      // backward: add to grad (a previous launch covered other keys / rows)
+// KIND_* and the Params flag bits FLAG_* are defines from the host's tables (kernels/attention.py):
+//   FLAG_ALIBI; tiled: FLAG_RESUME (a previous launch left (m, l, acc) in st), FLAG_PARTIAL (more
+//   keys follow: store (m, l, acc) instead of o and lse); backward: FLAG_ACCUM (add to grad, a
+//   previous launch covered other keys / rows).
 
 layout(constant_id = 0) const uint D = 64;
 layout(constant_id = 4) const uint SG8 = 0;   // 1: subgroups of 8, 2: a multiple of 8, 0: other
@@ -50,7 +50,7 @@ float bcast8(float x, uint src) {
     for (; d_ < D; ++d_) acc += SH[d_] * LOAD(BUF[(base) + d_]);                           \
 }
 
-#if KIND <= 2
+#if KIND == KIND_SINGLE || KIND == KIND_TILED
 layout(push_constant) uniform Params {
     uint B; uint Hq; uint Hkv; uint Sq; uint Sk; uint flags; int wl; int wr; float scale; float cap;
     uint off_q; uint off_k; uint off_v; uint off_o; uint off_a; uint sa_b;
@@ -58,12 +58,12 @@ layout(push_constant) uniform Params {
     uint jb; uint je;
 } p;
 layout(set = 0, binding = 0) writeonly buffer OutO { T o[]; };
-layout(set = 0, binding = 1) writeonly buffer OutL { float lse[]; };
+layout(set = 0, binding = 1) writeonly buffer OutLse { float lse[]; };
 layout(set = 0, binding = 2) readonly buffer InQ { T q[]; };
 layout(set = 0, binding = 3) readonly buffer InK { T k[]; };
 layout(set = 0, binding = 4) readonly buffer InV { T v[]; };
-layout(set = 0, binding = 5) readonly buffer InA { float alibi[]; };
-#if KIND == 2
+layout(set = 0, binding = 5) readonly buffer InAlibi { float alibi[]; };
+#if KIND == KIND_TILED
 layout(set = 0, binding = 6) buffer State { float st[]; };
 #endif
 #else
@@ -77,19 +77,19 @@ layout(push_constant) uniform Params {
     uint off_q; uint off_k; uint off_v; uint off_o; uint off_do; uint off_lse; uint off_a; uint sa_b;
     uint jb; uint je;     // this launch's keys (dQ) or query rows (dK, dV): [jb, je)
 } p;
-layout(set = 0, binding = 0) buffer OutG { float grad[]; };   // read back under FLAG_ACCUM
+layout(set = 0, binding = 0) buffer OutGrad { float grad[]; };   // read back under FLAG_ACCUM
 layout(set = 0, binding = 1) readonly buffer InQ { T q[]; };
 layout(set = 0, binding = 2) readonly buffer InK { T k[]; };
 layout(set = 0, binding = 3) readonly buffer InDO { T dout[]; };
-layout(set = 0, binding = 4) readonly buffer InL { float lse[]; };
-layout(set = 0, binding = 5) readonly buffer InA { float alibi[]; };
-#if KIND != 5
+layout(set = 0, binding = 4) readonly buffer InLse { float lse[]; };
+layout(set = 0, binding = 5) readonly buffer InAlibi { float alibi[]; };
+#if KIND != KIND_BACKWARD_V
 layout(set = 0, binding = 6) readonly buffer InV { T v[]; };
 #endif
-#if KIND == 3
+#if KIND == KIND_BACKWARD_Q
 layout(set = 0, binding = 7) writeonly buffer OutDelta { float delta[]; };
 layout(set = 0, binding = 8) readonly buffer InO { T o[]; };
-#elif KIND == 4
+#elif KIND == KIND_BACKWARD_K
 layout(set = 0, binding = 7) readonly buffer InDelta { float delta[]; };
 #endif
 #endif
@@ -131,7 +131,7 @@ float logit(float dot_qk, uint i, uint j, float slope, out float th) {
     return s - slope * abs(float(int(j) - int(i) - diag()));
 }
 
-#if KIND == 1 || KIND >= 3
+#if KIND != KIND_TILED
 #define WG 128u
 layout(local_size_x = 128) in;
 shared float s_red[WG];
@@ -163,7 +163,7 @@ float wg_max(float x) {
 }
 #endif
 
-#if KIND == 1
+#if KIND == KIND_SINGLE
 // ---------------------------------------------------------------- single pass
 layout(constant_id = 1) const uint SKMAX = 4096;   // score row capacity (host: >= Sk)
 const uint NG = D >= WG ? 1u : WG / D;             // key groups in the P.V phase (fills idle threads)
@@ -251,7 +251,7 @@ void main() {
     if (t == 0u) lse[row] = n > 0u ? mx + log(sum) : NEG_INF;
 }
 
-#elif KIND == 2
+#elif KIND == KIND_TILED
 // ---------------------------------------------------------------- FlashAttention-2 (tiled)
 // A workgroup owns BR query rows of one kv head: rows are (query i, head of the GQA group) pairs,
 // i-major, so GQA heads and decode steps share every K/V tile. Invocation t owns key column
@@ -422,7 +422,7 @@ void main() {
     }
 }
 
-#elif KIND == 3
+#elif KIND == KIND_BACKWARD_Q
 // ---------------------------------------------------------------- dQ (and delta)
 const uint DR = (D + WG - 1u) / WG;
 shared float s_q[D];
@@ -487,17 +487,17 @@ void main() {
 }
 
 #else
-// ---------------------------------------------------------------- dK (KIND 4) / dV (KIND 5)
+// ---------------------------------------------------------------- dK (KIND_BACKWARD_K) / dV (KIND_BACKWARD_V)
 // One workgroup per (b, hkv, key j); the (query head in the group, query row) pairs that see j
 // are processed WG at a time: each thread recomputes one p (and ds), then threads sum over them.
 const uint DR = (D + WG - 1u) / WG;
 shared float s_k[D];
-#if KIND == 4
+#if KIND == KIND_BACKWARD_K
 shared float s_v[D];
 #endif
 shared float s_x[WG];
 shared uint s_row[WG];
-#if KIND == 4
+#if KIND == KIND_BACKWARD_K
 #define GSRC q                 // dK = scale * sum ds * q
 #define GOFF p.off_q
 #else
@@ -513,7 +513,7 @@ void main() {
     uint G = p.Hq / p.Hkv;
     for (uint d = t; d < D; d += WG) {
         s_k[d] = LOAD(k[p.off_k + kr * D + d]);
-#if KIND == 4
+#if KIND == KIND_BACKWARD_K
         s_v[d] = LOAD(v[p.off_v + kr * D + d]);
 #endif
     }
@@ -532,12 +532,12 @@ void main() {
         uint qrow = (b * p.Hq + h) * p.Sq + i;
         float sd = 0.0;
         DOT(sd, s_k, q, p.off_q + qrow * D);
-#if KIND == 4
+#if KIND == KIND_BACKWARD_K
         float dp = 0.0;
         DOT(dp, s_v, dout, p.off_do + qrow * D);
 #endif
         float pij = exp(logit(sd, i, j, slope_of(b, h), th) - lse[p.off_lse + qrow]);
-#if KIND == 4
+#if KIND == KIND_BACKWARD_K
         float xv = pij * (dp - delta[qrow]) * (p.cap > 0.0 ? 1.0 - th * th : 1.0);
 #else
         float xv = pij;
@@ -565,7 +565,7 @@ void main() {
     }
     [[unroll]] for (uint x = 0u; x < DR; ++x) {
         uint d = t + x * WG;
-#if KIND == 4
+#if KIND == KIND_BACKWARD_K
         float g = acc[x] * p.scale;
 #else
         float g = acc[x];

@@ -1,8 +1,8 @@
 #version 450
-// Roof calibration for the bench suite (kernels/calibrate.py), one shader, two modes (constant 0):
-// MODE 0: arithmetic peak: 16 independent FMA chains per invocation in the arithmetic type A
+// Roof calibration for the bench suite (kernels/calibrate.py), one shader, two modes (constant MODE,
+// MODE_* defines): MODE_FMA: arithmetic peak: 16 independent FMA chains per invocation in the arithmetic type A
 //         (f32, or f16 with DT_F16), p.iters iterations of 32 FMAs; one word per invocation is
-//         stored so the chains are live. MODE 1: copy bandwidth as a kernel sees it: one 16-byte
+//         stored so the chains are live. MODE_COPY: copy bandwidth as a kernel sees it: one 16-byte
 //         load + store per invocation, p.n of them.
 #extension GL_EXT_control_flow_attributes : enable
 #if defined(DT_F16)
@@ -14,7 +14,7 @@
 #include "common/index.glsl"
 
 layout(local_size_x = 256) in;
-layout(constant_id = 0) const uint MODE = 0u;
+layout(constant_id = 0) const uint MODE = MODE_FMA;
 layout(set = 0, binding = 0) writeonly buffer Dst { uvec4 dst[]; };
 layout(set = 0, binding = 1) readonly buffer Src { uvec4 src[]; };
 
@@ -24,7 +24,7 @@ layout(push_constant) uniform Params { uint n; uint iters; } p;
 void main() {
     uint i = linear_group() * 256u + gl_LocalInvocationID.x;
     if (i >= p.n) return;
-    if (MODE == 1u) {
+    if (MODE == MODE_COPY) {
         dst[i] = src[i];
         return;
     }

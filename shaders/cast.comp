@@ -9,7 +9,7 @@
 //   overflow gives inf, except f8e4m3fn (no inf) which saturates to +-448 (torch's behaviour);
 //   NaN stays NaN with its sign; payload per NAN_RULE (0 keep top bits, 1 keep and set the quiet
 //   bit, 2 canonical quiet NaN), chosen per pair in kernels/casts.py to match numpy / ml_dtypes.
-// Input: strided + broadcast + offset view (EW_PARAMS, as elementwise.comp); output contiguous.
+// Input: strided + broadcast + offset view (the EW Params and FLAG_* of elementwise.comp); output contiguous.
 #define FMT_F8 0
 #define FMT_F16 1
 #define FMT_BF16 2
@@ -244,11 +244,11 @@ void main_linear() {
     for (uint j = 0u; j < EPTU; ++j) {
         uint q = base + j * WGU;
         if (q < nq) {
-            ST4 x = (p.flags & 1u) != 0u ? a4[p.off_a / 4u + q] : ST4(a[p.off_a]);
+            ST4 x = (p.flags & FLAG_A_CONTIGUOUS) != 0u ? a4[p.off_a / 4u + q] : ST4(a[p.off_a]);
             o4[p.off_o / 4u + q] = DT4(convert(x.x), convert(x.y), convert(x.z), convert(x.w));
         } else if (q == nq) {
             for (uint i = nq * 4u; i < p.n; ++i)   // the < 4 tail elements
-                o[p.off_o + i] = convert(a[(p.flags & 1u) != 0u ? p.off_a + i : p.off_a]);
+                o[p.off_o + i] = convert(a[(p.flags & FLAG_A_CONTIGUOUS) != 0u ? p.off_a + i : p.off_a]);
         }
     }
 }
@@ -259,7 +259,7 @@ void main() {
     for (uint j = 0u; j < EPTU; ++j) {
         uint i = base + j * WGU;
         if (i >= p.n) return;
-        uint src = (p.flags & 1u) != 0u ? p.off_a + i : ((p.flags & 2u) != 0u ? p.off_a : strided(i));
+        uint src = (p.flags & FLAG_A_CONTIGUOUS) != 0u ? p.off_a + i : ((p.flags & FLAG_A_CONSTANT) != 0u ? p.off_a : strided(i));
         o[p.off_o + i] = convert(a[src]);
     }
 }

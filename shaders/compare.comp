@@ -5,8 +5,8 @@
 // -0 == +0) plus a NaN test for floats (NaN is unordered: only != holds). Exact for every dtype,
 // and immune to a device flushing float denormals to zero. Selected by BITS (8/16/32/64), KIND
 // (0 unsigned / bool, 1 signed, 2 float) and, for floats, NANLIM (largest non-NaN magnitude bits).
-// Inputs are strided + broadcast + offset views (EW_PARAMS, flags as elementwise.comp: a bits 0-1,
-// b bits 2-3, bit 4: b is the scalar s1, bit 5: a is the scalar s0, as element bits).
+// Inputs are strided + broadcast + offset views (the EW Params and FLAG_* of elementwise.comp; a
+// scalar operand comes as element bits). OP_* and FLAG_* are defines from kernels/elementwise.py.
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
 #if BITS == 16
@@ -20,7 +20,7 @@
 
 layout(local_size_x = WG) in;
 const uint WGU = WG, EPTU = EPT;
-layout(constant_id = 0) const uint OP = 0;  // kernels/elementwise.py COMPARE_OPS: == != < <= > >=
+layout(constant_id = 0) const uint OP = 0;  // kernels/elementwise.py COMPARE: OP_EQUAL, ...
 layout(constant_id = 1) const uint LINEAR = 0;  // 1: inputs contiguous or scalar, offsets % 4 == 0
 
 #if BITS == 8
@@ -81,17 +81,18 @@ bool is_nan(U u) { return (u & (SIGN - U(1))) > U(NANLIM); }
 
 bool compare(U x, U y) {
 #if KIND == 2
-    if (is_nan(x) || is_nan(y)) return OP == 1u;
+    if (is_nan(x) || is_nan(y)) return OP == OP_NOT_EQUAL;
 #endif
     K kx = key(x), ky = key(y);
     switch (OP) {
-    case 0u: return kx == ky;
-    case 1u: return kx != ky;
-    case 2u: return kx < ky;
-    case 3u: return kx <= ky;
-    case 4u: return kx > ky;
-    default: return kx >= ky;
+    case OP_EQUAL: return kx == ky;
+    case OP_NOT_EQUAL: return kx != ky;
+    case OP_LESS: return kx < ky;
+    case OP_LESS_EQUAL: return kx <= ky;
+    case OP_GREATER: return kx > ky;
+    case OP_GREATER_EQUAL: return kx >= ky;
     }
+    return false;   // not reached: the host launches only COMPARE's ids
 }
 
 U scalar(uint w[2]) {
@@ -112,9 +113,10 @@ uint strided(uint i, uint off, int st[6]) {
     return uint(idx);
 }
 
+// flags: an input's bits at a's positions (b's shifted down by FLAG_B_SHIFT).
 uint input_index(uint i, uint flags, uint off, int st[6]) {
-    if ((flags & 1u) != 0u) return off + i;
-    if ((flags & 2u) != 0u) return off;
+    if ((flags & FLAG_A_CONTIGUOUS) != 0u) return off + i;
+    if ((flags & FLAG_A_CONSTANT) != 0u) return off;
     return strided(i, off, st);
 }
 
@@ -127,18 +129,18 @@ void main_linear() {
     for (uint j = 0u; j < EPTU; ++j) {
         uint q = base + j * WGU;
         if (q < nq) {
-            W4 x = (p.flags & 32u) != 0u ? W4(scalar(p.s0))
-                 : ((p.flags & 1u) != 0u ? a4[p.off_a / 4u + q] : W4(a[p.off_a]));
-            W4 y = (p.flags & 16u) != 0u ? W4(scalar(p.s1))
-                 : ((p.flags & 4u) != 0u ? b4[p.off_b / 4u + q] : W4(b[p.off_b]));
+            W4 x = (p.flags & FLAG_A_SCALAR) != 0u ? W4(scalar(p.s0))
+                 : ((p.flags & FLAG_A_CONTIGUOUS) != 0u ? a4[p.off_a / 4u + q] : W4(a[p.off_a]));
+            W4 y = (p.flags & FLAG_B_SCALAR) != 0u ? W4(scalar(p.s1))
+                 : ((p.flags & FLAG_B_CONTIGUOUS) != 0u ? b4[p.off_b / 4u + q] : W4(b[p.off_b]));
             o4[p.off_o / 4u + q] = bit(U(x.x), U(y.x), 0u) | bit(U(x.y), U(y.y), 1u) | bit(U(x.z), U(y.z), 2u)
                                  | bit(U(x.w), U(y.w), 3u);
         }
     }
     if (linear_group() == 0u && gl_LocalInvocationID.x == 0u) {
         for (uint i = nq * 4u; i < p.n; ++i) {   // the < 4 tail elements
-            U x = (p.flags & 32u) != 0u ? scalar(p.s0) : U(a[input_index(i, p.flags, p.off_a, p.sa)]);
-            U y = (p.flags & 16u) != 0u ? scalar(p.s1) : U(b[input_index(i, p.flags >> 2, p.off_b, p.sb)]);
+            U x = (p.flags & FLAG_A_SCALAR) != 0u ? scalar(p.s0) : U(a[input_index(i, p.flags, p.off_a, p.sa)]);
+            U y = (p.flags & FLAG_B_SCALAR) != 0u ? scalar(p.s1) : U(b[input_index(i, p.flags >> FLAG_B_SHIFT, p.off_b, p.sb)]);
             o[p.off_o + i] = compare(x, y) ? uint8_t(1) : uint8_t(0);
         }
     }
@@ -150,8 +152,8 @@ void main() {
     for (uint j = 0u; j < EPTU; ++j) {
         uint i = base + j * WGU;
         if (i >= p.n) return;
-        U x = (p.flags & 32u) != 0u ? scalar(p.s0) : U(a[input_index(i, p.flags, p.off_a, p.sa)]);
-        U y = (p.flags & 16u) != 0u ? scalar(p.s1) : U(b[input_index(i, p.flags >> 2, p.off_b, p.sb)]);
+        U x = (p.flags & FLAG_A_SCALAR) != 0u ? scalar(p.s0) : U(a[input_index(i, p.flags, p.off_a, p.sa)]);
+        U y = (p.flags & FLAG_B_SCALAR) != 0u ? scalar(p.s1) : U(b[input_index(i, p.flags >> FLAG_B_SHIFT, p.off_b, p.sb)]);
         o[p.off_o + i] = compare(x, y) ? uint8_t(1) : uint8_t(0);
     }
 }

@@ -1,8 +1,9 @@
 #version 450
 // Elementwise unary / binary / affine (and the clamp / powi ops): one generic kernel.
 // Inputs are strided + broadcast + offset capable (rank <= 6 after the host collapses dims);
-// flags per input (a: bits 0-1, b: bits 2-3): bit 0 = contiguous (linear index), bit 1 = constant
-// (every stride 0). Bit 4: b is the scalar s1 (x + 2.0 needs no buffer); bit 5: a is the scalar s0.
+// p.flags says per input whether it is contiguous (linear index) or constant (every stride 0), and
+// whether b is the scalar s1 (x + 2.0 needs no buffer) or a the scalar s0: FLAG_* defines.
+// OP_* (op ids) and FLAG_* are defines from kernels/elementwise.py (UNARY or BINARY by NIN, FLAGS).
 // The output is contiguous. Each invocation handles EPT elements spaced one workgroup apart, so
 // neighbouring invocations touch neighbouring addresses (coalesced on GPUs, vectorised on lavapipe).
 #include "common/dtype.glsl"
@@ -231,36 +232,51 @@ V nextafter_v(V x, V y) {           // f32 only (the ops refuse half types: thei
 }
 #endif
 
+// Round half to even, and trunc. Doubles by hand: lavapipe's double roundEven rounds -1.5 to -1,
+// its double trunc returns x unchanged from |x| ~ 2^30 on (floor and ceil are right).
+#if defined(DT_F64)
+V trunc_v(V x) { return x < 0.0LF ? ceil(x) : floor(x); }
+V round_even_v(V x) {
+    if (!(abs(x) < 4503599627370496.0LF)) return x;     // |x| >= 2^52, inf, NaN: already integral
+    V r = floor(x + 0.5LF);                              // exact below 2^52
+    if (r - x == 0.5LF && r != 2.0LF * floor(r * 0.5LF)) r -= 1.0LF;   // a tie went to the odd side
+    return r;
+}
+#else
+V trunc_v(V x) { return trunc(x); }
+V round_even_v(V x) { return roundEven(x); }
+#endif
 
 V sigmoid(V x) { return 1.0 / (1.0 + exp_v(-x)); }
 
 // Odd functions keep a zero's sign (f(-0) = -0, the standard's special cases; builtins may not).
+#if NIN == 1
 bool odd_zero_op() {
-    return OP == 5u || OP == 7u || OP == 23u || OP == 24u || OP == 27u || OP == 28u || OP == 30u || OP == 32u
-        || OP == 33u || OP == 35u;
+    return OP == OP_SIN || OP == OP_TANH || OP == OP_LOG1P || OP == OP_EXPM1 || OP == OP_TAN || OP == OP_SINH
+        || OP == OP_ASINH || OP == OP_ATANH || OP == OP_ASIN || OP == OP_ATAN;
 }
 
 V apply_unary(V x) {
     if (odd_zero_op() && x == V(0.0)) return x;
     switch (OP) {
-    case 0u: return -x;
-    case 1u: return x * x;
-    case 2u: return sqrt(x);
-    case 3u: return exp_v(x);
-    case 4u: return log_v(x);
-    case 5u: return sin_v(x);
-    case 6u: return cos_v(x);
-    case 7u: return tanh_v(x);
-    case 8u: return sigmoid(x);
-    case 9u: return x * sigmoid(x);
-    case 10u: return 0.5 * x * (1.0 + tanh_v(V(0.7978845608028654) * (x + V(0.044715) * x * x * x)));
-    case 11u: return isnan(x) || x >= 0.0 ? x : V(0.0);          // relu (NaN stays NaN)
-    case 12u: return isnan(x) ? x : (x > 0.0 ? V(1.0) : (x < 0.0 ? V(0.0) : scalar_arg(p.s0)));  // heaviside
-    case 13u: return abs(x);
-    case 14u: return isnan(x) ? x : (x > 0.0 ? V(1.0) : (x < 0.0 ? V(-1.0) : V(0.0)));  // sign
-    case 15u: return 1.0 / x;
-    case 16u: { precise V m = x * scalar_arg(p.s0); precise V r = m + scalar_arg(p.s1); return r; }  // affine
-    case 17u: {  // clip as numpy's: a NaN bound wins (lo first), NaN and -0 in x kept, lo > hi gives hi
+    case OP_NEGATIVE: return -x;
+    case OP_SQUARE: return x * x;
+    case OP_SQRT: return sqrt(x);
+    case OP_EXP: return exp_v(x);
+    case OP_LOG: return log_v(x);
+    case OP_SIN: return sin_v(x);
+    case OP_COS: return cos_v(x);
+    case OP_TANH: return tanh_v(x);
+    case OP_SIGMOID: return sigmoid(x);
+    case OP_SILU: return x * sigmoid(x);
+    case OP_GELU: return 0.5 * x * (1.0 + tanh_v(V(0.7978845608028654) * (x + V(0.044715) * x * x * x)));
+    case OP_RELU: return isnan(x) || x >= 0.0 ? x : V(0.0);          // NaN stays NaN (NaN stays NaN)
+    case OP_HEAVISIDE: return isnan(x) ? x : (x > 0.0 ? V(1.0) : (x < 0.0 ? V(0.0) : scalar_arg(p.s0)));
+    case OP_ABS: return abs(x);
+    case OP_SIGN: return isnan(x) ? x : (x > 0.0 ? V(1.0) : (x < 0.0 ? V(-1.0) : V(0.0)));
+    case OP_RECIPROCAL: return 1.0 / x;
+    case OP_AFFINE: { precise V m = x * scalar_arg(p.s0); precise V r = m + scalar_arg(p.s1); return r; }
+    case OP_CLAMP: {  // clip as numpy's: a NaN bound wins (lo first), NaN and -0 in x kept, lo > hi gives hi
         V lo = scalar_arg(p.s0), hi = scalar_arg(p.s1);
         if (isnan(lo)) return lo;
         if (isnan(hi)) return hi;
@@ -270,24 +286,26 @@ V apply_unary(V x) {
         V m = x < lo ? lo : x;
         return m > hi ? hi : m;
     }
-    case 19u: return floor(x);      // the rounding ops: exact in every float type (GLSL builtins)
-    case 20u: return ceil(x);
-    case 21u: return trunc(x);
-    case 22u: return roundEven(x);  // numpy.round / the array API's round: half to even
-    case 23u: return log1p_v(x);
-    case 24u: return expm1_v(x);
-    case 25u: return log2_v(x);
-    case 26u: return log10_v(x);
-    case 27u: return tan_v(x);
-    case 28u: return sinh_v(x);
-    case 29u: return cosh_v(x);
-    case 30u: return asinh_v(x);
-    case 31u: return acosh_v(x);
-    case 32u: return atanh_v(x);
-    case 33u: return asin_v(x);
-    case 34u: return acos_v(x);
-    case 35u: return atan_v(x);
-    default: {                                                                                 // powi (18)
+    // The rounding ops: exact in every float type. A result keeps x's sign (-0.5 -> -0): lavapipe's
+    // double trunc / roundEven return +0 there.
+    case OP_FLOOR: return copysign_v(floor(x), x);
+    case OP_CEIL: return copysign_v(ceil(x), x);
+    case OP_TRUNC: return copysign_v(trunc_v(x), x);
+    case OP_ROUND: return copysign_v(round_even_v(x), x);  // numpy.round / the array API's round
+    case OP_LOG1P: return log1p_v(x);
+    case OP_EXPM1: return expm1_v(x);
+    case OP_LOG2: return log2_v(x);
+    case OP_LOG10: return log10_v(x);
+    case OP_TAN: return tan_v(x);
+    case OP_SINH: return sinh_v(x);
+    case OP_COSH: return cosh_v(x);
+    case OP_ASINH: return asinh_v(x);
+    case OP_ACOSH: return acosh_v(x);
+    case OP_ATANH: return atanh_v(x);
+    case OP_ASIN: return asin_v(x);
+    case OP_ACOS: return acos_v(x);
+    case OP_ATAN: return atan_v(x);
+    case OP_POWI: {
         int e = int(p.s0[0]);
         if (e == 0) return V(1.0);
         V base = e < 0 ? V(1.0) / x : x;
@@ -297,23 +315,27 @@ V apply_unary(V x) {
         return r;
     }
     }
+    return x;   // not reached: the host launches only UNARY's ids
 }
+#else
 
 V apply_binary(V x, V y) {
     switch (OP) {
-    case 0u: return x + y;
-    case 1u: return x - y;
-    case 2u: return x * y;
-    case 3u: return x / y;
-    case 4u: return (isnan(x) || x > y) ? x : y;   // maximum (NaN propagates, numpy)
-    case 5u: return (isnan(x) || x < y) ? x : y;   // minimum
-    case 6u: return copysign_v(x, y);              // |x| with y's sign bit, NaN included (exact)
-    case 7u: return hypot_v(x, y);
-    case 8u: return logaddexp_v(x, y);
-    case 9u: return atan2_v(x, y);                 // atan2(x1, x2): the angle of (x2, x1)
-    default: return nextafter_v(x, y);             // nextafter (10); exact in f32 and f64
+    case OP_ADD: return x + y;
+    case OP_SUBTRACT: return x - y;
+    case OP_MULTIPLY: return x * y;
+    case OP_DIVIDE: return x / y;
+    case OP_MAXIMUM: return (isnan(x) || x > y) ? x : y;   // NaN propagates (numpy)
+    case OP_MINIMUM: return (isnan(x) || x < y) ? x : y;
+    case OP_COPYSIGN: return copysign_v(x, y);             // |x| with y's sign bit, NaN included (exact)
+    case OP_HYPOT: return hypot_v(x, y);
+    case OP_LOGADDEXP: return logaddexp_v(x, y);
+    case OP_ATAN2: return atan2_v(x, y);                   // atan2(x1, x2): the angle of (x2, x1)
+    case OP_NEXTAFTER: return nextafter_v(x, y);           // exact in f32 and f64
     }
+    return x;   // not reached: the host launches only BINARY's ids
 }
+#endif
 
 uint strided(uint i, uint off, int st[6]) {
     int idx = int(off);
@@ -325,9 +347,10 @@ uint strided(uint i, uint off, int st[6]) {
     return uint(idx);
 }
 
+// flags: an input's bits at a's positions (b's shifted down by FLAG_B_SHIFT).
 uint input_index(uint i, uint flags, uint off, int st[6]) {
-    if ((flags & 1u) != 0u) return off + i;
-    if ((flags & 2u) != 0u) return off;
+    if ((flags & FLAG_A_CONTIGUOUS) != 0u) return off + i;
+    if ((flags & FLAG_A_CONSTANT) != 0u) return off;
     return strided(i, off, st);
 }
 
@@ -339,13 +362,13 @@ void main_linear() {
         uint q = base + j * WG;
         if (q < nq) {
 #if NIN == 2
-            V4 x = (p.flags & 32u) != 0u ? V4(scalar_arg(p.s0))
-                 : ((p.flags & 1u) != 0u ? LOADQ(a4[p.off_a / 4u + q]) : V4(LOAD(a[p.off_a])));
-            V4 y = (p.flags & 16u) != 0u ? V4(scalar_arg(p.s1))
-                 : ((p.flags & 4u) != 0u ? LOADQ(b4[p.off_b / 4u + q]) : V4(LOAD(b[p.off_b])));
+            V4 x = (p.flags & FLAG_A_SCALAR) != 0u ? V4(scalar_arg(p.s0))
+                 : ((p.flags & FLAG_A_CONTIGUOUS) != 0u ? LOADQ(a4[p.off_a / 4u + q]) : V4(LOAD(a[p.off_a])));
+            V4 y = (p.flags & FLAG_B_SCALAR) != 0u ? V4(scalar_arg(p.s1))
+                 : ((p.flags & FLAG_B_CONTIGUOUS) != 0u ? LOADQ(b4[p.off_b / 4u + q]) : V4(LOAD(b[p.off_b])));
             V4 r = V4(apply_binary(x.x, y.x), apply_binary(x.y, y.y), apply_binary(x.z, y.z), apply_binary(x.w, y.w));
 #else
-            V4 x = (p.flags & 1u) != 0u ? LOADQ(a4[p.off_a / 4u + q]) : V4(LOAD(a[p.off_a]));
+            V4 x = (p.flags & FLAG_A_CONTIGUOUS) != 0u ? LOADQ(a4[p.off_a / 4u + q]) : V4(LOAD(a[p.off_a]));
             V4 r = V4(apply_unary(x.x), apply_unary(x.y), apply_unary(x.z), apply_unary(x.w));
 #endif
             o4[p.off_o / 4u + q] = STOREQ(r);
@@ -354,8 +377,8 @@ void main_linear() {
     if (linear_group() == 0u && gl_LocalInvocationID.x == 0u) {
         for (uint i = nq * 4u; i < p.n; ++i) {   // the < 4 tail elements (kept out of the hot loop)
 #if NIN == 2
-            V x = (p.flags & 32u) != 0u ? scalar_arg(p.s0) : LOAD(a[input_index(i, p.flags, p.off_a, p.sa)]);
-            V y = (p.flags & 16u) != 0u ? scalar_arg(p.s1) : LOAD(b[input_index(i, p.flags >> 2, p.off_b, p.sb)]);
+            V x = (p.flags & FLAG_A_SCALAR) != 0u ? scalar_arg(p.s0) : LOAD(a[input_index(i, p.flags, p.off_a, p.sa)]);
+            V y = (p.flags & FLAG_B_SCALAR) != 0u ? scalar_arg(p.s1) : LOAD(b[input_index(i, p.flags >> FLAG_B_SHIFT, p.off_b, p.sb)]);
             o[p.off_o + i] = STORE(apply_binary(x, y));
 #else
             o[p.off_o + i] = STORE(apply_unary(LOAD(a[input_index(i, p.flags, p.off_a, p.sa)])));
@@ -371,8 +394,8 @@ void main() {
         uint i = base + j * WG;
         if (i >= p.n) return;
 #if NIN == 2
-        V x = (p.flags & 32u) != 0u ? scalar_arg(p.s0) : LOAD(a[input_index(i, p.flags, p.off_a, p.sa)]);
-        V y = (p.flags & 16u) != 0u ? scalar_arg(p.s1) : LOAD(b[input_index(i, p.flags >> 2, p.off_b, p.sb)]);
+        V x = (p.flags & FLAG_A_SCALAR) != 0u ? scalar_arg(p.s0) : LOAD(a[input_index(i, p.flags, p.off_a, p.sa)]);
+        V y = (p.flags & FLAG_B_SCALAR) != 0u ? scalar_arg(p.s1) : LOAD(b[input_index(i, p.flags >> FLAG_B_SHIFT, p.off_b, p.sb)]);
         o[p.off_o + i] = STORE(apply_binary(x, y));
 #else
         V x = LOAD(a[input_index(i, p.flags, p.off_a, p.sa)]);

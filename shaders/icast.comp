@@ -5,7 +5,7 @@
 // sign- or zero-extended value; int -> float rounds to nearest even; bool -> 0 / 1. float -> int
 // truncates toward zero and, where numpy's result is undefined (NaN, inf, out of range), gives 0
 // for NaN and saturates the rest to the dtype's range. Computes in 64-bit integers (shaderInt64).
-// Input: strided + broadcast + offset view (EW_PARAMS, as elementwise.comp); output contiguous.
+// Input: strided + broadcast + offset view (the EW Params and FLAG_* of elementwise.comp); output contiguous.
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
@@ -124,7 +124,7 @@ void main() {
     for (uint j = 0u; j < EPTU; ++j) {
         uint i = base + j * WGU;
         if (i >= p.n) return;
-        uint src = (p.flags & 1u) != 0u ? p.off_a + i : ((p.flags & 2u) != 0u ? p.off_a : strided(i, p.off_a, p.sa));
+        uint src = (p.flags & FLAG_A_CONTIGUOUS) != 0u ? p.off_a + i : ((p.flags & FLAG_A_CONSTANT) != 0u ? p.off_a : strided(i, p.off_a, p.sa));
         o[p.off_o + i] = convert(uint64_t(a[src]));
     }
 }

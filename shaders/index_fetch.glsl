@@ -1,5 +1,6 @@
 // Index fetch shared by index_select / gather / scatter_add / index_add.
-// Needs before inclusion: spec constant IDX (0: u32, 1: i32, 2: i64 as two u32 words) and a
+// Needs before inclusion: spec constant IDX (IDX_UINT32, IDX_INT32, or IDX_INT64 as two u32 words:
+// defines from kernels/indexing.py INDEX_KINDS) and a
 // `uint ids[]` binding. Negative i32/i64 indices count from the end (numpy); `ok` is false for
 // anything outside [-n, n), and the returned index is then clamped into [0, n) so a caller that
 // reads with it stays in bounds (writers skip it).
@@ -7,11 +8,11 @@
 #define FUELVK_INDEX_FETCH_GLSL
 uint fetch_index(uint pos, uint n, out bool ok) {
     int v;
-    if (IDX == 2u) {
+    if (IDX == IDX_INT64) {
         uint lo = ids[2u * pos], hi = ids[2u * pos + 1u];
         bool fits = (hi == 0u && lo < 0x80000000u) || (hi == 0xFFFFFFFFu && lo >= 0x80000000u);
         v = fits ? int(lo) : (int(hi) < 0 ? -2147483647 : 2147483647);
-    } else if (IDX == 1u) {
+    } else if (IDX == IDX_INT32) {
         v = int(ids[pos]);
     } else {
         uint u = ids[pos];

@@ -4,8 +4,9 @@
 // (NIN 1; OP: negative abs square sign invert). numpy's integer semantics: results wrap modulo
 // 2^BITS; x // 0 == 0 and x % 0 == 0; // rounds toward -inf and % takes the divisor's sign;
 // shifts by a count outside [0, BITS) give 0 (>> of a negative: -1). Narrow types compute in 32
-// bits and store the low BITS bits. Inputs are strided + broadcast + offset views (EW_PARAMS, flags
-// as elementwise.comp: a bits 0-1, b bits 2-3, bit 4: b is the scalar s1, bit 5: a is s0).
+// bits and store the low BITS bits. Inputs are strided + broadcast + offset views (the EW Params
+// and FLAG_* of elementwise.comp). OP_* (kernels/intops.py INT_BINARY or INT_UNARY, by NIN) and
+// FLAG_* are defines.
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
 #if BITS == 16
@@ -102,20 +103,21 @@ U rem(U x, U y) {
     return x - floordiv(x, y) * y;
 }
 
+#if NIN == 2
 U apply_binary(U x, U y) {
     switch (OP) {
-    case 0u: return x + y;
-    case 1u: return x - y;
-    case 2u: return x * y;
-    case 3u: return floordiv(x, y);
-    case 4u: return rem(x, y);
-    case 5u: return less_v(x, y) ? y : x;
-    case 6u: return less_v(y, x) ? y : x;
-    case 7u: return x & y;
-    case 8u: return x | y;
-    case 9u: return x ^ y;
-    case 10u: return (neg(y) || y >= U(BITS)) ? U(0) : x << y;
-    default: {                                            // >> (arithmetic for signed types)
+    case OP_ADD: return x + y;
+    case OP_SUBTRACT: return x - y;
+    case OP_MULTIPLY: return x * y;
+    case OP_FLOOR_DIVIDE: return floordiv(x, y);
+    case OP_REMAINDER: return rem(x, y);
+    case OP_MAXIMUM: return less_v(x, y) ? y : x;
+    case OP_MINIMUM: return less_v(y, x) ? y : x;
+    case OP_BITWISE_AND: return x & y;
+    case OP_BITWISE_OR: return x | y;
+    case OP_BITWISE_XOR: return x ^ y;
+    case OP_BITWISE_LEFT_SHIFT: return (neg(y) || y >= U(BITS)) ? U(0) : x << y;
+    case OP_BITWISE_RIGHT_SHIFT: {                        // arithmetic for signed types
         if (neg(y) || y >= U(BITS)) return neg(x) ? ~U(0) : U(0);
 #if KIND == 1
         return U(S(x) >> S(y));
@@ -124,17 +126,20 @@ U apply_binary(U x, U y) {
 #endif
     }
     }
+    return x;   // not reached: the host launches only INT_BINARY's ids
 }
-
+#else
 U apply_unary(U x) {
     switch (OP) {
-    case 0u: return U(0) - x;
-    case 1u: return neg(x) ? U(0) - x : x;
-    case 2u: return x * x;
-    case 3u: return neg(x) ? ~U(0) : (x == U(0) ? U(0) : ONE);
-    default: return ~x;
+    case OP_NEGATIVE: return U(0) - x;
+    case OP_ABS: return neg(x) ? U(0) - x : x;
+    case OP_SQUARE: return x * x;
+    case OP_SIGN: return neg(x) ? ~U(0) : (x == U(0) ? U(0) : ONE);
+    case OP_BITWISE_INVERT: return ~x;
     }
+    return x;   // not reached: the host launches only INT_UNARY's ids
 }
+#endif
 
 uint strided(uint i, uint off, int st[6]) {
     int idx = int(off);
@@ -146,9 +151,10 @@ uint strided(uint i, uint off, int st[6]) {
     return uint(idx);
 }
 
+// flags: an input's bits at a's positions (b's shifted down by FLAG_B_SHIFT).
 uint input_index(uint i, uint flags, uint off, int st[6]) {
-    if ((flags & 1u) != 0u) return off + i;
-    if ((flags & 2u) != 0u) return off;
+    if ((flags & FLAG_A_CONTIGUOUS) != 0u) return off + i;
+    if ((flags & FLAG_A_CONSTANT) != 0u) return off;
     return strided(i, off, st);
 }
 
@@ -158,8 +164,8 @@ void main() {
         uint i = base + j * WGU;
         if (i >= p.n) return;
 #if NIN == 2
-        U x = (p.flags & 32u) != 0u ? scalar_bits(p.s0) : widen(U(a[input_index(i, p.flags, p.off_a, p.sa)]));
-        U y = (p.flags & 16u) != 0u ? scalar_bits(p.s1) : widen(U(b[input_index(i, p.flags >> 2, p.off_b, p.sb)]));
+        U x = (p.flags & FLAG_A_SCALAR) != 0u ? scalar_bits(p.s0) : widen(U(a[input_index(i, p.flags, p.off_a, p.sa)]));
+        U y = (p.flags & FLAG_B_SCALAR) != 0u ? scalar_bits(p.s1) : widen(U(b[input_index(i, p.flags >> FLAG_B_SHIFT, p.off_b, p.sb)]));
         o[p.off_o + i] = W(apply_binary(x, y));
 #else
         o[p.off_o + i] = W(apply_unary(widen(U(a[input_index(i, p.flags, p.off_a, p.sa)]))));

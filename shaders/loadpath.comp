@@ -1,34 +1,37 @@
 #version 450
 // Load-path micro-benchmark (kernels/loadpaths.py, benches/bench_load_paths.py): dst[i] = src[off + i]
-// for i < p.n texels, where src is read through one of several descriptor kinds (PATH) and dst is
-// always a storage buffer of the same texel type, so paths differ only in how they load:
-//   1 SSBO float   2 SSBO uvec2   3 SSBO uvec4
-//   4 uniform texel buffer texelFetch, R32_UINT   5 same, R32G32B32A32_UINT
-//   6 storage texel buffer imageLoad, r32ui       7 same, rgba32ui
-//   8 SSBO uint64_t   9 SSBO u64vec2 (what matmul.comp's 4-wide views use: lavapipe's cost is per component)
-//  10 uniform texel buffer, R32G32_UINT   11 uniform texel buffer, R16G16B16A16_SFLOAT (4 halves as a
-//     vec4, the f16 weights' case; repacked to 2 words for the store)
+// for i < p.n texels, where src is read through one of several descriptor kinds (PATH, one of the
+// PATH_* defines of kernels/loadpaths.py) and dst is always a storage buffer of the same texel type,
+// so paths differ only in how they load:
+//   SSBO_F32 float   SSBO_U2 uvec2   SSBO_U4 uvec4
+//   UTB_R32 uniform texel buffer texelFetch, R32_UINT   UTB_RGBA32 same, R32G32B32A32_UINT
+//   STB_R32 storage texel buffer imageLoad, r32ui       STB_RGBA32 same, rgba32ui
+//   SSBO_U64 uint64_t   SSBO_U64X2 u64vec2 (what matmul.comp's 4-wide views use: lavapipe's cost is
+//   per component)   UTB_RG32 uniform texel buffer, R32G32_UINT   UTB_RGBA16F uniform texel buffer,
+//   R16G16B16A16_SFLOAT (4 halves as a vec4, the f16 weights' case; repacked to 2 words for the store)
 // Each invocation copies EPT texels WG apart (consecutive invocations touch consecutive texels).
-// Constant 0 READ = 1: loads dominate instead (what matvec does): each invocation combines RPT
+// Spec constant READ = 1: loads dominate instead (what matvec does): each invocation combines RPT
 // texels WG apart (xor; float: +) and stores one texel, dst[invocation].
 #include "common/index.glsl"
 // Uniform texel buffers are samplerless (textureBuffer): a sampled image of Dim Buffer is invalid
 // SPIR-V from 1.6 on, and Mesa 25's front end rejects it.
 #extension GL_EXT_samplerless_texture_functions : require
-#if PATH >= 8
+#define SSBO64 (PATH == PATH_SSBO_U64 || PATH == PATH_SSBO_U64X2)
+#define SSBO (PATH == PATH_SSBO_F32 || PATH == PATH_SSBO_U2 || PATH == PATH_SSBO_U4 || SSBO64)
+#if SSBO64
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #endif
 
-#if PATH == 1
+#if PATH == PATH_SSBO_F32
 #define T float
 #define COMBINE(a, b) ((a) + (b))
-#elif PATH == 2 || PATH == 10 || PATH == 11
+#elif PATH == PATH_SSBO_U2 || PATH == PATH_UTB_RG32 || PATH == PATH_UTB_RGBA16F
 #define T uvec2
-#elif PATH == 3 || PATH == 5 || PATH == 7
+#elif PATH == PATH_SSBO_U4 || PATH == PATH_UTB_RGBA32 || PATH == PATH_STB_RGBA32
 #define T uvec4
-#elif PATH == 8
+#elif PATH == PATH_SSBO_U64
 #define T uint64_t
-#elif PATH == 9
+#elif PATH == PATH_SSBO_U64X2
 #define T u64vec2
 #else
 #define T uint
@@ -41,28 +44,30 @@ layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint READ = 0u;
 const uint WG = 256u, EPT = 4u, RPT = 16u;
 layout(set = 0, binding = 0) writeonly buffer Dst { T dst[]; };
-#if PATH <= 3 || PATH >= 8
+#if SSBO
 layout(set = 0, binding = 1) readonly buffer Src { T src[]; };
 #define LOAD(k) src[k]
-#elif PATH == 4
+#elif PATH == PATH_UTB_R32
 layout(set = 0, binding = 1) uniform utextureBuffer src;
 #define LOAD(k) texelFetch(src, int(k)).x
-#elif PATH == 5
+#elif PATH == PATH_UTB_RGBA32
 layout(set = 0, binding = 1) uniform utextureBuffer src;
 #define LOAD(k) texelFetch(src, int(k))
-#elif PATH == 6
+#elif PATH == PATH_STB_R32
 layout(set = 0, binding = 1, r32ui) uniform readonly uimageBuffer src;
 #define LOAD(k) imageLoad(src, int(k)).x
-#elif PATH == 7
+#elif PATH == PATH_STB_RGBA32
 layout(set = 0, binding = 1, rgba32ui) uniform readonly uimageBuffer src;
 #define LOAD(k) imageLoad(src, int(k))
-#elif PATH == 10
+#elif PATH == PATH_UTB_RG32
 layout(set = 0, binding = 1) uniform utextureBuffer src;
 #define LOAD(k) texelFetch(src, int(k)).xy
-#else
+#elif PATH == PATH_UTB_RGBA16F
 layout(set = 0, binding = 1) uniform textureBuffer src;
 uvec2 pack4h(vec4 v) { return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw)); }
 #define LOAD(k) pack4h(texelFetch(src, int(k)))
+#else
+#error "PATH is not one of kernels/loadpaths.py's PATH_* ids"
 #endif
 
 layout(push_constant) uniform Params { uint n; uint off; } p;

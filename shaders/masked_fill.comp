@@ -1,7 +1,7 @@
 #version 450
 // masked_fill: out = mask != 0 ? fill : x, for any dtype of WIDTH bytes (raw words, bit-exact).
-// x and the u8/bool mask are strided + broadcast + offset views (EW_PARAMS, as elementwise.comp:
-// flags bits 0-1 describe x, bits 2-3 the mask); fill is the element's bit pattern in s0.
+// x and the u8/bool mask are strided + broadcast + offset views (the EW Params of elementwise.comp;
+// FLAG_* bits: x at a's, the mask at b's); fill is the element's bit pattern in s0.
 // Output contiguous. The mask is read as bytes (8-bit storage), never packed four to a word.
 // MASKED_COPY (fuelvk.where): out[i] = x[i] where the mask is set, and out[i] is left as it is
 // elsewhere (the caller filled it with the other operand first): a select of two strided views.
@@ -33,9 +33,10 @@ uint strided(uint i, uint off, int st[6]) {
     return uint(idx);
 }
 
+// flags: an input's bits at a's positions (b's shifted down by FLAG_B_SHIFT).
 uint input_index(uint i, uint flags, uint off, int st[6]) {
-    if ((flags & 1u) != 0u) return off + i;
-    if ((flags & 2u) != 0u) return off;
+    if ((flags & FLAG_A_CONTIGUOUS) != 0u) return off + i;
+    if ((flags & FLAG_A_CONSTANT) != 0u) return off;
     return strided(i, off, st);
 }
 
@@ -50,11 +51,11 @@ void main() {
         uint i = base + j * WGU;
         if (i >= p.n) return;
 #ifdef MASKED_COPY
-        if (m[input_index(i, p.flags >> 2, p.off_b, p.sb)] != uint8_t(0))
+        if (m[input_index(i, p.flags >> FLAG_B_SHIFT, p.off_b, p.sb)] != uint8_t(0))
             o[p.off_o + i] = a[input_index(i, p.flags, p.off_a, p.sa)];
 #else
         W v;
-        if (m[input_index(i, p.flags >> 2, p.off_b, p.sb)] != uint8_t(0)) v = fill;
+        if (m[input_index(i, p.flags >> FLAG_B_SHIFT, p.off_b, p.sb)] != uint8_t(0)) v = fill;
         else v = a[input_index(i, p.flags, p.off_a, p.sa)];
         o[p.off_o + i] = v;
 #endif

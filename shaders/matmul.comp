@@ -1,8 +1,9 @@
 #version 450
 // The matmul / matvec family: one generic kernel, C[batch] = A[batch] @ B[batch], f32 accumulation.
-//   A_DT / B_DT / C_DT: 0 = f32, 1 = f16, 2 = bf16 (element types as stored; compute is f32).
-//   MODE: 0 = matvec (M == 1), 1 = register-tiled (no shared memory), 2 = shared-memory tiled,
-//         3 = small scalar (one invocation per output element).
+//   A_DT / B_DT / C_DT: TYPE_F32, TYPE_F16, TYPE_BF16 (element types as stored; compute is f32).
+//   MODE: MODE_MATVEC (M == 1), MODE_REGISTER_TILED (no shared memory), MODE_TILED (shared-memory
+//         tiled), MODE_SMALL (small scalar: one invocation per output element).
+//   The TYPE_* / MODE_* ids are defines from the host's tables (kernels/matmul.py).
 // A and B are read through their strides (transposed / sliced / broadcast views need no copy) from
 // element offsets off_a / off_b; up to 3 batch dims with their own strides (0 = broadcast, GQA
 // n_rep is a split batch dim with B stride 0). C is contiguous [batch, M, N] from off_c.
@@ -29,11 +30,9 @@ layout(constant_id = 3) const uint TNV = 1;     // 4-column groups per invocatio
 layout(constant_id = 4) const uint TEXA = 0;
 layout(constant_id = 5) const uint TEXB = 0;
 
-#define F32 0
-#define F16 1
-#define BF16 2
 #define DECL_BUF(bind, name, DT) \
     layout(set = 0, binding = bind) readonly buffer name##_ { ELEM_##DT name[]; };
+// ELEM_<id> / TOF_<id>: element type and load of each TYPE_* id (pasted from A_DT / B_DT)
 #define ELEM_0 float
 #define ELEM_1 float16_t
 #define ELEM_2 uint16_t
@@ -43,10 +42,10 @@ layout(constant_id = 5) const uint TEXB = 0;
 #define CAT(a, b) a##b
 #define XCAT(a, b) CAT(a, b)
 
-#if C_DT == F32
+#if C_DT == TYPE_F32
 layout(set = 0, binding = 0) writeonly buffer C_ { float c[]; };
 #define STORE_C(i, v) c[i] = (v)
-#elif C_DT == F16
+#elif C_DT == TYPE_F16
 layout(set = 0, binding = 0) writeonly buffer C_ { float16_t c[]; };
 #define STORE_C(i, v) c[i] = float16_t(v)
 #else
@@ -62,14 +61,14 @@ layout(set = 0, binding = 1) readonly buffer A_ { XCAT(ELEM_, A_DT) a[]; };
 layout(set = 0, binding = 2) readonly buffer B_ { XCAT(ELEM_, B_DT) b[]; };
 #define LA(i) XCAT(TOF_, A_DT)(a[i])
 #define LB(i) XCAT(TOF_, B_DT)(b[i])
-#if MODE <= 1
+#if MODE == MODE_MATVEC || MODE == MODE_REGISTER_TILED
 // The same A / B buffers again as storage texel buffers: one rgba32ui texel is 16 bytes, 4 f32 or 8
 // f16 / bf16 elements. Why: on lavapipe (Mesa 22.3) an SSBO load is a loop over the lanes with a bounds
 // check per component, an imageLoad one vector gather: read-mode load throughput measured 7.3 GB/s
 // (rgba32ui imageLoad) vs 1.8 GB/s for the best SSBO load (benches/bench_load_paths.py).
 layout(set = 0, binding = 3, rgba32ui) uniform readonly uimageBuffer a_t;
 layout(set = 0, binding = 4, rgba32ui) uniform readonly uimageBuffer b_t;
-const uint QB = B_DT == F32 ? 1u : 2u;   // 4-column quads per texel of B
+const uint QB = B_DT == TYPE_F32 ? 1u : 2u;   // 4-column quads per texel of B
 const uint LC = 4u * QB;                 // register tile: columns per lane per column group (one B texel)
 vec4 h4_0(uvec2 w) { return vec4(0.0); }   // (unused: f32 texels hold 4 elements)
 vec4 h4_1(uvec2 w) { return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
@@ -77,7 +76,7 @@ vec4 h4_2(uvec2 w) { return vec4(uintBitsToFloat(w.x << 16), uintBitsToFloat(w.x
                                  uintBitsToFloat(w.y << 16), uintBitsToFloat(w.y & 0xFFFF0000u)); }
 // v = elements e .. e + 7 of `img` holding DT elements; e is a multiple of the elements per texel.
 #define TEX8(img, DT, e, v) \
-    if (DT == F32) { v[0] = uintBitsToFloat(imageLoad(img, (e) >> 2)); v[1] = uintBitsToFloat(imageLoad(img, ((e) >> 2) + 1)); } \
+    if (DT == TYPE_F32) { v[0] = uintBitsToFloat(imageLoad(img, (e) >> 2)); v[1] = uintBitsToFloat(imageLoad(img, ((e) >> 2) + 1)); } \
     else { uvec4 t_ = imageLoad(img, (e) >> 3); v[0] = XCAT(h4_, DT)(t_.xy); v[1] = XCAT(h4_, DT)(t_.zw); }
 // v = elements e, e + s, ..., e + 7 s through the storage buffer (the scalar path).
 #define SCALAR8(L, e, s, v) \
@@ -106,8 +105,8 @@ float share8(float x, uint src) {
     return subgroupShuffle(x, (gl_SubgroupInvocationID & ~7u) | src);
 }
 
-#if MODE <= 1
-// ---- register tile (MODE 1; matvec MODE 0 with KSPLIT == 0 is its TM == 1 case) ---------------------
+#if MODE == MODE_MATVEC || MODE == MODE_REGISTER_TILED
+// ---- register tile (MODE_REGISTER_TILED; MODE_MATVEC with KSPLIT == 0 is its TM == 1 case) ---------------------
 // Each invocation accumulates TM rows x LC TNV columns; 8-lane groups: lane ln owns columns
 // n0 + LC (ln + 8 j) + (0 .. LC-1), one texel of a B row when TEXB == 1; all groups of a workgroup
 // share the same TM rows. Per 8-deep K step the lanes load an 8 x LC TNV slab of B once and then stream
@@ -238,7 +237,7 @@ void main() {
     else regtile_main();
 }
 
-#elif MODE == 2
+#elif MODE == MODE_TILED
 // ---- shared-memory tiled: 64 x 64 blocks, each invocation 8 x 8 outputs -------------------------------
 // BK-deep slabs of A and B staged in shared memory (f32, 2 x 8 KiB + pad). Lanes l = 8 * rg + ln:
 // ln picks columns (ln + 8 j), rg rows (rg + 8 i). For GPUs; CPU devices take the register tile.

@@ -1,5 +1,5 @@
 #version 450
-// Pad backward for reflect (MODE 5) and replicate (MODE 6): grad_in[c] = sum of grad_out over every
+// Pad backward for reflect (MODE_PAD_REFLECT) and replicate (MODE_PAD_REPLICATE): grad_in[c] = sum of grad_out over every
 // padded position the forward pass read c from. One invocation per grad_in element gathers its
 // preimage (per dim: itself plus <= 2 mirror positions for reflect; the whole edge run for
 // replicate) and writes once: no atomics, so no value can be lost under contention and the result
@@ -38,7 +38,7 @@ void main() {
             rest /= uint(nin);
             int lo = p.lo[d], hi = p.dim[d] - nin - lo;
             int cnt = 0;
-#if MODE == 5
+#if MODE == MODE_PAD_REFLECT
             if (c >= 1 && c <= lo) { rs[d][cnt] = lo - c; rl[d][cnt] = 1; ++cnt; }
             rs[d][cnt] = lo + c; rl[d][cnt] = 1; ++cnt;
             if (c <= nin - 2 && c >= nin - 1 - hi) { rs[d][cnt] = lo + 2 * (nin - 1) - c; rl[d][cnt] = 1; ++cnt; }

@@ -2,11 +2,11 @@
 // GGML block formats: dequantize, quantize, fused quantized matvec (M == 1) and tiled matmul (M > 1).
 // One source for every quant kernel so the block decoders exist once (build_shaders.py tracks
 // only shaders/common/ as includes). MODE picks the kernel, KIND the block format:
-//   KIND 0 q4_0  18 B / 32 elems: f16 d, 16 B nibbles        w = d * (q - 8)
-//   KIND 1 q8_0  34 B / 32 elems: f16 d, 32 x int8            w = d * q
-//   KIND 2 q4_k 144 B / 256 elems: f16 d, f16 dmin, 12 B 6-bit scales/mins, 128 B nibbles
+//   KIND_Q4_0 q4_0  18 B / 32 elems: f16 d, 16 B nibbles        w = d * (q - 8)
+//   KIND_Q8_0 q8_0  34 B / 32 elems: f16 d, 32 x int8            w = d * q
+//   KIND_Q4_K q4_k 144 B / 256 elems: f16 d, f16 dmin, 12 B 6-bit scales/mins, 128 B nibbles
 //                                                             w = (d * sc) * q - dmin * m
-//   KIND 3 q6_k 210 B / 256 elems: 128 B low nibbles, 64 B high 2-bit, 16 x int8 scales, f16 d
+//   KIND_Q6_K q6_k 210 B / 256 elems: 128 B low nibbles, 64 B high 2-bit, 16 x int8 scales, f16 d
 //                                                             w = (d * sc) * (q - 32)
 // Every block size is even, so blocks are read (and written) as 16-bit words: half the loads of
 // byte access and whole-word writes (no read-modify-write). Offsets are in words / elements.
@@ -21,25 +21,22 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "common/index.glsl"
 
-#define MODE_DEQUANT 1
-#define MODE_QUANTIZE 2
-#define MODE_MATVEC 3
-#define MODE_TILED 4
+// MODE_* and KIND_* are defines from the host's tables (kernels/quant.py MODES, KIND_IDS).
 
-#if KIND == 0
+#if KIND == KIND_Q4_0
 #define QK 32u
 #define BW 9u
-#elif KIND == 1
+#elif KIND == KIND_Q8_0
 #define QK 32u
 #define BW 17u
-#elif KIND == 2
+#elif KIND == KIND_Q4_K
 #define QK 256u
 #define BW 72u
-#elif KIND == 3
+#elif KIND == KIND_Q6_K
 #define QK 256u
 #define BW 105u
 #else
-#error "KIND must be 0 (q4_0), 1 (q8_0), 2 (q4_k) or 3 (q6_k)"
+#error "KIND must be KIND_Q4_0, KIND_Q8_0, KIND_Q4_K or KIND_Q6_K"
 #endif
 
 // ---------------------------------------------------------------------------------------------
@@ -57,7 +54,7 @@ layout(set = 0, binding = 1) readonly buffer QIn { uint16_t q[]; };
 layout(local_size_x = 256) in;
 layout(set = 0, binding = 0) writeonly buffer Out { float o[]; };
 layout(push_constant) uniform Params { uint n_blocks; uint out_elements; uint off_q; uint off_o; } p;
-#elif MODE == MODE_MATVEC
+#elif MODE == MODE_QMATVEC
 // A workgroup owns NR output rows; its 64 lanes stride over the 32-element sub-blocks of K, load
 // each x chunk once (8 vec4) for all NR rows, then reduce (subgroupAdd, then shared memory).
 #define NR 4u
@@ -66,7 +63,7 @@ layout(set = 0, binding = 0) writeonly buffer Out { float o[]; };
 layout(set = 0, binding = 2) readonly buffer XIn { vec4 x4[]; };   // off_x is a multiple of 4
 layout(push_constant) uniform Params { uint n; uint k; uint blocks_per_row; uint off_x; uint off_w; uint off_o; } p;
 shared float red[64][NR];
-#elif MODE == MODE_TILED
+#elif MODE == MODE_QMATMUL_TILED
 // Workgroup tile TM x TN of C = A[M,K] . W[N,K]^T; per K chunk of 32 the W tile is decoded once
 // into shared memory and reused by the TM rows; each invocation owns RM x RN outputs.
 #define TM 16u
@@ -155,7 +152,7 @@ float roundf_away(float v) {
 uint word(uint i) { return uint(q[i]); }
 uint byte_at(uint wb, uint b) { uint w = word(wb + (b >> 1)); return ((b & 1u) != 0u ? w >> 8 : w) & 0xFFu; }
 
-#if KIND == 2
+#if KIND == KIND_Q4_K
 // llama.cpp get_scale_min_k4: 6-bit scale and min of sub-block j (0..7), scales at bytes 4..15
 uvec2 scale_min_k4(uint wb, uint j) {
     if (j < 4u) return uvec2(byte_at(wb, 4u + j) & 63u, byte_at(wb, 8u + j) & 63u);
@@ -166,16 +163,16 @@ uvec2 scale_min_k4(uint wb, uint j) {
 
 // The dequantized value of element e (0 <= e < QK) of the block at word wb, exactly as gguf.
 float weight(uint wb, uint e) {
-#if KIND == 0
+#if KIND == KIND_Q4_0
     float d = half_to_float(word(wb));
     uint b = byte_at(wb, 2u + (e & 15u));
     precise float v = d * float(int((e < 16u ? b : b >> 4) & 15u) - 8);
     return v;
-#elif KIND == 1
+#elif KIND == KIND_Q8_0
     float d = half_to_float(word(wb));
     precise float v = d * float(int(byte_at(wb, 2u + e) << 24) >> 24);
     return v;
-#elif KIND == 2
+#elif KIND == KIND_Q4_K
     float d = half_to_float(word(wb)), dmin = half_to_float(word(wb + 1u));
     uvec2 sm = scale_min_k4(wb, e >> 5);
     uint b = byte_at(wb, 16u + (e >> 6) * 32u + (e & 31u));
@@ -195,11 +192,11 @@ float weight(uint wb, uint e) {
 }
 #endif
 
-#if MODE == MODE_MATVEC
+#if MODE == MODE_QMATVEC
 // sum_j w[e0 + j] * xv[j] over the 32-element sub-block starting at element e0 of block wb.
 float xe(vec4 xv[8], uint j) { return xv[j >> 2][j & 3u]; }
 float dot32(uint wb, uint e0, vec4 xv[8]) {
-#if KIND == 0
+#if KIND == KIND_Q4_0
     float acc = 0.0;
     [[unroll]] for (uint w = 0u; w < 8u; ++w) {
         uint v = word(wb + 1u + w);
@@ -208,14 +205,14 @@ float dot32(uint wb, uint e0, vec4 xv[8]) {
              + float(int((v >> 4) & 15u) - 8) * xe(xv, j + 16u) + float(int((v >> 12) & 15u) - 8) * xe(xv, j + 17u);
     }
     return half_to_float(word(wb)) * acc;
-#elif KIND == 1
+#elif KIND == KIND_Q8_0
     float acc = 0.0;
     [[unroll]] for (uint w = 0u; w < 16u; ++w) {
         uint v = word(wb + 1u + w);
         acc += float(int(v << 24) >> 24) * xe(xv, 2u * w) + float(int(v << 16) >> 24) * xe(xv, 2u * w + 1u);
     }
     return half_to_float(word(wb)) * acc;
-#elif KIND == 2
+#elif KIND == KIND_Q4_K
     uint sb = e0 >> 5;
     uvec2 sm = scale_min_k4(wb, sb);
     uint shift = (sb & 1u) * 4u, base = 8u + (sb >> 1) * 16u;
@@ -247,7 +244,7 @@ void main() {
     uint blk = linear_group() * 64u + gl_LocalInvocationID.x;
     if (blk >= p.n_blocks) return;
     uint xb = p.off_x + blk * 32u, qb = p.off_q + blk * BW;
-#if KIND == 1
+#if KIND == KIND_Q8_0
     float amax = 0.0;
     for (uint j = 0u; j < 32u; ++j) amax = max(amax, abs(x[xb + j]));
     float d = div_rn(amax, 127.0);
@@ -259,7 +256,7 @@ void main() {
         uint b0 = uint(int(roundf_away(v0))) & 0xFFu, b1 = uint(int(roundf_away(v1))) & 0xFFu;
         q[qb + 1u + w] = uint16_t(b0 | (b1 << 8));
     }
-#elif KIND == 0
+#elif KIND == KIND_Q4_0
     float amax = -1.0, mx = 0.0;                 // first element of largest magnitude (numpy argmax)
     for (uint j = 0u; j < 32u; ++j) {
         float v = x[xb + j];
@@ -282,7 +279,7 @@ void main() {
 #error "quantize supports q4_0 and q8_0"
 #endif
 
-#elif MODE == MODE_MATVEC
+#elif MODE == MODE_QMATVEC
     uint l = gl_LocalInvocationID.x;
     uint r0 = linear_group() * NR;
     uint subs = p.k / 32u;                        // 32-element sub-blocks per row
@@ -310,7 +307,7 @@ void main() {
         o[p.off_o + r0 + l] = t;
     }
 
-#elif MODE == MODE_TILED
+#elif MODE == MODE_QMATMUL_TILED
     uint tid = gl_LocalInvocationID.x;
     uint g = linear_group();
     uint tiles_n = (p.n + TN - 1u) / TN;

@@ -4,12 +4,13 @@
 // (EPT of them, one workgroup apart): the linear output index is split into coordinates over
 // `shape` (rank <= 6), each coordinate is mapped to a source coordinate by MODE, and the source is
 // read through any strided view (`sa` strides, signed, element offset off_a). Output contiguous.
-//   MODE 0 gather     src = c                       (flip: the host passes the flipped strides)
-//   MODE 1 roll       src = (c + lo) mod dim        (lo already in [0, dim))
-//   MODE 2/3 triu/tril keep where col - row >= k / <= k (last two dims), else 0
-//   MODE 4 pad const  src = c - lo, outside [0, dim) -> fill  (pad backward const: lo = -left)
-//   MODE 5 reflect    src = c - lo mirrored without repeating the edge (host: pads < dim)
-//   MODE 6 replicate  src = clamp(c - lo, 0, dim - 1)
+// MODE is one of the MODE_* defines (kernels/movement.py REMAP_MODES):
+//   MODE_GATHER        src = c                       (flip: the host passes the flipped strides)
+//   MODE_ROLL          src = (c + lo) mod dim        (lo already in [0, dim))
+//   MODE_TRIU / TRIL   keep where col - row >= k / <= k (last two dims), else 0
+//   MODE_PAD_CONST     src = c - lo, outside [0, dim) -> fill  (pad backward const: lo = -left)
+//   MODE_PAD_REFLECT   src = c - lo mirrored without repeating the edge (host: pads < dim)
+//   MODE_PAD_REPLICATE src = clamp(c - lo, 0, dim - 1)
 // Moves never interpret the bits (common/width.glsl), so every dtype of a width is bit-exact.
 #include "common/width.glsl"
 #include "common/index.glsl"
@@ -55,33 +56,33 @@ void main() {
             uint nd = uint(p.shape[d]);
             int c = int(rest % nd);
             rest /= nd;
-#if MODE == 1
+#if MODE == MODE_ROLL
             c += p.lo[d];
             if (c >= p.dim[d]) c -= p.dim[d];
-#elif MODE == 2 || MODE == 3
+#elif MODE == MODE_TRIU || MODE == MODE_TRIL
             if (d == r - 1) col = c;
             if (d == r - 2) row = c;
-#elif MODE == 4
+#elif MODE == MODE_PAD_CONST
             c -= p.lo[d];
             inside = inside && c >= 0 && c < p.dim[d];
-#elif MODE == 5
+#elif MODE == MODE_PAD_REFLECT
             c -= p.lo[d];
             if (c < 0) c = -c;
             if (c >= p.dim[d]) c = 2 * (p.dim[d] - 1) - c;
-#elif MODE == 6
+#elif MODE == MODE_PAD_REPLICATE
             c = clamp(c - p.lo[d], 0, p.dim[d] - 1);
 #endif
             src += c * p.sa[d];
         }
-#if MODE == 2
+#if MODE == MODE_TRIU
         inside = col - row >= p.k;
-#elif MODE == 3
+#elif MODE == MODE_TRIL
         inside = col - row <= p.k;
 #endif
-#if MODE >= 2 && MODE <= 4
+#if MODE == MODE_TRIU || MODE == MODE_TRIL || MODE == MODE_PAD_CONST
         W v;
         if (inside) v = a[uint(src)];       // never read outside the source
-#if MODE == 4
+#if MODE == MODE_PAD_CONST
         else v = fill_value();
 #else
         else v = zero_value();

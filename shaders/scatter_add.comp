@@ -7,7 +7,7 @@
 // failed CAS means another invocation's add succeeded (llvmpipe caps any invocation at 65535 loop
 // iterations; a CAS would need that many consecutive losses, far beyond its 8-lane x n-thread
 // contention). Half types accumulate in an f32 scratch
-// (MODE 1 widens base into it, MODE 2 rounds it into the output once), so they are rounded once,
+// (MODE_INIT widens base into it, MODE_FINISH rounds it into the output once), so they are rounded once,
 // not once per addition. Out-of-range indices are skipped (never written out of bounds); the
 // public op raises IndexError before launching.
 #include "common/dtype.glsl"
@@ -26,7 +26,7 @@
 #endif
 layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint IDX = 0;
-layout(constant_id = 1) const uint MODE = 0;   // 0: accumulate, 1: acc = base, 2: out = acc
+layout(constant_id = 1) const uint MODE = 0;   // MODE_ACCUMULATE; MODE_INIT: acc = base; MODE_FINISH: out = acc
 
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
 layout(set = 0, binding = 1) readonly buffer Src { T src[]; };
@@ -91,8 +91,8 @@ void atomic_add(uint i, A v) {
 void main() {
     uint e = linear_group() * 128u + gl_LocalInvocationID.x;
     if (e >= p.n) return;
-    if (MODE == 1u) { acc_set(p.off_acc + e, A(LOAD(src[p.off_src + e]))); return; }
-    if (MODE == 2u) { o[e] = STORE(acc_get(p.off_acc + e)); return; }
+    if (MODE == MODE_INIT) { acc_set(p.off_acc + e, A(LOAD(src[p.off_src + e]))); return; }
+    if (MODE == MODE_FINISH) { o[e] = STORE(acc_get(p.off_acc + e)); return; }
     int so = int(p.off_src), io = int(p.off_idx), dst = int(p.off_acc);
     uint r = e;
     for (int d = int(p.rank) - 1; d >= 0; --d) {

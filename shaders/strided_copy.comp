@@ -57,7 +57,7 @@ uint strided(uint i) {
 void main_linear() {
     uint base = linear_group() * (WG * EPT) + gl_LocalInvocationID.x;
     uint nq = p.n / 4u;
-    bool contig = (p.flags & 1u) != 0u;
+    bool contig = (p.flags & FLAG_A_CONTIGUOUS) != 0u;
     for (uint j = 0u; j < EPT; ++j) {
         uint q = base + j * WG;
         if (q >= nq) break;
@@ -78,7 +78,7 @@ void main() {
     for (uint j = 0u; j < EPT; ++j) {
         uint i = base + j * WG;
         if (i >= p.n) return;
-        uint src = (p.flags & 1u) != 0u ? p.off_a + i : ((p.flags & 2u) != 0u ? p.off_a : strided(i));
+        uint src = (p.flags & FLAG_A_CONTIGUOUS) != 0u ? p.off_a + i : ((p.flags & FLAG_A_CONSTANT) != 0u ? p.off_a : strided(i));
         o[p.off_o + i] = a[src];
     }
 }

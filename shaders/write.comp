@@ -2,8 +2,8 @@
 // Strided write: dst view <- src view, element for element over `shape` (rank <= 6). Serves
 // write_slice (a[index] = b, e.g. a KV-cache append: dst is any non-broadcast view of a larger
 // array, written in place) and concatenate (one dispatch per input into its slab of the output).
-// Both sides take signed strides and element offsets; src may broadcast (stride 0). flags: bit 0
-// src contiguous, bit 1 src constant (one element), bit 2 dst contiguous (linear index, no math).
+// Both sides take signed strides and element offsets; src may broadcast (stride 0). p.flags: FLAG_*
+// defines (kernels/movement.py WRITE_FLAGS): src / dst contiguous (linear index, no math), src constant.
 // Moved as raw words of WIDTH bytes (common/width.glsl): 8/16-bit storage writes single bytes and
 // half-words at any alignment, so b1/b2 need no sub-word read-modify-write.
 #include "common/width.glsl"
@@ -14,6 +14,8 @@ const uint WGU = WG, EPTU = EPT;
 
 layout(set = 0, binding = 0) buffer Out { W o[]; };
 layout(set = 0, binding = 1) readonly buffer A { W a[]; };
+
+const uint BOTH_CONTIGUOUS = FLAG_SRC_CONTIGUOUS | FLAG_DST_CONTIGUOUS;
 
 layout(push_constant) uniform Params {
     uint n; uint rank; uint flags; uint off_o; uint off_a; float scale;
@@ -27,7 +29,7 @@ void main() {
         uint i = base + j * WGU;
         if (i >= p.n) return;
         int src = int(p.off_a), dst = int(p.off_o);
-        if ((p.flags & 5u) == 5u) {
+        if ((p.flags & BOTH_CONTIGUOUS) == BOTH_CONTIGUOUS) {
             src += int(i);
             dst += int(i);
         } else {
@@ -39,7 +41,7 @@ void main() {
                 src += c * p.sa[d];
                 dst += c * p.so[d];
             }
-            if ((p.flags & 2u) != 0u) src = int(p.off_a);
+            if ((p.flags & FLAG_SRC_CONSTANT) != 0u) src = int(p.off_a);
         }
         o[uint(dst)] = a[uint(src)];
     }

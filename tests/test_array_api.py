@@ -481,7 +481,9 @@ def test_nonzero_unique_boolean_index():
     e = np.unique(y, return_index=True, return_inverse=True, return_counts=True, equal_nan=False)
     for g, ex in zip((vals, idx, inv, cnt), e):
         same(g, ex)
-    same(fv.unique_values(fv.asarray(y.reshape(2, 5))), np.unique(y, equal_nan=False))
+    # Of -0.0 and +0.0 (equal) the first in a stable sort is kept, as numpy's unique with return_index
+    # does; numpy >= 2.3's plain unique (hash-based) may keep the other one, so e[0] is the oracle.
+    same(fv.unique_values(fv.asarray(y.reshape(2, 5))), e[0])
     v, c = fv.unique_counts(fv.asarray(np.array([5, 5, 5], np.int32)))
     same(v, np.array([5], np.int32)) and same(c, np.array([3]))
     v, i = fv.unique_inverse(fv.asarray(np.zeros((0,), np.float32)))

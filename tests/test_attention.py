@@ -19,7 +19,7 @@ from oracles import assert_close
 
 import fuelvk as fv
 from fuelvk import runtime
-from fuelvk.errors import DTypeError, ShapeError
+from fuelvk.errors import DTypeError, ShapeError, UnsupportedError
 from fuelvk.kernels import FAMILIES
 from fuelvk.kernels import attention as K
 from fuelvk.ops.attention import (
@@ -338,7 +338,7 @@ def _qkv(Hq=4, Hkv=2, D=32, dts=(F32, F32, F32), Sk=9):
     (_qkv(), {"softcap": -1.0}, ShapeError, "softcap"),
     (_qkv(), {"softcap": float("inf")}, ShapeError, "softcap"),
     (_qkv(), {"alibi_slopes": [0.1, 0.2]}, ShapeError, "alibi_slopes"),
-    (_qkv(), {"route": "fast"}, ShapeError, "unknown attention route"),
+    (_qkv(), {"route": "fast"}, UnsupportedError, "unknown route 'fast'"),
     (_qkv(Sk=5000), {"route": "single"}, ShapeError, "route 'single'"),
 ], ids=lambda x: None)
 def test_bad_input(args, kw, err, match):

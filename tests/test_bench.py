@@ -59,8 +59,8 @@ def test_calibrate_fma_chains(ctx, tag):
         pytest.skip(f"{ctx.device.name} has no shaderFloat16")
     n, iters = 512, 100
     out = fv.zeros((4 * n,), np.uint32)
-    ctx.launch(kernel("calibrate", tag), ctx.groups(n // K.CALIB_WG), (out.buffer, out.buffer), (True, False),
-               K.CALIB_PARAMS.pack(n, iters), spec=((0, K.MODE_FMA),))
+    ctx.launch(kernel("calibrate", tag), ctx.groups(n // K.CALIB_WG), dst=out, src=out, n=n, iters=iters,
+               MODE=K.MODE_FMA)
     got = out.numpy().reshape(n, 4)
     ft = np.float32 if tag == "f32" else np.float16
     rnd = lambda v: v.astype(ft).astype(np.float64)
@@ -86,8 +86,8 @@ def test_calibrate_fma_chains(ctx, tag):
 def test_calibrate_copy_is_exact(ctx):
     src = np.random.default_rng(0).integers(0, 2**32, 4 * 1000, dtype=np.uint32)
     a, b = fv.asarray(src), fv.zeros(src.shape, np.uint32)
-    ctx.launch(kernel("calibrate", "f32"), ctx.groups(-(-1000 // K.CALIB_WG)), (b.buffer, a.buffer), (True, False),
-               K.CALIB_PARAMS.pack(1000, 0), spec=((0, K.MODE_COPY),))
+    ctx.launch(kernel("calibrate", "f32"), ctx.groups(-(-1000 // K.CALIB_WG)), dst=b, src=a, n=1000, iters=0,
+               MODE=K.MODE_COPY)
     np.testing.assert_array_equal(b.numpy(), src)
 
 

@@ -223,3 +223,75 @@ def test_f64_transcendentals_full_range():
         lg = np.array([0.0, -1.0, np.inf, np.nan, 1.0])
         np.testing.assert_array_equal(fv.log(lg), np.log(lg))
         np.testing.assert_array_equal(fv.sin(np.array([np.inf, np.nan, 0.0])), np.sin(np.array([np.inf, np.nan, 0.0])))
+
+
+@pytest.mark.parametrize("name", ["floor", "ceil", "trunc", "round"])
+def test_float64_rounding_bit_exact_over_the_whole_range(name):
+    """Doubles round exactly at every magnitude up to 2^53 (ties to even, -0 kept), where the device's
+    own double trunc / roundEven are wrong (lavapipe: trunc(2^30 + 0.5), roundEven(-1.5), trunc(-0.5))."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.integers(-2**52, 2**52, 4000) / 2.0, rng.integers(-100, 100, 400) + 0.5,
+                        rng.standard_normal(400), [2**52 - 0.5, -(2**52 - 0.5), 2**53 + 2, 0.49999999999999994,
+                                                   -0.5, -0.0, 0.0, 5e-324, -5e-324, np.inf, -np.inf, np.nan]])
+    got = getattr(fv, name)(x)
+    assert got.view(np.uint64).tolist() == getattr(np, name)(x).view(np.uint64).tolist()
+
+
+# ---- op ids and flag bits: named constants shared with the shaders ------------------------------------
+
+def _cases(shader, function):
+    """The OP_<NAME> case labels in `function`'s body in shaders/<shader>."""
+    import re
+    from pathlib import Path
+    src = (Path(__file__).resolve().parents[1] / "shaders" / shader).read_text()
+    body = re.search(rf"\b{function}\([^)]*\) {{\n(.*?)\n}}\n", src, re.S).group(1)
+    return re.findall(r"case OP_(\w+):", body)
+
+
+def test_op_tables_unique_and_every_op_has_its_shader_case():
+    """Each table is one shader switch: ids unique within it, every op named by exactly one
+    `case OP_<NAME>:` and no case without a table entry (adding an op cannot collide or go missing)."""
+    from fuelvk.kernels import elementwise as E, intops as I
+    for table, shader, function in ((E.UNARY, "elementwise.comp", "apply_unary"),
+                                    (E.BINARY, "elementwise.comp", "apply_binary"),
+                                    (E.COMPARE, "compare.comp", "compare"),
+                                    (I.INT_BINARY, "intops.comp", "apply_binary"),
+                                    (I.INT_UNARY, "intops.comp", "apply_unary")):
+        assert sorted(table.values()) == list(range(len(table))), table
+        cases = _cases(shader, function)
+        assert sorted(cases) == sorted(n.upper() for n in table), (shader, function)
+    from fuelvk.kernels.movement import WRITE_FLAGS
+    for flags in (E.FLAGS, WRITE_FLAGS):
+        bits = list(flags.values())
+        assert len(set(bits)) == len(bits) and all(b & (b - 1) == 0 for b in bits)
+    assert E.FLAGS["b_contiguous"] == E.FLAGS["a_contiguous"] << E.FLAG_B_SHIFT
+    assert E.FLAGS["b_constant"] == E.FLAGS["a_constant"] << E.FLAG_B_SHIFT
+
+
+def test_shader_sees_the_table_ids():
+    """The compiled variants carry the tables as defines (what the shader's names expand to)."""
+    from fuelvk.kernels import kernel
+    from fuelvk.kernels import elementwise as E
+    unary = dict(kernel("unary", "f32").defines)
+    assert all(unary[f"OP_{n.upper()}"] == i for n, i in E.UNARY.items())
+    assert dict(kernel("affine", "f32").defines)["FIXED_OP"] == E.UNARY["affine"]
+    binary = dict(kernel("binary", "f32").defines)
+    assert all(binary[f"OP_{n.upper()}"] == i for n, i in E.BINARY.items())
+    assert all(binary[f"FLAG_{n.upper()}"] == b for n, b in E.FLAGS.items())
+
+
+def test_launch_strided_refuses_unknown_spec_constant_and_wrong_inputs():
+    """launch_strided binds by the kernel's names: a misspelt spec constant or a missing input is a
+    LaunchError naming what the kernel takes, never a launch with a default."""
+    from fuelvk.errors import LaunchError
+    from fuelvk.kernels import kernel
+    from fuelvk.ops._core import launch_strided, new_like
+    x = fv.asarray(np.ones(8, np.float32))
+    out = new_like((8,), np.dtype(np.float32))
+    with pytest.raises(LaunchError, match="OPS"):
+        launch_strided(kernel("unary", "f32"), out, [x], {"OPS": 0})
+    with pytest.raises(LaunchError, match="in_b"):
+        launch_strided(kernel("binary", "f32"), out, [x], {"OP": 0})
+    from fuelvk.kernels.elementwise import UNARY
+    launch_strided(kernel("unary", "f32"), out, [x], {"OP": UNARY["exp"]})
+    np.testing.assert_allclose(out.numpy(), np.exp(np.ones(8, np.float32)), rtol=1e-6)

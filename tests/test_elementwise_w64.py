@@ -13,7 +13,7 @@ from oracles import FLOATS, TRANS_TOL, assert_bits, assert_close
 import fuelvk as fv
 from fuelvk import runtime
 from fuelvk.kernels import FAMILIES, kernel
-from fuelvk.kernels.elementwise import LINEAR_SPEC, WIDE_TAGS, variant
+from fuelvk.kernels.elementwise import LINEAR, WIDE_TAGS, variant
 
 RNG = np.random.default_rng(64)
 TAG = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.float64): "f64"}
@@ -35,8 +35,14 @@ def path(request, monkeypatch):
     seen, get = [], ctx.pipelines.get
     monkeypatch.setattr(ctx, "plans", {})   # plan cache: force pipeline selection in this test
     monkeypatch.setattr(ctx.pipelines, "get", lambda v, spec=(), *a, **k: (
-        seen.append((v.id, (LINEAR_SPEC, 1) in tuple(spec))), get(v, spec, *a, **k))[1])
+        seen.append((v.id, _linear(ctx, v, spec))), get(v, spec, *a, **k))[1])
     return request.param, seen
+
+
+def _linear(ctx, v, spec):
+    """Whether a pipeline request specializes the variant's LINEAR constant to 1."""
+    i = ctx.pipelines.signature(v).spec_ids.get(LINEAR)
+    return (i, 1) in tuple(spec)
 
 
 def _check_path(path, seen, family, dt, linear):

@@ -27,6 +27,12 @@ SMALL = LIMIT_PROFILES["small"]
 TILED = kernel("matmul_tiled", "f32_f32_f32")
 
 
+def _spec(ctx, family, tag, **named):
+    """(spec id, value) pairs of a variant's specialization constants given by their shader names."""
+    ids = ctx.pipelines.signature(kernel(family, tag)).spec_ids
+    return tuple(sorted((ids[n], v) for n, v in named.items()))
+
+
 def test_reflected_shared_bytes_match_the_kernels_own_formulas(ctx):
     """The manifest's expressions over spec constants (spirv.py) against the hand-written sizes the
     attention picker uses, and the tiled matmul's 2 x 32 x 65 f32 slabs."""
@@ -34,13 +40,15 @@ def test_reflected_shared_bytes_match_the_kernels_own_formulas(ctx):
     assert meta(TILED.id)["shared_bytes"] == 2 * 32 * 65 * 4 == 16640
     tiled, single = meta(kernel("flash_attention", "f32").id), meta(kernel("flash_attn", "f32").id)
     for d, br, bc in ((32, 1, 32), (64, 16, 64), (256, 8, 64), (80, 4, 64)):
-        spec = ((KA.SPEC_D, d), (KA.SPEC_BR, br), (KA.SPEC_BC, bc))
+        spec = _spec(ctx, "flash_attention", "f32", D=d, BR=br, BC=bc)
         assert evaluate(tiled["shared_bytes"], spec) == KA.tiled_shared_bytes(d, br, bc)
         assert [evaluate(e, spec) for e in tiled["workgroup_size_spec"]] == [bc, 1, 1]
     for d, sk in ((64, 256), (128, 4096)):
-        assert evaluate(single["shared_bytes"], {KA.SPEC_D: d, KA.SPEC_SKMAX: sk}) == KA.single_shared_bytes(d, sk)
+        spec = _spec(ctx, "flash_attn", "f32", D=d, SKMAX=sk)
+        assert evaluate(single["shared_bytes"], spec) == KA.single_shared_bytes(d, sk)
     reduce = meta(kernel("reduce_last_dim", "f32").id)
-    assert [evaluate(e, ((0, 512),)) for e in reduce["workgroup_size_spec"]] == [512, 1, 1]
+    spec = _spec(ctx, "reduce_last_dim", "f32", WG=512)
+    assert [evaluate(e, spec) for e in reduce["workgroup_size_spec"]] == [512, 1, 1]
 
 
 def test_check_names_kernel_quantity_and_limit(ctx, device_limits):
@@ -49,14 +57,15 @@ def test_check_names_kernel_quantity_and_limit(ctx, device_limits):
     assert not pc.fits(TILED)
     with pytest.raises(UnsupportedError, match=r"matmul_tiled\.f32_f32_f32.*shared memory bytes 16640 exceeds "
                                                r"maxComputeSharedMemorySize = 16384"):
-        pc.get(TILED, ((0, 99),))   # a specialization never built, so the check runs
+        pc.get(TILED, _spec(ctx, "matmul_tiled", "f32_f32_f32", SG8=99))   # never built, so the check runs
     attn = kernel("flash_attn", "f32")
-    assert pc.fits(attn, ((KA.SPEC_D, 64), (KA.SPEC_SKMAX, 1024)))
-    assert not pc.fits(attn, ((KA.SPEC_D, 64), (KA.SPEC_SKMAX, 4096)))   # 4 * (64 + 4096 + 128) B
+    assert pc.fits(attn, _spec(ctx, "flash_attn", "f32", D=64, SKMAX=1024))
+    assert not pc.fits(attn, _spec(ctx, "flash_attn", "f32", D=64, SKMAX=4096))   # 4 * (64 + 4096 + 128) B
     red = kernel("reduce_last_dim", "f32")
-    assert pc.fits(red, ((0, 256),)) and not pc.fits(red, ((0, 512),))
+    assert pc.fits(red, _spec(ctx, "reduce_last_dim", "f32", WG=256))
+    assert not pc.fits(red, _spec(ctx, "reduce_last_dim", "f32", WG=512))
     with pytest.raises(UnsupportedError, match="workgroup invocations 512 exceeds maxComputeWorkGroupInvocations = 256"):
-        pc.get(red, ((0, 512), (1, 0), (2, 0)))
+        pc.get(red, _spec(ctx, "reduce_last_dim", "f32", WG=512, OP=0, MODE=0))
     device_limits(maxPushConstantsSize=64)
     mm = kernel("matmul", "f32_f32_f32")
     n = pc.meta(mm.id)["push_constant_size"]
@@ -213,7 +222,8 @@ SCRIPT = textwrap.dedent(r'''
         if sh > 16384 or wg[0] * wg[1] * wg[2] > 256 or m["push_constant_size"] > 128:
             over.append((vid, spec, wg, sh))
     out["created"] = sorted({vid for vid, _ in created})
-    out["sg8"] = sorted({spec.get(0) for vid, spec in created if vid.startswith("matmul")})
+    out["sg8"] = sorted({spec.get(ctx.pipelines.meta(vid)["spec_names"]["SG8"]) for vid, spec in created
+                         if vid.startswith("matmul") and "SG8" in ctx.pipelines.meta(vid)["spec_names"]})
     out["over"] = over
     print("RESULT " + json.dumps(out))
 ''')

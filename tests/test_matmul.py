@@ -186,15 +186,16 @@ def test_route_picker_and_env(monkeypatch):
 
 
 def _specs(monkeypatch):
-    """Specialization constants of every launch during the test, as dicts."""
+    """Specialization constants of every launch during the test, as dicts by their shader names."""
     ctx = runtime.get()
     seen, orig = [], ctx.launch
-    monkeypatch.setattr(ctx, "launch", lambda v, g, bufs, w, push, spec=(): (seen.append(dict(spec)),
-                                                                          orig(v, g, bufs, w, push, spec))[1])
+
+    def launch(v, groups, **args):
+        names = ctx.pipelines.signature(v).spec_ids
+        seen.append({n: x for n, x in args.items() if n in names})
+        return orig(v, groups, **args)
+    monkeypatch.setattr(ctx, "launch", launch)
     return seen
-
-
-TEXA, TEXB = 4, 5   # specialization constant ids (shaders/matmul.comp)
 
 
 @pytest.mark.parametrize("combo", K_.COMBOS)
@@ -221,7 +222,7 @@ def test_texel_load_paths(combo, monkeypatch):
         seen.clear()
         route = "matvec" if x.shape[-2] == 1 else "register_tiled"   # auto may pick coop / tiled on GPUs
         check(matmul(x, y, out, route=route), x, y, cdt)
-        assert [(s[TEXA], s[TEXB]) for s in seen] == [(ta, tb)], (x.shape, x.strides, y.strides, seen)
+        assert [(s["TEXA"], s["TEXB"]) for s in seen] == [(ta, tb)], (x.shape, x.strides, y.strides, seen)
 
 
 def test_register_tile_row_counts(monkeypatch):
@@ -231,7 +232,7 @@ def test_register_tile_row_counts(monkeypatch):
     for M in (3, 15, 33, 65):
         a, b = rand((M, 45), F32, rng), rand((45, 300), F32, rng)
         check(matmul(a, b, route="register_tiled"), a, b, F32)
-    assert sorted({s[1] for s in seen}) == [4, 16, 32]
+    assert sorted({s["TM"] for s in seen}) == [4, 16, 32]
 
 
 def test_texel_limit_falls_back_to_scalar_loads(monkeypatch, device_limits):
@@ -242,7 +243,7 @@ def test_texel_limit_falls_back_to_scalar_loads(monkeypatch, device_limits):
     seen = _specs(monkeypatch)
     for x in (a, a[:1]):
         check(matmul(x, b), x, b, F32)
-    assert [(s[TEXA], s[TEXB]) for s in seen] == [(0, 0), (0, 0)]
+    assert [(s["TEXA"], s["TEXB"]) for s in seen] == [(0, 0), (0, 0)]
 
 
 def test_coop_gating_and_fallback():
@@ -338,3 +339,27 @@ def test_realistic_size():
     x = rand((1, 384), F32, rng)
     wt = fv.asarray(w).T                                  # x @ W^T, the decode hot path
     check(matmul(x, wt), x, wt, F32)
+
+
+@pytest.mark.parametrize("op, env, accepted, pick", [
+    ("matmul", "FUELVK_MATMUL_ROUTE", "matvec, register_tiled, tiled, small, coop, auto",
+     lambda route: fv.matmul_route(np.zeros((2, 3), F32), np.zeros((3, 2), F32), route=route)),
+    ("attention_route", "FUELVK_ATTENTION_ROUTE", "single, tiled, auto",
+     lambda route: fv.attention_route((1, 2, 3, 32), (1, 2, 5, 32), route=route)),
+    ("qmatmul_route", "FUELVK_QMATMUL_ROUTE", "matvec, tiled, auto",
+     lambda route: fv.qmatmul_route((2, 64), (4, 64), route=route)),
+])
+def test_unknown_route_is_one_typed_error(op, env, accepted, pick, monkeypatch):
+    """matmul, attention and qmatmul resolve a forced route the same way (ops/_routes.py): an unknown
+    name from route= or the environment is an UnsupportedError naming the op, the name, its source and
+    the accepted routes; "auto" (any case) and "" leave the choice to the picker."""
+    with pytest.raises(fv.UnsupportedError, match=rf"^{op}: unknown route 'fast' \(from route=\); accepted: "
+                                                  rf"{accepted}$"):
+        pick("fast")
+    monkeypatch.setenv(env, "Fast")
+    with pytest.raises(fv.UnsupportedError, match=rf"^{op}: unknown route 'fast' \(from {env}\)"):
+        pick(None)
+    auto = pick("auto")
+    assert pick("AUTO") == pick("") == auto
+    monkeypatch.setenv(env, "auto")
+    assert pick(None) == auto

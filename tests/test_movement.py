@@ -89,7 +89,7 @@ def test_strided_copy_contiguous_paths(dt, wide, monkeypatch):
     """Contiguous copies: LINEAR (4 elements per access; b2/b4 through 64-bit words with shaderInt64)
     when offsets are multiples of 4, the index path otherwise; odd sizes exercise the tail."""
     from fuelvk import runtime
-    from fuelvk.kernels.elementwise import LINEAR_SPEC
+    from fuelvk.kernels.elementwise import LINEAR
     ctx = runtime.get()
     if not wide:
         if dt.itemsize == 8:
@@ -100,7 +100,8 @@ def test_strided_copy_contiguous_paths(dt, wide, monkeypatch):
     seen, get = [], ctx.pipelines.get
     monkeypatch.setattr(ctx, "plans", {})
     monkeypatch.setattr(ctx.pipelines, "get", lambda v, spec=(), *a, **k: (
-        seen.append((v.id, (LINEAR_SPEC, 1) in tuple(spec))), get(v, spec, *a, **k))[1])
+        seen.append((v.id, (ctx.pipelines.signature(v).spec_ids.get(LINEAR), 1) in tuple(spec))),
+        get(v, spec, *a, **k))[1])
     rng = np.random.default_rng(7)
     tag = f"b{dt.itemsize}"
     fam = "strided_copy_w64" if wide and tag in ("b2", "b4") else "strided_copy"

@@ -133,6 +133,23 @@ def test_qmatmul_routes(kind, route):
         _assert_mm(fq.qmatmul(x, blocks, kind, (n, k), route=route), ref, bound)
 
 
+def test_qmatmul_route(monkeypatch):
+    """qmatmul_route reports the route qmatmul takes (matvec for M == 1, else tiled; route= or
+    FUELVK_QMATMUL_ROUTE forces one) and checks the shapes as qmatmul does; nothing is launched."""
+    qt = fq.QuantTensor(fv.asarray(np.zeros(4 * 18 * 2, np.uint8)), "q4_0", (4, 64))
+    assert fq.qmatmul_route((1, 64), (4, 64)) == "matvec"
+    assert fv.qmatmul_route(np.zeros((64,), np.float32), qt) == "matvec"
+    assert fv.qmatmul_route(fv.zeros((2, 3, 64), fv.float32), qt) == "tiled"
+    assert fq.qmatmul_route((5, 64), (4, 64), route="matvec") == "matvec"
+    monkeypatch.setenv("FUELVK_QMATMUL_ROUTE", "matvec")
+    assert fq.qmatmul_route((5, 64), (4, 64)) == "matvec"
+    assert fq.qmatmul_route((1, 64), (4, 64), route="tiled") == "tiled"    # keyword wins
+    with pytest.raises(ShapeError, match="does not match the weight shape"):
+        fq.qmatmul_route((1, 32), (4, 64))
+    with pytest.raises(ShapeError, match=r"must be \(N, K\)"):
+        fq.qmatmul_route((1, 64), (64,))
+
+
 def test_qmatmul_default_routes_views_and_quanttensor():
     n, k = 96, 4096
     w = rng.standard_normal((n, k)).astype(np.float32)

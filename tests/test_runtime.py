@@ -145,6 +145,20 @@ def test_launch_by_name_refuses_what_the_shader_does_not_declare():
             sig.bind(bad)
 
 
+def test_no_positional_launch_left():
+    """Kernels are launched by name only: Context.launch takes no positional buffers / Params / spec
+    (a TypeError), and no module of fuelvk packs Params positionally or passes (id, value) spec tuples."""
+    import re
+    ctx = fv.runtime.get()
+    v = fv.kernels.kernel("unary", "f32")
+    with pytest.raises(TypeError):
+        ctx.launch(v, (1, 1, 1), (), (), b"")
+    src = Path(fv.__file__).parent
+    for f in sorted(src.rglob("*.py")):
+        text = f.read_text()
+        assert not re.search(r"_PARAMS\b|\bParams\(|\.pack\(\s*\w+\s*,|spec=\(\(\d|launch\([^)]*\(True", text), f
+
+
 def test_kernels_listing_json():
     out = subprocess.run([sys.executable, "-m", "fuelvk", "kernels", "--json"], capture_output=True, text=True,
                          check=True).stdout

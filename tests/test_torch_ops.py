@@ -14,9 +14,11 @@ import torch.nn.functional as TF
 from oracles import TOL, TRANS_TOL, assert_bits, assert_close
 
 import fuelvk.torch as ft
+from fuelvk.ops._opdef import Meta, opdefs
 
 F = torch.ops.fuelvk
 F32, F64 = torch.float32, torch.float64
+OPDEFS = opdefs()
 
 
 def rnd(*shape, dt=F32, lo=-2.0, hi=2.0, seed=0):
@@ -42,8 +44,9 @@ class Case:
     id: str = ""
 
 
-def _pos(*shape):
-    return lambda dt: (rnd(*shape, dt=dt, lo=0.5, hi=2.0),)
+def _within(*shape_lo_hi):
+    *shape, lo, hi = shape_lo_hi
+    return lambda dt: (rnd(*shape, dt=dt, lo=lo, hi=hi),)
 
 
 def _any(*shape):
@@ -105,17 +108,19 @@ def _gguf_dequantize(b, kind):
 _QRAW = _gguf_quantize(rnd(4, 64, seed=3), "q8_0")
 _QDEQ = _gguf_dequantize(_QRAW, "q8_0")
 
-UNARY_REF = {
-    "negative": torch.neg, "square": torch.square, "sqrt": torch.sqrt, "exp": torch.exp, "log": torch.log,
-    "sin": torch.sin, "cos": torch.cos, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "silu": TF.silu,
-    "gelu": lambda x: TF.gelu(x, approximate="tanh"), "relu": torch.relu, "abs": torch.abs, "sign": torch.sign,
-    "reciprocal": torch.reciprocal,
-}
-POSITIVE = {"sqrt", "log", "reciprocal"}
-BINARY_REF = {"add": torch.add, "subtract": torch.sub, "multiply": torch.mul, "divide": torch.div,
-              "maximum": torch.maximum, "minimum": torch.minimum}
-COMPARE_REF = {"equal": torch.eq, "not_equal": torch.ne, "less": torch.lt, "less_equal": torch.le,
-               "greater": torch.gt, "greater_equal": torch.ge}
+# Oracles of the unary records (every record made with ops/_opdef.unary is a torch op): torch's function of
+# the same name unless listed; inputs in [-2, 2), or DOMAIN's range.
+UNARY_REF = {"negative": torch.neg, "silu": TF.silu, "gelu": lambda x: TF.gelu(x, approximate="tanh")}
+UNARY = [r for r in OPDEFS.values() if (r.spec or {}).get("template") == "unary"]
+DOMAIN = {**dict.fromkeys(("sqrt", "log", "reciprocal"), (0.5, 2.0)),
+          **dict.fromkeys(("log1p", "log2", "log10", "atanh", "asin", "acos"), (0.25, 0.75)), "acosh": (1.25, 2.0)}
+# Binary elementwise and comparison records (torch schema "(Tensor a, Tensor b) -> Tensor"): torch's function
+# of the same name is the oracle, except where torch's name means something else.
+BINARY_REF = {"equal": torch.eq}
+BINARY = [r for r in OPDEFS.values() if r.schema == "(Tensor a, Tensor b) -> Tensor"
+          and r.fn.__module__ in ("fuelvk.ops.elementwise", "fuelvk.ops.comparison")]
+_F32 = Meta((1,), np.dtype(np.float32))
+COMPARE = [r for r in BINARY if r.out(_F32, _F32).dtype == np.bool_]   # exact, bool out
 
 
 def _ln_ref(x, eps, w=None, b=None):
@@ -127,17 +132,19 @@ def _rms_ref(x, eps, w=None):
 
 
 CASES = [
-    *[Case(n, _pos(3, 5) if n in POSITIVE else _any(3, 5), UNARY_REF[n], (0,) if n != "sign" else (),
-           tol=TRANS_TOL, scale=4.0 if n in ("gelu", "silu", "sigmoid", "tanh") else 1.0) for n in UNARY_REF],
+    *[Case(r.name, _within(3, 5, *DOMAIN.get(r.name, (-2.0, 2.0))), UNARY_REF.get(r.name) or getattr(torch, r.name),
+           (0,) if r.grad not in (None, "zero") else (), tol=TRANS_TOL,
+           scale=4.0 if r.name in ("gelu", "silu", "sigmoid", "tanh") else 1.0) for r in UNARY],
     Case("heaviside", lambda dt: (rnd(3, 4, dt=dt), 0.5), lambda x, h: torch.heaviside(x, torch.tensor(h, dtype=x.dtype)),
          bits=True),
     Case("affine", lambda dt: (rnd(3, 4, dt=dt), 1.5, -0.25), lambda x, m, a: x * m + a, (0,)),
     Case("clip", lambda dt: (rnd(3, 4, dt=dt), -0.7, 0.9), torch.clamp, (0,), F32),
     Case("power", lambda dt: (rnd(3, 4, dt=dt, lo=0.5, hi=1.5), 3), torch.pow, (0,), F32, scale=4.0),
-    *[Case(n, lambda dt: (rnd(3, 4, dt=dt, lo=0.5, hi=2.0, seed=1), rnd(4, dt=dt, lo=0.5, hi=2.0, seed=2)),
-           BINARY_REF[n], (0, 1)) for n in BINARY_REF],
-    *[Case(n, lambda dt: (rnd(3, 4, dt=dt, lo=-2, hi=2, seed=1).round(), rnd(4, dt=dt, lo=-2, hi=2, seed=2).round()),
-           COMPARE_REF[n], bits=True) for n in COMPARE_REF],
+    *[Case(r.name, lambda dt: (rnd(3, 4, dt=dt, lo=0.5, hi=2.0, seed=1), rnd(4, dt=dt, lo=0.5, hi=2.0, seed=2)),
+           BINARY_REF.get(r.name) or getattr(torch, r.name), (0, 1) if r.grad else ()) for r in BINARY
+      if r not in COMPARE],
+    *[Case(r.name, lambda dt: (rnd(3, 4, dt=dt, lo=-2, hi=2, seed=1).round(), rnd(4, dt=dt, lo=-2, hi=2, seed=2).round()),
+           BINARY_REF.get(r.name) or getattr(torch, r.name), bits=True) for r in COMPARE],
     Case("astype", lambda dt: (rnd(3, 4, dt=dt, lo=-500, hi=500), torch.bfloat16), lambda x, d: x.to(d), bits=True,
          id="f32-bf16"),
     Case("astype", lambda dt: (rnd(3, 4, dt=dt, lo=-600, hi=600), torch.float8_e4m3fn), lambda x, d: x.to(d),
@@ -268,14 +275,12 @@ def test_every_op_has_a_case():
     assert set(ft.OPS) - MUTATING == {c.op for c in CASES}
     import fuelvk
     skipped = set(fuelvk.OPS) - set(ft.OPS)
-    # numpy-only conveniences: setitem is slice_write_ (a key is no tensor); ascontiguousarray is copy.
-    # The array API's newer functions have no torch custom op yet (each needs a gradient entry in
-    # torch/_grad.py; issue 15's one declaration per op is to generate them): listed, so a new op
-    # without one still fails here.
-    array_api_only = {"acos", "acosh", "argsort", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "copysign",
-                      "cosh", "expm1", "floor", "hypot", "log10", "log1p", "log2", "logaddexp", "nextafter",
-                      "prod", "round", "sinh", "sort", "tan", "trunc", "where"}
-    assert skipped == {"setitem", "ascontiguousarray"} | array_api_only, skipped
+    # the torch ops are the records with a torch schema (fuelvk/ops/_opdef.py); those without one:
+    assert skipped == {r.name for r in OPDEFS.values() if r.schema is None}
+    # numpy-only conveniences (setitem is slice_write_: a key is no tensor; ascontiguousarray is copy) and
+    # array API functions with no gradient formula yet, listed so that a new op without one fails here.
+    assert skipped == {"setitem", "ascontiguousarray", "argsort", "atan2", "copysign", "hypot", "logaddexp",
+                       "nextafter", "prod", "sort", "where"}, skipped
 
 
 def _args(case, dt, requires_grad=False):

@@ -14,6 +14,8 @@ f16 block scale is finite.
 """
 from __future__ import annotations
 
+import importlib
+import inspect
 import re
 from dataclasses import dataclass, field
 
@@ -237,14 +239,10 @@ def make_inputs(case, seed=0):
     return {n: [one(*p) for p in v] if isinstance(v, list) else one(*v) for n, v in items.items()}
 
 
-# Parameters whose spec encoding is not the Python value the function takes.
-ADAPT = {"setitem": {"key": lambda key: tuple(slice(a, b) for a, b in key)}}   # (start, stop) -> slice
-
-
 def call_params(case):
     """The call's parameters as the function takes them: dtype parameters as numpy dtypes (None stays
-    None), and the encodings in ADAPT converted."""
-    out, adapt = {}, ADAPT.get(case.op, {})
+    None), and the encodings the op's record converts (OpDef.adapt) converted."""
+    out, adapt = {}, record(case.op).adapt
     for name, v in case.call["params"].items():
         p = case.spec.params[name]
         v = np_dtype(v) if (p.type.dtypes and isinstance(v, str)) else v
@@ -260,121 +258,20 @@ def fuelvk_fn(case, dev_inputs, params):
     return lambda: f(**dev_inputs, **params)
 
 
+def record(api):
+    """The op record (fuelvk/ops/_opdef.py) of a spec's fuelvk_api."""
+    from ..ops._opdef import get
+    return get(api)
+
+
 def route_of(case, dev_inputs, params):
-    """The execution route the op picks for this call, where fuelvk has a route policy (else None)."""
-    api = case.op
-    if api == "matmul":
-        from ..ops.matmul import matmul_route
-        return matmul_route(dev_inputs["a"], dev_inputs["b"], params.get("out_dtype"), n_rep=params.get("n_rep", 1))
-    if api == "scaled_dot_product_attention":
-        from ..ops.attention import attention_route
-        return attention_route(dev_inputs["q"], dev_inputs["k"])
-    return None
-
-
-# ---- CPU references: numpy and torch on the same inputs -------------------------------------------
-
-def _np_softmax(x, axis=-1):
-    e = np.exp(x - x.max(axis, keepdims=True))
-    return e / e.sum(axis, keepdims=True)
-
-
-def _np_rms(x, eps=1e-6, weight=None):
-    y = x / np.sqrt(np.mean(np.square(x), -1, keepdims=True) + eps)
-    return y * weight if weight is not None else y
-
-
-def _np_ln(x, eps=1e-5, weight=None, bias=None):
-    m = x.mean(-1, keepdims=True)
-    y = (x - m) / np.sqrt(x.var(-1, keepdims=True) + eps)
-    y = y * weight if weight is not None else y
-    return y + bias if bias is not None else y
-
-
-def _rope_ref(cat, who):
-    """NeoX full-rotary RoPE written with `cat` (np.concatenate / torch.cat): the references' one formula."""
-    def rope(x, cos, sin, interleaved=False, rotary_dim=None):
-        if interleaved or rotary_dim is not None:
-            raise NotImplementedError(f"{who} reference covers NeoX full-rotary RoPE only")
-        h = x.shape[-1] // 2
-        return x * cos + cat([-x[..., h:], x[..., :h]], -1) * sin
-    return rope
-
-
-_np_rope = _rope_ref(np.concatenate, "numpy")
-
-
-def _np_matmul(a, b, out_dtype=None, n_rep=1):
-    if n_rep != 1:
-        raise NotImplementedError("numpy reference has no n_rep (GQA broadcast)")
-    return np.matmul(a, b)
-
-
-def _np_setitem(array, key, value):
-    array[key] = value
-
-
-def _np_pad(x, pad_width, mode="constant", constant_values=0):
-    return np.pad(x, pad_width, mode, **({"constant_values": constant_values} if mode == "constant" else {}))
-
-
-NUMPY = {
-    "setitem": _np_setitem, "pad": _np_pad,
-    "astype": lambda x, dtype: x.astype(dtype),
-    "flip": lambda x, axis=None: np.ascontiguousarray(np.flip(x, axis)),     # np.flip alone is a view
-    "heaviside": lambda x, h0=0.0: np.heaviside(x, h0),
-    "clip": lambda x, lo, hi: np.clip(x, lo, hi),
-    "power": lambda x, n: np.power(x, n),
-    "affine": lambda x, mul, add: x * mul + add,
-    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
-    "silu": lambda x: x / (1 + np.exp(-x)),
-    "relu": lambda x: np.maximum(x, 0),
-    "softmax": _np_softmax, "rms_norm": _np_rms, "layer_norm": _np_ln, "rope": _np_rope, "matmul": _np_matmul,
-}
-
-
-def _torch_sdpa(q, k, v, is_causal=False, scale=None, window=(-1, -1), softcap=None, return_lse=False):
-    import torch
-    if tuple(window) != (-1, -1) or softcap is not None or return_lse:
-        raise NotImplementedError("torch reference covers plain (causal) attention only")
-    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale,
-                                                            enable_gqa=q.shape[1] != k.shape[1])
-
-
-def _torch_table():
-    import torch
-    F = torch.nn.functional
-
-    rope = _rope_ref(torch.cat, "torch")
-
-    def matmul(a, b, out_dtype=None, n_rep=1):
-        if n_rep != 1:
-            raise NotImplementedError("torch reference has no n_rep (GQA broadcast)")
-        if a.dtype != b.dtype:                # torch needs one dtype; promote like fuelvk's result
-            a, b = a.float(), b.float()
-        return torch.matmul(a, b)
-
-    red = lambda f: lambda x, axis=None, keepdims=False: f(x) if axis is None else f(x, axis, keepdims)
-    return {
-        "astype": lambda x, dtype: x.to(_torch_dtype(dtype)),
-        "silu": lambda x: F.silu(x), "gelu": lambda x: F.gelu(x),
-        "sum": red(torch.sum), "mean": red(torch.mean), "max": red(torch.amax), "min": red(torch.amin),
-        "cumsum": lambda x, axis=None: torch.cumsum(x.reshape(-1) if axis is None else x, 0 if axis is None else axis),
-        "argmax": lambda x, axis=None: torch.argmax(x, axis), "argmin": lambda x, axis=None: torch.argmin(x, axis),
-        "softmax": lambda x, axis=-1: torch.softmax(x, axis),
-        "rms_norm": lambda x, eps=1e-6, weight=None: F.rms_norm(x, (x.shape[-1],), weight, eps),
-        "layer_norm": lambda x, eps=1e-5, weight=None, bias=None: F.layer_norm(x, (x.shape[-1],), weight, bias, eps),
-        "rope": rope, "matmul": matmul, "scaled_dot_product_attention": _torch_sdpa,
-        "flip": lambda x, axis=None: torch.flip(x, tuple(range(x.ndim)) if axis is None else (axis,)),
-        "concatenate": lambda arrays, axis=0: torch.cat(arrays, axis),
-        "ascontiguousarray": lambda x: x.contiguous(), "copy": lambda x: torch.clone(x),
-    }
-
-
-def _torch_dtype(dt):
-    import torch
-    dt = np.dtype(dt)
-    return torch.bfloat16 if dt.name == "bfloat16" else getattr(torch, dt.name)
+    """The execution route the op picks for this call, where its record names a route resolver (else None)."""
+    rec = record(case.op)
+    if rec.route is None:
+        return None
+    resolver = getattr(importlib.import_module(rec.fn.__module__), rec.route)
+    takes = inspect.signature(resolver).parameters
+    return resolver(**{k: v for k, v in {**dev_inputs, **params}.items() if k in takes and k != "route"})
 
 
 def to_torch(x):
@@ -386,19 +283,34 @@ def to_torch(x):
     return torch.from_numpy(x)
 
 
+def _resolve(fn):
+    """A record's baseline: a callable, or a "module.attr.attr" name imported now."""
+    if not isinstance(fn, str):
+        return fn
+    mod, _, attr = fn.partition(".")
+    out = importlib.import_module(mod)
+    for part in attr.split("."):
+        out = getattr(out, part)
+    return out
+
+
 def reference(impl, case, host_inputs, params):
     """A no-argument callable running `impl` ('numpy' or 'torch') on the case's inputs, or None when
-    that library has no reference for the op. Table entries take the spec's names as keywords; else
-    the library's same-named function takes the inputs positionally (numpy: and the params by name,
-    which match numpy's for the numpy-style ops; torch: only ops without params). Inputs are
-    converted before, not inside, the timed call."""
+    that library has no reference for the op. The op record's baseline (OpDef.numpy / OpDef.torch)
+    takes the spec's names as keywords (one given by name, "torch.nn.functional.silu", takes the
+    inputs positionally); else the library's same-named function takes the inputs
+    positionally (numpy: and the params by name, which match numpy's for the numpy-style ops; torch:
+    only ops without params). Inputs are converted before, not inside, the timed call."""
     api = case.op
+    rec = record(api)
     if impl == "numpy":
-        table, mod, inputs = NUMPY, np, host_inputs
+        fn, mod, inputs = rec.numpy, np, host_inputs
     else:
         import torch
-        table, mod, inputs = _torch_table(), torch, {k: to_torch(v) for k, v in host_inputs.items()}
-    fn = table.get(api)
+        fn, mod, inputs = rec.torch, torch, {k: to_torch(v) for k, v in host_inputs.items()}
+    if isinstance(fn, str):              # a library function by name takes the inputs positionally
+        fn, args = _resolve(fn), list(inputs.values())
+        return lambda: fn(*args, **params)
     if fn is not None:
         return lambda: fn(**inputs, **params)
     fn = getattr(mod, api, None) if "." not in api and (not params or impl == "numpy") else None

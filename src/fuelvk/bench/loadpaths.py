@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import runtime
 from ..kernels import kernel
-from ..kernels.loadpaths import LOADPATH_EPT, LOADPATH_PARAMS, LOADPATH_RPT, LOADPATH_WG, LOADPATHS
+from ..kernels.loadpaths import LOADPATH_EPT, LOADPATH_RPT, LOADPATH_WG, LOADPATHS
 from .timing import measure
 
 
@@ -16,7 +16,7 @@ def copy_through(tag, dst, src, n, off=0):
     """Record dst[:n] = src[off:off + n] in texels of path `tag` (buffers bound whole)."""
     ctx = runtime.get()
     groups = ctx.groups(-(-n // (LOADPATH_WG * LOADPATH_EPT)))
-    ctx.launch(kernel("loadpath", tag), groups, (dst, src), (True, False), LOADPATH_PARAMS.pack(n, off))
+    ctx.launch(kernel("loadpath", tag), groups, dst=dst, src=src, n=n, off=off)
 
 
 def read_through(tag, dst, src, n, off=0):
@@ -24,8 +24,7 @@ def read_through(tag, dst, src, n, off=0):
     g*WG*RPT + lane + j*WG, j < RPT, for invocation q = g*WG + lane; returns the number of outputs."""
     ctx = runtime.get()
     groups = -(-n // (LOADPATH_WG * LOADPATH_RPT))
-    ctx.launch(kernel("loadpath", tag), ctx.groups(groups), (dst, src), (True, False),
-               LOADPATH_PARAMS.pack(n, off), spec=((0, 1),))
+    ctx.launch(kernel("loadpath", tag), ctx.groups(groups), dst=dst, src=src, n=n, off=off, READ=1)
     return groups * LOADPATH_WG
 
 

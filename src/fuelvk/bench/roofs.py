@@ -34,12 +34,11 @@ def copy_roofs(repeats=5, min_ms=5.0, max_bytes=256 << 20):
     nb, m = _grow(lambda n: lambda: ctx.stream.copy(a_buf, b_buf, n), 1 << 20, cap, min_ms, repeats)
     cmd = 2 * nb / m["median_ms"] / 1e6
     v = kernel("calibrate", "f32")
-    spec = ((0, K.MODE_COPY),)
 
     def shader(n):
         vec = n // 16
-        push, groups = K.CALIB_PARAMS.pack(vec, 0), ctx.groups(-(-vec // K.CALIB_WG))
-        return lambda: ctx.launch(v, groups, (b_buf, a_buf), (True, False), push, spec=spec)
+        groups = ctx.groups(-(-vec // K.CALIB_WG))
+        return lambda: ctx.launch(v, groups, dst=b_buf, src=a_buf, n=vec, iters=0, MODE=K.MODE_COPY)
 
     ns, ms = _grow(shader, 1 << 20, cap, min_ms, repeats)
     sh = 2 * ns / ms["median_ms"] / 1e6
@@ -64,9 +63,8 @@ def fma_roof(tag, repeats=5, min_ms=5.0):
     n = 256 * 64
     out = fv.empty((4 * n,), np.float32)
     v = kernel("calibrate", tag)
-    groups, spec = ctx.groups(n // K.CALIB_WG), ((0, K.MODE_FMA),)
-    run = lambda iters: lambda: ctx.launch(v, groups, (out.buffer, out.buffer), (True, False),
-                                           K.CALIB_PARAMS.pack(n, iters), spec=spec)
+    groups = ctx.groups(n // K.CALIB_WG)
+    run = lambda iters: lambda: ctx.launch(v, groups, dst=out, src=out, n=n, iters=iters, MODE=K.MODE_FMA)
     iters, m = _grow(run, 64, 1 << 20, min_ms, repeats)
     return 2 * K.CALIB_FMAS_PER_ITER * n * iters / m["median_ms"] / 1e6
 

@@ -2,7 +2,8 @@
 
 One Definition per public op, derived from its spec (specs/*.yaml) at the first workload case whose
 dtypes FlashInfer-Bench can name:
-- axes: a Dim index is a const axis with the row's value (a few batch/sequence Dims are var, VAR_DIMS);
+- axes: a Dim index is a const axis with the row's value (a few batch/sequence Dims are var: the op
+  record's export var_dims);
   a Shape index of rank r gives var axes S0..S{r-1}; an axis the spec computes (a let such as H_out,
   broadcast_shapes(A, B), reduced(S, axis)...) is a var axis named after the let or `{tensor}_d{i}`,
   its value given by each workload.
@@ -25,21 +26,24 @@ from ..specs.evaluate import evaluate
 from ..specs.expr import Node, parse
 from ..specs.instance import instantiate
 from ..specs.model import SpecError
+from ..ops._opdef import opdefs
 from .references import LETS, REFERENCES, SKIP
+
+_RECORDS = opdefs().values()
 
 FI_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1",
              "int64", "int32", "int16", "int8", "bool")
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1")
-# Dims that vary per call in a model (batch / tokens), as FlashInfer marks M or batch_size var.
-VAR_DIMS = {"matmul": ("M",), "scaled_dot_product_attention": ("B", "S_q", "S_kv"), "conv2d": ("N",),
-            "rope": ("S",)}
+# Per-op settings from the op records (OpDef.export, fuelvk/ops/<family>.py):
+# var_dims: Dims that vary per call in a model (batch / tokens), as FlashInfer marks M or batch_size var.
+VAR_DIMS = {r.name: r.export["var_dims"] for r in _RECORDS if "var_dims" in r.export}
 # --small caps every Dim and Shape index at the first of SMALL_CAPS that instantiates, then lowers
 # each index alone as far as it goes (a conv with groups=96 keeps C=96 but gets 8x8 images);
 # SMALL_FLOOR raises the caps where the function enforces a limit the spec does not state; SMALL_KEEP
 # keeps a ratio the caps would erase (GQA: query heads per kv head).
 SMALL_CAPS = (8, 16, 32, 64, 128)
-SMALL_FLOOR = {"pad_backward": 16}   # reflect needs pads < the unpadded size (numpy's, torch's rule)
-SMALL_KEEP = {"scaled_dot_product_attention": ("H_q", "H_kv")}
+SMALL_FLOOR = {r.name: r.export["small_floor"] for r in _RECORDS if "small_floor" in r.export}
+SMALL_KEEP = {r.name: r.export["small_keep"] for r in _RECORDS if "small_keep" in r.export}
 
 
 def _api(spec):

@@ -2,7 +2,7 @@
 import importlib
 import pkgutil
 
-from .registry import FAMILIES, VARIANTS, Family, Params, Variant, family, kernel  # noqa: F401
+from .registry import FAMILIES, VARIANTS, Family, Variant, family, kernel  # noqa: F401
 
 for _m in pkgutil.iter_modules(__path__):
     if _m.name != "registry":

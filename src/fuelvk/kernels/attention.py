@@ -1,27 +1,20 @@
 """Attention kernels: single-pass and FlashAttention-2 forward, dQ/dK/dV backward (shaders/attention.comp).
 
 One GLSL source serves all five families; KIND picks the kernel, DT_* the storage dtype, and the
-head dim D is specialization constant 0 (each D gets its own exactly-sized pipeline).
+head dim D is a specialization constant (each D gets its own exactly-sized pipeline).
 """
-from .registry import P, family
+from .registry import family, id_defines
 
 GROUP = "Attention"
 SRC = "attention.comp"
 
-# Forward: q/k/v may be strided views (unit stride on D); o [B,Hq,Sq,D] and lse [B,Hq,Sq] are fresh.
-FWD_PARAMS = P("B:u32", "Hq:u32", "Hkv:u32", "Sq:u32", "Sk:u32", "flags:u32", "wl:i32", "wr:i32",
-               "scale:f32", "cap:f32", "off_q:u32", "off_k:u32", "off_v:u32", "off_o:u32", "off_a:u32",
-               "sa_b:u32", "q_b:u32", "q_h:u32", "q_s:u32", "k_b:u32", "k_h:u32", "k_s:u32",
-               "v_b:u32", "v_h:u32", "v_s:u32", "jb:u32", "je:u32")
-# Backward: every tensor contiguous [B, H, S, D] (element offsets allowed).
-BWD_PARAMS = P("B:u32", "Hq:u32", "Hkv:u32", "Sq:u32", "Sk:u32", "flags:u32", "wl:i32", "wr:i32",
-               "scale:f32", "cap:f32", "off_q:u32", "off_k:u32", "off_v:u32", "off_o:u32", "off_do:u32",
-               "off_lse:u32", "off_a:u32", "sa_b:u32", "jb:u32", "je:u32")
+# Kernels of the one source (define KIND) and the Params flag bits; the shader sees both as defines
+# (KIND_SINGLE, FLAG_ALIBI, ...). resume/partial are the tiled forward's (m, l, acc) carried between
+# key-range launches; accum is the backward's "add to the gradient of an earlier launch".
+KINDS = {"single": 1, "tiled": 2, "backward_q": 3, "backward_k": 4, "backward_v": 5}
+FLAGS = {"alibi": 1, "resume": 2, "partial": 4, "accum": 2}
+_DEFINES = id_defines(KIND=KINDS, FLAG=FLAGS)
 
-FLAG_ALIBI = 1
-FLAG_RESUME, FLAG_PARTIAL = 2, 4   # tiled forward: (m, l, acc) carried between key-range launches
-FLAG_ACCUM = 2                     # backward: add to the gradient of an earlier launch
-SPEC_D, SPEC_SKMAX, SPEC_BR, SPEC_BC, SPEC_SG8 = 0, 1, 2, 3, 4
 WG = 128                  # single pass and backward: invocations per workgroup
 SINGLE_SK_MAX = 4096      # the single-pass score row (inventory contract)
 TILED_BR_MAX = 16         # tiled: rows per workgroup (fewer for decode-sized problems)
@@ -29,13 +22,12 @@ D_MAX = 256
 SKMAX_BUCKETS = (256, 1024, SINGLE_SK_MAX)   # score-row sizes the single-pass pipelines are built for
 
 family("flash_attn", SRC, {"f32": "flash_attn_f32", "bf16": "flash_attn_bf16", "f16": "flash_attn_f16"},
-       GROUP, defines={"KIND": 1})
-family("flash_attention", SRC, {"f32": "flash_attention"}, GROUP, defines={"KIND": 2},
+       GROUP, defines=dict(_DEFINES, KIND=KINDS["single"]))
+family("flash_attention", SRC, {"f32": "flash_attention"}, GROUP, defines=dict(_DEFINES, KIND=KINDS["tiled"]),
        extra=("f16", "bf16"))
-for _kind, _g in ((3, "q"), (4, "k"), (5, "v")):
+for _g in ("q", "k", "v"):
     family(f"flash_attn_backward_{_g}", SRC, {"f32": f"flash_attn_backward_{_g}_f32"}, GROUP,
-           defines={"KIND": _kind})
-
+           defines=dict(_DEFINES, KIND=KINDS[f"backward_{_g}"]))
 
 def tiled_shared_bytes(d, br, bc):
     """Shared memory of the tiled kernel: the query tile, one score tile and 3 row scalars (f32)."""

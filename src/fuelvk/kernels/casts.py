@@ -3,7 +3,7 @@
 The inventory lists 12 pairs (f32<->f16/bf16/f64, f8e4m3<->f32/f16/bf16); the other 8 (f16<->bf16,
 f64<->f16/bf16/f8) are fuelvk additions, so every float astype is one dispatch with one rounding.
 """
-from .elementwise import EPT, EW_PARAMS, WG
+from .elementwise import EPT, FLAG_DEFINES, WG
 from .registry import family
 
 GROUP = "Casts"
@@ -30,7 +30,7 @@ def nan_rule(src, dst):
 
 PAIRS = [(s, d) for s in FORMATS for d in FORMATS if s != d]
 family("cast", "cast.comp", {f"{s}_to_{d}": f"cast_{s}_to_{d}" for s, d in PAIRS}, GROUP,
-       defines={"WG": WG, "EPT": EPT},
+       defines={"WG": WG, "EPT": EPT, **FLAG_DEFINES},
        tag_defines={f"{s}_to_{d}": {"SRC": FORMATS[s], "DST": FORMATS[d], "NAN_RULE": nan_rule(s, d)}
                     for s, d in PAIRS},
        tag_features={f"{s}_to_{d}": tuple(sorted(set(_FEATURES[s]) | set(_FEATURES[d]))) for s, d in PAIRS})
@@ -51,7 +51,7 @@ def _icast_features(s, d):
 
 
 family("icast", "icast.comp", {}, GROUP, extra=tuple(f"{s}_to_{d}" for s, d in INT_PAIRS),
-       defines={"WG": WG, "EPT": EPT},
+       defines={"WG": WG, "EPT": EPT, **FLAG_DEFINES},
        tag_defines={f"{s}_to_{d}": {"SBITS": INT_FORMATS[s][0], "SKIND": min(INT_FORMATS[s][1], 2) if s != "bool" else 0,
                                     "DBITS": INT_FORMATS[d][0], "DKIND": INT_FORMATS[d][1]}
                     for s, d in INT_PAIRS},

@@ -1,23 +1,34 @@
-"""Elementwise families unary, binary, affine, clamp, powi: all one generic kernel, elementwise.comp."""
-from .registry import DTYPE_FEATURES, P, family, float_variants, wide_or_plain
+"""Elementwise families unary, binary, affine, clamp, powi: all one generic kernel, elementwise.comp.
+
+Op ids and flag bits are the tables below, numbered by `ids` (no two ops of one switch can share an
+id); shaders see them as defines (OP_EXP, OP_ADD, FLAG_B_SCALAR, ...) and name only those. Adding a
+unary op: its name in UNARY_OPS / ROUNDING_OPS / MATH_OPS and its `case OP_<NAME>:` in elementwise.comp.
+"""
+from .registry import DTYPE_FEATURES, family, float_variants, id_defines, ids, wide_or_plain
 
 GROUP = "Element-wise unary / binary / affine"
-MAX_RANK = 6
-EW_PARAMS = P("n:u32", "rank:u32", "flags:u32", "off_o:u32", "off_a:u32", "off_b:u32", "s0:u32[2]", "s1:u32[2]",
-              f"shape:i32[{MAX_RANK}]", f"sa:i32[{MAX_RANK}]", f"sb:i32[{MAX_RANK}]")
+MAX_RANK = 6      # the EW Params' shape / stride arrays (shaders/elementwise.comp and its kin)
 WG, EPT = 256, 4  # shaders/elementwise.comp: elements per workgroup = WG * EPT (x4 on the LINEAR path)
-LINEAR_SPEC = 1   # specialization constant id of the LINEAR (all inputs contiguous/constant) path
+LINEAR = "LINEAR"  # the specialization constant of the LINEAR (all inputs contiguous/constant) path
 
-# op ids of shaders/elementwise.comp (specialization constant 0 of the unary/binary families)
+
+# The public float unary ops, by how ops/elementwise.py wraps them.
 UNARY_OPS = ("negative", "square", "sqrt", "exp", "log", "sin", "cos", "tanh", "sigmoid", "silu", "gelu",
              "relu", "heaviside", "abs", "sign", "reciprocal")
+ROUNDING_OPS = ("floor", "ceil", "trunc", "round")     # integers are already integral: a copy
+MATH_OPS = ("log1p", "expm1", "log2", "log10", "tan", "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos",
+            "atan")
+FIXED_OPS = ("affine", "clamp", "powi")               # families of their own (FIXED_OP), same switch
+# elementwise.comp's apply_unary switch (OP_<NAME>); the unary family's OP specialization constant.
+UNARY = ids(*UNARY_OPS, *ROUNDING_OPS, *MATH_OPS, *FIXED_OPS)
 BINARY_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "copysign", "hypot", "logaddexp",
               "atan2", "nextafter")
-AFFINE_OP, CLAMP_OP, POWI_OP = 16, 17, 18
-# Unary ops added after the fixed-op families' ids (16-18): name -> op id.
-ROUNDING_OPS = {"floor": 19, "ceil": 20, "trunc": 21, "round": 22}
-MATH_OPS = {"log1p": 23, "expm1": 24, "log2": 25, "log10": 26, "tan": 27, "sinh": 28, "cosh": 29, "asinh": 30,
-            "acosh": 31, "atanh": 32, "asin": 33, "acos": 34, "atan": 35}
+BINARY = ids(*BINARY_OPS)                             # apply_binary's switch
+# The EW Params' flags word: per input, contiguous (linear index) or constant (every stride 0) --
+# input b's bits are a's shifted by FLAG_B_SHIFT -- and a scalar operand in s0 (a) or s1 (b).
+FLAGS = {"a_contiguous": 1, "a_constant": 2, "b_contiguous": 4, "b_constant": 8, "b_scalar": 16, "a_scalar": 32}
+FLAG_B_SHIFT = 2
+FLAG_DEFINES = dict(id_defines(FLAG=FLAGS), FLAG_B_SHIFT=FLAG_B_SHIFT)
 # nextafter's neighbours are only exact where the kernel computes in the element's own type.
 NO_F64 = ()
 F32_F64_ONLY = ("nextafter",)
@@ -31,22 +42,26 @@ SRC = "elementwise.comp"
 WIDE = "int64"
 WIDE_TAGS = ("f32", "f16", "bf16")
 WIDE_TAG_FEATURES = {**DTYPE_FEATURES, "f16": DTYPE_FEATURES["f16"] + ("float16",)}
+_UNARY_DEFINES = dict(id_defines(OP=UNARY), **FLAG_DEFINES)
+_BINARY_DEFINES = dict(id_defines(OP=BINARY), **FLAG_DEFINES)
 FAMILIES_EW = {  # name -> (defines, tags)
     "unary": ({"NIN": 1}, ("f32", "f16", "bf16", "f64")),
     "binary": ({"NIN": 2}, ("f32", "f16", "bf16", "f64")),
-    "affine": ({"NIN": 1, "FIXED_OP": AFFINE_OP}, ("f32", "f16", "bf16", "f64")),
-    "clamp": ({"NIN": 1, "FIXED_OP": CLAMP_OP}, ("f32",)),
-    "powi": ({"NIN": 1, "FIXED_OP": POWI_OP}, ("f32",)),
+    "affine": ({"NIN": 1, "FIXED_OP": UNARY["affine"]}, ("f32", "f16", "bf16", "f64")),
+    "clamp": ({"NIN": 1, "FIXED_OP": UNARY["clamp"]}, ("f32",)),
+    "powi": ({"NIN": 1, "FIXED_OP": UNARY["powi"]}, ("f32",)),
 }
 for _name, (_defs, _tags) in FAMILIES_EW.items():
+    _defs = {**(_BINARY_DEFINES if _defs["NIN"] == 2 else _UNARY_DEFINES), **_defs}
     family(_name, SRC, float_variants(_name, _tags), GROUP, defines=_defs)
     family(f"{_name}_w64", SRC, float_variants(f"{_name}_w64", [t for t in _tags if t in WIDE_TAGS]),
            GROUP, defines={**_defs, "W64": 1}, features=(WIDE,), tag_features=WIDE_TAG_FEATURES)
 del _name, _defs, _tags
 
 # compare.comp: the comparisons, keyed by the dtype compared (every dtype fuelvk stores), bool out.
-# Op ids are indices into COMPARE_OPS (specialization constant 0), as for UNARY_OPS / BINARY_OPS.
+# Its OP specialization constant takes COMPARE's ids (OP_EQUAL, ... in the shader).
 COMPARE_OPS = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
+COMPARE = ids(*COMPARE_OPS)
 _NAN = {"f32": 0x7F800000, "f16": 0x7C00, "bf16": 0x7F80, "f64": 0, "f8e4m3fn": 0x7E}  # largest non-NaN |x|
 COMPARE_TAGS = {  # tag -> (bits, kind: 0 unsigned, 1 signed, 2 float)
     "f32": (32, 2), "f16": (16, 2), "bf16": (16, 2), "f64": (64, 2), "f8e4m3fn": (8, 2),
@@ -55,7 +70,7 @@ COMPARE_TAGS = {  # tag -> (bits, kind: 0 unsigned, 1 signed, 2 float)
 _BITS_FEATURES = {8: ("storage8", "int8"), 16: ("storage8", "int8", "storage16", "int16"),
                   32: ("storage8", "int8"), 64: ("storage8", "int8", "int64")}
 family("compare", "compare.comp", {}, GROUP, extra=tuple(COMPARE_TAGS),
-       defines={"WG": WG, "EPT": EPT},
+       defines={"WG": WG, "EPT": EPT, **id_defines(OP=COMPARE), **FLAG_DEFINES},
        tag_defines={t: {"BITS": b, "KIND": k, **({"NANLIM": _NAN[t]} if k == 2 else {})}
                     for t, (b, k) in COMPARE_TAGS.items()},
        tag_features={t: _BITS_FEATURES[b] for t, (b, _) in COMPARE_TAGS.items()})

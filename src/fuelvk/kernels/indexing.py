@@ -6,24 +6,22 @@ index_select keeps the inventory's dtype tags (f32 = 4-byte words, f16/bf16 = 2,
 portable compare-and-swap variant (the inventory names) and a native-float-atomics variant
 (`*_native`, needs VK_EXT_shader_atomic_float); both never drop a value.
 """
-from .registry import P, WIDTH_DEFINES, WIDTH_FEATURES, family, width_variants
+from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family, id_defines, width_variants
 
 GROUP = "Indexing / scatter / gather"
 INDEX_KINDS = {"uint32": 0, "int32": 1, "int64": 2}
 
-INDEX_SELECT_PARAMS = P("n:u32", "inner:u32", "n_idx:u32", "axis_in:u32", "off_out:u32", "off_in:u32",
-                        "off_idx:u32", "pad:u32")
-GATHER_PARAMS = P("n:u32", "rank:u32", "axis:u32", "axis_len:u32", "off_out:u32", "off_x:u32", "off_idx:u32",
-                  "pad:u32", "shape:i32[6]", "sx:i32[6]", "si:i32[6]")
-SCATTER_PARAMS = P("n:u32", "rank:u32", "axis:u32", "dst_axis_len:u32", "off_src:u32", "off_idx:u32",
-                   "off_acc:u32", "shape:i32[6]", "s_src:i32[6]", "s_idx:i32[6]", "s_dst:i32[6]")
-SCATTER_INIT, SCATTER_FINISH = 1, 2
+# The scatter kernel's passes (spec constant MODE): out[dst] += src; half types first widen base into
+# the f32 accumulator (init) and round it into out once at the end (finish).
+SCATTER_MODES = {"accumulate": 0, "init": 1, "finish": 2}
+# The shaders see the ids as defines: IDX_UINT32 ... (index_fetch.glsl), MODE_INIT ... (scatter_add.comp).
+_IDX_DEFINES = id_defines(IDX=INDEX_KINDS)
 
 _SEL_WIDTH = {"f32": "b4", "f16": "b2", "bf16": "b2", "f64": "b8", "b1": "b1"}
 family("index_select", "index_select.comp", {"f32": "index_select", "f16": "index_select_f16", "bf16": "index_select_bf16", "f64": "index_select_f64"},
-       GROUP, extra=("b1",), tag_defines={t: WIDTH_DEFINES[w] for t, w in _SEL_WIDTH.items()},
+       GROUP, extra=("b1",), defines=_IDX_DEFINES, tag_defines={t: WIDTH_DEFINES[w] for t, w in _SEL_WIDTH.items()},
        tag_features={t: WIDTH_FEATURES[w] for t, w in _SEL_WIDTH.items()})
-family("gather", "gather.comp", width_variants("gather"), GROUP, tag_defines=WIDTH_DEFINES,
+family("gather", "gather.comp", width_variants("gather"), GROUP, defines=_IDX_DEFINES, tag_defines=WIDTH_DEFINES,
        tag_features=WIDTH_FEATURES)
 
 _ACC_DEFINES = {"f32": {"DT_F32": 1}, "f16": {"DT_F16": 1}, "bf16": {"DT_BF16": 1}, "f64": {"DT_F64": 1}}
@@ -38,4 +36,5 @@ NATIVE_FEATURE = {"f32": "float32_atomic_add", "f16": "float32_atomic_add", "bf1
 for _fam in ("scatter_add", "index_add"):
     family(_fam, "scatter_add.comp", {t: f"{_fam}_{t}" for t in ("f32", "f64", "bf16", "f16")},
            GROUP, extra=("f32_native", "f64_native", "bf16_native", "f16_native"),
+           defines=dict(_IDX_DEFINES, **id_defines(MODE=SCATTER_MODES)),
            tag_defines=_ACC_DEFINES, tag_features=_ACC_FEATURES)

@@ -5,24 +5,25 @@ dtype combination A_B_C; the cooperative-matrix route is Slang (shaders/matmul_c
 built into pipelines only on devices with VK_KHR_cooperative_matrix. ROUTES is the route table the
 picker (ops/matmul.py) and device_info() read.
 """
-from .registry import P, family
+from .registry import family, id_defines
 
 GROUP = "Matmul / matvec family"
 MAX_BATCH_DIMS = 3
-MATMUL_PARAMS = P("M:u32", "N:u32", "K:u32", "batch:u32", "off_a:u32", "off_b:u32", "off_c:u32",
-                  "sa_m:i32", "sa_k:i32", "sb_k:i32", "sb_n:i32", f"bshape:u32[{MAX_BATCH_DIMS}]",
-                  f"sa_batch:i32[{MAX_BATCH_DIMS}]", f"sb_batch:i32[{MAX_BATCH_DIMS}]")
 
 # dtype combinations "A_B_C" (all accumulate in f32) and their shader defines / device features.
 COMBOS = ("f32_f32_f32", "f32_bf16_f32", "f16_f16_f32", "f16_f16_f16", "bf16_bf16_f32", "bf16_bf16_bf16")
-_DT_CODE = {"f32": 0, "f16": 1, "bf16": 2}
-COMBO_DEFINES = {t: dict(zip(("A_DT", "B_DT", "C_DT"), (_DT_CODE[x] for x in t.split("_")))) for t in COMBOS}
+TYPE_IDS = {"f32": 0, "f16": 1, "bf16": 2}   # the shaders' A_DT / B_DT / C_DT (defines TYPE_F32, ...)
+# The four GLSL routes of matmul.comp (define MODE; the shader names them MODE_MATVEC, ...).
+MODES = {"matvec": 0, "register_tiled": 1, "tiled": 2, "small": 3}
+_IDS = id_defines(TYPE=TYPE_IDS, MODE=MODES)
+COMBO_DEFINES = {t: dict(_IDS, **dict(zip(("A_DT", "B_DT", "C_DT"), (TYPE_IDS[x] for x in t.split("_")))))
+                 for t in COMBOS}
 COMBO_FEATURES = {t: ("storage16",) if any(x != "f32" for x in t.split("_")) else () for t in COMBOS}
 
 # Geometry the host needs to size grids (must match shaders/matmul.comp and matmul_coop.slang).
 WG = 64
 REG_LANE_COLS = {"f32": 4, "f16": 8, "bf16": 8}  # register tile: columns per lane per TNV (one texel of B)
-REG_TM = (1, 4, 16, 32)                        # rows per invocation (specialization constant 1)
+REG_TM = (1, 4, 16, 32)                        # rows per invocation (specialization constant TM)
 REG_LANE_TARGET = 8                            # columns per lane once N fills a workgroup
 REG_MATVEC_GROUPS = 2                          # column groups per lane of the one-row (matvec) tile
 MATVEC_KSPLIT_COLS = 8 * 8                     # matvec with K-contiguous B: 8 groups x NCG columns
@@ -51,13 +52,13 @@ def _names(prefix, inventory, combos=COMBOS):
 
 SRC = "matmul.comp"
 family("matvec", SRC, _names("matvec", {"f32_f32_f32": "matvec", "f32_bf16_f32": "matvec_bf16_b"}), GROUP,
-       defines={"MODE": 0}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
+       defines={"MODE": MODES["matvec"]}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
 family("matmul", SRC, _names("matmul", {"f32_f32_f32": "matmul"}), GROUP,
-       defines={"MODE": 1}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
+       defines={"MODE": MODES["register_tiled"]}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
 family("matmul_tiled", SRC, _names("matmul_tiled", {"f32_f32_f32": "matmul_tiled", "f32_bf16_f32": "matmul_tiled_bf16_b"}), GROUP,
-       defines={"MODE": 2}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
+       defines={"MODE": MODES["tiled"]}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
 family("matmul_small", SRC, _names("matmul_small", {}), GROUP,
-       defines={"MODE": 3}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
+       defines={"MODE": MODES["small"]}, tag_defines=COMBO_DEFINES, tag_features=COMBO_FEATURES)
 # CooperativeMatrixKHR plus what the Slang SPIR-V declares with it (runtime/device.py FEATURE_FIELDS)
 COOP_FEATURES = ("cooperative_matrix", "float16", "uniform_storage16", "memory_model", "memory_model_device_scope",
                  "subgroup_basic")

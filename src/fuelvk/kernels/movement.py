@@ -5,25 +5,23 @@ All are byte-width keyed (b1/b2/b4/b8: raw words, bit-exact for every dtype of t
 concat_along_dim (dtype-keyed names in the inventory; the kernel still moves raw words) and
 add_assign_scaled (f32 math). b1 variants of flip/roll/triu/tril are fuelvk additions.
 """
-from .elementwise import EPT as EW_EPT, EW_PARAMS, WG as EW_WG
-from .registry import P, WIDTH_DEFINES, WIDTH_FEATURES, family, width_variants
+from .elementwise import EPT as EW_EPT, FLAG_DEFINES, WG as EW_WG
+from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family, id_defines, width_variants
 
 GROUP = "Layout / data-movement (byte-width-keyed, dtype-agnostic)"
-MAX_RANK = 6
+MAX_RANK = 6      # remap.comp / write.comp: the Params' shape and stride arrays
 WG, EPT = 256, 4  # remap.comp / write.comp / pad_backward.comp: elements per workgroup = WG * EPT
-# remap.comp and pad_backward.comp: out shape, source strides, per-dim shift/left pad, source dims.
-REMAP_PARAMS = P("n:u32", "rank:u32", "off_o:u32", "off_a:u32", "k:i32", "fill:u32[2]",
-                 f"shape:i32[{MAX_RANK}]", f"sa:i32[{MAX_RANK}]", f"lo:i32[{MAX_RANK}]", f"dim:i32[{MAX_RANK}]")
-# write.comp and add_assign_scaled.comp: a src view written into a dst view of the same shape.
-WRITE_PARAMS = P("n:u32", "rank:u32", "flags:u32", "off_o:u32", "off_a:u32", "scale:f32",
-                 f"shape:i32[{MAX_RANK}]", f"sa:i32[{MAX_RANK}]", f"so:i32[{MAX_RANK}]")
+# write.comp and add_assign_scaled.comp (a src view written into a dst view of the same shape): the
+# bits of their Params' flags (FLAG_* in the shaders).
+WRITE_FLAGS = {"src_contiguous": 1, "src_constant": 2, "dst_contiguous": 4}
 REMAP_MODES = {"gather": 0, "roll": 1, "triu": 2, "tril": 3, "pad_const": 4, "pad_reflect": 5, "pad_replicate": 6}
 _SIZES = {"WG": WG, "EPT": EPT}
+_WRITE_DEFINES = {**_SIZES, **id_defines(FLAG=WRITE_FLAGS)}
 _W = dict(tag_defines=WIDTH_DEFINES, tag_features=WIDTH_FEATURES)
 
 
 def remap_family(name, mode, variants, group=GROUP, extra=()):
-    family(name, "remap.comp", variants, group, defines={**_SIZES, "MODE": REMAP_MODES[mode]},
+    family(name, "remap.comp", variants, group, defines={**_SIZES, **id_defines(MODE=REMAP_MODES), "MODE": REMAP_MODES[mode]},
            extra=extra, **_W)
 
 
@@ -32,20 +30,20 @@ remap_family("roll", "roll", width_variants("roll", ("b2", "b4", "b8")), extra=(
 remap_family("triu", "triu", width_variants("triu", ("b2", "b4", "b8")), extra=("b1",))
 remap_family("tril", "tril", width_variants("tril", ("b2", "b4", "b8")), extra=("b1",))
 
-family("write_slice", "write.comp", width_variants("write_slice"), GROUP, defines=_SIZES, **_W)
+family("write_slice", "write.comp", width_variants("write_slice"), GROUP, defines=_WRITE_DEFINES, **_W)
 _CONCAT_WIDTH = {"f32": "b4", "f16": "b2", "bf16": "b2", "f64": "b8"}
 family("concat_along_dim", "write.comp", {"f32": "concat_along_dim", "f16": "concat_along_dim_f16", "bf16": "concat_along_dim_bf16",
-        "f64": "concat_along_dim_f64"}, GROUP, defines=_SIZES,
+        "f64": "concat_along_dim_f64"}, GROUP, defines=_WRITE_DEFINES,
        tag_defines={t: WIDTH_DEFINES[w] for t, w in _CONCAT_WIDTH.items()},
        tag_features={t: WIDTH_FEATURES[w] for t, w in _CONCAT_WIDTH.items()})
 
 family("add_assign_scaled", "add_assign_scaled.comp", {"f32": "add_assign_scaled"},
-       "Element-wise unary / binary / affine", defines=_SIZES)
+       "Element-wise unary / binary / affine", defines=_WRITE_DEFINES)
 
-# masked_fill and masked_copy (fuelvk.where) run through ops._core.launch_strided (EW_PARAMS), so
-# they take that grid's sizes.
+# masked_fill and masked_copy (fuelvk.where) run through ops._core.launch_strided (the EW Params), so
+# they take that grid's sizes and flag bits.
 for _name, _defs in (("masked_fill", {}), ("masked_copy", {"MASKED_COPY": 1})):
     family(_name, "masked_fill.comp", width_variants(_name), "Padding / masking",
-           defines={"WG": EW_WG, "EPT": EW_EPT, **_defs}, tag_defines=WIDTH_DEFINES,
+           defines={"WG": EW_WG, "EPT": EW_EPT, **FLAG_DEFINES, **_defs}, tag_defines=WIDTH_DEFINES,
            tag_features={t: tuple(sorted(set(f) | {"storage8", "int8"})) for t, f in WIDTH_FEATURES.items()})
 del _name, _defs

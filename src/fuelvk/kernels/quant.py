@@ -5,7 +5,7 @@ format), so each block decoder is written once. Tags are the GGML kinds; the inv
 are the q4_0/q8_0/q4_k ones, the rest (q6_k everywhere, q4_0 quantize, q8_0/q4_k/q6_k fused
 matmuls) are fuelvk additions.
 """
-from .registry import P, family
+from .registry import family, id_defines
 
 GROUP = "Quantized (GGML) family"
 SRC = "quant.comp"
@@ -18,22 +18,18 @@ DEQUANT_WG, QUANTIZE_WG = 256, 64  # shaders/quant.comp local sizes
 MATVEC_ROWS = 4                     # output rows per qmatvec workgroup (NR)
 TILE_M, TILE_N = 16, 64
 
-DEQUANT_PARAMS = P("n_blocks:u32", "out_elements:u32", "off_q:u32", "off_o:u32")
-QUANTIZE_PARAMS = P("n_elements:u32", "n_blocks:u32", "off_x:u32", "off_q:u32")
-MATVEC_PARAMS = P("n:u32", "k:u32", "blocks_per_row:u32", "off_x:u32", "off_w:u32", "off_o:u32")
-TILED_PARAMS = P("m:u32", "n:u32", "k:u32", "blocks_per_row:u32", "ldx:u32", "off_x:u32", "off_w:u32",
-                 "off_o:u32")
 # Loop iterations per invocation as kernels/matmul.py K_LOOP counts them: qmatvec's lanes stride over
 # 32-element sub-blocks 64 at a time; the tiled kernel per 32-deep chunk runs 4 + 16 load steps and
 # the 32-step FMA loop, 56 measured (lavapipe 22.3: an unsplit launch is right up to K = 37,472).
 K_LOOP = {"matvec": (2048, 1, 64), "tiled": (32, 57, 64)}
 
+_ID_DEFINES = id_defines(MODE=MODES, KIND=KIND_IDS)   # MODE_DEQUANT, KIND_Q4_0, ... for the shader
 _KIND_DEFINES = {k: {"KIND": v} for k, v in KIND_IDS.items()}
 _FEATURES = {k: ("storage16",) for k in KIND_IDS}
 
 
 def _family(name, variants, features=()):
-    family(name, SRC, variants, GROUP, defines={"MODE": MODES[name]}, tag_defines=_KIND_DEFINES,
+    family(name, SRC, variants, GROUP, defines=dict(_ID_DEFINES, MODE=MODES[name]), tag_defines=_KIND_DEFINES,
            tag_features=_FEATURES, features=features)
 
 

@@ -4,7 +4,6 @@ build_shaders.py compiles what is declared here, the pipeline cache builds from 
 and `python -m fuelvk kernels --json` lists it. A variant's id is ``family.tag``, where tag is a
 dtype (f32/f16/bf16/f64), a byte width (b1/b2/b4/b8) or a dtype combination.
 """
-import struct
 from dataclasses import dataclass, field
 
 # Per-tag preprocessor defines and device features of the float families (shaders/common/dtype.glsl).
@@ -14,70 +13,17 @@ DTYPE_FEATURES = {"f32": (), "f16": ("storage16",), "bf16": ("storage16",), "f64
 WIDTH_DEFINES = {"b1": {"WIDTH": 1}, "b2": {"WIDTH": 2}, "b4": {"WIDTH": 4}, "b8": {"WIDTH": 8}}
 WIDTH_FEATURES = {"b1": ("storage8",), "b2": ("storage16",), "b4": (), "b8": ("int64",)}
 
-_CODES = {"u32": "I", "i32": "i", "f32": "f"}
+def ids(*names):
+    """name -> id, numbered by position: the ids of one table (one shader switch) are unique."""
+    if len(set(names)) != len(names):
+        raise ValueError(f"an op is named twice in {names}")
+    return {name: i for i, name in enumerate(names)}
 
 
-@dataclass(frozen=True)
-class Params:
-    """A push-constant block: ordered (name, type, count) fields of 4-byte scalars or arrays.
-
-    std430 lays 4-byte scalars and their arrays out back to back, so offsets are running sums; the
-    test suite checks this against the SPIR-V the compiler produced.
-    """
-    fields: tuple
-
-    def __post_init__(self):
-        fmt = "<" + "".join(f"{c}{_CODES[t]}" for _, t, c in self.fields)
-        object.__setattr__(self, "_struct", struct.Struct(fmt))
-        object.__setattr__(self, "_counts", tuple(c for _, _, c in self.fields))
-
-    @property
-    def layout(self):
-        out, off = [], 0
-        for name, typ, count in self.fields:
-            out.append((name, off, 4 * count))
-            off += 4 * count
-        return out
-
-    @property
-    def size(self):
-        return sum(4 * c for _, _, c in self.fields)
-
-    @property
-    def format(self):
-        return self._struct.format
-
-    def pack(self, *values):
-        """Pack values in field order; array fields take a sequence, zero-padded to their count."""
-        if len(values) != len(self._counts):
-            raise ValueError(f"Params takes {len(self._counts)} values ({[f[0] for f in self.fields]}), "
-                             f"got {len(values)}")
-        flat = []
-        for count, v in zip(self._counts, values):
-            if count == 1:
-                flat.append(v)
-            else:
-                n = len(v)
-                if n > count:
-                    name = self.fields[self._counts.index(count)][0]
-                    raise ValueError(f"Params field {name} holds {count} values, got {n}")
-                flat.extend(v)
-                if n < count:
-                    flat.extend([0] * (count - n))
-        return self._struct.pack(*flat)
-
-
-def P(*spec):
-    """Params from compact "name:type" or "name:type[n]" strings."""
-    fields = []
-    for s in spec:
-        name, typ = s.split(":")
-        count = 1
-        if "[" in typ:
-            typ, n = typ[:-1].split("[")
-            count = int(n)
-        fields.append((name, typ, count))
-    return Params(tuple(fields))
+def id_defines(**tables):
+    """Preprocessor defines naming each table's ids, so shaders say OP_SUM where the host says
+    REDUCE_OPS["sum"]: id_defines(OP=REDUCE_OPS) -> {"OP_SUM": 0, "OP_MAX": 1, ...}."""
+    return {f"{prefix}_{name.upper()}": i for prefix, table in tables.items() for name, i in table.items()}
 
 
 @dataclass(frozen=True)
@@ -113,6 +59,7 @@ class Family:
     source: str
     group: str
     variants: dict = field(default_factory=dict)  # tag -> Variant
+    bench_only: bool = False   # run by the bench suite / tools only, never by a public op
 
 
 FAMILIES: dict = {}
@@ -120,13 +67,15 @@ VARIANTS: dict = {}
 
 
 def family(name, source, variants, group, defines=None, tag_defines=DTYPE_DEFINES,
-           tag_features=DTYPE_FEATURES, features=(), entry="main", extra=(), tag_texel_formats=None):
+           tag_features=DTYPE_FEATURES, features=(), entry="main", extra=(), tag_texel_formats=None,
+           bench_only=False):
     """Declare a family. `variants` maps tag -> kernel name(s); `extra` tags get `<family>_<tag>` names.
 
     `tag_texel_formats` maps tag -> {binding: VkFormat name (e.g. "R32_UINT")} for uniform texel
     buffer bindings (GLSL's samplerBuffer has no format qualifier; storage texel buffers take theirs
-    from the shader's layout(r32ui) etc. via the manifest)."""
-    fam = Family(name, source, group)
+    from the shader's layout(r32ui) etc. via the manifest). `bench_only`: kernels no public op runs
+    (roof calibration, load-path micro-benchmarks)."""
+    fam = Family(name, source, group, bench_only=bench_only)
     for tag, kname in list(variants.items()) + [(t, f"{name}_{t}") for t in extra]:
         d = dict(defines or {})
         d.update(tag_defines.get(tag, {}))

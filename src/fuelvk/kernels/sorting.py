@@ -5,8 +5,7 @@ Tags: f32, f16, bf16 (floats: KIND_FLOAT with the exponent's all-ones pattern IN
 sorted yet. Input words are read as 32-bit words, so no 8/16-bit storage feature is needed.
 Kind and mode ids are the tables below; the shader sees them as defines (KIND_FLOAT, MODE_STEP, ...).
 """
-from .reduction import id_defines
-from .registry import family
+from .registry import family, id_defines
 
 GROUP = "Sorting"
 KINDS = {"unsigned": 0, "signed": 1, "float": 2}

@@ -12,8 +12,8 @@ from .. import dtypes as _dt
 from .. import layout as L
 from .. import runtime
 from ..array import Array, asarray
-from ..errors import FuelVKError, FuelVKMemoryError
-from ..kernels.elementwise import EW_PARAMS, EPT, LINEAR_SPEC, MAX_RANK, WG
+from ..errors import FuelVKError, FuelVKMemoryError, LaunchError
+from ..kernels.elementwise import EPT, FLAGS, LINEAR, MAX_RANK, WG
 
 ZERO2 = (0, 0)
 
@@ -94,8 +94,11 @@ def _chunks(shape, strides, offsets):
             yield sub, st, offs, o + i * inner
 
 
-def launch_strided(variant, out, inputs, spec=(), s0=ZERO2, s1=ZERO2, flags_extra=0):
-    """Launch an EW_PARAMS kernel: out (contiguous) from up to two strided/broadcast inputs.
+def launch_strided(variant, out, inputs, spec=None, s0=ZERO2, s1=ZERO2, flags_extra=0):
+    """Launch a kernel of the EW Params layout (elementwise.comp and its kin): out (contiguous) from up
+    to two strided/broadcast inputs, bound in the kernel's binding order (its first binding is out,
+    the next ones the inputs, which the Params' a / b fields describe). spec: specialization constants
+    by name ({"OP": UNARY["exp"]}); s0 / s1: the scalar words; flags_extra: FLAGS bits to set.
 
     Dims are collapsed wherever every input allows, so most views run at rank 1-3; contiguous and
     constant (all-stride-0) inputs get the kernel's linear fast paths. When every input is
@@ -113,35 +116,42 @@ def launch_strided(variant, out, inputs, spec=(), s0=ZERO2, s1=ZERO2, flags_extr
         for w in blocks(views, lim):
             launch_strided(variant, w[0], w[1:], spec, s0, s1, flags_extra)
         return
-    key = (variant._id, spec, s0, s1, flags_extra, out.shape, out.offset,
+    spec_key = tuple(sorted(spec.items())) if spec else ()
+    key = (variant._id, spec_key, s0, s1, flags_extra, out.shape, out.offset,
            tuple((x.shape, x.strides, x.offset) for x in inputs))
     plan = ctx.plans.get(key)
     if plan is None:
-        plan = _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra)
+        plan = _plan(ctx, variant, out, inputs, spec or {}, s0, s1, flags_extra)
         if len(ctx.plans) > 4096:
             ctx.plans.clear()
         ctx.plans[key] = plan
-    if not plan:
+    pipes, writes = plan
+    if not pipes:
         return
     bufs = (out.buffer,) + tuple(x.buffer for x in inputs)
-    writes = _WRITES[len(inputs)]
     dispatch = ctx.stream.dispatch
-    for pipe, groups, push in plan:
+    for pipe, groups, push in pipes:
         dispatch(pipe, groups, bufs, writes, push)
 
 
 def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra):
-    """[(pipeline, grid, Params bytes)] for launch_strided (one entry per rank<=6 chunk)."""
+    """([(pipeline, grid, Params bytes)] one per rank<=6 chunk, the write set) for launch_strided. The
+    Params, bindings and spec constants go through the kernel's Signature by name, once per plan."""
+    sig = ctx.pipelines.signature(variant)
+    if len(sig.bindings) != 1 + len(inputs):
+        raise LaunchError(f"kernel {variant.id}: launch_strided got {len(inputs)} inputs for bindings "
+                          f"{list(sig.bindings)} (out first)")
+    named = dict(zip(sig.bindings, (out,) + tuple(inputs)))
     shape = out.shape
     n = math.prod(shape)
     if n == 0:
-        return []
+        return [], sig.writes
     if all(x.shape == shape and L.is_contiguous(shape, x.strides) for x in inputs):
         chunks = [((n,), [(1,)] * len(inputs), [x.offset for x in inputs], 0)]   # the common case
     else:
         cshape, cstrides = L.collapse(shape, *[L.broadcast_strides(x.shape, x.strides, shape) for x in inputs])
         chunks = _chunks(cshape, cstrides, [x.offset for x in inputs])
-    linear_ok = LINEAR_SPEC in ctx.pipelines.meta(variant.id)["spec_ids"]
+    linear_ok = LINEAR is not None and LINEAR in sig.spec_ids
     plan = []
     for sub, st, offs, o in chunks:
         m = math.prod(sub)
@@ -150,24 +160,26 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra):
         linear = linear_ok
         for k, s in enumerate(st):
             if tuple(s) == contig:
-                flags |= 1 << (2 * k)
+                flags |= _CONTIGUOUS[k]
                 linear = linear and offs[k] % 4 == 0
             elif not any(s):
-                flags |= 2 << (2 * k)
+                flags |= _CONSTANT[k]
             else:
                 linear = False
         off_o = out.offset + o
         linear = linear and off_o % 4 == 0
-        push = EW_PARAMS.pack(m, len(sub), flags, off_o, offs[0] if offs else 0, offs[1] if len(offs) > 1 else 0,
-                              s0, s1, sub, st[0] if st else (), st[1] if len(st) > 1 else ())
+        _, _, push, spec_ids = sig.bind(dict(
+            named, **spec, **({LINEAR: 1} if linear else {}), n=m, rank=len(sub), flags=flags, off_o=off_o,
+            off_a=offs[0] if offs else 0, off_b=offs[1] if len(offs) > 1 else 0, s0=s0, s1=s1, shape=sub,
+            sa=st[0] if st else (), sb=st[1] if len(st) > 1 else ()))
         per_group = WG * EPT * (4 if linear else 1)
-        pipe = ctx.pipelines.get(variant, spec + _LINEAR if linear else spec)
-        plan.append((pipe, ctx.groups(-(-m // per_group)), push))
-    return plan
+        plan.append((ctx.pipelines.get(variant, spec_ids), ctx.groups(-(-m // per_group)), push))
+    return plan, sig.writes
 
 
-_WRITES = {1: (True, False), 2: (True, False, False)}
-_LINEAR = ((LINEAR_SPEC, 1),)
+# The FLAGS bits of input k (a, b) being contiguous / constant.
+_CONTIGUOUS = (FLAGS["a_contiguous"], FLAGS["b_contiguous"])
+_CONSTANT = (FLAGS["a_constant"], FLAGS["b_constant"])
 
 
 # -- arrays larger than one binding -----------------------------------------------------------------

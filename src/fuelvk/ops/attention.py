@@ -21,7 +21,6 @@ iterations per invocation (Device.loop_budget), long key ranges (tiled forward, 
 query ranges (dK, dV) are split over several launches that carry or accumulate their state.
 """
 import math
-import os
 
 import numpy as np
 
@@ -32,10 +31,12 @@ from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..kernels import attention as K
 from ..kernels import kernel
 from ._core import contiguous, device_args, fits, new_like, result, spans, windowed
+from ._routes import forced_route
 
 __all__ = ["attention_route", "scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
 
 ROUTES = ("single", "tiled")
+ENV = "FUELVK_ATTENTION_ROUTE"
 FWD_DTYPES = (_dt.float32, _dt.float16, _dt.bfloat16)
 FAMILY = {"single": "flash_attn", "tiled": "flash_attention"}
 # The single pass is only competitive while each kv head has one query row (G * Sq = 1: decode
@@ -123,11 +124,7 @@ def _view_strides(x):
 
 def _pick(op, Sq, Sk, D, G, route):
     """The forward route a call takes (see the module docstring)."""
-    want = route if route is not None else os.environ.get("FUELVK_ATTENTION_ROUTE", "auto")
-    want = (want or "auto").lower()
-    if want not in ("auto",) + ROUTES:
-        raise ShapeError(f"{op}: unknown attention route {want!r}; accepted: auto, single, tiled "
-                         "(route= or FUELVK_ATTENTION_ROUTE)")
+    want = forced_route(op, route, ENV, ROUTES) or "auto"
     ctx = runtime.get()
     shared = ctx.device.limits.maxComputeSharedMemorySize
     tiled_ok = K.tiled_config(D, G * Sq, shared) is not None
@@ -162,6 +159,11 @@ def _spans(n, per):
     if per is None or n <= per:
         return [(0, n)]
     return [(b, min(b + per, n)) for b in range(0, n, per)]
+
+
+def _strides(name, st):
+    """The forward Params' (b, h, s) element strides of operand `name`: q_b, q_h, q_s for "q"."""
+    return {f"{name}_b": st[0], f"{name}_h": st[1], f"{name}_s": st[2]}
 
 
 def _skmax(Sk):
@@ -222,28 +224,27 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
         var = kernel(FAMILY[rt], _dt.FLOAT_TAGS[dt])
         sg8 = _sg8(ctx)
         if rt == "single":
-            spec = ((K.SPEC_D, D), (K.SPEC_SKMAX, _skmax(Sk)), (K.SPEC_SG8, sg8))
+            spec = {"D": D, "SKMAX": _skmax(Sk), "SG8": sg8}
             groups = rows
         else:
             br, bc = K.tiled_config(D, (Hq // Hkv) * Sq, ctx.device.limits.maxComputeSharedMemorySize)
-            spec = ((K.SPEC_D, D), (K.SPEC_BR, br), (K.SPEC_BC, bc), (K.SPEC_SG8, sg8))
+            spec = {"D": D, "BR": br, "BC": bc, "SG8": sg8}
             groups = B * Hkv * -(-(Hq // Hkv) * Sq // br)
-        flags = K.FLAG_ALIBI if slopes is not None else 0
-        head = (B, Hq, Hkv, Sq, Sk)
-        tail = (scale, cap, q.offset, k.offset, v.offset, o.offset, slopes.offset if slopes is not None else 0, sa_b,
-                *qs, *ks, *vs)
-        bufs = (o.buffer, lse.buffer, q.buffer, k.buffer, v.buffer, (slopes if slopes is not None else lse).buffer)
-        writes = (True, True, False, False, False, False)
+        flags = K.FLAGS["alibi"] if slopes is not None else 0
+        alibi = slopes if slopes is not None else lse    # bound but not read without FLAG_ALIBI
+        args = dict(out_o=o, out_lse=lse, in_q=q, in_k=k, in_v=v, in_alibi=alibi,
+                    B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Sk=Sk, wl=wl, wr=wr, scale=scale, cap=cap, off_q=q.offset,
+                    off_k=k.offset, off_v=v.offset, off_o=o.offset,
+                    off_a=slopes.offset if slopes is not None else 0, sa_b=sa_b, **_strides("q", qs),
+                    **_strides("k", ks), **_strides("v", vs), **spec)
         if rt == "single":
-            ctx.launch(var, ctx.groups(groups), bufs, writes, K.FWD_PARAMS.pack(*head, flags, wl, wr, *tail, 0, Sk),
-                       spec)
+            ctx.launch(var, ctx.groups(groups), flags=flags, jb=0, je=Sk, **args)
         else:
             spans = _spans(Sk, K.tiled_keys_per_launch(D, br, bc, ctx.device.loop_budget))
             state = new_like((rows, D + 2), _dt.float32) if len(spans) > 1 else lse
             for n, (jb, je) in enumerate(spans):
-                f = flags | (K.FLAG_RESUME if n else 0) | (K.FLAG_PARTIAL if n < len(spans) - 1 else 0)
-                ctx.launch(var, ctx.groups(groups), bufs + (state.buffer,), writes + (True,),
-                           K.FWD_PARAMS.pack(*head, f, wl, wr, *tail, jb, je), spec)
+                f = flags | (K.FLAGS["resume"] if n else 0) | (K.FLAGS["partial"] if n < len(spans) - 1 else 0)
+                ctx.launch(var, ctx.groups(groups), state=state, flags=f, jb=jb, je=je, **args)
     return result((o, lse) if return_lse else o, numpy_out)
 
 
@@ -300,30 +301,84 @@ def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=Fals
         _head_blocks(op, [do, q, o, lse], [k, v], [dq], [dk, dv], slopes, run)
         return result((dq, dk, dv), numpy_out)
     ctx = runtime.get()
-    flags = K.FLAG_ALIBI if slopes is not None else 0
-    head = (B, Hq, Hkv, Sq, Sk)
-    tail = (scale, cap, q.offset, k.offset, v.offset, o.offset, do.offset, lse.offset,
-            slopes.offset if slopes is not None else 0, sa_b)
-    spec = ((K.SPEC_D, D), (K.SPEC_SG8, _sg8(ctx)))
-    a_buf = (slopes if slopes is not None else lse).buffer
-    common = (q.buffer, k.buffer, do.buffer, lse.buffer, a_buf)
+    flags = K.FLAGS["alibi"] if slopes is not None else 0
+    common = dict(in_q=q, in_k=k, in_do=do, in_lse=lse, in_alibi=slopes if slopes is not None else lse,
+                  B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Sk=Sk, wl=wl, wr=wr, scale=scale, cap=cap, off_q=q.offset,
+                  off_k=k.offset, off_v=v.offset, off_o=o.offset, off_do=do.offset, off_lse=lse.offset,
+                  off_a=slopes.offset if slopes is not None else 0, sa_b=sa_b, D=D, SG8=_sg8(ctx))
     per = K.bwd_span_per_launch(D, ctx.device.loop_budget)
 
-    def launches(fam, n_groups, bufs, writes, span, n):
+    def launches(fam, n_groups, span, n, **bindings):
         for m, (jb, je) in enumerate(_spans(n, span)):
-            push = K.BWD_PARAMS.pack(*head, flags | (K.FLAG_ACCUM if m else 0), wl, wr, *tail, jb, je)
-            ctx.launch(kernel(fam, "f32"), ctx.groups(n_groups), bufs, writes, push, spec)
+            ctx.launch(kernel(fam, "f32"), ctx.groups(n_groups), flags=flags | (K.FLAGS["accum"] if m else 0),
+                       jb=jb, je=je, **common, **bindings)
 
     rows_per = None if per is None else max(1, per // max(Hq // max(Hkv, 1), 1))
     if dq.size:  # dQ over key ranges; dK / dV over query-row ranges (rows_per rows of each GQA group)
         delta = new_like((B, Hq, Sq), _dt.float32)
-        launches("flash_attn_backward_q", B * Hq * Sq, (dq.buffer,) + common + (v.buffer, delta.buffer, o.buffer),
-                 (True,) + (False,) * 6 + (True, False), per, Sk)
+        launches("flash_attn_backward_q", B * Hq * Sq, per, Sk, out_grad=dq, in_v=v, out_delta=delta, in_o=o)
         if dk.size:
-            launches("flash_attn_backward_k", B * Hkv * Sk, (dk.buffer,) + common + (v.buffer, delta.buffer),
-                     (True,) + (False,) * 7, rows_per, Sq)
+            launches("flash_attn_backward_k", B * Hkv * Sk, rows_per, Sq, out_grad=dk, in_v=v, in_delta=delta)
     elif dk.size:  # no query rows: dK = 0 (the dV kernel below writes zeros the same way)
         ctx.stream.fill(dk.buffer, dk.nbytes)
     if dv.size:
-        launches("flash_attn_backward_v", B * Hkv * Sk, (dv.buffer,) + common, (True,) + (False,) * 5, rows_per, Sq)
+        launches("flash_attn_backward_v", B * Hkv * Sk, rows_per, Sq, out_grad=dv)
     return result((dq, dk, dv), numpy_out)
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import Meta, OpDef, declare, same
+
+
+def _attention_rule(q, k, v, *, is_causal=False, scale=None, window=(-1, -1), alibi_slopes=None, softcap=None,
+                    return_lse=False, route=None):
+    out = Meta(tuple(q.shape[:3]) + tuple(v.shape[3:]), np.dtype(q.dtype))
+    return (out, Meta(tuple(q.shape[:3]), np.dtype(np.float32))) if return_lse else out
+
+
+def _torch_sdpa(q, k, v, is_causal=False, scale=None, window=(-1, -1), softcap=None, return_lse=False):
+    import torch
+    if tuple(window) != (-1, -1) or softcap is not None or return_lse:
+        raise NotImplementedError("torch reference covers plain (causal) attention only")
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale,
+                                                            enable_gqa=q.shape[1] != k.shape[1])
+
+
+_ATTN_OPTS = ("bool is_causal=False, float? scale=None, int[] window=[-1, -1], Tensor? alibi_slopes=None, "
+              "float? softcap=None")
+declare(
+    # torch: returns (output, lse) always (lse is what the backward reads)
+    OpDef("scaled_dot_product_attention", scaled_dot_product_attention, _attention_rule, torch=_torch_sdpa,
+          reference=("", '''b_, hq, sq, d_ = q.shape
+hkv, sk = k.shape[1], k.shape[2]
+kk = k.repeat_interleave(hq // hkv, dim=1)     # GQA: query head h reads kv head h // (hq / hkv)
+vv = v.repeat_interleave(hq // hkv, dim=1)
+s = (q @ kk.transpose(-1, -2)) * (1.0 / math.sqrt(d_) if scale is None else scale)   # [b, h, sq, sk]
+if softcap is not None:
+    s = softcap * torch.tanh(s / softcap)
+rel = torch.arange(sk)[None, :] - torch.arange(sq)[:, None] - (sk - sq)   # masks align bottom-right
+if alibi_slopes is not None:
+    s = s - alibi_slopes[None, :, None, None] * rel.abs()
+left, right = window[0], (0 if is_causal else window[1])
+visible = torch.ones(sq, sk, dtype=torch.bool)
+if left >= 0:
+    visible &= rel >= -left
+if right >= 0:
+    visible &= rel <= right
+s = s.masked_fill(~visible, float("-inf"))
+m = s.amax(-1, keepdim=True)
+m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+p = torch.exp(s - m)
+l = p.sum(-1, keepdim=True)
+output = (p / torch.where(l > 0, l, torch.ones_like(l))) @ vv
+lse = (torch.log(l) + m).squeeze(-1)           # natural log; -inf for a row that sees no key'''),
+          grad="attention", route="attention_route",
+          schema=f"(Tensor q, Tensor k, Tensor v, {_ATTN_OPTS}) -> (Tensor, Tensor)",
+          export={"var_dims": ("B", "S_q", "S_kv"), "small_keep": ("H_q", "H_kv")}),
+    OpDef("scaled_dot_product_attention_backward", scaled_dot_product_attention_backward,
+          lambda do, q, k, v, o, lse, **kw: (same(q), same(k), same(v)),
+          schema=f"(Tensor do, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, {_ATTN_OPTS}) "
+                 "-> (Tensor, Tensor, Tensor)",
+          export={"skip": "inputs o and lse must be the forward's outputs for q, k, v; independent random inputs "
+                          "make the gradient ill-defined"}),
+)

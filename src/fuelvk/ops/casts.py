@@ -81,3 +81,18 @@ def astype(x, dtype, *, copy=True, device=None):
         launch_strided(v, nxt, [out])
         out = nxt
     return result(out, numpy_out)
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import Meta, OpDef, declare
+
+declare(OpDef("astype", astype, lambda x, dtype, copy=True, device=None: Meta(tuple(x.shape), _dt.dtype(dtype)),
+              numpy=lambda x, dtype, copy=True, device=None: x.astype(dtype),
+              torch=lambda x, dtype, copy=True, device=None: x.to(_torch_dtype(dtype)),
+              reference="x", grad="astype", schema="(Tensor x, ScalarType dtype) -> Tensor"))
+
+
+def _torch_dtype(dt):
+    import torch
+    dt = _dt.dtype(dt)
+    return torch.bfloat16 if dt.name == "bfloat16" else getattr(torch, dt.name)

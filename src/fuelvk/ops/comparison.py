@@ -21,7 +21,7 @@ from .. import layout as L
 from .. import runtime
 from ..errors import DTypeError
 from ..kernels import kernel
-from ..kernels.elementwise import COMPARE_OPS
+from ..kernels.elementwise import COMPARE, COMPARE_OPS, FLAGS
 from ._core import device_args, element_words, is_scalar, launch_strided, new_like, promote, result
 
 __all__ = list(COMPARE_OPS)
@@ -84,8 +84,8 @@ def _compare(op, a, b):
             x = promote(op, [x], dt)[0]
             words = element_words(op, b, x.dtype)
         out = new_like(x.shape, _dt.bool_)
-        launch_strided(_variant(op, x.dtype), out, [x, x], ((0, COMPARE_OPS.index(op)),), s1=words,
-                       flags_extra=16)
+        launch_strided(_variant(op, x.dtype), out, [x, x], {"OP": COMPARE[op]}, s1=words,
+                       flags_extra=FLAGS["b_scalar"])
         return result(out, numpy_out)
     (x, y), numpy_out = device_args(op, a, b)
     if x.dtype.kind == "c" or y.dtype.kind == "c":
@@ -93,7 +93,7 @@ def _compare(op, a, b):
     if x.dtype != y.dtype:
         x, y = promote(op, [x, y])     # numpy's result dtype (icast.comp / cast.comp)
     out = new_like(L.broadcast_shapes(op, x.shape, y.shape), _dt.bool_)
-    launch_strided(_variant(op, x.dtype), out, [x, y], ((0, COMPARE_OPS.index(op)),))
+    launch_strided(_variant(op, x.dtype), out, [x, y], {"OP": COMPARE[op]})
     return result(out, numpy_out)
 
 
@@ -128,3 +128,11 @@ def _make(name):
 for _name in COMPARE_OPS:
     globals()[_name] = _make(_name)
 del _name
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import Meta, OpDef, binary as _binary_rule, declare
+
+_SYMBOL = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">="}
+declare(*(OpDef(_n, globals()[_n], lambda a, b: Meta(_binary_rule(a, b).shape, np.dtype(bool)),
+                reference=f"a {_SYMBOL[_n]} b", schema="(Tensor a, Tensor b) -> Tensor") for _n in COMPARE_OPS))

@@ -169,3 +169,43 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
         out = out.reshape(out_shape[1:])
     return result(out, numpy_out)
 
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+import numpy as _np
+
+from ._opdef import Meta, OpDef, declare
+
+
+def _conv2d_rule(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    k = tuple(w.shape[2:])
+    st, dil = _pair("conv2d", "stride", stride), _pair("conv2d", "dilation", dilation)
+    pt, pb, pl, pr = _padding("conv2d", padding, k, dil, st)
+    hw = [(x.shape[-2 + i] + lo + hi - dil[i] * (k[i] - 1) - 1) // st[i] + 1
+          for i, (lo, hi) in enumerate(((pt, pb), (pl, pr)))]
+    return Meta(tuple(x.shape[:-3]) + (w.shape[0],) + tuple(hw), _np.dtype(x.dtype))
+
+
+declare(OpDef("conv2d", conv2d, _conv2d_rule, reference=("", '''sh, sw = (stride, stride) if isinstance(stride, int) else stride
+dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation
+pt, pb, pl, pr = pads                      # (top, bottom, left, right), resolved from `padding`
+n_, c_, h_, w_ = x.shape
+o_, cg, kh, kw = w.shape
+xp = torch.zeros(n_, c_, h_ + pt + pb, w_ + pl + pr)
+xp[:, :, pt:pt + h_, pl:pl + w_] = x
+ho = (h_ + pt + pb - dh * (kh - 1) - 1) // sh + 1
+wo = (w_ + pl + pr - dw * (kw - 1) - 1) // sw + 1
+xg = xp.reshape(n_, groups, c_ // groups, xp.shape[2], xp.shape[3])
+wg = w.reshape(groups, o_ // groups, cg, kh, kw)
+output = torch.zeros(n_, groups, o_ // groups, ho, wo)
+for i in range(kh):
+    for j in range(kw):
+        patch = xg[..., i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw]
+        # sum over the group's input channels c: [n, g, 1, c, h, w] * [1, g, o, c, 1, 1]
+        output += (patch[:, :, None] * wg[None, :, :, :, i, j, None, None]).sum(3)
+output = output.reshape(n_, o_, ho, wo)
+if bias is not None:
+    output = output + bias[None, :, None, None]'''), grad="conv2d",
+    schema="(Tensor x, Tensor w, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] dilation=1, "
+           "int groups=1) -> Tensor",
+    export={"var_dims": ("N",), "lets": ("pads",)}))   # pads: a spec let, resolved at export

@@ -14,17 +14,19 @@ from .. import layout as L
 from .. import runtime
 from ..array import Array
 from ..errors import DTypeError
-from ..kernels.elementwise import BINARY_OPS, F32_F64_ONLY, MATH_OPS, NO_F64, ROUNDING_OPS, UNARY_OPS, variant
+from ..kernels.elementwise import (BINARY, BINARY_OPS, F32_F64_ONLY, FLAGS, MATH_OPS, NO_F64, ROUNDING_OPS, UNARY,
+                                   UNARY_OPS, variant)
 from ..kernels import kernel
-from ..kernels.intops import INT_BINARY_OPS, INT_UNARY_OPS
+from ..kernels.intops import INT_BINARY, INT_BINARY_OPS, INT_UNARY, INT_UNARY_OPS
 from ._core import (ZERO2, device_args, element_words, is_scalar, launch_strided, new_like, promote, result,
                     scalar_words)
 
 __all__ = list(UNARY_OPS) + list(ROUNDING_OPS) + list(MATH_OPS) + list(BINARY_OPS) + ["affine", "clip", "power"]
 
 
-def _unary(op, family, x, spec=(), s0=ZERO2, s1=ZERO2, accepted=_dt.FLOAT_TAGS):
-    """One launch of a single-input family; s0/s1 are scalar arguments (Python values)."""
+def _unary(op, family, x, spec=None, s0=ZERO2, s1=ZERO2, accepted=_dt.FLOAT_TAGS):
+    """One launch of a single-input family; s0/s1 are scalar arguments (Python values), spec its
+    specialization constants by name."""
     (x,), numpy_out = device_args(op, x)
     tag = _dt.float_tag(op, x.dtype, accepted)
     out = new_like(x.shape, x.dtype)
@@ -33,36 +35,40 @@ def _unary(op, family, x, spec=(), s0=ZERO2, s1=ZERO2, accepted=_dt.FLOAT_TAGS):
     return result(out, numpy_out)
 
 
-def _make_unary(name, op_id):
+def _make_unary(name):
+    spec = {"OP": UNARY[name]}
+
     def f(x):
         if name in INT_UNARY_OPS and _is_int(x):
             return int_unary(name, x)
-        return _unary(name, "unary", x, spec=((0, op_id),))
+        return _unary(name, "unary", x, spec=spec)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = f"Elementwise {name}(x) (numpy semantics; f32/f16/bf16/f64)."
     return f
 
 
-for _i, _name in enumerate(UNARY_OPS):
+for _name in UNARY_OPS:
     if _name != "heaviside":
-        globals()[_name] = _make_unary(_name, _i)
+        globals()[_name] = _make_unary(_name)
 abs = globals()["abs"]  # noqa: A001 - numpy's name
 
 
-def _make_rounding(name, op_id):
+def _make_rounding(name):
+    spec = {"OP": UNARY[name]}
+
     def f(x):
         if isinstance(x, Array) and x.dtype.kind in "biu":
             from .movement_core import copy
             return copy(x)          # integers (and bools) are already integral: the standard's identity
-        return _unary(name, "unary", x, spec=((0, op_id),))
+        return _unary(name, "unary", x, spec=spec)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = (f"Elementwise {name}(x) (numpy semantics{', half to even' if name == 'round' else ''}; exact, "
                  "f32/f16/bf16/f64; integer arrays are returned as a copy).")
     return f
 
 
-for _name, _i in ROUNDING_OPS.items():
-    globals()[_name] = _make_rounding(_name, _i)
+for _name in ROUNDING_OPS:
+    globals()[_name] = _make_rounding(_name)
 round = globals()["round"]  # noqa: A001 - numpy's name
 
 
@@ -75,21 +81,23 @@ def _accepted(name):
     return _dt.FLOAT_TAGS
 
 
-def _make_math(name, op_id):
+def _make_math(name):
+    spec, accepted = {"OP": UNARY[name]}, _accepted(name)
+
     def f(x):
-        return _unary(name, "unary", x, spec=((0, op_id),), accepted=_accepted(name))
+        return _unary(name, "unary", x, spec=spec, accepted=accepted)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = f"Elementwise {name}(x) (numpy semantics, to a few ulp; {', '.join(_accepted(name).values())})."
     return f
 
 
-for _name, _i in MATH_OPS.items():
-    globals()[_name] = _make_math(_name, _i)
+for _name in MATH_OPS:
+    globals()[_name] = _make_math(_name)
 
 
 def heaviside(x, h0=0.0):
     """numpy.heaviside(x, h0) with a scalar h0: 0 for x < 0, h0 at 0, 1 for x > 0, NaN stays NaN."""
-    return _unary("heaviside", "unary", x, spec=((0, UNARY_OPS.index("heaviside")),), s0=h0)
+    return _unary("heaviside", "unary", x, spec={"OP": UNARY["heaviside"]}, s0=h0)
 
 
 _INT_TAGS = {_dt.int8: "i8", _dt.int16: "i16", _dt.int32: "i32", _dt.int64: "i64", _dt.uint8: "u8",
@@ -125,20 +133,21 @@ def int_binary(op, a, b):
     if tag is None:
         raise DTypeError(f"{op}: dtype {dt} is not an integer dtype fuelvk computes in; accepted: "
                          f"{', '.join(map(str, _INT_TAGS))}")
-    out = _launch_binary(op, kernel("int_binary", tag), ((0, INT_BINARY_OPS.index(op)),), a, b, a_s, b_s, dt,
+    out = _launch_binary(op, kernel("int_binary", tag), {"OP": INT_BINARY[op]}, a, b, a_s, b_s, dt,
                          _int_scalar)
     return result(out, numpy_out)
 
 
 def _launch_binary(op, v, spec, a, b, a_s, b_s, dt, words):
     """out = a OP b through binary-kernel variant v; a scalar operand (a_s / b_s) is passed as push-constant
-    words (words(op, value, dt)) with the array bound twice and flag 32 / 16 telling the kernel which."""
+    words (words(op, value, dt)) with the array bound twice and FLAGS a_scalar / b_scalar telling the
+    kernel which; spec: the variant's specialization constants by name."""
     if a_s:
         out = new_like(b.shape, dt)
-        launch_strided(v, out, [b, b], spec, s0=words(op, a, dt), flags_extra=32)
+        launch_strided(v, out, [b, b], spec, s0=words(op, a, dt), flags_extra=FLAGS["a_scalar"])
     elif b_s:
         out = new_like(a.shape, dt)
-        launch_strided(v, out, [a, a], spec, s1=words(op, b, dt), flags_extra=16)
+        launch_strided(v, out, [a, a], spec, s1=words(op, b, dt), flags_extra=FLAGS["b_scalar"])
     else:
         out = new_like(L.broadcast_shapes(op, a.shape, b.shape), dt)
         launch_strided(v, out, [a, b], spec)
@@ -152,7 +161,7 @@ def int_unary(op, x):
     if tag is None:
         raise DTypeError(f"{op}: dtype {x.dtype} is not an integer dtype fuelvk computes in")
     out = new_like(x.shape, x.dtype)
-    launch_strided(kernel("int_unary", tag), out, [x], ((0, INT_UNARY_OPS.index(op)),))
+    launch_strided(kernel("int_unary", tag), out, [x], {"OP": INT_UNARY[op]})
     return result(out, numpy_out)
 
 
@@ -161,7 +170,7 @@ def _is_int(x):
     return isinstance(x, (Array, np.ndarray)) and d in _INT_TAGS
 
 
-def _binary(op, op_id, a, b):
+def _binary(op, a, b):
     if op in INT_BINARY_OPS and (_is_int(a) or _is_int(b)):
         arrays = isinstance(a, (Array, np.ndarray)) and isinstance(b, (Array, np.ndarray))
         if not arrays or a.dtype == b.dtype:
@@ -187,19 +196,19 @@ def _binary(op, op_id, a, b):
         dt = _dt.float64
     tag = _dt.float_tag(op, dt, _accepted(op))
     v = variant("binary", tag, runtime.get().device.features)
-    return result(_launch_binary(op, v, ((0, op_id),), a, b, a_s, b_s, dt, scalar_words), numpy_out)
+    return result(_launch_binary(op, v, {"OP": BINARY[op]}, a, b, a_s, b_s, dt, scalar_words), numpy_out)
 
 
-def _make_binary(name, op_id):
+def _make_binary(name):
     def f(a, b):
-        return _binary(name, op_id, a, b)
+        return _binary(name, a, b)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = f"Elementwise {name}(a, b) with numpy broadcasting (f32/f16/bf16/f64; Python scalars allowed)."
     return f
 
 
-for _i, _name in enumerate(BINARY_OPS):
-    globals()[_name] = _make_binary(_name, _i)
+for _name in BINARY_OPS:
+    globals()[_name] = _make_binary(_name)
 
 
 def affine(x, mul, add):
@@ -224,4 +233,65 @@ def power(x, n):
     return _unary("power", "powi", x, s0=(n & 0xFFFFFFFF, 0), accepted=(_dt.float32,))
 
 
-del _i, _name
+del _name
+
+
+# -- op records (ops/_opdef.py): one line per public op ---------------------------------------------------
+from ._opdef import OpDef, binary as _binary_rule, declare, same, unary
+
+
+def _record(name, **kw):
+    """The record of the unary function `name` this module generates from the kernels' op-id tables."""
+    return unary(name, globals()[name], **kw)
+
+
+_ACT = "activation"   # spec row sets of specs/elementwise.yaml `templates: unary`
+declare(
+    _record("negative", reference="-x", grad="negative"),
+    _record("square", reference="x * x", grad="square"),
+    _record("sqrt", grad="sqrt"),
+    _record("exp", grad="exp"),
+    _record("log", grad="log"),
+    _record("sin", grad="sin", rows="rope_table"),
+    _record("cos", grad="cos", rows="rope_table"),
+    _record("tanh", grad="tanh", rows=_ACT),
+    # 1 / (1 + exp(-x)): negate, exp, add, divide.
+    _record("sigmoid", ref_api="torch.sigmoid", numpy=lambda x: 1 / (1 + np.exp(-x)),
+            reference="1.0 / (1.0 + torch.exp(-x))", grad="sigmoid", flops=4, rows=_ACT),
+    # x * sigmoid(x).
+    _record("silu", ref_api="torch.nn.functional.silu", numpy=lambda x: x / (1 + np.exp(-x)),
+            torch="torch.nn.functional.silu", reference="x / (1.0 + torch.exp(-x))", grad="silu", flops=5, rows=_ACT),
+    # The tanh approximation (torch.nn.functional.gelu(x, approximate='tanh'), as the inventory fixes it), not
+    # erf: 0.5 x (1 + tanh(x (c + c' x^2))): square, * c', + c, * x, tanh, + 1, * x, * 0.5.
+    _record("gelu", ref_api="torch.nn.functional.gelu", torch="torch.nn.functional.gelu",
+            reference="0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))",
+            grad="gelu", flops=8, rows=_ACT),
+    _record("relu", ref_api="torch.relu", numpy=lambda x: np.maximum(x, 0),
+            reference="torch.maximum(x, torch.zeros_like(x))", grad="relu", rows=_ACT),
+    _record("abs", grad="abs"),
+    _record("sign", grad="zero", flops=2),   # two compare/selects: x > 0 and x < 0
+    _record("reciprocal", reference="1.0 / x", grad="reciprocal"),
+    _record("floor"), _record("ceil"), _record("trunc"),
+    _record("round"),   # half to even (numpy.round with decimals=0); exact
+    _record("log1p"), _record("expm1"), _record("log2"), _record("log10"), _record("tan"),
+    _record("sinh"), _record("cosh"), _record("asinh", ref_api="numpy.arcsinh"),
+    _record("acosh", ref_api="numpy.arccosh"), _record("atanh", ref_api="numpy.arctanh"),
+    _record("asin", ref_api="numpy.arcsin"), _record("acos", ref_api="numpy.arccos"),
+    _record("atan", ref_api="numpy.arctan"),
+    OpDef("heaviside", heaviside, same, numpy=lambda x, h0=0.0: np.heaviside(x, h0),
+          reference="torch.where(x > 0, torch.ones_like(x), torch.where(x < 0, torch.zeros_like(x), "
+                    "torch.full_like(x, h0)))", grad="zero", schema="(Tensor x, float h0=0.0) -> Tensor"),
+    # the arithmetic ops have gradients and torch ops; the array API's others are fuelvk ops only
+    *(OpDef(_n, globals()[_n], _binary_rule, reference=_r, grad=_n, schema="(Tensor a, Tensor b) -> Tensor")
+      for _n, _r in (("add", "a + b"), ("subtract", "a - b"), ("multiply", "a * b"), ("divide", "a / b"),
+                     ("maximum", "torch.maximum(a, b)"), ("minimum", "torch.minimum(a, b)"))),
+    *(OpDef(_n, globals()[_n], _binary_rule, reference=f"torch.{_n}(a, b)")
+      for _n in ("copysign", "hypot", "logaddexp", "atan2", "nextafter")),
+    OpDef("affine", affine, same, numpy=lambda x, mul, add: x * mul + add, reference="x * mul + add", grad="affine",
+          schema="(Tensor x, float mul, float add) -> Tensor"),
+    OpDef("clip", clip, same, numpy=lambda x, lo, hi: np.clip(x, lo, hi),
+          reference="torch.minimum(torch.maximum(x, torch.tensor(lo)), torch.tensor(hi))", grad="clip",
+          schema="(Tensor x, float lo, float hi) -> Tensor"),
+    OpDef("power", power, same, numpy=lambda x, n: np.power(x, n), reference="x ** n", grad="power",
+          schema="(Tensor x, int n) -> Tensor"),
+)

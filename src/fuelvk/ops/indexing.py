@@ -26,8 +26,7 @@ from .. import runtime
 from ..array import Array, asarray, empty
 from ..errors import DTypeError, FuelVKIndexError, ShapeError, UnsupportedError
 from ..kernels import kernel
-from ..kernels.indexing import (GATHER_PARAMS, INDEX_KINDS, INDEX_SELECT_PARAMS, NATIVE_FEATURE, SCATTER_FINISH,
-                                SCATTER_INIT, SCATTER_PARAMS)
+from ..kernels.indexing import INDEX_KINDS, NATIVE_FEATURE, SCATTER_MODES
 from ._core import blockwise, contiguous, device_args, fits, new_like, result, spans, windowed
 
 __all__ = ["take", "take_along_axis", "scatter_add", "index_add"]
@@ -103,9 +102,9 @@ def take(x, indices, axis=None):
         inner = math.prod(x.shape[ax + 1:])
         n_idx = ids.size
         ctx = runtime.get()
-        push = INDEX_SELECT_PARAMS.pack(out.size, inner, n_idx, n, 0, x.offset, ids.offset, 0)
-        ctx.launch(kernel("index_select", tag), ctx.groups(-(-out.size // _WG)), (out.buffer, x.buffer, ids.buffer),
-                   (True, False, False), push, spec=((0, kind),))
+        ctx.launch(kernel("index_select", tag), ctx.groups(-(-out.size // _WG)), out=out, x=x, ids=ids,
+                   n=out.size, inner=inner, n_idx=n_idx, axis_in=n, off_out=0, off_in=x.offset, off_idx=ids.offset,
+                   pad=0, IDX=kind)
     return result(out, numpy_out)
 
 
@@ -201,10 +200,9 @@ def gather_along(x, ids, kind, ax, tag):
             raise ShapeError(f"take_along_axis: rank {len(shape)} after merging dims exceeds {MAX_RANK} "
                              f"(kernel {fam}); shapes {x.shape} and {ids.shape}")
         ctx = runtime.get()
-        push = GATHER_PARAMS.pack(out.size, len(shape), new_ax, n, 0, x.offset, ids.offset, 0, list(shape),
-                                  list(sx), list(si))
-        ctx.launch(kernel("gather", tag), ctx.groups(-(-out.size // _WG)), (out.buffer, x.buffer, ids.buffer),
-                   (True, False, False), push, spec=((0, kind),))
+        ctx.launch(kernel("gather", tag), ctx.groups(-(-out.size // _WG)), out=out, x=x, ids=ids, n=out.size,
+                   rank=len(shape), axis=new_ax, axis_len=n, off_out=0, off_x=x.offset, off_idx=ids.offset, pad=0,
+                   shape=list(shape), sx=list(sx), si=list(si), IDX=kind)
     return out
 
 
@@ -218,6 +216,11 @@ def _atomic_tag(op, fam, tag):
     if mode == "native" or (mode is None and have):
         return f"{tag}_native"
     return tag
+
+
+# The element-wise passes of the half-type scatter (init, finish) walk no index: these Params are unused.
+_NO_WALK = {"rank": 0, "axis": 0, "dst_axis_len": 0, "off_idx": 0, "off_acc": 0, "shape": [], "s_src": [], "s_idx": [],
+            "s_dst": []}
 
 
 def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, numpy_out):
@@ -234,10 +237,8 @@ def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, n
         out = new_like(base.shape, base.dtype)
         acc = empty((max(n_base, 1),), _dt.float32)
         if n_base:
-            ctx.launch(v, ctx.groups(-(-n_base // _WG)), (out.buffer, base_c.buffer, ids.buffer, acc.buffer),
-                       (False, False, False, True),
-                       SCATTER_PARAMS.pack(n_base, 0, 0, 0, base_c.offset, 0, 0, [], [], [], []),
-                       spec=((0, kind), (1, SCATTER_INIT)))
+            ctx.launch(v, ctx.groups(-(-n_base // _WG)), out=out, src=base_c, ids=ids, acc=acc, **_NO_WALK,
+                       n=n_base, off_src=base_c.offset, IDX=kind, MODE=SCATTER_MODES["init"])
     else:
         out = copy(base)
         acc = out
@@ -248,14 +249,13 @@ def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, n
                                                        tuple(s_dst))
         if len(shape) > MAX_RANK:
             raise ShapeError(f"{op}: rank {len(shape)} after merging dims exceeds {MAX_RANK} (kernel {fam}.{vtag})")
-        push = SCATTER_PARAMS.pack(n, len(shape), new_ax, base.shape[axis], src.offset, ids.offset, 0, list(shape),
-                                   list(ss), list(si), list(sd))
-        ctx.launch(v, ctx.groups(-(-n // _WG)), (out.buffer, src.buffer, ids.buffer, acc.buffer),
-                   (False, False, False, True), push, spec=((0, kind), (1, 0)))
+        ctx.launch(v, ctx.groups(-(-n // _WG)), out=out, src=src, ids=ids, acc=acc, n=n, rank=len(shape),
+                   axis=new_ax, dst_axis_len=base.shape[axis], off_src=src.offset, off_idx=ids.offset, off_acc=0,
+                   shape=list(shape), s_src=list(ss), s_idx=list(si), s_dst=list(sd), IDX=kind,
+                   MODE=SCATTER_MODES["accumulate"])
     if half and n_base:
-        ctx.launch(v, ctx.groups(-(-n_base // _WG)), (out.buffer, src.buffer, ids.buffer, acc.buffer),
-                   (True, False, False, False), SCATTER_PARAMS.pack(n_base, 0, 0, 0, 0, 0, 0, [], [], [], []),
-                   spec=((0, kind), (1, SCATTER_FINISH)))
+        ctx.launch(v, ctx.groups(-(-n_base // _WG)), out=out, src=src, ids=ids, acc=acc, **_NO_WALK, n=n_base,
+                   off_src=0, IDX=kind, MODE=SCATTER_MODES["finish"])
     return result(out, numpy_out)
 
 
@@ -289,7 +289,7 @@ def _accumulate_blocks(op, base, src, ids, ax, along):
                 it = sw.shape
             else:
                 s_idx, it = loc.strides, loc.shape
-            r = _accumulate(op, op, ow, sw, loc, 0, ax, it, sw.strides, s_idx, False)
+            r = _accumulate(op, op, ow, sw, loc, INDEX_KINDS["uint32"], ax, it, sw.strides, s_idx, False)
             launch_write(write, ow, r)
     return out
 
@@ -344,3 +344,33 @@ def index_add(base, axis, index, src):
     s_idx[ax] = ids.strides[0]
     return _accumulate("index_add", "index_add", base, src, ids, kind, ax, src.shape, src.strides, s_idx,
                        numpy_out)
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import Meta, OpDef, broadcast as _broadcast, declare, same
+
+
+def _take_rule(x, indices, axis=None):
+    if axis is None:
+        return Meta(tuple(indices.shape), np.dtype(x.dtype))
+    ax = axis % x.ndim
+    return Meta(tuple(x.shape[:ax]) + tuple(indices.shape) + tuple(x.shape[ax + 1:]), np.dtype(x.dtype))
+
+
+def _take_along_rule(x, indices, axis):
+    shape = list(x.shape)
+    shape[axis % x.ndim] = indices.shape[axis % x.ndim]
+    return Meta(_broadcast(shape, indices.shape), np.dtype(x.dtype))
+
+
+# FlashInfer-Bench's random ints span [-1024, 1024) and would index out of range.
+_INDEX = {"skip": "integer index input: FlashInfer-Bench's random ints span [-1024, 1024) and would index out of range"}
+_SCATTER = "(Tensor base, int dim, Tensor index, Tensor src) -> Tensor"   # torch adds the in-place <name>_
+declare(
+    OpDef("take", take, _take_rule, grad="take", schema="(Tensor x, Tensor indices, int? axis=None) -> Tensor",
+          export=_INDEX),
+    OpDef("take_along_axis", take_along_axis, _take_along_rule, grad="take_along_axis",
+          schema="(Tensor x, Tensor indices, int axis) -> Tensor", export=_INDEX),
+    OpDef("scatter_add", scatter_add, same, grad="scatter_add", schema=_SCATTER, export=_INDEX),
+    OpDef("index_add", index_add, same, grad="index_add", schema=_SCATTER, export=_INDEX),
+)

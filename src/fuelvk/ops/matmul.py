@@ -28,7 +28,6 @@ other strides keep every run whole texels; scalar loads through the strides othe
 """
 import math
 import operator
-import os
 import weakref
 from collections import namedtuple
 
@@ -42,6 +41,7 @@ from ..errors import DTypeError, FuelVKMemoryError, ShapeError, UnsupportedError
 from ..kernels import VARIANTS, kernel
 from ..kernels import matmul as K_
 from ._core import binding_limit, blockwise, contiguous, spans, device_args, fits, k_per_launch, new_like, result, split_k
+from ._routes import forced_route
 
 __all__ = ["matmul", "matmul_route"]
 
@@ -141,8 +141,8 @@ def _plan(a, b, out_dtype, n_rep, route):
     dev = _device()
     same = combo.split("_")[0] == combo.split("_")[1]
     transposed = M != 1 and N == 1 and same
-    forced = route if route is not None else (os.environ.get(ENV) or None)
-    if forced in (None, "", "auto"):
+    forced = forced_route("matmul", route, ENV, tuple(K_.ROUTES))
+    if forced is None:
         has_coop = "coop" in K_.available_routes(dev.features)
         half = combo.split("_")[0] in ("f16", "bf16")
 
@@ -163,9 +163,6 @@ def _plan(a, b, out_dtype, n_rep, route):
         transposed = transposed and name == "matvec"
     else:
         name = forced
-        if name not in K_.ROUTES:
-            raise UnsupportedError(f"matmul: unknown route {name!r} (from {'route=' if route else ENV}); "
-                                   f"routes: {', '.join(K_.ROUTES)}, auto")
         missing = [f for f in K_.ROUTE_FEATURES.get(name, ()) if f not in dev.features]
         if missing:
             raise UnsupportedError(f"matmul: route {name!r} needs device features {missing}, which {dev.name} "
@@ -264,7 +261,7 @@ def _launch(plan, a, b, out):
     route = plan.route
     sg8 = _sg8(dev)
     tm = tnv = ksplit = 0
-    bufs, writes = (a.buffer, b.buffer), (False, False)
+    texels = {}
     if route in ("matvec", "register_tiled"):
         # matvec with B contiguous along K (x @ W.T): lanes split K; otherwise the register tile, 1 row.
         ksplit = int(route == "matvec" and sg8 != 0 and abs(sb_k) == 1 and abs(sb_n) != 1)
@@ -272,7 +269,7 @@ def _launch(plan, a, b, out):
         tm, tnv = _reg_tile(1 if route == "matvec" else M, N, lc)
         tiles = -(-N // K_.MATVEC_KSPLIT_COLS) if ksplit else -(-N // (64 * lc * tnv)) * -(-M // tm)
         (ta_buf, ta_ok), (tb_buf, tb_ok) = (_texel_binding(ctx.pool, x) for x in (a, b))
-        bufs, writes = bufs + (ta_buf, tb_buf), writes + (False, False)
+        texels = {"a_t": ta_buf, "b_t": tb_buf}
     else:
         bm, bn = {"tiled": K_.TILED_BLOCK, "small": K_.SMALL_BLOCK, "coop": K_.COOP_BLOCK}[route]
         tiles = -(-N // bn) * -(-M // bm)
@@ -286,20 +283,20 @@ def _launch(plan, a, b, out):
             pad = nd - len(shape)
             offa, offb = a.offset + oa + k0 * sa_k, b.offset + ob + k0 * sb_k
             if route == "coop":
-                spec = ()
+                spec = {}
             elif tm:
                 texa = ta_ok and _texel_ok(a.dtype.itemsize, offa, sa_k, (M, sa_m), *zip(shape, sa))
                 along_k = tb_ok and _texel_ok(b.dtype.itemsize, offb, sb_k, (N, sb_n), *zip(shape, sb))
                 along_n = tb_ok and not ksplit and N % lc == 0 and \
                     _texel_ok(b.dtype.itemsize, offb, sb_n, (k1 - k0, sb_k), *zip(shape, sb))
                 texb = 1 if along_n else (2 if along_k else 0)
-                spec = ((0, sg8), (1, tm), (2, ksplit), (3, tnv), (4, int(texa)), (5, texb))
+                spec = {"SG8": sg8, "TM": tm, "KSPLIT": ksplit, "TNV": tnv, "TEXA": int(texa), "TEXB": texb}
             else:
-                spec = ((0, sg8),)
-            push = K_.MATMUL_PARAMS.pack(
-                M, N, k1 - k0, nb, offa, offb, dst.offset + oc, sa_m, sa_k, sb_k, sb_n,
-                [1] * pad + list(shape), [0] * pad + list(sa), [0] * pad + list(sb))
-            ctx.launch(variant, ctx.groups(tiles * nb), (dst.buffer,) + bufs, (True,) + writes, push, spec)
+                spec = {"SG8": sg8}
+            ctx.launch(variant, ctx.groups(tiles * nb), c=dst, a=a, b=b, **texels, M=M, N=N, K=k1 - k0, batch=nb,
+                       off_a=offa, off_b=offb, off_c=dst.offset + oc, sa_m=sa_m, sa_k=sa_k, sb_k=sb_k, sb_n=sb_n,
+                       bshape=[1] * pad + list(shape), sa_batch=[0] * pad + list(sa),
+                       sb_batch=[0] * pad + list(sb), **spec)
 
     k_loop = K_.K_LOOP["matvec_ksplit" if ksplit else route]
     return split_k("matmul", out, K, k_per_launch(k_loop, dev.loop_budget, K_.K_SPAN_ALIGN), run)
@@ -381,3 +378,43 @@ def _matmul_blocks(a, b, out, plan, n_rep, route):
             r = matmul(aw, windowed(b2[:, n0:n1]), out_dtype, route=route)
             ow = windowed(o2[m0:m1, n0:n1])
             launch_write(kernel("write_slice", _dt.width_tag(out_dtype)), ow, r)
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import Meta, OpDef, broadcast as _broadcast, declare
+
+
+def _matmul_rule(a, b, out_dtype=None, *, n_rep=1, route=None):
+    """numpy's matmul shape (1-d operands promoted, then their dim dropped; batch dims broadcast; n_rep
+    repeats b's head dim, the third from last); dtype: out_dtype, else a's where a and b agree, else float32."""
+    a2 = tuple(a.shape) if a.ndim > 1 else (1,) + tuple(a.shape)
+    b2 = tuple(b.shape) if b.ndim > 1 else tuple(b.shape) + (1,)
+    bb = list(b2[:-2])
+    if n_rep > 1:
+        bb[-1] *= n_rep
+    shape = list(_broadcast(a2[:-2], bb)) + ([a2[-2]] if a.ndim > 1 else []) + ([b2[-1]] if b.ndim > 1 else [])
+    dt = _dt.dtype(out_dtype) if out_dtype is not None else (
+        np.dtype(a.dtype) if np.dtype(a.dtype) == np.dtype(b.dtype) else _dt.float32)
+    return Meta(tuple(shape), dt)
+
+
+def _np_matmul(a, b, out_dtype=None, n_rep=1):
+    if n_rep != 1:
+        raise NotImplementedError("numpy reference has no n_rep (GQA broadcast)")
+    return np.matmul(a, b)
+
+
+def _torch_matmul(a, b, out_dtype=None, n_rep=1):
+    import torch
+    if n_rep != 1:
+        raise NotImplementedError("torch reference has no n_rep (GQA broadcast)")
+    if a.dtype != b.dtype:                # torch needs one dtype; promote like fuelvk's result
+        a, b = a.float(), b.float()
+    return torch.matmul(a, b)
+
+
+declare(OpDef("matmul", matmul, _matmul_rule, numpy=_np_matmul, torch=_torch_matmul, reference=("", """\
+if n_rep > 1:   # GQA broadcast: b's last batch axis (heads) repeats n_rep times
+    b = b.repeat_interleave(n_rep, dim=-3)
+output = torch.matmul(a, b)"""), grad="matmul", route="matmul_route", schema="(Tensor a, Tensor b) -> Tensor",
+    export={"var_dims": ("M",)}))

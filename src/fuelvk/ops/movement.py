@@ -17,7 +17,7 @@ from .. import runtime
 from ..array import Array, asarray
 from ..errors import DTypeError, FuelVKIndexError, ShapeError
 from ..kernels import kernel
-from ..kernels.movement import EPT, MAX_RANK, REMAP_PARAMS, WG, WRITE_PARAMS
+from ..kernels.movement import EPT, MAX_RANK, WG, WRITE_FLAGS
 from ._core import (blocks, contiguous, device_args, element_words, fits, launch_strided, new_like, result,
                     spans, tiles, windowed)
 
@@ -76,7 +76,6 @@ def launch_remap(op, variant, out, src, sa, lo=None, dim=None, k=0, fill=(0, 0),
         else:
             dims.append([shape[d], sa[d], lo[d], dim[d], ident])
     ctx = runtime.get()
-    bufs, writes = (out.buffer, src.buffer), (True, False)
 
     def go(ds, off_o, off_a, fill_row):
         if len(ds) > MAX_RANK:
@@ -91,9 +90,8 @@ def launch_remap(op, variant, out, src, sa, lo=None, dim=None, k=0, fill=(0, 0),
         dms = [d[3] for d in ds]
         if fill_row:       # a whole row of constant padding (rank > 6 only): force every read outside
             los[0], dms[0] = -ds[0][0], 0
-        push = REMAP_PARAMS.pack(m, len(ds), off_o, off_a, k, fill, [d[0] for d in ds], [d[1] for d in ds],
-                                 los, dms)
-        ctx.launch(variant, ctx.groups(-(-m // _PER_GROUP)), bufs, writes, push)
+        ctx.launch(variant, ctx.groups(-(-m // _PER_GROUP)), out=out, a=src, n=m, rank=len(ds), off_o=off_o,
+                   off_a=off_a, k=k, fill=fill, shape=[d[0] for d in ds], sa=[d[1] for d in ds], lo=los, dim=dms)
 
     go(dims, out.offset, src.offset, False)
 
@@ -134,13 +132,17 @@ def launch_write(variant, dst, src, scale=0.0):
     ss = L.broadcast_strides(src.shape, src.strides, shape)
     cshape, (cso, csa) = L.collapse(shape, dst.strides, ss)
     ctx = runtime.get()
-    bufs, writes = (dst.buffer, src.buffer), (True, False)
     for sub, so, sa, oo, oa in _write_chunks(cshape, cso, csa, dst.offset, src.offset):
         m = math.prod(sub)
         contig = L.contiguous_strides(sub)
-        flags = (1 if tuple(sa) == contig else 0) | (2 if not any(sa) else 0) | (4 if tuple(so) == contig else 0)
-        push = WRITE_PARAMS.pack(m, len(sub), flags, oo, oa, scale, list(sub), list(sa), list(so))
-        ctx.launch(variant, ctx.groups(-(-m // _PER_GROUP)), bufs, writes, push)
+        flags = ((_SRC_CONTIGUOUS if tuple(sa) == contig else 0) | (_SRC_CONSTANT if not any(sa) else 0)
+                 | (_DST_CONTIGUOUS if tuple(so) == contig else 0))
+        ctx.launch(variant, ctx.groups(-(-m // _PER_GROUP)), out=dst, a=src, n=m, rank=len(sub), flags=flags,
+                   off_o=oo, off_a=oa, scale=scale, shape=sub, sa=sa, so=so)
+
+
+_SRC_CONTIGUOUS, _SRC_CONSTANT, _DST_CONTIGUOUS = (WRITE_FLAGS[f] for f in ("src_contiguous", "src_constant",
+                                                                             "dst_contiguous"))
 
 
 def _width_tag(op, dt, accepted=("b1", "b2", "b4", "b8")):
@@ -455,3 +457,65 @@ def add_assign_scaled(dst, src, scale):
         host_dst[...] = d.numpy()
         return host_dst
     return dst
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import Meta, OpDef, broadcast as _broadcast, declare, same
+
+
+def _tri_rule(x, k=0):
+    """A 1-d x is the row broadcast over a square matrix (numpy's triu/tril)."""
+    return Meta((x.shape[0], x.shape[0]) if x.ndim == 1 else tuple(x.shape), np.dtype(x.dtype))
+
+
+def _concatenate_rule(arrays, axis=0):
+    ax = axis % arrays[0].ndim
+    shape = list(arrays[0].shape)
+    shape[ax] = sum(a.shape[ax] for a in arrays)
+    return Meta(tuple(shape), np.dtype(arrays[0].dtype))
+
+
+def _where_rule(condition, x1, x2):
+    metas = [m for m in (x1, x2) if isinstance(m, Meta)]
+    return Meta(_broadcast(condition.shape, *(m.shape for m in metas)), np.result_type(*(m.dtype for m in metas)))
+
+
+def _np_setitem(array, key, value):
+    array[key] = value
+
+
+def _torch_flip(x, axis=None):
+    import torch
+    return torch.flip(x, tuple(range(x.ndim)) if axis is None else (axis,))
+
+
+def _torch_concatenate(arrays, axis=0):
+    import torch
+    return torch.cat(arrays, axis)
+
+
+_TRI = "(Tensor x, int k=0) -> Tensor"
+declare(
+    OpDef("flip", flip, same, numpy=lambda x, axis=None: np.ascontiguousarray(np.flip(x, axis)),  # np.flip is a view
+          torch=_torch_flip, reference="torch.flip(x, tuple(range(x.dim())) if axis is None else "
+                                       "((axis,) if isinstance(axis, int) else tuple(axis)))",
+          grad="flip", schema="(Tensor x, int[]? axis=None) -> Tensor"),
+    OpDef("roll", roll, same, reference="torch.roll(x, shift) if axis is None else torch.roll(x, shift, axis)",
+          grad="roll", schema="(Tensor x, int[] shift, int[]? axis=None) -> Tensor"),
+    OpDef("triu", triu, _tri_rule, reference="torch.triu(x, k)", grad="triu", schema=_TRI),
+    OpDef("tril", tril, _tri_rule, reference="torch.tril(x, k)", grad="tril", schema=_TRI),
+    OpDef("concatenate", concatenate, _concatenate_rule, torch=_torch_concatenate, grad="concatenate",
+          schema="(Tensor[] arrays, int axis=0) -> Tensor",
+          export={"skip": "takes a Python list of a variable number of tensors; Definition inputs are fixed, named"}),
+    OpDef("masked_fill", masked_fill, same, reference="x.masked_fill(mask.to(torch.bool), value)",
+          grad="masked_fill", schema="(Tensor x, Tensor mask, float value) -> Tensor"),
+    OpDef("where", where, _where_rule, reference="torch.where(condition.to(torch.bool), x1, x2)"),
+    # torch: the in-place op and its functional twin add_scaled (torch/_ops.py), which has the gradient
+    OpDef("add_assign_scaled", add_assign_scaled, same, reference="dst + scale * src", mutates=("dst",),
+          functional="add_scaled", schema="(Tensor(a!) dst, Tensor src, float scale) -> ()"),
+    # torch: slice_write_ / slice_write (torch/_ops.py) write one dim's slice, the form torch traces
+    OpDef("setitem", setitem, lambda array, key, value: (), numpy=_np_setitem, mutates=("array",),
+          functional="slice_write",
+          adapt={"key": lambda key: tuple(slice(a, b) for a, b in key)},   # spec (start, stop) -> slice
+          export={"skip": "an in-place write through a view with no output tensor; a Definition needs outputs"}),
+)

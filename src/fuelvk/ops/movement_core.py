@@ -35,3 +35,11 @@ def copy(x):
     """A new contiguous array with the same contents (bit-exact)."""
     (xa,), numpy_out = device_args("copy", x)
     return result(_copy_into_new(xa), numpy_out)
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import OpDef, declare, same
+
+declare(OpDef("ascontiguousarray", ascontiguousarray, same, torch=lambda x: x.contiguous(), reference="x.clone()"),
+        OpDef("copy", copy, same, torch=lambda x: x.clone(), reference="x.clone()", grad="identity",
+              schema="(Tensor x) -> Tensor"))

@@ -241,3 +241,91 @@ def layer_norm_backward(x, grad, eps=1e-5, weight=None, bias=None):
     if numpy_out:
         return dx.numpy(), (dw.numpy() if dw is not None else None), (db.numpy() if db is not None else None)
     return dx, dw, db
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import REF_GRADS, Meta, OpDef, declare, same
+
+_REF_RMS = '''
+def _rms_norm(x, weight):
+    y = x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)
+    return y if weight is None else y * weight
+'''
+_REF_LAYER = '''
+def _layer_norm(x, weight, bias):
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) * (x - mean)).mean(-1, keepdim=True)   # biased, as torch
+    y = (x - mean) * torch.rsqrt(var + eps)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+'''
+
+
+def _np_softmax(x, axis=-1):
+    import numpy as np
+    e = np.exp(x - x.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+def _np_rms(x, eps=1e-6, weight=None):
+    import numpy as np
+    y = x / np.sqrt(np.mean(np.square(x), -1, keepdims=True) + eps)
+    return y * weight if weight is not None else y
+
+
+def _np_ln(x, eps=1e-5, weight=None, bias=None):
+    import numpy as np
+    m = x.mean(-1, keepdims=True)
+    y = (x - m) / np.sqrt(x.var(-1, keepdims=True) + eps)
+    y = y * weight if weight is not None else y
+    return y + bias if bias is not None else y
+
+
+def _torch_softmax(x, axis=-1):
+    import torch
+    return torch.softmax(x, axis)
+
+
+def _torch_rms(x, eps=1e-6, weight=None):
+    import torch
+    return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, eps)
+
+
+def _torch_ln(x, eps=1e-5, weight=None, bias=None):
+    import torch
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+
+def _param_grad(x, p):
+    """The gradient of an optional weight / bias: its shape where given, else not returned."""
+    return Meta((x.shape[-1],), x.dtype) if p is not None else None
+
+
+declare(
+    OpDef("softmax", softmax, same, numpy=_np_softmax, torch=_torch_softmax, reference=("", """\
+e = torch.exp(x - x.amax(axis, keepdim=True))
+output = e / e.sum(axis, keepdim=True)"""), grad="softmax", schema="(Tensor x, int axis=-1) -> Tensor"),
+    OpDef("softmax_backward", softmax_backward, same,
+          reference=("", "grad_input = y * (grad - (grad * y).sum(axis, keepdim=True))"),
+          schema="(Tensor y, Tensor grad, int axis=-1) -> Tensor"),
+    OpDef("rms_norm", rms_norm, same, numpy=_np_rms, torch=_torch_rms, reference=(_REF_RMS, "output = _rms_norm(x, weight)"),
+          grad="rms_norm", schema="(Tensor x, float eps=1e-06, Tensor? weight=None) -> Tensor"),
+    # torch: a gradient that does not exist (no weight) is returned as an empty tensor
+    OpDef("rms_norm_backward", rms_norm_backward, lambda x, grad, eps=1e-6, weight=None: (
+              same(x), _param_grad(x, weight)),
+          reference=(_REF_RMS + REF_GRADS, """grad_input, _, grad_weight = _grads(
+    lambda x_, g_, w_: _rms_norm(x_, w_), (x, None, weight), grad)"""),
+          schema="(Tensor x, Tensor grad, float eps=1e-06, Tensor? weight=None) -> (Tensor, Tensor)"),
+    OpDef("layer_norm", layer_norm, same, numpy=_np_ln, torch=_torch_ln,
+          reference=(_REF_LAYER, "output = _layer_norm(x, weight, bias)"), grad="layer_norm",
+          schema="(Tensor x, float eps=1e-05, Tensor? weight=None, Tensor? bias=None) -> Tensor"),
+    OpDef("layer_norm_backward", layer_norm_backward, lambda x, grad, eps=1e-5, weight=None, bias=None: (
+              same(x), _param_grad(x, weight), _param_grad(x, bias)),
+          reference=(_REF_LAYER + REF_GRADS, """grad_input, grad_weight, grad_bias = _grads(
+    _layer_norm, (x, weight, bias), grad)"""),
+          schema="(Tensor x, Tensor grad, float eps=1e-05, Tensor? weight=None, Tensor? bias=None) "
+                 "-> (Tensor, Tensor, Tensor)"),
+)

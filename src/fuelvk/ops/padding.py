@@ -13,7 +13,7 @@ from .. import dtypes as _dt
 from .. import runtime
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..kernels import kernel
-from ..kernels.movement import EPT, REMAP_PARAMS, WG
+from ..kernels.movement import EPT, WG
 from ._core import blocks, device_args, element_words, fits, new_like, result
 from .movement import _check_scalar, _width_tag, launch_remap
 
@@ -172,6 +172,50 @@ def _launch_backward(v, out, g, lo):
                          f"with pads on {len(dims)} of them")
     ctx = runtime.get()
     n = out.size
-    push = REMAP_PARAMS.pack(n, len(dims), out.offset, g.offset, 0, (0, 0), [d[0] for d in dims],
-                             [d[1] for d in dims], [d[2] for d in dims], [d[3] for d in dims])
-    ctx.launch(v, ctx.groups(-(-n // (WG * EPT))), (out.buffer, g.buffer), (True, False), push)
+    ctx.launch(v, ctx.groups(-(-n // (WG * EPT))), out=out, a=g, n=n, rank=len(dims), off_o=out.offset,
+               off_a=g.offset, k=0, fill=(0, 0), shape=[d[0] for d in dims], sa=[d[1] for d in dims],
+               lo=[d[2] for d in dims], dim=[d[3] for d in dims])
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import REF_GRADS, Meta, OpDef, declare
+
+_REF_PAD = '''
+def _pad(x):
+    """numpy.pad(x, pad_width, mode): each axis gathers from clamped / mirrored source indices."""
+    for ax, (lo, hi) in enumerate(pad_width):
+        n = x.shape[ax]
+        idx = torch.arange(-lo, n + hi)
+        if mode == "reflect":
+            period = max(2 * (n - 1), 1)
+            src = idx % period
+            src = torch.where(src >= n, period - src, src)
+        else:
+            src = idx.clamp(0, n - 1)
+        y = x.index_select(ax, src)
+        if mode == "constant":
+            outside = ((idx < 0) | (idx >= n)).reshape([-1 if a == ax else 1 for a in range(x.dim())])
+            y = y.masked_fill(outside, constant_values)
+        x = y
+    return x
+'''
+
+
+def _np_pad(x, pad_width, mode="constant", constant_values=0):
+    return np.pad(x, pad_width, mode, **({"constant_values": constant_values} if mode == "constant" else {}))
+
+
+# torch schemas take pad_width flat, numpy's order: [b0, a0, b1, a1, ...]
+declare(
+    OpDef("pad", pad, lambda x, pad_width, mode="constant", constant_values=0: Meta(
+              tuple(n + b + a for n, (b, a) in zip(x.shape, pad_width)), np.dtype(x.dtype)),
+          numpy=_np_pad, reference=(_REF_PAD, "output = _pad(x)"), grad="pad",
+          schema="(Tensor x, int[] pad_width, str mode='constant', float value=0.0) -> Tensor"),
+    OpDef("pad_backward", pad_backward, lambda grad, pad_width, mode="constant": Meta(
+              tuple(n - b - a for n, (b, a) in zip(grad.shape, pad_width)), np.dtype(grad.dtype)),
+          reference=("\nconstant_values = 0   # the fill value does not reach the gradient\n" + _REF_PAD + REF_GRADS,
+                     """shape = [p - lo - hi for p, (lo, hi) in zip(grad.shape, pad_width)]
+(grad_input,) = _grads(_pad, (torch.zeros(shape),), grad)"""), grad="pad_backward",
+          schema="(Tensor grad, int[] pad_width, str mode='constant') -> Tensor",
+          export={"small_floor": 16}),   # reflect needs pads < the unpadded size (numpy's, torch's rule)
+)

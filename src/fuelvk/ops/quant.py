@@ -13,7 +13,6 @@ convention); M == 1 runs the fused matvec, M > 1 the fused tiled kernel; W is ne
 """
 import math
 import operator
-import os
 import struct
 
 import numpy as np
@@ -23,15 +22,16 @@ from .. import runtime
 from ..array import Array, asarray, empty
 from ..errors import DTypeError, FormatError, FuelVKError, ShapeError, UnsupportedError
 from ..kernels import kernel
-from ..kernels.quant import (BLOCK, DEQUANT_PARAMS, DEQUANT_WG, MATVEC_PARAMS, MATVEC_ROWS, QUANTIZE_PARAMS,
-                             QUANTIZE_WG, TILE_M, TILE_N, TILED_PARAMS, K_LOOP)
+from ..kernels.quant import BLOCK, DEQUANT_WG, K_LOOP, MATVEC_ROWS, QUANTIZE_WG, TILE_M, TILE_N
 from ._core import blockwise, contiguous, device_args, fits, k_per_launch, result, spans, split_k, windowed
+from ._routes import forced_route
 
-__all__ = ["qmatmul"]  # quantize/dequantize stay module-level (fuelvk.quant.*): no clash with fuelvk.*
+__all__ = ["qmatmul", "qmatmul_route"]  # quantize/dequantize stay module-level (fuelvk.quant.*): no clash with fuelvk.*
 
 KINDS = tuple(BLOCK)
 QUANTIZE_KINDS = ("q8_0", "q4_0")
 ROUTES = ("matvec", "tiled")
+ENV = "FUELVK_QMATMUL_ROUTE"
 
 
 class QuantTensor:
@@ -159,8 +159,8 @@ def quantize(x, kind="q8_0"):
     elif n_blocks:
         x = contiguous(x)
         ctx = runtime.get()
-        ctx.launch(kernel("quantize", k), ctx.groups(-(-n_blocks // QUANTIZE_WG)), (out.buffer, x.buffer),
-                   (True, False), QUANTIZE_PARAMS.pack(x.size, n_blocks, x.offset, out.offset // 2))
+        ctx.launch(kernel("quantize", k), ctx.groups(-(-n_blocks // QUANTIZE_WG)), qout=out, xin=x,
+                   n_elements=x.size, n_blocks=n_blocks, off_x=x.offset, off_q=out.offset // 2)
     return result(out, numpy_out)
 
 
@@ -178,18 +178,28 @@ def dequantize(blocks, kind=None, shape=None):
                   [data.reshape(n // qk, bs)], out.reshape(n // qk, qk), axes=1)
     elif n:
         ctx = runtime.get()
-        ctx.launch(kernel("dequant", k), ctx.groups(-(-n // DEQUANT_WG)), (out.buffer, data.buffer),
-                   (True, False), DEQUANT_PARAMS.pack(n // BLOCK[k][0], n, data.offset // 2, 0))
+        ctx.launch(kernel("dequant", k), ctx.groups(-(-n // DEQUANT_WG)), out=out, qin=data,
+                   n_blocks=n // BLOCK[k][0], out_elements=n, off_q=data.offset // 2, off_o=0)
     return result(out, numpy_out)
 
 
-def _route(m, route):
-    route = route or os.environ.get("FUELVK_QMATMUL_ROUTE") or None
-    if route is None:
-        route = "matvec" if m == 1 else "tiled"
-    if route not in ROUTES:
-        raise UnsupportedError(f"qmatmul: unknown route {route!r}; accepted: {ROUTES}")
-    return route
+def _route(op, m, route):
+    """matvec for one row of x (M == 1), the tiled kernel otherwise, unless route= or ENV forces one."""
+    return forced_route(op, route, ENV, ROUTES) or ("matvec" if m == 1 else "tiled")
+
+
+def qmatmul_route(x, shape, *, route=None):
+    """The route ("matvec" or "tiled") qmatmul(x, w, ...) takes for x (an array or its shape) and the
+    weight's logical shape (N, K) (or the QuantTensor), honouring route= and FUELVK_QMATMUL_ROUTE;
+    nothing is uploaded or launched."""
+    op = "qmatmul_route"
+    xs = x.shape if isinstance(x, Array) else tuple(x) if isinstance(x, (tuple, list)) else np.shape(x)
+    ws = shape.shape if isinstance(shape, QuantTensor) else tuple(shape)
+    if len(ws) != 2:
+        raise ShapeError(f"{op}: the weight shape must be (N, K), got {ws}")
+    if not xs or xs[-1] != ws[1]:
+        raise ShapeError(f"{op}: x of shape {tuple(xs)} does not match the weight shape (N, K) = {ws}")
+    return _route(op, math.prod(xs[:-1]), route)
 
 
 def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
@@ -210,6 +220,7 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
         raise ShapeError(f"{op}: x of shape {xa.shape} does not match the weight shape (N, K) = {wshape}")
     lead = xa.shape[:-1]
     m = math.prod(lead)
+    picked = _route(op, m, route)
     out = empty(lead + (n,), _dt.float32)
     if m == 0 or n == 0:
         return result(out, x_numpy and w_numpy)
@@ -224,26 +235,24 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
         return result(out, x_numpy and w_numpy)
     ctx = runtime.get()
     woff = w.offset // 2
-    route = _route(m, route)
-    if route == "matvec" and xa.offset % 4:  # the matvec reads x as vec4
+    if picked == "matvec" and xa.offset % 4:  # the matvec reads x as vec4
         from .movement_core import copy
         xa = copy(xa)
 
     def run(k0, k1, dst):   # the K span k0..k1 (whole blocks): x columns k0.., W blocks k0 / qk..
-        bufs, writes = (dst.buffer, w.buffer, xa.buffer), (True, False, False)
         wk = woff + k0 // qk * bs // 2
-        if route == "matvec":
+        if picked == "matvec":
             groups = ctx.groups(-(-n // MATVEC_ROWS))
             v = kernel("qmatvec", k)
             for i in range(m):
-                push = MATVEC_PARAMS.pack(n, k1 - k0, bpr, xa.offset + i * kk + k0, wk, dst.offset + i * n)
-                ctx.launch(v, groups, bufs, writes, push)
+                ctx.launch(v, groups, out=dst, qin=w, xin=xa, n=n, k=k1 - k0, blocks_per_row=bpr,
+                           off_x=xa.offset + i * kk + k0, off_w=wk, off_o=dst.offset + i * n)
         else:
             groups = ctx.groups(-(-m // TILE_M) * -(-n // TILE_N))
-            ctx.launch(kernel("qmatmul_tiled", k), groups, bufs, writes,
-                       TILED_PARAMS.pack(m, n, k1 - k0, bpr, kk, xa.offset + k0, wk, dst.offset))
+            ctx.launch(kernel("qmatmul_tiled", k), groups, out=dst, qin=w, xin=xa, m=m, n=n, k=k1 - k0,
+                       blocks_per_row=bpr, ldx=kk, off_x=xa.offset + k0, off_w=wk, off_o=dst.offset)
 
-    out = split_k(op, out, kk, k_per_launch(K_LOOP[route], ctx.device.loop_budget, qk), run)
+    out = split_k(op, out, kk, k_per_launch(K_LOOP[picked], ctx.device.loop_budget, qk), run)
     return result(out, x_numpy and w_numpy)
 
 
@@ -297,3 +306,46 @@ def load_gguf(path):
             raise
         raise FormatError(f"load_gguf: {path} is not a readable GGUF file ({type(e).__name__}: {e})") from e
     return out
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import Meta, OpDef, declare
+
+
+def _block_kind(kind, blocks):
+    """The block kind a call names (a QuantTensor carries its own)."""
+    return kind if kind is not None else blocks.kind
+
+
+def _quantize_rule(x, kind="q8_0"):
+    """GGML blocks travel as uint8 [rows, bytes per row] (gguf's layout)."""
+    return Meta(tuple(x.shape[:-1]) + (x.shape[-1] // BLOCK[kind][0] * BLOCK[kind][1],), np.dtype(np.uint8))
+
+
+def _dequantize_rule(blocks, kind=None, shape=None):
+    values, nbytes = BLOCK[_block_kind(kind, blocks)]
+    out = tuple(shape) if shape is not None else tuple(blocks.shape[:-1]) + (blocks.shape[-1] // nbytes * values,)
+    return Meta(out, np.dtype(np.float32))
+
+
+def _qmatmul_rule(x, w_blocks, kind=None, shape=None, route=None):
+    return Meta(tuple(x.shape[:-1]) + (w_blocks.shape[0],), np.dtype(np.float32))
+
+
+def call_route(x, w_blocks, kind=None, shape=None, route=None):
+    """qmatmul_route for a qmatmul call's own arguments (the record's route resolver: the bench reports it)."""
+    if isinstance(w_blocks, QuantTensor):
+        return qmatmul_route(x, w_blocks, route=route)
+    return qmatmul_route(x, _logical_shape("qmatmul", _kind("qmatmul", kind), shape, w_blocks.shape), route=route)
+
+
+# torch ops take kind as a str and the blocks as uint8 tensors; the last dim of the values is bytes / block
+# bytes * block values (fuelvk.quant's rule).
+_UINT8 = {"skip": "GGUF blocks are uint8 byte streams: no FlashInfer-Bench dtype (uint8) describes them"}
+declare(
+    OpDef("quant.quantize", quantize, _quantize_rule, schema="(Tensor x, str kind='q8_0') -> Tensor", export=_UINT8),
+    OpDef("quant.dequantize", dequantize, _dequantize_rule, schema="(Tensor blocks, str kind) -> Tensor",
+          export=_UINT8),
+    OpDef("quant.qmatmul", qmatmul, _qmatmul_rule, grad="qmatmul", route="call_route",
+          schema="(Tensor x, Tensor w_blocks, str kind) -> Tensor", export=_UINT8),
+)

@@ -1,12 +1,16 @@
 """Reductions (numpy names): sum, prod, max, min, mean over any axis or tuple of axes; argmax, argmin.
 
-Layout choice: the reduced axes are moved last with a free transpose view and the view is made
-contiguous (`_core.contiguous`: no copy when the reduced axes already are the trailing ones of a
-contiguous array, the common case), then the last-dim kernel runs. One accurate, parallel kernel
-(workgroup-per-chunk + a partials pass, pairwise-accurate for 1M+ element rows) is worth more than a
-strided variant that would need its own long-row scheme; the price is one strided copy when
-reducing leading axes. The arg-reductions do take strides (arg_reduce_any_dim), as the inventory
-specifies, so argmax over a middle axis of a view never copies.
+Layout choice (`strided_plan`): when the kept axes collapse to at most two dims and the reduced ones
+to one, the input is read in place as an [outer, d, inner] strided view. Leading / middle axes (a
+reduced dim of stride other than +-1) and short rows (d <= SHORT_ROW_MAX) run the strided kernels:
+one invocation per output element and chunk of d (coalesced across outputs, no transpose copy, no
+barriers; a long d in chunks plus a final pass over the partials). Longer contiguous rows run the
+row kernels, a workgroup per row (or per chunk of a row, plus a partials pass for 1M+ element rows).
+What fits neither (axes that do not collapse so, operands larger than one binding) has its reduced
+axes moved last by one strided copy and runs the row kernels (rows in blocks through windows).
+Both families read x through 16-byte texel views where the runs they read are whole texels
+(TEXEL_LOADS; storage-buffer loads for the rest), in the same summation order either way for the
+strided kernels.
 
 Semantics: numpy's. Results keep the input dtype (half types accumulate in f32); NaN propagates
 through max/min/sum/mean/cumsum, and +-inf (an infinite input or an overflowing sum) gives +-inf, NaN
@@ -17,6 +21,7 @@ arg-reductions return int64 (numpy/torch), the lowest index on ties and the firs
 """
 import builtins
 import math
+import weakref
 
 import numpy as np
 
@@ -28,7 +33,7 @@ from ..errors import DTypeError, FuelVKMemoryError, ShapeError
 from ..kernels import kernel
 from ..kernels.movement_core import copy_variant
 from ..kernels.reduction import (ARG_OPS, CHUNK_PER_INVOCATION, CUMSUM_MAX_RANK, MODE_DIRECT, MODE_FINAL,
-                                 MODE_PARTIAL, REDUCE_OPS, row_wg)
+                                 MODE_PARTIAL, REDUCE_OPS, SHORT_ROW_MAX, any_dim_chunks, row_wg)
 from ._core import (binding_limit, blocks, contiguous, device_args, fits, launch_strided, new_like, result, rowwise,
                     spans, windowed)
 from .casts import astype
@@ -54,6 +59,26 @@ def normalize_axes(op, axis, rank):
     return tuple(sorted(axes))
 
 
+# Read x through a 16-byte (rgba32ui) texel view where the kernel can (measured on lavapipe: ~20x the
+# read throughput of storage-buffer loads, benches/bench_load_paths.py); tests switch it off to run
+# the storage-buffer path.
+TEXEL_LOADS = True
+TEXEL_BYTES = 16
+_stubs = weakref.WeakKeyDictionary()
+
+
+def texel_source(x, whole=True):
+    """(buffer for the kernel's x_t texel view, TEX spec constant): x's slot and 1 when texel loads are
+    on, `whole` (the kernel's runs of x are whole texels) and the slot is within the device's
+    maxTexelBufferElements; else a 16-byte stub view and 0 (storage-buffer loads)."""
+    pool = runtime.get().pool
+    if TEXEL_LOADS and whole and x.buffer.size // TEXEL_BYTES <= pool.device.limits.maxTexelBufferElements:
+        return x.buffer, 1
+    if pool not in _stubs:
+        _stubs[pool] = pool.alloc(TEXEL_BYTES)
+    return _stubs[pool], 0
+
+
 def accum_dtype(dt):
     return _dt.float64 if dt == _dt.float64 else _dt.float32
 
@@ -68,37 +93,134 @@ def rows_view(x, axes):
     return v, rows, cols
 
 
-def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, src_is_partial=False):
-    """Reduce each row of the contiguous [rows, cols] `src` into out[row] (one or two passes).
+def strided_plan(x, axes):
+    """x reduced over `axes` as an [outer, d, inner] strided view: (outer, d, inner, s_outer, s_d,
+    s_inner) in elements, or None when the kept axes do not collapse to two dims or the reduced ones
+    to one. The reduced axes are taken outermost-stride first (a sum's order is free), so
+    axis=(0, 2) of a transposed view collapses whenever memory allows."""
+    kept = [a for a in range(x.ndim) if a not in axes]
+    red = sorted(axes, key=lambda a: -abs(x.strides[a]))
+    ds, (sd,) = layout.collapse([x.shape[a] for a in red], [x.strides[a] for a in red])
+    ks, (sk,) = layout.collapse([x.shape[a] for a in kept], [x.strides[a] for a in kept])
+    if len(ds) > 1 or len(ks) > 2:
+        return None
+    d, s_d = (ds[0], sd[0]) if ds else (1, 0)
+    ks, sk = (1,) * (2 - len(ks)) + tuple(ks), (0,) * (2 - len(sk)) + tuple(sk)
+    return ks[0], d, ks[1], sk[0], s_d, sk[1]
+
+
+def _strided_route(x, axes):
+    """The [outer, d, inner] plan when the strided kernels should reduce x over axes, else None."""
+    plan = strided_plan(x, axes) if fits(x) else None
+    if plan is None or (abs(plan[4]) == 1 and plan[1] > SHORT_ROW_MAX):   # long contiguous rows
+        return None
+    return plan
+
+
+def _texel_mode(x, plan):
+    """The strided kernels' TEX mode for x's [outer, d, inner] view: 1 when PER adjacent output columns
+    are one texel (unit inner stride), 2 when each output's run along d is whole texels (unit d
+    stride), 3 when the rows are consecutive and d divides PER (several whole rows per texel), else
+    0. All need the offset, and 1 and 2 every other stride (of a dim with more than one index), to be
+    multiples of PER."""
+    outer, d, inner, s_outer, s_d, s_inner = plan
+    per = TEXEL_BYTES // x.dtype.itemsize
+    if x.offset % per:
+        return 0
+
+    def whole(unit, n, others):
+        return unit == 1 and n % per == 0 and all(s % per == 0 for m, s in others if m > 1)
+    if whole(s_inner, inner, ((outer, s_outer), (d, s_d))):
+        return 1
+    if whole(s_d, d, ((outer, s_outer), (inner, s_inner))):
+        return 2
+    rows_follow = (outer == 1 or s_outer == inner * d) and (inner == 1 or s_inner == d)
+    return 3 if s_d == 1 and d < per and per % d == 0 and rows_follow else 0
+
+
+def _texel_plan(x, plan, chunk):
+    """(x_t buffer, TEX, outputs per invocation) for the strided kernels."""
+    d = plan[1]
+    per = TEXEL_BYTES // x.dtype.itemsize
+    mode = _texel_mode(x, plan)
+    if (mode == 2 and chunk % per) or (mode == 3 and chunk < d):     # (a loop budget under 8 elements)
+        mode = 0
+    x_t, tex = texel_source(x, mode != 0)
+    tex *= mode
+    return x_t, tex, {1: per, 3: per // d}.get(tex, 1)
+
+
+def launch_reduce_strided(tag, op_id, x, plan, out, off_out=None, chunk_outputs=None):
+    """Reduce x's [outer, d, inner] view `plan` into the contiguous `out` (reduce_any_dim): one pass,
+    or chunks of d into accumulator-type partials [n_chunks, n_out] and a final pass over them.
+    chunk_outputs: the output count that sets the chunk (the whole reduction's, when this launch is
+    one block of it, so that every block sums in the same order). Returns False (nothing launched)
+    when Device.loop_budget cannot hold the chunks."""
+    ctx = runtime.get()
+    outer, d, inner, s_outer, s_d, s_inner = plan
+    n_out = outer * inner
+    chunks = any_dim_chunks(ctx, chunk_outputs or n_out, d)
+    if chunks is None:
+        return False
+    chunk, n_chunks = chunks
+    x_t, tex, width = _texel_plan(x, plan, chunk)
+    v, wg = kernel("reduce_any_dim", tag), row_wg(ctx)
+    off_out = out.offset if off_out is None else off_out
+    args = {"n_out": n_out, "denom": d, "WG": wg, "OP": op_id}
+    view = {"n_inner": inner, "d": d, "off_in": x.offset, "s_outer": s_outer, "s_d": s_d, "s_inner": s_inner,
+            "chunk": chunk, "n_chunks": n_chunks}
+    if n_chunks == 1:
+        ctx.launch(v, ctx.groups(-(-n_out // width // wg)), out=out, x=x, part=out, x_t=x_t, off_out=off_out,
+                   **view, **args, MODE=MODE_DIRECT, TEX=tex)
+        return True
+    part = new_like((n_chunks * n_out,), accum_dtype(x.dtype))
+    ctx.launch(v, ctx.groups(-(-n_chunks * n_out // width // wg)), out=part, x=x, part=part, x_t=x_t, off_out=0,
+               **view, **args, MODE=MODE_PARTIAL, TEX=tex)
+    ctx.launch(v, ctx.groups(-(-n_out // wg)), out=out, x=out, part=part, x_t=texel_source(out, False)[0],
+               off_out=off_out, n_inner=n_out, d=n_chunks, off_in=0, s_outer=0, s_d=n_out, s_inner=1,
+               chunk=n_chunks, n_chunks=1, **args, MODE=MODE_FINAL, TEX=0)
+    return True
+
+
+def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, src_is_partial=False, all_rows=None):
+    """Reduce each row of the contiguous [rows, cols] `src` into out[row] (one or two passes); rows up
+    to SHORT_ROW_MAX one per invocation (the strided kernel), longer ones a workgroup each.
 
     src_is_partial: src is a fresh (offset 0) accumulator-type array read by MODE_FINAL, e.g. the
-    norms' weight-gradient partials.
+    norms' weight-gradient partials. all_rows: the whole reduction's row count when this call is a
+    block of it (the strided kernel's chunks, hence the summation order, follow it).
     """
     ctx = runtime.get()
     off_out = out.offset if out_offset is None else out_offset
     if not src_is_partial and not fits(src, out):
         return _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out)
+    if not src_is_partial and cols <= SHORT_ROW_MAX and launch_reduce_strided(
+            tag, op_id, src, (1, cols, rows, 0, 1, cols), out, off_out, all_rows or rows):
+        return
     v = kernel(fam, tag)
     wg = row_wg(ctx)
     chunk = wg * CHUNK_PER_INVOCATION
     n_chunks = -(-cols // chunk)
     # Bindings a mode leaves unused get a buffer the dispatch writes anyway (no extra hazard).
+    stub = texel_source(out, False)[0]       # MODE_FINAL reads the partials (storage buffer)
     if src_is_partial:
-        ctx.launch(v, ctx.groups(rows), out=out, x=out, part=src, n_rows=rows, n_cols=cols,
+        ctx.launch(v, ctx.groups(rows), out=out, x=out, part=src, x_t=stub, n_rows=rows, n_cols=cols,
                    chunk=builtins.max(cols, 1), n_chunks=1, off_in=0, off_out=off_out, denom=cols, pad=0,
-                   WG=wg, OP=op_id, MODE=MODE_FINAL)
+                   WG=wg, OP=op_id, MODE=MODE_FINAL, TEX=0)
         return
+    x_t, tex = texel_source(src)             # whole texels of each row; the unaligned ends from x
     if n_chunks <= 1:
-        ctx.launch(v, ctx.groups(rows), out=out, x=src, part=out, n_rows=rows, n_cols=cols,
+        ctx.launch(v, ctx.groups(rows), out=out, x=src, part=out, x_t=x_t, n_rows=rows, n_cols=cols,
                    chunk=builtins.max(cols, 1), n_chunks=1, off_in=src.offset, off_out=off_out, denom=cols, pad=0,
-                   WG=wg, OP=op_id, MODE=MODE_DIRECT)
+                   WG=wg, OP=op_id, MODE=MODE_DIRECT, TEX=tex)
         return
     part = new_like((rows * n_chunks,), accum_dtype(src.dtype))
-    ctx.launch(v, ctx.groups(rows * n_chunks), out=part, x=src, part=part, n_rows=rows, n_cols=cols, chunk=chunk,
-               n_chunks=n_chunks, off_in=src.offset, off_out=0, denom=cols, pad=0, WG=wg, OP=op_id,
-               MODE=MODE_PARTIAL)
-    ctx.launch(v, ctx.groups(rows), out=out, x=out, part=part, n_rows=rows, n_cols=n_chunks, chunk=n_chunks,
-               n_chunks=1, off_in=0, off_out=off_out, denom=cols, pad=0, WG=wg, OP=op_id, MODE=MODE_FINAL)
+    ctx.launch(v, ctx.groups(rows * n_chunks), out=part, x=src, part=part, x_t=x_t, n_rows=rows, n_cols=cols,
+               chunk=chunk, n_chunks=n_chunks, off_in=src.offset, off_out=0, denom=cols, pad=0, WG=wg, OP=op_id,
+               MODE=MODE_PARTIAL, TEX=tex)
+    ctx.launch(v, ctx.groups(rows), out=out, x=out, part=part, x_t=stub, n_rows=rows, n_cols=n_chunks,
+               chunk=n_chunks, n_chunks=1, off_in=0, off_out=off_out, denom=cols, pad=0, WG=wg, OP=op_id,
+               MODE=MODE_FINAL, TEX=0)
 
 
 def _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out):
@@ -111,7 +233,7 @@ def _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out):
     lim = binding_limit()
     if cols * src.dtype.itemsize + 512 <= lim:
         for sw, ow in blocks([s2, o1], axes=1, op="reduce"):
-            launch_reduce(fam, tag, op_id, sw, ow.size, cols, ow)
+            launch_reduce(fam, tag, op_id, sw, ow.size, cols, ow, all_rows=rows)
         return
     v = kernel(fam, tag)
     wg = row_wg(ctx)
@@ -127,17 +249,19 @@ def _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out):
         for c0, nc in zip(range(0, cols, span), n_chunks):
             sw = windowed(s2[r, c0:builtins.min(c0 + span, cols)])
             tmp = new_like((nc,), acc)
-            ctx.launch(v, ctx.groups(nc), out=tmp, x=sw, part=tmp, n_rows=1, n_cols=sw.size, chunk=chunk,
+            x_t, tex = texel_source(sw)
+            ctx.launch(v, ctx.groups(nc), out=tmp, x=sw, part=tmp, x_t=x_t, n_rows=1, n_cols=sw.size, chunk=chunk,
                        n_chunks=nc, off_in=sw.offset, off_out=0, denom=sw.size, pad=0, WG=wg, OP=op_id,
-                       MODE=MODE_PARTIAL)
+                       MODE=MODE_PARTIAL, TEX=tex)
             launch_strided(copy, part[r, at:at + nc], [tmp])
             at += nc
     ow = windowed(o1)
     if ow is None or not fits(part):
         raise FuelVKMemoryError(f"reduce: {rows} rows of {cols} elements need partials or results larger than "
                                 f"one binding (maxStorageBufferRange = {lim} bytes); reduce fewer rows at once")
-    ctx.launch(v, ctx.groups(rows), out=ow, x=ow, part=part, n_rows=rows, n_cols=total, chunk=total, n_chunks=1,
-               off_in=0, off_out=ow.offset, denom=cols, pad=0, WG=wg, OP=op_id, MODE=MODE_FINAL)
+    ctx.launch(v, ctx.groups(rows), out=ow, x=ow, part=part, x_t=texel_source(ow, False)[0], n_rows=rows,
+               n_cols=total, chunk=total, n_chunks=1, off_in=0, off_out=ow.offset, denom=cols, pad=0, WG=wg,
+               OP=op_id, MODE=MODE_FINAL, TEX=0)
 
 
 def _fill(shape, dt, value):
@@ -179,8 +303,11 @@ def _reduce(op, x, axis, keepdims, dtype=None):
             raise ShapeError(f"{op}: zero-size array to reduction operation {op} which has no identity "
                              f"(shape {x.shape}, axis {axis}); kernel reduce_last_dim.{tag}")
         return result(_fill(out_shape, x.dtype, {"mean": np.nan, "prod": 1}.get(op, 0)), numpy_out)
-    src, rows, cols = rows_view(x, axes)
     out = new_like(out_shape, x.dtype)
+    plan = _strided_route(x, axes)
+    if plan is not None and launch_reduce_strided(tag, REDUCE_OPS[op], x, plan, out):
+        return result(out, numpy_out)
+    src, rows, cols = rows_view(x, axes)
     fam = "reduce" if rows == 1 else "reduce_last_dim"
     launch_reduce(fam, tag, REDUCE_OPS[op], src, rows, cols, out)
     return result(out, numpy_out)
@@ -214,11 +341,33 @@ def mean(x, axis=None, keepdims=False):
 
 
 # -- arg-reductions ------------------------------------------------------------------------------
-# Below this many outputs a long reduced dim is copied to rows and reduced by whole workgroups;
-# the strided kernel gives one invocation per output element.
-_ANY_DIM_MIN_OUTPUTS = 1024
-# Longest reduced dim for the strided kernel's serial scan (lavapipe's loop budget).
-_ANY_DIM_MAX_D = 16384
+def _arg_strided(op, tag, x, plan, out):
+    """argmax/argmin of x's [outer, d, inner] view into `out` (arg_reduce_any_dim): one pass, or the
+    chunks' (value, index) winners [n_chunks, n_out] and a final pass over them. Returns False
+    (nothing launched) when Device.loop_budget cannot hold the chunks."""
+    ctx = runtime.get()
+    outer, d, inner, s_outer, s_d, s_inner = plan
+    n_out = outer * inner
+    chunks = any_dim_chunks(ctx, n_out, d)
+    if chunks is None:
+        return False
+    chunk, n_chunks = chunks
+    x_t, tex, width = _texel_plan(x, plan, chunk)
+    v, wg = kernel("arg_reduce_any_dim", tag), row_wg(ctx)
+    args = {"n_out": n_out, "n_inner": inner, "off_in": x.offset, "off_out": 0, "s_outer": s_outer, "s_d": s_d,
+            "s_inner": s_inner, "WG": wg, "OP": ARG_OPS[op], "OUT64": 1}
+    if n_chunks == 1:
+        ctx.launch(v, ctx.groups(-(-n_out // width // wg)), out=out, x=x, part_v=out, part_i=out, x_t=x_t, d=d,
+                   chunk=d, n_chunks=1, **args, MODE=MODE_DIRECT, TEX=tex)
+        return True
+    pv = new_like((n_chunks * n_out,), accum_dtype(x.dtype))
+    pi = new_like((n_chunks * n_out,), _dt.uint32)
+    ctx.launch(v, ctx.groups(-(-n_chunks * n_out // width // wg)), out=pv, x=x, part_v=pv, part_i=pi, x_t=x_t, d=d,
+               chunk=chunk, n_chunks=n_chunks, **args, MODE=MODE_PARTIAL, TEX=tex)
+    ctx.launch(v, ctx.groups(-(-n_out // wg)), out=out, x=x, part_v=pv, part_i=pi, x_t=texel_source(x, False)[0],
+               d=n_chunks, chunk=n_chunks, n_chunks=1, **args, MODE=MODE_FINAL, TEX=0)
+    return True
+
 
 
 def _single_dim(shape, strides):
@@ -265,40 +414,36 @@ def _arg1(op, x, axis):
     if n_out == 0:
         return result(out, numpy_out)
     ctx = runtime.get()
-    budget = ctx.device.loop_budget
-    any_ok = budget is None or d <= _ANY_DIM_MAX_D
+    plan = _strided_route(x, (ax,))
+    if plan is not None and _arg_strided(op, tag, x, plan, out):
+        return result(out, numpy_out)
     outer = _single_dim(x.shape[:ax], x.strides[:ax])
-    inner = _single_dim(x.shape[ax + 1:], x.strides[ax + 1:])
     s_d = x.strides[ax]
-    if outer is None or inner is None or (inner[0] > 1 and (
-            not any_ok or (n_out < _ANY_DIM_MIN_OUTPUTS and d > 4 * n_out))):
-        # Not expressible as [outer, d, inner] strides, or too few outputs / too long a dim for the
-        # strided kernel: copy the reduced axis last and use whole workgroups per output.
+    if outer is None or _single_dim(x.shape[ax + 1:], x.strides[ax + 1:]) != (1, 0):
+        # Not rows of a [outer, d] view: copy the reduced axis last (whole workgroups per output).
         kept = [a for a in range(x.ndim) if a != ax]
         x = contiguous(x.transpose(kept + [ax]))
-        outer, inner, s_d = (n_out, d), (1, 0), 1
+        outer, s_d = (n_out, d), 1
     wg = row_wg(ctx)
     # int64 output; unused partials bindings get `out`, which the dispatch writes anyway.
     args = dict(out=out, x=x, n_out=n_out, off_in=x.offset, off_out=0, s_outer=outer[1], s_d=s_d,
                 WG=wg, OP=ARG_OPS[op], OUT64=1)
-    if inner[0] > 1 or (d <= 64 and n_out >= _ANY_DIM_MIN_OUTPUTS and any_ok):
-        ctx.launch(kernel("arg_reduce_any_dim", tag), ctx.groups(-(-n_out // wg)), **args, part_v=out, part_i=out,
-                   n_inner=inner[0], d=d, s_inner=inner[1], chunk=d, n_chunks=1)
-        return result(out, numpy_out)
     # Whole workgroups per output row; rows longer than a chunk go workgroup-per-chunk + a final pass.
     v = kernel("arg_reduce_last_dim", tag)
     chunk = wg * CHUNK_PER_INVOCATION * 16
     n_chunks = -(-d // chunk)
-    args.update(n_inner=1, s_inner=0)
+    x_t, tex = texel_source(x, s_d == 1)      # a row's whole texels; its unaligned ends from x
+    args.update(n_inner=1, s_inner=0, x_t=x_t)
     if n_chunks == 1:
-        ctx.launch(v, ctx.groups(n_out), **args, part_v=out, part_i=out, d=d, chunk=d, n_chunks=1, MODE=MODE_DIRECT)
+        ctx.launch(v, ctx.groups(n_out), **args, part_v=out, part_i=out, d=d, chunk=d, n_chunks=1, MODE=MODE_DIRECT,
+                   TEX=tex)
         return result(out, numpy_out)
     pv = new_like((n_out * n_chunks,), accum_dtype(x.dtype))
     pi = new_like((n_out * n_chunks,), _dt.uint32)
     ctx.launch(v, ctx.groups(n_out * n_chunks), **dict(args, out=pv), part_v=pv, part_i=pi, d=d, chunk=chunk,
-               n_chunks=n_chunks, MODE=MODE_PARTIAL)
-    ctx.launch(v, ctx.groups(n_out), **dict(args, off_in=0, s_outer=0, s_d=1), part_v=pv, part_i=pi,
-               d=n_chunks, chunk=n_chunks, n_chunks=1, MODE=MODE_FINAL)
+               n_chunks=n_chunks, MODE=MODE_PARTIAL, TEX=tex)
+    ctx.launch(v, ctx.groups(n_out), **dict(args, off_in=0, s_outer=0, s_d=1, x_t=texel_source(x, False)[0]),
+               part_v=pv, part_i=pi, d=n_chunks, chunk=n_chunks, n_chunks=1, MODE=MODE_FINAL, TEX=0)
     return result(out, numpy_out)
 
 
@@ -430,3 +575,63 @@ def _cumulative(op, x, axis, prod):
                              f"{ctx.device.name} (its per-invocation loop limit); split the axis")
         ctx.launch(kernel("cumsum", tag), ctx.groups(n_slices), **args, WG=wg, SCAN=1)
     return result(out, numpy_out)
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import Meta, OpDef, declare, numel, reduced
+from .casts import _torch_dtype
+
+
+def _reduce_rule(op):
+    def rule(x, axis=None, keepdims=False, dtype=None):
+        dt = np.dtype(x.dtype)
+        if dtype is not None:
+            dt = _dt.dtype(dtype)
+        elif op == "sum" and dt.kind in "biu":      # numpy's exact integer sum
+            dt = _dt.uint64 if dt.kind == "u" else _dt.int64
+        return Meta(reduced(x.shape, axis, keepdims), dt)
+    return rule
+
+
+def _torch_reduce(name):
+    def run(x, axis=None, keepdims=False, dtype=None):
+        import torch
+        f = getattr(torch, name)
+        if dtype is not None:
+            x = x.to(_torch_dtype(dtype))
+        return f(x) if axis is None else f(x, axis, keepdims)
+    return run
+
+
+def _torch_arg(name):
+    def run(x, axis=None, keepdims=False):
+        import torch
+        return getattr(torch, name)(x, axis, keepdims)
+    return run
+
+
+def _torch_cumsum(x, axis=None):
+    import torch
+    return torch.cumsum(x.reshape(-1) if axis is None else x, 0 if axis is None else axis)
+
+
+_REF_DIMS = "dims = tuple(range(x.dim())) if axis is None else ((axis,) if isinstance(axis, int) else tuple(axis))"
+_REDUCE_SCHEMA = "(Tensor x, int[]? axis=None, bool keepdims=False) -> Tensor"
+declare(
+    *(OpDef(_n, globals()[_n], _reduce_rule(_n), torch=_torch_reduce(_t),
+            reference=("", f"{_REF_DIMS}\noutput = torch.{_t}(x, dim=dims, keepdim=keepdims)"), grad=_n,
+            schema=_REDUCE_SCHEMA)
+      for _n, _t in (("sum", "sum"), ("mean", "mean"), ("max", "amax"), ("min", "amin"))),
+    OpDef("prod", prod, _reduce_rule("prod"), reference=("", f"""{_REF_DIMS}
+output = x
+for d in sorted((d % max(x.dim(), 1) for d in dims), reverse=True):   # torch.prod takes one dim
+    output = torch.prod(output, d, keepdim=keepdims)""")),
+    *(OpDef(_n, globals()[_n], lambda x, axis=None, keepdims=False: Meta(
+              reduced(x.shape, axis, keepdims), np.dtype(np.int64)), torch=_torch_arg(_n),
+            reference=f"x.reshape(-1).{_n}() if axis is None else x.{_n}(axis)",   # first index on ties
+            schema="(Tensor x, int? axis=None) -> Tensor") for _n in ("argmax", "argmin")),
+    OpDef("cumsum", cumsum, lambda x, axis=None: Meta((numel(x.shape),) if axis is None else tuple(x.shape),
+                                                      np.dtype(x.dtype)),
+          torch=_torch_cumsum, reference="x.reshape(-1).cumsum(0) if axis is None else x.cumsum(axis)", grad="cumsum",
+          schema="(Tensor x, int? axis=None) -> Tensor"),
+)

@@ -95,3 +95,41 @@ def rope(x, cos, sin, *, interleaved=False, rotary_dim=None):
                seq=seq, head_dim=hd, rot=rot, flags=flags, total=total, off_x=x.offset, off_c=cos.offset,
                off_s=sin.offset, xs=xs, cs=cst, ss=sst)
     return result(out, numpy_out)
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import OpDef, declare, same
+
+
+def _rope_reference(cat, who):
+    """NeoX full-rotary RoPE written with `cat` (np.concatenate / torch.cat): the baselines' one formula."""
+    def run(x, cos, sin, interleaved=False, rotary_dim=None):
+        if interleaved or rotary_dim is not None:
+            raise NotImplementedError(f"{who} reference covers NeoX full-rotary RoPE only")
+        h = x.shape[-1] // 2
+        return x * cos + cat([-x[..., h:], x[..., :h]], -1) * sin
+    return run
+
+
+def _torch_rope(*args, **kwargs):
+    import torch
+    return _rope_reference(torch.cat, "torch")(*args, **kwargs)
+
+
+def _numpy_rope(*args, **kwargs):
+    import numpy as np
+    return _rope_reference(np.concatenate, "numpy")(*args, **kwargs)
+
+
+declare(OpDef("rope", rope, same, numpy=_numpy_rope, torch=_torch_rope, reference=("", '''\
+R = x.shape[-1] if rotary_dim is None else rotary_dim
+if cos.shape[-1] == R // 2 and R > 1:   # half tables: expand as the convention pairs channels
+    cos, sin = ((c.repeat_interleave(2, -1) if interleaved else torch.cat([c, c], -1)) for c in (cos, sin))
+xr = x[..., :R]
+if interleaved:   # GPT-J: pairs (2i, 2i+1)
+    rot = torch.stack([-xr[..., 1::2], xr[..., 0::2]], -1).reshape(xr.shape)
+else:             # NeoX: pairs (i, i + R/2)
+    rot = torch.cat([-xr[..., R // 2:], xr[..., :R // 2]], -1)
+output = torch.cat([xr * cos + rot * sin, x[..., R:]], -1)'''), grad="rope",
+    schema="(Tensor x, Tensor cos, Tensor sin, bool interleaved=False, int? rotary_dim=None) -> Tensor",
+    export={"var_dims": ("S",)}))

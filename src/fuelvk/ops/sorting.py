@@ -85,3 +85,15 @@ def sort(x, axis=-1, descending=False, stable=True):
     ids = _argsort_last("sort", v, descending)
     out = gather_along(v, ids, 2, v.ndim - 1, f"b{x.dtype.itemsize}")
     return result(out.transpose(back), numpy_out)
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+import numpy as _np
+
+from ._opdef import Meta, OpDef, declare, same
+
+declare(
+    OpDef("argsort", argsort, lambda x, axis=-1, descending=False, stable=True: Meta(tuple(x.shape), _np.dtype(_np.int64)),
+          reference="torch.sort(x, dim=axis, descending=descending, stable=True).indices"),   # ties: first index
+    OpDef("sort", sort, same, reference="torch.sort(x, dim=axis, descending=descending, stable=True).values"),
+)

@@ -60,17 +60,13 @@ class Context:
         z = -(-y // self.max_groups[1])
         return (mx, self.max_groups[1], z)
 
-    def launch(self, variant, groups, *legacy, **args):
+    def launch(self, variant, groups, /, **args):
         """Record one dispatch of `variant` over `groups` workgroups, its arguments by the names its shader
         gives them: bindings (Buffers or Arrays), Params fields, specialization constants
         (kernels/signature.py; anything missing, unknown or mistyped is a LaunchError). A buffer larger
         than one binding (an op with no split path for it) is a typed error here, never a binding past
-        maxStorageBufferRange."""
-        if legacy:
-            buffers, writes, push = legacy[:3]
-            spec = legacy[3] if len(legacy) > 3 else args.pop("spec", ())
-        else:
-            buffers, writes, push, spec = self.pipelines.signature(variant).bind(args)
+        maxStorageBufferRange. Nothing is positional: a swapped pair of fields cannot pass unnoticed."""
+        buffers, writes, push, spec = self.pipelines.signature(variant).bind(args)
         limit = self.device.limits.maxStorageBufferRange
         for b in buffers:
             if b.size > limit:

@@ -34,13 +34,12 @@ def probe(ctx):
     ran), "scope": "invocation" when the cap counts the sum over an invocation's loops, "loop" when
     each loop alone, None without a cap}. One single-invocation dispatch per question."""
     from ..kernels import kernel
-    from ..kernels.probe import LOOP_PROBE_PARAMS
     v = kernel("loop_probe", "u32")
     buf = ctx.pool.alloc(16)
 
     def run(first, n):
         ctx.upload(buf, np.array([0, 0, 1, 0], np.uint32))
-        ctx.launch(v, (1, 1, 1), (buf,), (True,), LOOP_PROBE_PARAMS.pack(first, n))
+        ctx.launch(v, (1, 1, 1), counts=buf, first=first, n=n)
         return tuple(np.frombuffer(ctx.download(buf, 0, 8), np.uint32).tolist())
 
     _, ran = run(0, PROBE_N)

@@ -295,4 +295,31 @@ def load_file(path, problems=None):
         if problems is not None:
             problems.append((str(path), None, "schema", "a spec file must be a mapping of op names"))
         return []
-    return [build(name, entry, path) for name, entry in data.items() if name != "adts"]
+    entries = generated(data.get("templates") or {}, path.stem) + [
+        (name, entry) for name, entry in data.items() if name not in ("adts", "templates")]
+    return [build(name, entry, path) for name, entry in entries]
+
+
+def generated(templates, family):
+    """(name, entry) of the specs the op records generate from a file's `templates:` (fuelvk/ops/_opdef.py:
+    a record whose `spec` names a template of this file): <Name>FwdOp with the record's ref_api, the
+    template's flops times the record's FLOPs per element and the row set the record names.
+    Without an importable fuelvk there are no records, and no generated entries."""
+    if not templates:
+        return []
+    try:
+        from ..ops._opdef import opdefs
+        records = opdefs().values()
+    except Exception:  # noqa: BLE001 - the specs package works without the rest of fuelvk
+        return []
+    out = []
+    for rec in records:
+        want = rec.spec or {}
+        t = templates.get(want.get("template"))
+        if t is None or t.get("family") != family:
+            continue
+        flops = t["flops"] if want["flops"] == 1 else f"{want['flops']} * {t['flops']}"
+        entry = {"family": t["family"], "status": t["status"], "ref_api": want["ref_api"], "fuelvk_api": rec.name,
+                 "signature": t["signature"], "workloads": t["rows"][want["rows"]], "roofline": {"flops": flops}}
+        out.append(("".join(p.capitalize() for p in rec.name.split("_")) + "FwdOp", entry))
+    return out

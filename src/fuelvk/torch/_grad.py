@@ -11,7 +11,7 @@ import torch
 
 from ..errors import UnsupportedError
 
-F = torch.ops.fuelvk
+fv_ops = torch.ops.fuelvk   # the registered ops (a backward is a graph of them)
 GELU_K = math.sqrt(2.0 / math.pi)
 GELU_C = 0.044715
 
@@ -23,7 +23,10 @@ def uses_output(formula):
 
 
 def setup(formula):
-    """The setup_context of formula's op: tensor inputs always, outputs only when the formula reads them."""
+    """The setup_context of formula's op: its own (formula.setup) if it has one, else tensor inputs always,
+    outputs only when the formula reads them."""
+    if hasattr(formula, "setup"):
+        return formula.setup
     keep = getattr(formula, "uses_output", False)
     return lambda ctx, inputs, output: save(ctx, inputs, output if keep else ())
 
@@ -67,25 +70,25 @@ def sum_to(g, shape):
         return g
     lead = g.dim() - len(shape)
     axes = list(range(lead)) + [lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1]
-    return F.sum(g, axes, True).reshape(shape)
+    return fv_ops.sum(g, axes, True).reshape(shape)
 
 
 def _one_minus(t):
-    return F.affine(t, -1.0, 1.0)
+    return fv_ops.affine(t, -1.0, 1.0)
 
 
 def _gelu(x, g):
     """d/dx of the tanh-approximated gelu: 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)."""
-    x2 = F.square(x)
-    t = F.tanh(F.multiply(x, F.affine(x2, GELU_K * GELU_C, GELU_K)))
-    inner = F.multiply(F.multiply(F.affine(x, 0.5, 0.0), _one_minus(F.square(t))),
-                       F.affine(x2, 3.0 * GELU_K * GELU_C, GELU_K))
-    return F.multiply(g, F.add(F.affine(t, 0.5, 0.5), inner))
+    x2 = fv_ops.square(x)
+    t = fv_ops.tanh(fv_ops.multiply(x, fv_ops.affine(x2, GELU_K * GELU_C, GELU_K)))
+    inner = fv_ops.multiply(fv_ops.multiply(fv_ops.affine(x, 0.5, 0.0), _one_minus(fv_ops.square(t))),
+                       fv_ops.affine(x2, 3.0 * GELU_K * GELU_C, GELU_K))
+    return fv_ops.multiply(g, fv_ops.add(fv_ops.affine(t, 0.5, 0.5), inner))
 
 
 def _silu(x, g):
-    s = F.sigmoid(x)   # d/dx x s(x) = s (1 + x (1 - s))
-    return F.multiply(g, F.multiply(s, F.affine(F.multiply(x, _one_minus(s)), 1.0, 1.0)))
+    s = fv_ops.sigmoid(x)   # d/dx x s(x) = s (1 + x (1 - s))
+    return fv_ops.multiply(g, fv_ops.multiply(s, fv_ops.affine(fv_ops.multiply(x, _one_minus(s)), 1.0, 1.0)))
 
 
 def zero_grad(ins, outs, g):
@@ -103,42 +106,42 @@ def _uy(f):
 
 
 UNARY = {
-    "negative": _u(lambda x, g: F.negative(g)),
-    "square": _u(lambda x, g: F.multiply(g, F.affine(x, 2.0, 0.0))),
-    "sqrt": _uy(lambda y, g: F.divide(g, F.affine(y, 2.0, 0.0))),
-    "exp": _uy(lambda y, g: F.multiply(g, y)),
-    "log": _u(lambda x, g: F.divide(g, x)),
-    "sin": _u(lambda x, g: F.multiply(g, F.cos(x))),
-    "cos": _u(lambda x, g: F.multiply(g, F.negative(F.sin(x)))),
-    "tanh": _uy(lambda y, g: F.multiply(g, _one_minus(F.square(y)))),
-    "sigmoid": _uy(lambda y, g: F.multiply(g, F.multiply(y, _one_minus(y)))),
+    "negative": _u(lambda x, g: fv_ops.negative(g)),
+    "square": _u(lambda x, g: fv_ops.multiply(g, fv_ops.affine(x, 2.0, 0.0))),
+    "sqrt": _uy(lambda y, g: fv_ops.divide(g, fv_ops.affine(y, 2.0, 0.0))),
+    "exp": _uy(lambda y, g: fv_ops.multiply(g, y)),
+    "log": _u(lambda x, g: fv_ops.divide(g, x)),
+    "sin": _u(lambda x, g: fv_ops.multiply(g, fv_ops.cos(x))),
+    "cos": _u(lambda x, g: fv_ops.multiply(g, fv_ops.negative(fv_ops.sin(x)))),
+    "tanh": _uy(lambda y, g: fv_ops.multiply(g, _one_minus(fv_ops.square(y)))),
+    "sigmoid": _uy(lambda y, g: fv_ops.multiply(g, fv_ops.multiply(y, _one_minus(y)))),
     "silu": _u(_silu),
     "gelu": _u(_gelu),
-    "relu": _u(lambda x, g: F.multiply(g, F.heaviside(x, 0.0))),
-    "abs": _u(lambda x, g: F.multiply(g, F.sign(x))),
-    "sign": zero_grad,
-    "reciprocal": _uy(lambda y, g: F.multiply(g, F.negative(F.square(y)))),
+    "relu": _u(lambda x, g: fv_ops.multiply(g, fv_ops.heaviside(x, 0.0))),
+    "abs": _u(lambda x, g: fv_ops.multiply(g, fv_ops.sign(x))),
+    "reciprocal": _uy(lambda y, g: fv_ops.multiply(g, fv_ops.negative(fv_ops.square(y)))),
 }
 
 
 def affine(ins, outs, g):
-    return (F.affine(g, ins[1], 0.0),)
+    return (fv_ops.affine(g, ins[1], 0.0),)
 
 
 def clip(ins, outs, g):
     x, lo, hi = ins   # torch.clamp's rule: the gradient passes where lo <= x <= hi
-    inside = F.multiply(F.heaviside(F.affine(x, 1.0, -lo), 1.0), F.heaviside(F.affine(x, -1.0, hi), 1.0))
-    return (F.multiply(g, inside),)
+    inside = fv_ops.multiply(fv_ops.heaviside(fv_ops.affine(x, 1.0, -lo), 1.0),
+                             fv_ops.heaviside(fv_ops.affine(x, -1.0, hi), 1.0))
+    return (fv_ops.multiply(g, inside),)
 
 
 def power(ins, outs, g):
     x, n = ins
     if n == 0:
         return (torch.zeros_like(x),)
-    return (F.multiply(g, F.affine(F.power(x, n - 1), float(n), 0.0)),)
+    return (fv_ops.multiply(g, fv_ops.affine(fv_ops.power(x, n - 1), float(n), 0.0)),)
 
 
-def _b(f):
+def _binary_formula(f):
     """A binary formula f(a, b, g) -> (da, db) before un-broadcasting."""
     def formula(ins, outs, g):
         a, b = ins
@@ -149,16 +152,19 @@ def _b(f):
 
 def _max_mask(a, b):
     """1 where a wins, 1/2 on ties (torch splits a tie's gradient evenly), 0 where b wins."""
-    return F.heaviside(F.subtract(a, b), 0.5)
+    return fv_ops.heaviside(fv_ops.subtract(a, b), 0.5)
 
 
 BINARY = {
-    "add": _b(lambda a, b, g: (g, g)),
-    "subtract": _b(lambda a, b, g: (g, F.negative(g))),
-    "multiply": _b(lambda a, b, g: (F.multiply(g, b), F.multiply(g, a))),
-    "divide": _b(lambda a, b, g: (F.divide(g, b), F.negative(F.divide(F.multiply(g, F.divide(a, b)), b)))),
-    "maximum": _b(lambda a, b, g: (F.multiply(g, _max_mask(a, b)), F.multiply(g, _max_mask(b, a)))),
-    "minimum": _b(lambda a, b, g: (F.multiply(g, _max_mask(b, a)), F.multiply(g, _max_mask(a, b)))),
+    "add": _binary_formula(lambda a, b, g: (g, g)),
+    "subtract": _binary_formula(lambda a, b, g: (g, fv_ops.negative(g))),
+    "multiply": _binary_formula(lambda a, b, g: (fv_ops.multiply(g, b), fv_ops.multiply(g, a))),
+    "divide": _binary_formula(lambda a, b, g: (
+        fv_ops.divide(g, b), fv_ops.negative(fv_ops.divide(fv_ops.multiply(g, fv_ops.divide(a, b)), b)))),
+    "maximum": _binary_formula(lambda a, b, g: (
+        fv_ops.multiply(g, _max_mask(a, b)), fv_ops.multiply(g, _max_mask(b, a)))),
+    "minimum": _binary_formula(lambda a, b, g: (
+        fv_ops.multiply(g, _max_mask(b, a)), fv_ops.multiply(g, _max_mask(a, b)))),
 }
 
 
@@ -166,7 +172,7 @@ def astype(ins, outs, g):
     x = ins[0]
     if not (x.dtype.is_floating_point and g.dtype.is_floating_point):
         return (None,)
-    return (F.astype(g, x.dtype),)
+    return (fv_ops.astype(g, x.dtype),)
 
 
 def identity(ins, outs, g):
@@ -174,18 +180,18 @@ def identity(ins, outs, g):
 
 
 def flip(ins, outs, g):
-    return (F.flip(g, ins[1]),)
+    return (fv_ops.flip(g, ins[1]),)
 
 
 def roll(ins, outs, g):
-    return (F.roll(g, [-s for s in ins[1]], ins[2]),)
+    return (fv_ops.roll(g, [-s for s in ins[1]], ins[2]),)
 
 
 def _tri(name):
     def formula(ins, outs, g):
         x, k = ins
-        gt = getattr(F, name)(g, k)
-        return (F.sum(gt, [0], False) if x.dim() == 1 else gt,)   # 1-d x was broadcast over rows
+        gt = getattr(fv_ops, name)(g, k)
+        return (fv_ops.sum(gt, [0], False) if x.dim() == 1 else gt,)   # 1-d x was broadcast over rows
     return formula
 
 
@@ -203,27 +209,28 @@ def concatenate(ins, outs, g):
 
 
 def masked_fill(ins, outs, g):
-    return (F.masked_fill(g, ins[1], 0.0),)
+    return (fv_ops.masked_fill(g, ins[1], 0.0),)
 
 
 def pad(ins, outs, g):
-    return (F.pad_backward(g, ins[1], ins[2]),)
+    return (fv_ops.pad_backward(g, ins[1], ins[2]),)
 
 
 def pad_backward(ins, outs, g):
     """pad_backward is the adjoint of pad (a linear map), so its adjoint is pad again."""
-    return (F.pad(g, ins[1], ins[2], 0.0),)
+    return (fv_ops.pad(g, ins[1], ins[2], 0.0),)
 
 
 def add_scaled(ins, outs, g):
     _, src, scale = ins
-    return g, sum_to(F.affine(g, scale, 0.0), src.shape)
+    return g, sum_to(fv_ops.affine(g, scale, 0.0), src.shape)
 
 
 def slice_write(ins, outs, g):
     dst, value, dim, start, end, step = ins
     key = (slice(None),) * (dim % dst.dim()) + (slice(start, end, step),)
-    return F.slice_write(g, torch.zeros((), dtype=g.dtype), dim, start, end, step), sum_to(g[key], value.shape)
+    zero = torch.zeros((), dtype=g.dtype)
+    return fv_ops.slice_write(g, zero, dim, start, end, step), sum_to(g[key], value.shape)
 
 
 def _scatter_add(ins, outs, g):
@@ -231,16 +238,16 @@ def _scatter_add(ins, outs, g):
     ax = dim % base.dim()
     # the gradient of src[c] is g at base position index[c]: a gather over index's extent
     g_idx = g[tuple(slice(0, n) if i != ax else slice(None) for i, n in enumerate(index.shape))]
-    d_src = F.take_along_axis(g_idx, index, ax)
+    d_src = fv_ops.take_along_axis(g_idx, index, ax)
     if tuple(d_src.shape) != tuple(src.shape):    # src entries beyond index's extent are not read
         pw = [v for n, m in zip(d_src.shape, src.shape) for v in (0, m - n)]
-        d_src = F.pad(d_src, pw, "constant", 0.0)
+        d_src = fv_ops.pad(d_src, pw, "constant", 0.0)
     return g, None, None, d_src
 
 
 def _index_add(ins, outs, g):
     _, dim, index, _ = ins
-    return g, None, None, F.take(g, index, dim)
+    return g, None, None, fv_ops.take(g, index, dim)
 
 
 SCATTER = {"scatter_add": _scatter_add, "index_add": _index_add}
@@ -249,16 +256,16 @@ SCATTER = {"scatter_add": _scatter_add, "index_add": _index_add}
 def take(ins, outs, g):
     x, indices, axis = ins
     if axis is None:
-        flat = F.index_add(torch.zeros(x.numel(), dtype=g.dtype), 0, indices.reshape(-1), g.reshape(-1))
+        flat = fv_ops.index_add(torch.zeros(x.numel(), dtype=g.dtype), 0, indices.reshape(-1), g.reshape(-1))
         return (flat.reshape(x.shape),)
     ax = axis % x.dim()
     g2 = g.reshape(tuple(x.shape[:ax]) + (indices.numel(),) + tuple(x.shape[ax + 1:]))
-    return (F.index_add(torch.zeros_like(x), ax, indices.reshape(-1), g2),)
+    return (fv_ops.index_add(torch.zeros_like(x), ax, indices.reshape(-1), g2),)
 
 
 def take_along_axis(ins, outs, g):
     x, indices, axis = ins
-    return (F.scatter_add(torch.zeros_like(x), axis, indices, g),)
+    return (fv_ops.scatter_add(torch.zeros_like(x), axis, indices, g),)
 
 
 def _expand_back(x, axis, keepdims, g):
@@ -275,7 +282,7 @@ def _sum(ins, outs, g):
 
 def _mean(ins, outs, g):
     ge, n = _expand_back(ins[0], ins[1], ins[2], g)
-    return (F.affine(ge, 1.0 / n, 0.0),)
+    return (fv_ops.affine(ge, 1.0 / n, 0.0),)
 
 
 def _extremum(sign):
@@ -285,9 +292,9 @@ def _extremum(sign):
         x, axis, keepdims = ins
         y, _ = _expand_back(x, axis, keepdims, outs[0])
         ge, _ = _expand_back(x, axis, keepdims, g)
-        hit = F.heaviside(F.subtract(x, y) if sign > 0 else F.subtract(y, x), 1.0)
-        count = F.sum(hit, axis, True)
-        return (F.divide(F.multiply(ge, hit), count),)
+        hit = fv_ops.heaviside(fv_ops.subtract(x, y) if sign > 0 else fv_ops.subtract(y, x), 1.0)
+        count = fv_ops.sum(hit, axis, True)
+        return (fv_ops.divide(fv_ops.multiply(ge, hit), count),)
     return formula
 
 
@@ -297,24 +304,24 @@ REDUCE = {"sum": _sum, "mean": _mean, "max": _extremum(1), "min": _extremum(-1)}
 def cumsum(ins, outs, g):
     x, axis = ins   # d/dx_i sum_{j >= i} g_j: a reversed cumulative sum
     if axis is None:
-        return (F.flip(F.cumsum(F.flip(g, None), 0), None).reshape(x.shape),)
-    return (F.flip(F.cumsum(F.flip(g, [axis]), axis), [axis]),)
+        return (fv_ops.flip(fv_ops.cumsum(fv_ops.flip(g, None), 0), None).reshape(x.shape),)
+    return (fv_ops.flip(fv_ops.cumsum(fv_ops.flip(g, [axis]), axis), [axis]),)
 
 
 @uses_output
 def softmax(ins, outs, g):
-    return (F.softmax_backward(outs[0], g, ins[1]),)
+    return (fv_ops.softmax_backward(outs[0], g, ins[1]),)
 
 
 def rms_norm(ins, outs, g):
     x, eps, w = ins
-    dx, dw = F.rms_norm_backward(x, g, eps, w)
+    dx, dw = fv_ops.rms_norm_backward(x, g, eps, w)
     return dx, None, (dw if w is not None else None)
 
 
 def layer_norm(ins, outs, g):
     x, eps, w, b = ins
-    dx, dw, db = F.layer_norm_backward(x, g, eps, w, b)
+    dx, dw, db = fv_ops.layer_norm_backward(x, g, eps, w, b)
     return dx, None, (dw if w is not None else None), (db if b is not None else None)
 
 
@@ -327,9 +334,10 @@ def matmul(ins, outs, g):
         g2 = g2.unsqueeze(-1) if b.dim() == 1 else g2
         da, db = matmul([a2, b2], outs, g2)
         return da.reshape(a.shape), db.reshape(b.shape)
-    da = sum_to(F.matmul(g, b.mT), a.shape)
-    db = sum_to(F.matmul(a.mT, g), b.shape)
-    return (da if da.dtype == a.dtype else F.astype(da, a.dtype)), (db if db.dtype == b.dtype else F.astype(db, b.dtype))
+    da = sum_to(fv_ops.matmul(g, b.mT), a.shape)
+    db = sum_to(fv_ops.matmul(a.mT, g), b.shape)
+    return ((da if da.dtype == a.dtype else fv_ops.astype(da, a.dtype)),
+            (db if db.dtype == b.dtype else fv_ops.astype(db, b.dtype)))
 
 
 def _dilate(g, s, dims):
@@ -339,7 +347,7 @@ def _dilate(g, s, dims):
             continue
         shape = list(g.shape)
         shape[dim] = (shape[dim] - 1) * st + 1
-        g = F.slice_write(torch.zeros(shape, dtype=g.dtype), g, dim, 0, shape[dim], st)
+        g = fv_ops.slice_write(torch.zeros(shape, dtype=g.dtype), g, dim, 0, shape[dim], st)
     return g
 
 
@@ -348,7 +356,7 @@ def _pad_or_crop(g, lo_hi):
     key = tuple(slice(max(-lo, 0), g.shape[2 + i] - max(-hi, 0)) for i, (lo, hi) in enumerate(lo_hi))
     g = g[(slice(None), slice(None)) + key]
     pw = [0, 0, 0, 0] + [max(v, 0) for lo, hi in lo_hi for v in (lo, hi)]
-    return F.pad(g, pw, "constant", 0.0) if any(pw) else g
+    return fv_ops.pad(g, pw, "constant", 0.0) if any(pw) else g
 
 
 def conv2d(ins, outs, g):
@@ -371,17 +379,18 @@ def conv2d(ins, outs, g):
         q = dilation[i] * (k[i] - 1) - padding[i]
         extra = x.shape[2 + i] - (gd.shape[2 + i] + 2 * q - dilation[i] * (k[i] - 1))
         lo_hi.append((q, q + extra))
-    dx = F.conv2d(_pad_or_crop(gd, lo_hi), F.flip(w, [2, 3]).transpose(0, 1), None, [1, 1], [0, 0], dilation, 1)
-    dw = F.conv2d(x.transpose(0, 1), g.transpose(0, 1), None, dilation, padding, stride, 1)
+    dx = fv_ops.conv2d(_pad_or_crop(gd, lo_hi), fv_ops.flip(w, [2, 3]).transpose(0, 1), None, [1, 1], [0, 0],
+                       dilation, 1)
+    dw = fv_ops.conv2d(x.transpose(0, 1), g.transpose(0, 1), None, dilation, padding, stride, 1)
     dw = dw[:, :, :k[0], :k[1]].transpose(0, 1)
-    db = F.sum(g, [0, 2, 3], False) if bias is not None else None
+    db = fv_ops.sum(g, [0, 2, 3], False) if bias is not None else None
     return (dx.squeeze(0) if unbatched else dx), dw, db
 
 
 def qmatmul(ins, outs, g):
     """x @ W.T with W fixed (quantized weights are not trained): dx = g @ dequantize(W)."""
     _, w_blocks, kind = ins
-    return (F.matmul(g, F.dequantize(w_blocks, kind)),)
+    return (fv_ops.matmul(g, fv_ops.dequantize(w_blocks, kind)),)
 
 
 def rope(ins, outs, g):
@@ -390,12 +399,26 @@ def rope(ins, outs, g):
     Exact for HF/vLLM tables (each pair's two channels share an angle); cos/sin are constants.
     """
     _, cos, sin, interleaved, rotary_dim = ins
-    return (F.rope(g, cos, F.negative(sin), interleaved, rotary_dim),)
+    return (fv_ops.rope(g, cos, fv_ops.negative(sin), interleaved, rotary_dim),)
 
 
 def attention(ins, outs, g_o, g_lse):
+    """setup: save_attention (lse is an auxiliary output)."""
     q, k, v, is_causal, scale, window, alibi_slopes, softcap = ins
     o, lse = outs
-    dq, dk, dv = F.scaled_dot_product_attention_backward(g_o, q, k, v, o, lse, is_causal, scale, window,
+    dq, dk, dv = fv_ops.scaled_dot_product_attention_backward(g_o, q, k, v, o, lse, is_causal, scale, window,
                                                          alibi_slopes, softcap)
     return dq, dk, dv
+
+
+attention.setup = save_attention
+
+# The formulas by the key an op record names (OpDef.grad in fuelvk/ops/<family>.py).
+FORMULAS = {
+    **UNARY, **BINARY, **TRI, **SCATTER, **REDUCE, "zero": zero_grad, "identity": identity, "affine": affine,
+    "clip": clip, "power": power, "astype": astype, "flip": flip, "roll": roll, "concatenate": concatenate,
+    "masked_fill": masked_fill, "pad": pad, "pad_backward": pad_backward, "add_scaled": add_scaled,
+    "slice_write": slice_write, "take": take, "take_along_axis": take_along_axis, "cumsum": cumsum,
+    "softmax": softmax, "rms_norm": rms_norm, "layer_norm": layer_norm, "matmul": matmul, "conv2d": conv2d,
+    "qmatmul": qmatmul, "rope": rope, "attention": attention,
+}

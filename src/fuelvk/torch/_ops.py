@@ -1,31 +1,32 @@
 """torch.ops.fuelvk.*: fuelvk's public ops as torch.library custom ops (CPU tensors in and out).
 
-Each op is declared once: schema, implementation (upload, run the fuelvk op, download), fake kernel
-(contiguous outputs, as the real kernels return) and, for the differentiable ones, a gradient
-formula written with torch.ops.fuelvk ops only (see _grad.py). Ops sharing a shape (unary math,
-binary arithmetic, reductions, ...) come from tables.
+Registered from the op records (fuelvk/ops/_opdef.py): every record with a torch schema becomes
+torch.ops.fuelvk.<name> with an implementation (upload, run the fuelvk function, download), a fake
+kernel from the record's shape rule (contiguous outputs, as the real kernels return) and the record's
+gradient formula (_grad.FORMULAS, written with torch.ops.fuelvk ops only). A mutating record also
+gets its functional twin (record.functional), which carries the gradient. Declared here by hand only
+what has no fuelvk function of its own: setitem's torch forms (slice_write_ / slice_write) and the
+in-place scatters (scatter_add_ / index_add_).
 """
 import functools
+import inspect
 
 import torch
 
-import fuelvk as fv
-from fuelvk import quant as fq
-from fuelvk.kernels.elementwise import COMPARE_OPS
-from fuelvk.kernels.quant import BLOCK
-
-from . import _grad as G
-from ._bridge import is_device_tensor, numpy_dtype, results_on_device, to_array, to_tensor
+from ..ops._opdef import Meta, opdefs
+from . import _grad as grad_formulas
+from ._bridge import TO_TORCH, is_device_tensor, numpy_dtype, results_on_device, to_array, to_tensor
 
 NS = "fuelvk"
 OPS = {}   # name -> CustomOpDef
 
+# Keyword arguments a torch op always passes: its schema returns lse, which its backward reads.
+ALWAYS = {"scaled_dot_product_attention": {"return_lse": True}}
+INDEX_ARGS = ("index", "indices")   # integer tensors fuelvk validates on the host (negative wrap, bounds)
 
-def A(t, op, fresh=False):
-    return to_array(t, op, fresh)
 
-
-def T(out):
+def download(out):
+    """torch tensors of a fuelvk result (an Array or a tuple of them)."""
     return tuple(to_tensor(o) for o in out) if isinstance(out, tuple) else to_tensor(out)
 
 
@@ -41,175 +42,51 @@ def _device_aware(fn):
     return run
 
 
-def define(name, schema, impl, fake, grad=None, mutates=(), setup=None):
+def define(name, schema, impl, fake, grad=None, mutates=()):
     """Register fuelvk::name; grad(inputs, outputs, *grads) -> input grads (see _grad.backward).
 
     CPU tensors in, CPU tensors out; fuelvk-device tensors in, device tensors out, with no copy."""
     op = torch.library.custom_op(f"{NS}::{name}", _device_aware(impl), mutates_args=mutates, schema=schema)
     op.register_fake(_device_aware(fake))
     if grad is not None:
-        op.register_autograd(G.backward(grad), setup_context=setup or G.setup(grad))
+        op.register_autograd(grad_formulas.backward(grad), setup_context=grad_formulas.setup(grad))
     OPS[name] = op
     return op
 
 
-# -- fake kernels ---------------------------------------------------------------------------------
 def like(x, *rest, **kw):
     return torch.empty(x.shape, dtype=x.dtype)
 
 
-def new(shape, dtype):
-    return torch.empty(tuple(shape), dtype=dtype)
+# -- schemas ----------------------------------------------------------------------------------------
+def _split_top(text):
+    """text split at the commas outside brackets."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch in "[(" and 1 or (ch in "])" and -1 or 0)
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return out + ([cur.strip()] if cur.strip() else [])
 
 
-def _axes(axis, ndim):
-    if axis is None:
-        return list(range(ndim))
-    return sorted({a % ndim if ndim else 0 for a in axis})
+def schema_args(schema):
+    """The argument names of a schema, in order."""
+    args = schema[schema.index("(") + 1:schema.rindex("->")].rstrip().removesuffix(")")
+    return [a.split("=")[0].split()[-1] for a in _split_top(args)]
 
 
-def reduced_shape(x, axis, keepdims):
-    ax = _axes(axis, x.dim())
-    if keepdims:
-        return [1 if i in ax else n for i, n in enumerate(x.shape)]
-    return [n for i, n in enumerate(x.shape) if i not in ax]
-
-
-# -- elementwise ----------------------------------------------------------------------------------
-def family(names, schema, call, fake, grads=None):
-    """One op per fuelvk function name, sharing a schema: call(fuelvk_fn, name, *args) runs one."""
-    for name in names:
-        define(name, schema, functools.partial(call, getattr(fv, name), name), fake, (grads or {}).get(name))
-
-
-family(G.UNARY, "(Tensor x) -> Tensor", lambda f, n, x: T(f(A(x, n))), like, G.UNARY)
-
-define("heaviside", "(Tensor x, float h0=0.0) -> Tensor", lambda x, h0=0.0: T(fv.heaviside(A(x, "heaviside"), h0)),
-       like, G.zero_grad)
-define("affine", "(Tensor x, float mul, float add) -> Tensor",
-       lambda x, mul, add: T(fv.affine(A(x, "affine"), mul, add)), like, G.affine)
-define("clip", "(Tensor x, float lo, float hi) -> Tensor", lambda x, lo, hi: T(fv.clip(A(x, "clip"), lo, hi)),
-       like, G.clip)
-define("power", "(Tensor x, int n) -> Tensor", lambda x, n: T(fv.power(A(x, "power"), n)), like, G.power)
-
-
-def _fake_binary(a, b):
-    return new(torch.broadcast_shapes(a.shape, b.shape), torch.promote_types(a.dtype, b.dtype))
-
-
-family(G.BINARY, "(Tensor a, Tensor b) -> Tensor", lambda f, n, a, b: T(f(A(a, n), A(b, n))), _fake_binary,
-       G.BINARY)
-
-
-def _fake_compare(a, b):
-    return new(torch.broadcast_shapes(a.shape, b.shape), torch.bool)
-
-
-family(COMPARE_OPS, "(Tensor a, Tensor b) -> Tensor", lambda f, n, a, b: T(f(A(a, n), A(b, n))), _fake_compare)
-
-define("astype", "(Tensor x, ScalarType dtype) -> Tensor",
-       lambda x, dtype: T(fv.astype(A(x, "astype"), numpy_dtype("astype", dtype))),
-       lambda x, dtype: new(x.shape, dtype), G.astype)
-
-
-# -- movement -------------------------------------------------------------------------------------
-def _tuple(v):
-    return None if v is None else tuple(v)
-
-
-def _fake_tri(x, k=0):
-    return new((x.shape[0], x.shape[0]) if x.dim() == 1 else x.shape, x.dtype)
-
-
-define("copy", "(Tensor x) -> Tensor", lambda x: T(fv.copy(A(x, "copy"))), like, G.identity)
-define("flip", "(Tensor x, int[]? axis=None) -> Tensor",
-       lambda x, axis=None: T(fv.flip(A(x, "flip"), _tuple(axis))), like, G.flip)
-define("roll", "(Tensor x, int[] shift, int[]? axis=None) -> Tensor",
-       lambda x, shift, axis=None: T(fv.roll(A(x, "roll"), tuple(shift), _tuple(axis))), like, G.roll)
-family(("triu", "tril"), "(Tensor x, int k=0) -> Tensor", lambda f, n, x, k=0: T(f(A(x, n), k)), _fake_tri, G.TRI)
-
-
-def _fake_cat(arrays, axis=0):
-    ax = axis % arrays[0].dim()
-    shape = list(arrays[0].shape)
-    shape[ax] = sum(a.shape[ax] for a in arrays)
-    return new(shape, arrays[0].dtype)
-
-
-define("concatenate", "(Tensor[] arrays, int axis=0) -> Tensor",
-       lambda arrays, axis=0: T(fv.concatenate([A(a, "concatenate") for a in arrays], axis)), _fake_cat,
-       G.concatenate)
-define("masked_fill", "(Tensor x, Tensor mask, float value) -> Tensor",
-       lambda x, mask, value: T(fv.masked_fill(A(x, "masked_fill"), A(mask, "masked_fill"), value)), like,
-       G.masked_fill)
+def schema_outputs(schema):
+    """How many tensors a schema returns."""
+    ret = schema[schema.rindex("->") + 2:].strip()
+    return len(_split_top(ret[1:-1])) if ret.startswith("(") else 1
 
 
 def _pairs(pad_width):
     """[b0, a0, b1, a1, ...] (numpy's order: first dim first) -> ((b0, a0), (b1, a1), ...)."""
     return tuple(zip(pad_width[0::2], pad_width[1::2]))
-
-
-define("pad", "(Tensor x, int[] pad_width, str mode='constant', float value=0.0) -> Tensor",
-       lambda x, pad_width, mode="constant", value=0.0: T(fv.pad(A(x, "pad"), _pairs(pad_width), mode, value)),
-       lambda x, pad_width, mode="constant", value=0.0: new(
-           [n + b + a for n, (b, a) in zip(x.shape, _pairs(pad_width))], x.dtype), G.pad)
-define("pad_backward", "(Tensor grad, int[] pad_width, str mode='constant') -> Tensor",
-       lambda grad, pad_width, mode="constant": T(fv.pad_backward(A(grad, "pad_backward"), _pairs(pad_width), mode)),
-       lambda grad, pad_width, mode="constant": new(
-           [n - b - a for n, (b, a) in zip(grad.shape, _pairs(pad_width))], grad.dtype), G.pad_backward)
-
-
-# -- in-place writes and their functional twins -----------------------------------------------------
-def _add_assign_scaled(dst, src, scale):
-    d = A(dst, "add_assign_scaled", fresh=True)
-    fv.add_assign_scaled(d, A(src, "add_assign_scaled"), scale)
-    dst.copy_(to_tensor(d))
-
-
-def _add_scaled(dst, src, scale):
-    d = A(dst, "add_scaled", fresh=True)
-    fv.add_assign_scaled(d, A(src, "add_scaled"), scale)
-    return to_tensor(d)
-
-
-define("add_assign_scaled", "(Tensor(a!) dst, Tensor src, float scale) -> ()", _add_assign_scaled,
-       lambda dst, src, scale: None, mutates=("dst",))
-define("add_scaled", "(Tensor dst, Tensor src, float scale) -> Tensor", _add_scaled, like, G.add_scaled)
-
-
-def slice_key(ndim, dim, start, end, step):
-    return (slice(None),) * (dim % ndim) + (slice(start, end, step),)
-
-
-def _slice_write_(dst, value, dim, start, end, step=1):
-    d = A(dst, "slice_write_", fresh=True)
-    key = slice_key(dst.dim(), dim, start, end, step)
-    fv.setitem(d, key, A(value, "slice_write_"))
-    dst[key].copy_(to_tensor(d[key]))
-
-
-def _slice_write(dst, value, dim, start, end, step=1):
-    d = A(dst, "slice_write", fresh=True)
-    fv.setitem(d, slice_key(dst.dim(), dim, start, end, step), A(value, "slice_write"))
-    return to_tensor(d)
-
-
-define("slice_write_", "(Tensor(a!) dst, Tensor value, int dim, int start, int end, int step=1) -> ()",
-       _slice_write_, lambda *a: None, mutates=("dst",))
-define("slice_write", "(Tensor dst, Tensor value, int dim, int start, int end, int step=1) -> Tensor",
-       _slice_write, like, G.slice_write)
-
-
-def _scatter_like(name, fn):
-    def functional(base, dim, index, src):
-        return T(fn(A(base, name), dim, to_numpy_index(index), A(src, name)))
-
-    def inplace(base, dim, index, src):
-        base.copy_(T(fn(A(base, name + "_"), dim, to_numpy_index(index), A(src, name + "_"))))
-
-    schema = "(Tensor{} base, int dim, Tensor index, Tensor src) -> {}"
-    define(name, schema.format("", "Tensor"), functional, lambda base, *a: like(base), G.SCATTER[name])
-    define(name + "_", schema.format("(a!)", "()"), inplace, lambda *a: None, mutates=("base",))
 
 
 def to_numpy_index(index):
@@ -218,161 +95,156 @@ def to_numpy_index(index):
     return to_array(index, "index") if is_device_tensor(index) else index.detach().numpy()
 
 
-_scatter_like("scatter_add", fv.scatter_add)
-_scatter_like("index_add", fv.index_add)
+def _meta(t, op):
+    return Meta(tuple(t.shape), numpy_dtype(op, t.dtype))
 
 
-def _fake_take(x, indices, axis=None):
-    if axis is None:
-        return new(indices.shape, x.dtype)
-    ax = axis % x.dim()
-    return new(list(x.shape[:ax]) + list(indices.shape) + list(x.shape[ax + 1:]), x.dtype)
+def _convert(op, name, v, tensor):
+    """A torch argument as the fuelvk function takes it; tensor(t) converts one tensor."""
+    if isinstance(v, torch.Tensor):
+        return tensor(v)
+    if isinstance(v, (list, tuple)) and v and isinstance(v[0], torch.Tensor):
+        return [tensor(t) for t in v]
+    if name == "pad_width":
+        return _pairs(v)
+    if isinstance(v, (list, tuple)):
+        return tuple(v)
+    if isinstance(v, torch.dtype):
+        return numpy_dtype(op, v)
+    return v
 
 
-define("take", "(Tensor x, Tensor indices, int? axis=None) -> Tensor",
-       lambda x, indices, axis=None: T(fv.take(A(x, "take"), to_numpy_index(indices), axis)),
-       _fake_take, G.take)
+class Caller:
+    """Calls a record's function (or its shape rule) with a torch op's arguments: bound by the schema's
+    names, passed positionally where the function takes them so and by name where keyword-only."""
+
+    def __init__(self, rec, schema):
+        self.rec, self.op = rec, rec.name.split(".")[-1]
+        self.names = schema_args(schema)
+        self.n_out = schema_outputs(schema)
+        params = list(inspect.signature(rec.fn).parameters.values())
+        self.positional = [p for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+
+    def __call__(self, fn, args, kwargs, tensor):
+        """fn(converted arguments); tensor(t, name) converts one tensor argument."""
+        given = dict(zip(self.names, args), **kwargs)
+        pos, named = [], dict(ALWAYS.get(self.op, {}))
+        for i, name in enumerate(self.names):
+            if i < len(self.positional):
+                pos.append(given[name] if name in given else self.positional[i].default)
+            elif name in given:
+                named[name] = given[name]
+        last = max((i for i, n in enumerate(self.names[:len(pos)]) if n in given), default=-1)
+        pos = [_convert(self.op, n, v, functools.partial(tensor, name=n)) for n, v in zip(self.names, pos[:last + 1])]
+        named = {n: _convert(self.op, n, v, functools.partial(tensor, name=n)) for n, v in named.items()}
+        return fn(*pos, **named)
+
+    def outputs(self, out):
+        """out as a tuple of n_out values (a missing optional gradient is None) or a single value."""
+        if self.n_out > 1 and not isinstance(out, tuple):
+            out = (out,) + (None,) * (self.n_out - 1)
+        return out
 
 
-def _fake_take_along(x, indices, axis):
-    shape = list(x.shape)
-    shape[axis % x.dim()] = indices.shape[axis % x.dim()]
-    return new(torch.broadcast_shapes(shape, indices.shape), x.dtype)
+def _empty_for_missing(outs):
+    """A result that does not exist (no weight / no bias gradient) is returned as an empty tensor."""
+    if not isinstance(outs, tuple):
+        return outs
+    return tuple(torch.empty(0, dtype=outs[0].dtype) if o is None else o for o in outs)
 
 
-define("take_along_axis", "(Tensor x, Tensor indices, int axis) -> Tensor",
-       lambda x, indices, axis: T(fv.take_along_axis(A(x, "take_along_axis"), to_numpy_index(indices), axis)),
-       _fake_take_along, G.take_along_axis)
+def _empty_of(meta):
+    return None if meta is None else torch.empty(tuple(meta.shape), dtype=TO_TORCH[meta.dtype])
 
 
-# -- reductions, softmax, norms, cumsum ---------------------------------------------------------------
-family(("sum", "mean", "max", "min"), "(Tensor x, int[]? axis=None, bool keepdims=False) -> Tensor",
-       lambda f, n, x, axis=None, keepdims=False: T(f(A(x, n), _tuple(axis), keepdims)),
-       lambda x, axis=None, keepdims=False: new(reduced_shape(x, axis, keepdims), x.dtype), G.REDUCE)
-family(("argmax", "argmin"), "(Tensor x, int? axis=None) -> Tensor", lambda f, n, x, axis=None: T(f(A(x, n), axis)),
-       lambda x, axis=None: new(reduced_shape(x, None if axis is None else [axis], False), torch.int64))
-define("cumsum", "(Tensor x, int? axis=None) -> Tensor", lambda x, axis=None: T(fv.cumsum(A(x, "cumsum"), axis)),
-       lambda x, axis=None: new((x.numel(),) if axis is None else x.shape, x.dtype), G.cumsum)
+def register(rec):
+    """torch.ops.fuelvk.<name> from an op record (and the functional twin of a mutating one)."""
+    name, schema = rec.name.split(".")[-1], rec.schema
+    call = Caller(rec, schema)
 
-define("softmax", "(Tensor x, int axis=-1) -> Tensor", lambda x, axis=-1: T(fv.softmax(A(x, "softmax"), axis)),
-       like, G.softmax)
-define("softmax_backward", "(Tensor y, Tensor grad, int axis=-1) -> Tensor",
-       lambda y, grad, axis=-1: T(fv.softmax_backward(A(y, "softmax_backward"), A(grad, "softmax_backward"), axis)),
-       like)
-define("rms_norm", "(Tensor x, float eps=1e-06, Tensor? weight=None) -> Tensor",
-       lambda x, eps=1e-6, weight=None: T(fv.rms_norm(A(x, "rms_norm"), eps, A(weight, "rms_norm"))),
-       like, G.rms_norm)
-define("layer_norm", "(Tensor x, float eps=1e-05, Tensor? weight=None, Tensor? bias=None) -> Tensor",
-       lambda x, eps=1e-5, weight=None, bias=None: T(fv.layer_norm(
-           A(x, "layer_norm"), eps, A(weight, "layer_norm"), A(bias, "layer_norm"))),
-       like, G.layer_norm)
+    def upload(fresh=()):
+        return lambda t, name: to_numpy_index(t) if name in INDEX_ARGS else to_array(t, call.op, name in fresh)
 
+    def fake_tensor(t, name):
+        return _meta(t, call.op)
 
-def _rms_norm_backward(x, grad, eps=1e-6, weight=None):
-    out = fv.rms_norm_backward(A(x, "rms_norm_backward"), A(grad, "rms_norm_backward"), eps,
-                               A(weight, "rms_norm_backward"))
-    dx, dw = out if weight is not None else (out, None)
-    return to_tensor(dx), _or_empty(to_tensor(dw), x)
+    if rec.mutates:
+        def mutate(*args, **kwargs):
+            arrays = {}
 
+            def keep(t, name):
+                arrays[name] = upload(rec.mutates)(t, name)
+                return arrays[name]
+            call(rec.fn, args, kwargs, keep)
+            return arrays
 
-def _layer_norm_backward(x, grad, eps=1e-5, weight=None, bias=None):
-    out = fv.layer_norm_backward(A(x, "layer_norm_backward"), A(grad, "layer_norm_backward"), eps,
-                                 A(weight, "layer_norm_backward"), A(bias, "layer_norm_backward"))
-    dx, dw, db = out if (weight is not None or bias is not None) else (out, None, None)
-    return to_tensor(dx), _or_empty(to_tensor(dw), x), _or_empty(to_tensor(db), x)
+        def inplace(*args, **kwargs):
+            given = dict(zip(call.names, args), **kwargs)
+            for n, a in mutate(*args, **kwargs).items():
+                if n in rec.mutates:
+                    given[n].copy_(to_tensor(a))
 
+        def functional(*args, **kwargs):
+            return to_tensor(mutate(*args, **kwargs)[rec.mutates[0]])
 
-def _or_empty(t, x):
-    """A gradient that does not exist (no weight / no bias) is returned as an empty tensor."""
-    return torch.empty(0, dtype=x.dtype) if t is None else t
+        define(name, schema, inplace, lambda *a, **kw: None, mutates=rec.mutates)
+        twin = schema.replace("(a!)", "").replace("-> ()", "-> Tensor")
+        define(rec.functional, twin, functional, like, grad_formulas.FORMULAS.get(rec.functional))
+        return
 
+    def impl(*args, **kwargs):
+        return _empty_for_missing(download(call.outputs(call(rec.fn, args, kwargs, upload()))))
 
-def _fake_norm_backward(x, grad, eps, *params):
-    return (like(x),) + tuple(new((x.shape[-1],) if p is not None else (0,), x.dtype) for p in params)
+    def fake(*args, **kwargs):
+        out = call.outputs(call(rec.out, args, kwargs, fake_tensor))
+        return _empty_for_missing(tuple(map(_empty_of, out)) if isinstance(out, tuple) else _empty_of(out))
 
-
-define("rms_norm_backward", "(Tensor x, Tensor grad, float eps=1e-06, Tensor? weight=None) -> (Tensor, Tensor)",
-       _rms_norm_backward, lambda x, grad, eps=1e-6, weight=None: _fake_norm_backward(x, grad, eps, weight))
-define("layer_norm_backward",
-       "(Tensor x, Tensor grad, float eps=1e-05, Tensor? weight=None, Tensor? bias=None) -> (Tensor, Tensor, Tensor)",
-       _layer_norm_backward,
-       lambda x, grad, eps=1e-5, weight=None, bias=None: _fake_norm_backward(x, grad, eps, weight, bias))
+    define(name, schema, impl, fake, grad_formulas.FORMULAS[rec.grad] if rec.grad else None)
 
 
-# -- matmul family, conv, rope, attention --------------------------------------------------------------
-def _fake_matmul(a, b):
-    a2 = a.unsqueeze(0) if a.dim() == 1 else a
-    b2 = b.unsqueeze(-1) if b.dim() == 1 else b
-    shape = list(torch.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])) + [a2.shape[-2], b2.shape[-1]]
-    if a.dim() == 1:
-        shape.pop(-2)
-    if b.dim() == 1:
-        shape.pop(-1)
-    return new(shape, torch.float32 if a.dtype != b.dtype else a.dtype)
+for _rec in list(opdefs().values()):
+    if _rec.schema is not None:
+        register(_rec)
+del _rec
 
 
-define("matmul", "(Tensor a, Tensor b) -> Tensor",
-       lambda a, b: T(fv.matmul(A(a, "matmul"), A(b, "matmul"))), _fake_matmul, G.matmul)
-define("qmatmul", "(Tensor x, Tensor w_blocks, str kind) -> Tensor",
-       lambda x, w_blocks, kind: T(fv.qmatmul(A(x, "qmatmul"), A(w_blocks, "qmatmul"), kind)),
-       lambda x, w_blocks, kind: new(list(x.shape[:-1]) + [w_blocks.shape[0]], torch.float32), G.qmatmul)
-# GGML blocks travel as uint8 [rows, bytes per row] (gguf's layout): the logical last dim is
-# bytes / block bytes * block values (fuelvk.quant's rule).
-define("quantize", "(Tensor x, str kind='q8_0') -> Tensor",
-       lambda x, kind="q8_0": T(fq.quantize(A(x, "quantize"), kind)),
-       lambda x, kind="q8_0": new(list(x.shape[:-1]) + [x.shape[-1] // BLOCK[kind][0] * BLOCK[kind][1]],
-                                  torch.uint8))
-define("dequantize", "(Tensor blocks, str kind) -> Tensor",
-       lambda blocks, kind: T(fq.dequantize(A(blocks, "dequantize"), kind)),
-       lambda blocks, kind: new(list(blocks.shape[:-1]) + [blocks.shape[-1] // BLOCK[kind][1] * BLOCK[kind][0]],
-                                torch.float32))
+# -- torch forms of what fuelvk does through Python syntax or in place ------------------------------
+def slice_key(ndim, dim, start, end, step):
+    return (slice(None),) * (dim % ndim) + (slice(start, end, step),)
 
 
-def _conv_out(n, k, s, p, d):
-    return (n + 2 * p - d * (k - 1) - 1) // s + 1
+_setitem = opdefs()["setitem"].fn
 
 
-def _fake_conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
-    hw = [_conv_out(x.shape[-2 + i], w.shape[2 + i], stride[i], padding[i], dilation[i]) for i in range(2)]
-    return new(list(x.shape[:-3]) + [w.shape[0]] + hw, x.dtype)
+def _slice_write_(dst, value, dim, start, end, step=1):
+    d = to_array(dst, "slice_write_", fresh=True)
+    key = slice_key(dst.dim(), dim, start, end, step)
+    _setitem(d, key, to_array(value, "slice_write_"))
+    dst[key].copy_(to_tensor(d[key]))
 
 
-define("conv2d", "(Tensor x, Tensor w, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] dilation=1, "
-       "int groups=1) -> Tensor",
-       lambda x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1: T(fv.conv2d(
-           A(x, "conv2d"), A(w, "conv2d"), A(bias, "conv2d"), tuple(stride), tuple(padding),
-           tuple(dilation), groups)), _fake_conv2d, G.conv2d)
-define("rope", "(Tensor x, Tensor cos, Tensor sin, bool interleaved=False, int? rotary_dim=None) -> Tensor",
-       lambda x, cos, sin, interleaved=False, rotary_dim=None: T(fv.rope(
-           A(x, "rope"), A(cos, "rope"), A(sin, "rope"), interleaved=interleaved,
-           rotary_dim=rotary_dim)), like, G.rope)
-
-_ATTN_OPTS = "bool is_causal=False, float? scale=None, int[] window=[-1, -1], Tensor? alibi_slopes=None, " \
-             "float? softcap=None"
+def _slice_write(dst, value, dim, start, end, step=1):
+    d = to_array(dst, "slice_write", fresh=True)
+    _setitem(d, slice_key(dst.dim(), dim, start, end, step), to_array(value, "slice_write"))
+    return to_tensor(d)
 
 
-def _attn_kw(is_causal, scale, window, alibi_slopes, softcap, op):
-    return {"is_causal": is_causal, "scale": scale, "window": tuple(window), "alibi_slopes": A(alibi_slopes, op),
-            "softcap": softcap}
+define("slice_write_", "(Tensor(a!) dst, Tensor value, int dim, int start, int end, int step=1) -> ()",
+       _slice_write_, lambda *a: None, mutates=("dst",))
+define("slice_write", "(Tensor dst, Tensor value, int dim, int start, int end, int step=1) -> Tensor",
+       _slice_write, like, grad_formulas.FORMULAS["slice_write"])
 
 
-def _attention(q, k, v, is_causal=False, scale=None, window=(-1, -1), alibi_slopes=None, softcap=None):
-    op = "scaled_dot_product_attention"
-    return T(fv.scaled_dot_product_attention(A(q, op), A(k, op), A(v, op), return_lse=True,
-                                             **_attn_kw(is_causal, scale, window, alibi_slopes, softcap, op)))
+def _scatter_inplace(name):
+    """The in-place twin <name>_ of a functional scatter op (torch's Tensor.scatter_add_ / index_add_)."""
+    fn = opdefs()[name].fn
+
+    def inplace(base, dim, index, src):
+        base.copy_(to_tensor(fn(to_array(base, name + "_"), dim, to_numpy_index(index), to_array(src, name + "_"))))
+
+    define(name + "_", "(Tensor(a!) base, int dim, Tensor index, Tensor src) -> ()", inplace, lambda *a: None,
+           mutates=("base",))
 
 
-def _attention_backward(do, q, k, v, o, lse, is_causal=False, scale=None, window=(-1, -1), alibi_slopes=None,
-                        softcap=None):
-    op = "scaled_dot_product_attention_backward"
-    return T(fv.scaled_dot_product_attention_backward(
-        *(A(t, op) for t in (do, q, k, v, o, lse)), **_attn_kw(is_causal, scale, window, alibi_slopes, softcap, op)))
-
-
-define("scaled_dot_product_attention", f"(Tensor q, Tensor k, Tensor v, {_ATTN_OPTS}) -> (Tensor, Tensor)",
-       _attention, lambda q, k, v, *a, **kw: (new(q.shape[:3] + v.shape[3:], q.dtype), new(q.shape[:3], torch.float32)),
-       G.attention, setup=G.save_attention)
-define("scaled_dot_product_attention_backward",
-       f"(Tensor do, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, {_ATTN_OPTS}) -> (Tensor, Tensor, Tensor)",
-       _attention_backward, lambda do, q, k, v, *a, **kw: (like(q), new(k.shape, torch.float32),
-                                                             new(k.shape, torch.float32)))
+_scatter_inplace("scatter_add")
+_scatter_inplace("index_add")

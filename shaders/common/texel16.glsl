@@ -1,0 +1,28 @@
+// Elements of a 16-byte rgba32ui texel view: PER elements of type T per texel, and texel(ti, v) giving
+// them in the compute type V (the same values LOAD gives). Needs before inclusion: common/dtype.glsl
+// and the view, `uimageBuffer x_t`. Texel views read ~20x faster than storage buffers on lavapipe
+// (benches/bench_load_paths.py); kernels keep a storage-buffer path for runs that are not whole texels.
+#ifndef FUELVK_TEXEL16_GLSL
+#define FUELVK_TEXEL16_GLSL
+#if defined(DT_F32)
+const uint PER = 4u;
+#elif defined(DT_F64)
+const uint PER = 2u;
+#else
+const uint PER = 8u;
+#endif
+
+void texel(uint ti, out V v[PER]) {
+    uvec4 u = imageLoad(x_t, int(ti));
+#if defined(DT_F32)
+    for (uint j = 0u; j < 4u; ++j) v[j] = uintBitsToFloat(u[j]);
+#elif defined(DT_F64)
+    v[0] = packDouble2x32(u.xy);
+    v[1] = packDouble2x32(u.zw);
+#elif defined(DT_F16)
+    for (uint j = 0u; j < 4u; ++j) { f16vec2 h = unpackFloat2x16(u[j]); v[2u * j] = float(h.x); v[2u * j + 1u] = float(h.y); }
+#else
+    for (uint j = 0u; j < 4u; ++j) { v[2u * j] = uintBitsToFloat(u[j] << 16); v[2u * j + 1u] = uintBitsToFloat(u[j] & 0xFFFF0000u); }
+#endif
+}
+#endif
