@@ -1,15 +1,13 @@
 """Complex elementwise families (shaders/complex.comp), keyed by c64 / c128: complex_unary and
 complex_binary. Both compute in double (math64.glsl), so both need shaderFloat64."""
-from .reduction import id_defines
-from .registry import family
+from .registry import family, id_defines, ids
 
 GROUP = "Element-wise unary / binary / affine"
 WG = 64
 # Op ids shared with the shader as OP_* defines (abs is the one unary op with a real output).
-UNARY_OPS = {name: i for i, name in enumerate((
-    "negative", "square", "reciprocal", "sign", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt",
-    "sin", "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "abs"))}
-BINARY_OPS = {name: i for i, name in enumerate(("add", "subtract", "multiply", "divide", "pow"))}
+UNARY_OPS = ids("negative", "square", "reciprocal", "sign", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt",
+                "sin", "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "abs")
+BINARY_OPS = ids("add", "subtract", "multiply", "divide", "pow")
 TAGS = {"c64": {"C64": 1}, "c128": {"C128": 1}}
 for _name, _nin, _ops in (("complex_unary", 1, UNARY_OPS), ("complex_binary", 2, BINARY_OPS)):
     family(_name, "complex.comp", {}, GROUP, extra=tuple(TAGS),
