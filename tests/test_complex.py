@@ -134,3 +134,8 @@ def test_equality_with_scalars_and_real_arrays():
     for got, want in ((Z == 1, z == 1), (Z != 1j, z != 1j), (Z == Z, z == z), (Z == F, z == F.numpy()),
                       (F == 1j, F.numpy() == 1j)):
         assert np.array_equal(got.numpy(), want)
+
+
+def test_reflected_pow():
+    z = _z(4, np.complex128)
+    close(2.0 ** fv.asarray(z), 2.0 ** z, np.complex128)

@@ -233,6 +233,8 @@ class Array:
     __hash__ = object.__hash__
 
     def __rpow__(self, base):
+        if self.dtype.kind == "c" or isinstance(base, complex):
+            return sys.modules[__package__].pow(base, self)      # complex: fuelvk.ops.complex
         raise DTypeError(f"power: an array exponent is not supported ({base!r} ** Array); fuelvk.power "
                          "takes an Array base and an integer exponent")
 
