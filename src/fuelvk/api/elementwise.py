@@ -12,6 +12,7 @@
   (integer kernels for integers, exact). numpy's positional clip(x, lo, hi) is the same call.
 """
 import functools
+import inspect
 import numbers
 
 import numpy as np
@@ -159,6 +160,7 @@ def astype(x, dtype, /, *, copy=True, device=None):
 __all__ += ["isnan", "isinf", "isfinite", "round", "astype", "equal", "not_equal"]
 
 
+
 def _bound(op, x, v):
     """v as something maximum / minimum take against x without changing x's dtype."""
     if v is None or isinstance(v, Array):
@@ -193,3 +195,10 @@ def clip(x, /, min=None, max=None):  # noqa: A002 - the standard's names
     if out is x:
         return x.copy()
     return out if out.dtype == x.dtype else out.astype(x.dtype)
+
+
+# The op each function extends, for inspect.unwrap (the op records and specs describe that op);
+# clip keeps the standard's signature for inspect.signature.
+round.__wrapped__, astype.__wrapped__ = _REAL_OPS["round"], _REAL_OPS["astype"]
+clip.__signature__ = inspect.signature(clip)
+clip.__wrapped__ = _ew.clip

@@ -228,3 +228,8 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
         from .creation import ones
         out = _concat([ones(x.shape[:ax] + (1,) + x.shape[ax + 1:], dtype=out.dtype), out], axis=ax)
     return out
+
+
+# The op each function extends (inspect.unwrap finds it: the op records and specs describe it).
+prod.__wrapped__, sum.__wrapped__, mean.__wrapped__ = _float_prod, _sum, _mean
+max.__wrapped__, min.__wrapped__ = _max, _min
