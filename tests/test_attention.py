@@ -21,7 +21,7 @@ import fuelvk as fv
 from fuelvk import runtime
 from fuelvk.errors import DTypeError, ShapeError, UnsupportedError
 from fuelvk.kernels import FAMILIES
-from fuelvk.kernels import attention as K
+from fuelvk.kernels import attention as attention_kernels
 from fuelvk.ops.attention import (
     attention_route,
     scaled_dot_product_attention,
@@ -138,7 +138,7 @@ def _case_id(c):
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_forward(case, route):
     B, Hq, Hkv, Sq, Sk, D, dt, opt = case
-    if route == "single" and Sk > K.SINGLE_SK_MAX:
+    if route == "single" and Sk > attention_kernels.SINGLE_SK_MAX:
         with pytest.raises(ShapeError, match="route 'single'"):
             attention_route((B, Hq, Sq, D), (B, Hkv, Sk, D), route=route)
         return
@@ -217,7 +217,7 @@ def test_long_keys_split_over_launches():
     the host splits the key range and carries (m, l, acc) between launches."""
     B, Hq, Hkv, Sq, Sk, D = 1, 2, 1, 5, 16000, 64
     budget = runtime.get().device.loop_budget
-    per = K.tiled_keys_per_launch(D, 8, 64, budget)
+    per = attention_kernels.tiled_keys_per_launch(D, 8, 64, budget)
     assert budget is None or per < Sk
     q, k, v = inputs(B, Hq, Hkv, Sq, Sk, D, F32, seed=7)
     got = SDPA(q, k, v, return_lse=True, is_causal=True, route="tiled")
@@ -232,7 +232,7 @@ def test_split_launches_small_budget(monkeypatch, opt):
     want = ref_forward(t64(q), t64(k), t64(v), **opt)
     want_g = _ref_backward(q, k, v, opt, seed=11)
     monkeypatch.setattr(runtime.get().device, "loop_budget", 700)
-    assert K.tiled_keys_per_launch(32, 16, 32, 700) < 300 and K.bwd_span_per_launch(32, 700) < 300 // 2
+    assert attention_kernels.tiled_keys_per_launch(32, 16, 32, 700) < 300 and attention_kernels.bwd_span_per_launch(32, 700) < 300 // 2
     o, lse = SDPA(q, k, v, return_lse=True, route="tiled", **opt)
     check_forward((o, lse), want, F32)
     _check_backward(q, k, v, o, lse, opt, want_g, seed=11)

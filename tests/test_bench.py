@@ -13,7 +13,7 @@ import pytest
 
 import fuelvk as fv
 from fuelvk import runtime, specs
-from fuelvk.bench import cases as C
+from fuelvk.bench import cases as bench_cases
 from fuelvk.bench import report, suite
 from fuelvk.bench.roofs import attainable, peak_for
 from fuelvk.kernels import calibrate as K
@@ -94,10 +94,10 @@ def test_calibrate_copy_is_exact(ctx):
 # ---- case selection and scale-down (no device work) -----------------------------------------------
 
 def test_scale_down_keeps_spec_roofline():
-    (case,) = C.select(["add"], "resid-prefill-float32$")
-    full = C.prepare(C.select(["add"], "resid-prefill-float32$")[0], None, None)
+    (case,) = bench_cases.select(["add"], "resid-prefill-float32$")
+    full = bench_cases.prepare(bench_cases.select(["add"], "resid-prefill-float32$")[0], None, None)
     assert full.call["inputs"]["a"][0] == (2048, 4096) and full.scale == 1
-    C.prepare(case, 1 << 20, None)
+    bench_cases.prepare(case, 1 << 20, None)
     shape = case.call["inputs"]["a"][0]
     assert case.bytes <= 1 << 20 and case.call["inputs"]["b"][0] == shape     # broadcast dims stay equal
     assert all(f % s == 0 and (f // s) & (f // s - 1) == 0 for f, s in zip((2048, 4096), shape))   # halvings
@@ -108,30 +108,30 @@ def test_scale_down_keeps_spec_roofline():
 
 def test_every_workload_case_scales_into_the_cpu_budget():
     """Every implemented op's every case instantiates scaled (its spec's rules hold) and fits."""
-    picked = C.select()
+    picked = bench_cases.select()
     assert {c.op for c in picked} >= {"add", "matmul", "take", "quant.dequantize", "setitem"}
     for c in picked:
-        C.prepare(c, C.CPU_MAX_BYTES, C.CPU_MAX_FLOPS)
-        inst = C.instantiate(c.spec, c.bindings, c.some)
-        assert C._size(inst, c.bytes) <= C.CPU_MAX_BYTES and c.flops <= C.CPU_MAX_FLOPS, (c.op, c.case_id)
+        bench_cases.prepare(c, bench_cases.CPU_MAX_BYTES, bench_cases.CPU_MAX_FLOPS)
+        inst = bench_cases.instantiate(c.spec, c.bindings, c.some)
+        assert bench_cases._size(inst, c.bytes) <= bench_cases.CPU_MAX_BYTES and c.flops <= bench_cases.CPU_MAX_FLOPS, (c.op, c.case_id)
         assert inst.roofline() == (c.flops, c.bytes) and c.scale >= 1
 
 
 def test_scale_down_halves_mirroring_params():
-    (c,) = C.select(["quant.dequantize"], "q4k$")
-    C.prepare(c, C.CPU_MAX_BYTES, None)
+    (c,) = bench_cases.select(["quant.dequantize"], "q4k$")
+    bench_cases.prepare(c, bench_cases.CPU_MAX_BYTES, None)
     rows = c.call["inputs"]["blocks"][0][0]
     assert c.call["params"]["shape"] == (rows, 4096) or list(c.call["params"]["shape"]) == [rows, 4096]
     assert rows < 14336 and 14336 % rows == 0
 
 
 def test_quick_selection_fits_cpu_budget():
-    picked = C.select(quick=True)
+    picked = bench_cases.select(quick=True)
     ops = {c.op for c in picked}
     assert {"add", "rms_norm", "matmul", "softmax"} <= ops
     for c in picked:
-        C.prepare(c, C.CPU_MAX_BYTES, C.CPU_MAX_FLOPS)
-        assert c.bytes <= C.CPU_MAX_BYTES and c.flops <= C.CPU_MAX_FLOPS, (c.case_id, c.bytes, c.flops)
+        bench_cases.prepare(c, bench_cases.CPU_MAX_BYTES, bench_cases.CPU_MAX_FLOPS)
+        assert c.bytes <= bench_cases.CPU_MAX_BYTES and c.flops <= bench_cases.CPU_MAX_FLOPS, (c.case_id, c.bytes, c.flops)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -15,7 +15,7 @@ import pytest
 import fuelvk as fv
 from fuelvk import runtime
 from fuelvk.kernels import FAMILIES
-from fuelvk.kernels import matmul as K_
+from fuelvk.kernels import matmul as matmul_kernels
 from fuelvk.ops.matmul import matmul, matmul_route
 from oracles import tol
 
@@ -67,7 +67,7 @@ def test_size_list_f32(route):
 
 
 @pytest.mark.parametrize("route", LAVAPIPE_ROUTES)
-@pytest.mark.parametrize("combo", [c for c in K_.COMBOS if c != "f32_f32_f32"])
+@pytest.mark.parametrize("combo", [c for c in matmul_kernels.COMBOS if c != "f32_f32_f32"])
 def test_combos(route, combo):
     rng = np.random.default_rng(2)
     adt, bdt, cdt = COMBO_DTYPES[combo]
@@ -182,7 +182,7 @@ def test_route_picker_and_env(monkeypatch):
     assert matmul_route(f((5, 64), F32), f((64, 32), F32), route="tiled") == "tiled"   # keyword wins
     monkeypatch.setenv("FUELVK_MATMUL_ROUTE", "auto")
     assert matmul_route(f((5, 64), F32), f((64, 32), F32)) == "register_tiled"
-    assert fv.device_info()["routes"]["matmul"] == K_.available_routes(fv.device_info()["features"])
+    assert fv.device_info()["routes"]["matmul"] == matmul_kernels.available_routes(fv.device_info()["features"])
 
 
 def _specs(monkeypatch):
@@ -198,7 +198,7 @@ def _specs(monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize("combo", K_.COMBOS)
+@pytest.mark.parametrize("combo", matmul_kernels.COMBOS)
 def test_texel_load_paths(combo, monkeypatch):
     """matvec / register tile read A along K, B along N (its rows) or along K (x @ W.T) as 16-byte
     texels when every run is whole texels (unit stride; offset and the other strides multiples of the
@@ -279,7 +279,7 @@ def test_coop_spirv_declares_cooperative_matrix():
 
 
 @pytest.mark.skipif("cooperative_matrix" not in fv.device_info()["features"], reason="no VK_KHR_cooperative_matrix")
-@pytest.mark.parametrize("combo", K_.COOP_COMBOS)
+@pytest.mark.parametrize("combo", matmul_kernels.COOP_COMBOS)
 def test_coop_on_device(combo):
     rng = np.random.default_rng(9)
     adt, bdt, cdt = COMBO_DTYPES[combo]

@@ -220,7 +220,6 @@ def test_many_dispatches_cross_flush_threshold():
 
 
 def test_pool_reuses_buffers():
-    ctx = runtime.get()
     a = fv.empty((1000,))
     h = a.buffer.handle
     del a
@@ -305,14 +304,14 @@ def test_validation_messages_are_caught():
     if ctx.device.messenger is None:
         pytest.skip("validation layer disabled (FUELVK_VALIDATION=0)")
     from fuelvk.kernels import kernel
-    from fuelvk.runtime.vk import C, ffi, lib
+    from fuelvk.runtime.vk import consts, ffi, lib
     fv.synchronize()
     pipe = ctx.pipelines.get(kernel("unary", "f32"), ((0, 0),))
     st = ctx.stream
     st._begin()
     data = ffi.new("char[]", 4)
     # a stage the layout's push-constant range does not include: invalid, yet harmless to the driver
-    lib.vkCmdPushConstants(st.cb, pipe.layout, C.VK_SHADER_STAGE_VERTEX_BIT, 0, 4, data)
+    lib.vkCmdPushConstants(st.cb, pipe.layout, consts.VK_SHADER_STAGE_VERTEX_BIT, 0, 4, data)
     fv.synchronize()
     msgs = ctx.device.messenger.take()
     assert any("PushConstants" in m or "push constant" in m.lower() for m in msgs), msgs

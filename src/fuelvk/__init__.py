@@ -28,7 +28,6 @@ del _name, _fn
 
 #: The Python array API namespace (README "Array API"): fuelvk's top level is it. Functions composed
 #: from the ops above live in fuelvk.api (no kernel, no op spec of their own).
-from . import api as _api   # noqa: E402
 from .api import public as _api_public   # noqa: E402
 __array_api_version__ = "2024.12"
 _API = [n for n, _ in _api_public()]
@@ -36,6 +35,12 @@ for _name, _fn in _api_public():
     globals()[_name] = _fn
 del _name, _fn
 from .api import linalg   # noqa: E402  (the array API's linalg extension)
+from . import _hooks   # noqa: E402
+from .api.searching import boolean_index as _boolean_index   # noqa: E402
+# Array's operators and methods (a + b, a.astype, a[mask], ...) call the ops bound here (array.py sits
+# below the ops in the import graph, so it cannot import them).
+_hooks.bind(**{_name: globals()[_name] for _name in OPS + _API + [n for n, _ in _public_ops()]},
+            boolean_index=_boolean_index)
 e, inf, nan, pi, newaxis = 2.718281828459045, float("inf"), float("nan"), 3.141592653589793, None
 
 __all__ = ["Array", "asarray", "empty", "zeros", "synchronize", "device_info", "memory_info", "dtypes",

@@ -3,15 +3,20 @@
 Views (transpose, reshape where possible, slicing with any step, broadcast_to, flip) are free:
 they share the buffer and change only the metadata. Kernels that cannot take a view get a
 contiguous copy from the dispatcher; outputs are always contiguous.
+
+Operators and methods that need a kernel (a + b, astype, copy, a[mask], a.sum()) call the op of
+that name bound in fuelvk._hooks: every op module imports Array, so array.py imports no op.
 """
 import numbers
 import sys
 
 import numpy as np
 
+from . import _hooks
 from . import dtypes as _dt
-from . import layout as L
+from . import layout
 from . import runtime
+from ._device import DEVICE, check_device
 from .errors import DeviceError, DTypeError, ShapeError, ValueCastError
 
 
@@ -29,7 +34,7 @@ class Array:
 
     @property
     def size(self):
-        return L.size_of(self.shape)
+        return layout.size_of(self.shape)
 
     @property
     def itemsize(self):
@@ -46,7 +51,7 @@ class Array:
 
     @property
     def is_contiguous(self):
-        return L.is_contiguous(self.shape, self.strides)
+        return layout.is_contiguous(self.shape, self.strides)
 
     def __repr__(self):
         try:
@@ -64,7 +69,7 @@ class Array:
             axes = tuple(axes[0])
         if not axes:
             axes = tuple(reversed(range(self.ndim)))
-        axes = tuple(L.normalize_axis("transpose", a, self.ndim) for a in axes)
+        axes = tuple(layout.normalize_axis("transpose", a, self.ndim) for a in axes)
         if sorted(axes) != list(range(self.ndim)):
             raise ShapeError(f"transpose: axes {axes} are not a permutation of {self.ndim} dims")
         return self._view([self.shape[a] for a in axes], [self.strides[a] for a in axes], self.offset)
@@ -83,7 +88,7 @@ class Array:
 
     def swapaxes(self, a, b):
         axes = list(range(self.ndim))
-        a, b = L.normalize_axis("swapaxes", a, self.ndim), L.normalize_axis("swapaxes", b, self.ndim)
+        a, b = (layout.normalize_axis("swapaxes", i, self.ndim) for i in (a, b))
         axes[a], axes[b] = axes[b], axes[a]
         return self.transpose(axes)
 
@@ -91,25 +96,24 @@ class Array:
         """A view when the strides allow it (numpy's rule), else a contiguous copy."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        shape = L.resolve_reshape(self.size, shape)
-        strides = L.reshape_strides(self.shape, self.strides, shape)
+        shape = layout.resolve_reshape(self.size, shape)
+        strides = layout.reshape_strides(self.shape, self.strides, shape)
         if strides is None:
-            from .ops.movement_core import ascontiguousarray
-            c = ascontiguousarray(self)
-            return c._view(shape, L.contiguous_strides(shape), c.offset)
+            c = self.copy()
+            return c._view(shape, layout.contiguous_strides(shape), c.offset)
         return self._view(shape, strides, self.offset)
 
     def ravel(self):
         return self.reshape(-1)
 
     def broadcast_to(self, shape):
-        shape = L.as_shape("broadcast_to", shape)
+        shape = layout.as_shape("broadcast_to", shape)
         if len(shape) < self.ndim:
             raise ShapeError(f"broadcast_to: cannot broadcast {self.shape} to {shape}")
-        return self._view(shape, L.broadcast_strides(self.shape, self.strides, shape), self.offset)
+        return self._view(shape, layout.broadcast_strides(self.shape, self.strides, shape), self.offset)
 
     def expand_dims(self, axis):
-        axis = L.normalize_axis("expand_dims", axis, self.ndim + 1)
+        axis = layout.normalize_axis("expand_dims", axis, self.ndim + 1)
         return self._view(self.shape[:axis] + (1,) + self.shape[axis:],
                           self.strides[:axis] + (0,) + self.strides[axis:], self.offset)
 
@@ -117,7 +121,8 @@ class Array:
         if axis is None:
             keep = [i for i, n in enumerate(self.shape) if n != 1]
         else:
-            axes = {L.normalize_axis("squeeze", a, self.ndim) for a in (axis if isinstance(axis, tuple) else (axis,))}
+            axes = {layout.normalize_axis("squeeze", a, self.ndim)
+                    for a in (axis if isinstance(axis, tuple) else (axis,))}
             if any(self.shape[a] != 1 for a in axes):
                 raise ShapeError(f"squeeze: cannot squeeze axes {sorted(axes)} of shape {self.shape}")
             keep = [i for i in range(self.ndim) if i not in axes]
@@ -125,7 +130,7 @@ class Array:
 
     def flip(self, axis=None):
         axes = range(self.ndim) if axis is None else (axis if isinstance(axis, tuple) else (axis,))
-        axes = {L.normalize_axis("flip", a, self.ndim) for a in axes}
+        axes = {layout.normalize_axis("flip", a, self.ndim) for a in axes}
         off, strides = self.offset, list(self.strides)
         for a in axes:
             if self.shape[a] > 0:
@@ -134,26 +139,23 @@ class Array:
         return self._view(self.shape, strides, off)
 
     def __getitem__(self, key):
-        from .api import indexing
-        if indexing.is_advanced(key):     # bool masks and integer arrays (mixed with basic indices)
-            return indexing.getitem(self, key)
+        if _advanced(key):     # bool masks, integer arrays (mixed with basic indices): fuelvk.api.indexing
+            return _hooks.op("advanced_getitem")(self, key)
         view = self.index_view(key)
-        if any(L.is_bool(k) for k in (key if isinstance(key, tuple) else (key,))):
+        if any(layout.is_bool(k) for k in (key if isinstance(key, tuple) else (key,))):
             return view.copy()   # a boolean mask is advanced indexing: numpy returns a copy
         return view
 
     def index_view(self, key):
         """The view a basic index selects (what a[key] = v writes through; bool masks included)."""
-        return self._view(*L.index_view(self.shape, self.strides, self.offset, key))
+        return self._view(*layout.index_view(self.shape, self.strides, self.offset, key))
 
     def __setitem__(self, key, value):
         """a[index] = b: an in-place write through the view (write_slice / strided write kernels)."""
-        from .api import indexing
-        from .ops.movement import setitem
         k = key[0] if isinstance(key, tuple) and len(key) == 1 else key
         if isinstance(k, (Array, np.ndarray)) and k.dtype == np.bool_:
-            return indexing.setitem_mask(self, k, value)    # a[mask] = value
-        setitem(self, key, value)
+            return _hooks.op("mask_setitem")(self, k, value)    # a[mask] = value (fuelvk.api.indexing)
+        _hooks.op("setitem")(self, key, value)
 
     # -- host transfer ----------------------------------------------------------------------------
     def numpy(self):
@@ -188,11 +190,10 @@ class Array:
         return bool(self.item())
 
     def astype(self, dtype, /, *, copy=True, device=None):
-        return sys.modules[__package__].astype(self, dtype, copy=copy, device=device)   # (complex: fuelvk.api)
+        return _hooks.op("astype")(self, dtype, copy=copy, device=device)
 
     def copy(self):
-        from .ops.movement_core import copy
-        return copy(self)
+        return _hooks.op("copy")(self)
 
     # -- operators --------------------------------------------------------------------------------
     def _binary(name, reflected=False, inplace=False):  # noqa: N805
@@ -200,7 +201,7 @@ class Array:
         computed into a temporary and written back through this view (aliases and views see it; the
         temporary makes overlap harmless), cast under numpy's same_kind rule."""
         def op(self, other):
-            f = getattr(sys.modules[__package__], name)   # the public op (fuelvk.<name>)
+            f = _hooks.op(name)   # the public op (fuelvk.<name>)
             if name in ("equal", "not_equal") and not _array_like(other):
                 return NotImplemented    # X == None, X in [None, "a"]: Python's identity fallback
             if not inplace:
@@ -234,7 +235,7 @@ class Array:
 
     def __rpow__(self, base):
         if self.dtype.kind == "c" or isinstance(base, complex):
-            return sys.modules[__package__].pow(base, self)      # complex: fuelvk.ops.complex
+            return _hooks.op("pow")(base, self)      # complex: fuelvk.ops.complex
         raise DTypeError(f"power: an array exponent is not supported ({base!r} ** Array); fuelvk.power "
                          "takes an Array base and an integer exponent")
 
@@ -250,16 +251,16 @@ class Array:
     __irshift__ = _binary("bitwise_right_shift", inplace=True)
 
     def __neg__(self):
-        return sys.modules[__package__].negative(self)
+        return _hooks.op("negative")(self)
 
     def __pos__(self):
         return self.copy()
 
     def __abs__(self):
-        return sys.modules[__package__].abs(self)
+        return _hooks.op("abs")(self)
 
     def __invert__(self):
-        return sys.modules[__package__].bitwise_invert(self)
+        return _hooks.op("bitwise_invert")(self)
 
     del _binary
 
@@ -272,12 +273,10 @@ class Array:
 
     @property
     def device(self):
-        from .api.info import DEVICE
         return DEVICE
 
     def to_device(self, device, /, *, stream=None):
         """This array (fuelvk has one device per process; another device is a DeviceError)."""
-        from .api.info import check_device
         check_device("to_device", device)
         return self
 
@@ -317,7 +316,7 @@ class Array:
 
     def _reduction(name):  # noqa: N805
         def method(self, *args, **kwargs):
-            return getattr(sys.modules[__package__], name)(self, *args, **kwargs)
+            return _hooks.op(name)(self, *args, **kwargs)
         method.__name__ = name
         method.__doc__ = f"fuelvk.{name}(self, ...)"
         return method
@@ -335,11 +334,21 @@ class _HostView:
     __slots__ = ("array", "__array_interface__")
 
     def __init__(self, a):
-        from .runtime.vk import ffi
         self.array = a
-        ptr = int(ffi.cast("uintptr_t", a.buffer.mapped)) + a.offset * a.itemsize
+        ptr = int(runtime.ffi.cast("uintptr_t", a.buffer.mapped)) + a.offset * a.itemsize
         self.__array_interface__ = {"shape": a.shape, "typestr": a.dtype.str, "data": (ptr, False), "version": 3,
                                     "strides": tuple(s * a.itemsize for s in a.strides)}
+
+
+def complex_part(x, part):
+    """The real (part 0) or imaginary (1) float view of a complex Array (same buffer, no copy)."""
+    fdt = _dt.float32 if x.dtype == _dt.complex64 else _dt.float64
+    return Array(x.buffer, x.shape, tuple(2 * s for s in x.strides), 2 * x.offset + part, fdt)
+
+
+def _advanced(key):
+    """Whether an index needs advanced indexing (an Array, numpy array or list in it)."""
+    return any(isinstance(k, (Array, np.ndarray, list)) for k in (key if isinstance(key, tuple) else (key,)))
 
 
 def _array_like(x):
@@ -353,16 +362,15 @@ def _array_like(x):
 def empty(shape, dtype=_dt.float32, *, device=None):
     """A new contiguous device array (contents undefined)."""
     if device is not None:
-        from .api.info import check_device
         check_device("empty", device)
-    shape = L.as_shape("empty", shape)
+    shape = layout.as_shape("empty", shape)
     dt = _dt.float32 if dtype is None else _dt.dtype(dtype)   # (np.dtype(None) would be float64)
-    buf = runtime.get().pool.alloc(max(L.size_of(shape), 1) * dt.itemsize)
-    return Array(buf, shape, L.contiguous_strides(shape), 0, dt)
+    buf = runtime.get().pool.alloc(max(layout.size_of(shape), 1) * dt.itemsize)
+    return Array(buf, shape, layout.contiguous_strides(shape), 0, dt)
 
 
 def zeros(shape, dtype=_dt.float32, *, device=None):
-    a = empty(L.as_shape("zeros", shape), dtype, device=device)
+    a = empty(layout.as_shape("zeros", shape), dtype, device=device)
     runtime.get().stream.fill(a.buffer, (a.nbytes + 3) & ~3)
     return a
 
@@ -371,7 +379,7 @@ def _host(obj, dt):
     """obj as a numpy array (of dt when given), with typed errors; torch tensors keep their bits."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch.Tensor):
-        from .torch._bridge import to_numpy   # bf16 / float8 travel as same-width integer views
+        from ._torch_bits import to_numpy   # (imports torch: only once torch is); bf16 / float8 bit-exact
         obj = to_numpy(obj.detach().cpu(), "asarray")
     try:
         host = np.asarray(obj)
@@ -410,7 +418,6 @@ def asarray(obj, dtype=None, *, device=None, copy=None):
     API's choice is the library's; README "Array API"); numpy arrays keep their dtype. copy=False
     never copies: it raises ValueCastError where a copy (an upload or a cast) would be needed."""
     if device is not None:
-        from .api.info import check_device
         check_device("asarray", device)
     if isinstance(obj, Array):
         runtime.check_alive(obj.buffer)

@@ -46,14 +46,9 @@ class UnsupportedError(FuelVKError, NotImplementedError):
 
 
 class DeviceError(FuelVKError, RuntimeError):
-    """A Vulkan call failed, or the device/array is no longer usable."""
+    """A Vulkan call failed, the device/array is no longer usable, or a FUELVK_* setting has a value
+    it does not accept (fuelvk.config)."""
 
 
 class BuildError(FuelVKError, RuntimeError):
     """Shader compilation failed or spv/ is stale."""
-
-
-def op_error(cls, op, msg, **details):
-    """Build an error whose message names the op and the offending values."""
-    extra = ", ".join(f"{k}={v}" for k, v in details.items())
-    return cls(f"{op}: {msg}" + (f" ({extra})" if extra else ""))

@@ -17,7 +17,7 @@ import numbers
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import layout as L
+from .. import layout
 from ..array import Array, asarray, empty, zeros
 from ..errors import DTypeError, ShapeError, ValueCastError
 from .info import check_device
@@ -56,7 +56,7 @@ def _dtype(op, dtype, default):
 def full(shape, fill_value, *, dtype=None, device=None):
     """A new array of `shape` filled with fill_value (cast as numpy's a[...] = value; on the device)."""
     check_device("full", device)
-    shape = L.as_shape("full", shape)
+    shape = layout.as_shape("full", shape)
     if isinstance(fill_value, Array):
         if fill_value.ndim:
             raise ShapeError(f"full: fill_value must be a scalar, got an array of shape {fill_value.shape}")
@@ -114,9 +114,9 @@ def empty_like(x, *, dtype=None, device=None):
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     """Ones on the k-th diagonal: zeros, then a write of 1 through the diagonal's strided view."""
     check_device("eye", device)
-    n = L.as_int("eye", n_rows, "n_rows")
-    m = n if n_cols is None else L.as_int("eye", n_cols, "n_cols")
-    k = L.as_int("eye", k, "k")
+    n = layout.as_int("eye", n_rows, "n_rows")
+    m = n if n_cols is None else layout.as_int("eye", n_cols, "n_cols")
+    k = layout.as_int("eye", k, "k")
     if n < 0 or m < 0:
         raise ShapeError(f"eye: negative dimensions are not allowed, got ({n}, {m})")
     out = zeros((n, m), _dtype("eye", dtype, DEFAULT_FLOAT))
@@ -156,7 +156,7 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     """numpy.linspace (generated on the host from its formula and uploaded, as arange)."""
     check_device("linspace", device)
     _real("linspace", "start", start), _real("linspace", "stop", stop)
-    num = L.as_int("linspace", num, "num")
+    num = layout.as_int("linspace", num, "num")
     if num < 0:
         raise ShapeError(f"linspace: num must be >= 0, got {num}")
     dt = _dtype("linspace", dtype, DEFAULT_FLOAT)

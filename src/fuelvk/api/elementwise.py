@@ -18,7 +18,7 @@ import numbers
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import layout as L
+from .. import layout
 from ..array import Array
 from ..errors import DTypeError, ShapeError
 from ..ops import complex as _cx
@@ -183,7 +183,7 @@ def clip(x, /, min=None, max=None):  # noqa: A002 - the standard's names
         raise DTypeError(f"clip: x must have a real numeric dtype, got {x.dtype}")
     lo, hi = _bound("clip", x, min), _bound("clip", x, max)
     for b in (lo, hi):
-        if isinstance(b, Array) and L.broadcast_shapes("clip", b.shape, x.shape) != x.shape:
+        if isinstance(b, Array) and layout.broadcast_shapes("clip", b.shape, x.shape) != x.shape:
             raise ShapeError(f"clip: a bound of shape {b.shape} does not broadcast to x's shape {x.shape}")
     if x.dtype == _dt.float32 and not isinstance(lo, Array) and not isinstance(hi, Array):
         return _ew.clip(x, -np.inf if lo is None else lo, np.inf if hi is None else hi)

@@ -7,47 +7,12 @@ import ml_dtypes
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import runtime
-from ..errors import DeviceError, DTypeError
+from ..array import Array
+from .._device import DEVICE, Device, check_device, devices  # noqa: F401 (the standard's names)
+from ..errors import DTypeError
 
 __all__ = ["__array_namespace_info__", "isdtype", "result_type", "can_cast", "finfo", "iinfo", "Device",
            "devices"]
-
-
-class Device:
-    """The Vulkan device of the process-wide context (fuelvk binds one context per process; the
-    standard's `device=` arguments accept this object, its name, or None)."""
-    __slots__ = ()
-
-    @property
-    def name(self):
-        return runtime.get().device.name
-
-    def __eq__(self, other):
-        return isinstance(other, Device)
-
-    def __hash__(self):
-        return hash(Device)
-
-    def __repr__(self):
-        ctx = runtime.current()
-        return f"fuelvk.Device({ctx.device.name!r})" if ctx is not None else "fuelvk.Device(<not started>)"
-
-
-DEVICE = Device()
-
-
-def devices():
-    """Every device arrays can live on: the one the context uses (FUELVK_DEVICE picks it)."""
-    return [DEVICE]
-
-
-def check_device(op, device):
-    """Accept None, the Device, or its name; anything else is a DeviceError."""
-    if device is None or isinstance(device, Device) or (isinstance(device, str) and device in ("vulkan", DEVICE.name)):
-        return DEVICE
-    raise DeviceError(f"{op}: device {device!r} is not a fuelvk device; accepted: None, {DEVICE!r} "
-                      f"(fuelvk.devices())")
 
 
 # Standard dtype names fuelvk stores (float64 where the device has shaderFloat64; the kernels say so).
@@ -95,7 +60,6 @@ def __array_namespace_info__():
 
 
 def _as_dtype(op, x):
-    from ..array import Array
     if isinstance(x, Array):
         return x.dtype
     try:

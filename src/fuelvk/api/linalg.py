@@ -7,7 +7,6 @@ no kernels: they are absent, so hasattr() tells the truth.
 """
 import math
 
-from .. import layout as L
 from ..array import Array
 from ..errors import DTypeError, UnsupportedError
 from ..ops.elementwise import abs as _abs
@@ -51,6 +50,3 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002
         return r if keepdims else r.reshape(x.shape[:-2])
     raise UnsupportedError(f"matrix_norm: ord={ord!r} is not implemented (2 and 'nuc' need an SVD); accepted: "
                            "'fro', 1, inf")
-
-
-del L

@@ -8,10 +8,11 @@ as a broadcast view copied by the strided-copy kernel (or `take` for per-element
 
 import numpy as np
 
-from .. import layout as L
+from .. import layout
 from ..array import Array, asarray
 from ..errors import DTypeError, ShapeError, ValueCastError
 from ..ops.movement import concatenate
+from ..ops.indexing import take
 
 __all__ = ["reshape", "concat", "stack", "expand_dims", "squeeze", "permute_dims", "moveaxis", "broadcast_to",
            "broadcast_arrays", "tile", "repeat", "unstack", "matrix_transpose"]
@@ -27,7 +28,7 @@ def _arr(op, x):
 
 def _axes(op, axis, ndim, allow_repeat=False):
     axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
-    out = tuple(L.normalize_axis(op, a, ndim) for a in axes)
+    out = tuple(layout.normalize_axis(op, a, ndim) for a in axes)
     if not allow_repeat and len(set(out)) != len(out):
         raise ShapeError(f"{op}: repeated axis in {axes}")
     return out
@@ -37,9 +38,9 @@ def reshape(x, /, shape, *, copy=None):
     """A view when the strides allow it, else a contiguous copy; copy=True always copies, copy=False
     refuses to (ValueCastError) where a view is impossible."""
     x = _arr("reshape", x)
-    shape = L.resolve_reshape(x.size, L.as_shape("reshape", shape) if not isinstance(shape, (tuple, list))
-                              else tuple(shape))
-    if copy is False and L.reshape_strides(x.shape, x.strides, shape) is None:
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else layout.as_shape("reshape", shape)
+    shape = layout.resolve_reshape(x.size, shape)
+    if copy is False and layout.reshape_strides(x.shape, x.strides, shape) is None:
         raise ValueCastError(f"reshape: copy=False, but shape {x.shape} with strides {x.strides} cannot be viewed "
                              f"as {shape} without a copy")
     out = x.reshape(shape)
@@ -60,7 +61,7 @@ def stack(arrays, /, *, axis=0):
     xs = [_arr("stack", a) for a in arrays]
     if any(x.shape != xs[0].shape for x in xs):
         raise ShapeError(f"stack: all inputs must have the same shape, got {[x.shape for x in xs]}")
-    ax = L.normalize_axis("stack", axis, xs[0].ndim + 1)
+    ax = layout.normalize_axis("stack", axis, xs[0].ndim + 1)
     return concatenate([x.expand_dims(ax) for x in xs], axis=ax)
 
 
@@ -100,15 +101,15 @@ def matrix_transpose(x, /):
 
 def broadcast_to(x, /, shape):
     x = _arr("broadcast_to", x)
-    shape = L.as_shape("broadcast_to", shape)
-    if L.broadcast_shapes("broadcast_to", x.shape, shape) != shape:
+    shape = layout.as_shape("broadcast_to", shape)
+    if layout.broadcast_shapes("broadcast_to", x.shape, shape) != shape:
         raise ShapeError(f"broadcast_to: cannot broadcast {x.shape} to {shape}")
     return x.broadcast_to(shape)
 
 
 def broadcast_arrays(*arrays):
     xs = [_arr("broadcast_arrays", a) for a in arrays]
-    shape = L.broadcast_shapes("broadcast_arrays", *[x.shape for x in xs])
+    shape = layout.broadcast_shapes("broadcast_arrays", *[x.shape for x in xs])
     return [x.broadcast_to(shape) for x in xs]
 
 
@@ -117,14 +118,14 @@ def unstack(x, /, *, axis=0):
     x = _arr("unstack", x)
     if x.ndim == 0:
         raise ShapeError("unstack: a 0-d array has no axis to unstack")
-    ax = L.normalize_axis("unstack", axis, x.ndim)
+    ax = layout.normalize_axis("unstack", axis, x.ndim)
     return tuple(x[(slice(None),) * ax + (i,)] for i in range(x.shape[ax]))
 
 
 def tile(x, repetitions, /):
     """numpy.tile: a broadcast view [r0, n0, r1, n1, ...] copied once and reshaped."""
     x = _arr("tile", x)
-    reps = tuple(L.as_int("tile", r, "a repetition") for r in repetitions)
+    reps = tuple(layout.as_int("tile", r, "a repetition") for r in repetitions)
     if any(r < 0 for r in reps):
         raise ShapeError(f"tile: repetitions must be >= 0, got {reps}")
     nd = max(x.ndim, len(reps))
@@ -151,7 +152,7 @@ def repeat(x, repeats, /, *, axis=None):
         x = x.reshape(-1)
         ax = 0
     else:
-        ax = L.normalize_axis("repeat", axis, x.ndim)
+        ax = layout.normalize_axis("repeat", axis, x.ndim)
     if x.ndim == 0:
         x, ax = x.reshape(1), 0
     n = x.shape[ax]
@@ -166,9 +167,8 @@ def repeat(x, repeats, /, *, axis=None):
         else:
             if (reps < 0).any():
                 raise ShapeError("repeat: repeats must be >= 0")
-            from ..ops.indexing import take
             return take(x, asarray(np.repeat(np.arange(n, dtype=np.int64), reps)), axis=ax)
-    r = L.as_int("repeat", repeats, "repeats")
+    r = layout.as_int("repeat", repeats, "repeats")
     if r < 0:
         raise ShapeError(f"repeat: repeats must be >= 0, got {r}")
     v = x.expand_dims(ax + 1)

@@ -26,6 +26,7 @@ from ..ops.movement import concatenate
 from ..ops.reduction import cumsum
 from ..ops.reduction import sum as _sum
 from ..ops.sorting import argsort
+from ..ops.comparison import greater_equal, less
 
 UniqueAllResult = namedtuple("UniqueAllResult", "values indices inverse_indices counts")
 UniqueCountsResult = namedtuple("UniqueCountsResult", "values counts")
@@ -103,7 +104,6 @@ def searchsorted(x1, x2, /, *, side="left", sorter=None):
     flat2 = x2.reshape(-1)
     merged = concatenate([flat2, x1] if side == "left" else [x1, flat2])
     perm = argsort(merged)
-    from ..ops.comparison import greater_equal, less
     is_x1 = greater_equal(perm, n2) if side == "left" else less(perm, n1)
     count = cumsum(is_x1.astype(_dt.float64)).astype(_dt.int64)     # exact below 2^53
     if merged.size >= 2**31:

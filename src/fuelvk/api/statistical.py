@@ -15,7 +15,7 @@ import builtins as _b
 import math
 
 from .. import dtypes as _dt
-from .. import layout as L
+from .. import layout
 from ..array import Array, empty
 from ..errors import DTypeError, ShapeError
 from ..ops.elementwise import divide, int_binary, multiply, sqrt, subtract
@@ -27,6 +27,8 @@ from ..ops.reduction import max as _max
 from ..ops.reduction import min as _min
 from ..ops.reduction import prod as _float_prod
 from ..ops.reduction import sum as _sum
+from ..array import zeros
+from .creation import ones
 
 __all__ = ["var", "std", "cumulative_sum", "cumulative_prod", "prod", "sum", "max", "min", "mean"]
 
@@ -68,7 +70,7 @@ def _scan_axis(op, x, axis):
         if x.ndim > 1:
             raise ShapeError(f"{op}: axis is required for an array of rank {x.ndim}")
         axis = 0
-    return L.normalize_axis(op, axis, x.ndim)
+    return layout.normalize_axis(op, axis, x.ndim)
 
 
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
@@ -88,7 +90,6 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
             x = x.astype(dtype)
         out = cumsum(x, axis=ax)
     if include_initial:
-        from ..array import zeros
         out = _concat([zeros(x.shape[:ax] + (1,) + x.shape[ax + 1:], out.dtype), out], axis=ax)
     return out
 
@@ -225,7 +226,6 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
             x = x.astype(dtype)
         out = cumulative_prod_along(x, ax)
     if include_initial:
-        from .creation import ones
         out = _concat([ones(x.shape[:ax] + (1,) + x.shape[ax + 1:], dtype=out.dtype), out], axis=ax)
     return out
 

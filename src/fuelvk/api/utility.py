@@ -12,20 +12,22 @@ from device kernels:
 - real / imag / conj of complex arrays: the float components are strided views of the same buffer
   (interleaved pairs), copied; conj negates the imaginary view of a copy in place.
 """
-import builtins as _b
+import builtins
 import math
 
 from .. import dtypes as _dt
-from .. import layout as L
-from ..array import Array
+from .. import layout
+from ..array import Array, complex_part, empty
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..ops.comparison import equal, greater, less, not_equal
 from ..ops.elementwise import abs as _abs
 from ..ops.elementwise import copysign, int_binary, multiply, negative, power, subtract
+from ..ops import complex as _cx
 from ..ops.matmul import matmul as _real_matmul
 from ..ops.movement import concatenate, where
 from ..ops.reduction import normalize_axes
 from ..ops.reduction import sum as _sum
+from ..array import zeros
 
 __all__ = ["all", "any", "diff", "vecdot", "tensordot", "isnan", "isinf", "isfinite", "signbit", "positive", "pow",
            "real", "imag", "conj", "matmul", "floor_divide", "remainder", "bitwise_left_shift", "bitwise_right_shift"]
@@ -60,8 +62,8 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
     x = _arr("diff", x)
     if x.ndim == 0:
         raise ShapeError("diff: needs an array of rank >= 1")
-    ax = L.normalize_axis("diff", axis, x.ndim)
-    n = L.as_int("diff", n, "n")
+    ax = layout.normalize_axis("diff", axis, x.ndim)
+    n = layout.as_int("diff", n, "n")
     if n < 0:
         raise ShapeError(f"diff: n must be >= 0, got {n}")
     parts = [p for p in (prepend, x, append) if p is not None]
@@ -79,10 +81,10 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
 def vecdot(x1, x2, /, *, axis=-1):
     """Dot products of vectors along axis (broadcast over the others): sum(x1 * x2, axis)."""
     x1, x2 = _arr("vecdot", x1), _arr("vecdot", x2)
-    shape = L.broadcast_shapes("vecdot", x1.shape, x2.shape)
+    shape = layout.broadcast_shapes("vecdot", x1.shape, x2.shape)
     if not shape:
         raise ShapeError("vecdot: needs arrays of rank >= 1")
-    ax = L.normalize_axis("vecdot", axis, len(shape))
+    ax = layout.normalize_axis("vecdot", axis, len(shape))
     if axis >= 0 and (axis >= x1.ndim or axis >= x2.ndim):
         raise ShapeError(f"vecdot: axis {axis} must index both inputs ({x1.shape}, {x2.shape})")
     return _sum(multiply(x1, x2), axis=ax)
@@ -99,8 +101,8 @@ def tensordot(x1, x2, /, *, axes=2):
     else:
         if len(axes) != 2 or len(axes[0]) != len(axes[1]):
             raise ShapeError(f"tensordot: axes must be an int or two sequences of one length, got {axes!r}")
-        a1 = [L.normalize_axis("tensordot", a, x1.ndim) for a in axes[0]]
-        a2 = [L.normalize_axis("tensordot", a, x2.ndim) for a in axes[1]]
+        a1 = [layout.normalize_axis("tensordot", a, x1.ndim) for a in axes[0]]
+        a2 = [layout.normalize_axis("tensordot", a, x2.ndim) for a in axes[1]]
     for i, j in zip(a1, a2):
         if x1.shape[i] != x2.shape[j]:
             raise ShapeError(f"tensordot: contracted axes differ in length ({x1.shape} axis {i}, {x2.shape} "
@@ -157,14 +159,12 @@ def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
     if out_dtype is not None or n_rep != 1 or route is not None:
         raise DTypeError("matmul: out_dtype / n_rep / route are not supported for complex operands")
     x1, x2 = a, b
-    from ..ops import complex as _cx
     dt = _cx._result_dtype("matmul", [x1, x2])
     a, b = _cx.to_complex("matmul", _arr("matmul", x1), dt), _cx.to_complex("matmul", _arr("matmul", x2), dt)
     ar, ai = (_cx.component(a, p).copy() for p in (0, 1))
     br, bi = (_cx.component(b, p).copy() for p in (0, 1))
     re = subtract(_real_matmul(ar, br), _real_matmul(ai, bi))
     im = _real_matmul(ar, bi) + _real_matmul(ai, br)
-    from ..array import empty
     out = empty(re.shape, dt)
     _cx.component(out, 0)[...] = re
     _cx.component(out, 1)[...] = im
@@ -174,22 +174,15 @@ def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
 matmul.__wrapped__ = _real_matmul     # the op it extends (inspect.unwrap: op records, specs)
 
 
-def _component(op, x, part):
-    """The real (part 0) or imaginary (1) float view of a complex array (same buffer)."""
-    fdt = _dt.float32 if x.dtype == _dt.complex64 else _dt.float64
-    return Array(x.buffer, x.shape, tuple(2 * s for s in x.strides), 2 * x.offset + part, fdt)
-
-
 def real(x, /):
     x = _arr("real", x)
-    return _component("real", x, 0).copy() if x.dtype.kind == "c" else x.copy()
+    return complex_part(x, 0).copy() if x.dtype.kind == "c" else x.copy()
 
 
 def imag(x, /):
     x = _arr("imag", x)
     if x.dtype.kind == "c":
-        return _component("imag", x, 1).copy()
-    from ..array import zeros
+        return complex_part(x, 1).copy()
     return zeros(x.shape, x.dtype)
 
 
@@ -197,7 +190,7 @@ def conj(x, /):
     x = _arr("conj", x)
     out = x.copy()
     if x.dtype.kind == "c":
-        im = _component("conj", out, 1)
+        im = complex_part(out, 1)
         im[...] = negative(im)
     return out
 
@@ -209,7 +202,8 @@ def positive(x, /):
 
 def _int_only(name):
     def f(x1, x2, /):
-        if _b.any(isinstance(v, Array) and v.dtype.kind == "f" or isinstance(v, float) for v in (x1, x2)):
+        if builtins.any(isinstance(v, Array) and v.dtype.kind == "f" or isinstance(v, float)
+                        for v in (x1, x2)):
             raise UnsupportedError(f"{name} of floats is not implemented in fuelvk yet (it needs an exact fmod "
                                    "kernel); integer dtypes are supported")
         return int_binary(name, x1, x2)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import runtime
-from ..kernels import calibrate as K
+from ..kernels import calibrate
 from ..kernels import kernel
 from .timing import measure
 
@@ -37,8 +37,8 @@ def copy_roofs(repeats=5, min_ms=5.0, max_bytes=256 << 20):
 
     def shader(n):
         vec = n // 16
-        groups = ctx.groups(-(-vec // K.CALIB_WG))
-        return lambda: ctx.launch(v, groups, dst=b_buf, src=a_buf, n=vec, iters=0, MODE=K.MODE_COPY)
+        groups = ctx.groups(-(-vec // calibrate.CALIB_WG))
+        return lambda: ctx.launch(v, groups, dst=b_buf, src=a_buf, n=vec, iters=0, MODE=calibrate.MODE_COPY)
 
     ns, ms = _grow(shader, 1 << 20, cap, min_ms, repeats)
     sh = 2 * ns / ms["median_ms"] / 1e6
@@ -63,10 +63,10 @@ def fma_roof(tag, repeats=5, min_ms=5.0):
     n = 256 * 64
     out = fv.empty((4 * n,), np.float32)
     v = kernel("calibrate", tag)
-    groups = ctx.groups(n // K.CALIB_WG)
-    run = lambda iters: lambda: ctx.launch(v, groups, dst=out, src=out, n=n, iters=iters, MODE=K.MODE_FMA)
+    groups = ctx.groups(n // calibrate.CALIB_WG)
+    run = lambda iters: lambda: ctx.launch(v, groups, dst=out, src=out, n=n, iters=iters, MODE=calibrate.MODE_FMA)
     iters, m = _grow(run, 64, 1 << 20, min_ms, repeats)
-    return 2 * K.CALIB_FMAS_PER_ITER * n * iters / m["median_ms"] / 1e6
+    return 2 * calibrate.CALIB_FMAS_PER_ITER * n * iters / m["median_ms"] / 1e6
 
 
 def measure_roofs(repeats=5, min_ms=5.0):

@@ -17,7 +17,7 @@ import argparse
 import sys
 import time
 
-from . import cases as C
+from . import cases
 from . import report
 from .roofs import attainable, measure_roofs, peak_for
 from .timing import host_measure, measure
@@ -48,10 +48,10 @@ def run_case(case, roofs, warmup, repeats, baselines, seed=0):
            "scale": case.scale, "dtypes": _dtypes(case.call), "flops": case.flops, "bytes": case.bytes,
            "route": None, "error": None, "note": None}
     try:
-        host, params = C.make_inputs(case, seed), C.call_params(case)
+        host, params = cases.make_inputs(case, seed), cases.call_params(case)
         dev = {k: [fv.asarray(x) for x in v] if isinstance(v, list) else fv.asarray(v) for k, v in host.items()}
-        row["route"] = C.route_of(case, dev, params)
-        m = measure(C.fuelvk_fn(case, dev, params), warmup, repeats)
+        row["route"] = cases.route_of(case, dev, params)
+        m = measure(cases.fuelvk_fn(case, dev, params), warmup, repeats)
     except Exception as e:  # noqa: BLE001 - the run goes on; the case reports the error (and the exit status is 1)
         row["error"] = f"{type(e).__name__}: {e}"
         return row
@@ -68,7 +68,7 @@ def run_case(case, roofs, warmup, repeats, baselines, seed=0):
                        "(e.g. a no-op on an already contiguous input), or the roofs were measured low")
     for impl in baselines:
         try:
-            fn = C.reference(impl, case, host, params)
+            fn = cases.reference(impl, case, host, params)
             if fn is None:
                 row[impl] = None
                 continue
@@ -100,15 +100,15 @@ def run(ops=None, pattern=None, quick=False, warmup=None, repeats=None, max_byte
     import importlib.util
     missing = [b for b in baselines if importlib.util.find_spec(b) is None]   # e.g. no torch installed
     baselines = tuple(b for b in baselines if b not in missing)
-    selected = C.select(ops, pattern, quick)
+    selected = cases.select(ops, pattern, quick)
     info = fv.device_info()
     cpu = runtime.get().device.device_type == "cpu"
     if max_bytes == "auto":
-        max_bytes = C.CPU_MAX_BYTES if cpu else None
+        max_bytes = cases.CPU_MAX_BYTES if cpu else None
     if max_flops == "auto":
-        max_flops = C.CPU_MAX_FLOPS if cpu else None
+        max_flops = cases.CPU_MAX_FLOPS if cpu else None
     for case in selected:
-        C.prepare(case, max_bytes, max_flops)
+        cases.prepare(case, max_bytes, max_flops)
     bar = Progress(len(selected) + 1) if progress else None
     if bar:
         bar.show(0, "calibrating roofs (copy bandwidth, FMA peak)")
@@ -174,10 +174,10 @@ def main(argv=None):
         if a.list:
             from .. import runtime
             cpu = runtime.get().device.device_type == "cpu"
-            mb = (C.CPU_MAX_BYTES if cpu else None) if max_bytes == "auto" else max_bytes
-            mf = (C.CPU_MAX_FLOPS if cpu else None) if max_flops == "auto" else max_flops
-            for case in C.select(ops, a.filter, a.quick):
-                C.prepare(case, mb, mf)
+            mb = (cases.CPU_MAX_BYTES if cpu else None) if max_bytes == "auto" else max_bytes
+            mf = (cases.CPU_MAX_FLOPS if cpu else None) if max_flops == "auto" else max_flops
+            for case in cases.select(ops, a.filter, a.quick):
+                cases.prepare(case, mb, mf)
                 print(f"{case.op:28s} {case.case_id:44s} {case.shape} (1/{case.scale:.0f})")
             return 0
         res = run(ops, a.filter, a.quick, a.warmup, a.repeats, max_bytes, max_flops, baselines,

@@ -9,11 +9,12 @@ import struct
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import layout as L
+from .. import layout
 from .. import runtime
 from ..array import Array, asarray
 from ..errors import FuelVKError, FuelVKMemoryError, LaunchError
 from ..kernels.elementwise import EPT, FLAGS, LINEAR, MAX_RANK, WG
+from ..kernels.movement_core import copy_variant
 
 ZERO2 = (0, 0)
 
@@ -70,16 +71,14 @@ def promote(op, arrays, target=None):
     if target is None and len(dts) == 1 or dts == {target}:
         return arrays
     target = np.result_type(*dts) if target is None else target
-    from .casts import astype
-    return [a if a.dtype == target else astype(a, target) for a in arrays]
+    return [a if a.dtype == target else a.astype(target) for a in arrays]
 
 
 def contiguous(x):
     """x itself when it is contiguous (any offset), else a contiguous copy."""
     if x.is_contiguous:
         return x
-    from .movement_core import ascontiguousarray
-    return ascontiguousarray(x)
+    return x.copy()
 
 
 def _chunks(shape, strides, offsets):
@@ -146,16 +145,16 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra):
     n = math.prod(shape)
     if n == 0:
         return [], sig.writes
-    if all(x.shape == shape and L.is_contiguous(shape, x.strides) for x in inputs):
+    if all(x.shape == shape and layout.is_contiguous(shape, x.strides) for x in inputs):
         chunks = [((n,), [(1,)] * len(inputs), [x.offset for x in inputs], 0)]   # the common case
     else:
-        cshape, cstrides = L.collapse(shape, *[L.broadcast_strides(x.shape, x.strides, shape) for x in inputs])
+        cshape, cstrides = layout.collapse(shape, *[layout.broadcast_strides(x.shape, x.strides, shape) for x in inputs])
         chunks = _chunks(cshape, cstrides, [x.offset for x in inputs])
     linear_ok = LINEAR is not None and LINEAR in sig.spec_ids
     plan = []
     for sub, st, offs, o in chunks:
         m = math.prod(sub)
-        contig = L.contiguous_strides(sub)
+        contig = layout.contiguous_strides(sub)
         flags = flags_extra
         linear = linear_ok
         for k, s in enumerate(st):
@@ -317,7 +316,7 @@ def rowwise(op, fn, xs, tail=None, dtype=None):
     tail = (cols,) if tail is None else tuple(tail)
     flat = [contiguous(x).reshape(rows, cols) for x in xs]
     out = new_like(shape[:-1] + tail, dtype or xs[0].dtype)
-    o2 = Array(out.buffer, (rows,) + tail, L.contiguous_strides((rows,) + tail), out.offset, out.dtype)
+    o2 = Array(out.buffer, (rows,) + tail, layout.contiguous_strides((rows,) + tail), out.offset, out.dtype)
     blockwise(op, fn, flat, o2, axes=1)
     return out
 
@@ -328,7 +327,6 @@ def blockwise(op, fn, xs, out, axes):
     which is copied into out's block."""
     if out.size == 0:
         return
-    from ..kernels.movement_core import copy_variant
     copy = copy_variant(_dt.width_tag(out.dtype), runtime.get().device.features)
     for bw in blocks(list(xs) + [out], axes=axes, op=op):
         r = fn(*bw[:-1])
@@ -338,7 +336,7 @@ def blockwise(op, fn, xs, out, axes):
 def new_like(shape, dtype):
     """A contiguous output (shape a tuple of ints, dtype a supported numpy dtype: no re-validation)."""
     buf = runtime.get().pool.alloc(max(math.prod(shape), 1) * dtype.itemsize)
-    return Array(buf, shape, L.contiguous_strides(shape), 0, dtype)
+    return Array(buf, shape, layout.contiguous_strides(shape), 0, dtype)
 
 
 def k_per_launch(k_loop, budget, align=1):
@@ -365,14 +363,11 @@ def split_k(op, out, K, per_launch, launch):
     nbytes = len(spans) * out.size * 4
     limit = runtime.get().device.limits.maxStorageBufferRange
     if nbytes > limit:
-        from ..errors import FuelVKMemoryError
         raise FuelVKMemoryError(f"{op}: K={K} is summed in {len(spans)} spans of {per_launch} (the device's "
                                 f"loop budget); their float32 partials of {out.shape} need {nbytes} bytes, "
                                 f"more than one binding holds ({limit}); split the output")
     part = new_like((len(spans),) + out.shape, _dt.float32)
     for i, (k0, k1) in enumerate(spans):
         launch(k0, k1, part[i])
-    from .casts import astype
-    from .reduction import sum as _sum
-    total = _sum(part, axis=0)
-    return total if out.dtype == _dt.float32 else astype(total, out.dtype)
+    total = part.sum(axis=0)
+    return total if out.dtype == _dt.float32 else total.astype(out.dtype)

@@ -90,9 +90,8 @@ def declare(*records):
 
 
 def opdefs():
-    """Every record (importing the ops modules, which declare them)."""
-    from . import public_ops
-    public_ops()
+    """Every record. Each ops module declares its records at import, and fuelvk/__init__ imports every
+    ops module (ops.public_ops) before any other fuelvk module can run, so the table is complete."""
     return OPDEFS
 
 

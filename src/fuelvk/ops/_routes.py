@@ -4,8 +4,7 @@ Each such op has a picker that chooses by shape and device; a caller (tests, ben
 route with route= or the op's environment variable. This is the one resolver of that choice, so every
 op spells a forced route the same way and answers an unknown one with the same typed error.
 """
-import os
-
+from .. import config
 from ..errors import UnsupportedError
 
 AUTO = "auto"
@@ -19,7 +18,7 @@ def forced_route(op, route, env, routes):
     the name, where it came from and the accepted routes.
     """
     source = "route=" if route is not None else env
-    name = route if route is not None else os.environ.get(env)
+    name = route if route is not None else config.get(env)
     name = str(name or AUTO).lower()
     if name == AUTO:
         return None

@@ -31,6 +31,7 @@ from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..kernels import attention as K
 from ..kernels import kernel
 from ._core import contiguous, device_args, fits, new_like, result, spans, windowed
+from .movement import launch_write
 from ._routes import forced_route
 
 __all__ = ["attention_route", "scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
@@ -40,10 +41,8 @@ ENV = "FUELVK_ATTENTION_ROUTE"
 FWD_DTYPES = (_dt.float32, _dt.float16, _dt.bfloat16)
 FAMILY = {"single": "flash_attn", "tiled": "flash_attention"}
 # The single pass is only competitive while each kv head has one query row (G * Sq = 1: decode
-# without GQA), where the tiled kernel's rows cannot share a K/V read. On lavapipe (under load,
-# noisy) one row per kv head is a tie (Hq = Hkv = 8, Sk = 4096, D = 128: 252 vs 264 ms, later
-# 194 vs 177 ms; Hq = 32, Sk = 512, D = 64: 50 vs 68 ms) and two rows already favour the tiled
-# kernel (Hq = 16, Hkv = 8: 363 vs 213 ms; G = 4 decode, Hq = 32, Sk = 4096: 1173 vs 474 ms).
+# without GQA), where the tiled kernel's rows cannot share a K/V read; from two rows on the tiled
+# kernel wins (docs/MEASUREMENTS.md).
 SINGLE_MAX_ROWS = 1
 
 
@@ -254,7 +253,6 @@ def _head_blocks(op, q_in, kv_in, q_out, kv_out, slopes, run):
     the [B, H, ...] inputs and (fresh) outputs indexed by query / kv heads; run(q_in blocks, kv_in
     blocks, slopes block) returns the blocks' (q_out results, kv_out results), written into the outputs'
     blocks. Keys of one head beyond one binding are a typed error (that would need an lse merge)."""
-    from .movement import launch_write
     B, Hq = q_in[0].shape[:2]
     G = Hq // kv_in[0].shape[1]
     fit = lambda x: windowed(x) is not None   # noqa: E731

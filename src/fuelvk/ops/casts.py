@@ -13,6 +13,7 @@ from .. import dtypes as _dt
 from ..errors import DTypeError
 from ..kernels import kernel
 from ._core import device_args, launch_strided, new_like, result
+from .._device import check_device
 
 __all__ = ["astype"]
 
@@ -61,7 +62,6 @@ def astype(x, dtype, *, copy=True, device=None):
     matches (the array API's rule; numpy's astype(copy=...))."""
     (xa,), numpy_out = device_args("astype", x)
     if device is not None:
-        from ..api.info import check_device
         check_device("astype", device)
     try:
         dt = _dt.dtype(dtype)
@@ -70,8 +70,7 @@ def astype(x, dtype, *, copy=True, device=None):
     if dt == xa.dtype and not copy:
         return result(xa, numpy_out)
     if dt == xa.dtype:
-        from .movement_core import copy
-        return result(copy(xa), numpy_out)
+        return result(xa.copy(), numpy_out)
     if xa.dtype.kind == "c" or dt.kind == "c":
         raise DTypeError(f"astype: no cast kernel between {xa.dtype} and {dt} (complex dtypes are stored, "
                          "not converted, yet)")

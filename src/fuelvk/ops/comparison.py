@@ -17,12 +17,14 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import layout as L
+from .. import layout
 from .. import runtime
+from ..array import complex_part
 from ..errors import DTypeError
 from ..kernels import kernel
 from ..kernels.elementwise import COMPARE, COMPARE_OPS, FLAGS
 from ._core import device_args, element_words, is_scalar, launch_strided, new_like, promote, result
+from .movement import where
 
 __all__ = list(COMPARE_OPS)
 
@@ -92,7 +94,7 @@ def _compare(op, a, b):
         return result(_complex_equality(op, x, y), numpy_out)
     if x.dtype != y.dtype:
         x, y = promote(op, [x, y])     # numpy's result dtype (icast.comp / cast.comp)
-    out = new_like(L.broadcast_shapes(op, x.shape, y.shape), _dt.bool_)
+    out = new_like(layout.broadcast_shapes(op, x.shape, y.shape), _dt.bool_)
     launch_strided(_variant(op, x.dtype), out, [x, y], {"OP": COMPARE[op]})
     return result(out, numpy_out)
 
@@ -102,10 +104,8 @@ def _complex_equality(op, x, y):
     if op not in ("equal", "not_equal") or x.dtype != y.dtype:
         raise DTypeError(f"{op}: complex operands support == and != of one complex dtype, got {x.dtype} {op} "
                          f"{y.dtype}")
-    from ..api.utility import _component
-    from .movement import where
-    re = _compare(op, _component(op, x, 0), _component(op, y, 0))
-    im = _compare(op, _component(op, x, 1), _component(op, y, 1))
+    re = _compare(op, complex_part(x, 0), complex_part(y, 0))
+    im = _compare(op, complex_part(x, 1), complex_part(y, 1))
     return where(re, True, im) if op == "not_equal" else where(re, im, False)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import runtime
 from ..array import Array, asarray
+from ..array import complex_part as component   # the real (0) / imaginary (1) float view, same buffer
 from ..errors import DTypeError
 from ..kernels.complex import BINARY_OPS, UNARY_OPS, WG
 from ..kernels.registry import kernel
@@ -33,11 +34,6 @@ def is_complex(x):
     if isinstance(x, (Array, np.ndarray, np.generic)):
         return x.dtype.kind == "c"
     return isinstance(x, complex)
-
-
-def component(x, part):
-    """The real (part 0) or imaginary (1) float view of complex Array x (same buffer, no copy)."""
-    return Array(x.buffer, x.shape, tuple(2 * s for s in x.strides), 2 * x.offset + part, _REAL[x.dtype])
 
 
 def as_pairs(x):

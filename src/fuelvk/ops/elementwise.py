@@ -10,7 +10,7 @@ import operator
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import layout as L
+from .. import layout
 from .. import runtime
 from ..array import Array
 from ..errors import DTypeError
@@ -20,6 +20,8 @@ from ..kernels import kernel
 from ..kernels.intops import INT_BINARY, INT_BINARY_OPS, INT_UNARY, INT_UNARY_OPS
 from ._core import (ZERO2, device_args, element_words, is_scalar, launch_strided, new_like, promote, result,
                     scalar_words)
+from .casts import astype
+from .movement_core import copy
 
 __all__ = list(UNARY_OPS) + list(ROUNDING_OPS) + list(MATH_OPS) + list(BINARY_OPS) + ["affine", "clip", "power"]
 
@@ -58,7 +60,6 @@ def _make_rounding(name):
 
     def f(x):
         if isinstance(x, Array) and x.dtype.kind in "biu":
-            from .movement_core import copy
             return copy(x)          # integers (and bools) are already integral: the standard's identity
         return _unary(name, "unary", x, spec=spec)
     f.__name__ = f.__qualname__ = name
@@ -149,7 +150,7 @@ def _launch_binary(op, v, spec, a, b, a_s, b_s, dt, words):
         out = new_like(a.shape, dt)
         launch_strided(v, out, [a, a], spec, s1=words(op, b, dt), flags_extra=FLAGS["b_scalar"])
     else:
-        out = new_like(L.broadcast_shapes(op, a.shape, b.shape), dt)
+        out = new_like(layout.broadcast_shapes(op, a.shape, b.shape), dt)
         launch_strided(v, out, [a, b], spec)
     return out
 
@@ -191,7 +192,6 @@ def _binary(op, a, b):
         a, b = promote(op, [a, b])
     dt = (b if a_s else a).dtype
     if op == "divide" and dt.kind in "biu":      # numpy's true division of integers: float64
-        from .casts import astype
         a, b = (a if a_s else astype(a, _dt.float64)), (b if b_s else astype(b, _dt.float64))
         dt = _dt.float64
     tag = _dt.float_tag(op, dt, _accepted(op))

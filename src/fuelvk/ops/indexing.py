@@ -16,23 +16,25 @@ unbounded compare-and-swap loop (ATOMICS = "cas" / "native" forces one). f16/bf1
 f32 scratch and are rounded once at the end (torch's CPU kernel rounds after every addition).
 """
 import math
-import os
 
 import numpy as np
 
+from .. import config
 from .. import dtypes as _dt
-from .. import layout as L
+from .. import layout
 from .. import runtime
 from ..array import Array, asarray, empty
 from ..errors import DTypeError, FuelVKIndexError, ShapeError, UnsupportedError
 from ..kernels import kernel
 from ..kernels.indexing import INDEX_KINDS, NATIVE_FEATURE, SCATTER_MODES
 from ._core import blockwise, contiguous, device_args, fits, new_like, result, spans, windowed
+from .movement import launch_write
+from .movement_core import copy
 
 __all__ = ["take", "take_along_axis", "scatter_add", "index_add"]
 
 CHECK_DEVICE_INDICES = True
-ATOMICS = os.environ.get("FUELVK_ATOMICS") or None  # None: native where available; "cas"; "native"
+ATOMICS = config.get("FUELVK_ATOMICS")  # None: native where available; "cas"; "native"
 MAX_RANK = 6
 _WG = 128
 _SEL_TAGS = {1: "b1", 2: "f16", 4: "f32", 8: "f64"}
@@ -84,7 +86,7 @@ def take(x, indices, axis=None):
         x = contiguous(x).reshape(-1)
         ax = 0
     else:
-        ax = L.normalize_axis("take", axis, x.ndim)
+        ax = layout.normalize_axis("take", axis, x.ndim)
         if x.ndim == 0:
             raise ShapeError("take: axis given for a 0-d array; use axis=None")
     tag = _SEL_TAGS[_tag_bytes("take", "index_select", x.dtype)]
@@ -114,7 +116,6 @@ def _take_blocks(x, ih, ax, out):
     then chunks of index positions whose result fits one binding; per chunk the indices are sorted, each
     span of x along the axis (a window) gathers its own indices into a sorted staging array, and one
     last gather puts them back in the caller's order."""
-    from .movement import launch_write
     write = kernel("write_slice", _dt.width_tag(x.dtype))
     n = x.shape[ax]
     L_, R = math.prod(x.shape[:ax]), math.prod(x.shape[ax + 1:])
@@ -145,8 +146,8 @@ def _take_blocks(x, ih, ax, out):
 
 def _collapse_around(ax, shape, *stride_sets):
     """Merge the dims before and after `ax` (never ax itself); returns (shape, strides_list, new_ax)."""
-    bs, bst = L.collapse(shape[:ax], *[s[:ax] for s in stride_sets])
-    as_, ast = L.collapse(shape[ax + 1:], *[s[ax + 1:] for s in stride_sets])
+    bs, bst = layout.collapse(shape[:ax], *[s[:ax] for s in stride_sets])
+    as_, ast = layout.collapse(shape[ax + 1:], *[s[ax + 1:] for s in stride_sets])
     new_shape = tuple(bs) + (shape[ax],) + tuple(as_)
     strides = [tuple(b) + (s[ax],) + tuple(a) for b, s, a in zip(bst, stride_sets, ast)]
     return new_shape, strides, len(bs)
@@ -162,7 +163,7 @@ def take_along_axis(x, indices, axis):
         x = contiguous(x).reshape(-1)
         ax = 0
     else:
-        ax = L.normalize_axis("take_along_axis", axis, x.ndim)
+        ax = layout.normalize_axis("take_along_axis", axis, x.ndim)
     idx_shape = tuple(np.shape(indices)) if not isinstance(indices, Array) else indices.shape
     if len(idx_shape) != x.ndim:
         raise ShapeError(f"take_along_axis: indices have rank {len(idx_shape)} but x has rank {x.ndim} "
@@ -177,7 +178,7 @@ def gather_along(x, ids, kind, ax, tag):
     fam = f"gather.{tag}"
     n = x.shape[ax]
     other = [d for d in range(x.ndim) if d != ax]
-    b = L.broadcast_shapes("take_along_axis", tuple(x.shape[d] for d in other), tuple(ids.shape[d] for d in other))
+    b = layout.broadcast_shapes("take_along_axis", tuple(x.shape[d] for d in other), tuple(ids.shape[d] for d in other))
     out_shape = list(b)
     out_shape.insert(ax, ids.shape[ax])
     out_shape = tuple(out_shape)
@@ -191,10 +192,10 @@ def gather_along(x, ids, kind, ax, tag):
     if out.size:
         if n == 0:
             raise FuelVKIndexError(f"take_along_axis: cannot take from an empty axis (x shape {x.shape}; {fam})")
-        xs = list(L.broadcast_strides(tuple(s if d != ax else 1 for d, s in enumerate(x.shape)),
+        xs = list(layout.broadcast_strides(tuple(s if d != ax else 1 for d, s in enumerate(x.shape)),
                                       tuple(st if d != ax else 0 for d, st in enumerate(x.strides)), out_shape))
         xs[ax] = x.strides[ax]
-        si = L.broadcast_strides(ids.shape, ids.strides, out_shape)
+        si = layout.broadcast_strides(ids.shape, ids.strides, out_shape)
         shape, (sx, si), new_ax = _collapse_around(ax, out_shape, tuple(xs), si)
         if len(shape) > MAX_RANK:
             raise ShapeError(f"take_along_axis: rank {len(shape)} after merging dims exceeds {MAX_RANK} "
@@ -228,7 +229,6 @@ def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, n
     tag = _dt.float_tag(op, base.dtype)
     vtag = _atomic_tag(op, fam, tag)
     v = kernel(fam, vtag)
-    from .movement_core import copy
     ctx = runtime.get()
     half = tag in ("f16", "bf16")
     n_base = base.size
@@ -244,7 +244,7 @@ def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, n
         acc = out
     n = math.prod(iter_shape)
     if n:
-        s_dst = L.contiguous_strides(base.shape)
+        s_dst = layout.contiguous_strides(base.shape)
         shape, (ss, si, sd), new_ax = _collapse_around(axis, tuple(iter_shape), tuple(s_src), tuple(s_idx),
                                                        tuple(s_dst))
         if len(shape) > MAX_RANK:
@@ -265,8 +265,6 @@ def _accumulate_blocks(op, base, src, ids, ax, along):
     indices that land in the span (host-side, made relative; the others out of range, which the kernel
     skips) are accumulated into the span. along: index_add's 1-D index (else scatter_add's, src-shaped).
     f16/bf16 round once per chunk (once when src fits one binding)."""
-    from .movement import launch_write
-    from .movement_core import copy
     out = copy(base)
     h = ids.numpy().astype(np.int64)
     src = contiguous(src)
@@ -303,7 +301,7 @@ def _common(op, fam, base, axis, index, src):
                          "needs equal dtypes")
     if base.ndim == 0:
         raise ShapeError(f"{op}: base must have at least one dim (kernel {fam}_{tag})")
-    ax = L.normalize_axis(op, axis, base.ndim)
+    ax = layout.normalize_axis(op, axis, base.ndim)
     return base, src, ax, tag, numpy_out
 
 

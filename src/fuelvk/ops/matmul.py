@@ -13,9 +13,8 @@ transposed problem); cooperative matrix where the device has it and M, N, K are 
 its tile; on such devices the small scalar kernel for half types the coop tiles cannot take;
 else on GPUs 1 < M < 32 -> register-tiled, M >= 32 -> shared-memory tiled, and on CPU devices
 (lavapipe) register-tiled for every M > 1: there shared memory is plain memory reached through the
-same per-lane load loops as buffers, and barriers are coroutine switches; measured on lavapipe
-(one run, under load) the shared-memory kernel was 4-8x slower at M = 17, 32 and 256 (e.g.
-256 x 1024 x 256: 16 ms register-tiled, 135 ms tiled). A route whose pipeline exceeds the device
+same per-lane load loops as buffers, and barriers are coroutine switches (docs/MEASUREMENTS.md:
+the shared-memory kernel measured several times slower there at every M). A route whose pipeline exceeds the device
 limits (FUELVK_LIMITS=small included: the tiled kernel's 16,640 B of shared memory, coop's 24 KiB)
 is skipped (the register tile instead); available_routes() lists what remains. `route=` or
 FUELVK_MATMUL_ROUTE forces one; a route the device, its limits or the shape cannot take raises a
@@ -34,13 +33,16 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import layout as L
+from .. import layout
 from .. import runtime
 from ..array import Array, zeros
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError, UnsupportedError
 from ..kernels import VARIANTS, kernel
-from ..kernels import matmul as K_
+from ..kernels import matmul as matmul_kernels
 from ._core import binding_limit, blockwise, contiguous, spans, device_args, fits, k_per_launch, new_like, result, split_k
+from ._core import windowed
+from .casts import astype
+from .movement import launch_write
 from ._routes import forced_route
 
 __all__ = ["matmul", "matmul_route"]
@@ -62,7 +64,7 @@ def _operand(x):
         dt = _dt.dtype(arr.dtype)
     except DTypeError as e:
         raise DTypeError(f"matmul: {e}") from None
-    return Operand(arr.shape, L.contiguous_strides(arr.shape), 0, dt)
+    return Operand(arr.shape, layout.contiguous_strides(arr.shape), 0, dt)
 
 
 def _combo(a_dt, b_dt, out_dtype):
@@ -100,9 +102,9 @@ def _shapes(a, b, n_rep):
         abat[-1:], abs_[-1:] = [bbat[-1], n_rep], [abs_[-1] * n_rep, abs_[-1]]
         bbat.append(1)
         bbs.append(0)
-    batch = L.broadcast_shapes("matmul", tuple(abat), tuple(bbat))
-    sa_b = L.broadcast_strides(tuple(abat), tuple(abs_), batch)
-    sb_b = L.broadcast_strides(tuple(bbat), tuple(bbs), batch)
+    batch = layout.broadcast_shapes("matmul", tuple(abat), tuple(bbat))
+    sa_b = layout.broadcast_strides(tuple(abat), tuple(abs_), batch)
+    sb_b = layout.broadcast_strides(tuple(bbat), tuple(bbs), batch)
     out_batch = batch
     if n_rep > 1:
         out_batch = batch[:-2] + (batch[-2] * n_rep,)
@@ -118,20 +120,20 @@ def _over_limits(route, combo=None):
     """What the route's pipeline would exceed of the device limits (PipelineCache.over_limits);
     empty when it fits. Shared memory and workgroup size do not depend on the dtypes or the
     load-path constants, so one variant of the family answers for all."""
-    fam = K_.ROUTES[route]
-    tag = combo if f"{fam}.{combo}" in VARIANTS else K_.route_variant_tag(route)
+    fam = matmul_kernels.ROUTES[route]
+    tag = combo if f"{fam}.{combo}" in VARIANTS else matmul_kernels.route_variant_tag(route)
     return runtime.get().pipelines.over_limits(kernel(fam, tag))
 
 
 def available_routes():
     """Matmul routes this device runs: those its features allow and whose pipelines fit its limits
     (FUELVK_LIMITS included)."""
-    return K_.available_routes(_device().features, fits=lambda r: not _over_limits(r))
+    return matmul_kernels.available_routes(_device().features, fits=lambda r: not _over_limits(r))
 
 
 def _coop_ok(combo, M, N, K):
-    t = K_.COOP_TILE
-    return combo in K_.COOP_COMBOS and M % t == 0 and N % t == 0 and K % t == 0 and M >= t and N >= t
+    t = matmul_kernels.COOP_TILE
+    return combo in matmul_kernels.COOP_COMBOS and M % t == 0 and N % t == 0 and K % t == 0 and M >= t and N >= t
 
 
 def _plan(a, b, out_dtype, n_rep, route):
@@ -141,9 +143,9 @@ def _plan(a, b, out_dtype, n_rep, route):
     dev = _device()
     same = combo.split("_")[0] == combo.split("_")[1]
     transposed = M != 1 and N == 1 and same
-    forced = forced_route("matmul", route, ENV, tuple(K_.ROUTES))
+    forced = forced_route("matmul", route, ENV, tuple(matmul_kernels.ROUTES))
     if forced is None:
-        has_coop = "coop" in K_.available_routes(dev.features)
+        has_coop = "coop" in matmul_kernels.available_routes(dev.features)
         half = combo.split("_")[0] in ("f16", "bf16")
 
         def fits(r):
@@ -163,10 +165,10 @@ def _plan(a, b, out_dtype, n_rep, route):
         transposed = transposed and name == "matvec"
     else:
         name = forced
-        missing = [f for f in K_.ROUTE_FEATURES.get(name, ()) if f not in dev.features]
+        missing = [f for f in matmul_kernels.ROUTE_FEATURES.get(name, ()) if f not in dev.features]
         if missing:
             raise UnsupportedError(f"matmul: route {name!r} needs device features {missing}, which {dev.name} "
-                                   f"lacks; routes here: {', '.join(K_.available_routes(dev.features))}")
+                                   f"lacks; routes here: {', '.join(matmul_kernels.available_routes(dev.features))}")
         over = _over_limits(name, combo)
         if over:
             raise UnsupportedError(f"matmul: route {name!r} does not fit {dev.name}'s limits: " + "; ".join(
@@ -175,11 +177,11 @@ def _plan(a, b, out_dtype, n_rep, route):
         if name == "matvec" and M != 1 and not transposed:
             raise ShapeError(f"matmul: route 'matvec' needs M == 1 (or N == 1 with equal dtypes), got M={M} "
                              f"N={N} for shapes {a.shape} x {b.shape}")
-        if name == "coop" and combo not in K_.COOP_COMBOS:
-            raise DTypeError(f"matmul: route 'coop' has no {combo} kernel; it takes {', '.join(K_.COOP_COMBOS)}")
+        if name == "coop" and combo not in matmul_kernels.COOP_COMBOS:
+            raise DTypeError(f"matmul: route 'coop' has no {combo} kernel; it takes {', '.join(matmul_kernels.COOP_COMBOS)}")
         if name == "coop" and not _coop_ok(combo, M, N, K):
-            raise ShapeError(f"matmul: route 'coop' needs M, N, K multiples of {K_.COOP_TILE} (M, N >= "
-                             f"{K_.COOP_TILE}), got M={M} N={N} K={K}")
+            raise ShapeError(f"matmul: route 'coop' needs M, N, K multiples of {matmul_kernels.COOP_TILE} (M, N >= "
+                             f"{matmul_kernels.COOP_TILE}), got M={M} N={N} K={K}")
         transposed = transposed and name == "matvec"
     ops = (tuple(batch), tuple(sa_b), tuple(sb_b), sa_m, sa_k, sb_k, sb_n)
     return Plan(name, combo, out_shape, out_dt, M, N, K, batch, (a, ops), b, transposed)
@@ -193,8 +195,8 @@ def matmul_route(a, b, out_dtype=None, *, n_rep=1, route=None):
 
 def _batch_chunks(batch, sa, sb, so):
     """Collapse batch dims (<= MAX_BATCH_DIMS per launch; more are looped over on the host)."""
-    shape, (sa, sb, so) = L.collapse(batch, sa, sb, so)
-    nd = K_.MAX_BATCH_DIMS
+    shape, (sa, sb, so) = layout.collapse(batch, sa, sb, so)
+    nd = matmul_kernels.MAX_BATCH_DIMS
     if len(shape) <= nd:
         yield shape, sa, sb, 0, 0, 0
         return
@@ -211,24 +213,20 @@ def _sg8(dev):
 
 def _reg_tile(M, N, lc):
     """(rows, column groups) per invocation of the register tile, whose lanes own `lc` columns (one
-    texel of B) per group. Measured on lavapipe (texel loads, huge pages; % of the FMA calibration
-    kernel measured next to it, medians of 3 interleaved runs): 32 rows x 8 columns per lane best
-    (f32 1024^3: 32 x 8 ~100%, 16 x 8 ~94%, 64 x 8 ~58%, 32 x 4 ~74%; f16: 32 x 8 ~91%, 16 x 8 ~89%,
-    64 x 8 ~75%; 512 x 4096 x 4096 f32: 32 x 8 ~92%). Fewer rows when M is smaller; one group when N
-    fits one workgroup. matvec (one row, B [K, N]) is best with two groups for every dtype
-    (1 x 4096 x 4096: f32 2 groups 12-13 GB/s, 8 groups 6-9; bf16 B 2 groups 8-9 GB/s, 1 group
-    4.5-4.9, 4 groups 4.8-6.2)."""
-    tm = next((t for t in K_.REG_TM if t >= M), K_.REG_TM[-1])
+    texel of B) per group: 32 rows x 8 columns per lane, fewer rows when M is smaller, one group when
+    N fits one workgroup, two groups for matvec (one row, B [K, N]) -- the best of the sweeps in
+    docs/MEASUREMENTS.md."""
+    tm = next((t for t in matmul_kernels.REG_TM if t >= M), matmul_kernels.REG_TM[-1])
     if N <= 64 * lc:
         return tm, 1
-    return tm, K_.REG_MATVEC_GROUPS if tm == 1 else max(1, K_.REG_LANE_TARGET // lc)
+    return tm, matmul_kernels.REG_MATVEC_GROUPS if tm == 1 else max(1, matmul_kernels.REG_LANE_TARGET // lc)
 
 
 def _texel_ok(itemsize, offset, unit, *dims):
     """True when runs along the unit-stride dim can be read as whole 16-byte texels: unit stride, and
     every run start a multiple of the elements per texel: the offset and the stride of every other
     dim (extent, stride) that has more than one index."""
-    per = K_.TEXEL_BYTES // itemsize
+    per = matmul_kernels.TEXEL_BYTES // itemsize
     return unit == 1 and offset % per == 0 and all(s % per == 0 for n, s in dims if n > 1)
 
 
@@ -238,10 +236,10 @@ _stubs = weakref.WeakKeyDictionary()
 def _texel_binding(pool, arr):
     """(buffer for a texel-view binding, whether the kernel may read it): the array's own slot, or a
     16-byte stub when the slot is over maxTexelBufferElements (the kernel then takes scalar loads)."""
-    if arr.buffer.size // K_.TEXEL_BYTES <= pool.device.limits.maxTexelBufferElements:
+    if arr.buffer.size // matmul_kernels.TEXEL_BYTES <= pool.device.limits.maxTexelBufferElements:
         return arr.buffer, True
     if pool not in _stubs:
-        _stubs[pool] = pool.alloc(K_.TEXEL_BYTES)
+        _stubs[pool] = pool.alloc(matmul_kernels.TEXEL_BYTES)
     return _stubs[pool], False
 
 
@@ -257,7 +255,7 @@ def _launch(plan, a, b, out):
         sa_b, sb_b = sb_b, sa_b
         sa_m, sa_k, sb_k, sb_n = sb_n, sb_k, sa_k, sa_m
         M, N = 1, M
-    so = L.contiguous_strides(tuple(batch) + (M * N,))[:-1] if batch else ()
+    so = layout.contiguous_strides(tuple(batch) + (M * N,))[:-1] if batch else ()
     route = plan.route
     sg8 = _sg8(dev)
     tm = tnv = ksplit = 0
@@ -265,19 +263,19 @@ def _launch(plan, a, b, out):
     if route in ("matvec", "register_tiled"):
         # matvec with B contiguous along K (x @ W.T): lanes split K; otherwise the register tile, 1 row.
         ksplit = int(route == "matvec" and sg8 != 0 and abs(sb_k) == 1 and abs(sb_n) != 1)
-        lc = K_.REG_LANE_COLS[plan.combo.split("_")[1]]
+        lc = matmul_kernels.REG_LANE_COLS[plan.combo.split("_")[1]]
         tm, tnv = _reg_tile(1 if route == "matvec" else M, N, lc)
-        tiles = -(-N // K_.MATVEC_KSPLIT_COLS) if ksplit else -(-N // (64 * lc * tnv)) * -(-M // tm)
+        tiles = -(-N // matmul_kernels.MATVEC_KSPLIT_COLS) if ksplit else -(-N // (64 * lc * tnv)) * -(-M // tm)
         (ta_buf, ta_ok), (tb_buf, tb_ok) = (_texel_binding(ctx.pool, x) for x in (a, b))
         texels = {"a_t": ta_buf, "b_t": tb_buf}
     else:
-        bm, bn = {"tiled": K_.TILED_BLOCK, "small": K_.SMALL_BLOCK, "coop": K_.COOP_BLOCK}[route]
+        bm, bn = {"tiled": matmul_kernels.TILED_BLOCK, "small": matmul_kernels.SMALL_BLOCK, "coop": matmul_kernels.COOP_BLOCK}[route]
         tiles = -(-N // bn) * -(-M // bm)
-    nd = K_.MAX_BATCH_DIMS
+    nd = matmul_kernels.MAX_BATCH_DIMS
     a_dt, b_dt, _ = plan.combo.split("_")
 
     def run(k0, k1, dst):
-        variant = kernel(K_.ROUTES[route], f"{a_dt}_{b_dt}_{_TAG[dst.dtype]}")
+        variant = kernel(matmul_kernels.ROUTES[route], f"{a_dt}_{b_dt}_{_TAG[dst.dtype]}")
         for shape, sa, sb, oa, ob, oc in _batch_chunks(tuple(batch), tuple(sa_b), tuple(sb_b), so):
             nb = math.prod(shape)
             pad = nd - len(shape)
@@ -298,8 +296,8 @@ def _launch(plan, a, b, out):
                        bshape=[1] * pad + list(shape), sa_batch=[0] * pad + list(sa),
                        sb_batch=[0] * pad + list(sb), **spec)
 
-    k_loop = K_.K_LOOP["matvec_ksplit" if ksplit else route]
-    return split_k("matmul", out, K, k_per_launch(k_loop, dev.loop_budget, K_.K_SPAN_ALIGN), run)
+    k_loop = matmul_kernels.K_LOOP["matvec_ksplit" if ksplit else route]
+    return split_k("matmul", out, K, k_per_launch(k_loop, dev.loop_budget, matmul_kernels.K_SPAN_ALIGN), run)
 
 
 def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
@@ -326,8 +324,6 @@ def _matmul_blocks(a, b, out, plan, n_rep, route):
     spans when one row of A or column of B is itself larger than a binding (float32 partials, summed,
     rounded once). Each block is an ordinary matmul on windows; its result is written into out's block.
     Batch dims are folded into M when A's leading dims reshape without a copy and B is one matrix."""
-    from .movement import launch_write
-    from ._core import windowed
     out_dtype = plan.out_dtype
     a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
     b2 = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
@@ -350,10 +346,10 @@ def _matmul_blocks(a, b, out, plan, n_rep, route):
         return
     K = a2.shape[-1]
     lead = a2.shape[:-1]
-    st = L.reshape_strides(a2.shape, a2.strides, (math.prod(lead), K))
+    st = layout.reshape_strides(a2.shape, a2.strides, (math.prod(lead), K))
     if st is None:
         a2 = contiguous(a2)
-        st = L.contiguous_strides((math.prod(lead), K))
+        st = layout.contiguous_strides((math.prod(lead), K))
     a2 = Array(a2.buffer, (math.prod(lead), K), tuple(st), a2.offset, a2.dtype)
     M, N = a2.shape[0], b2.shape[1]
     o2 = Array(out.buffer, (M, N), (N, 1), out.offset, out.dtype)
@@ -365,7 +361,6 @@ def _matmul_blocks(a, b, out, plan, n_rep, route):
             part = new_like((M, N), _dt.float32)
             _matmul_blocks(a2[:, k0:k1], b2[k0:k1], part, plan._replace(out_dtype=_dt.float32), 1, route)
             total = part if total is None else total + part
-        from .casts import astype
         r = total if out_dtype == _dt.float32 else astype(total, out_dtype)
         blockwise("matmul", lambda x: x, [r], o2, axes=2)
         return

@@ -12,7 +12,7 @@ import operator
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import layout as L
+from .. import layout
 from .. import runtime
 from ..array import Array, asarray
 from ..errors import DTypeError, FuelVKIndexError, ShapeError
@@ -20,6 +20,8 @@ from ..kernels import kernel
 from ..kernels.movement import EPT, MAX_RANK, WG, WRITE_FLAGS
 from ._core import (blocks, contiguous, device_args, element_words, fits, launch_strided, new_like, result,
                     spans, tiles, windowed)
+from ..kernels.movement_core import copy_variant
+from .casts import astype
 
 __all__ = ["flip", "roll", "triu", "tril", "concatenate", "masked_fill", "where", "add_assign_scaled", "setitem"]
 
@@ -129,12 +131,12 @@ def launch_write(variant, dst, src, scale=0.0):
         for dw, sw in tiles([dst, src.broadcast_to(shape)], op="write"):
             launch_write(variant, dw, sw, scale)
         return
-    ss = L.broadcast_strides(src.shape, src.strides, shape)
-    cshape, (cso, csa) = L.collapse(shape, dst.strides, ss)
+    ss = layout.broadcast_strides(src.shape, src.strides, shape)
+    cshape, (cso, csa) = layout.collapse(shape, dst.strides, ss)
     ctx = runtime.get()
     for sub, so, sa, oo, oa in _write_chunks(cshape, cso, csa, dst.offset, src.offset):
         m = math.prod(sub)
-        contig = L.contiguous_strides(sub)
+        contig = layout.contiguous_strides(sub)
         flags = ((_SRC_CONTIGUOUS if tuple(sa) == contig else 0) | (_SRC_CONSTANT if not any(sa) else 0)
                  | (_DST_CONTIGUOUS if tuple(so) == contig else 0))
         ctx.launch(variant, ctx.groups(-(-m // _PER_GROUP)), out=dst, a=src, n=m, rank=len(sub), flags=flags,
@@ -155,7 +157,7 @@ def _width_tag(op, dt, accepted=("b1", "b2", "b4", "b8")):
 
 def _axes(op, axis, ndim):
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-    out = [L.normalize_axis(op, a, ndim) for a in axes]
+    out = [layout.normalize_axis(op, a, ndim) for a in axes]
     if len(set(out)) != len(out):
         raise ShapeError(f"{op}: repeated axis in {tuple(axes)}")
     return out
@@ -229,14 +231,13 @@ def _roll_by_writes(x, total):
         launch_write(v, out[head + (slice(0, t),)], x[head + (slice(n - t, n),)])
         x = out
     if x.offset or not x.is_contiguous or all(t % max(n, 1) == 0 for t, n in zip(total, x.shape)):
-        from .movement_core import copy
-        x = copy(x)
+        x = x.copy()
     return x
 
 
 def _axes_allow_repeat(op, axis, ndim):
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-    return [L.normalize_axis(op, a, ndim) for a in axes]
+    return [layout.normalize_axis(op, a, ndim) for a in axes]
 
 
 def _triangle(op, x, k):
@@ -293,13 +294,12 @@ def concatenate(arrays, axis=0):
     if any(x.ndim != nd for x in xs):
         raise ShapeError(f"concatenate: all inputs must have the same number of dimensions, got shapes "
                          f"{[x.shape for x in xs]}")
-    ax = L.normalize_axis("concatenate", axis, nd)
+    ax = layout.normalize_axis("concatenate", axis, nd)
     for x in xs:
         if x.shape[:ax] + x.shape[ax + 1:] != xs[0].shape[:ax] + xs[0].shape[ax + 1:]:
             raise ShapeError(f"concatenate: shapes {[x.shape for x in xs]} differ outside axis {ax}")
     dt = np.result_type(*[x.dtype for x in xs])
     if any(x.dtype != dt for x in xs):
-        from .casts import astype
         xs = [x if x.dtype == dt else astype(x, dt) for x in xs]
     shape = list(xs[0].shape)
     shape[ax] = sum(x.shape[ax] for x in xs)
@@ -324,7 +324,7 @@ def masked_fill(x, mask, value):
         raise DTypeError(f"masked_fill: mask must be bool or uint8, got {ma.dtype}")
     value = _check_scalar("masked_fill", value)
     try:
-        out_shape = L.broadcast_shapes("masked_fill", xa.shape, ma.shape)
+        out_shape = layout.broadcast_shapes("masked_fill", xa.shape, ma.shape)
     except ShapeError:
         out_shape = None
     if out_shape != xa.shape:
@@ -341,7 +341,6 @@ def _operand(op, x, dt):
     if isinstance(x, Array):
         if x.dtype == dt:
             return x
-        from .casts import astype
         return astype(x, dt)
     if isinstance(x, (np.ndarray, list, tuple)) and np.ndim(x):
         return asarray(np.asarray(x).astype(dt))
@@ -378,10 +377,9 @@ def where(condition, x1, x2):
         raise DTypeError(f"where: condition must be a bool array, got {c.dtype}")
     dt = _where_dtype(x1, x2)
     a, b = _operand("where", x1, dt), _operand("where", x2, dt)
-    shape = L.broadcast_shapes("where", c.shape, a.shape, b.shape)
+    shape = layout.broadcast_shapes("where", c.shape, a.shape, b.shape)
     out = new_like(shape, dt)
     tag = _width_tag("where", dt)
-    from ..kernels.movement_core import copy_variant
     launch_strided(copy_variant(tag, runtime.get().device.features), out, [b])
     launch_strided(kernel("masked_copy", tag), out, [a, c])
     return result(out, numpy_out)
@@ -400,12 +398,10 @@ def _source_for(op, dst, value):
         runtime.check_alive(value.buffer)
         src = value
         if src.dtype != dst.dtype:
-            from .casts import astype
             src = astype(src, dst.dtype)
         elif src.buffer is dst.buffer and not (src.shape == dst.shape and src.strides == dst.strides
                                                 and src.offset == dst.offset):
-            from .movement_core import copy
-            src = copy(src)    # numpy semantics when source and destination overlap
+            src = src.copy()    # numpy semantics when source and destination overlap
     else:
         if not isinstance(value, (np.ndarray, list, tuple)) or np.ndim(value) == 0:
             host = _dt.scalar_as(op, _check_scalar(op, value), dst.dtype)
@@ -416,7 +412,7 @@ def _source_for(op, dst, value):
                 raise DTypeError(f"{op}: value cannot be stored as {dst.dtype}: {e}") from None
         src = asarray(host)
     try:
-        L.broadcast_strides(src.shape, src.strides, dst.shape)
+        layout.broadcast_strides(src.shape, src.strides, dst.shape)
     except ShapeError:
         raise ShapeError(f"{op}: could not broadcast a value of shape {src.shape} into a view of shape "
                          f"{dst.shape}") from None

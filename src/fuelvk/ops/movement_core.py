@@ -4,6 +4,8 @@ from .. import runtime
 from ..array import Array
 from ..kernels.movement_core import copy_variant
 from ._core import device_args, fits, launch_strided, new_like, result
+from ..kernels import kernel
+from .movement import launch_write
 
 __all__ = ["ascontiguousarray", "copy"]
 
@@ -15,8 +17,6 @@ def _copy_into_new(x):
         src, dst = (Array(a.buffer, a.shape + (2,), tuple(2 * st for st in a.strides) + (1,), 2 * a.offset,
                           _dt.float64) for a in (x, out))
     if not fits(src, dst):   # larger than one binding: the write kernel, which moves 2-D tiles of a transpose
-        from ..kernels import kernel
-        from .movement import launch_write
         launch_write(kernel("write_slice", _dt.width_tag(src.dtype)), dst, src)
         return out
     launch_strided(copy_variant(_dt.width_tag(src.dtype), runtime.get().device.features), dst, [src])

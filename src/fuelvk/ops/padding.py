@@ -16,6 +16,7 @@ from ..kernels import kernel
 from ..kernels.movement import EPT, WG
 from ._core import blocks, device_args, element_words, fits, new_like, result
 from .movement import _check_scalar, _width_tag, launch_remap
+from .casts import astype
 
 __all__ = ["pad", "pad_backward"]
 
@@ -133,7 +134,6 @@ def _backward_sum(m, g, pads, out):
         raise UnsupportedError(f"pad_backward: a pad of {pads[big[0]]} on axis {big[0]} gives one element a fan-in "
                                f"above {limit} (mode {m}); pads up to {limit - 1} per axis are "
                                "supported")
-    from .casts import astype
     cur = g if g.dtype in (_dt.float32, _dt.float64) else astype(g, _dt.float32)   # one rounding at the end
     v = kernel(f"pad_backward_{m}", _dt.float_tag("pad_backward", cur.dtype))
     for d, (b, a) in enumerate(pads):

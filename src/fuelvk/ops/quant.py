@@ -24,6 +24,8 @@ from ..errors import DTypeError, FormatError, FuelVKError, ShapeError, Unsupport
 from ..kernels import kernel
 from ..kernels.quant import BLOCK, DEQUANT_WG, K_LOOP, MATVEC_ROWS, QUANTIZE_WG, TILE_M, TILE_N
 from ._core import blockwise, contiguous, device_args, fits, k_per_launch, result, spans, split_k, windowed
+from .movement import launch_write
+from .movement_core import copy
 from ._routes import forced_route
 
 __all__ = ["qmatmul", "qmatmul_route"]  # quantize/dequantize stay module-level (fuelvk.quant.*): no clash with fuelvk.*
@@ -125,7 +127,6 @@ def _blocks(op, blocks, kind, shape):
                          f"({math.prod(shape) // qk} blocks x {bs} B), got {data.size} bytes")
     data = contiguous(data)
     if data.offset % 2:  # blocks are read as 16-bit words
-        from .movement_core import copy
         data = copy(data)
     return data.reshape(-1), k, shape, numpy_out
 
@@ -236,7 +237,6 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
     ctx = runtime.get()
     woff = w.offset // 2
     if picked == "matvec" and xa.offset % 4:  # the matvec reads x as vec4
-        from .movement_core import copy
         xa = copy(xa)
 
     def run(k0, k1, dst):   # the K span k0..k1 (whole blocks): x columns k0.., W blocks k0 / qk..
@@ -259,8 +259,6 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
 def _qmatmul_blocks(x2, w2, k, kk, o2, route):
     """qmatmul where x, the weight blocks or the result are larger than one binding: blocks of weight
     rows (N) and of x rows (M) through windows, each result block written into out's block."""
-    from ..kernels import kernel as _kernel
-    from .movement import launch_write
     fit = lambda v: windowed(v) is not None   # noqa: E731
     m, n = o2.shape
     n_spans = spans("qmatmul", "weight row", n, lambda n0, n1: fit(w2[n0:n1]) and fit(o2[0:1, n0:n1]))
@@ -270,7 +268,7 @@ def _qmatmul_blocks(x2, w2, k, kk, o2, route):
         xw = windowed(x2[m0:m1])
         for n0, n1 in n_spans:
             r = qmatmul(xw, windowed(w2[n0:n1]), kind=k, shape=(n1 - n0, kk), route=route)
-            launch_write(_kernel("write_slice", "b4"), windowed(o2[m0:m1, n0:n1]), r)
+            launch_write(kernel("write_slice", "b4"), windowed(o2[m0:m1, n0:n1]), r)
 
 
 # -- GGUF files ---------------------------------------------------------------------------------

@@ -13,16 +13,19 @@ garbage collector in any thread) never takes the lock; see memory.py.
 """
 import atexit
 
-import numpy as np
 import threading
+import time
 
+import numpy as np
+
+from .. import config
 from ..errors import DeviceError, FuelVKMemoryError
 from .device import Device
 from .memory import MemoryPool
 from .commands import Stream
 from .pipelines import PipelineCache
 from . import loopcap
-from .vk import ffi
+from .vk import check, consts, ffi, lib
 
 _ctx = None
 _lock = threading.Lock()
@@ -31,13 +34,10 @@ STAGING_BYTES = 32 << 20   # largest staging slot of one transfer step (device-l
 
 class Context:
     def __init__(self, selector=None, validation=None):
+        config.check("at context creation")   # a bad FUELVK_* value raises before any Vulkan object exists
         self.device = Device(selector, validation)
         self.lock = self.device.lock
-        try:
-            self.pool = MemoryPool(self.device)   # raises on a bad FUELVK_MEMORY: give the device back
-        except Exception:
-            self.device.destroy()
-            raise
+        self.pool = MemoryPool(self.device)
         self.stream = Stream(self.device, self.pool)
         self.pool.synchronize = self.stream.synchronize   # on allocation failure: wait, trim, retry
         self.pipelines = PipelineCache(self.device)
@@ -131,36 +131,32 @@ class Timer:
     """Device time between start() and stop(), from timestamp queries (wall clock where absent)."""
 
     def __init__(self, ctx):
-        from .vk import C, lib, check
-        self.ctx, self._lib, self._C = ctx, lib, C
+        self.ctx = ctx
         self.device_timestamps = ctx.device.timestamp_bits > 0 and ctx.device.limits.timestampComputeAndGraphics
-        info = ffi.new("VkQueryPoolCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-                                                  "queryType": C.VK_QUERY_TYPE_TIMESTAMP, "queryCount": 2})
+        info = ffi.new("VkQueryPoolCreateInfo*", {"sType": consts.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                                  "queryType": consts.VK_QUERY_TYPE_TIMESTAMP, "queryCount": 2})
         out = ffi.new("VkQueryPool*")
         check(lib.vkCreateQueryPool(ctx.device.handle, info, ffi.NULL, out), "vkCreateQueryPool")
         self.pool = out[0]
         self._wall = None
 
     def start(self):
-        import time
         if self.device_timestamps:
             self.ctx.stream.timestamp(self.pool, 0)
         self._wall = time.perf_counter()
 
     def stop(self):
         """Wait for the work since start(); return (device_ms, wall_ms)."""
-        import time
         if self.device_timestamps:
             self.ctx.stream.timestamp(self.pool, 1)
         self.ctx.stream.synchronize()
         wall = (time.perf_counter() - self._wall) * 1e3
         if not self.device_timestamps:
             return wall, wall
-        C = self._C
         data = ffi.new("uint64_t[2]")
-        res = self._lib.vkGetQueryPoolResults(self.ctx.device.handle, self.pool, 0, 2, 16, data, 8,
-                                              C.VK_QUERY_RESULT_64_BIT | C.VK_QUERY_RESULT_WAIT_BIT)
-        if res != C.VK_SUCCESS:
+        res = lib.vkGetQueryPoolResults(self.ctx.device.handle, self.pool, 0, 2, 16, data, 8,
+                                              consts.VK_QUERY_RESULT_64_BIT | consts.VK_QUERY_RESULT_WAIT_BIT)
+        if res != consts.VK_SUCCESS:
             return wall, wall
         mask = (1 << self.ctx.device.timestamp_bits) - 1 if self.ctx.device.timestamp_bits < 64 else ~0
         ticks = (data[1] - data[0]) & mask
@@ -169,7 +165,7 @@ class Timer:
     def __del__(self):
         ctx = getattr(self, "ctx", None)
         if ctx is not None and not ctx.closed:
-            self._lib.vkDestroyQueryPool(ctx.device.handle, self.pool, ffi.NULL)
+            lib.vkDestroyQueryPool(ctx.device.handle, self.pool, ffi.NULL)
 
 
 def get():

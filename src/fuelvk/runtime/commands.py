@@ -12,25 +12,25 @@ Binding a kernel's buffers takes one of two paths, picked once per stream: push 
 (VK_KHR_push_descriptor), or descriptor sets allocated from per-slot pools that are reset when the
 slot's batch retired, written once per (pipeline, buffers) within a batch.
 """
-import os
 from collections import deque
 
+from .. import config
 from ..errors import DeviceError
-from .vk import C, ffi, lib, check
+from .vk import consts, ffi, lib, check
 
 FLUSH_EVERY = 512
 PIN_BYTES = 256 << 20
 MAX_IN_FLIGHT = 3
-COMPUTE = C.VK_PIPELINE_BIND_POINT_COMPUTE
-STAGE_COMPUTE = C.VK_SHADER_STAGE_COMPUTE_BIT
-STAGES = C.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | C.VK_PIPELINE_STAGE_TRANSFER_BIT
+COMPUTE = consts.VK_PIPELINE_BIND_POINT_COMPUTE
+STAGE_COMPUTE = consts.VK_SHADER_STAGE_COMPUTE_BIT
+STAGES = consts.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | consts.VK_PIPELINE_STAGE_TRANSFER_BIT
 # Capacity of one descriptor pool (a slot adds pools as its batch needs): sets, and descriptors per set
 # of each type on average.
 POOL_SETS = 256
-POOL_PER_SET = {C.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER: 8, C.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER: 4,
-                C.VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER: 4}
-ACCESS = (C.VK_ACCESS_SHADER_READ_BIT | C.VK_ACCESS_SHADER_WRITE_BIT | C.VK_ACCESS_TRANSFER_READ_BIT
-          | C.VK_ACCESS_TRANSFER_WRITE_BIT)
+POOL_PER_SET = {consts.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER: 8, consts.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER: 4,
+                consts.VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER: 4}
+ACCESS = (consts.VK_ACCESS_SHADER_READ_BIT | consts.VK_ACCESS_SHADER_WRITE_BIT | consts.VK_ACCESS_TRANSFER_READ_BIT
+          | consts.VK_ACCESS_TRANSFER_WRITE_BIT)
 
 
 class _DescriptorPools:
@@ -44,7 +44,7 @@ class _DescriptorPools:
         self.cur = -1          # index of the pool being allocated from
         self.left = None       # what pools[cur] has left
         self._ai = ffi.new("VkDescriptorSetAllocateInfo*", {
-            "sType": C.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorSetCount": 1})
+            "sType": consts.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorSetCount": 1})
         self._out = ffi.new("VkDescriptorSet*")
 
     def allocate(self, pipe):
@@ -72,7 +72,7 @@ class _DescriptorPools:
             cap = {t: max(POOL_SETS * k, dict(pipe.counts).get(t, 0)) for t, k in POOL_PER_SET.items()}
             sizes = ffi.new("VkDescriptorPoolSize[]", [{"type": t, "descriptorCount": n} for t, n in cap.items()])
             info = ffi.new("VkDescriptorPoolCreateInfo*", {
-                "sType": C.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, "maxSets": POOL_SETS,
+                "sType": consts.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, "maxSets": POOL_SETS,
                 "poolSizeCount": len(cap), "pPoolSizes": sizes})
             out = ffi.new("VkDescriptorPool*")
             check(lib.vkCreateDescriptorPool(self.dev, info, ffi.NULL, out), "vkCreateDescriptorPool")
@@ -99,19 +99,19 @@ class _Slot:
 
     def __init__(self, device, sets):
         dev = device.handle
-        info = ffi.new("VkCommandPoolCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+        info = ffi.new("VkCommandPoolCreateInfo*", {"sType": consts.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                                     "queueFamilyIndex": device.queue_family,
-                                                    "flags": C.VK_COMMAND_POOL_CREATE_TRANSIENT_BIT})
+                                                    "flags": consts.VK_COMMAND_POOL_CREATE_TRANSIENT_BIT})
         p = ffi.new("VkCommandPool*")
         check(lib.vkCreateCommandPool(dev, info, ffi.NULL, p), "vkCreateCommandPool")
         self.pool = p[0]
         ai = ffi.new("VkCommandBufferAllocateInfo*", {
-            "sType": C.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": self.pool,
-            "level": C.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1})
+            "sType": consts.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": self.pool,
+            "level": consts.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1})
         cb = ffi.new("VkCommandBuffer*")
         check(lib.vkAllocateCommandBuffers(dev, ai, cb), "vkAllocateCommandBuffers")
         self.cb = cb[0]
-        fi = ffi.new("VkFenceCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO})
+        fi = ffi.new("VkFenceCreateInfo*", {"sType": consts.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO})
         f = ffi.new("VkFence*")
         check(lib.vkCreateFence(dev, fi, ffi.NULL, f), "vkCreateFence")
         self.fence = f[0]
@@ -132,7 +132,7 @@ class Stream:
         self.pool = pool
         self.lock = device.lock
         self.destroyed = False
-        self.timeout_ns = int(float(os.environ.get("FUELVK_TIMEOUT_S", "600")) * 1e9)
+        self.timeout_ns = int(config.get("FUELVK_TIMEOUT_S") * 1e9)
         self.push_descriptor = device.push_descriptor
         sets = self.push_descriptor is None
         self.free = [_Slot(device, sets) for _ in range(MAX_IN_FLIGHT)]
@@ -145,13 +145,13 @@ class Stream:
         self.bound = None
         self.written, self.read = set(), set()
         self._begin_info = ffi.new("VkCommandBufferBeginInfo*", {
-            "sType": C.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-            "flags": C.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT})
-        self._barrier = ffi.new("VkMemoryBarrier*", {"sType": C.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+            "sType": consts.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+            "flags": consts.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT})
+        self._barrier = ffi.new("VkMemoryBarrier*", {"sType": consts.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                                                      "srcAccessMask": ACCESS, "dstAccessMask": ACCESS})
         self._host_barrier = ffi.new("VkMemoryBarrier*", {
-            "sType": C.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": ACCESS,
-            "dstAccessMask": C.VK_ACCESS_HOST_READ_BIT | C.VK_ACCESS_HOST_WRITE_BIT})
+            "sType": consts.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": ACCESS,
+            "dstAccessMask": consts.VK_ACCESS_HOST_READ_BIT | consts.VK_ACCESS_HOST_WRITE_BIT})
         self._copy = ffi.new("VkBufferCopy*")
         self._bind = self._bind_set if sets else self._bind_push
         self.sets = {}    # descriptor-set path: (pipeline, bindings) -> VkDescriptorSet written this batch
@@ -276,7 +276,7 @@ class Stream:
             if self.cur is None:
                 self._begin()
             lib.vkCmdResetQueryPool(self.cb, query_pool, index, 1)
-            lib.vkCmdWriteTimestamp(self.cb, C.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool, index)
+            lib.vkCmdWriteTimestamp(self.cb, consts.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool, index)
 
     # -- submission -------------------------------------------------------------------------------
     def flush(self, wait=False):
@@ -285,16 +285,16 @@ class Stream:
         with self.lock:
             if self.cur is not None:
                 slot = self.cur
-                lib.vkCmdPipelineBarrier(self.cb, STAGES, C.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, self._host_barrier,
+                lib.vkCmdPipelineBarrier(self.cb, STAGES, consts.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, self._host_barrier,
                                          0, ffi.NULL, 0, ffi.NULL)
                 check(lib.vkEndCommandBuffer(slot.cb), "vkEndCommandBuffer")
                 cbs = ffi.new("VkCommandBuffer[1]", [slot.cb])
-                si = ffi.new("VkSubmitInfo*", {"sType": C.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1,
+                si = ffi.new("VkSubmitInfo*", {"sType": consts.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1,
                                                "pCommandBuffers": cbs})
                 self.cur = self.cb = None
                 self.pool.fresh = 0
                 res = lib.vkQueueSubmit(self.device.queue, 1, si, slot.fence)
-                if res != C.VK_SUCCESS:
+                if res != consts.VK_SUCCESS:
                     slot.resources.clear()
                     self.free.append(slot)
                     check(res, "vkQueueSubmit")
@@ -312,11 +312,11 @@ class Stream:
             slot = self.in_flight[0]
             if wait:
                 res = lib.vkWaitForFences(dev, 1, slot.fence_ptr, 1, self.timeout_ns)
-                if res == C.VK_TIMEOUT:
+                if res == consts.VK_TIMEOUT:
                     raise DeviceError(f"device did not finish a batch within {self.timeout_ns / 1e9:.0f} s "
                                       "(FUELVK_TIMEOUT_S)")
                 check(res, "vkWaitForFences")
-            elif lib.vkGetFenceStatus(dev, slot.fence) != C.VK_SUCCESS:
+            elif lib.vkGetFenceStatus(dev, slot.fence) != consts.VK_SUCCESS:
                 break
             check(lib.vkResetFences(dev, 1, slot.fence_ptr), "vkResetFences")
             slot.resources.clear()

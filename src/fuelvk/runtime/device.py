@@ -1,16 +1,16 @@
 """Instance, physical-device choice, optional features, logical device and queue."""
-import os
 import threading
 
+from .. import config
 from ..errors import DeviceError, UnsupportedError
-from .vk import C, ffi, lib, check, new, cstrs, enumerate_, proc, instance_proc
+from .vk import consts, ffi, lib, check, new, cstrs, enumerate_, proc, instance_proc
 
-DEVICE_TYPE_RANK = {C.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: 0, C.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: 1,
-                    C.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: 2, C.VK_PHYSICAL_DEVICE_TYPE_CPU: 3,
-                    C.VK_PHYSICAL_DEVICE_TYPE_OTHER: 4}
-DEVICE_TYPE_NAME = {C.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: "discrete", C.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
-                    "integrated", C.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: "virtual",
-                    C.VK_PHYSICAL_DEVICE_TYPE_CPU: "cpu", C.VK_PHYSICAL_DEVICE_TYPE_OTHER: "other"}
+DEVICE_TYPE_RANK = {consts.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: 0, consts.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: 1,
+                    consts.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: 2, consts.VK_PHYSICAL_DEVICE_TYPE_CPU: 3,
+                    consts.VK_PHYSICAL_DEVICE_TYPE_OTHER: 4}
+DEVICE_TYPE_NAME = {consts.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: "discrete", consts.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+                    "integrated", consts.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: "virtual",
+                    consts.VK_PHYSICAL_DEVICE_TYPE_CPU: "cpu", consts.VK_PHYSICAL_DEVICE_TYPE_OTHER: "other"}
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 
 # feature name -> (struct key, field); the registry's `features` use these names.
@@ -109,7 +109,7 @@ def _instance_version():
     """The highest API version up to 1.3 the loader offers (1.3 feature structs need a 1.3 instance)."""
     v = ffi.new("uint32_t*")
     check(lib.vkEnumerateInstanceVersion(v), "vkEnumerateInstanceVersion")
-    return min(v[0], C.VK_MAKE_VERSION(1, 3, 0))
+    return min(v[0], consts.VK_MAKE_VERSION(1, 3, 0))
 
 
 class Device:
@@ -122,12 +122,12 @@ class Device:
         # allocation that fails synchronizes the stream under it.
         self.lock = threading.RLock()
         if validation is None:
-            validation = os.environ.get("FUELVK_VALIDATION", "") not in ("", "0")
+            validation = config.get("FUELVK_VALIDATION")
         self.closed = False
         self.messenger = None
-        self.limits_profile, self._profile = _limits_profile(os.environ.get(LIMITS_ENV))
+        self.limits_profile, self._profile = _limits_profile(config.get(LIMITS_ENV))
         self._create_instance(validation)
-        self._choose_physical(selector if selector is not None else os.environ.get("FUELVK_DEVICE"))
+        self._choose_physical(selector if selector is not None else config.get("FUELVK_DEVICE"))
         self._create_device()
 
     # -- instance ---------------------------------------------------------------------------------
@@ -141,21 +141,21 @@ class Device:
             layers.append(VALIDATION_LAYER)
             exts.append("VK_EXT_debug_utils")
             self.messenger = Messenger()
-        app = new("VkApplicationInfo*", {"sType": C.VK_STRUCTURE_TYPE_APPLICATION_INFO,
+        app = new("VkApplicationInfo*", {"sType": consts.VK_STRUCTURE_TYPE_APPLICATION_INFO,
                                          "pApplicationName": cstrs(["fuelvk"], keep)[0],
                                          "apiVersion": _instance_version()}, keep)
         info = new("VkInstanceCreateInfo*", {
-            "sType": C.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, "pApplicationInfo": app,
+            "sType": consts.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, "pApplicationInfo": app,
             "enabledLayerCount": len(layers), "ppEnabledLayerNames": cstrs(layers, keep),
             "enabledExtensionCount": len(exts), "ppEnabledExtensionNames": cstrs(exts, keep)}, keep)
         out = ffi.new("VkInstance*")
         check(lib.vkCreateInstance(info, ffi.NULL, out), "vkCreateInstance")
         self.instance = out[0]
         if self.messenger:
-            sev = (C.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | C.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)
-            typ = (C.VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT | C.VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT)
+            sev = (consts.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | consts.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)
+            typ = (consts.VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT | consts.VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT)
             mi = new("VkDebugUtilsMessengerCreateInfoEXT*", {
-                "sType": C.VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT, "messageSeverity": sev,
+                "sType": consts.VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT, "messageSeverity": sev,
                 "messageType": typ, "pfnUserCallback": self.messenger.callback}, keep)
             h = ffi.new("VkDebugUtilsMessengerEXT*")
             create = instance_proc(self.instance, "vkCreateDebugUtilsMessengerEXT")
@@ -183,7 +183,7 @@ class Device:
         else:
             pick = sorted(cands, key=lambda c: (DEVICE_TYPE_RANK.get(c[2].deviceType, 9), c[0]))
         self.index, self.physical, self._props, self.name = pick[0]
-        if self._props.apiVersion < C.VK_MAKE_VERSION(1, 2, 0):
+        if self._props.apiVersion < consts.VK_MAKE_VERSION(1, 2, 0):
             raise DeviceError(f"{self.name} supports Vulkan {self.api_version}; fuelvk needs 1.2")
         self.limits = Limits(self._props.limits, self._profile)
         # Device.loop_budget: probed on first use by runtime/loopcap.py (through the Context, which
@@ -197,7 +197,7 @@ class Device:
         self.available_extensions = {ffi.string(e.extensionName).decode() for e in ext_list}
         # FUELVK_NO_PUSH_DESCRIPTOR=1 leaves VK_KHR_push_descriptor disabled, as on a device without it:
         # dispatches then bind pooled descriptor sets (runtime/commands.py), so CI runs that path too.
-        no_push = os.environ.get("FUELVK_NO_PUSH_DESCRIPTOR", "") not in ("", "0")
+        no_push = config.get("FUELVK_NO_PUSH_DESCRIPTOR")
         self.extensions = [e for e in OPTIONAL_EXTENSIONS if e in self.available_extensions
                            and not (no_push and e == "VK_KHR_push_descriptor")]
         if no_push:
@@ -207,11 +207,11 @@ class Device:
         else:
             self.descriptor_path = ("descriptor sets", "auto (no VK_KHR_push_descriptor)")
         subgroup = ffi.new("VkPhysicalDeviceSubgroupProperties*",
-                           {"sType": C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES})
+                           {"sType": consts.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES})
         driver = ffi.new("VkPhysicalDeviceDriverProperties*",
-                         {"sType": C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, "pNext": subgroup})
+                         {"sType": consts.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, "pNext": subgroup})
         p2 = ffi.new("VkPhysicalDeviceProperties2*",
-                     {"sType": C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": driver})
+                     {"sType": consts.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": driver})
         lib.vkGetPhysicalDeviceProperties2(self.physical, p2)
         self.subgroup_size = subgroup.subgroupSize
         # A profile's subgroup width applies where the kernels' assumption holds (a multiple of 8:
@@ -219,18 +219,18 @@ class Device:
         want = self._profile.get("subgroupSize")
         if want and want != self.subgroup_size and self.subgroup_size % 8 == 0:
             self.limits.overrides["subgroupSize"] = self.subgroup_size = want
-        ops = subgroup.supportedOperations if subgroup.supportedStages & C.VK_SHADER_STAGE_COMPUTE_BIT else 0
+        ops = subgroup.supportedOperations if subgroup.supportedStages & consts.VK_SHADER_STAGE_COMPUTE_BIT else 0
         self._subgroup_features = {name for name, bit in (
-            ("subgroup_basic", C.VK_SUBGROUP_FEATURE_BASIC_BIT),
-            ("subgroup_arithmetic", C.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT),
-            ("subgroup_ballot", C.VK_SUBGROUP_FEATURE_BALLOT_BIT),
-            ("subgroup_shuffle", C.VK_SUBGROUP_FEATURE_SHUFFLE_BIT)) if ops & bit}
+            ("subgroup_basic", consts.VK_SUBGROUP_FEATURE_BASIC_BIT),
+            ("subgroup_arithmetic", consts.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT),
+            ("subgroup_ballot", consts.VK_SUBGROUP_FEATURE_BALLOT_BIT),
+            ("subgroup_shuffle", consts.VK_SUBGROUP_FEATURE_SHUFFLE_BIT)) if ops & bit}
         self.driver = f"{ffi.string(driver.driverName).decode()} {ffi.string(driver.driverInfo).decode()}".strip()
         self.uuid = bytes(ffi.buffer(self._props.pipelineCacheUUID, 16)).hex()
         self._query_features()
         fams, _ = enumerate_(lib.vkGetPhysicalDeviceQueueFamilyProperties, "VkQueueFamilyProperties",
                              self.physical)
-        compute = [i for i, f in enumerate(fams) if f.queueFlags & C.VK_QUEUE_COMPUTE_BIT]
+        compute = [i for i, f in enumerate(fams) if f.queueFlags & consts.VK_QUEUE_COMPUTE_BIT]
         if not compute:
             raise DeviceError(f"{self.name} has no compute queue")
         # Prefer a queue family that also does graphics? No: a compute one is what we need; first is fine.
@@ -245,18 +245,18 @@ class Device:
             s = new(ctype, {"sType": stype, "pNext": chain[-1] if chain else ffi.NULL}, keep)
             chain.append(s)
             return s
-        self._feat = {"v11": link("VkPhysicalDeviceVulkan11Features*", C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES),
-                      "v12": link("VkPhysicalDeviceVulkan12Features*", C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)}
-        if min(self._props.apiVersion, _instance_version()) >= C.VK_MAKE_VERSION(1, 3, 0):
+        self._feat = {"v11": link("VkPhysicalDeviceVulkan11Features*", consts.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES),
+                      "v12": link("VkPhysicalDeviceVulkan12Features*", consts.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)}
+        if min(self._props.apiVersion, _instance_version()) >= consts.VK_MAKE_VERSION(1, 3, 0):
             self._feat["v13"] = link("VkPhysicalDeviceVulkan13Features*",
-                                     C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES)
+                                     consts.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES)
         if "VK_EXT_shader_atomic_float" in self.extensions:
             self._feat["atomic_float"] = link("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT*",
-                                              C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT)
+                                              consts.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT)
         if "VK_KHR_cooperative_matrix" in self.extensions:
             self._feat["coop"] = link("VkPhysicalDeviceCooperativeMatrixFeaturesKHR*",
-                                      C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR)
-        f2 = new("VkPhysicalDeviceFeatures2*", {"sType": C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                      consts.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR)
+        f2 = new("VkPhysicalDeviceFeatures2*", {"sType": consts.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                                 "pNext": chain[-1]}, keep)
         lib.vkGetPhysicalDeviceFeatures2(self.physical, f2)
         self._feat["core"] = f2.features
@@ -288,9 +288,9 @@ class Device:
         fn(self.physical, n, ffi.NULL)
         arr = ffi.new("VkCooperativeMatrixPropertiesKHR[]", n[0])
         for i in range(n[0]):
-            arr[i].sType = C.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
+            arr[i].sType = consts.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
         fn(self.physical, n, arr)
-        comp = {C.VK_COMPONENT_TYPE_FLOAT16_KHR: "f16", C.VK_COMPONENT_TYPE_FLOAT32_KHR: "f32"}
+        comp = {consts.VK_COMPONENT_TYPE_FLOAT16_KHR: "f16", consts.VK_COMPONENT_TYPE_FLOAT32_KHR: "f32"}
         return [dict(M=a.MSize, N=a.NSize, K=a.KSize, A=comp.get(a.AType, str(a.AType)),
                      B=comp.get(a.BType, str(a.BType)), C=comp.get(a.CType, str(a.CType)),
                      R=comp.get(a.ResultType, str(a.ResultType)), scope=a.scope) for a in arr]
@@ -299,11 +299,11 @@ class Device:
     def _create_device(self):
         keep = self._keep
         prio = new("float*", 1.0, keep)
-        qi = new("VkDeviceQueueCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+        qi = new("VkDeviceQueueCreateInfo*", {"sType": consts.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                               "queueFamilyIndex": self.queue_family, "queueCount": 1,
                                               "pQueuePriorities": prio}, keep)
         info = new("VkDeviceCreateInfo*", {
-            "sType": C.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, "pNext": self._features2,
+            "sType": consts.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, "pNext": self._features2,
             "queueCreateInfoCount": 1, "pQueueCreateInfos": qi,
             "enabledExtensionCount": len(self.extensions),
             "ppEnabledExtensionNames": cstrs(self.extensions, keep)}, keep)
@@ -336,7 +336,7 @@ class Device:
     @property
     def api_version(self):
         v = self._props.apiVersion
-        return f"{C.VK_VERSION_MAJOR(v)}.{C.VK_VERSION_MINOR(v)}.{C.VK_VERSION_PATCH(v)}"
+        return f"{consts.VK_VERSION_MAJOR(v)}.{consts.VK_VERSION_MINOR(v)}.{consts.VK_VERSION_PATCH(v)}"
 
     def require(self, features, what):
         missing = [f for f in features if f not in self.features]

@@ -10,10 +10,10 @@ FUELVK_PIPELINE_CACHE=0: no disk read or write). FUELVK_LOOP_BUDGET=<n> (or "non
 budget, e.g. to force every split path in the tests.
 """
 import json
-import os
 
 import numpy as np
 
+from .. import config
 from ..errors import DeviceError
 from .pipelines import disk_cache_path
 
@@ -54,18 +54,7 @@ def probe(ctx):
 
 
 def _override():
-    raw = os.environ.get(ENV, "").strip()
-    if raw == "":
-        return False, None
-    if raw.lower() == "none":
-        return True, None
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise DeviceError(f"{ENV}={raw!r} is not a loop budget; accepted: a positive integer or 'none'")
-    return True, n
+    return config.is_set(ENV), config.get(ENV)
 
 
 def resolve(ctx):

@@ -6,8 +6,8 @@ hold references to every buffer they touch, so a slot is never reused while the 
 access it; when the last reference goes away (in any thread, possibly inside the garbage collector
 while this thread is in the middle of a pool call), Buffer.__del__ only appends the slot to
 `pool.dead` (a deque append is atomic); the pool takes dead slots back under the device lock.
-Memory is given back to the driver when idle bytes pass a high-water mark (KEEP_IDLE over what was
-idle after the last trim), checked after every full synchronize and before creating a chunk, and
+Memory is given back to the driver when idle bytes pass a high-water mark (keep_idle, from
+FUELVK_POOL_KEEP_MB, over what was idle after the last trim), checked after every full synchronize and before creating a chunk, and
 on allocation failure (after waiting for queued work). Texel-buffer bindings read a slot through a
 VkBufferView, cached on its chunk per (format, slot).
 
@@ -20,34 +20,30 @@ array) and a reference to the slot (queued work that binds the window keeps the 
 import ctypes
 import functools
 import re
-import os
 import sys
 from collections import deque
 
+from .. import config
 from ..errors import DeviceError, FuelVKMemoryError, UnsupportedError
-from .vk import C, ffi, lib, check
+from .vk import consts, ffi, lib, check
 
-USAGE = (C.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | C.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
-         | C.VK_BUFFER_USAGE_TRANSFER_DST_BIT | C.VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT
-         | C.VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT)
+USAGE = (consts.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | consts.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+         | consts.VK_BUFFER_USAGE_TRANSFER_DST_BIT | consts.VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT
+         | consts.VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT)
 HUGE, MADV_HUGEPAGE = 2 << 20, 14
-TEXEL_FEATURE = {"uniform_texel_buffer": C.VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT,
-                 "storage_texel_buffer": C.VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT}
+TEXEL_FEATURE = {"uniform_texel_buffer": consts.VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT,
+                 "storage_texel_buffer": consts.VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT}
 
 
 def texel_bytes(fmt):
     """Bytes per texel of a plain VkFormat name ("R32G32B32A32_UINT" -> 16)."""
     return sum(int(b) for b in re.findall(r"[RGBA](\d+)", fmt.split("_")[0])) // 8
-HOST = C.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | C.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-LOCAL = C.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
-CACHED = C.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
-VISIBLE = C.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
-MEMORY_MODES = ("auto", "mapped", "device-local")
+HOST = consts.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | consts.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+LOCAL = consts.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+CACHED = consts.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+VISIBLE = consts.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
 MIN_BYTES = 256          # also the slot alignment: >= every device's minStorageBufferOffsetAlignment
 CHUNK_BYTES = 8 << 20    # slots up to this size share chunks; larger sizes get a chunk each
-# Idle bytes (held but in no live slot) the pool may keep cached beyond what stayed idle after its last
-# trim; past that, idle chunks go back to the driver.
-KEEP_IDLE = int(float(os.environ.get("FUELVK_POOL_KEEP_MB", "256")) * (1 << 20))
 
 
 def size_class(nbytes):
@@ -171,12 +167,10 @@ def memory_mode(device_type):
     device-local). auto: mapped on CPU and integrated devices, which read host-visible memory at full
     speed; device-local + staging copies on discrete GPUs. device-local forces the discrete-GPU path
     anywhere (so it runs in CI on lavapipe), mapped the other."""
-    mode = os.environ.get("FUELVK_MEMORY", "").strip() or "auto"
+    mode = config.get("FUELVK_MEMORY")
     if mode == "auto":
         return device_type != "discrete", f"auto ({device_type} device)"
-    if mode in MEMORY_MODES:
-        return mode == "mapped", f"forced (FUELVK_MEMORY={mode})"
-    raise DeviceError(f"FUELVK_MEMORY={mode!r} is not a memory mode; accepted: {', '.join(MEMORY_MODES)}")
+    return mode == "mapped", f"forced (FUELVK_MEMORY={mode})"
 
 
 def pick_memory_type(types, bits, host, direct):
@@ -208,7 +202,10 @@ class MemoryPool:
         self.chunks = []
         self.in_use = self.peak_in_use = self.peak_held = 0
         self.fresh = 0            # bytes handed out since the stream's last submit (it flushes past a limit)
-        self.high_water = KEEP_IDLE
+        # Idle bytes (held but in no live slot) the pool may keep cached beyond what stayed idle after
+        # its last trim; past that, idle chunks go back to the driver.
+        self.keep_idle = int(config.get("FUELVK_POOL_KEEP_MB") * (1 << 20))
+        self.high_water = self.keep_idle
         self.synchronize = None   # set by the Context: waits for queued work (which pins dead slots)
         props = ffi.new("VkPhysicalDeviceMemoryProperties*")
         lib.vkGetPhysicalDeviceMemoryProperties(device.physical, props)
@@ -228,11 +225,11 @@ class MemoryPool:
         """The largest VkBuffer: maxBufferSize (Vulkan 1.3 / VK_KHR_maintenance4), else the largest heap."""
         heap = max(self.heaps)
         dev = self.device
-        if dev._props.apiVersion >= C.VK_MAKE_VERSION(1, 3, 0) or "VK_KHR_maintenance4" in dev.available_extensions:
+        if dev._props.apiVersion >= consts.VK_MAKE_VERSION(1, 3, 0) or "VK_KHR_maintenance4" in dev.available_extensions:
             m4 = ffi.new("VkPhysicalDeviceMaintenance4Properties*",
-                         {"sType": C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES})
+                         {"sType": consts.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES})
             p2 = ffi.new("VkPhysicalDeviceProperties2*",
-                         {"sType": C.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": m4})
+                         {"sType": consts.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": m4})
             lib.vkGetPhysicalDeviceProperties2(dev.physical, p2)
             if m4.maxBufferSize:
                 return min(int(m4.maxBufferSize), heap)
@@ -255,7 +252,7 @@ class MemoryPool:
         ok = self._format_ok.get((fmt, kind))
         if ok is None:
             props = ffi.new("VkFormatProperties*")
-            lib.vkGetPhysicalDeviceFormatProperties(self.device.physical, getattr(C, "VK_FORMAT_" + fmt), props)
+            lib.vkGetPhysicalDeviceFormatProperties(self.device.physical, getattr(consts, "VK_FORMAT_" + fmt), props)
             ok = self._format_ok[(fmt, kind)] = bool(props.bufferFeatures & TEXEL_FEATURE[kind])
         if not ok:
             raise UnsupportedError(f"{what}: {self.device.name} cannot read format {fmt} as a {kind}")
@@ -265,9 +262,9 @@ class MemoryPool:
         if elements > limit:
             raise UnsupportedError(f"{what}: a {buf.size}-byte array is {elements} {fmt} texels, over this "
                                    f"device's maxTexelBufferElements = {limit}; split the tensor")
-        info = ffi.new("VkBufferViewCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
+        info = ffi.new("VkBufferViewCreateInfo*", {"sType": consts.VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
                                                    "buffer": buf.chunk.handle,
-                                                   "format": getattr(C, "VK_FORMAT_" + fmt),
+                                                   "format": getattr(consts, "VK_FORMAT_" + fmt),
                                                    "offset": buf.offset, "range": elements * tb})
         out = ffi.new("VkBufferView*")
         check(lib.vkCreateBufferView(self.device.handle, info, ffi.NULL, out), f"vkCreateBufferView({what})")
@@ -338,18 +335,18 @@ class MemoryPool:
 
     def _create(self, size, host, slot):
         dev = self.device.handle
-        info = ffi.new("VkBufferCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": size,
-                                               "usage": USAGE, "sharingMode": C.VK_SHARING_MODE_EXCLUSIVE})
+        info = ffi.new("VkBufferCreateInfo*", {"sType": consts.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": size,
+                                               "usage": USAGE, "sharingMode": consts.VK_SHARING_MODE_EXCLUSIVE})
         h = ffi.new("VkBuffer*")
         check(lib.vkCreateBuffer(dev, info, ffi.NULL, h), "vkCreateBuffer")
         req = ffi.new("VkMemoryRequirements*")
         lib.vkGetBufferMemoryRequirements(dev, h[0], req)
-        ai = ffi.new("VkMemoryAllocateInfo*", {"sType": C.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+        ai = ffi.new("VkMemoryAllocateInfo*", {"sType": consts.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
                                                "allocationSize": req.size,
                                                "memoryTypeIndex": self._memory_type(req.memoryTypeBits, host)})
         m = ffi.new("VkDeviceMemory*")
         res = lib.vkAllocateMemory(dev, ai, ffi.NULL, m)
-        if res != C.VK_SUCCESS:
+        if res != consts.VK_SUCCESS:
             lib.vkDestroyBuffer(dev, h[0], ffi.NULL)
             check(res, f"vkAllocateMemory({req.size} bytes)")
         check(lib.vkBindBufferMemory(dev, h[0], m[0], 0), "vkBindBufferMemory")
@@ -399,7 +396,7 @@ class MemoryPool:
                 self.chunks = [c for c in self.chunks if id(c) not in idle]
                 if self.device.device_type == "cpu":
                     _heap_trim()
-            self.high_water = self.allocated - self.in_use + KEEP_IDLE
+            self.high_water = self.allocated - self.in_use + self.keep_idle
 
     def info(self):
         """Bytes held from the driver, in live slots (arrays and slots queued work pins), and their peaks."""

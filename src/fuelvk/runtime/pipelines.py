@@ -12,19 +12,20 @@ import os
 import struct
 from pathlib import Path
 
+from .. import config
 from ..errors import BuildError, DeviceError, UnsupportedError
 from ..kernels.signature import Signature
 from ..spirv import evaluate
-from .vk import C, ffi, lib, check
+from .vk import consts, ffi, lib, check
 
 WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF  # VK_WHOLE_SIZE (the bindings export it as -1)
-DESCRIPTOR_TYPES = {"storage_buffer": C.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                    "uniform_texel_buffer": C.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER,
-                    "storage_texel_buffer": C.VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER}
+DESCRIPTOR_TYPES = {"storage_buffer": consts.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                    "uniform_texel_buffer": consts.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER,
+                    "storage_texel_buffer": consts.VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER}
 
 
 def spv_dir():
-    env = os.environ.get("FUELVK_SPV_DIR")
+    env = config.get("FUELVK_SPV_DIR")
     if env:
         return Path(env)
     here = Path(__file__).resolve()
@@ -38,9 +39,9 @@ def disk_cache_path(device, stem):
     """Where per-driver data (the VkPipelineCache, the probed loop cap) lives on disk:
     $FUELVK_CACHE_DIR or ~/.cache/fuelvk, keyed by device UUID + driver version; None when
     FUELVK_PIPELINE_CACHE=0 turns the disk cache off."""
-    if os.environ.get("FUELVK_PIPELINE_CACHE", "1") == "0":
+    if not config.get("FUELVK_PIPELINE_CACHE"):
         return None
-    root = os.environ.get("FUELVK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fuelvk")
+    root = config.get("FUELVK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fuelvk")
     return Path(root) / f"{stem}-{device.uuid}-{device._props.driverVersion}"
 
 
@@ -75,7 +76,7 @@ class PipelineCache:
             except OSError:
                 data = b""
         blob = ffi.from_buffer(data) if data else ffi.NULL
-        info = ffi.new("VkPipelineCacheCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+        info = ffi.new("VkPipelineCacheCreateInfo*", {"sType": consts.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
                                                       "initialDataSize": len(data), "pInitialData": blob})
         out = ffi.new("VkPipelineCache*")
         check(lib.vkCreatePipelineCache(self.device.handle, info, ffi.NULL, out), "vkCreatePipelineCache")
@@ -87,10 +88,10 @@ class PipelineCache:
             return
         n = ffi.new("size_t*")
         dev = self.device.handle
-        if lib.vkGetPipelineCacheData(dev, self._vk_cache, n, ffi.NULL) != C.VK_SUCCESS:
+        if lib.vkGetPipelineCacheData(dev, self._vk_cache, n, ffi.NULL) != consts.VK_SUCCESS:
             return
         buf = ffi.new("char[]", n[0])
-        if lib.vkGetPipelineCacheData(dev, self._vk_cache, n, buf) == C.VK_SUCCESS:
+        if lib.vkGetPipelineCacheData(dev, self._vk_cache, n, buf) == consts.VK_SUCCESS:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(ffi.buffer(buf, n[0])[:])
@@ -116,7 +117,7 @@ class PipelineCache:
         mod = self._modules.get(vid)
         if mod is None:
             code = (self.dir / self.meta(vid)["spv"]).read_bytes()
-            info = ffi.new("VkShaderModuleCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+            info = ffi.new("VkShaderModuleCreateInfo*", {"sType": consts.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                                          "codeSize": len(code),
                                                          "pCode": ffi.cast("uint32_t*", ffi.from_buffer(code))})
             out = ffi.new("VkShaderModule*")
@@ -132,10 +133,10 @@ class PipelineCache:
             n = len(types)
             binds = ffi.new("VkDescriptorSetLayoutBinding[]", [
                 {"binding": i, "descriptorType": t, "descriptorCount": 1,
-                 "stageFlags": C.VK_SHADER_STAGE_COMPUTE_BIT} for i, t in enumerate(types)])
+                 "stageFlags": consts.VK_SHADER_STAGE_COMPUTE_BIT} for i, t in enumerate(types)])
             info = ffi.new("VkDescriptorSetLayoutCreateInfo*", {
-                "sType": C.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-                "flags": C.VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR
+                "sType": consts.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                "flags": consts.VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR
                 if self.device.push_descriptor is not None else 0,
                 "bindingCount": n, "pBindings": binds})
             out = ffi.new("VkDescriptorSetLayout*")
@@ -193,10 +194,10 @@ class PipelineCache:
         types = tuple(DESCRIPTOR_TYPES[k] for k in kinds)
         set_layout = ffi.new("VkDescriptorSetLayout[1]", [self._set_layout(types)])
         push_size = meta["push_constant_size"]
-        rng = ffi.new("VkPushConstantRange*", {"stageFlags": C.VK_SHADER_STAGE_COMPUTE_BIT, "offset": 0,
+        rng = ffi.new("VkPushConstantRange*", {"stageFlags": consts.VK_SHADER_STAGE_COMPUTE_BIT, "offset": 0,
                                                "size": push_size})
         li = ffi.new("VkPipelineLayoutCreateInfo*", {
-            "sType": C.VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, "setLayoutCount": 1,
+            "sType": consts.VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, "setLayoutCount": 1,
             "pSetLayouts": set_layout, "pushConstantRangeCount": 1 if push_size else 0,
             "pPushConstantRanges": rng if push_size else ffi.NULL})
         lo = ffi.new("VkPipelineLayout*")
@@ -210,10 +211,10 @@ class PipelineCache:
                                                           "dataSize": 4 * len(spec), "pData": data})
             keep += [entries, data, spec_info]
         entry = ffi.new("char[]", meta["entry_point"].encode())
-        stage = {"sType": C.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                 "stage": C.VK_SHADER_STAGE_COMPUTE_BIT, "module": self._module(variant.id), "pName": entry,
+        stage = {"sType": consts.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                 "stage": consts.VK_SHADER_STAGE_COMPUTE_BIT, "module": self._module(variant.id), "pName": entry,
                  "pSpecializationInfo": spec_info}
-        ci = ffi.new("VkComputePipelineCreateInfo*", {"sType": C.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        ci = ffi.new("VkComputePipelineCreateInfo*", {"sType": consts.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
                                                       "stage": stage, "layout": lo[0]})
         out = ffi.new("VkPipeline*")
         check(lib.vkCreateComputePipelines(dev, self._vk_cache, 1, ci, ffi.NULL, out),
@@ -225,7 +226,7 @@ class PipelineCache:
         p.views = ffi.new("VkBufferView[]", max(n, 1))
         p.texel = texel
         p.writes = ffi.new("VkWriteDescriptorSet[]", [
-            {"sType": C.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstBinding": i, "descriptorCount": 1,
+            {"sType": consts.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstBinding": i, "descriptorCount": 1,
              "descriptorType": t, "pBufferInfo": p.infos + i, "pTexelBufferView": p.views + i}
             for i, t in enumerate(types)])
         p.writes_list = [p.writes[i] for i in range(n)]

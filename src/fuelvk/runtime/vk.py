@@ -1,7 +1,7 @@
 """The one place that touches the `vulkan` cffi bindings: raw ffi/lib and result translation.
 
 fuelvk calls the cffi functions directly (``lib.vkCmdDispatch(...)``) instead of the package's
-Python wrappers: the wrappers cost ~4 µs per call, which dominates a small dispatch.
+Python wrappers: the wrappers' per-call overhead (docs/MEASUREMENTS.md) dominates a small dispatch.
 """
 import vulkan as _vulkan
 
@@ -9,18 +9,18 @@ from ..errors import DeviceError, FuelVKMemoryError
 
 ffi = _vulkan.ffi
 lib = _vulkan.lib
-C = _vulkan  # constants (VK_*)
+consts = _vulkan  # the VK_* constants
 
-_RESULT_NAMES = {getattr(C, n): n for n in dir(C)
+_RESULT_NAMES = {getattr(consts, n): n for n in dir(consts)
                  if n.startswith(("VK_ERROR_", "VK_TIMEOUT", "VK_NOT_READY", "VK_INCOMPLETE"))}
 
 
 def check(result, what):
     """Raise the fuelvk error for a non-success VkResult (VK_TIMEOUT/VK_NOT_READY included)."""
-    if result == C.VK_SUCCESS:
+    if result == consts.VK_SUCCESS:
         return
     name = _RESULT_NAMES.get(result, str(result))
-    if result in (C.VK_ERROR_OUT_OF_DEVICE_MEMORY, C.VK_ERROR_OUT_OF_HOST_MEMORY):
+    if result in (consts.VK_ERROR_OUT_OF_DEVICE_MEMORY, consts.VK_ERROR_OUT_OF_HOST_MEMORY):
         raise FuelVKMemoryError(f"{what}: {name}")
     raise DeviceError(f"{what} failed: {name}")
 
@@ -49,7 +49,7 @@ def enumerate_(fn, ctype, *args):
         check(res, fn.__name__ if hasattr(fn, "__name__") else "enumerate")
     arr = ffi.new(f"{ctype}[]", n[0])
     res = fn(*args, n, arr)
-    if res is not None and res != C.VK_INCOMPLETE:
+    if res is not None and res != consts.VK_INCOMPLETE:
         check(res, "enumerate")
     return [arr[i] for i in range(n[0])], arr
 

@@ -4,7 +4,6 @@ Half and float8 tensors travel as same-width integer views (torch bf16 -> int16 
 so no value is ever rounded through another float type.
 """
 import contextlib
-import os
 import threading
 from collections import OrderedDict
 
@@ -12,39 +11,10 @@ import numpy as np
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from .. import config
 from .. import dtypes as _dt
 from ..array import Array, asarray
-from ..errors import DTypeError
-
-# torch dtype -> (numpy dtype fuelvk uses, torch dtype of the same width that numpy knows, or None)
-_BITS = {torch.bfloat16: (_dt.bfloat16, torch.int16), torch.float8_e4m3fn: (_dt.float8_e4m3fn, torch.uint8)}
-_PLAIN = {torch.float32: _dt.float32, torch.float16: _dt.float16, torch.float64: _dt.float64,
-          torch.int8: _dt.int8, torch.int16: _dt.int16, torch.int32: _dt.int32, torch.int64: _dt.int64,
-          torch.uint8: _dt.uint8, torch.uint16: _dt.uint16, torch.uint32: _dt.uint32, torch.bool: _dt.bool_}
-TO_NUMPY = {**_PLAIN, **{t: v[0] for t, v in _BITS.items()}}
-TO_TORCH = {v: k for k, v in TO_NUMPY.items()}
-
-
-def numpy_dtype(op, dtype):
-    """The fuelvk (numpy / ml_dtypes) dtype of a torch dtype, or a DTypeError naming the op."""
-    dt = TO_NUMPY.get(dtype)
-    if dt is None:
-        raise DTypeError(f"torch.ops.fuelvk.{op}: torch dtype {dtype} has no fuelvk twin; accepted: "
-                         + ", ".join(str(t) for t in TO_NUMPY))
-    return dt
-
-
-def to_numpy(t, op="?"):
-    """A numpy view (no copy when t is a CPU tensor) with fuelvk's dtype, bits unchanged."""
-    if t.device.type != "cpu":
-        raise DTypeError(f"torch.ops.fuelvk.{op}: expects CPU tensors (fuelvk uploads them itself), got {t.device}")
-    t = t.detach()
-    dt = numpy_dtype(op, t.dtype)
-    if t.dtype in _BITS:
-        t = t.view(_BITS[t.dtype][1])   # same width: a reinterpreting view of any layout
-    host = t.numpy()
-    return host if host.dtype == dt else host.view(dt)
-
+from .._torch_bits import _BITS, TO_NUMPY, TO_TORCH, numpy_dtype, to_numpy  # noqa: F401 (re-exported)
 
 DEVICE = "fuelvk"
 _results = threading.local()   # .on_device: a custom op called with fuelvk tensors returns fuelvk tensors
@@ -138,7 +108,7 @@ class WeightCache:
 
     def __init__(self, max_entries=64, max_bytes=512 << 20):
         self.max_entries, self.max_bytes = max_entries, max_bytes
-        self.enabled = os.environ.get("FUELVK_TORCH_CACHE", "1") != "0"
+        self.enabled = config.get("FUELVK_TORCH_CACHE")
         self.entries = OrderedDict()
         self.nbytes = 0
         self.hits = self.misses = 0

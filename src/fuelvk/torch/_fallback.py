@@ -12,7 +12,6 @@ The first fallback of each op warns once, naming the op; FUELVK_TORCH_FALLBACK=0
 call) turns a fallback into a FallbackError instead, as PYTORCH_ENABLE_MPS_FALLBACK does for MPS;
 fallback_stats() counts the fallbacks per op.
 """
-import os
 import threading
 import warnings
 from collections import Counter
@@ -20,6 +19,7 @@ from collections import Counter
 import torch
 from torch.utils._pytree import tree_map
 
+from .. import config
 from ..errors import UnsupportedError
 from . import device as D
 
@@ -75,7 +75,7 @@ def note(name, reason=None):
     """Record one CPU fallback of aten op `name` (warn the first time), or raise FallbackError when off."""
     what = f"aten op {name}: fuelvk's kernel does not cover this case ({reason})" if reason else \
         f"aten op {name} has no fuelvk kernel"
-    if os.environ.get(ENV, "1") == "0":
+    if not config.get(ENV):
         raise FallbackError(f"{what}, and {ENV}=0 forbids running it on the CPU; "
                             f"unset {ENV} (or set it to 1) to allow the CPU fallback")
     with _lock:

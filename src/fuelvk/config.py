@@ -1,0 +1,166 @@
+"""fuelvk's settings: every FUELVK_* environment variable, in one table.
+
+`get(name)` reads the variable when called and parses it; a value the setting does not accept is a
+DeviceError naming the variable and what it accepts (unset or empty: the default). Each row says
+when fuelvk reads it: per call (the op or cache reads it each time), or once where the value must
+stay fixed for the object it configures (the device and its memory pool are built once per context,
+so changing FUELVK_DEVICE afterwards cannot move them). README.md's settings table is generated
+from this one (`python -m fuelvk.config`; tests/test_config.py checks they agree).
+"""
+import os
+from collections import namedtuple
+
+from .errors import DeviceError
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+class Flag:
+    what, accepts = "a switch", "1, true, yes, on or 0, false, no, off"
+
+    def parse(self, raw):
+        v = raw.lower()
+        if v in _TRUE or v in _FALSE:
+            return v in _TRUE
+        raise ValueError
+
+
+class Choice:
+    def __init__(self, what, *values):
+        self.what, self.values = what, values
+        self.accepts = ", ".join(values)
+
+    def parse(self, raw):
+        v = raw.lower()
+        if v not in self.values:
+            raise ValueError
+        return v
+
+
+class Number:
+    """A float > 0 (seconds, MiB)."""
+    accepts = "a number > 0"
+
+    def __init__(self, what):
+        self.what = what
+
+    def parse(self, raw):
+        v = float(raw)
+        if not v > 0 or v == float("inf"):
+            raise ValueError
+        return v
+
+
+class LoopBudget:
+    """A positive integer, or 'none' (no budget: loops are never split; is_set() tells it from unset)."""
+    what, accepts = "a loop budget", "a positive integer or 'none'"
+
+    def parse(self, raw):
+        if raw.lower() == "none":
+            return None
+        v = int(raw)
+        if v < 1:
+            raise ValueError
+        return v
+
+
+class Text:
+    """Any non-empty string (a path, a device selector, a route its op checks)."""
+
+    what = "a value"
+
+    def __init__(self, accepts):
+        self.accepts = accepts
+
+    def parse(self, raw):
+        return raw
+
+
+Setting = namedtuple("Setting", "name kind default read doc")
+
+SETTINGS = {s.name: s for s in (
+    Setting("FUELVK_DEVICE", Text("a device index or a name substring"), None, "at context creation",
+            "the device (default: discrete > integrated > virtual > CPU)"),
+    Setting("FUELVK_VALIDATION", Flag(), False, "at context creation",
+            "enable VK_LAYER_KHRONOS_validation and collect its messages (the tests do)"),
+    Setting("FUELVK_LIMITS", Choice("a limits profile", "small", "device", "none"), None, "at context creation",
+            "run within a smaller GPU's limits (`small`; `device`/`none`: the device's own); "
+            "`python -m fuelvk info` shows the profile"),
+    Setting("FUELVK_NO_PUSH_DESCRIPTOR", Flag(), False, "at context creation",
+            "bind descriptor sets instead of push descriptors (see Devices)"),
+    Setting("FUELVK_MEMORY", Choice("a memory mode", "auto", "mapped", "device-local"), "auto", "at context creation",
+            "`device-local`: arrays unmapped, staging copies; `mapped`: arrays in host-visible memory "
+            "(see Devices)"),
+    Setting("FUELVK_POOL_KEEP_MB", Number("a size in MiB"), 256.0, "at context creation",
+            "idle memory (MiB) the pool may keep cached before giving chunks back"),
+    Setting("FUELVK_TIMEOUT_S", Number("a time in seconds"), 600.0, "at context creation",
+            "how long to wait for a batch before raising `DeviceError`"),
+    Setting("FUELVK_LOOP_BUDGET", LoopBudget(), None, "at context creation",
+            "loop iterations one invocation may run before work is split (`none`: no split); "
+            "default: probed (below)"),
+    Setting("FUELVK_SPV_DIR", Text("a directory holding manifest.json"), None, "at context creation",
+            "where the compiled shaders are (default: the spv/ next to the package)"),
+    Setting("FUELVK_PIPELINE_CACHE", Flag(), True, "at context creation",
+            "read/write the on-disk VkPipelineCache and probed loop cap (`0`: probe in every process)"),
+    Setting("FUELVK_CACHE_DIR", Text("a directory"), None, "at context creation",
+            "where the disk caches live (default `~/.cache/fuelvk`)"),
+    Setting("FUELVK_MATMUL_ROUTE", Text("a route of fuelvk.matmul_route"), None, "per call",
+            "force matmul's route (tests, benchmarks); `route=` wins"),
+    Setting("FUELVK_ATTENTION_ROUTE", Text("auto, single, tiled"), None, "per call",
+            "force attention's route (tests, benchmarks); `route=` wins"),
+    Setting("FUELVK_QMATMUL_ROUTE", Text("matvec, tiled"), None, "per call",
+            "force qmatmul's route (tests, benchmarks); `route=` wins"),
+    Setting("FUELVK_ATOMICS", Choice("an atomics mode", "cas", "native"), None, "at import of fuelvk",
+            "scatter_add / index_add: force compare-and-swap or native float atomics (default: native "
+            "where the device has them); frozen as `fuelvk.ops.indexing.ATOMICS`, which tests set"),
+    Setting("FUELVK_TORCH_CACHE", Flag(), True, "at import of fuelvk.torch (one weight cache)",
+            "`fuelvk.torch`: keep parameters uploaded (`0`: re-upload on every call)"),
+    Setting("FUELVK_TORCH_FALLBACK", Flag(), True, "per call",
+            "the `\"fuelvk\"` torch device: run aten ops without a fuelvk kernel on the CPU (`0`: raise "
+            "`FallbackError`)"),
+)}
+
+
+def get(name):
+    """The parsed value of setting `name` now (its default when unset or empty)."""
+    s = SETTINGS[name]
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return s.default
+    try:
+        return s.kind.parse(raw)
+    except ValueError:
+        raise DeviceError(f"{name}={raw!r} is not {s.kind.what}; accepted: {s.kind.accepts}") from None
+
+
+def check(read):
+    """Parse every setting read `read` (e.g. "at context creation") now: a bad one raises before
+    anything it configures is built."""
+    for name, s in SETTINGS.items():
+        if s.read == read:
+            get(name)
+
+
+def is_set(name):
+    """Whether `name` is set to a non-empty value (FUELVK_LOOP_BUDGET=none differs from unset)."""
+    return bool(os.environ.get(name, "").strip())
+
+
+def _shown(default):
+    if default is None:
+        return ""
+    if isinstance(default, bool):
+        return "`1`" if default else "`0`"
+    return f"`{default:g}`" if isinstance(default, float) else f"`{default}`"
+
+
+def markdown_table():
+    """README.md's settings table."""
+    rows = ["| variable | accepts | default | read | meaning |", "|---|---|---|---|---|"]
+    for s in SETTINGS.values():
+        rows.append(f"| `{s.name}` | {s.kind.accepts} | {_shown(s.default)} | {s.read} | {s.doc} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")
