@@ -12,45 +12,17 @@ The first fallback of each op warns once, naming the op; FUELVK_TORCH_FALLBACK=0
 call) turns a fallback into a FallbackError instead, as PYTORCH_ENABLE_MPS_FALLBACK does for MPS;
 fallback_stats() counts the fallbacks per op.
 """
-import threading
-import warnings
-from collections import Counter
-
 import torch
 from torch.utils._pytree import tree_map
 
-from .. import config
-from ..errors import UnsupportedError
 from . import device as D
+from ._fallback_log import ENV, FallbackError, FallbackWarning, fallback_stats, note, reset_fallback_stats  # noqa: F401
 
-ENV = "FUELVK_TORCH_FALLBACK"
-_counts = Counter()
-_warned = set()
-_lock = threading.Lock()
 _views = {}   # OpOverload -> whether its first return is a view of an input (from the schema)
-
-
-class FallbackError(UnsupportedError):
-    """An aten op has no fuelvk kernel and the CPU fallback is off (FUELVK_TORCH_FALLBACK=0)."""
-
-
-class FallbackWarning(UserWarning):
-    """An aten op ran on the CPU because fuelvk has no kernel for it (once per op)."""
 
 
 class Unhandled(Exception):
     """Raised by a fuelvk kernel for a case it does not cover (the message says which): run on the CPU."""
-
-
-def fallback_stats():
-    """{aten op name: number of CPU fallbacks} since the start (or reset_fallback_stats())."""
-    with _lock:
-        return dict(_counts)
-
-
-def reset_fallback_stats():
-    with _lock:
-        _counts.clear()
 
 
 def _is_view(op):
@@ -71,22 +43,6 @@ def fallback(op, *args, **kwargs):
     return run_on_cpu(op, args, kwargs)
 
 
-def note(name, reason=None):
-    """Record one CPU fallback of aten op `name` (warn the first time), or raise FallbackError when off."""
-    what = f"aten op {name}: fuelvk's kernel does not cover this case ({reason})" if reason else \
-        f"aten op {name} has no fuelvk kernel"
-    if not config.get(ENV):
-        raise FallbackError(f"{what}, and {ENV}=0 forbids running it on the CPU; "
-                            f"unset {ENV} (or set it to 1) to allow the CPU fallback")
-    with _lock:
-        _counts[name] += 1
-        first = name not in _warned
-        _warned.add(name)
-    if first:
-        warnings.warn(f"fuelvk: {what}; it runs on the CPU (inputs downloaded, results uploaded). {ENV}=0 makes "
-                      "this an error; fuelvk.torch.fallback_stats() counts them.", FallbackWarning, stacklevel=4)
-
-
 def run_on_cpu(op, args, kwargs, reason=None, name=None):
     """Run op on the CPU for fuelvk arguments (see the module docstring); name: what to count it as."""
     note(name or op.name(), reason)
@@ -103,7 +59,7 @@ def run_on_cpu(op, args, kwargs, reason=None, name=None):
             return torch.device("cpu")
         return x
 
-    cargs, ckwargs = tree_map(down, args), tree_map(down, kwargs)
+    cargs, ckwargs = _numbers_as_tensors(op, tree_map(down, args), tree_map(down, kwargs))
     if _makes_fuelvk(kwargs):   # a factory asked for fuelvk: make it on the CPU, upload below
         ckwargs["device"] = torch.device("cpu")
     out = op(*cargs, **ckwargs)
@@ -120,6 +76,20 @@ def run_on_cpu(op, args, kwargs, reason=None, name=None):
             return orig if orig is not None else D.upload(x)
         return x
     return tree_map(up, out)
+
+
+def _numbers_as_tensors(op, args, kwargs):
+    """torch hands a boxed kernel a wrapped-number tensor (x % 2 runs remainder.Tensor) as a Python
+    number; calling the op again needs the tensor back."""
+    args = list(args)
+    for i, a in enumerate(op._schema.arguments):
+        if str(a.type) != "Tensor":
+            continue
+        if i < len(args) and isinstance(args[i], (bool, int, float, complex)):
+            args[i] = torch.tensor(args[i])
+        elif a.name in kwargs and isinstance(kwargs[a.name], (bool, int, float, complex)):
+            kwargs[a.name] = torch.tensor(kwargs[a.name])
+    return args, kwargs
 
 
 def _makes_fuelvk(kwargs):
