@@ -1,19 +1,26 @@
 """Scaled-dot-product attention (torch SDPA layout), forward with two routes and the backward.
 
-Layout: q [B, Hq, Sq, D], k / v [B, Hkv, Sk, D]; Hq a multiple of Hkv (GQA: query head h reads
-kv head h // (Hq // Hkv)). D <= 256, v has the head dim of k.
+Layout: torch SDPA's, q [..., Hq, Sq, D], k / v [..., Hkv, Sk, D] with equal leading dims (any number,
+flattened into one batch dim B as views), or 3-d [B, S, D] (one head); Hq a multiple of Hkv (GQA:
+query head h reads kv head h // (Hq // Hkv)). D <= 256, v has the head dim of k.
 
 Semantics (flash-attn's, so models ported from it keep their numbers):
   s = scale * q.k (scale defaults to 1/sqrt(D)); softcap c > 0: s = c * tanh(s / c);
   ALiBi slopes [Hq] or [B, Hq]: s -= slope * |j - i - (Sk - Sq)|;
   window (left, right): query i sees key j iff -left <= j - i - (Sk - Sq) <= right (-1 = unbounded);
-  is_causal sets right = 0: the causal mask is aligned bottom-right when Sq != Sk (flash-attn,
-  TileOPs), so the last query row sees every key; this differs from torch SDPA's top-left mask
-  when Sq != Sk (identical when Sq == Sk). A row that sees no key gives zeros and lse = -inf.
-  lse is the natural-log log-sum-exp of the visible logits, float32 [B, Hq, Sq].
+  is_causal: query i sees key j <= i, aligned top-left as torch's (causal_alignment="top_left", the
+  default), or j <= i + Sk - Sq, aligned bottom-right as flash-attn's and FlashInfer's
+  (causal_alignment="bottom_right": the last query row sees every key); identical when Sq == Sk.
+  attn_mask (torch's): bool (True = attend) or an additive float mask, broadcastable to
+  [..., Hq, Sq, Sk]. A row that sees no key gives zeros and lse = -inf (torch's math SDPA gives
+  zeros for such rows too). lse is the natural-log log-sum-exp of the visible logits (mask added),
+  float32 [..., Hq, Sq].
 
 Routes: "single" (flash_attn_*: one workgroup per query row, the score row in shared memory,
-Sk <= 4096) and "tiled" (flash_attention*: FlashAttention-2, no Sk limit). The picker takes the
+Sk <= 4096) and "tiled" (flash_attention*: FlashAttention-2, no Sk limit); "math" (composed of device
+ops: f32 scores [B, Hq, Sq, Sk], mask, softmax, @ v) takes what the fused kernels cannot express: an
+attn_mask, or a top-left causal mask with Sq < Sk (Sq > Sk is the kernels' band with right = Sq - Sk);
+it is chosen, never forced, and takes no window / ALiBi / softcap. The picker takes the
 single pass when each kv head has one query row (G * Sq = 1: decode without GQA) and Sk fits,
 the tiled kernel otherwise; FUELVK_ATTENTION_ROUTE or route= forces one (auto/single/tiled);
 attention_route() says which a call takes. On lavapipe, whose loops silently stop after ~65535
@@ -26,7 +33,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .. import runtime
-from ..array import Array, asarray
+from ..array import Array, asarray, zeros
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..kernels.attention import (D_MAX, FLAGS, SINGLE_SK_MAX, SKMAX_BUCKETS, bwd_span_per_launch,
                                  single_shared_bytes, tiled_config, tiled_keys_per_launch, tiled_shared_bytes)
@@ -38,6 +45,7 @@ from ._routes import forced_route
 __all__ = ["attention_route", "scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
 
 ROUTES = ("single", "tiled")
+ALIGNMENTS = ("top_left", "bottom_right")
 ENV = "FUELVK_ATTENTION_ROUTE"
 FWD_DTYPES = (_dt.float32, _dt.float16, _dt.bfloat16)
 FAMILY = {"single": "flash_attn", "tiled": "flash_attention"}
@@ -68,7 +76,44 @@ def _check_shapes(op, qs, ks, vs=None):
     return B, Hq, Hkv, Sq, ks[2], D
 
 
-def _options(op, D, is_causal, scale, window, softcap):
+def _alignment(op, causal_alignment):
+    if causal_alignment not in ALIGNMENTS:
+        raise UnsupportedError(f"{op}: causal_alignment must be one of {', '.join(ALIGNMENTS)}; "
+                               f"got {causal_alignment!r}")
+    return causal_alignment
+
+
+def _causal_right(align, Sq, Sk):
+    """The kernels' right window bound of a causal mask (key j <= i + right + Sk - Sq): 0 bottom-right,
+    Sq - Sk top-left; None where the kernels cannot express it (top-left with Sq < Sk: a negative
+    bound reads as unbounded)."""
+    if align == "bottom_right" or Sq == 0:
+        return 0
+    return Sq - Sk if Sq >= Sk else None
+
+
+def _canon(op, shapes):
+    """(4-d shapes [B, H, S, D], caller's leading dims, head dims () or (Hq,)) of q, k[, v] shapes:
+    [..., H, S, D] with the leading dims flattened into B, or 3-d [B, S, D] as one head."""
+    nds = {len(s) for s in shapes}
+    names = ", ".join(f"{n}{tuple(s)}" for n, s in zip("qkv", shapes))
+    if len(nds) != 1 or min(nds) < 3:
+        raise ShapeError(f"{op}: q, k, v must be [..., H, S, D] (4-d or more) or 3-d [B, S, D], all of one "
+                         f"rank; got {names}")
+    if nds.pop() == 3:
+        return [(s[0], 1) + tuple(s[1:]) for s in shapes], tuple(shapes[0][:1]), ()
+    lead = tuple(shapes[0][:-3])
+    if any(tuple(s[:-3]) != lead for s in shapes):
+        raise ShapeError(f"{op}: q, k, v must share their leading (batch) dims {lead}; got {names}")
+    return [(math.prod(lead),) + tuple(s[-3:]) for s in shapes], lead, (shapes[0][-3],)
+
+
+def _as4(x, shape4):
+    """x as its [B, H, S, D] form (a view where the strides allow, numpy's reshape rule)."""
+    return x if x.shape == tuple(shape4) else x.reshape(shape4)
+
+
+def _options(op, D, is_causal, scale, window, softcap, causal_right=0):
     """(scale, cap, wl, wr) as the kernels take them, after validating the user's values."""
     if scale is None:
         scale = 1.0 / math.sqrt(D)
@@ -85,7 +130,7 @@ def _options(op, D, is_causal, scale, window, softcap):
     if not ok:
         raise ShapeError(f"{op}: window must be (left, right) ints >= -1 (-1 = unbounded), got {window!r}")
     if is_causal:
-        wr = 0
+        wr = causal_right if wr < 0 else min(wr, causal_right)
     cap = 0.0
     if softcap is not None and softcap != 0:
         if not isinstance(softcap, (int, float, np.floating, np.integer)) or not (math.isfinite(softcap) and softcap > 0):
@@ -170,12 +215,28 @@ def _skmax(Sk):
     return next((b for b in SKMAX_BUCKETS if Sk <= b), SINGLE_SK_MAX)
 
 
-def attention_route(q, k, *, route=None):
-    """The forward route ("single" or "tiled") scaled_dot_product_attention takes for these
-    shapes (q, k: arrays or shape tuples), honouring route= and FUELVK_ATTENTION_ROUTE."""
+def _needs_math(attn_mask, is_causal, align, Sq, Sk):
+    return attn_mask is not None or (is_causal and _causal_right(align, Sq, Sk) is None)
+
+
+def attention_route(q, k, *, route=None, attn_mask=None, is_causal=False, causal_alignment="top_left"):
+    """The forward route ("single", "tiled" or "math") scaled_dot_product_attention takes for these
+    shapes (q, k: arrays or shape tuples) and options, honouring route= and FUELVK_ATTENTION_ROUTE."""
     op = "attention_route"
-    _, Hq, Hkv, Sq, Sk, D = _check_shapes(op, _shape_of(q), _shape_of(k))
+    (qs, ks), _, _ = _canon(op, [_shape_of(q), _shape_of(k)])
+    _, Hq, Hkv, Sq, Sk, D = _check_shapes(op, qs, ks)
+    if _needs_math(attn_mask, is_causal, _alignment(op, causal_alignment), Sq, Sk):
+        return _math_route(op, route)
     return _pick(op, Sq, Sk, D, Hq // max(Hkv, 1), route)
+
+
+def _math_route(op, route):
+    """"math" unless a fused route is forced (it cannot express the mask: a typed error)."""
+    want = forced_route(op, route, ENV, ROUTES)
+    if want is not None:
+        raise UnsupportedError(f"{op}: route {want!r} takes no attn_mask and no top-left causal mask with "
+                               f"Sq < Sk; such calls take the math path (leave route= / {ENV} on auto)")
+    return "math"
 
 
 def _check_dtypes(op, names, arrays, accepted):
@@ -189,17 +250,104 @@ def _check_dtypes(op, names, arrays, accepted):
     return dt
 
 
-def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window=(-1, -1), alibi_slopes=None,
-                                 softcap=None, return_lse=False, route=None):
+def scaled_dot_product_attention(q, k, v, *, attn_mask=None, is_causal=False, scale=None, window=(-1, -1),
+                                 alibi_slopes=None, softcap=None, return_lse=False, route=None,
+                                 causal_alignment="top_left"):
     """softmax(mask(softcap(scale * q k^T) + alibi)) v, see the module docstring for every option.
 
-    Returns o [B, Hq, Sq, D] (dtype of q), and lse [B, Hq, Sq] float32 with return_lse=True.
-    f32 / f16 / bf16, accumulation in f32. q, k, v may be any views with unit stride along D.
+    torch's contract: q [..., Hq, Sq, D] or [B, Sq, D]; attn_mask bool (True = attend) or additive,
+    broadcastable to [..., Hq, Sq, Sk]; is_causal aligned top-left (causal_alignment="bottom_right":
+    flash-attn's / FlashInfer's). Returns o [..., Hq, Sq, D] (dtype of q), and lse [..., Hq, Sq]
+    float32 with return_lse=True. f32 / f16 / bf16, accumulation in f32. q, k, v may be any views
+    with unit stride along D.
     """
     op = "scaled_dot_product_attention"
-    B, Hq, Hkv, Sq, Sk, D = _check_shapes(op, _shape_of(q), _shape_of(k), _shape_of(v))
-    scale, cap, wl, wr = _options(op, D, is_causal, scale, window, softcap)
+    align = _alignment(op, causal_alignment)
+    (q4, k4, v4), lead, heads = _canon(op, [_shape_of(q), _shape_of(k), _shape_of(v)])
+    B, Hq, Hkv, Sq, Sk, D = _check_shapes(op, q4, k4, v4)
     (q, k, v), numpy_out = device_args(op, q, k, v)
+    q, k, v = _as4(q, q4), _as4(k, k4), _as4(v, v4)
+    if _needs_math(attn_mask, is_causal, align, Sq, Sk):
+        _math_route(op, route)
+        _check_dtypes(op, ("q", "k", "v"), (q, k, v), FWD_DTYPES)
+        if tuple(window if window is not None else (-1, -1)) != (-1, -1) or alibi_slopes is not None or softcap:
+            raise UnsupportedError(f"{op}: window, alibi_slopes and softcap are fused-kernel options; they "
+                                   "do not combine with attn_mask or a top-left causal mask with Sq < Sk")
+        scale = _options(op, D, False, scale, window, softcap)[0]
+        mask = None if attn_mask is None else _mask4(op, attn_mask, lead, heads, B, Hq, Sq, Sk)
+        o, lse = _math(op, q, k, v, mask, is_causal, scale)
+    else:
+        o, lse = _fused(op, q, k, v, is_causal, scale, window, alibi_slopes, softcap, route,
+                        _causal_right(align, Sq, Sk))
+    o = o.reshape(lead + heads + o.shape[2:])
+    lse = lse.reshape(lead + heads + lse.shape[2:])
+    return result((o, lse) if return_lse else o, numpy_out)
+
+
+def _mask4(op, mask, lead, heads, B, Hq, Sq, Sk):
+    """attn_mask as a [B or 1, Hq or 1, Sq or 1, Sk or 1] device array broadcasting against the scores
+    (a view unless the caller's leading dims broadcast partly)."""
+    full = lead + heads + (Sq, Sk)
+    if not isinstance(mask, Array):
+        host = np.asarray(mask)
+        if host.dtype == np.float64:
+            host = host.astype(np.float32)
+        mask = asarray(np.ascontiguousarray(host))
+    if mask.dtype != _dt.bool_ and mask.dtype not in FWD_DTYPES:
+        raise DTypeError(f"{op}: attn_mask must be bool (True = attend) or an additive float mask "
+                         f"(float32 / float16 / bfloat16); got dtype {mask.dtype}")
+    try:
+        ok = mask.ndim <= len(full) and np.broadcast_shapes(mask.shape, full) == full
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ShapeError(f"{op}: attn_mask{mask.shape} must broadcast to [..., Hq, Sq, Sk] = {full}")
+    m = mask.reshape((1,) * (len(full) - mask.ndim) + mask.shape)
+    n = len(lead)
+    if m.shape[:n] == (1,) * n:
+        m = m.reshape((1,) + m.shape[n:])
+    else:
+        m = m.broadcast_to(lead + m.shape[n:]).reshape((B,) + m.shape[n:])
+    return m if heads else m.reshape(m.shape[:1] + (1,) + m.shape[1:])
+
+
+def _math(op, q, k, v, mask, causal, scale):
+    """(o, lse) of [B, H, S, D] q, k, v by device ops in float32: s = scale q k^T (GQA by grouping the
+    query heads of each kv head), masked, softmax with fully masked rows giving zeros and lse = -inf."""
+    from .casts import astype
+    from .elementwise import exp, log
+    from .matmul import matmul
+    from .movement import where
+    from .reduction import max as amax, sum as asum
+    from ..api.creation import arange, full
+    B, Hq, Sq, D = q.shape
+    Hkv, Sk = k.shape[1], k.shape[2]
+    dt = q.dtype
+    if B * Hq * Sq == 0 or Sk == 0:
+        return zeros((B, Hq, Sq, D), dt), full((B, Hq, Sq), -np.inf, dtype=_dt.float32)
+    f32 = [x if x.dtype == _dt.float32 else astype(x, _dt.float32) for x in (q, k, v)]
+    qg = f32[0].reshape(B, Hkv, (Hq // Hkv) * Sq, D)          # query heads of kv head h, one after another
+    s = matmul(qg, f32[1].mT).reshape(B, Hq, Sq, Sk) * scale
+    neg = -np.inf
+    if mask is not None:
+        s = where(mask, s, neg) if mask.dtype == _dt.bool_ else s + astype(mask, _dt.float32)
+    if causal:
+        seen = arange(Sk, dtype=_dt.int32).reshape(1, Sk) <= arange(Sq, dtype=_dt.int32).reshape(Sq, 1)
+        s = where(seen, s, neg)
+    m = amax(s, axis=-1, keepdims=True)
+    m = where(m == neg, 0.0, m)                                  # a row that sees no key: exp(-inf) = 0
+    p = exp(s - m)
+    l_ = asum(p, axis=-1, keepdims=True)
+    p = p / where(l_ > 0, l_, 1.0)
+    o = matmul(p.reshape(B, Hkv, (Hq // Hkv) * Sq, Sk), f32[2]).reshape(B, Hq, Sq, D)
+    lse = (log(l_) + m).reshape(B, Hq, Sq)
+    return (o if dt == _dt.float32 else astype(o, dt)), lse
+
+
+def _fused(op, q, k, v, is_causal, scale, window, alibi_slopes, softcap, route, causal_right):
+    """(o, lse) of [B, H, S, D] device arrays by the flash kernels (route "single" or "tiled")."""
+    B, Hq, Hkv, Sq, Sk, D = _check_shapes(op, q.shape, k.shape, v.shape)
+    scale, cap, wl, wr = _options(op, D, is_causal, scale, window, softcap, causal_right)
     dt = _check_dtypes(op, ("q", "k", "v"), (q, k, v), FWD_DTYPES)
     slopes, sa_b = _slopes(op, alibi_slopes, B, Hq)
     rt = _pick(op, Sq, Sk, D, Hq // max(Hkv, 1), route)
@@ -207,10 +355,9 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
     lse = new_like((B, Hq, Sq), _dt.float32)
     rows = B * Hq * Sq
     if rows and not fits(q, k, v, o, lse):
-        _head_blocks(op, [q], [k, v], [o, lse], [], slopes, lambda qb, kb, sb: (scaled_dot_product_attention(
-            qb[0], kb[0], kb[1], is_causal=is_causal, scale=scale, window=window, alibi_slopes=sb,
-            softcap=softcap, return_lse=True, route=route), ()))
-        return result((o, lse) if return_lse else o, numpy_out)
+        _head_blocks(op, [q], [k, v], [o, lse], [], slopes, lambda qb, kb, sb: (_fused(
+            op, qb[0], kb[0], kb[1], is_causal, scale, window, sb, softcap, route, causal_right), ()))
+        return o, lse
     if rows:
         views = []
         for x in (q, k, v):
@@ -245,7 +392,7 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
             for n, (jb, je) in enumerate(spans):
                 f = flags | (FLAGS["resume"] if n else 0) | (FLAGS["partial"] if n < len(spans) - 1 else 0)
                 ctx.launch(var, ctx.groups(groups), state=state, flags=f, jb=jb, je=je, **args)
-    return result((o, lse) if return_lse else o, numpy_out)
+    return o, lse
 
 
 def _head_blocks(op, q_in, kv_in, q_out, kv_out, slopes, run):
