@@ -419,20 +419,37 @@ def _head_blocks(op, q_in, kv_in, q_out, kv_out, slopes, run):
 
 
 def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=False, scale=None, window=(-1, -1),
-                                          alibi_slopes=None, softcap=None):
+                                          alibi_slopes=None, softcap=None, causal_alignment="top_left"):
     """(dq, dk, dv) of scaled_dot_product_attention, from its output o and lse (return_lse=True).
 
-    float32 only (flash_attn_backward_{q,k,v}_f32); the options must be those of the forward.
-    P is recomputed from lse, so no [Sq, Sk] matrix is stored; dK/dV sum over the GQA group.
+    float32 only (flash_attn_backward_{q,k,v}_f32); the options must be those of the forward (the
+    fused kernels' options: no attn_mask, no top-left causal mask with Sq < Sk). Leading dims as the
+    forward's. P is recomputed from lse, so no [Sq, Sk] matrix is stored; dK/dV sum over the GQA group.
     """
     op = "scaled_dot_product_attention_backward"
-    B, Hq, Hkv, Sq, Sk, D = _check_shapes(op, _shape_of(q), _shape_of(k), _shape_of(v))
-    for name, x, want in (("do", do, (B, Hq, Sq, D)), ("o", o, (B, Hq, Sq, D)), ("lse", lse, (B, Hq, Sq))):
-        if _shape_of(x) != want:
-            raise ShapeError(f"{op}: {name} must have shape {want} for q{_shape_of(q)}; got {_shape_of(x)}")
-    scale, cap, wl, wr = _options(op, D, is_causal, scale, window, softcap)
+    align = _alignment(op, causal_alignment)
+    qs, ks, vs = _shape_of(q), _shape_of(k), _shape_of(v)
+    (q4, k4, v4), _, _ = _canon(op, [qs, ks, vs])
+    B, Hq, Hkv, Sq, Sk, D = _check_shapes(op, q4, k4, v4)
+    for name, x, want in (("do", do, qs), ("o", o, qs), ("lse", lse, qs[:-1])):
+        if _shape_of(x) != tuple(want):
+            raise ShapeError(f"{op}: {name} must have shape {tuple(want)} for q{qs}; got {_shape_of(x)}")
+    right = _causal_right(align, Sq, Sk)
+    if is_causal and right is None:
+        raise UnsupportedError(f"{op}: a top-left causal mask with Sq={Sq} < Sk={Sk} has no fused backward; "
+                               "accepted: Sq >= Sk, or causal_alignment='bottom_right'")
+    scale, cap, wl, wr = _options(op, D, is_causal, scale, window, softcap, right)
     (do, q, k, v, o, lse), numpy_out = device_args(op, do, q, k, v, o, lse)
+    do, q, o, k, v, lse = (_as4(x, s4) for x, s4 in ((do, q4), (q, q4), (o, q4), (k, k4), (v, v4), (lse, q4[:3])))
     _check_dtypes(op, ("do", "q", "k", "v", "o", "lse"), (do, q, k, v, o, lse), (_dt.float32,))
+    dq, dk, dv = _backward4(op, do, q, k, v, o, lse, is_causal, scale, window, alibi_slopes, softcap, align,
+                            wl, wr, cap)
+    return result((dq.reshape(qs), dk.reshape(ks), dv.reshape(vs)), numpy_out)
+
+
+def _backward4(op, do, q, k, v, o, lse, is_causal, scale, window, alibi_slopes, softcap, align, wl, wr, cap):
+    """(dq, dk, dv) of [B, H, S, D] float32 device arrays by the flash backward kernels."""
+    B, Hq, Hkv, Sq, Sk, D = _check_shapes(op, q.shape, k.shape, v.shape)
     slopes, sa_b = _slopes(op, alibi_slopes, B, Hq)
     do, q, k, v, o, lse = (contiguous(x) for x in (do, q, k, v, o, lse))
     dq = new_like(q.shape, _dt.float32)
@@ -442,10 +459,10 @@ def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=Fals
         def run(qb, kb, sb):
             dqb, dkb, dvb = scaled_dot_product_attention_backward(
                 qb[0], qb[1], kb[0], kb[1], qb[2], qb[3], is_causal=is_causal, scale=scale, window=window,
-                alibi_slopes=sb, softcap=softcap)
+                alibi_slopes=sb, softcap=softcap, causal_alignment=align)
             return (dqb,), (dkb, dvb)
         _head_blocks(op, [do, q, o, lse], [k, v], [dq], [dk, dv], slopes, run)
-        return result((dq, dk, dv), numpy_out)
+        return dq, dk, dv
     ctx = runtime.get()
     flags = FLAGS["alibi"] if slopes is not None else 0
     common = dict(in_q=q, in_k=k, in_do=do, in_lse=lse, in_alibi=slopes if slopes is not None else lse,
@@ -469,17 +486,17 @@ def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=Fals
         ctx.stream.fill(dk.buffer, dk.nbytes)
     if dv.size:
         launches("flash_attn_backward_v", B * Hkv * Sk, rows_per, Sq, out_grad=dv)
-    return result((dq, dk, dv), numpy_out)
+    return dq, dk, dv
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
 from ._opdef import Meta, OpDef, declare, same
 
 
-def _attention_rule(q, k, v, *, is_causal=False, scale=None, window=(-1, -1), alibi_slopes=None, softcap=None,
-                    return_lse=False, route=None):
-    out = Meta(tuple(q.shape[:3]) + tuple(v.shape[3:]), np.dtype(q.dtype))
-    return (out, Meta(tuple(q.shape[:3]), np.dtype(np.float32))) if return_lse else out
+def _attention_rule(q, k, v, *, attn_mask=None, is_causal=False, scale=None, window=(-1, -1), alibi_slopes=None,
+                    softcap=None, return_lse=False, route=None, causal_alignment="top_left"):
+    out = Meta(tuple(q.shape[:-1]) + tuple(v.shape[-1:]), np.dtype(q.dtype))
+    return (out, Meta(tuple(q.shape[:-1]), np.dtype(np.float32))) if return_lse else out
 
 
 def _torch_sdpa(q, k, v, is_causal=False, scale=None, window=(-1, -1), softcap=None, return_lse=False):
@@ -502,11 +519,13 @@ vv = v.repeat_interleave(hq // hkv, dim=1)
 s = (q @ kk.transpose(-1, -2)) * (1.0 / math.sqrt(d_) if scale is None else scale)   # [b, h, sq, sk]
 if softcap is not None:
     s = softcap * torch.tanh(s / softcap)
-rel = torch.arange(sk)[None, :] - torch.arange(sq)[:, None] - (sk - sq)   # masks align bottom-right
+rel = torch.arange(sk)[None, :] - torch.arange(sq)[:, None] - (sk - sq)   # windows align bottom-right
 if alibi_slopes is not None:
     s = s - alibi_slopes[None, :, None, None] * rel.abs()
-left, right = window[0], (0 if is_causal else window[1])
+left, right = window
 visible = torch.ones(sq, sk, dtype=torch.bool)
+if is_causal:                                  # torch's top-left causal mask: key j <= query i
+    visible &= torch.arange(sk)[None, :] <= torch.arange(sq)[:, None]
 if left >= 0:
     visible &= rel >= -left
 if right >= 0:
