@@ -219,7 +219,7 @@ def _needs_math(attn_mask, is_causal, align, Sq, Sk):
     return attn_mask is not None or (is_causal and _causal_right(align, Sq, Sk) is None)
 
 
-def attention_route(q, k, *, route=None, attn_mask=None, is_causal=False, causal_alignment="top_left"):
+def attention_route(q, k, *, attn_mask=None, is_causal=False, causal_alignment="top_left", route=None):
     """The forward route ("single", "tiled" or "math") scaled_dot_product_attention takes for these
     shapes (q, k: arrays or shape tuples) and options, honouring route= and FUELVK_ATTENTION_ROUTE."""
     op = "attention_route"
@@ -250,9 +250,9 @@ def _check_dtypes(op, names, arrays, accepted):
     return dt
 
 
-def scaled_dot_product_attention(q, k, v, *, attn_mask=None, is_causal=False, scale=None, window=(-1, -1),
-                                 alibi_slopes=None, softcap=None, return_lse=False, route=None,
-                                 causal_alignment="top_left"):
+def scaled_dot_product_attention(q, k, v, *, attn_mask=None, is_causal=False, causal_alignment="top_left",
+                                 scale=None, window=(-1, -1), alibi_slopes=None, softcap=None, return_lse=False,
+                                 route=None):
     """softmax(mask(softcap(scale * q k^T) + alibi)) v, see the module docstring for every option.
 
     torch's contract: q [..., Hq, Sq, D] or [B, Sq, D]; attn_mask bool (True = attend) or additive,
@@ -418,8 +418,8 @@ def _head_blocks(op, q_in, kv_in, q_out, kv_out, slopes, run):
                 launch_write(kernel("write_slice", _dt.width_tag(dst.dtype)), windowed(dst), r)
 
 
-def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=False, scale=None, window=(-1, -1),
-                                          alibi_slopes=None, softcap=None, causal_alignment="top_left"):
+def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=False, causal_alignment="top_left",
+                                          scale=None, window=(-1, -1), alibi_slopes=None, softcap=None):
     """(dq, dk, dv) of scaled_dot_product_attention, from its output o and lse (return_lse=True).
 
     float32 only (flash_attn_backward_{q,k,v}_f32); the options must be those of the forward (the
@@ -493,18 +493,22 @@ def _backward4(op, do, q, k, v, o, lse, is_causal, scale, window, alibi_slopes, 
 from ._opdef import Meta, OpDef, declare, same
 
 
-def _attention_rule(q, k, v, *, attn_mask=None, is_causal=False, scale=None, window=(-1, -1), alibi_slopes=None,
-                    softcap=None, return_lse=False, route=None, causal_alignment="top_left"):
+def _attention_rule(q, k, v, *, attn_mask=None, is_causal=False, causal_alignment="top_left", scale=None,
+                    window=(-1, -1), alibi_slopes=None, softcap=None, return_lse=False, route=None):
     out = Meta(tuple(q.shape[:-1]) + tuple(v.shape[-1:]), np.dtype(q.dtype))
     return (out, Meta(tuple(q.shape[:-1]), np.dtype(np.float32))) if return_lse else out
 
 
-def _torch_sdpa(q, k, v, is_causal=False, scale=None, window=(-1, -1), softcap=None, return_lse=False):
+def _torch_sdpa(q, k, v, attn_mask=None, is_causal=False, scale=None, window=(-1, -1), softcap=None,
+                return_lse=False, causal_alignment="top_left"):
     import torch
     if tuple(window) != (-1, -1) or softcap is not None or return_lse:
-        raise NotImplementedError("torch reference covers plain (causal) attention only")
-    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale,
-                                                            enable_gqa=q.shape[1] != k.shape[1])
+        raise NotImplementedError("torch reference covers plain (causal / masked) attention only")
+    sq, sk = q.shape[-2], k.shape[-2]
+    if is_causal and causal_alignment == "bottom_right" and sq != sk:   # torch's is_causal is top-left
+        attn_mask, is_causal = torch.ones(sq, sk, dtype=torch.bool).tril(sk - sq), False
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
+                                                            scale=scale, enable_gqa=q.shape[-3] != k.shape[-3])
 
 
 _ATTN_OPTS = ("bool is_causal=False, float? scale=None, int[] window=[-1, -1], Tensor? alibi_slopes=None, "
