@@ -528,13 +528,16 @@ if alibi_slopes is not None:
     s = s - alibi_slopes[None, :, None, None] * rel.abs()
 left, right = window
 visible = torch.ones(sq, sk, dtype=torch.bool)
-if is_causal:                                  # torch's top-left causal mask: key j <= query i
-    visible &= torch.arange(sk)[None, :] <= torch.arange(sq)[:, None]
+if is_causal:        # torch's top-left causal mask: key j <= query i; flash-attn's bottom-right: rel <= 0
+    visible &= (rel <= 0) if causal_alignment == "bottom_right" else \
+        torch.arange(sk)[None, :] <= torch.arange(sq)[:, None]
 if left >= 0:
     visible &= rel >= -left
 if right >= 0:
     visible &= rel <= right
 s = s.masked_fill(~visible, float("-inf"))
+if attn_mask is not None:                      # torch's: bool (True = attend) or additive
+    s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask.float()
 m = s.amax(-1, keepdim=True)
 m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
 p = torch.exp(s - m)
