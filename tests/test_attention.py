@@ -468,3 +468,17 @@ def test_torch_bad_mask():
         scaled_dot_product_attention(q, k, v, attn_mask=np.ones((3, 9), bool), softcap=2.0)
     with pytest.raises(UnsupportedError, match="causal_alignment"):
         scaled_dot_product_attention(q, k, v, is_causal=True, causal_alignment="diagonal")
+
+
+def test_torch_top_left_causal_backward():
+    """Sq > Sk top-left causal runs the fused backward with the kernels' band (right = Sq - Sk), on
+    3-d inputs: gradients match torch autograd in float64."""
+    q, k, v = _rand(2, 7, 16, seed=1), _rand(2, 4, 16, seed=2), _rand(2, 4, 16, seed=3)
+    o, lse = scaled_dot_product_attention(q, k, v, is_causal=True, return_lse=True)
+    do = _rand(*o.shape, seed=4)
+    got = scaled_dot_product_attention_backward(do, q, k, v, o, lse, is_causal=True)
+    tq, tk, tv = (t64(x).requires_grad_() for x in (q, k, v))
+    torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True).backward(t64(do))
+    for g, w in zip(got, (tq.grad, tk.grad, tv.grad)):
+        assert g.shape == w.shape
+        assert_close(g, w.numpy(), F32, scale=BWD_SLACK)
