@@ -357,10 +357,10 @@ def test_bad_shapes():
         SDPA(q, k, v[:, :, :5])
     with pytest.raises(ShapeError, match="share batch and head dim"):
         SDPA(q, k[:, :, :, :16], v[:, :, :, :16])
-    with pytest.raises(ShapeError, match="all of one rank"):
-        SDPA(q, k[0], v[0])
-    with pytest.raises(ShapeError, match="leading"):
-        SDPA(q[None], k[None].repeat(2, 0), v[None].repeat(2, 0))
+    with pytest.raises(ShapeError, match=r"\[\.\.\., H, S, D\]"):
+        SDPA(q[0, 0], k[0, 0], v[0, 0])
+    with pytest.raises(ShapeError, match="must broadcast"):
+        SDPA(q[None].repeat(2, 0), k[None].repeat(3, 0), v[None].repeat(3, 0))
 
 
 def test_backward_bad_input():
@@ -393,13 +393,16 @@ def _rand(*shape, seed=0, dt=F32):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_torch_leading_dims(causal):
-    """3-d [B, S, D] (one head, torch OpInfo's samples) and 5-d inputs give torch's results and shapes."""
-    for shapes in (((2, 5, 8), (2, 7, 8)), ((2, 3, 4, 6, 8), (2, 3, 2, 5, 8))):
+    """3-d [B, S, D] and 5-d inputs, and leading dims that broadcast as torch's do (a 3-d q on 4-d k / v,
+    as in torch's OpInfo samples; a 1 against 3) give torch's results and shapes."""
+    for shapes in (((2, 5, 8), (2, 7, 8)), ((2, 3, 4, 6, 8), (2, 3, 2, 5, 8)), ((4, 3, 8), (2, 4, 6, 8)),
+                   ((1, 2, 4, 6, 8), (3, 1, 2, 5, 8))):
         q, k = _rand(*shapes[0], seed=1), _rand(*shapes[1], seed=2)
         v = _rand(*shapes[1], seed=3)
         o, lse = scaled_dot_product_attention(q, k, v, is_causal=causal, return_lse=True)
-        assert o.shape == q.shape and lse.shape == q.shape[:-1]
-        assert_close(o, torch_sdpa(q, k, v, is_causal=causal), F32, scale=FWD_SLACK[F32])
+        want = torch_sdpa(q, k, v, is_causal=causal)
+        assert o.shape == want.shape and lse.shape == want.shape[:-1]
+        assert_close(o, want, F32, scale=FWD_SLACK[F32])
 
 
 def test_torch_top_left_causal():

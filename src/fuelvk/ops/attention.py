@@ -1,8 +1,9 @@
 """Scaled-dot-product attention (torch SDPA layout), forward with two routes and the backward.
 
-Layout: torch SDPA's, q [..., Hq, Sq, D], k / v [..., Hkv, Sk, D] with equal leading dims (any number,
-flattened into one batch dim B as views), or 3-d [B, S, D] (one head); Hq a multiple of Hkv (GQA:
-query head h reads kv head h // (Hq // Hkv)). D <= 256, v has the head dim of k.
+Layout: torch SDPA's, q [..., Hq, Sq, D], k / v [..., Hkv, Sk, D] of any rank >= 3 (3-d [B, S, D] is
+one head per batch entry); leading dims broadcast as torch's matmul does and flatten into one batch
+dim B (views where the strides allow); Hq a multiple of Hkv (GQA: query head h reads kv head
+h // (Hq // Hkv)). D <= 256, v has the head dim of k. The backward takes equal leading dims.
 
 Semantics (flash-attn's, so models ported from it keep their numbers):
   s = scale * q.k (scale defaults to 1/sqrt(D)); softcap c > 0: s = c * tanh(s / c);
@@ -92,20 +93,42 @@ def _causal_right(align, Sq, Sk):
     return Sq - Sk if Sq >= Sk else None
 
 
-def _canon(op, shapes):
-    """(4-d shapes [B, H, S, D], caller's leading dims, head dims () or (Hq,)) of q, k[, v] shapes:
-    [..., H, S, D] with the leading dims flattened into B, or 3-d [B, S, D] as one head."""
-    nds = {len(s) for s in shapes}
-    names = ", ".join(f"{n}{tuple(s)}" for n, s in zip("qkv", shapes))
-    if len(nds) != 1 or min(nds) < 3:
-        raise ShapeError(f"{op}: q, k, v must be [..., H, S, D] (4-d or more) or 3-d [B, S, D], all of one "
-                         f"rank; got {names}")
-    if nds.pop() == 3:
-        return [(s[0], 1) + tuple(s[1:]) for s in shapes], tuple(shapes[0][:1]), ()
-    lead = tuple(shapes[0][:-3])
-    if any(tuple(s[:-3]) != lead for s in shapes):
-        raise ShapeError(f"{op}: q, k, v must share their leading (batch) dims {lead}; got {names}")
-    return [(math.prod(lead),) + tuple(s[-3:]) for s in shapes], lead, (shapes[0][-3],)
+class _Layout:
+    """How a call's q, k[, v] of torch's layout map onto the kernels' [B, H, S, D]: each operand is
+    padded with leading 1s to rank R = max(4, rank), its leading dims (before [H, S, D]) broadcast as
+    torch's matmul does and flattened into B; one query head broadcasts over the kv heads.
+    Fields: shapes4 ([B, H, S, D] per operand), targets (each operand's broadcast R-d shape), padded
+    (each operand's R-d shape before broadcasting), lead (the broadcast leading dims), batch (the
+    caller's batch dims of the output, before [Sq, D]: lead + (Hq,) less the padding)."""
+
+    def __init__(self, op, shapes):
+        shapes = [tuple(s) for s in shapes]
+        names = ", ".join(f"{n}{s}" for n, s in zip("qkv", shapes))
+        if min(len(s) for s in shapes) < 3:
+            raise ShapeError(f"{op}: q, k, v must be [..., H, S, D] or 3-d [B, S, D]; got {names}")
+        nd = max(len(s) for s in shapes)
+        R = max(4, nd)
+        self.padded = [(1,) * (R - len(s)) + s for s in shapes]
+        try:
+            self.lead = tuple(np.broadcast_shapes(*(p[:-3] for p in self.padded)))
+        except ValueError:
+            raise ShapeError(f"{op}: the leading (batch) dims of q, k, v must broadcast (torch's rule); "
+                             f"got {names}") from None
+        hq, hk = self.padded[0][-3], self.padded[1][-3]
+        hq = hk if hq == 1 else hq                  # one query head broadcasts over the kv heads
+        heads = [hq] + [p[-3] for p in self.padded[1:]]
+        self.targets = [self.lead + (h,) + p[-2:] for h, p in zip(heads, self.padded)]
+        self.shapes4 = [(math.prod(self.lead),) + t[-3:] for t in self.targets]
+        self.batch = (self.lead + (hq,))[R - nd:]
+
+    def views(self, xs):
+        """The device arrays xs as [B, H, S, D] (views where the strides allow, numpy's reshape rule)."""
+        out = []
+        for x, p, t, s4 in zip(xs, self.padded, self.targets, self.shapes4):
+            x = x if x.shape == p else x.reshape(p)
+            x = x if x.shape == t else x.broadcast_to(t)
+            out.append(_as4(x, s4))
+        return out
 
 
 def _as4(x, shape4):
@@ -223,7 +246,7 @@ def attention_route(q, k, *, attn_mask=None, is_causal=False, causal_alignment="
     """The forward route ("single", "tiled" or "math") scaled_dot_product_attention takes for these
     shapes (q, k: arrays or shape tuples) and options, honouring route= and FUELVK_ATTENTION_ROUTE."""
     op = "attention_route"
-    (qs, ks), _, _ = _canon(op, [_shape_of(q), _shape_of(k)])
+    qs, ks = _Layout(op, [_shape_of(q), _shape_of(k)]).shapes4
     _, Hq, Hkv, Sq, Sk, D = _check_shapes(op, qs, ks)
     if _needs_math(attn_mask, is_causal, _alignment(op, causal_alignment), Sq, Sk):
         return _math_route(op, route)
@@ -263,10 +286,10 @@ def scaled_dot_product_attention(q, k, v, *, attn_mask=None, is_causal=False, ca
     """
     op = "scaled_dot_product_attention"
     align = _alignment(op, causal_alignment)
-    (q4, k4, v4), lead, heads = _canon(op, [_shape_of(q), _shape_of(k), _shape_of(v)])
-    B, Hq, Hkv, Sq, Sk, D = _check_shapes(op, q4, k4, v4)
+    lay = _Layout(op, [_shape_of(q), _shape_of(k), _shape_of(v)])
+    B, Hq, Hkv, Sq, Sk, D = _check_shapes(op, *lay.shapes4)
     (q, k, v), numpy_out = device_args(op, q, k, v)
-    q, k, v = _as4(q, q4), _as4(k, k4), _as4(v, v4)
+    q, k, v = lay.views((q, k, v))
     if _needs_math(attn_mask, is_causal, align, Sq, Sk):
         _math_route(op, route)
         _check_dtypes(op, ("q", "k", "v"), (q, k, v), FWD_DTYPES)
@@ -274,20 +297,20 @@ def scaled_dot_product_attention(q, k, v, *, attn_mask=None, is_causal=False, ca
             raise UnsupportedError(f"{op}: window, alibi_slopes and softcap are fused-kernel options; they "
                                    "do not combine with attn_mask or a top-left causal mask with Sq < Sk")
         scale = _options(op, D, False, scale, window, softcap)[0]
-        mask = None if attn_mask is None else _mask4(op, attn_mask, lead, heads, B, Hq, Sq, Sk)
+        mask = None if attn_mask is None else _mask4(op, attn_mask, lay, B, Hq, Sq, Sk)
         o, lse = _math(op, q, k, v, mask, is_causal, scale)
     else:
         o, lse = _fused(op, q, k, v, is_causal, scale, window, alibi_slopes, softcap, route,
                         _causal_right(align, Sq, Sk))
-    o = o.reshape(lead + heads + o.shape[2:])
-    lse = lse.reshape(lead + heads + lse.shape[2:])
+    o = o.reshape(lay.batch + o.shape[2:])
+    lse = lse.reshape(lay.batch + lse.shape[2:])
     return result((o, lse) if return_lse else o, numpy_out)
 
 
-def _mask4(op, mask, lead, heads, B, Hq, Sq, Sk):
+def _mask4(op, mask, lay, B, Hq, Sq, Sk):
     """attn_mask as a [B or 1, Hq or 1, Sq or 1, Sk or 1] device array broadcasting against the scores
     (a view unless the caller's leading dims broadcast partly)."""
-    full = lead + heads + (Sq, Sk)
+    full = lay.batch + (Sq, Sk)
     if not isinstance(mask, Array):
         host = np.asarray(mask)
         if host.dtype == np.float64:
@@ -302,13 +325,12 @@ def _mask4(op, mask, lead, heads, B, Hq, Sq, Sk):
         ok = False
     if not ok:
         raise ShapeError(f"{op}: attn_mask{mask.shape} must broadcast to [..., Hq, Sq, Sk] = {full}")
-    m = mask.reshape((1,) * (len(full) - mask.ndim) + mask.shape)
+    lead = lay.lead
     n = len(lead)
+    m = mask.reshape((1,) * (n + 3 - mask.ndim) + mask.shape)
     if m.shape[:n] == (1,) * n:
-        m = m.reshape((1,) + m.shape[n:])
-    else:
-        m = m.broadcast_to(lead + m.shape[n:]).reshape((B,) + m.shape[n:])
-    return m if heads else m.reshape(m.shape[:1] + (1,) + m.shape[1:])
+        return m.reshape((1,) + m.shape[n:])
+    return m.broadcast_to(lead + m.shape[n:]).reshape((B,) + m.shape[n:])
 
 
 def _math(op, q, k, v, mask, causal, scale):
@@ -429,7 +451,11 @@ def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=Fals
     op = "scaled_dot_product_attention_backward"
     align = _alignment(op, causal_alignment)
     qs, ks, vs = _shape_of(q), _shape_of(k), _shape_of(v)
-    (q4, k4, v4), _, _ = _canon(op, [qs, ks, vs])
+    lay = _Layout(op, [qs, ks, vs])
+    if lay.targets != lay.padded:
+        raise ShapeError(f"{op}: q{qs}, k{ks}, v{vs} broadcast in their leading dims; the backward takes "
+                         "q, k, v of equal leading dims (broadcast them first)")
+    q4, k4, v4 = lay.shapes4
     B, Hq, Hkv, Sq, Sk, D = _check_shapes(op, q4, k4, v4)
     for name, x, want in (("do", do, qs), ("o", o, qs), ("lse", lse, qs[:-1])):
         if _shape_of(x) != tuple(want):
