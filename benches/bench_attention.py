@@ -68,7 +68,8 @@ def main():
             auto = attention_route(q, k)
             for route in ("single", "tiled"):
                 def run(q=q, k=k, v=v, causal=causal, route=route):
-                    return scaled_dot_product_attention(q, k, v, is_causal=causal, route=route)
+                    return scaled_dot_product_attention(q, k, v, is_causal=causal, route=route,
+                                                        causal_alignment="bottom_right")
                 r = measure(run, warmup=1, repeats=args.repeats)
                 rows.append((label, np.dtype(dt).name, route + ("*" if route == auto else ""), r["median_ms"],
                              flops / r["median_ms"] / 1e6))

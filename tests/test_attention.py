@@ -9,6 +9,7 @@ keep B * H small. Tolerances: the per-dtype table of oracles.py; f32 results are
 f32 accumulation over up to D + Sk terms (FWD_SLACK / BWD_SLACK), half types only round the f32
 result once.
 """
+import functools
 import math
 
 import ml_dtypes
@@ -32,7 +33,10 @@ F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.
 FWD_SLACK = {F32: 8.0, F16: 1.0, BF16: 1.0}
 BWD_SLACK = 32.0
 ROUTES = ("single", "tiled")
-SDPA = scaled_dot_product_attention
+# The kernel tests below check flash-attn's bottom-right causal alignment (ref_forward's); the torch
+# contract (top-left, masks, leading dims) has its own tests against torch SDPA.
+SDPA = functools.partial(scaled_dot_product_attention, causal_alignment="bottom_right")
+BWD = functools.partial(scaled_dot_product_attention_backward, causal_alignment="bottom_right")
 
 
 # ------------------------------------------------------------------------------------ reference
@@ -250,7 +254,7 @@ def _ref_backward(q, k, v, opt, seed):
 
 def _check_backward(q, k, v, o, lse, opt, want_g, seed):
     do, want = want_g
-    got = scaled_dot_product_attention_backward(do, q, k, v, o, lse, **opt)
+    got = BWD(do, q, k, v, o, lse, **opt)
     for name, g, w in zip(("dq", "dk", "dv"), got, want):
         assert g.dtype == F32 and g.shape == w.shape, name
         assert_close(g, w, F32, scale=BWD_SLACK)
@@ -353,8 +357,10 @@ def test_bad_shapes():
         SDPA(q, k, v[:, :, :5])
     with pytest.raises(ShapeError, match="share batch and head dim"):
         SDPA(q, k[:, :, :, :16], v[:, :, :, :16])
-    with pytest.raises(ShapeError, match="4-d"):
-        SDPA(q[0], k[0], v[0])
+    with pytest.raises(ShapeError, match=r"\[\.\.\., H, S, D\]"):
+        SDPA(q[0, 0], k[0, 0], v[0, 0])
+    with pytest.raises(ShapeError, match="must broadcast"):
+        SDPA(q[None].repeat(2, 0), k[None].repeat(3, 0), v[None].repeat(3, 0))
 
 
 def test_backward_bad_input():
@@ -367,3 +373,115 @@ def test_backward_bad_input():
         bwd(o, q, k, v, o, lse[:, :, :2])
     with pytest.raises(ShapeError, match="do must have shape"):
         bwd(o[:, :1], q, k, v, o, lse)
+
+
+# ------------------------------------------------------------------- torch's contract (math path too)
+
+def torch_sdpa(q, k, v, **kw):
+    """torch SDPA in float64 on the CPU (GQA by enable_gqa), the oracle of the torch contract."""
+    F = torch.nn.functional
+    mask = kw.pop("attn_mask", None)
+    if mask is not None:
+        mask = torch.from_numpy(np.asarray(mask)) if np.asarray(mask).dtype == bool else t64(mask)
+    gqa = q.ndim > 3 and q.shape[-3] != k.shape[-3]
+    return F.scaled_dot_product_attention(t64(q), t64(k), t64(v), attn_mask=mask, enable_gqa=gqa, **kw).numpy()
+
+
+def _rand(*shape, seed=0, dt=F32):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dt)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_torch_leading_dims(causal):
+    """3-d [B, S, D] and 5-d inputs, and leading dims that broadcast as torch's do (a 3-d q on 4-d k / v,
+    as in torch's OpInfo samples; a 1 against 3) give torch's results and shapes."""
+    for shapes in (((2, 5, 8), (2, 7, 8)), ((2, 3, 4, 6, 8), (2, 3, 2, 5, 8)), ((4, 3, 8), (2, 4, 6, 8)),
+                   ((1, 2, 4, 6, 8), (3, 1, 2, 5, 8))):
+        q, k = _rand(*shapes[0], seed=1), _rand(*shapes[1], seed=2)
+        v = _rand(*shapes[1], seed=3)
+        o, lse = scaled_dot_product_attention(q, k, v, is_causal=causal, return_lse=True)
+        want = torch_sdpa(q, k, v, is_causal=causal)
+        assert o.shape == want.shape and lse.shape == want.shape[:-1]
+        assert_close(o, want, F32, scale=FWD_SLACK[F32])
+
+
+def test_torch_top_left_causal():
+    """is_causal is top-left (torch's) when Sq != Sk: Sq < Sk takes the math path, Sq > Sk the fused
+    kernels' band; causal_alignment="bottom_right" keeps flash-attn's mask (the kernels' behaviour)."""
+    for Sq, Sk, route in ((3, 7, "math"), (7, 3, "tiled"), (5, 5, "tiled")):
+        q, k, v = _rand(1, 4, Sq, 16, seed=Sq), _rand(1, 2, Sk, 16, seed=Sk), _rand(1, 2, Sk, 16, seed=9)
+        assert attention_route(q, k, is_causal=True) == route
+        o, lse = scaled_dot_product_attention(q, k, v, is_causal=True, return_lse=True)
+        assert_close(o, torch_sdpa(q, k, v, is_causal=True), F32, scale=FWD_SLACK[F32])
+        want = ref_forward(t64(q), t64(k), t64(v), is_causal=True)        # bottom-right
+        check_forward(SDPA(q, k, v, is_causal=True, return_lse=True), want, F32)
+        # lse of the top-left math / kernel path: torch's logsumexp of the visible scores
+        s = (t64(q) @ t64(k).repeat_interleave(2, 1).transpose(-1, -2)) / 4.0
+        s = s.masked_fill(torch.arange(Sk)[None, :] > torch.arange(Sq)[:, None], -math.inf)
+        assert_close(lse, torch.logsumexp(s, -1).numpy(), F32, scale=FWD_SLACK[F32])
+    with pytest.raises(UnsupportedError, match="no fused backward"):
+        scaled_dot_product_attention_backward(q[..., :3, :], q[..., :3, :], k, v, q[..., :3, :], lse[..., :3],
+                                              is_causal=True)
+
+
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+def test_torch_masks(kind):
+    """bool (True = attend) and additive masks of broadcast shapes, GQA, rows fully masked (zeros,
+    lse = -inf, as torch's math SDPA gives zeros) against torch SDPA in float64."""
+    rng = np.random.default_rng(5)
+    q, k, v = _rand(2, 4, 6, 16, seed=1), _rand(2, 2, 5, 16, seed=2), _rand(2, 2, 5, 16, seed=3)
+    for shape in ((6, 5), (2, 1, 6, 5), (4, 1, 5), (2, 4, 6, 5)):
+        m = rng.random(shape) > 0.4
+        if len(shape) == 2:
+            m[1] = False                                                   # a row that sees no key
+        mask = m if kind == "bool" else np.where(m, rng.standard_normal(shape), -np.inf).astype(F32)
+        assert attention_route(q, k, attn_mask=mask) == "math"
+        o, lse = scaled_dot_product_attention(q, k, v, attn_mask=mask, return_lse=True)
+        want = torch_sdpa(q, k, v, attn_mask=mask)
+        assert_close(o, want, F32, scale=FWD_SLACK[F32])
+        if len(shape) == 2:
+            assert np.all(o[:, :, 1] == 0) and np.all(np.isneginf(lse[:, :, 1]))
+    # mask and top-left causal together (torch takes one or the other), on 3-d inputs
+    q3, k3, v3 = q[:, 0], k[:, 0], v[:, 0]
+    m = rng.random((2, 6, 5)) > 0.3
+    got = scaled_dot_product_attention(q3, k3, v3, attn_mask=m, is_causal=True, causal_alignment="top_left")
+    want = torch_sdpa(q3, k3, v3, attn_mask=m & np.tril(np.ones((6, 5), bool)))   # torch refuses both at once
+    assert_close(got, want, F32, scale=FWD_SLACK[F32])
+
+
+@pytest.mark.parametrize("dt", [F16, BF16])
+def test_torch_mask_half(dt):
+    """f16 / bf16 with a mask: f32 scores and softmax, the result in the input dtype."""
+    q, k, v = (_rand(1, 2, 5, 32, seed=s).astype(dt) for s in (1, 2, 3))
+    m = np.tril(np.ones((5, 5), bool), 1)
+    o = scaled_dot_product_attention(q, k, v, attn_mask=m)
+    assert o.dtype == dt
+    assert_close(o, torch_sdpa(q, k, v, attn_mask=m), dt, scale=FWD_SLACK[dt])
+
+
+def test_torch_bad_mask():
+    q, k, v = _qkv()
+    with pytest.raises(ShapeError, match="attn_mask"):
+        scaled_dot_product_attention(q, k, v, attn_mask=np.ones((3, 8), bool))
+    with pytest.raises(DTypeError, match="attn_mask"):
+        scaled_dot_product_attention(q, k, v, attn_mask=np.ones((3, 9), np.int32))
+    with pytest.raises(UnsupportedError, match="math path"):
+        scaled_dot_product_attention(q, k, v, attn_mask=np.ones((3, 9), bool), route="tiled")
+    with pytest.raises(UnsupportedError, match="do not combine"):
+        scaled_dot_product_attention(q, k, v, attn_mask=np.ones((3, 9), bool), softcap=2.0)
+    with pytest.raises(UnsupportedError, match="causal_alignment"):
+        scaled_dot_product_attention(q, k, v, is_causal=True, causal_alignment="diagonal")
+
+
+def test_torch_top_left_causal_backward():
+    """Sq > Sk top-left causal runs the fused backward with the kernels' band (right = Sq - Sk), on
+    3-d inputs: gradients match torch autograd in float64."""
+    q, k, v = _rand(2, 7, 16, seed=1), _rand(2, 4, 16, seed=2), _rand(2, 4, 16, seed=3)
+    o, lse = scaled_dot_product_attention(q, k, v, is_causal=True, return_lse=True)
+    do = _rand(*o.shape, seed=4)
+    got = scaled_dot_product_attention_backward(do, q, k, v, o, lse, is_causal=True)
+    tq, tk, tv = (t64(x).requires_grad_() for x in (q, k, v))
+    torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True).backward(t64(do))
+    for g, w in zip(got, (tq.grad, tk.grad, tv.grad)):
+        assert g.shape == w.shape
+        assert_close(g, w.numpy(), F32, scale=BWD_SLACK)

@@ -114,14 +114,16 @@ CASES = {
 
 def _attention(d):
     o, lse = fv.scaled_dot_product_attention(d["Q"][:, :, 5:], d["KV"][0], d["KV"][1], is_causal=True,
-                                             return_lse=True, alibi_slopes=np.linspace(0.1, 1, 8))
+                                             return_lse=True, alibi_slopes=np.linspace(0.1, 1, 8),
+                                             causal_alignment="bottom_right")
     return fv.concatenate([o.reshape(-1), lse.reshape(-1)])
 
 
 def _attention_backward(d):
     q, k, v = d["Q"][:, :, 5:], d["KV"][0], d["KV"][1]
-    o, lse = fv.scaled_dot_product_attention(q, k, v, is_causal=True, return_lse=True)
-    grads = fv.scaled_dot_product_attention_backward(o * 0.5, q, k, v, o, lse, is_causal=True)
+    o, lse = fv.scaled_dot_product_attention(q, k, v, is_causal=True, return_lse=True, causal_alignment="bottom_right")
+    grads = fv.scaled_dot_product_attention_backward(o * 0.5, q, k, v, o, lse, is_causal=True,
+                                                     causal_alignment="bottom_right")
     return fv.concatenate([g.reshape(-1) for g in grads])
 
 

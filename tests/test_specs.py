@@ -124,12 +124,15 @@ def test_attention_counts_visible_scores_bottom_right():
     per = 4 * 8 + 5
     full = specs.eval_roofline("scaled_dot_product_attention", S_q=4, S_kv=4, **base)[0]
     causal = specs.eval_roofline("scaled_dot_product_attention", S_q=4, S_kv=4, is_causal=True, **base)[0]
-    decode = specs.eval_roofline("scaled_dot_product_attention", S_q=1, S_kv=6, is_causal=True, **base)[0]
+    decode = specs.eval_roofline("scaled_dot_product_attention", S_q=1, S_kv=6, is_causal=True,
+                                 causal_alignment="bottom_right", **base)[0]
+    top_left = specs.eval_roofline("scaled_dot_product_attention", S_q=1, S_kv=6, is_causal=True, **base)[0]
     window = specs.eval_roofline("scaled_dot_product_attention", S_q=4, S_kv=4, is_causal=True, window=[1, 0],
                                  **base)[0]
     assert full == 16 * per + 4 * 8
     assert causal == 10 * per + 4 * 8
     assert decode == 6 * per + 8          # the last query row sees every key
+    assert top_left == 1 * per + 8        # torch's top-left mask: query 0 sees key 0
     assert window == 7 * per + 4 * 8      # itself and one key to the left
 
 

@@ -57,7 +57,8 @@ def sdpa_segments(q, segments, scale, causal, odt, log2, dv=None):
         if kb is None or kb[0].shape[0] == 0:
             continue
         qb, kb, vb = (t[None].transpose(0, 2, 1, 3) for t in (q[q0:q1], *kb))
-        o, l_ = _fv().scaled_dot_product_attention(qb, kb, vb, is_causal=causal, scale=scale, return_lse=True)
+        o, l_ = _fv().scaled_dot_product_attention(qb, kb, vb, is_causal=causal, scale=scale, return_lse=True,
+                                                   causal_alignment="bottom_right")
         out[q0:q1] = o.numpy()[0].transpose(1, 0, 2)[..., :dv]
         lse[q0:q1] = l_.numpy()[0].T / (LN2 if log2 else 1.0)
     return out, lse

@@ -1,19 +1,27 @@
 """Scaled-dot-product attention (torch SDPA layout), forward with two routes and the backward.
 
-Layout: q [B, Hq, Sq, D], k / v [B, Hkv, Sk, D]; Hq a multiple of Hkv (GQA: query head h reads
-kv head h // (Hq // Hkv)). D <= 256, v has the head dim of k.
+Layout: torch SDPA's, q [..., Hq, Sq, D], k / v [..., Hkv, Sk, D] of any rank >= 3 (3-d [B, S, D] is
+one head per batch entry); leading dims broadcast as torch's matmul does and flatten into one batch
+dim B (views where the strides allow); Hq a multiple of Hkv (GQA: query head h reads kv head
+h // (Hq // Hkv)). D <= 256, v has the head dim of k. The backward takes equal leading dims.
 
 Semantics (flash-attn's, so models ported from it keep their numbers):
   s = scale * q.k (scale defaults to 1/sqrt(D)); softcap c > 0: s = c * tanh(s / c);
   ALiBi slopes [Hq] or [B, Hq]: s -= slope * |j - i - (Sk - Sq)|;
   window (left, right): query i sees key j iff -left <= j - i - (Sk - Sq) <= right (-1 = unbounded);
-  is_causal sets right = 0: the causal mask is aligned bottom-right when Sq != Sk (flash-attn,
-  TileOPs), so the last query row sees every key; this differs from torch SDPA's top-left mask
-  when Sq != Sk (identical when Sq == Sk). A row that sees no key gives zeros and lse = -inf.
-  lse is the natural-log log-sum-exp of the visible logits, float32 [B, Hq, Sq].
+  is_causal: query i sees key j <= i, aligned top-left as torch's (causal_alignment="top_left", the
+  default), or j <= i + Sk - Sq, aligned bottom-right as flash-attn's and FlashInfer's
+  (causal_alignment="bottom_right": the last query row sees every key); identical when Sq == Sk.
+  attn_mask (torch's): bool (True = attend) or an additive float mask, broadcastable to
+  [..., Hq, Sq, Sk]. A row that sees no key gives zeros and lse = -inf (torch's math SDPA gives
+  zeros for such rows too). lse is the natural-log log-sum-exp of the visible logits (mask added),
+  float32 [..., Hq, Sq].
 
 Routes: "single" (flash_attn_*: one workgroup per query row, the score row in shared memory,
-Sk <= 4096) and "tiled" (flash_attention*: FlashAttention-2, no Sk limit). The picker takes the
+Sk <= 4096) and "tiled" (flash_attention*: FlashAttention-2, no Sk limit); "math" (composed of device
+ops: f32 scores [B, Hq, Sq, Sk], mask, softmax, @ v) takes what the fused kernels cannot express: an
+attn_mask, or a top-left causal mask with Sq < Sk (Sq > Sk is the kernels' band with right = Sq - Sk);
+it is chosen, never forced, and takes no window / ALiBi / softcap. The picker takes the
 single pass when each kv head has one query row (G * Sq = 1: decode without GQA) and Sk fits,
 the tiled kernel otherwise; FUELVK_ATTENTION_ROUTE or route= forces one (auto/single/tiled);
 attention_route() says which a call takes. On lavapipe, whose loops silently stop after ~65535
@@ -26,7 +34,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .. import runtime
-from ..array import Array, asarray
+from ..array import Array, asarray, zeros
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..kernels.attention import (D_MAX, FLAGS, SINGLE_SK_MAX, SKMAX_BUCKETS, bwd_span_per_launch,
                                  single_shared_bytes, tiled_config, tiled_keys_per_launch, tiled_shared_bytes)
@@ -38,6 +46,7 @@ from ._routes import forced_route
 __all__ = ["attention_route", "scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
 
 ROUTES = ("single", "tiled")
+ALIGNMENTS = ("top_left", "bottom_right")
 ENV = "FUELVK_ATTENTION_ROUTE"
 FWD_DTYPES = (_dt.float32, _dt.float16, _dt.bfloat16)
 FAMILY = {"single": "flash_attn", "tiled": "flash_attention"}
@@ -68,7 +77,66 @@ def _check_shapes(op, qs, ks, vs=None):
     return B, Hq, Hkv, Sq, ks[2], D
 
 
-def _options(op, D, is_causal, scale, window, softcap):
+def _alignment(op, causal_alignment):
+    if causal_alignment not in ALIGNMENTS:
+        raise UnsupportedError(f"{op}: causal_alignment must be one of {', '.join(ALIGNMENTS)}; "
+                               f"got {causal_alignment!r}")
+    return causal_alignment
+
+
+def _causal_right(align, Sq, Sk):
+    """The kernels' right window bound of a causal mask (key j <= i + right + Sk - Sq): 0 bottom-right,
+    Sq - Sk top-left; None where the kernels cannot express it (top-left with Sq < Sk: a negative
+    bound reads as unbounded)."""
+    if align == "bottom_right" or Sq == 0:
+        return 0
+    return Sq - Sk if Sq >= Sk else None
+
+
+class _Layout:
+    """How a call's q, k[, v] of torch's layout map onto the kernels' [B, H, S, D]: each operand is
+    padded with leading 1s to rank R = max(4, rank), its leading dims (before [H, S, D]) broadcast as
+    torch's matmul does and flattened into B; one query head broadcasts over the kv heads.
+    Fields: shapes4 ([B, H, S, D] per operand), targets (each operand's broadcast R-d shape), padded
+    (each operand's R-d shape before broadcasting), lead (the broadcast leading dims), batch (the
+    caller's batch dims of the output, before [Sq, D]: lead + (Hq,) less the padding)."""
+
+    def __init__(self, op, shapes):
+        shapes = [tuple(s) for s in shapes]
+        names = ", ".join(f"{n}{s}" for n, s in zip("qkv", shapes))
+        if min(len(s) for s in shapes) < 3:
+            raise ShapeError(f"{op}: q, k, v must be [..., H, S, D] or 3-d [B, S, D]; got {names}")
+        nd = max(len(s) for s in shapes)
+        R = max(4, nd)
+        self.padded = [(1,) * (R - len(s)) + s for s in shapes]
+        try:
+            self.lead = tuple(np.broadcast_shapes(*(p[:-3] for p in self.padded)))
+        except ValueError:
+            raise ShapeError(f"{op}: the leading (batch) dims of q, k, v must broadcast (torch's rule); "
+                             f"got {names}") from None
+        hq, hk = self.padded[0][-3], self.padded[1][-3]
+        hq = hk if hq == 1 else hq                  # one query head broadcasts over the kv heads
+        heads = [hq] + [p[-3] for p in self.padded[1:]]
+        self.targets = [self.lead + (h,) + p[-2:] for h, p in zip(heads, self.padded)]
+        self.shapes4 = [(math.prod(self.lead),) + t[-3:] for t in self.targets]
+        self.batch = (self.lead + (hq,))[R - nd:]
+
+    def views(self, xs):
+        """The device arrays xs as [B, H, S, D] (views where the strides allow, numpy's reshape rule)."""
+        out = []
+        for x, p, t, s4 in zip(xs, self.padded, self.targets, self.shapes4):
+            x = x if x.shape == p else x.reshape(p)
+            x = x if x.shape == t else x.broadcast_to(t)
+            out.append(_as4(x, s4))
+        return out
+
+
+def _as4(x, shape4):
+    """x as its [B, H, S, D] form (a view where the strides allow, numpy's reshape rule)."""
+    return x if x.shape == tuple(shape4) else x.reshape(shape4)
+
+
+def _options(op, D, is_causal, scale, window, softcap, causal_right=0):
     """(scale, cap, wl, wr) as the kernels take them, after validating the user's values."""
     if scale is None:
         scale = 1.0 / math.sqrt(D)
@@ -85,7 +153,7 @@ def _options(op, D, is_causal, scale, window, softcap):
     if not ok:
         raise ShapeError(f"{op}: window must be (left, right) ints >= -1 (-1 = unbounded), got {window!r}")
     if is_causal:
-        wr = 0
+        wr = causal_right if wr < 0 else min(wr, causal_right)
     cap = 0.0
     if softcap is not None and softcap != 0:
         if not isinstance(softcap, (int, float, np.floating, np.integer)) or not (math.isfinite(softcap) and softcap > 0):
@@ -170,12 +238,28 @@ def _skmax(Sk):
     return next((b for b in SKMAX_BUCKETS if Sk <= b), SINGLE_SK_MAX)
 
 
-def attention_route(q, k, *, route=None):
-    """The forward route ("single" or "tiled") scaled_dot_product_attention takes for these
-    shapes (q, k: arrays or shape tuples), honouring route= and FUELVK_ATTENTION_ROUTE."""
+def _needs_math(attn_mask, is_causal, align, Sq, Sk):
+    return attn_mask is not None or (is_causal and _causal_right(align, Sq, Sk) is None)
+
+
+def attention_route(q, k, *, attn_mask=None, is_causal=False, causal_alignment="top_left", route=None):
+    """The forward route ("single", "tiled" or "math") scaled_dot_product_attention takes for these
+    shapes (q, k: arrays or shape tuples) and options, honouring route= and FUELVK_ATTENTION_ROUTE."""
     op = "attention_route"
-    _, Hq, Hkv, Sq, Sk, D = _check_shapes(op, _shape_of(q), _shape_of(k))
+    qs, ks = _Layout(op, [_shape_of(q), _shape_of(k)]).shapes4
+    _, Hq, Hkv, Sq, Sk, D = _check_shapes(op, qs, ks)
+    if _needs_math(attn_mask, is_causal, _alignment(op, causal_alignment), Sq, Sk):
+        return _math_route(op, route)
     return _pick(op, Sq, Sk, D, Hq // max(Hkv, 1), route)
+
+
+def _math_route(op, route):
+    """"math" unless a fused route is forced (it cannot express the mask: a typed error)."""
+    want = forced_route(op, route, ENV, ROUTES)
+    if want is not None:
+        raise UnsupportedError(f"{op}: route {want!r} takes no attn_mask and no top-left causal mask with "
+                               f"Sq < Sk; such calls take the math path (leave route= / {ENV} on auto)")
+    return "math"
 
 
 def _check_dtypes(op, names, arrays, accepted):
@@ -189,17 +273,103 @@ def _check_dtypes(op, names, arrays, accepted):
     return dt
 
 
-def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window=(-1, -1), alibi_slopes=None,
-                                 softcap=None, return_lse=False, route=None):
+def scaled_dot_product_attention(q, k, v, *, attn_mask=None, is_causal=False, causal_alignment="top_left",
+                                 scale=None, window=(-1, -1), alibi_slopes=None, softcap=None, return_lse=False,
+                                 route=None):
     """softmax(mask(softcap(scale * q k^T) + alibi)) v, see the module docstring for every option.
 
-    Returns o [B, Hq, Sq, D] (dtype of q), and lse [B, Hq, Sq] float32 with return_lse=True.
-    f32 / f16 / bf16, accumulation in f32. q, k, v may be any views with unit stride along D.
+    torch's contract: q [..., Hq, Sq, D] or [B, Sq, D]; attn_mask bool (True = attend) or additive,
+    broadcastable to [..., Hq, Sq, Sk]; is_causal aligned top-left (causal_alignment="bottom_right":
+    flash-attn's / FlashInfer's). Returns o [..., Hq, Sq, D] (dtype of q), and lse [..., Hq, Sq]
+    float32 with return_lse=True. f32 / f16 / bf16, accumulation in f32. q, k, v may be any views
+    with unit stride along D.
     """
     op = "scaled_dot_product_attention"
-    B, Hq, Hkv, Sq, Sk, D = _check_shapes(op, _shape_of(q), _shape_of(k), _shape_of(v))
-    scale, cap, wl, wr = _options(op, D, is_causal, scale, window, softcap)
+    align = _alignment(op, causal_alignment)
+    lay = _Layout(op, [_shape_of(q), _shape_of(k), _shape_of(v)])
+    B, Hq, Hkv, Sq, Sk, D = _check_shapes(op, *lay.shapes4)
     (q, k, v), numpy_out = device_args(op, q, k, v)
+    q, k, v = lay.views((q, k, v))
+    if _needs_math(attn_mask, is_causal, align, Sq, Sk):
+        _math_route(op, route)
+        _check_dtypes(op, ("q", "k", "v"), (q, k, v), FWD_DTYPES)
+        if tuple(window if window is not None else (-1, -1)) != (-1, -1) or alibi_slopes is not None or softcap:
+            raise UnsupportedError(f"{op}: window, alibi_slopes and softcap are fused-kernel options; they "
+                                   "do not combine with attn_mask or a top-left causal mask with Sq < Sk")
+        scale = _options(op, D, False, scale, window, softcap)[0]
+        mask = None if attn_mask is None else _mask4(op, attn_mask, lay, B, Hq, Sq, Sk)
+        o, lse = _math(op, q, k, v, mask, is_causal, scale)
+    else:
+        o, lse = _fused(op, q, k, v, is_causal, scale, window, alibi_slopes, softcap, route,
+                        _causal_right(align, Sq, Sk))
+    o = o.reshape(lay.batch + o.shape[2:])
+    lse = lse.reshape(lay.batch + lse.shape[2:])
+    return result((o, lse) if return_lse else o, numpy_out)
+
+
+def _mask4(op, mask, lay, B, Hq, Sq, Sk):
+    """attn_mask as a [B or 1, Hq or 1, Sq or 1, Sk or 1] device array broadcasting against the scores
+    (a view unless the caller's leading dims broadcast partly)."""
+    full = lay.batch + (Sq, Sk)
+    if not isinstance(mask, Array):
+        host = np.asarray(mask)
+        if host.dtype == np.float64:
+            host = host.astype(np.float32)
+        mask = asarray(np.ascontiguousarray(host))
+    if mask.dtype != _dt.bool_ and mask.dtype not in FWD_DTYPES:
+        raise DTypeError(f"{op}: attn_mask must be bool (True = attend) or an additive float mask "
+                         f"(float32 / float16 / bfloat16); got dtype {mask.dtype}")
+    try:
+        ok = mask.ndim <= len(full) and np.broadcast_shapes(mask.shape, full) == full
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ShapeError(f"{op}: attn_mask{mask.shape} must broadcast to [..., Hq, Sq, Sk] = {full}")
+    lead = lay.lead
+    n = len(lead)
+    m = mask.reshape((1,) * (n + 3 - mask.ndim) + mask.shape)
+    if m.shape[:n] == (1,) * n:
+        return m.reshape((1,) + m.shape[n:])
+    return m.broadcast_to(lead + m.shape[n:]).reshape((B,) + m.shape[n:])
+
+
+def _math(op, q, k, v, mask, causal, scale):
+    """(o, lse) of [B, H, S, D] q, k, v by device ops in float32: s = scale q k^T (GQA by grouping the
+    query heads of each kv head), masked, softmax with fully masked rows giving zeros and lse = -inf."""
+    from .casts import astype
+    from .elementwise import exp, log
+    from .matmul import matmul
+    from .movement import where
+    from .reduction import max as amax, sum as asum
+    from ..api.creation import arange, full
+    B, Hq, Sq, D = q.shape
+    Hkv, Sk = k.shape[1], k.shape[2]
+    dt = q.dtype
+    if B * Hq * Sq == 0 or Sk == 0:
+        return zeros((B, Hq, Sq, D), dt), full((B, Hq, Sq), -np.inf, dtype=_dt.float32)
+    f32 = [x if x.dtype == _dt.float32 else astype(x, _dt.float32) for x in (q, k, v)]
+    qg = f32[0].reshape(B, Hkv, (Hq // Hkv) * Sq, D)          # query heads of kv head h, one after another
+    s = matmul(qg, f32[1].mT).reshape(B, Hq, Sq, Sk) * scale
+    neg = -np.inf
+    if mask is not None:
+        s = where(mask, s, neg) if mask.dtype == _dt.bool_ else s + astype(mask, _dt.float32)
+    if causal:
+        seen = arange(Sk, dtype=_dt.int32).reshape(1, Sk) <= arange(Sq, dtype=_dt.int32).reshape(Sq, 1)
+        s = where(seen, s, neg)
+    m = amax(s, axis=-1, keepdims=True)
+    m = where(m == neg, 0.0, m)                                  # a row that sees no key: exp(-inf) = 0
+    p = exp(s - m)
+    l_ = asum(p, axis=-1, keepdims=True)
+    p = p / where(l_ > 0, l_, 1.0)
+    o = matmul(p.reshape(B, Hkv, (Hq // Hkv) * Sq, Sk), f32[2]).reshape(B, Hq, Sq, D)
+    lse = (log(l_) + m).reshape(B, Hq, Sq)
+    return (o if dt == _dt.float32 else astype(o, dt)), lse
+
+
+def _fused(op, q, k, v, is_causal, scale, window, alibi_slopes, softcap, route, causal_right):
+    """(o, lse) of [B, H, S, D] device arrays by the flash kernels (route "single" or "tiled")."""
+    B, Hq, Hkv, Sq, Sk, D = _check_shapes(op, q.shape, k.shape, v.shape)
+    scale, cap, wl, wr = _options(op, D, is_causal, scale, window, softcap, causal_right)
     dt = _check_dtypes(op, ("q", "k", "v"), (q, k, v), FWD_DTYPES)
     slopes, sa_b = _slopes(op, alibi_slopes, B, Hq)
     rt = _pick(op, Sq, Sk, D, Hq // max(Hkv, 1), route)
@@ -207,10 +377,9 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
     lse = new_like((B, Hq, Sq), _dt.float32)
     rows = B * Hq * Sq
     if rows and not fits(q, k, v, o, lse):
-        _head_blocks(op, [q], [k, v], [o, lse], [], slopes, lambda qb, kb, sb: (scaled_dot_product_attention(
-            qb[0], kb[0], kb[1], is_causal=is_causal, scale=scale, window=window, alibi_slopes=sb,
-            softcap=softcap, return_lse=True, route=route), ()))
-        return result((o, lse) if return_lse else o, numpy_out)
+        _head_blocks(op, [q], [k, v], [o, lse], [], slopes, lambda qb, kb, sb: (_fused(
+            op, qb[0], kb[0], kb[1], is_causal, scale, window, sb, softcap, route, causal_right), ()))
+        return o, lse
     if rows:
         views = []
         for x in (q, k, v):
@@ -245,7 +414,7 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
             for n, (jb, je) in enumerate(spans):
                 f = flags | (FLAGS["resume"] if n else 0) | (FLAGS["partial"] if n < len(spans) - 1 else 0)
                 ctx.launch(var, ctx.groups(groups), state=state, flags=f, jb=jb, je=je, **args)
-    return result((o, lse) if return_lse else o, numpy_out)
+    return o, lse
 
 
 def _head_blocks(op, q_in, kv_in, q_out, kv_out, slopes, run):
@@ -271,21 +440,42 @@ def _head_blocks(op, q_in, kv_in, q_out, kv_out, slopes, run):
                 launch_write(kernel("write_slice", _dt.width_tag(dst.dtype)), windowed(dst), r)
 
 
-def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=False, scale=None, window=(-1, -1),
-                                          alibi_slopes=None, softcap=None):
+def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=False, causal_alignment="top_left",
+                                          scale=None, window=(-1, -1), alibi_slopes=None, softcap=None):
     """(dq, dk, dv) of scaled_dot_product_attention, from its output o and lse (return_lse=True).
 
-    float32 only (flash_attn_backward_{q,k,v}_f32); the options must be those of the forward.
-    P is recomputed from lse, so no [Sq, Sk] matrix is stored; dK/dV sum over the GQA group.
+    float32 only (flash_attn_backward_{q,k,v}_f32); the options must be those of the forward (the
+    fused kernels' options: no attn_mask, no top-left causal mask with Sq < Sk). Leading dims as the
+    forward's. P is recomputed from lse, so no [Sq, Sk] matrix is stored; dK/dV sum over the GQA group.
     """
     op = "scaled_dot_product_attention_backward"
-    B, Hq, Hkv, Sq, Sk, D = _check_shapes(op, _shape_of(q), _shape_of(k), _shape_of(v))
-    for name, x, want in (("do", do, (B, Hq, Sq, D)), ("o", o, (B, Hq, Sq, D)), ("lse", lse, (B, Hq, Sq))):
-        if _shape_of(x) != want:
-            raise ShapeError(f"{op}: {name} must have shape {want} for q{_shape_of(q)}; got {_shape_of(x)}")
-    scale, cap, wl, wr = _options(op, D, is_causal, scale, window, softcap)
+    align = _alignment(op, causal_alignment)
+    qs, ks, vs = _shape_of(q), _shape_of(k), _shape_of(v)
+    lay = _Layout(op, [qs, ks, vs])
+    if lay.targets != lay.padded:
+        raise ShapeError(f"{op}: q{qs}, k{ks}, v{vs} broadcast in their leading dims; the backward takes "
+                         "q, k, v of equal leading dims (broadcast them first)")
+    q4, k4, v4 = lay.shapes4
+    B, Hq, Hkv, Sq, Sk, D = _check_shapes(op, q4, k4, v4)
+    for name, x, want in (("do", do, qs), ("o", o, qs), ("lse", lse, qs[:-1])):
+        if _shape_of(x) != tuple(want):
+            raise ShapeError(f"{op}: {name} must have shape {tuple(want)} for q{qs}; got {_shape_of(x)}")
+    right = _causal_right(align, Sq, Sk)
+    if is_causal and right is None:
+        raise UnsupportedError(f"{op}: a top-left causal mask with Sq={Sq} < Sk={Sk} has no fused backward; "
+                               "accepted: Sq >= Sk, or causal_alignment='bottom_right'")
+    scale, cap, wl, wr = _options(op, D, is_causal, scale, window, softcap, right)
     (do, q, k, v, o, lse), numpy_out = device_args(op, do, q, k, v, o, lse)
+    do, q, o, k, v, lse = (_as4(x, s4) for x, s4 in ((do, q4), (q, q4), (o, q4), (k, k4), (v, v4), (lse, q4[:3])))
     _check_dtypes(op, ("do", "q", "k", "v", "o", "lse"), (do, q, k, v, o, lse), (_dt.float32,))
+    dq, dk, dv = _backward4(op, do, q, k, v, o, lse, is_causal, scale, window, alibi_slopes, softcap, align,
+                            wl, wr, cap)
+    return result((dq.reshape(qs), dk.reshape(ks), dv.reshape(vs)), numpy_out)
+
+
+def _backward4(op, do, q, k, v, o, lse, is_causal, scale, window, alibi_slopes, softcap, align, wl, wr, cap):
+    """(dq, dk, dv) of [B, H, S, D] float32 device arrays by the flash backward kernels."""
+    B, Hq, Hkv, Sq, Sk, D = _check_shapes(op, q.shape, k.shape, v.shape)
     slopes, sa_b = _slopes(op, alibi_slopes, B, Hq)
     do, q, k, v, o, lse = (contiguous(x) for x in (do, q, k, v, o, lse))
     dq = new_like(q.shape, _dt.float32)
@@ -295,10 +485,10 @@ def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=Fals
         def run(qb, kb, sb):
             dqb, dkb, dvb = scaled_dot_product_attention_backward(
                 qb[0], qb[1], kb[0], kb[1], qb[2], qb[3], is_causal=is_causal, scale=scale, window=window,
-                alibi_slopes=sb, softcap=softcap)
+                alibi_slopes=sb, softcap=softcap, causal_alignment=align)
             return (dqb,), (dkb, dvb)
         _head_blocks(op, [do, q, o, lse], [k, v], [dq], [dk, dv], slopes, run)
-        return result((dq, dk, dv), numpy_out)
+        return dq, dk, dv
     ctx = runtime.get()
     flags = FLAGS["alibi"] if slopes is not None else 0
     common = dict(in_q=q, in_k=k, in_do=do, in_lse=lse, in_alibi=slopes if slopes is not None else lse,
@@ -322,25 +512,29 @@ def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=Fals
         ctx.stream.fill(dk.buffer, dk.nbytes)
     if dv.size:
         launches("flash_attn_backward_v", B * Hkv * Sk, rows_per, Sq, out_grad=dv)
-    return result((dq, dk, dv), numpy_out)
+    return dq, dk, dv
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
 from ._opdef import Meta, OpDef, declare, same
 
 
-def _attention_rule(q, k, v, *, is_causal=False, scale=None, window=(-1, -1), alibi_slopes=None, softcap=None,
-                    return_lse=False, route=None):
-    out = Meta(tuple(q.shape[:3]) + tuple(v.shape[3:]), np.dtype(q.dtype))
-    return (out, Meta(tuple(q.shape[:3]), np.dtype(np.float32))) if return_lse else out
+def _attention_rule(q, k, v, *, attn_mask=None, is_causal=False, causal_alignment="top_left", scale=None,
+                    window=(-1, -1), alibi_slopes=None, softcap=None, return_lse=False, route=None):
+    out = Meta(tuple(q.shape[:-1]) + tuple(v.shape[-1:]), np.dtype(q.dtype))
+    return (out, Meta(tuple(q.shape[:-1]), np.dtype(np.float32))) if return_lse else out
 
 
-def _torch_sdpa(q, k, v, is_causal=False, scale=None, window=(-1, -1), softcap=None, return_lse=False):
+def _torch_sdpa(q, k, v, attn_mask=None, is_causal=False, scale=None, window=(-1, -1), softcap=None,
+                return_lse=False, causal_alignment="top_left"):
     import torch
     if tuple(window) != (-1, -1) or softcap is not None or return_lse:
-        raise NotImplementedError("torch reference covers plain (causal) attention only")
-    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale,
-                                                            enable_gqa=q.shape[1] != k.shape[1])
+        raise NotImplementedError("torch reference covers plain (causal / masked) attention only")
+    sq, sk = q.shape[-2], k.shape[-2]
+    if is_causal and causal_alignment == "bottom_right" and sq != sk:   # torch's is_causal is top-left
+        attn_mask, is_causal = torch.ones(sq, sk, dtype=torch.bool).tril(sk - sq), False
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
+                                                            scale=scale, enable_gqa=q.shape[-3] != k.shape[-3])
 
 
 _ATTN_OPTS = ("bool is_causal=False, float? scale=None, int[] window=[-1, -1], Tensor? alibi_slopes=None, "
@@ -355,16 +549,21 @@ vv = v.repeat_interleave(hq // hkv, dim=1)
 s = (q @ kk.transpose(-1, -2)) * (1.0 / math.sqrt(d_) if scale is None else scale)   # [b, h, sq, sk]
 if softcap is not None:
     s = softcap * torch.tanh(s / softcap)
-rel = torch.arange(sk)[None, :] - torch.arange(sq)[:, None] - (sk - sq)   # masks align bottom-right
+rel = torch.arange(sk)[None, :] - torch.arange(sq)[:, None] - (sk - sq)   # windows align bottom-right
 if alibi_slopes is not None:
     s = s - alibi_slopes[None, :, None, None] * rel.abs()
-left, right = window[0], (0 if is_causal else window[1])
+left, right = window
 visible = torch.ones(sq, sk, dtype=torch.bool)
+if is_causal:        # torch's top-left causal mask: key j <= query i; flash-attn's bottom-right: rel <= 0
+    visible &= (rel <= 0) if causal_alignment == "bottom_right" else \
+        torch.arange(sk)[None, :] <= torch.arange(sq)[:, None]
 if left >= 0:
     visible &= rel >= -left
 if right >= 0:
     visible &= rel <= right
 s = s.masked_fill(~visible, float("-inf"))
+if attn_mask is not None:                      # torch's: bool (True = attend) or additive
+    s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask.float()
 m = s.amax(-1, keepdim=True)
 m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
 p = torch.exp(s - m)

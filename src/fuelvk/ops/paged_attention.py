@@ -89,7 +89,8 @@ def paged_attention(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len
         pages = idx_dev[int(ptr[r]):int(ptr[r + 1])]
         k, v = (take(c, pages, axis=0).reshape(int(counts[r]) * ps, hkv, d)[:kv_len] for c in (kc, vc))
         qb, kb, vb = (x[None].transpose(0, 2, 1, 3) for x in (q[int(qo[r]):int(qo[r + 1])], k, v))
-        o, lse = scaled_dot_product_attention(qb, kb, vb, is_causal=causal, scale=scale, return_lse=True)
+        o, lse = scaled_dot_product_attention(qb, kb, vb, is_causal=causal, scale=scale, return_lse=True,
+                                              causal_alignment="bottom_right")
         outs.append(o[0].transpose(1, 0, 2))
         lses.append(lse[0].T)
     if not outs:

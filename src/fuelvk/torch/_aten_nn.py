@@ -523,19 +523,18 @@ _ATTN_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 def _fused_sdp_choice(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
                       enable_gqa=False):
     """torch asks the device which SDPA backend runs a call: fuelvk's fused kernel (the "overrideable"
-    backend) for 4-D inputs of one float dtype without a mask or dropout, causal only when Sq == Sk
-    (fuelvk's causal mask is aligned bottom-right, torch's top-left: equal when square), heads equal or
+    backend) for 4-D inputs of one float dtype without a mask or dropout, causal (top-left, as torch's)
+    where the fused kernels express it (Sq >= Sk; attention_route says "math" otherwise), heads equal or
     grouped under enable_gqa; torch's math path (matmul + softmax on fuelvk kernels) otherwise."""
     from torch.nn.attention import SDPBackend
     fused = (attn_mask is None and dropout_p == 0.0 and query.dim() == key.dim() == value.dim() == 4
              and query.dtype in _ATTN_DTYPES and query.dtype == key.dtype == value.dtype
-             and (not is_causal or query.shape[2] == key.shape[2])
              and key.shape[1] == value.shape[1] and query.shape[1] % key.shape[1] == 0
              and (query.shape[1] == key.shape[1] or enable_gqa)
              and query.shape[3] == key.shape[3] == value.shape[3] and query.shape[2] > 0 and key.shape[2] > 0)
     if fused:
         try:   # shapes the kernel refuses (head dim > 256, ...) take the math path
-            fv.attention_route(tuple(query.shape), tuple(key.shape))
+            fused = fv.attention_route(tuple(query.shape), tuple(key.shape), is_causal=is_causal) != "math"
         except FuelVKError:
             fused = False
     return int(SDPBackend.OVERRIDEABLE if fused else SDPBackend.MATH)
