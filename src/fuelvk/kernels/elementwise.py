@@ -10,6 +10,8 @@ GROUP = "Element-wise unary / binary / affine"
 MAX_RANK = 6      # the EW Params' shape / stride arrays (shaders/elementwise.comp and its kin)
 WG, EPT = 256, 4  # shaders/elementwise.comp: elements per workgroup = WG * EPT (x4 on the LINEAR path)
 LINEAR = "LINEAR"  # the specialization constant of the LINEAR (all inputs contiguous/constant) path
+TEX = "TEX"        # LINEAR's loads through the inputs' rgba32ui texel views (Device.texel_loads)
+TEXEL_BINDINGS = ("a_t", "b_t")   # those views, one per input, bound after the storage buffers
 
 
 # The public float unary ops, by how ops/elementwise.py wraps them.

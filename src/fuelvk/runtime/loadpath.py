@@ -10,6 +10,7 @@ loop budget (runtime/loopcap.py; FUELVK_PIPELINE_CACHE=0: probed in every proces
 FUELVK_TEXEL_LOADS=0/1 overrides it per call (tests force each path with it).
 """
 import json
+import weakref
 
 from .. import config
 from .pipelines import disk_cache_path
@@ -19,6 +20,8 @@ TEXELS = 1 << 18          # 4 MiB read per timing: long enough to dwarf launch c
 TEXEL_WINS = 0.8          # texel path chosen when it takes <= 80% of the storage-buffer time
 REPEATS = 3
 VERSION = 1               # of the cached record
+TEXEL_BYTES = 16          # an rgba32ui texel
+_stubs = weakref.WeakKeyDictionary()
 
 
 def probe(ctx):
@@ -78,3 +81,12 @@ def texel_loads(ctx):
     if config.is_set(ENV):
         return config.get(ENV)
     return ctx.device.texel_loads
+
+
+def stub(pool):
+    """A 16-byte buffer of pool's, bound to texel views a kernel does not read (a view binding must
+    always be valid, also on the storage-buffer path)."""
+    b = _stubs.get(pool)
+    if b is None:
+        b = _stubs[pool] = pool.alloc(TEXEL_BYTES)
+    return b
