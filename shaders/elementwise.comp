@@ -76,6 +76,22 @@ layout(set = 0, binding = 4, rgba32ui) uniform readonly uimageBuffer b_t;
 #else
 layout(set = 0, binding = 2, rgba32ui) uniform readonly uimageBuffer a_t;
 #endif
+// TEXW = 1 (LINEAR, f32 / f64 only: 4 elements are whole texels): the output is written through its
+// rgba32ui texel view o_t where the device writes texels faster (Device.texel_stores); else a stub.
+layout(constant_id = 3) const uint TEXW = 0;
+#if NIN == 2
+layout(set = 0, binding = 5, rgba32ui) uniform writeonly uimageBuffer o_t;
+#else
+layout(set = 0, binding = 3, rgba32ui) uniform writeonly uimageBuffer o_t;
+#endif
+#if defined(DT_F32)
+#define TEXSTORE(k, v) imageStore(o_t, int(k), floatBitsToUint(v))
+#elif defined(DT_F64)
+#define TEXSTORE(k, v) { imageStore(o_t, int(2u * (k)), uvec4(unpackDouble2x32((v).x), unpackDouble2x32((v).y))); \
+    imageStore(o_t, int(2u * (k) + 1u), uvec4(unpackDouble2x32((v).z), unpackDouble2x32((v).w))); }
+#else
+#define TEXSTORE(k, v) {}
+#endif
 // TEXQ(view, k): the 4 elements 4k .. 4k + 3 of a texel view, as V4 (the same values LOADQ gives).
 #if defined(DT_F32)
 #define TEXQ(X, k) uintBitsToFloat(imageLoad(X, int(k)))
@@ -404,7 +420,8 @@ void main_linear() {
             V4 x = (p.flags & FLAG_A_CONTIGUOUS) != 0u ? (TEX != 0u ? TEXQ(a_t, p.off_a / 4u + q) : LOADQ(a4[p.off_a / 4u + q])) : V4(LOAD(a[p.off_a]));
             V4 r = V4(apply_unary(x.x), apply_unary(x.y), apply_unary(x.z), apply_unary(x.w));
 #endif
-            o4[p.off_o / 4u + q] = STOREQ(r);
+            if (TEXW != 0u) { TEXSTORE(p.off_o / 4u + q, r); }
+            else o4[p.off_o / 4u + q] = STOREQ(r);
         }
     }
     if (linear_group() == 0u && gl_LocalInvocationID.x == 0u) {

@@ -99,8 +99,9 @@ def test_cast_bits(src, path, seen):
 
 
 def test_plan_choice(monkeypatch):
-    """Which inputs go through texel views: aligned contiguous ones whose texels lie in the view;
-    an unaligned offset, a constant input, a half texel past the buffer's end and forcing off do not."""
+    """Which operands go through texel views: aligned contiguous ones whose texels lie in the view
+    (outputs: f32 / f64 only); an unaligned offset, a constant input, a half texel past the buffer's
+    end do not."""
     monkeypatch.setenv(loadpath.ENV, "1")
     ctx = runtime.get()
     add = fv.kernels.elementwise.variant("binary", "f32", ctx.device.features)
@@ -108,21 +109,21 @@ def test_plan_choice(monkeypatch):
 
     def views(v, out, ins):
         return _core._plan(ctx, v, out, ins, {"OP": 0}, _core.ZERO2, _core.ZERO2, 0,
-                           tuple(x.buffer.size // 16 for x in ins))[2]
+                           (True, True) + tuple(x.buffer.size // 16 for x in [out] + ins))[2]
     a = fv.asarray(np.ones(64, np.float32))
     o = fv.asarray(np.zeros(64, np.float32))
-    assert views(add, o, [a, a]) == (0, 1)
-    assert views(add, o[:60], [a[4:], a[:60]]) == (0, 1)
-    assert views(add, o[:63], [a[1:], a[:63]]) == (None, None)            # unaligned: not LINEAR
+    assert views(add, o, [a, a]) == (1, 2, 0)   # the bound buffers' indices: a, b, out
+    assert views(add, o[:60], [a[4:], a[:60]]) == (1, 2, 0)
+    assert views(add, o[:63], [a[1:], a[:63]]) == (None,) * 3           # unaligned: not LINEAR
     c = fv.asarray(np.ones(1, np.float32)).broadcast_to((64,))
-    assert views(add, o, [a, c]) == (0, None)                               # constant b: stub
+    assert views(add, o, [a, c]) == (1, None, 0)                             # constant b: stub
     # f16 elements 8 .. 11 lie in the second half of texel 1: a buffer of one whole texel cannot
     # serve them through its view (the pool may round slots up, so asked of the rule directly)
     assert not _core._texel_ok(0, 2, 12, 1)
     assert _core._texel_ok(0, 2, 12, 2) and _core._texel_ok(0, 2, 8, 1) and _core._texel_ok(4, 2, 4, 1)
     assert not _core._texel_ok(0, 4, 64, 0)                                   # no whole texel: stub
     h = fv.asarray(np.ones(64, np.float16))
-    assert views(add16, fv.asarray(np.zeros(60, np.float16)), [h[4:], h[:60]]) == (0, 1)
+    assert views(add16, fv.asarray(np.zeros(60, np.float16)), [h[4:], h[:60]]) == (1, 2, None)   # f16 stores: SSBO
 
 
 def test_texel_limit_falls_back(path, seen, device_limits):
@@ -140,4 +141,5 @@ def test_probe_record():
     dev = runtime.get().device
     rec = dev.load_probe if dev.texel_loads is not None else None
     assert rec is not None and rec["ssbo_ms"] > 0 and rec["texel_ms"] > 0
-    assert dev.texel_loads == loadpath.decide(rec)
+    assert rec["ssbo_store_ms"] > 0 and rec["texel_store_ms"] > 0
+    assert (dev.texel_loads, dev.texel_stores) == loadpath.decide(rec)

@@ -15,7 +15,7 @@ from ..array import Array, asarray
 from ..errors import FuelVKError, FuelVKMemoryError, LaunchError
 from ..runtime import loadpath
 from ..runtime.loadpath import TEXEL_BYTES
-from ..kernels.elementwise import EPT, FLAGS, LINEAR, MAX_RANK, TEX, TEXEL_BINDINGS, WG
+from ..kernels.elementwise import EPT, FLAGS, LINEAR, MAX_RANK, TEX, TEXEL_BINDINGS, TEXW, WG
 from ..kernels.movement_core import copy_variant
 
 ZERO2 = (0, 0)
@@ -118,7 +118,8 @@ def launch_strided(variant, out, inputs, spec=None, s0=ZERO2, s1=ZERO2, flags_ex
             launch_strided(variant, w[0], w[1:], spec, s0, s1, flags_extra)
         return
     spec_key = tuple(sorted(spec.items())) if spec else ()
-    texels = loadpath.texel_loads(ctx) and tuple(x.buffer.size // TEXEL_BYTES for x in inputs)
+    loads, stores = loadpath.texel_paths(ctx)
+    texels = (loads or stores) and (loads, stores) + tuple(x.buffer.size // TEXEL_BYTES for x in (out,) + tuple(inputs))
     key = (variant._id, spec_key, s0, s1, flags_extra, out.shape, out.offset,
            tuple((x.shape, x.strides, x.offset) for x in inputs), texels)
     plan = ctx.plans.get(key)
@@ -133,7 +134,7 @@ def launch_strided(variant, out, inputs, spec=None, s0=ZERO2, s1=ZERO2, flags_ex
     bufs = (out.buffer,) + tuple(x.buffer for x in inputs)
     if views:
         stub = loadpath.stub(ctx.pool)
-        bufs += tuple(stub if k is None else bufs[1 + k] for k in views)
+        bufs += tuple(stub if k is None else bufs[k] for k in views)
     dispatch = ctx.stream.dispatch
     for pipe, groups, push in pipes:
         dispatch(pipe, groups, bufs, writes, push)
@@ -152,13 +153,15 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False):
     """([(pipeline, grid, Params bytes)] one per rank<=6 chunk, the write set, the texel views'
     sources: per texel binding (a_t, b_t) the input it views or None for the stub) for
     launch_strided. The Params, bindings and spec constants go through the kernel's Signature by
-    name, once per plan. texels: False (storage-buffer loads) or each input's buffer size in texels."""
+    name, once per plan. texels: False (storage buffers) or (texel loads, texel stores, then out's
+    and each input's buffer size in texels)."""
     sig = ctx.pipelines.signature(variant)
     views = tuple(b for b in sig.bindings if b in TEXEL_BINDINGS)
-    if len(sig.bindings) != 1 + len(inputs) + len(views) or views and len(views) != len(inputs):
+    out_view = "o_t" in views
+    if len(sig.bindings) != 1 + len(inputs) + len(views) or views and len(views) != len(inputs) + out_view:
         raise LaunchError(f"kernel {variant.id}: launch_strided got {len(inputs)} inputs for bindings "
                           f"{list(sig.bindings)} (out first, texel views {list(TEXEL_BINDINGS)} last)")
-    named = dict(zip(sig.bindings, (out,) + tuple(inputs) + tuple(inputs[:len(views)])))
+    named = dict(zip(sig.bindings, (out,) + tuple(inputs) + tuple(inputs[:len(views)]) + (out,)))
     shape = out.shape
     n = math.prod(shape)
     if n == 0:
@@ -187,12 +190,16 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False):
         linear = linear and off_o % 4 == 0
         # Texel loads: LINEAR chunks whose contiguous inputs all have views covering what they read.
         contig_in = [k for k in range(len(inputs)) if flags & _CONTIGUOUS[k]]
-        tex = bool(views) and linear and texels and bool(contig_in) and all(
-            _texel_ok(offs[k], inputs[k].dtype.itemsize, m, texels[k]) for k in contig_in)
-        if tex:
-            view_src = tuple(k if k in contig_in else None for k in range(len(views)))
+        tex = bool(views) and linear and texels and texels[0] and bool(contig_in) and all(
+            _texel_ok(offs[k], inputs[k].dtype.itemsize, m, texels[3 + k]) for k in contig_in)
+        # Texel stores: the same, for an output whose 4-element units are whole texels (f32, f64).
+        texw = bool(views) and linear and texels and texels[1] and TEXW in sig.spec_ids and out.dtype.itemsize in (4, 8) \
+            and _texel_ok(off_o, out.dtype.itemsize, m, texels[2])
+        if tex or texw:
+            view_src = tuple(1 + k if tex and k in contig_in else None for k in range(len(inputs))) \
+                + (((0 if texw else None),) if out_view else ())
         _, _, push, spec_ids = sig.bind(dict(
-            named, **spec, **({LINEAR: 1} if linear else {}), **({TEX: 1} if tex else {}), n=m, rank=len(sub), flags=flags, off_o=off_o,
+            named, **spec, **({LINEAR: 1} if linear else {}), **({TEX: 1} if tex else {}), **({TEXW: 1} if texw else {}), n=m, rank=len(sub), flags=flags, off_o=off_o,
             off_a=offs[0] if offs else 0, off_b=offs[1] if len(offs) > 1 else 0, s0=s0, s1=s1, shape=sub,
             sa=st[0] if st else (), sb=st[1] if len(st) > 1 else ()))
         per_group = WG * EPT * (4 if linear else 1)

@@ -191,8 +191,8 @@ class Device:
         self._loop_budget = _UNPROBED
         self.loop_cap = None
         self._budget_source = None
-        # Device.texel_loads: probed on first use by runtime/loadpath.py (through the Context).
-        self._texel_loads = _UNPROBED
+        # Device.texel_loads / texel_stores: probed on first use by runtime/loadpath.py (through the Context).
+        self._texel_loads = self._texel_stores = _UNPROBED
         self.load_probe = None
         self._texel_source = None
         self.device_type = DEVICE_TYPE_NAME.get(self._props.deviceType, "other")
@@ -343,8 +343,14 @@ class Device:
                 if self._texel_loads is _UNPROBED:
                     if self._texel_source is None:
                         raise DeviceError(f"{self.name}: the load path is probed through a fuelvk Context")
-                    self._texel_loads, self.load_probe = self._texel_source()
+                    (self._texel_loads, self._texel_stores), self.load_probe = self._texel_source()
         return self._texel_loads
+
+    @property
+    def texel_stores(self):
+        """Whether memory-bound kernels write through 16-byte texel views (measured faster here)."""
+        self.texel_loads     # probes both
+        return self._texel_stores
 
     @loop_budget.setter
     def loop_budget(self, value):
