@@ -8,6 +8,7 @@ import pytest
 import fuelvk as fv
 from fuelvk import runtime
 from fuelvk.ops import _core
+from fuelvk.ops.elementwise import affine
 from fuelvk.runtime import loadpath
 
 rng = np.random.default_rng(18)
@@ -57,8 +58,10 @@ def test_elementwise_bits(dt, path, seen):
         x, y = a[off:off + n], b[off:off + n]
         want = {"add": (x.astype(np.float64) + y).astype(dt) if dt != np.float64 else x + y,
                 "multiply_scalar": (x.astype(np.float32) * np.float32(1.5)).astype(dt) if dt != np.float64 else x * 1.5,
-                "clip": np.clip(x, dt(-1), dt(2)) if dt == np.float32 else None}
-        got = {"add": A + B, "multiply_scalar": A * 1.5, "clip": fv.clip(A, -1.0, 2.0) if dt == np.float32 else None}
+                "clip": np.clip(x, dt(-1), dt(2)) if dt == np.float32 else None,
+                "affine": x * dt(0.75) + dt(-2.5) if dt in (np.float32, np.float64) else None}
+        got = {"add": A + B, "multiply_scalar": A * 1.5, "clip": fv.clip(A, -1.0, 2.0) if dt == np.float32 else None,
+               "affine": affine(A, 0.75, -2.5)}
         for op, w in want.items():
             if w is not None:
                 assert np.array_equal(bits(got[op].numpy(), dt), bits(w, dt)), (op, n, off)
