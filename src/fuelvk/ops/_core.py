@@ -204,9 +204,13 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False):
             sa=st[0] if st else (), sb=st[1] if len(st) > 1 else ()))
         per_group = WG * EPT * (4 if linear else 1)
         plan.append((ctx.pipelines.get(variant, spec_ids), ctx.groups(-(-m // per_group)), push))
-    if views and view_src is None:
-        view_src = (None,) * len(views)
-    return plan, sig.writes, view_src
+    writes = sig.writes
+    if views:
+        view_src = view_src or (None,) * len(views)
+        # the stub is never written: a writeonly view bound to it must not order later dispatches
+        nb = len(writes) - len(views)
+        writes = writes[:nb] + tuple(w and k is not None for w, k in zip(writes[nb:], view_src))
+    return plan, writes, view_src
 
 
 # The FLAGS bits of input k (a, b) being contiguous / constant.
