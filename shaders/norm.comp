@@ -11,6 +11,10 @@
 // into part[(k * n_cols + col) * n_groups + grp] (k = 0: dw, 1: db), reduced over groups afterwards
 // by reduce_last_dim (MODE 2). One workgroup per row group; sums are compensated + tree-reduced in
 // the accumulator type (f32 for half types).
+// ADD_RESIDUAL (RMS forward; FlashInfer's fused_add_rmsnorm): s = x + res in the accumulator type,
+// res = s rounded to T (in place), y = s * r * w with r from the unrounded s. The first pass only
+// reads; the second recomputes s from the same x and res elements (each invocation reads and writes
+// only its own indices, so the rewrite of res cannot race) and writes res and y.
 #include "common/dtype.glsl"
 #include "common/index.glsl"
 #define A V
@@ -29,12 +33,21 @@ layout(set = 0, binding = 3) readonly buffer Weight { T w[]; };
 layout(set = 0, binding = 4) buffer Part { A part[]; };
 #else
 layout(set = 0, binding = 2) readonly buffer Weight { T w[]; };
+#ifdef ADD_RESIDUAL
+layout(set = 0, binding = 3) buffer Residual { T res[]; };
+#define OFF_3 off_res
+#else
 layout(set = 0, binding = 3) readonly buffer Bias { T b[]; };
+#define OFF_3 off_b
+#endif
+#endif
+#ifndef OFF_3
+#define OFF_3 off_b
 #endif
 
 layout(push_constant) uniform Params {
     uint n_rows; uint n_cols; uint off_out; uint off_x;
-    uint off_g; uint off_w; uint off_b; uint rows_per_group;
+    uint off_g; uint off_w; uint OFF_3; uint rows_per_group;
     uint n_groups; uint eps[2];
 } p;
 
@@ -84,6 +97,16 @@ void main() {
                 part[kb] = (row == r0 ? A(0) : part[kb]) + xg;
 #endif
             }
+        }
+#elif defined(ADD_RESIDUAL)
+        uint br = p.off_res + row * n;
+        A ss = A(0), cs = A(0);
+        for (uint i = t; i < n; i += WG) { A d = A(LOAD(x[bx + i])) + A(LOAD(res[br + i])); kahan_add(ss, cs, d * d); }
+        A r = A(1) / sqrt(block_reduce(ss, R_SUM) * inv_n + eps);
+        for (uint i = t; i < n; i += WG) {
+            A d = A(LOAD(x[bx + i])) + A(LOAD(res[br + i]));
+            res[br + i] = STORE(d);
+            o[bo + i] = STORE(d * r * weight(i));
         }
 #else
         A ss = A(0), cs = A(0);

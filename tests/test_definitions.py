@@ -7,6 +7,7 @@ import importlib
 import inspect
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -727,3 +728,21 @@ def test_moe_fp8_block_scale_renorm(tmp_path):
     flipped = evaluate(d, row, repeats=1, solution=lambda defn, inp: fuelvk_solution(
         defn, {**inp, "routing_logits": -inp["routing_logits"]}))["evaluation"]
     assert flipped["status"] == "INCORRECT_NUMERICAL"
+
+
+def test_generated_workloads_cover_every_kind_without_rows_and_pass(tmp_path, capsys):
+    """`definitions workloads` writes a row (blobs under the root) for every shipped Definition whose
+    kind has no workloads; the cheap ones run through `definitions run` and pass."""
+    st = pytest.importorskip("safetensors.torch")   # noqa: F841 (the blobs need it)
+    shipped = {p.stem for p in (TRACE_DIR / "workloads").glob("*.jsonl")}
+    assert fuelvk_main(["definitions", "workloads", str(TRACE_DIR / "definitions"), str(tmp_path)]) == 0
+    written = {p.stem for p in (tmp_path / "workloads").glob("*.jsonl")}
+    assert written == set(_defs()) - shipped
+    cheap = ["gqa_paged_decode_h32_kv8_d128_ps1", "rope_with_cos_sin_cache_neox_style_d128_rd64",
+             "mla_ragged_prefill_causal_h16_qk192_vo128"]
+    args = ["definitions", "run", str(TRACE_DIR / "definitions"), str(tmp_path / "workloads"), "--repeats", "1",
+            "--dataset-root", str(tmp_path)] + [a for n in cheap for a in ("--only", n)]
+    assert fuelvk_main(args) == 0
+    table = capsys.readouterr().out
+    for n in cheap:
+        assert re.search(rf"^{n}\s+1\s", table, re.M), table

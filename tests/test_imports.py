@@ -15,14 +15,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "src" / "fuelvk"
 DYNAMIC = ("fuelvk.ops", "fuelvk.api")   # packages whose __init__ imports each public module by name
 
-# fuelvk.torch's modules still import each other in a ring (device <-> _aten / _bridge / _fallback,
-# _aten <-> _aten_nn): the registration in device.py imports the kernels that import device.py. Left
-# to the owners of fuelvk/torch; listed so that no other module joins the ring, and so that this test
-# fails (stale entry) once it is broken, until the entry goes.
-KNOWN_CYCLES = [
-    {"fuelvk.torch._aten", "fuelvk.torch._aten_nn", "fuelvk.torch._bridge", "fuelvk.torch._fallback",
-     "fuelvk.torch.device"},
-]
+# Cycles tolerated for now (none): an entry here must name a cycle that exists, or the test fails.
+KNOWN_CYCLES = []
 
 
 def modules(root):

@@ -258,6 +258,40 @@ def _attn_bwd_args(dt):
 CASES.append(Case("scaled_dot_product_attention_backward", _attn_bwd_args,
                   lambda do, q, k, v, o, lse: _vjp(lambda q, k, v: _attn_ref(q, k, v)[0], 3)(q, k, v, do), scale=64.0))
 
+# Sampling: k = 1 / p <= 0 make the draw the first argmax (deterministic), whatever the seed.
+def _PROBS(dt):  # noqa: N802 (a case maker, as the constants around it)
+    return torch.softmax(rnd(4, 9, dt=dt) * 3, -1)
+
+
+CASES += [Case("top_k_sampling_from_probs", lambda dt: (_PROBS(dt), torch.ones(4, dtype=torch.int32), 5),
+               lambda p, k, s: p.argmax(-1), bits=True),
+          Case("top_p_sampling_from_probs", lambda dt: (_PROBS(dt), torch.zeros(4), None),
+               lambda p, t, s: p.argmax(-1), bits=True),
+          Case("top_k_top_p_sampling_from_probs",
+               lambda dt: (_PROBS(dt), torch.ones(4, dtype=torch.int32), torch.full((4,), 0.5), 1),
+               lambda p, k, t, s: p.argmax(-1), bits=True)]
+
+
+def _paged_args(dt):
+    """Decode over pages of 4 tokens: request 0 owns pages 2, 0 (6 tokens), request 1 page 1 (3)."""
+    q, kc, vc = rnd(2, 4, 8, dt=dt), rnd(3, 4, 2, 8, dt=dt, seed=2), rnd(3, 4, 2, 8, dt=dt, seed=3)
+    return q, kc, vc, *(torch.tensor(x, dtype=torch.int32) for x in ([0, 2, 3], [2, 0, 1], [2, 3]))
+
+
+def _paged_ref(q, kc, vc, ptr, idx, last):
+    out, lse = [], []
+    for r, pages in enumerate(([2, 0], [1])):
+        n = (len(pages) - 1) * 4 + int(last[r])
+        k, v = (c[pages].reshape(-1, 2, 8)[:n].repeat_interleave(2, 1) for c in (kc, vc))
+        s = torch.einsum("hd,khd->hk", q[r].double(), k.double()) / 8 ** 0.5
+        out.append(torch.einsum("hk,khd->hd", torch.softmax(s, -1), v.double()))
+        lse.append(torch.logsumexp(s, -1))
+    return torch.stack(out).to(q.dtype), torch.stack(lse).float()
+
+
+CASES.append(Case("paged_attention", _paged_args, _paged_ref, scale=4.0))
+
+
 IDS = [c.op + (f"-{c.id}" if c.id else "") for c in CASES]
 MUTATING = {"add_assign_scaled", "slice_write_", "scatter_add_", "index_add_"}
 
@@ -279,7 +313,8 @@ def test_every_op_has_a_case():
     assert skipped == {r.name for r in OPDEFS.values() if r.schema is None}
     # numpy-only conveniences (setitem is slice_write_: a key is no tensor; ascontiguousarray is copy) and
     # array API functions with no gradient formula yet, listed so that a new op without one fails here.
-    assert skipped == {"setitem", "ascontiguousarray", "argsort", "atan2", "copysign", "hypot", "logaddexp",
+    # fused_add_rmsnorm writes residual and returns the output (neither torch form of a mutating record).
+    assert skipped == {"setitem", "ascontiguousarray", "fused_add_rmsnorm", "argsort", "atan2", "copysign", "hypot", "logaddexp",
                        "nextafter", "prod", "sort", "where"}, skipped
 
 

@@ -10,6 +10,10 @@ def main(argv=None):
     p.add_argument("dir")
     p.add_argument("--small", action="store_true",
                    help="cap every dimension at 8 (quick checks; the names carry the smaller constants)")
+    p = sub.add_parser("workloads", help="write ROOT/workloads/*.jsonl (+ ROOT/blob/) for the Definitions of the "
+                                          "dataset's kinds that ship no workloads, at their own constants")
+    p.add_argument("definitions", help="a Definition .json or a folder of them")
+    p.add_argument("root", help="the dataset root to write workloads/ and blob/ under")
     p = sub.add_parser("run", help="evaluate fuelvk on Definitions + workload JSONL, write Trace JSONL")
     p.add_argument("definitions", help="a Definition .json or a folder of them")
     p.add_argument("workloads", help="a workload .jsonl or a folder of them")
@@ -22,12 +26,25 @@ def main(argv=None):
     p.add_argument("--dataset-root",
                    help="folder that safetensors input paths are relative to, as FlashInfer-Bench's "
                         "TraceSet root (default: the nearest folder holding definitions/ and workloads/)")
+    for key, what in (("validation_trials", "calls whose samples must all lie in the valid mask"),
+                      ("batch_rows", "rows the batch is repeated to for the frequency count"),
+                      ("draws", "samples per row for the frequency count")):
+        p.add_argument(f"--sampling-{key.split('_')[-1]}", dest=key, type=int,
+                       help=f"sampling check: {what} (default FlashInfer-Bench's; smaller is a weaker check, "
+                            "for CPU devices)")
     args = ap.parse_args(argv)
     if args.cmd == "export":
         from .export import export
         export(args.dir, small=args.small)
         return 0
-    from .run import INPUT_UNAVAILABLE, NO_SOLUTION, run
+    if args.cmd == "workloads":
+        from .workloads import write_workloads
+        names = write_workloads(args.definitions, args.root)
+        print(f"{len(names)} workload files written under {args.root}/workloads", file=sys.stderr)
+        return 0
+    from .run import INPUT_UNAVAILABLE, NO_SOLUTION, TOLERANCES, run
+    TOLERANCES["sampling"].update({k: getattr(args, k) for k in ("validation_trials", "batch_rows", "draws")
+                                   if getattr(args, k) is not None})
     traces = run(args.definitions, args.workloads, args.output, args.max_workloads,
                  None if args.max_elements is None else int(args.max_elements), args.only,
                  repeats=args.repeats, dataset_root=args.dataset_root, table=sys.stdout)

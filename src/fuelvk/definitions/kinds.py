@@ -2,10 +2,9 @@
 
 Attention over a paged KV cache (gqa_paged), latent attention (mla_paged, dsa_paged: dims past the
 flash kernels' D <= 256, so matmul + softmax), ragged latent prefill (mla_ragged: v zero-padded to
-the qk dim so the flash kernel takes it), and sampling from probabilities (top-k / top-p thresholds
-found by an exact search over float32 bit patterns, then an inverse-CDF draw).  Each build takes a
-Definition and its inputs (torch CPU, as run.py generates them) and returns a zero-argument callable
-that runs the op on the device-resident inputs and returns the outputs on the host: the timed unit.
+the qk dim so the flash kernel takes it), and sampling from probabilities (fuelvk's sampling ops:
+sort, filter and draw on the device).  Each build takes a Definition and its inputs (torch CPU, as
+run.py generates them) and returns a zero-argument callable that runs the op on the device-resident inputs and returns the outputs on the host: the timed unit.
 Semantics are each Definition's `reference` (lse 2-based where it says so; a sequence with no query
 or no key gives zeros and lse -inf).
 """
@@ -92,28 +91,19 @@ def solve_mla_ragged(defn, inputs):
 
 
 def solve_gqa_paged(defn, inputs):
-    """Decode (one query per request) or prefill (qo_indptr) over a paged cache: a request's pages
-    kv_indices[kv_indptr[b]:kv_indptr[b+1]] are gathered (fuelvk.take) into contiguous K/V, the last
-    page cut to kv_last_page_len[b] when the Definition has it, then SDPA (causal, bottom-right)."""
+    """Decode (one query per request) or prefill (qo_indptr) over a paged cache: fuelvk.paged_attention
+    (pages gathered per request, the last cut to kv_last_page_len where the Definition has it, SDPA
+    causal bottom-right)."""
     fv = _fv()
     q, kc, vc = _dev(inputs, "q", "k_cache", "v_cache")
-    ps, hkv, d = kc.shape[1:]
-    ptr = _ints(inputs["kv_indptr"])
-    idx = fv.asarray(to_numpy(inputs["kv_indices"]))
-    nb = len(ptr) - 1
-    qo = _ints(inputs["qo_indptr"]) if "qo_indptr" in inputs else list(range(nb + 1))
-    last = _ints(inputs["kv_last_page_len"]) if "kv_last_page_len" in inputs else [ps] * nb
+    tables = [to_numpy(inputs[n]) if n in inputs else None
+              for n in ("kv_indptr", "kv_indices", "kv_last_page_len", "qo_indptr")]
     scale, odt, log2 = _attn_options(defn, inputs)
 
-    def kv(b):
-        n = ptr[b + 1] - ptr[b]
-        tokens = (n - 1) * ps + last[b]
-        if n <= 0 or tokens <= 0:
-            return None
-        ids = idx[ptr[b]:ptr[b + 1]]
-        return tuple(fv.take(c, ids, axis=0).reshape(n * ps, hkv, d)[:tokens] for c in (kc, vc))
-    segs = [(qo[b], qo[b + 1], lambda b=b: kv(b)) for b in range(nb)]
-    return lambda: sdpa_segments(q, segs, scale, True, odt, log2)
+    def call():
+        o, lse = fv.paged_attention(q, kc, vc, *tables, scale=scale, return_lse=True)
+        return o.astype(odt).numpy(), lse.numpy() / (LN2 if log2 else 1.0)
+    return call
 
 
 def latent_attention(qn, qp, kc, kp, scale):
@@ -185,83 +175,18 @@ def solve_dsa_paged(defn, inputs):
 
 # -- sampling ------------------------------------------------------------------------------------------
 
-_INF_BITS = 0x7F800000   # float32 +inf: every non-negative float32 orders as its bit pattern
-# Thresholds tried per round: 15 (8 rounds cover the 31 bits) while a round's [B, ways, V] stays
-# small, where each round's launches and read-back cost more than its elements; else 1 (bisection,
-# 31 rounds of B * V: a 15-way round does 15 times the elements for 4 times fewer rounds).
-_WAYS, _WIDE = 15, 1 << 18
-
-
-def _bits_to_f32(bits):
-    return np.asarray(bits, np.int64).astype(np.uint32).view(np.float32)
-
-
-def smallest_threshold(p, weight, limit, ways=None):
-    """Per row of p [B, V] (non-negative float32, on the device): the smallest float32 t >= 0 with
-    sum(weight[p > t]) <= limit[row] (weight [B, V, 1]: p itself; None: a count), found exactly by
-    a (ways + 1)-ary search over bit patterns; each round is one step function of p against the
-    round's thresholds (heaviside(p - t), contiguous: broadcast operands take slower kernels) and
-    one matmul with the weights.  The sum is non-increasing in t, so the result is a value of the
-    row (or 0) and {p >= t} is the set the rule keeps: top-k (count <= k - 1: t = the k-th largest
-    value, ties kept) and top-p (mass above <= p * total: the sorted prefix whose exclusive
-    cumulative sum is <= p)."""
-    fv = _fv()
-    b, v = p.shape
-    ways = ways or (_WAYS if b * v * _WAYS <= _WIDE else 1)
-    lo, hi = np.zeros(b, np.int64), np.full(b, _INF_BITS, np.int64)
-    w = fv.asarray(np.ones((v, 1), np.float32)) if weight is None else weight
-    rep = fv.ascontiguousarray(p[:, None, :].broadcast_to((b, ways, v)))
-    limit = np.asarray(limit, np.float64)
-    rows = np.arange(b)
-    while (lo < hi).any():
-        cand = lo[:, None] + ((hi - lo)[:, None] * np.arange(1, ways + 1)) // (ways + 1)   # [B, ways]
-        t = fv.asarray(np.ascontiguousarray(np.broadcast_to(_bits_to_f32(cand)[:, :, None], (b, ways, v))))
-        stat = fv.matmul(fv.heaviside(rep - t, 0.0), w).numpy()[..., 0]                   # [B, ways]
-        ok = stat <= limit[:, None]
-        first_ok = np.where(ok.any(1), cand[rows, ok.argmax(1)], hi)
-        last_bad = np.where((~ok).any(1), cand[rows, ways - 1 - (~ok)[:, ::-1].argmax(1)] + 1, lo)
-        hi, lo = np.minimum(hi, first_ok), np.maximum(lo, last_bad)
-        lo = np.minimum(lo, hi)
-    return _bits_to_f32(hi)
-
-
 def solve_sampling(defn, inputs):
-    """top_k / top_p / top_k_top_p sampling from probabilities, as the reference: top-k filter
-    (0 < k < vocab), then top-p on the renormalized row (0 < p < 1; p <= 0: the argmax), then one
-    draw per row by inverse CDF (cumsum, count of entries below u * total) with seeded uniforms."""
+    """top_k / top_p / top_k_top_p sampling from probabilities: fuelvk's public ops (sort, filter and
+    inverse-CDF draw on the device, the reference's semantics), a fresh seed per call from a
+    generator seeded by the Definition's name (reproducible runs, independent draws)."""
     fv = _fv()
     (probs,) = _dev(inputs, "probs")
-    b, v = probs.shape
     name = defn["name"].lower()
-    top_k = _ints(inputs["top_k"]) if "top_k" in inputs and "top_k" in name else [0] * b
-    top_p = [float(x) for x in inputs["top_p"].reshape(-1).tolist()] \
-        if "top_p" in inputs and "top_p" in name else [1.0] * b
-    k_rows = np.array([0 < k < v for k in top_k])
-    p_rows = np.array([0 < p < 1 for p in top_p])
-    greedy = np.array([p <= 0 for p in top_p])
-    seed = int(hashlib.sha256(defn["name"].encode()).hexdigest()[:8], 16)
-    rng = np.random.default_rng(seed)
-    ones = fv.asarray(np.ones((v, 1), np.float32))
-
-    def call():
-        p = probs
-        if k_rows.any():
-            limit = np.where(k_rows, np.asarray(top_k) - 1, v)
-            t = smallest_threshold(p, None, limit)
-            p = fv.masked_fill(p, fv.less(p, fv.asarray(t[:, None])), 0.0)
-        if p_rows.any():
-            total = fv.sum(p, axis=-1).numpy().astype(np.float64)
-            t = smallest_threshold(p, p[:, :, None], np.where(p_rows, np.asarray(top_p) * total, np.inf))
-            p = fv.masked_fill(p, fv.less(p, fv.asarray(t[:, None])), 0.0)
-        cdf = fv.cumsum(p, axis=-1)
-        u = fv.asarray((1.0 - rng.random((b, 1))).astype(np.float32))     # (0, 1]
-        target = cdf[:, v - 1:] * u
-        s = fv.matmul(fv.heaviside(target - cdf, 0.0), ones).numpy()[:, 0]   # entries with cdf < target
-        s = np.minimum(s.astype(np.int64), v - 1)
-        if greedy.any():
-            s = np.where(greedy, fv.argmax(p, axis=-1).numpy(), s)
-        return (s,)
-    return call
+    method = next(m for m in ("top_k_top_p", "top_k", "top_p") if m in name)
+    fn = getattr(fv, f"{method}_sampling_from_probs")
+    args = [inputs[n].numpy() for n in ("top_k", "top_p") if n in method]
+    rng = np.random.default_rng(int(hashlib.sha256(defn["name"].encode()).hexdigest()[:8], 16))
+    return lambda: (fn(probs, *args, seed=int(rng.integers(2**63))).numpy(),)
 
 
 # -- recurrent updates -----------------------------------------------------------------------------------

@@ -18,3 +18,6 @@ family("layer_norm_last_dim", "norm.comp", float_variants("layer_norm_last_dim")
        defines={"LN": 1})
 family("layer_norm_last_dim_backward", "norm.comp", float_variants("layer_norm_last_dim_backward"),
        GROUP, defines={"LN": 1, "BACKWARD": 1})
+# FlashInfer's fused_add_rmsnorm: residual += x in place, then RMSNorm of the sum (one launch).
+family("fused_add_rms_norm", "norm.comp", {}, GROUP, defines={"ADD_RESIDUAL": 1},
+       extra=("f32", "f16", "bf16", "f64"))

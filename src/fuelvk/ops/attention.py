@@ -28,7 +28,8 @@ from .. import dtypes as _dt
 from .. import runtime
 from ..array import Array, asarray
 from ..errors import DTypeError, ShapeError, UnsupportedError
-from ..kernels import attention as K
+from ..kernels.attention import (D_MAX, FLAGS, SINGLE_SK_MAX, SKMAX_BUCKETS, bwd_span_per_launch,
+                                 single_shared_bytes, tiled_config, tiled_keys_per_launch, tiled_shared_bytes)
 from ..kernels import kernel
 from ._core import contiguous, device_args, fits, new_like, result, spans, windowed
 from .movement import launch_write
@@ -62,8 +63,8 @@ def _check_shapes(op, qs, ks, vs=None):
     if (Hkv == 0) != (Hq == 0) or (Hkv and Hq % Hkv):
         raise ShapeError(f"{op}: query heads Hq={Hq} must be a multiple of kv heads Hkv={Hkv} (GQA); "
                          f"q{qs}, k{ks}")
-    if not 1 <= D <= K.D_MAX:
-        raise ShapeError(f"{op}: head dim D={D} is not supported; accepted: 1 <= D <= {K.D_MAX} (q{qs})")
+    if not 1 <= D <= D_MAX:
+        raise ShapeError(f"{op}: head dim D={D} is not supported; accepted: 1 <= D <= {D_MAX} (q{qs})")
     return B, Hq, Hkv, Sq, ks[2], D
 
 
@@ -126,17 +127,17 @@ def _pick(op, Sq, Sk, D, G, route):
     want = forced_route(op, route, ENV, ROUTES) or "auto"
     ctx = runtime.get()
     shared = ctx.device.limits.maxComputeSharedMemorySize
-    tiled_ok = K.tiled_config(D, G * Sq, shared) is not None
-    single_ok = Sk <= K.SINGLE_SK_MAX and K.single_shared_bytes(D, _skmax(Sk)) <= shared
-    if want == "single" and Sk > K.SINGLE_SK_MAX:
-        raise ShapeError(f"{op}: route 'single' (flash_attn_*) takes Sk <= {K.SINGLE_SK_MAX} keys; got Sk={Sk}, "
+    tiled_ok = tiled_config(D, G * Sq, shared) is not None
+    single_ok = Sk <= SINGLE_SK_MAX and single_shared_bytes(D, _skmax(Sk)) <= shared
+    if want == "single" and Sk > SINGLE_SK_MAX:
+        raise ShapeError(f"{op}: route 'single' (flash_attn_*) takes Sk <= {SINGLE_SK_MAX} keys; got Sk={Sk}, "
                          f"D={D}; use route='tiled'")
     if want == "single" and not single_ok:   # a device limit, not the shape: as the pipeline check says it
-        raise UnsupportedError(f"{op}: route 'single' needs {K.single_shared_bytes(D, _skmax(Sk))} B of shared "
+        raise UnsupportedError(f"{op}: route 'single' needs {single_shared_bytes(D, _skmax(Sk))} B of shared "
                                f"memory for Sk={Sk}, D={D}, more than maxComputeSharedMemorySize = {shared} on "
                                f"{ctx.device.name}; use route='tiled'")
     if want == "tiled" and not tiled_ok:
-        raise UnsupportedError(f"{op}: route 'tiled' needs {K.tiled_shared_bytes(D, 1, 64)} B of shared memory for "
+        raise UnsupportedError(f"{op}: route 'tiled' needs {tiled_shared_bytes(D, 1, 64)} B of shared memory for "
                                f"D={D}, more than maxComputeSharedMemorySize = {shared} on {ctx.device.name}")
     if want != "auto":
         return want
@@ -166,7 +167,7 @@ def _strides(name, st):
 
 
 def _skmax(Sk):
-    return next((b for b in K.SKMAX_BUCKETS if Sk <= b), K.SINGLE_SK_MAX)
+    return next((b for b in SKMAX_BUCKETS if Sk <= b), SINGLE_SK_MAX)
 
 
 def attention_route(q, k, *, route=None):
@@ -226,10 +227,10 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
             spec = {"D": D, "SKMAX": _skmax(Sk), "SG8": sg8}
             groups = rows
         else:
-            br, bc = K.tiled_config(D, (Hq // Hkv) * Sq, ctx.device.limits.maxComputeSharedMemorySize)
+            br, bc = tiled_config(D, (Hq // Hkv) * Sq, ctx.device.limits.maxComputeSharedMemorySize)
             spec = {"D": D, "BR": br, "BC": bc, "SG8": sg8}
             groups = B * Hkv * -(-(Hq // Hkv) * Sq // br)
-        flags = K.FLAGS["alibi"] if slopes is not None else 0
+        flags = FLAGS["alibi"] if slopes is not None else 0
         alibi = slopes if slopes is not None else lse    # bound but not read without FLAG_ALIBI
         args = dict(out_o=o, out_lse=lse, in_q=q, in_k=k, in_v=v, in_alibi=alibi,
                     B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Sk=Sk, wl=wl, wr=wr, scale=scale, cap=cap, off_q=q.offset,
@@ -239,10 +240,10 @@ def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window
         if rt == "single":
             ctx.launch(var, ctx.groups(groups), flags=flags, jb=0, je=Sk, **args)
         else:
-            spans = _spans(Sk, K.tiled_keys_per_launch(D, br, bc, ctx.device.loop_budget))
+            spans = _spans(Sk, tiled_keys_per_launch(D, br, bc, ctx.device.loop_budget))
             state = new_like((rows, D + 2), _dt.float32) if len(spans) > 1 else lse
             for n, (jb, je) in enumerate(spans):
-                f = flags | (K.FLAGS["resume"] if n else 0) | (K.FLAGS["partial"] if n < len(spans) - 1 else 0)
+                f = flags | (FLAGS["resume"] if n else 0) | (FLAGS["partial"] if n < len(spans) - 1 else 0)
                 ctx.launch(var, ctx.groups(groups), state=state, flags=f, jb=jb, je=je, **args)
     return result((o, lse) if return_lse else o, numpy_out)
 
@@ -299,16 +300,16 @@ def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=Fals
         _head_blocks(op, [do, q, o, lse], [k, v], [dq], [dk, dv], slopes, run)
         return result((dq, dk, dv), numpy_out)
     ctx = runtime.get()
-    flags = K.FLAGS["alibi"] if slopes is not None else 0
+    flags = FLAGS["alibi"] if slopes is not None else 0
     common = dict(in_q=q, in_k=k, in_do=do, in_lse=lse, in_alibi=slopes if slopes is not None else lse,
                   B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Sk=Sk, wl=wl, wr=wr, scale=scale, cap=cap, off_q=q.offset,
                   off_k=k.offset, off_v=v.offset, off_o=o.offset, off_do=do.offset, off_lse=lse.offset,
                   off_a=slopes.offset if slopes is not None else 0, sa_b=sa_b, D=D, SG8=_sg8(ctx))
-    per = K.bwd_span_per_launch(D, ctx.device.loop_budget)
+    per = bwd_span_per_launch(D, ctx.device.loop_budget)
 
     def launches(fam, n_groups, span, n, **bindings):
         for m, (jb, je) in enumerate(_spans(n, span)):
-            ctx.launch(kernel(fam, "f32"), ctx.groups(n_groups), flags=flags | (K.FLAGS["accum"] if m else 0),
+            ctx.launch(kernel(fam, "f32"), ctx.groups(n_groups), flags=flags | (FLAGS["accum"] if m else 0),
                        jb=jb, je=je, **common, **bindings)
 
     rows_per = None if per is None else max(1, per // max(Hq // max(Hkv, 1), 1))

@@ -18,6 +18,8 @@ the one not given). dweight/dbias are summed over rows in f32 (f64 for f64) and 
 """
 import math
 
+import numpy as np
+
 from .. import dtypes as _dt
 from .. import layout
 from .. import runtime
@@ -29,7 +31,8 @@ from .casts import astype
 from .movement_core import ascontiguousarray
 from .reduction import accum_dtype, launch_reduce
 
-__all__ = ["softmax", "softmax_backward", "rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward"]
+__all__ = ["softmax", "softmax_backward", "rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward",
+           "fused_add_rmsnorm"]
 
 # Weight-gradient partials: at most this many rows per workgroup (serial f32 adds per column).
 _MAX_ROWS_PER_GROUP = 64
@@ -212,6 +215,56 @@ def rms_norm(x, eps=1e-6, weight=None):
     return result(out, numpy_out)
 
 
+def fused_add_rmsnorm(x, residual, weight, eps=1e-6):
+    """FlashInfer's fused_add_rmsnorm in one launch: residual += x IN PLACE, and the returned output is
+    rms_norm(x + residual) * weight, the sum and the norm computed in f32 (f64 for float64) from the
+    unrounded sum, rounded once (FlashInfer's kernel and the FlashInfer-Bench Definition's reference).
+
+    x, residual [..., n] and weight [n] share one float dtype. residual must be writable: a contiguous
+    fuelvk Array (its buffer is updated) or a numpy array (updated in place, as add_assign_scaled
+    does). Unlike flashinfer.norm.fused_add_rmsnorm, x is not overwritten: the output is a new array
+    (numpy when no input was an Array)."""
+    op, fam = "fused_add_rmsnorm", "fused_add_rms_norm"
+    from ..array import Array
+    if not isinstance(residual, (Array, np.ndarray)):
+        raise DTypeError(f"{op}: residual is updated in place, so it must be a fuelvk.Array or a numpy array; "
+                         f"got {type(residual).__name__}")
+    if isinstance(residual, np.ndarray) and not residual.flags.writeable:
+        raise ShapeError(f"{op}: residual is a read-only numpy array; it is updated in place")
+    host_res = residual if isinstance(residual, np.ndarray) else None
+    (x, res, w), numpy_out = device_args(op, x, residual, weight)
+    tag = _dt.float_tag(op, x.dtype)
+    _check_same(op, fam, tag, x, [("residual", res), ("weight", w)])
+    if x.ndim == 0:
+        raise ShapeError(f"{op}: x must have at least one dim (the normalized last dim); got a 0-d array")
+    if res.shape != x.shape:
+        raise ShapeError(f"{op}: residual has shape {res.shape} but x has {x.shape}; kernel {fam}.{tag} "
+                         "needs equal shapes")
+    cols, rows = x.shape[-1], math.prod(x.shape[:-1])
+    if w.shape != (cols,):
+        raise ShapeError(f"{op}: weight has shape {w.shape}; kernel {fam}.{tag} needs ({cols},) (the last dim "
+                         f"of x, shape {x.shape})")
+    if host_res is None and not res.is_contiguous:
+        raise ShapeError(f"{op}: residual (shape {res.shape}, strides {res.strides}) is updated in place and "
+                         f"must be contiguous; pass fuelvk.ascontiguousarray(residual) and use that array")
+    x, w = contiguous(x), contiguous(w)
+    if not fits(x, res, w):
+        raise FuelVKMemoryError(
+            f"{op}: x or residual ({rows} rows of {cols}, {x.dtype}) is larger than one binding "
+            f"(maxStorageBufferRange = {binding_limit()} bytes); split the rows into batches")
+    out = new_like(x.shape, x.dtype)
+    if rows and cols:
+        ctx = runtime.get()
+        wg = _wg(ctx, op, fam, tag, cols, 2)
+        ctx.launch(kernel(fam, tag), ctx.groups(rows), out=out, x=x, weight=w, residual=res, n_rows=rows,
+                   n_cols=cols, off_out=0, off_x=x.offset, off_g=0, off_w=w.offset, off_res=res.offset,
+                   rows_per_group=1, n_groups=rows, eps=scalar_words(op, eps, x.dtype), WG=wg, HAS_W=1,
+                   HAS_B=0, WGRAD=0)
+    if host_res is not None:
+        host_res[...] = res.numpy()
+    return result(out, numpy_out)
+
+
 def rms_norm_backward(x, grad, eps=1e-6, weight=None):
     """Gradients of rms_norm(x, eps, weight) given the upstream grad: dx, or (dx, dweight) with weight."""
     dx, grads, cols, numpy_out = _norm("rms_norm_backward", "rms_norm_last_dim_backward", x, grad, eps, weight,
@@ -284,6 +337,14 @@ def _np_ln(x, eps=1e-5, weight=None, bias=None):
     return y + bias if bias is not None else y
 
 
+def _np_fused_add_rms(x, residual, weight, eps=1e-6):
+    import numpy as np
+    acc = np.float64 if x.dtype == np.float64 else np.float32
+    s = x.astype(acc) + residual.astype(acc)
+    residual[...] = s.astype(residual.dtype)
+    return (s / np.sqrt(np.mean(np.square(s), -1, keepdims=True) + eps) * weight).astype(x.dtype)
+
+
 def _torch_softmax(x, axis=-1):
     import torch
     return torch.softmax(x, axis)
@@ -319,6 +380,9 @@ output = e / e.sum(axis, keepdim=True)"""), grad="softmax", schema="(Tensor x, i
           reference=(_REF_RMS + REF_GRADS, """grad_input, _, grad_weight = _grads(
     lambda x_, g_, w_: _rms_norm(x_, w_), (x, None, weight), grad)"""),
           schema="(Tensor x, Tensor grad, float eps=1e-06, Tensor? weight=None) -> (Tensor, Tensor)"),
+    # torch: none (residual is written in place AND the output returned: neither torch form of the records)
+    OpDef("fused_add_rmsnorm", fused_add_rmsnorm, same, numpy=_np_fused_add_rms,
+          reference=(_REF_RMS, "output = _rms_norm(x + residual, weight)")),
     OpDef("layer_norm", layer_norm, same, numpy=_np_ln, torch=_torch_ln,
           reference=(_REF_LAYER, "output = _layer_norm(x, weight, bias)"), grad="layer_norm",
           schema="(Tensor x, float eps=1e-05, Tensor? weight=None, Tensor? bias=None) -> Tensor"),

@@ -25,7 +25,24 @@ except ImportError as e:   # fuelvk itself does not need torch
 from ._bridge import WEIGHTS, WeightCache, keep_uploaded, to_array, to_numpy, to_tensor
 from ._ops import OPS
 from ._fallback import FallbackError, FallbackWarning, fallback_stats, reset_fallback_stats
-from .device import register_device
+from . import _aten, _aten_nn, _distributed, _fallback, device  # noqa: F401 (_aten_nn: its kernels join _aten.KERNELS)
+
+_LIBS = []   # the torch.library registrations (kept alive for the process)
+
+
+def register_device():
+    """Register the device: PrivateUse1 named "fuelvk" (device.register_backend), the aten kernels
+    (_aten.py, _aten_nn.py), the CPU fallback (_fallback.py) and the c10d collectives
+    (_distributed.py). Idempotent; `import fuelvk.torch` calls it."""
+    if not device.register_backend():
+        return
+    kernels = torch.library.Library("aten", "IMPL")
+    _aten.register(kernels)
+    fallback = torch.library.Library("_", "IMPL")
+    fallback.fallback(_fallback.fallback, "PrivateUse1")
+    _LIBS.extend((kernels, fallback))
+    _distributed.register()
+
 
 register_device()
 

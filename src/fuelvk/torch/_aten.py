@@ -14,6 +14,8 @@ Host work, said plainly: random factories draw on torch's CPU generator and uplo
 device run draws exactly the CPU run's numbers); arange is computed on the host and uploaded.
 """
 
+import math
+
 import numpy as np
 import torch
 
@@ -21,12 +23,13 @@ import fuelvk as fv
 from .. import dtypes as _dt
 from ..array import Array
 from ..errors import DeviceError, DTypeError, UnsupportedError
-from . import device as D
+from . import device as fuelvk_device
 from ._bridge import numpy_dtype
 from ._fallback import FallbackError, Unhandled, run_on_cpu
 
 KERNELS = {}   # aten overload name ("add.Tensor") -> python kernel
 FLOATS = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
 
 
 def kernel(*names):
@@ -57,13 +60,53 @@ def _guarded(fn, op):
 
 
 def register(lib):
-    for name, fn in KERNELS.items():
+    for name, fn in {**KERNELS, **_out_variants()}.items():
         lib.impl(name, _guarded(fn, _overload(name)), "PrivateUse1")
 
 
+def _signature(schema):
+    """((name, type) of the non-out arguments, names of the out arguments) of an aten schema."""
+    outs = [a.name for a in schema.arguments if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
+    return [(a.name, str(a.type)) for a in schema.arguments if a.name not in outs], outs
+
+
+def _out_variants():
+    """The out= overloads (maximum.out, topk.values, scatter.src_out, ...) of every functional kernel that
+    has no kernel of its own: the functional kernel, its results written into the out tensors (resized
+    as torch does). Matched by schema: the same arguments plus keyword-only written outputs."""
+    found = {}
+    for name, fn in KERNELS.items():
+        functional = _overload(name)
+        args, outs = _signature(functional._schema)
+        if outs:
+            continue
+        packet = getattr(torch.ops.aten, name.partition(".")[0])
+        for ov in packet.overloads():
+            full = f"{packet._qualified_op_name.split('::')[1]}.{ov}"
+            if full in KERNELS or full in found:
+                continue
+            oargs, oouts = _signature(getattr(packet, ov)._schema)
+            if oouts and oargs == args:
+                found[full] = _writes_outs(fn, oouts)
+    return found
+
+
+def _writes_outs(fn, out_names):
+    def k(*args, **kwargs):
+        outs = [kwargs.pop(n) for n in out_names]
+        results = fn(*args, **kwargs)
+        results = results if isinstance(results, tuple) else (results,)
+        for dst, src in zip(outs, results):
+            if tuple(dst.shape) != tuple(src.shape):
+                fuelvk_device.resize_(dst, tuple(src.shape))
+            fuelvk_device.assign(dst, array_of(src))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+    return k
+
+
 # -- helpers ---------------------------------------------------------------------------------------
-A = D.array
-W = D.wrap
+array_of = fuelvk_device.array   # the fuelvk Array view of a fuelvk tensor (no copy)
+tensor_of = fuelvk_device.wrap   # a fuelvk tensor on a fresh Array (no copy)
 
 
 def _float(*xs):
@@ -71,6 +114,14 @@ def _float(*xs):
     dt = torch.result_type(*xs) if len(xs) == 2 else xs[0].dtype
     if dt not in FLOATS:
         raise Unhandled(f"dtype {dt}: fuelvk computes this op in {', '.join(map(str, FLOATS))}")
+    return dt
+
+
+def _numeric(*xs):
+    """torch's result dtype of the operands: a float, or an integer / bool dtype (ops exact in both)."""
+    dt = torch.result_type(*xs) if len(xs) == 2 else xs[0].dtype
+    if dt not in FLOATS and dt not in INTS:
+        raise Unhandled(f"dtype {dt}: fuelvk computes this op in {', '.join(map(str, FLOATS + INTS))}")
     return dt
 
 
@@ -85,14 +136,15 @@ def _scalar(x):
 def operand(x, npdt=None):
     """A fuelvk tensor as an Array (cast to npdt), a CPU 0-d tensor or number as a Python scalar."""
     if isinstance(x, torch.Tensor):
-        if D.is_fuelvk(x):
-            a = A(x)
+        if fuelvk_device.is_fuelvk(x):
+            a = array_of(x)
             return a if npdt is None or a.dtype == npdt else a.astype(npdt)
         if x.dim() == 0:
             return _scalar(x.item())
         raise DeviceError(f"Expected all tensors to be on the same device, but found at least two devices, "
-                          f"{D.NAME}:0 and {x.device} (a {x.device} operand of shape {tuple(x.shape)}); move it "
-                          f"with .to('{D.NAME}')")
+                          f"{fuelvk_device.NAME}:0 and {x.device} (a {x.device} operand of shape "
+                          f"{tuple(x.shape)}); move it "
+                          f"with .to('{fuelvk_device.NAME}')")
     return _scalar(x)
 
 
@@ -105,7 +157,7 @@ def _axes(dim, ndim):
 
 def _into(self, arr):
     """In-place result: write arr into self (see device.assign), return self."""
-    return D.assign(self, arr)
+    return fuelvk_device.assign(self, arr)
 
 
 # -- factories, copies, scalars ---------------------------------------------------------------------
@@ -113,29 +165,30 @@ def _into(self, arr):
 def empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
     if memory_format not in (None, torch.contiguous_format, torch.preserve_format):
         raise Unhandled(f"memory_format {memory_format}")
-    return D.empty(size, dtype or torch.get_default_dtype())
+    return fuelvk_device.empty(size, dtype or torch.get_default_dtype())
 
 
 @kernel("empty_strided")
 def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
-    return D.empty(size, dtype or torch.get_default_dtype(), list(stride))
+    return fuelvk_device.empty(size, dtype or torch.get_default_dtype(), list(stride))
 
 
 @kernel("_copy_from")
 def _copy_from(self, dst, non_blocking=False):
-    return D.copy_from(self, dst, non_blocking)
+    return fuelvk_device.copy_from(self, dst, non_blocking)
 
 
 @kernel("_copy_from_and_resize")
 def _copy_from_and_resize(self, dst):
     if tuple(dst.shape) != tuple(self.shape):
-        (D.resize_ if D.is_fuelvk(dst) else torch.Tensor.resize_)(dst, tuple(self.shape))
-    return D.copy_from(self, dst)
+        resize = fuelvk_device.resize_ if fuelvk_device.is_fuelvk(dst) else torch.Tensor.resize_
+        resize(dst, tuple(self.shape))
+    return fuelvk_device.copy_from(self, dst)
 
 
 @kernel("resize_")
 def resize_(self, size, memory_format=None):
-    return D.resize_(self, size, memory_format)
+    return fuelvk_device.resize_(self, size, memory_format)
 
 
 def _pattern(value, npdt):
@@ -154,11 +207,12 @@ def fill_(self, value):
     value = operand(value)
     if not self.numel():
         return self
-    pattern = _pattern(value, A(self).dtype) if D.covers_storage(self) else None
+    pattern = _pattern(value, array_of(self).dtype) if fuelvk_device.covers_storage(self) else None
     if pattern is None:
-        A(self)[...] = value
+        array_of(self)[...] = value
     else:
-        fv.runtime.get().stream.fill(D.buffer_of(self), (self.numel() * self.element_size() + 3) & ~3, pattern)
+        nbytes = (self.numel() * self.element_size() + 3) & ~3
+        fv.runtime.get().stream.fill(fuelvk_device.buffer_of(self), nbytes, pattern)
     return self
 
 
@@ -169,19 +223,20 @@ def zero_(self):
 
 @kernel("_local_scalar_dense")
 def _local_scalar_dense(self):
-    return A(self).item()
+    return array_of(self).item()
 
 
 @kernel("clone")
 def clone(self, memory_format=None):
-    return W(fv.copy(A(self)))
+    return tensor_of(fv.copy(array_of(self)))
 
 
 def _host_random(draw):
     """An in-place random fill: torch's CPU generator draws into a CPU tensor of self's shape and dtype
     (the numbers a CPU run draws), which is uploaded into self."""
     def fill(self, *args, **kwargs):
-        return D.copy_from(draw(torch.empty(tuple(self.shape), dtype=self.dtype), *args, **kwargs), self)
+        drawn = draw(torch.empty(tuple(self.shape), dtype=self.dtype), *args, **kwargs)
+        return fuelvk_device.copy_from(drawn, self)
     return fill
 
 
@@ -191,20 +246,36 @@ KERNELS["bernoulli_.float"] = _host_random(torch.Tensor.bernoulli_)
 KERNELS["random_.from"] = _host_random(lambda t, from_, to, generator=None: t.random_(from_, to, generator=generator))
 KERNELS["random_.to"] = _host_random(torch.Tensor.random_)
 KERNELS["random_"] = _host_random(torch.Tensor.random_)
+KERNELS["exponential_"] = _host_random(torch.Tensor.exponential_)
+
+
+@kernel("multinomial")
+def multinomial(self, num_samples, replacement=False, *, generator=None):
+    """torch's CPU algorithm for one sample or none replaced: argmax (topk) of p / q with q ~ Exp(1)
+    drawn on the CPU generator, so a seeded run draws what the CPU run draws."""
+    if replacement and num_samples > 1:
+        raise Unhandled("several samples with replacement")
+    _float(self)
+    q = torch.empty(tuple(self.shape), dtype=self.dtype).exponential_(1, generator=generator)
+    ratio = fv.divide(array_of(self), array_of(fuelvk_device.upload(q)))
+    if num_samples == 1:
+        return tensor_of(fv.argmax(ratio, axis=-1, keepdims=True).astype(np.int64))
+    order = fv.argsort(ratio, axis=-1, descending=True, stable=True)
+    return tensor_of(fv.copy(order[..., :num_samples]).astype(np.int64))
 
 
 @kernel("arange.start_out")
 def arange_out(start, end, step=1, out=None):
     host = torch.arange(start, end, step, dtype=out.dtype)
     if tuple(out.shape) != tuple(host.shape):
-        D.resize_(out, tuple(host.shape))
-    return D.copy_from(host, out)
+        fuelvk_device.resize_(out, tuple(host.shape))
+    return fuelvk_device.copy_from(host, out)
 
 
 # -- views: torch's Meta kernels compute the metadata; the storage (and so the buffer) is shared -----
 def _meta_view(op):
     def view(*args, **kwargs):
-        return op.redispatch(D.META, *args, **kwargs)
+        return op.redispatch(fuelvk_device.META, *args, **kwargs)
     return view
 
 
@@ -214,9 +285,22 @@ for _name in ("view", "as_strided", "_reshape_alias", "unfold", "set_.source_Sto
 
 
 # -- elementwise -------------------------------------------------------------------------------------
+# torch's arithmetic on bools: + and max are or, * and min are and
+_BOOL_OPS = {fv.add: fv.logical_or, fv.maximum: fv.logical_or, fv.multiply: fv.logical_and,
+             fv.minimum: fv.logical_and}
+
+
 def _binary(f, a, b, alpha=1):
-    npdt = numpy_dtype("aten", _float(a, b))
+    """f(a, b * alpha) in torch's result dtype (true division of integers gives the default float)."""
+    dt = _numeric(a, b)
+    if f is fv.divide and dt in INTS:
+        dt = torch.get_default_dtype()
+    if dt == torch.bool and f not in _BOOL_OPS:
+        raise Unhandled(f"bool operands of {f.__name__}")
+    npdt = numpy_dtype("aten", dt)
     x, y = operand(a, npdt), operand(b, npdt)
+    if dt == torch.bool:
+        return _BOOL_OPS[f](x, y)
     if alpha != 1:
         y = fv.multiply(y, alpha) if isinstance(y, Array) else y * alpha
     return f(x, y)
@@ -224,7 +308,7 @@ def _binary(f, a, b, alpha=1):
 
 def _binaries(name, f, reverse=False):
     def out_of_place(self, other, alpha=1):
-        return W(_binary(f, other, self, alpha) if reverse else _binary(f, self, other, alpha))
+        return tensor_of(_binary(f, other, self, alpha) if reverse else _binary(f, self, other, alpha))
 
     def in_place(self, other, alpha=1):
         return _into(self, _binary(f, self, other, alpha))
@@ -238,8 +322,15 @@ for _name, _f in (("add", fv.add), ("sub", fv.subtract), ("mul", fv.multiply), (
         KERNELS[f"{_name}_.{_ov}"] = _iop
 for _ov in ("Tensor", "Scalar"):
     KERNELS[f"rsub.{_ov}"] = _binaries("rsub", fv.subtract, reverse=True)[0]
-KERNELS["maximum"] = lambda self, other: W(_binary(fv.maximum, self, other))
-KERNELS["minimum"] = lambda self, other: W(_binary(fv.minimum, self, other))
+for _name, _f, _ovs in (("remainder", fv.remainder, ("Tensor", "Scalar")),   # floor rounding, as torch
+                        ("floor_divide", fv.floor_divide, ("", "Scalar"))):
+    _op, _iop = _binaries(_name, _f)
+    for _ov in _ovs:
+        KERNELS[f"{_name}.{_ov}" if _ov else _name] = _op
+    for _ov in ("Tensor", "Scalar"):
+        KERNELS[f"{_name}_.{_ov}"] = _iop
+KERNELS["maximum"] = lambda self, other: tensor_of(_binary(fv.maximum, self, other))
+KERNELS["minimum"] = lambda self, other: tensor_of(_binary(fv.minimum, self, other))
 
 
 def _lerp(self, end, weight):
@@ -264,7 +355,7 @@ def _addc(f):
 
 for _name, _f in (("lerp", _lerp), ("addcmul", _addc(fv.multiply)), ("addcdiv", _addc(fv.divide))):
     _ov = ".Scalar" if _name == "lerp" else ""
-    KERNELS[f"{_name}{_ov}"] = (lambda f: lambda self, *a, **k: W(f(self, *a, **k)))(_f)
+    KERNELS[f"{_name}{_ov}"] = (lambda f: lambda self, *a, **k: tensor_of(f(self, *a, **k)))(_f)
     KERNELS[f"{_name}_{_ov}"] = (lambda f: lambda self, *a, **k: _into(self, f(self, *a, **k)))(_f)
 
 
@@ -280,11 +371,11 @@ _UNARY = {"neg": fv.negative, "exp": fv.exp, "log": fv.log, "sqrt": fv.sqrt, "rs
 def _unaries(f):
     def out_of_place(self):
         _float(self)
-        return W(f(A(self)))
+        return tensor_of(f(array_of(self)))
 
     def in_place(self):
         _float(self)
-        return _into(self, f(A(self)))
+        return _into(self, f(array_of(self)))
     return out_of_place, in_place
 
 
@@ -295,29 +386,29 @@ for _name, _f in _UNARY.items():
 @kernel("pow.Tensor_Scalar")
 def pow_scalar(self, exponent):
     _float(self)
-    x, e = A(self), exponent
+    x, e = array_of(self), exponent
     if e == 2:
-        return W(fv.square(x))
+        return tensor_of(fv.square(x))
     if e == 1:
-        return W(fv.copy(x))
+        return tensor_of(fv.copy(x))
     if e == 0.5:
-        return W(fv.sqrt(x))
+        return tensor_of(fv.sqrt(x))
     if e == -0.5:
-        return W(_rsqrt(x))
+        return tensor_of(_rsqrt(x))
     if e == -1:
-        return W(fv.reciprocal(x))
+        return tensor_of(fv.reciprocal(x))
     if float(e).is_integer() and x.dtype == np.float32:
-        return W(fv.power(x, int(e)))
+        return tensor_of(fv.power(x, int(e)))
     raise Unhandled(f"exponent {e!r} for {self.dtype}")
 
 
 # -- comparisons, masks --------------------------------------------------------------------------------
 def _compare(f):
     def cmp(self, other):
-        if isinstance(other, torch.Tensor) and D.is_fuelvk(other) and other.dtype != self.dtype:
-            npdt = numpy_dtype("aten", _float(self, other))
-            return W(f(operand(self, npdt), operand(other, npdt)))
-        return W(f(A(self), operand(other)))
+        if isinstance(other, torch.Tensor) and fuelvk_device.is_fuelvk(other) and other.dtype != self.dtype:
+            npdt = numpy_dtype("aten", _numeric(self, other))
+            return tensor_of(f(operand(self, npdt), operand(other, npdt)))
+        return tensor_of(f(array_of(self), operand(other)))
     return cmp
 
 
@@ -326,31 +417,44 @@ for _name, _f in (("eq", fv.equal), ("ne", fv.not_equal), ("lt", fv.less), ("le"
     KERNELS[f"{_name}.Tensor"] = KERNELS[f"{_name}.Scalar"] = _compare(_f)
 
 
-@kernel("bitwise_not", "logical_not")
+def _truth(x):
+    """A fuelvk tensor (or number) as bools: x != 0."""
+    x = operand(x)
+    if not isinstance(x, Array):
+        return bool(x)
+    return x if x.dtype == np.bool_ else fv.not_equal(x, 0)
+
+
+def _logical(f):
+    def op(self, other):
+        return tensor_of(f(_truth(self), _truth(other)))
+    return op
+
+
+def _bitwise(f, logical):
+    def op(self, other):
+        dt = _numeric(self, other)
+        if dt not in INTS:
+            raise Unhandled(f"dtype {dt} (bitwise ops take integer and bool tensors)")
+        npdt = numpy_dtype("aten", dt)
+        x, y = operand(self, npdt), operand(other, npdt)
+        if dt == torch.bool:   # fuelvk's bitwise ops take integers: bools go through the logical ones
+            x, y = (v if isinstance(v, Array) else fv.full((), bool(v), dtype=np.bool_) for v in (x, y))
+            return tensor_of(logical(x, y))
+        return tensor_of(f(x, y))
+    return op
+
+
+@kernel("logical_not")
 def logical_not(self):
-    if self.dtype != torch.bool:
-        raise Unhandled(f"dtype {self.dtype} (fuelvk negates bool tensors)")
-    return W(fv.equal(A(self), False))
+    return tensor_of(fv.logical_not(_truth(self)))
 
 
-def _bool_pair(self, other):
-    if self.dtype != torch.bool or not isinstance(other, torch.Tensor) or other.dtype != torch.bool \
-            or not D.is_fuelvk(other):
-        raise Unhandled("operands that are not two fuelvk bool tensors")
-    shape = tuple(torch.broadcast_shapes(self.shape, other.shape))
-    return A(self).broadcast_to(shape), A(other).broadcast_to(shape)
-
-
-@kernel("logical_and", "bitwise_and.Tensor")
-def logical_and(self, other):
-    a, b = _bool_pair(self, other)
-    return W(fv.masked_fill(a, fv.equal(b, False), False))
-
-
-@kernel("logical_or", "bitwise_or.Tensor")
-def logical_or(self, other):
-    a, b = _bool_pair(self, other)
-    return W(fv.masked_fill(a, b, True))
+@kernel("bitwise_not")
+def bitwise_not(self):
+    if self.dtype not in INTS:
+        raise Unhandled(f"dtype {self.dtype} (bitwise ops take integer and bool tensors)")
+    return tensor_of(fv.bitwise_invert(array_of(self)))
 
 
 def _out(fn):
@@ -358,70 +462,165 @@ def _out(fn):
     def k(*args, out, **kwargs):
         r = fn(*args, **kwargs)
         if tuple(out.shape) != tuple(r.shape):
-            D.resize_(out, tuple(r.shape))
-        return D.assign(out, A(r))
+            fuelvk_device.resize_(out, tuple(r.shape))
+        return fuelvk_device.assign(out, array_of(r))
     return k
 
 
-for _name, _f in (("logical_and", logical_and), ("logical_or", logical_or)):
-    KERNELS[_name + ".out"] = _out(_f)
-    KERNELS[_name + "_"] = (lambda f: lambda self, other: _into(self, A(f(self, other))))(_f)
+def _in_place(fn):
+    def k(self, *args, **kwargs):
+        return _into(self, array_of(fn(self, *args, **kwargs)))
+    return k
+
+
+KERNELS["logical_not.out"], KERNELS["bitwise_not.out"] = _out(logical_not), _out(bitwise_not)
+KERNELS["logical_not_"], KERNELS["bitwise_not_"] = _in_place(logical_not), _in_place(bitwise_not)
+for _name, _f in (("and", "and"), ("or", "or"), ("xor", "xor")):
+    _lf = _logical(getattr(fv, f"logical_{_f}"))
+    _bf = _bitwise(getattr(fv, f"bitwise_{_f}"), getattr(fv, f"logical_{_f}"))
+    KERNELS[f"logical_{_name}"], KERNELS[f"logical_{_name}.out"] = _lf, _out(_lf)
+    KERNELS[f"logical_{_name}_"] = _in_place(_lf)
+    for _ov in ("Tensor", "Scalar"):
+        KERNELS[f"bitwise_{_name}.{_ov}"], KERNELS[f"bitwise_{_name}.{_ov}_out"] = _bf, _out(_bf)
+        KERNELS[f"bitwise_{_name}_.{_ov}"] = _in_place(_bf)
 
 
 @kernel("masked_fill.Scalar", "masked_fill.Tensor")
 def masked_fill(self, mask, value):
-    return W(fv.masked_fill(A(self), A(mask), operand(value)))
+    return tensor_of(fv.masked_fill(array_of(self), array_of(mask), operand(value)))
 
 
 @kernel("masked_fill_.Scalar", "masked_fill_.Tensor")
 def masked_fill_(self, mask, value):
-    return _into(self, fv.masked_fill(A(self), A(mask), operand(value)))
+    return _into(self, fv.masked_fill(array_of(self), array_of(mask), operand(value)))
 
 
 @kernel("where.self")
 def where(condition, self, other):
     """Exact select from masked_fill: masked_fill(x, ~c, -0.0) + masked_fill(y, c, -0.0), since v + -0.0 == v
     for every float v (-0.0, inf and NaN included); a scalar side is one masked_fill. Floats only."""
-    if not D.is_fuelvk(condition) or condition.dtype != torch.bool:
+    if not fuelvk_device.is_fuelvk(condition) or condition.dtype != torch.bool:
         raise Unhandled("a condition that is not a fuelvk bool tensor")
     npdt = numpy_dtype("where", _float(self, other))
     x, y = operand(self, npdt), operand(other, npdt)
     shape = tuple(torch.broadcast_shapes(condition.shape, *(t.shape for t in (self, other)
                                                              if isinstance(t, torch.Tensor))))
-    c = A(condition).broadcast_to(shape)
+    c = array_of(condition).broadcast_to(shape)
     if isinstance(x, Array):
         x = fv.masked_fill(x.broadcast_to(shape), fv.equal(c, False), y if not isinstance(y, Array) else -0.0)
     if not isinstance(y, Array):
-        return W(x)
+        return tensor_of(x)
     y = fv.masked_fill(y.broadcast_to(shape), c, x if not isinstance(x, Array) else -0.0)
-    return W(y if not isinstance(x, Array) else fv.add(x, y))
+    return tensor_of(y if not isinstance(x, Array) else fv.add(x, y))
 
 
 # -- matmul ------------------------------------------------------------------------------------------
 @kernel("mm", "bmm")
 def mm(self, mat2):
-    return W(fv.matmul(A(self), A(mat2)))
+    return tensor_of(fv.matmul(array_of(self), array_of(mat2)))
 
 
 @kernel("addmm")
 def addmm(self, mat1, mat2, beta=1, alpha=1):
-    r = fv.matmul(A(mat1), A(mat2))
+    r = fv.matmul(array_of(mat1), array_of(mat2))
     if alpha != 1:
         r = fv.multiply(r, alpha)
     if beta == 0:
-        return W(r)
-    bias = A(self) if beta == 1 else fv.multiply(A(self), beta)
-    return W(fv.add(r, bias))
+        return tensor_of(r)
+    bias = array_of(self) if beta == 1 else fv.multiply(array_of(self), beta)
+    return tensor_of(fv.add(r, bias))
 
 
 # -- reductions ------------------------------------------------------------------------------------
+# Integers are reduced exactly through float64: inputs up to 32 bits directly, int64 in two 32-bit halves
+# (x == hi * 2^32 + lo), each half's sums exact while fewer than 2^21 elements are summed.
+MAX_EXACT_INT_SUM = 1 << 21
+
+
+def _halves(x):
+    """int64 x as float64 (hi, lo): hi = x >> 32 in int32's range, lo = x & 0xFFFFFFFF in [0, 2^32)."""
+    return (fv.bitwise_right_shift(x, 32).astype(np.float64),
+            fv.bitwise_and(x, 0xFFFFFFFF).astype(np.float64))
+
+
+def _join(hi, lo):
+    """hi * 2^32 + lo as int64 (wrapping as torch's int64 arithmetic does) from integer-valued float64s."""
+    return fv.add(fv.bitwise_left_shift(hi.astype(np.int64), 32), lo.astype(np.int64))
+
+
+def _int_linear(f, x, count):
+    """f (a sum or running sum, linear in x) of integer array x, exact; count: elements one output sums."""
+    if count >= MAX_EXACT_INT_SUM:
+        raise Unhandled(f"an integer sum over {count} elements (fuelvk sums integers exactly up to "
+                        f"{MAX_EXACT_INT_SUM - 1})")
+    if x.dtype.itemsize < 8:
+        return f(x.astype(np.float64)).astype(np.int64)
+    hi, lo = _halves(x)
+    return _join(f(hi), f(lo))
+
+
+def _int_extreme(f, x, axes):
+    """max / min (f) of integer array x over axes, exact, keeping the reduced dims (size 1)."""
+    if x.dtype.itemsize < 8:
+        return f(x.astype(np.float64), axis=axes, keepdims=True).astype(x.dtype)
+    hi, lo = _halves(x)
+    top = f(hi, axis=axes, keepdims=True)
+    other = -1.0 if f is fv.max else 2.0 ** 33   # loses against every lo of the winning hi
+    lo = fv.masked_fill(lo, fv.not_equal(hi, top), other)
+    return _join(top, f(lo, axis=axes, keepdims=True))
+
+
 def _reduce(f, self, dim, keepdim, dtype):
+    axes = _axes(dim, self.dim())
+    if self.dtype in INTS and f in (fv.sum, fv.max, fv.min):
+        x = array_of(self)
+        if f is fv.sum:
+            count = math.prod(self.shape[i] for i in (axes if axes is not None else range(self.dim())))
+            out = _int_linear(lambda v: fv.sum(v, axis=axes, keepdims=True), x, count)
+        else:
+            out = _int_extreme(f, x, axes)
+        shape = tuple(1 if keepdim else None if axes is None or i in axes else n for i, n in enumerate(self.shape))
+        out = out.reshape(tuple(n for n in shape if n is not None))
+        want = numpy_dtype("aten", dtype or (torch.int64 if f is fv.sum else self.dtype))
+        return tensor_of(out if out.dtype == want else out.astype(want))
     _float(self)
-    out = f(A(self), axis=_axes(dim, self.dim()), keepdims=keepdim)
+    out = f(array_of(self), axis=axes, keepdims=keepdim)
     want = numpy_dtype("aten", dtype or self.dtype)
     if not isinstance(out, Array):
         out = fv.asarray(out)
-    return W(out if out.dtype == want else out.astype(want))
+    return tensor_of(out if out.dtype == want else out.astype(want))
+
+
+def _any_all(f):
+    def k(self, dim=None, keepdim=False):
+        if self.dtype == torch.uint8:
+            raise Unhandled("a uint8 tensor (torch's any/all return uint8 for it)")
+        return tensor_of(f(_truth(self), axis=_axes(dim, self.dim()), keepdims=keepdim))
+    return k
+
+
+for _name in ("any", "all"):
+    _k = _any_all(getattr(fv, _name))
+    for _ov in ("", ".dim", ".dims"):
+        KERNELS[_name + _ov] = _k
+    for _ov in (".all_out", ".out", ".dims_out"):
+        KERNELS[_name + _ov] = _out(_k)
+
+
+@kernel("isin.Tensor_Tensor")
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """Whether each element equals any test element: one equal over [elements, tests], any over the tests."""
+    if elements.numel() * test_elements.numel() > 1 << 26:
+        raise Unhandled("more than 2^26 element x test pairs")
+    npdt = numpy_dtype("isin", _numeric(elements, test_elements))
+    e, t = operand(elements, npdt), operand(test_elements, npdt)
+    if not isinstance(e, Array) or not isinstance(t, Array):
+        raise Unhandled("a CPU tensor operand")
+    hit = fv.any(fv.equal(e.reshape(e.shape + (1,)), t.reshape(-1)), axis=-1)
+    return tensor_of(fv.logical_not(hit) if invert else hit)
+
+
+KERNELS["isin.Tensor_Tensor_out"] = _out(isin)
 
 
 @kernel("sum.dim_IntList")
@@ -468,11 +667,11 @@ def _arg(f):
     def arg(self, dim=None, keepdim=False):
         _float(self)
         if dim is None:
-            out = f(A(self))
-            return W(out.reshape((1,) * self.dim()) if keepdim else out)
+            out = f(array_of(self))
+            return tensor_of(out.reshape((1,) * self.dim()) if keepdim else out)
         d = dim % max(self.dim(), 1)
-        out = f(A(self), d) if self.dim() else f(A(self))
-        return W(out.reshape(tuple(1 if i == d else n for i, n in enumerate(self.shape))) if keepdim else out)
+        out = f(array_of(self), d) if self.dim() else f(array_of(self))
+        return tensor_of(out.reshape(tuple(1 if i == d else n for i, n in enumerate(self.shape))) if keepdim else out)
     return arg
 
 
@@ -483,54 +682,219 @@ def _value_index(f):
     def vi(self, dim, keepdim=False):
         """(values, indices): torch's first index on ties; values gathered at it."""
         idx = _arg(f)(self, dim, True)
-        vals = fv.take_along_axis(A(self), A(idx), axis=dim % max(self.dim(), 1)) if self.dim() else A(self)
+        vals = fv.take_along_axis(array_of(self), array_of(idx), axis=dim % max(self.dim(), 1)) if self.dim() else array_of(self)
         if not keepdim and self.dim():
-            return W(vals.squeeze(dim % self.dim())), idx.squeeze(dim)
-        return W(vals), idx
+            return tensor_of(vals.squeeze(dim % self.dim())), idx.squeeze(dim)
+        return tensor_of(vals), idx
     return vi
 
 
 KERNELS["max.dim"], KERNELS["min.dim"] = _value_index(fv.argmax), _value_index(fv.argmin)
 
 
+def _index_arrays(self, indices):
+    """torch's advanced-index list as (dims, index Arrays): bool masks become their nonzero coordinates
+    (a data-dependent size, so this waits for the device), integer indices are broadcast together."""
+    dims, idx, d = [], [], 0
+    for i in indices:
+        if i is None:
+            d += 1
+            continue
+        if not fuelvk_device.is_fuelvk(i):
+            i = fuelvk_device.upload(i)
+        if i.dtype in (torch.bool, torch.uint8):
+            coords = fv.nonzero(array_of(i).astype(np.bool_) if i.dtype == torch.uint8 else array_of(i))
+            dims += range(d, d + i.dim())
+            idx += coords
+            d += i.dim()
+        elif i.dtype in (torch.int64, torch.int32):
+            dims.append(d)
+            idx.append(array_of(i))
+            d += 1
+        else:
+            raise Unhandled(f"an index of dtype {i.dtype}")
+    shape = tuple(torch.broadcast_shapes(*(tuple(a.shape) for a in idx)))
+    return dims, [a.broadcast_to(shape) for a in idx], shape
+
+
+def _linear_index(self, dims, idx):
+    """One flat index into the indexed dims (moved to the front, in order): each index checked against
+    its dim's size and wrapped when negative by a take from arange(size), then combined row-major."""
+    lin = None
+    for d, i in zip(dims, idx):
+        n = self.shape[d]
+        i = fv.take(fv.arange(n, dtype=np.int64), i.reshape(-1).astype(np.int64), axis=0)
+        lin = i if lin is None else fv.add(fv.multiply(lin, n), i)
+    return lin
+
+
+def _index_layout(self, dims):
+    """(permutation putting the indexed dims first, whether torch keeps the result dims in place)."""
+    rest = [d for d in range(self.dim()) if d not in dims]
+    adjacent = list(dims) == list(range(dims[0], dims[0] + len(dims)))
+    return list(dims) + rest, adjacent
+
+
 @kernel("index.Tensor")
 def index(self, indices):
-    """x[..., idx, ...] with one integer index tensor (the others None): a take along that dim."""
-    given = [(d, i) for d, i in enumerate(indices) if i is not None]
-    if len(given) != 1 or given[0][1].dtype not in (torch.int64, torch.int32):
-        raise Unhandled("several index tensors, or a bool mask (fuelvk takes one integer index tensor)")
-    d, idx = given[0]
-    out = fv.take(A(self), _index(idx.reshape(-1)), axis=d)
-    return W(out.reshape(tuple(self.shape[:d]) + tuple(idx.shape) + tuple(self.shape[d + 1:])))
+    """x[idx...] (torch's advanced indexing): one take along the indexed dims flattened together. With
+    adjacent indexed dims the result dims replace them in place; otherwise they come first (as torch)."""
+    dims, idx, shape = _index_arrays(self, indices)
+    if not dims:
+        return tensor_of(fv.copy(array_of(self)))
+    x = array_of(self)
+    if len(dims) == 1:
+        out = fv.take(x, idx[0].reshape(-1), axis=dims[0])
+        return tensor_of(out.reshape(tuple(self.shape[:dims[0]]) + shape + tuple(self.shape[dims[0] + 1:])))
+    perm, adjacent = _index_layout(self, dims)
+    rest = tuple(self.shape[d] for d in perm[len(dims):])
+    flat = fv.permute_dims(x, tuple(perm)).reshape((-1,) + rest)
+    out = fv.take(flat, _linear_index(self, dims, idx), axis=0).reshape(shape + rest)
+    if adjacent and dims[0] > 0:   # the leading non-indexed dims go back in front of the result dims
+        k, lead = len(shape), dims[0]
+        out = fv.permute_dims(out, tuple(range(k, k + lead)) + tuple(range(k)) + tuple(range(k + lead, out.ndim)))
+    return tensor_of(fv.copy(out) if not out.is_contiguous else out)
+
+
+def _once_each(counts):
+    """Raise Unhandled when some position is written twice (counts > 1): torch leaves which write wins
+    unspecified, and fuelvk composes the write from sums, which would add them. Waits for the device."""
+    if fv.any(fv.greater(counts, 1)).item():
+        raise Unhandled("duplicate indices in a non-accumulating write")
+
+
+def _put_rows(flat, lin, vals, accumulate):
+    """flat[lin[k]] = vals[k] (or += with accumulate): index_add for the sum, a select for the write."""
+    if accumulate:
+        return fv.index_add(flat, 0, lin, vals.astype(flat.dtype))
+    ones = fv.ones((lin.shape[0],) + (1,) * (flat.ndim - 1), dtype=np.float32).broadcast_to((lin.shape[0],) + flat.shape[1:])
+    counts = fv.index_add(fv.zeros(flat.shape, dtype=np.float32), 0, lin, fv.copy(ones))
+    _once_each(counts)
+    written = fv.index_add(fv.zeros(flat.shape, flat.dtype), 0, lin, vals.astype(flat.dtype))
+    return fv.where(fv.greater(counts, 0), written, flat)
+
+
+@kernel("_index_put_impl_")
+def _index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
+    """self[indices] = values (+= with accumulate), torch's advanced-index assignment: the indexed dims
+    flattened to one (as in index), rows written by _put_rows, the result written back into self."""
+    given = [i for i in indices if i is not None]
+    if (len(given) == 1 and given[0].dtype == torch.bool and indices[0] is not None and not accumulate
+            and values.numel() == 1 and fuelvk_device.is_fuelvk(given[0])):   # x[mask] = scalar: masked_fill
+        mask = array_of(given[0]).reshape(tuple(given[0].shape) + (1,) * (self.dim() - given[0].dim()))
+        value = operand(values.reshape(()), array_of(self).dtype)
+        return _into(self, fv.masked_fill(array_of(self), mask.broadcast_to(tuple(self.shape)), value))
+    dims, idx, shape = _index_arrays(self, indices)
+    if not dims:
+        raise Unhandled("an index_put_ without index tensors")
+    perm, adjacent = _index_layout(self, dims)
+    rest = tuple(self.shape[d] for d in perm[len(dims):])
+    npdt = array_of(self).dtype
+    vals = operand(values, npdt)
+    if not isinstance(vals, Array):
+        vals = fv.full((), vals, dtype=npdt)
+    k = len(shape)
+    # values as torch's index result lays them out, then in (index dims, rest) order
+    if adjacent and dims[0] > 0:
+        lead = dims[0]
+        laid = tuple(self.shape[:lead]) + shape + tuple(self.shape[lead + len(dims):])
+        vals = fv.permute_dims(vals.broadcast_to(laid), tuple(range(lead, lead + k)) + tuple(range(lead))
+                               + tuple(range(lead + k, len(laid))))
+    vals = fv.copy(vals.broadcast_to(shape + rest)).reshape((-1,) + rest)
+    x = fv.permute_dims(array_of(self), tuple(perm))
+    permuted = x.shape
+    flat = _put_rows(fv.copy(x).reshape((-1,) + rest), _linear_index(self, dims, idx), vals, accumulate)
+    inverse = tuple(perm.index(i) for i in range(self.dim()))
+    return _into(self, fv.permute_dims(flat.reshape(permuted), inverse))
+
+
+def _scatter(self, dim, index, src=None, value=None):
+    """torch.scatter: positions index names along dim take src's (or value); the rest keep self's."""
+    if not fuelvk_device.is_fuelvk(index):
+        raise Unhandled("a CPU index")
+    d = dim % max(self.dim(), 1)
+    x = array_of(self)
+    idx = _index(index)
+    counts = fv.scatter_add(fv.zeros(x.shape, dtype=np.float32), d, idx, fv.ones(idx.shape, dtype=np.float32))
+    if src is None:
+        return fv.masked_fill(x, fv.greater(counts, 0), operand(value))
+    if not fuelvk_device.is_fuelvk(src):
+        raise Unhandled("a CPU src")
+    _once_each(counts)
+    cut = tuple(slice(0, n) for n in index.shape)
+    values = array_of(src)[cut].astype(x.dtype)
+
+    def place(v):   # each written position receives exactly one value: a sum of one is that value
+        return fv.scatter_add(fv.zeros(x.shape, dtype=v.dtype), d, idx, v)
+    if self.dtype in FLOATS:
+        written = place(values)
+    elif values.dtype.itemsize < 8:   # bool and integers up to 32 bits: exact through float64
+        written = place(values.astype(np.float64)).astype(x.dtype)
+    else:
+        hi, lo = _halves(values)
+        written = _join(place(hi), place(lo))
+    return fv.where(fv.greater(counts, 0), written, x)
+
+
+KERNELS["scatter.src"] = lambda self, dim, index, src: tensor_of(_scatter(self, dim, index, src=src))
+KERNELS["scatter.value"] = lambda self, dim, index, value: tensor_of(_scatter(self, dim, index, value=value))
+KERNELS["scatter_.src"] = lambda self, dim, index, src: _into(self, _scatter(self, dim, index, src=src))
+KERNELS["scatter_.value"] = lambda self, dim, index, value: _into(self, _scatter(self, dim, index, value=value))
+
+
+@kernel("sort.stable")
+def sort_stable(self, *, stable=False, dim=-1, descending=False):
+    """(values, indices) by fuelvk's stable argsort (torch allows any order of ties when not stable)."""
+    if self.dim() == 0:
+        return tensor_of(fv.copy(array_of(self))), tensor_of(fv.zeros((), np.int64))
+    d = dim % self.dim()
+    order = fv.argsort(array_of(self), axis=d, descending=descending, stable=True)
+    return tensor_of(fv.take_along_axis(array_of(self), order, axis=d)), tensor_of(order.astype(np.int64))
+
+
+@kernel("sort")
+def sort(self, dim=-1, descending=False):
+    return sort_stable(self, stable=False, dim=dim, descending=descending)
+
+
+@kernel("topk")
+def topk(self, k, dim=-1, largest=True, sorted=True):
+    """The k largest (smallest) along dim, in order: the first k of a stable argsort."""
+    if self.dim() == 0:
+        return sort(self)
+    d = dim % self.dim()
+    order = fv.argsort(array_of(self), axis=d, descending=largest, stable=True)
+    order = fv.copy(order[(slice(None),) * d + (slice(0, k),)])
+    return tensor_of(fv.take_along_axis(array_of(self), order, axis=d)), tensor_of(order.astype(np.int64))
 
 
 def _var_mean(self, dim=None, correction=None, keepdim=False):
     """(var, mean) with torch's correction (default 1): fuelvk.api's two-pass var_mean."""
     _float(self)
     from ..api.statistical import var_mean
-    return var_mean(A(self), _axes(dim, self.dim()), 1 if correction is None else correction, keepdim)
+    return var_mean(array_of(self), _axes(dim, self.dim()), 1 if correction is None else correction, keepdim)
 
 
-KERNELS["var.correction"] = lambda self, dim=None, correction=None, keepdim=False: W(
+KERNELS["var.correction"] = lambda self, dim=None, correction=None, keepdim=False: tensor_of(
     _var_mean(self, dim, correction, keepdim)[0])
-KERNELS["std.correction"] = lambda self, dim=None, correction=None, keepdim=False: W(
+KERNELS["std.correction"] = lambda self, dim=None, correction=None, keepdim=False: tensor_of(
     fv.sqrt(_var_mean(self, dim, correction, keepdim)[0]))
 KERNELS["var_mean.correction"] = lambda self, dim=None, correction=None, keepdim=False: tuple(
-    map(W, _var_mean(self, dim, correction, keepdim)))
+    map(tensor_of, _var_mean(self, dim, correction, keepdim)))
 KERNELS["std_mean.correction"] = lambda self, dim=None, correction=None, keepdim=False: (lambda vm: (
-    W(fv.sqrt(vm[0])), W(vm[1])))(_var_mean(self, dim, correction, keepdim))
+    tensor_of(fv.sqrt(vm[0])), tensor_of(vm[1])))(_var_mean(self, dim, correction, keepdim))
 
 
 # -- indexing, joining --------------------------------------------------------------------------------
 def _index(t):
-    if not D.is_fuelvk(t):
+    if not fuelvk_device.is_fuelvk(t):
         return t.numpy()
-    return A(t)
+    return array_of(t)
 
 
 @kernel("index_select")
 def index_select(self, dim, index):
-    return W(fv.take(A(self), _index(index.reshape(-1)), axis=dim))
+    return tensor_of(fv.take(array_of(self), _index(index.reshape(-1)), axis=dim))
 
 
 @kernel("embedding_dense_backward")
@@ -539,22 +903,22 @@ def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sca
         raise Unhandled("scale_grad_by_freq=True")
     dim = grad_output.shape[-1]
     base = fv.zeros((num_weights, dim), numpy_dtype("aten", grad_output.dtype))
-    out = fv.index_add(base, 0, _index(indices.reshape(-1)), A(grad_output).reshape(-1, dim))
+    out = fv.index_add(base, 0, _index(indices.reshape(-1)), array_of(grad_output).reshape(-1, dim))
     if padding_idx is not None and 0 <= padding_idx < num_weights:
         out[padding_idx] = 0
-    return W(out)
+    return tensor_of(out)
 
 
 def _triangle(f):
     def tri(self, diagonal=0):
         if self.dim() < 2:
             raise Unhandled("a tensor of fewer than 2 dims (torch refuses it; numpy squares it)")
-        return f(A(self), diagonal)
+        return f(array_of(self), diagonal)
     return tri
 
 
 for _name, _f in (("tril", _triangle(fv.tril)), ("triu", _triangle(fv.triu))):
-    KERNELS[_name] = (lambda f: lambda self, diagonal=0: W(f(self, diagonal)))(_f)
+    KERNELS[_name] = (lambda f: lambda self, diagonal=0: tensor_of(f(self, diagonal)))(_f)
     KERNELS[_name + "_"] = (lambda f: lambda self, diagonal=0: _into(self, f(self, diagonal)))(_f)
 
 
@@ -563,22 +927,22 @@ def gather(self, dim, index, sparse_grad=False):
     """torch.gather: take_along_axis on the view of self cut to index's extent in the other dims."""
     d = dim % max(self.dim(), 1)
     key = tuple(slice(None) if i == d else slice(0, n) for i, n in enumerate(index.shape))
-    return W(fv.take_along_axis(A(self)[key], _index(index), axis=d))
+    return tensor_of(fv.take_along_axis(array_of(self)[key], _index(index), axis=d))
 
 
 def _scatter_add(self, dim, index, src):
-    if not D.is_fuelvk(src):
+    if not fuelvk_device.is_fuelvk(src):
         raise Unhandled("a CPU src")
-    return fv.scatter_add(A(self), dim % max(self.dim(), 1), _index(index), A(src))
+    return fv.scatter_add(array_of(self), dim % max(self.dim(), 1), _index(index), array_of(src))
 
 
-KERNELS["scatter_add"] = lambda self, dim, index, src: W(_scatter_add(self, dim, index, src))
+KERNELS["scatter_add"] = lambda self, dim, index, src: tensor_of(_scatter_add(self, dim, index, src))
 KERNELS["scatter_add_"] = lambda self, dim, index, src: _into(self, _scatter_add(self, dim, index, src))
 
 
 @kernel("flip")
 def flip(self, dims):
-    return W(fv.flip(A(self), tuple(dims)))
+    return tensor_of(fv.flip(array_of(self), tuple(dims)))
 
 
 @kernel("roll")
@@ -586,8 +950,8 @@ def roll(self, shifts, dims=()):
     if not dims:
         if len(shifts) != 1:
             raise Unhandled("several shifts without dims")
-        return W(fv.roll(A(self), shifts[0]))
-    return W(fv.roll(A(self), tuple(shifts), tuple(dims)))
+        return tensor_of(fv.roll(array_of(self), shifts[0]))
+    return tensor_of(fv.roll(array_of(self), tuple(shifts), tuple(dims)))
 
 
 def _clamp(self, min=None, max=None):
@@ -595,24 +959,33 @@ def _clamp(self, min=None, max=None):
     lo, hi = operand(min) if min is not None else None, operand(max) if max is not None else None
     if isinstance(lo, Array) or isinstance(hi, Array):
         raise Unhandled("tensor bounds")
-    x = A(self)
+    x = array_of(self)
     if lo is not None:
         x = fv.maximum(x, lo)
     if hi is not None:
         x = fv.minimum(x, hi)
-    return x if x is not A(self) else fv.copy(x)
+    return x if x is not array_of(self) else fv.copy(x)
 
 
-KERNELS["clamp"] = lambda self, min=None, max=None: W(_clamp(self, min, max))
+for _name, _f in (("clamp_min", fv.maximum), ("clamp_max", fv.minimum)):
+    _k = (lambda f: lambda self, bound: tensor_of(_binary(f, self, bound)))(_f)
+    KERNELS[_name] = KERNELS[_name + ".Tensor"] = _k
+    KERNELS[_name + "_"] = KERNELS[_name + "_.Tensor"] = _in_place(_k)
+KERNELS["clamp"] = lambda self, min=None, max=None: tensor_of(_clamp(self, min, max))
 KERNELS["clamp_"] = lambda self, min=None, max=None: _into(self, _clamp(self, min, max))
 
 
 @kernel("cumsum")
 def cumsum(self, dim, dtype=None):
-    _float(self)
-    out = fv.cumsum(A(self), dim % max(self.dim(), 1))
-    want = numpy_dtype("cumsum", dtype or self.dtype)
-    return W(out if out.dtype == want else out.astype(want))
+    d = dim % max(self.dim(), 1)
+    if self.dtype in INTS:
+        out = _int_linear(lambda v: fv.cumsum(v, d), array_of(self), self.shape[d] if self.dim() else 1)
+        want = numpy_dtype("cumsum", dtype or torch.int64)
+    else:
+        _float(self)
+        out = fv.cumsum(array_of(self), d)
+        want = numpy_dtype("cumsum", dtype or self.dtype)
+    return tensor_of(out if out.dtype == want else out.astype(want))
 
 
 @kernel("cat")
@@ -623,7 +996,5 @@ def cat(tensors, dim=0):
         dt = torch.promote_types(dt, t.dtype)
     npdt = numpy_dtype("cat", dt)
     arrs = [operand(t, npdt) for t in ts]
-    return W(fv.concatenate(arrs, axis=dim % ts[0].dim()))
+    return tensor_of(fv.concatenate(arrs, axis=dim % ts[0].dim()))
 
-
-from . import _aten_nn  # noqa: E402,F401  (its kernels join KERNELS)

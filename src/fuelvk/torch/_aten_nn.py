@@ -3,11 +3,14 @@ log_softmax (+ the safe softmax of torch's math attention), mse / nll losses, la
 dropout, convolution. Registered through _aten's KERNELS (see _aten.py for the rules)."""
 import math
 
+import numpy as np
 import torch
 
 import fuelvk as fv
-from . import device as D
-from ._aten import A, KERNELS, W, _float, kernel, operand  # noqa: F401
+from ..errors import FuelVKError
+from .. import dtypes as _dt
+from . import device as fuelvk_device
+from ._aten import _float, array_of, kernel, operand, tensor_of
 from ._bridge import numpy_dtype
 from ._fallback import Unhandled, run_on_cpu
 
@@ -19,68 +22,110 @@ def native_dropout(input, p, train):
     the scaling runs on the device: input * mask * (1 / (1 - p)) in the CPU kernel's order."""
     _float(input)
     if train is False:
-        return W(fv.copy(A(input))), D.upload(torch.ones(tuple(input.shape), dtype=torch.bool))
+        keep = fuelvk_device.upload(torch.ones(tuple(input.shape), dtype=torch.bool))
+        return tensor_of(fv.copy(array_of(input))), keep
     keep = 1.0 - p
-    mask = D.upload(torch.empty(tuple(input.shape), dtype=input.dtype).bernoulli_(keep))
-    out = fv.multiply(fv.multiply(A(input), A(mask)), 0.0 if keep == 0 else 1.0 / keep)
-    return W(out), W(fv.not_equal(A(mask), 0))
+    mask = fuelvk_device.upload(torch.empty(tuple(input.shape), dtype=input.dtype).bernoulli_(keep))
+    out = fv.multiply(fv.multiply(array_of(input), array_of(mask)), 0.0 if keep == 0 else 1.0 / keep)
+    return tensor_of(out), tensor_of(fv.not_equal(array_of(mask), 0))
 
 
 @kernel("native_dropout_backward")
 def native_dropout_backward(grad_output, mask, scale):
     _float(grad_output)
-    g = A(grad_output)
-    return W(fv.multiply(fv.masked_fill(g, fv.equal(A(mask), False), 0), scale))
+    g = array_of(grad_output)
+    return tensor_of(fv.multiply(fv.masked_fill(g, fv.equal(array_of(mask), False), 0), scale))
 
 
-# -- gelu (tanh approximation) --------------------------------------------------------------------
-def _gelu_tanh(approximate):
-    if approximate != "tanh":
-        raise Unhandled(f"gelu(approximate={approximate!r}): fuelvk's gelu is the tanh approximation")
+# -- gelu, erf ------------------------------------------------------------------------------------------
+# erf has no fuelvk kernel: Abramowitz & Stegun 7.1.26, |error| < 1.5e-7 (float32's resolution near 1),
+# computed in float32 (half inputs are widened and the result rounded back); float64 is refused.
+_ERF_P = 0.3275911
+_ERF_A = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
+
+
+def _widened(x):
+    """(x in float32 if it is a half type, else x; x's dtype)."""
+    return (x.astype(np.float32) if x.dtype in (_dt.float16, _dt.bfloat16) else x), x.dtype
+
+
+def _narrowed(x, dt):
+    return x if x.dtype == dt else x.astype(dt)
+
+
+def _erf(x):
+    """erf of a float32/f16/bf16 Array, in float32 then back to x's dtype."""
+    if x.dtype == np.float64:
+        raise Unhandled("erf in float64 (fuelvk's erf is accurate to float32)")
+    dt, x = x.dtype, x.astype(np.float32) if x.dtype != np.float32 else x
+    ax = fv.abs(x)
+    t = fv.reciprocal(fv.affine(ax, _ERF_P, 1.0))
+    poly = fv.multiply(t, _ERF_A[0])
+    for c in _ERF_A[1:]:
+        poly = fv.multiply(fv.add(poly, c), t)
+    y = fv.subtract(1.0, fv.multiply(poly, fv.exp(fv.negative(fv.square(ax)))))
+    y = fv.multiply(y, fv.sign(x))
+    return y if dt == np.float32 else y.astype(dt)
+
+
+@kernel("erf")
+def erf(self):
+    _float(self)
+    return tensor_of(_erf(array_of(self)))
 
 
 @kernel("gelu")
 def gelu(self, approximate="none"):
-    _gelu_tanh(approximate)
+    """tanh: fuelvk's gelu kernel; none (exact): 0.5 x (1 + erf(x / sqrt 2))."""
     _float(self)
-    return W(fv.gelu(A(self)))
+    x = array_of(self)
+    if approximate == "tanh":
+        return tensor_of(fv.gelu(x))
+    x, dt = _widened(x)   # half inputs: computed in float32 and rounded once, as torch's CPU kernel does
+    return tensor_of(_narrowed(fv.multiply(fv.multiply(x, 0.5), fv.add(_erf(fv.multiply(x, math.sqrt(0.5))), 1.0)),
+                               dt))
 
 
 # -- activation backwards (aten's formulas call these) -----------------------------------------------
 @kernel("sigmoid_backward")
 def sigmoid_backward(grad_output, output):
-    y = A(output)
-    return W(fv.multiply(fv.multiply(A(grad_output), y), fv.subtract(1.0, y)))
+    y = array_of(output)
+    return tensor_of(fv.multiply(fv.multiply(array_of(grad_output), y), fv.subtract(1.0, y)))
 
 
 @kernel("tanh_backward")
 def tanh_backward(grad_output, output):
-    return W(fv.multiply(A(grad_output), fv.subtract(1.0, fv.square(A(output)))))
+    return tensor_of(fv.multiply(array_of(grad_output), fv.subtract(1.0, fv.square(array_of(output)))))
 
 
 @kernel("silu_backward")
 def silu_backward(grad_output, self):
-    x = A(self)
+    x = array_of(self)
     s = fv.sigmoid(x)
-    return W(fv.multiply(fv.multiply(A(grad_output), s), fv.add(fv.multiply(x, fv.subtract(1.0, s)), 1.0)))
+    return tensor_of(fv.multiply(fv.multiply(array_of(grad_output), s), fv.add(fv.multiply(x, fv.subtract(1.0, s)), 1.0)))
 
 
 @kernel("threshold_backward")
 def threshold_backward(grad_output, self, threshold):
-    return W(fv.masked_fill(A(grad_output), fv.less_equal(A(self), threshold), 0))
+    return tensor_of(fv.masked_fill(array_of(grad_output), fv.less_equal(array_of(self), threshold), 0))
 
 
 @kernel("gelu_backward")
 def gelu_backward(grad_output, self, approximate="none"):
-    """d/dx of 0.5 x (1 + tanh(k (x + c x^3))), k = sqrt(2/pi), c = 0.044715."""
-    _gelu_tanh(approximate)
-    x = A(self)
-    k, c = math.sqrt(2 / math.pi), 0.044715
+    """tanh: d/dx of 0.5 x (1 + tanh(k (x + c x^3))), k = sqrt(2/pi), c = 0.044715;
+    none: 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi)."""
+    _float(self)
+    x, dt = _widened(array_of(self))
     x2 = fv.square(x)
-    t = fv.tanh(fv.multiply(fv.multiply(x, fv.affine(x2, c, 1.0)), k))
-    dt = fv.multiply(fv.subtract(1.0, fv.square(t)), fv.affine(x2, 3 * c * k, k))
-    d = fv.affine(fv.add(t, fv.multiply(x, dt)), 0.5, 0.5)
-    return W(fv.multiply(A(grad_output), d))
+    if approximate == "tanh":
+        k, c = math.sqrt(2 / math.pi), 0.044715
+        t = fv.tanh(fv.multiply(fv.multiply(x, fv.affine(x2, c, 1.0)), k))
+        dt = fv.multiply(fv.subtract(1.0, fv.square(t)), fv.affine(x2, 3 * c * k, k))
+        d = fv.affine(fv.add(t, fv.multiply(x, dt)), 0.5, 0.5)
+    else:
+        cdf = fv.affine(_erf(fv.multiply(x, math.sqrt(0.5))), 0.5, 0.5)
+        d = fv.add(cdf, fv.multiply(x, fv.multiply(fv.exp(fv.multiply(x2, -0.5)), 1 / math.sqrt(2 * math.pi))))
+    return tensor_of(_narrowed(fv.multiply(_widened(array_of(grad_output))[0], d), dt))
 
 
 # -- convolution ------------------------------------------------------------------------------------
@@ -88,9 +133,9 @@ def gelu_backward(grad_output, self, approximate="none"):
 def convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     """torch sends a non-CPU/CUDA device's convolution here (its own kernel only raises): fuelvk.conv2d
     for a plain 2-D convolution, aten::convolution on the CPU for the rest (1-D/3-D, transposed)."""
-    if not transposed and input.dim() == 4 and weight.dim() == 4 and D.is_fuelvk(weight):
-        b = A(bias) if bias is not None else None
-        return W(fv.conv2d(A(input), A(weight), b, tuple(stride), tuple(padding), tuple(dilation), groups))
+    if not transposed and input.dim() == 4 and weight.dim() == 4 and fuelvk_device.is_fuelvk(weight):
+        b = array_of(bias) if bias is not None else None
+        return tensor_of(fv.conv2d(array_of(input), array_of(weight), b, tuple(stride), tuple(padding), tuple(dilation), groups))
     return run_on_cpu(torch.ops.aten.convolution.default, (input, weight, bias, stride, padding, dilation,
                                                           transposed, output_padding, groups), {},
                       "only plain 2-D convolutions run on fuelvk", "aten::convolution_overrideable")
@@ -99,24 +144,71 @@ def convolution_overrideable(input, weight, bias, stride, padding, dilation, tra
 @kernel("convolution_backward_overrideable")
 def convolution_backward_overrideable(grad_output, input, weight, stride, padding, dilation, transposed,
                                       output_padding, groups, output_mask):
-    bias_sizes = [weight.shape[1] * groups if transposed else weight.shape[0]]
-    return run_on_cpu(torch.ops.aten.convolution_backward.default,
-                      (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
-                       output_padding, groups, output_mask), {},
-                      "no fuelvk convolution backward yet", "aten::convolution_backward_overrideable")
+    """A plain 2-D convolution's gradients as fuelvk.conv2d calls (per group): the input's is the
+    gradient spread onto a stride-dilated grid correlated with the flipped, channel-swapped weight;
+    the weight's is the input correlated with the gradient (batch as channels, stride and dilation
+    swapped); the bias's is a sum. Transposed and non-2-D convolutions run on the CPU."""
+    if transposed or input.dim() != 4 or not fuelvk_device.is_fuelvk(weight):
+        bias_sizes = [weight.shape[1] * groups if transposed else weight.shape[0]]
+        return run_on_cpu(torch.ops.aten.convolution_backward.default,
+                          (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+                           output_padding, groups, output_mask), {},
+                          "only plain 2-D convolutions run on fuelvk", "aten::convolution_backward_overrideable")
+    _float(input)
+    g, x, w = array_of(grad_output), array_of(input), array_of(weight)
+    cin, cout = x.shape[1] // groups, w.shape[0] // groups
+    parts = [(g[:, k * cout:(k + 1) * cout], x[:, k * cin:(k + 1) * cin], w[k * cout:(k + 1) * cout])
+             for k in range(groups)]
+    gx = gw = gb = None
+    if output_mask[0]:
+        gx = tensor_of(_cat1([_conv_grad_input(gg, tuple(x.shape[2:]), ww, stride, padding, dilation)
+                              for gg, _, ww in parts], 1))
+    if output_mask[1]:
+        gw = tensor_of(_cat1([_conv_grad_weight(gg, xx, tuple(w.shape[2:]), stride, padding, dilation)
+                              for gg, xx, _ in parts], 0))
+    if output_mask[2]:
+        gb = tensor_of(fv.sum(g, axis=(0, 2, 3)))
+    return gx, gw, gb
+
+
+def _cat1(arrays, axis):
+    return arrays[0] if len(arrays) == 1 else fv.concatenate(arrays, axis=axis)
+
+
+def _conv_grad_input(g, size, w, stride, padding, dilation):
+    n, o, oh, ow = g.shape
+    k = w.shape[2:]
+    spread = [size[i] + (k[i] - 1) * dilation[i] for i in range(2)]   # the grid the full correlation reads
+    lead = [(k[i] - 1) * dilation[i] - padding[i] for i in range(2)]  # where gradient row 0 lands on it
+    keys, first = [], []
+    for i, m in enumerate((oh, ow)):   # gradient rows landing outside the grid only touch padding: dropped
+        y0 = max(0, -(lead[i] // stride[i])) if lead[i] < 0 else 0
+        y1 = min(m - 1, (spread[i] - 1 - lead[i]) // stride[i])
+        first.append(lead[i] + y0 * stride[i])
+        keys.append((slice(y0, y1 + 1), slice(first[i], first[i] + (y1 - y0) * stride[i] + 1, stride[i])))
+    grid = fv.zeros((n, o, spread[0], spread[1]), dtype=g.dtype)
+    grid[:, :, keys[0][1], keys[1][1]] = g[:, :, keys[0][0], keys[1][0]]
+    flipped = fv.copy(fv.permute_dims(fv.flip(w, (2, 3)), (1, 0, 2, 3)))
+    return fv.conv2d(grid, flipped, None, (1, 1), (0, 0), tuple(dilation), 1)
+
+
+def _conv_grad_weight(g, x, k, stride, padding, dilation):
+    xt = fv.copy(fv.permute_dims(x, (1, 0, 2, 3)))
+    gt = fv.copy(fv.permute_dims(g, (1, 0, 2, 3)))
+    out = fv.conv2d(xt, gt, None, tuple(dilation), tuple(padding), tuple(stride), 1)   # [C, O, >=kh, >=kw]
+    return fv.copy(fv.permute_dims(out[:, :, :k[0], :k[1]], (1, 0, 2, 3)))
 
 
 # -- softmax, losses ---------------------------------------------------------------------------------
-def _no_half_to_float(half_to_float):
-    if half_to_float:
-        raise Unhandled("half_to_float=True")
+def _widen_if(x, half_to_float):
+    """softmax's half_to_float: a half input computed and returned in float32."""
+    return x.astype(np.float32) if half_to_float and x.dtype in (_dt.float16, _dt.bfloat16) else x
 
 
 @kernel("_softmax")
 def _softmax(self, dim, half_to_float):
-    _no_half_to_float(half_to_float)
     _float(self)
-    return W(fv.softmax(A(self), axis=dim))
+    return tensor_of(fv.softmax(_widen_if(array_of(self), half_to_float), axis=dim))
 
 
 @kernel("_safe_softmax")
@@ -125,28 +217,28 @@ def _safe_softmax(self, dim, dtype=None):
     if dtype is not None and dtype != self.dtype:
         raise Unhandled(f"dtype={dtype}")
     _float(self)
-    x = A(self)
+    x = array_of(self)
     empty_rows = fv.equal(fv.max(x, axis=dim, keepdims=True), -math.inf)
-    return W(fv.masked_fill(fv.softmax(x, axis=dim), empty_rows.broadcast_to(x.shape), 0))
+    return tensor_of(fv.masked_fill(fv.softmax(x, axis=dim), empty_rows.broadcast_to(x.shape), 0))
 
 
 @kernel("_softmax_backward_data")
 def _softmax_backward_data(grad_output, output, dim, input_dtype):
-    return W(fv.softmax_backward(A(output), A(grad_output), axis=dim))
+    return tensor_of(fv.softmax_backward(array_of(output), array_of(grad_output), axis=dim))
 
 
 @kernel("_log_softmax")
 def _log_softmax(self, dim, half_to_float):
-    _no_half_to_float(half_to_float)
     _float(self)
-    z = fv.subtract(A(self), fv.max(A(self), axis=dim, keepdims=True))
-    return W(fv.subtract(z, fv.log(fv.sum(fv.exp(z), axis=dim, keepdims=True))))
+    x = _widen_if(array_of(self), half_to_float)
+    z = fv.subtract(x, fv.max(x, axis=dim, keepdims=True))
+    return tensor_of(fv.subtract(z, fv.log(fv.sum(fv.exp(z), axis=dim, keepdims=True))))
 
 
 @kernel("_log_softmax_backward_data")
 def _log_softmax_backward_data(grad_output, output, dim, input_dtype):
-    g = A(grad_output)
-    return W(fv.subtract(g, fv.multiply(fv.exp(A(output)), fv.sum(g, axis=dim, keepdims=True))))
+    g = array_of(grad_output)
+    return tensor_of(fv.subtract(g, fv.multiply(fv.exp(array_of(output)), fv.sum(g, axis=dim, keepdims=True))))
 
 
 _REDUCTION = {0: None, 1: "mean", 2: "sum"}
@@ -157,7 +249,7 @@ def mse_loss(self, target, reduction=1):
     npdt = numpy_dtype("aten", _float(self, target))
     sq = fv.square(fv.subtract(operand(self, npdt), operand(target, npdt)))
     r = _REDUCTION[reduction]
-    return W(sq if r is None else (fv.mean(sq) if r == "mean" else fv.sum(sq)))
+    return tensor_of(sq if r is None else (fv.mean(sq) if r == "mean" else fv.sum(sq)))
 
 
 @kernel("mse_loss_backward")
@@ -165,16 +257,16 @@ def mse_loss_backward(grad_output, self, target, reduction):
     npdt = numpy_dtype("aten", _float(self, target))
     scale = 2.0 / self.numel() if _REDUCTION[reduction] == "mean" else 2.0
     d = fv.subtract(operand(self, npdt), operand(target, npdt))
-    return W(fv.multiply(fv.multiply(d, scale), operand(grad_output, npdt)))
+    return tensor_of(fv.multiply(fv.multiply(d, scale), operand(grad_output, npdt)))
 
 
 def _nll_parts(self, target, weight, ignore_index):
     """(x [N, C], safe targets [N, 1], per-row weights [N]): ignored rows get weight 0 and target 0."""
-    if self.dim() not in (1, 2) or not D.is_fuelvk(target):
+    if self.dim() not in (1, 2) or not fuelvk_device.is_fuelvk(target):
         raise Unhandled("an input of more than 2 dims (nll_loss2d) or a CPU target")
     npdt = numpy_dtype("nll_loss", _float(self))
-    x = A(self).reshape(1, -1) if self.dim() == 1 else A(self)
-    t = A(target).reshape(-1)
+    x = array_of(self).reshape(1, -1) if self.dim() == 1 else array_of(self)
+    t = array_of(target).reshape(-1)
     ignored = fv.equal(t, ignore_index)
     safe = fv.masked_fill(t, ignored, 0).reshape(-1, 1)
     if weight is None:
@@ -192,27 +284,27 @@ def nll_loss_forward(self, target, weight, reduction, ignore_index):
     r = _REDUCTION[reduction]
     if r is None:
         out = losses if self.dim() == 2 else losses.reshape(())
-        return W(out), W(fv.zeros((), x.dtype))
+        return tensor_of(out), tensor_of(fv.zeros((), x.dtype))
     out = fv.sum(losses)
-    return W(fv.divide(out, total) if r == "mean" else out), W(total)
+    return tensor_of(fv.divide(out, total) if r == "mean" else out), tensor_of(total)
 
 
 @kernel("nll_loss_backward")
 def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
     x, safe, w = _nll_parts(self, target, weight, ignore_index)
-    g = A(grad_output).reshape(-1) if grad_output.dim() else A(grad_output)
+    g = array_of(grad_output).reshape(-1) if grad_output.dim() else array_of(grad_output)
     vals = fv.negative(fv.multiply(w, g))
     if _REDUCTION[reduction] == "mean":
-        vals = fv.divide(vals, A(total_weight))
+        vals = fv.divide(vals, array_of(total_weight))
     grad = fv.scatter_add(fv.zeros(x.shape, x.dtype), 1, safe, vals.reshape(-1, 1))
-    return W(grad.reshape(tuple(self.shape)))
+    return tensor_of(grad.reshape(tuple(self.shape)))
 
 
 # -- norms -----------------------------------------------------------------------------------------
 def _rows(t, k):
     """t as (rows, cols) over its last k dims (a view when the layout allows)."""
     cols = math.prod(t.shape[t.dim() - k:]) if k else 1
-    return A(t).reshape(-1, cols)
+    return array_of(t).reshape(-1, cols)
 
 
 @kernel("native_layer_norm")
@@ -220,46 +312,253 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     _float(input)
     k = len(normalized_shape)
     x = _rows(input, k)
-    w = A(weight).reshape(-1) if weight is not None else None
-    b = A(bias).reshape(-1) if bias is not None else None
+    w = array_of(weight).reshape(-1) if weight is not None else None
+    b = array_of(bias).reshape(-1) if bias is not None else None
     out = fv.layer_norm(x, eps, w, b).reshape(tuple(input.shape))
     mean = fv.mean(x, axis=-1, keepdims=True)
     var = fv.mean(fv.square(fv.subtract(x, mean)), axis=-1, keepdims=True)
     rstd = fv.reciprocal(fv.sqrt(fv.add(var, eps)))
     stat = tuple(input.shape[:input.dim() - k]) + (1,) * k
-    return W(out), W(mean.reshape(stat)), W(rstd.reshape(stat))
+    return tensor_of(out), tensor_of(mean.reshape(stat)), tensor_of(rstd.reshape(stat))
 
 
 @kernel("native_layer_norm_backward")
 def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
     k = len(normalized_shape)
     x, g = _rows(input, k), _rows(grad_out, k)
-    m, r = A(mean).reshape(-1, 1), A(rstd).reshape(-1, 1)
+    m, r = array_of(mean).reshape(-1, 1), array_of(rstd).reshape(-1, 1)
     xhat = fv.multiply(fv.subtract(x, m), r)
     dx = dw = db = None
     if output_mask[0]:
-        gw = fv.multiply(g, A(weight).reshape(-1)) if weight is not None else g
+        gw = fv.multiply(g, array_of(weight).reshape(-1)) if weight is not None else g
         inner = fv.subtract(fv.subtract(gw, fv.mean(gw, axis=-1, keepdims=True)),
                             fv.multiply(xhat, fv.mean(fv.multiply(gw, xhat), axis=-1, keepdims=True)))
-        dx = W(fv.multiply(inner, r).reshape(tuple(input.shape)))
+        dx = tensor_of(fv.multiply(inner, r).reshape(tuple(input.shape)))
     if output_mask[1] and weight is not None:
-        dw = W(fv.sum(fv.multiply(g, xhat), axis=0).reshape(tuple(weight.shape)))
+        dw = tensor_of(fv.sum(fv.multiply(g, xhat), axis=0).reshape(tuple(weight.shape)))
     if output_mask[2] and bias is not None:
-        db = W(fv.sum(g, axis=0).reshape(tuple(bias.shape)))
+        db = tensor_of(fv.sum(g, axis=0).reshape(tuple(bias.shape)))
     return dx, dw, db
+
+
+def _channel_shape(input):
+    return (1, -1) + (1,) * (input.dim() - 2)
 
 
 @kernel("native_batch_norm")
 def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
-    """Inference batch norm (running statistics) over dim 1: (x - mean) * rsqrt(var + eps) * w + b."""
-    if training or running_mean is None or running_var is None:
-        raise Unhandled("training-mode batch norm (batch statistics, running-stat updates)")
+    """Batch norm over dim 1. Training: batch statistics (biased variance normalizes, the unbiased one
+    updates running_var), running statistics updated in place; eval: the running statistics."""
     npdt = numpy_dtype("batch_norm", _float(input))
-    shape = (1, -1) + (1,) * (input.dim() - 2)
-    scale = fv.reciprocal(fv.sqrt(fv.add(operand(running_var, npdt), eps)))
-    if weight is not None:
-        scale = fv.multiply(scale, operand(weight, npdt))
-    y = fv.multiply(fv.subtract(A(input), operand(running_mean, npdt).reshape(shape)), scale.reshape(shape))
+    shape = _channel_shape(input)
+    x = array_of(input)
+    axes = (0,) + tuple(range(2, input.dim()))
+    if training:
+        count = input.numel() // input.shape[1]
+        mean = fv.mean(x, axis=axes)
+        var = fv.mean(fv.square(fv.subtract(x, mean.reshape(shape))), axis=axes)
+        if running_mean is not None:
+            fuelvk_device.assign(running_mean, fv.add(fv.multiply(array_of(running_mean), 1 - momentum),
+                                          fv.multiply(mean, momentum)))
+        if running_var is not None:
+            unbiased = fv.multiply(var, count / max(count - 1, 1))
+            fuelvk_device.assign(running_var, fv.add(fv.multiply(array_of(running_var), 1 - momentum),
+                                         fv.multiply(unbiased, momentum)))
+    elif running_mean is None or running_var is None:
+        raise Unhandled("eval-mode batch norm without running statistics")
+    else:
+        mean, var = operand(running_mean, npdt), operand(running_var, npdt)
+    invstd = fv.reciprocal(fv.sqrt(fv.add(var, eps)))
+    scale = fv.multiply(invstd, operand(weight, npdt)) if weight is not None else invstd
+    y = fv.multiply(fv.subtract(x, mean.reshape(shape)), scale.reshape(shape))
     if bias is not None:
         y = fv.add(y, operand(bias, npdt).reshape(shape))
-    return W(y), D.empty([0], input.dtype), D.empty([0], input.dtype)
+    if training:
+        return tensor_of(y), tensor_of(mean), tensor_of(invstd)
+    return tensor_of(y), fuelvk_device.empty([0], input.dtype), fuelvk_device.empty([0], input.dtype)
+
+
+@kernel("native_batch_norm_backward")
+def native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train,
+                               eps, output_mask):
+    """dx = w invstd (g - mean(g) - xhat mean(g xhat)) in training (g w invstd in eval), dw = sum(g xhat),
+    db = sum(g), over every dim but 1."""
+    npdt = numpy_dtype("batch_norm", _float(input))
+    shape = _channel_shape(input)
+    axes = (0,) + tuple(range(2, input.dim()))
+    g, x = array_of(grad_out), array_of(input)
+    if train:
+        mean, invstd = array_of(save_mean), array_of(save_invstd)
+    else:
+        mean = operand(running_mean, npdt)
+        invstd = fv.reciprocal(fv.sqrt(fv.add(operand(running_var, npdt), eps)))
+    xhat = fv.multiply(fv.subtract(x, mean.reshape(shape)), invstd.reshape(shape))
+    scale = fv.multiply(invstd, operand(weight, npdt)) if weight is not None else invstd
+    dx = dw = db = None
+    if output_mask[0]:
+        if train:
+            inner = fv.subtract(fv.subtract(g, fv.mean(g, axis=axes, keepdims=True)),
+                                fv.multiply(xhat, fv.mean(fv.multiply(g, xhat), axis=axes, keepdims=True)))
+        else:
+            inner = g
+        dx = tensor_of(fv.multiply(inner, scale.reshape(shape)))
+    if output_mask[1] and weight is not None:
+        dw = tensor_of(fv.sum(fv.multiply(g, xhat), axis=axes))
+    if output_mask[2] and weight is not None:
+        db = tensor_of(fv.sum(g, axis=axes))
+    return dx, dw, db
+
+
+# -- pooling ---------------------------------------------------------------------------------------
+def _pool_size(n, k, s, p, d, ceil_mode):
+    """torch's pooling output size along one dim."""
+    span = n + 2 * p - d * (k - 1) - 1
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (out - 1) * s >= n + p:   # the last window must start inside the input or left pad
+        out -= 1
+    return out
+
+
+def _pair(v, default=None):
+    v = list(v) if v else list(default)
+    return v * 2 if len(v) == 1 else v
+
+
+def _first_inside(start, dilation):
+    """The first window cell at or after start that is inside the input (torch: while < 0 += dilation)."""
+    while start < 0:
+        start += dilation
+    return start
+
+
+@kernel("max_pool2d_with_indices")
+def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """The maximum over each window as one fuelvk.maximum per window offset, on strided views of the
+    input padded with -inf; indices (flat h * W + w into the unpadded plane, torch's first on ties) kept
+    alongside by a select where an offset is strictly greater."""
+    _float(self)
+    (kh, kw), (sh, sw) = _pair(kernel_size), _pair(stride, kernel_size)
+    (ph, pw), (dh, dw) = _pair(padding if isinstance(padding, (list, tuple)) else [padding]), \
+        _pair(dilation if isinstance(dilation, (list, tuple)) else [dilation])
+    x = array_of(self)
+    h, w = self.shape[-2:]
+    oh, ow = _pool_size(h, kh, sh, ph, dh, ceil_mode), _pool_size(w, kw, sw, pw, dw, ceil_mode)
+    right_h, right_w = (oh - 1) * sh + dh * (kh - 1) + 1 - h - ph, (ow - 1) * sw + dw * (kw - 1) + 1 - w - pw
+    lead = [(0, 0)] * (self.dim() - 2)
+    xp = fv.pad(x, lead + [(ph, max(right_h, 0)), (pw, max(right_w, 0))], constant_values=-math.inf)
+    # flat input position of every padded cell (-1 in the padding)
+    pos = fv.arange(h * w, dtype=np.int64).reshape(h, w)
+    posp = fv.pad(pos, [(ph, max(right_h, 0)), (pw, max(right_w, 0))], constant_values=-1)
+    batch = tuple(self.shape[:-2]) + (oh, ow)
+    # torch's start: maximum -inf at each window's first cell inside the input (so an all -inf window
+    # points there, never into the padding); a later cell wins only when strictly greater
+    first = np.add.outer(np.array([_first_inside(y * sh - ph, dh) for y in range(oh)]) * w,
+                         np.array([_first_inside(x * sw - pw, dw) for x in range(ow)]))
+    best = fv.full(batch, -math.inf, dtype=x.dtype)
+    idx = fv.asarray(first.astype(np.int64)).broadcast_to(batch)
+    for i in range(kh):
+        for j in range(kw):
+            key = (Ellipsis, slice(i * dh, i * dh + (oh - 1) * sh + 1, sh), slice(j * dw, j * dw + (ow - 1) * sw + 1, sw))
+            v, p = xp[key], posp[key].broadcast_to(batch)
+            more = fv.greater(v, best)
+            best = fv.maximum(best, v)
+            idx = fv.where(more, p, idx)
+    return tensor_of(best), tensor_of(idx)
+
+
+@kernel("max_pool2d_with_indices.out")
+def max_pool2d_with_indices_out(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False, *,
+                                out, indices):
+    v, i = max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode)
+    for dst, src in ((out, v), (indices, i)):
+        if tuple(dst.shape) != tuple(src.shape):
+            fuelvk_device.resize_(dst, tuple(src.shape))
+        fuelvk_device.assign(dst, array_of(src))
+    return out, indices
+
+
+@kernel("_adaptive_avg_pool2d")
+def _adaptive_avg_pool2d(self, output_size):
+    """Adaptive average pooling when the output size divides the input (equal windows): a mean over a
+    reshape; uneven windows are not covered."""
+    _float(self)
+    h, w = self.shape[-2:]
+    oh, ow = output_size
+    if oh == 0 or ow == 0 or h % oh or w % ow:
+        raise Unhandled(f"adaptive pooling {h}x{w} -> {oh}x{ow} with uneven windows")
+    lead = tuple(self.shape[:-2])
+    x = array_of(self).reshape(lead + (oh, h // oh, ow, w // ow))
+    return tensor_of(fv.mean(x, axis=(-3, -1)))
+
+
+@kernel("max_pool2d_with_indices_backward")
+def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """Each output's gradient added at its argmax (indices: flat positions in the input plane)."""
+    _float(self)
+    lead, plane = tuple(self.shape[:-2]), self.shape[-2] * self.shape[-1]
+    g = fv.copy(array_of(grad_output)).reshape(lead + (-1,))
+    idx = fv.copy(array_of(indices)).reshape(lead + (-1,))
+    out = fv.scatter_add(fv.zeros(lead + (plane,), dtype=g.dtype), len(lead), idx, g)
+    return tensor_of(out.reshape(tuple(self.shape)))
+
+
+@kernel("_adaptive_avg_pool2d_backward")
+def _adaptive_avg_pool2d_backward(grad_output, self):
+    """Each window's gradient spread evenly over it (the even windows _adaptive_avg_pool2d covers)."""
+    _float(self)
+    h, w = self.shape[-2:]
+    oh, ow = grad_output.shape[-2:]
+    if h % oh or w % ow:
+        raise Unhandled(f"adaptive pooling {h}x{w} -> {oh}x{ow} with uneven windows")
+    lead = tuple(self.shape[:-2])
+    g = fv.multiply(array_of(grad_output), 1.0 / ((h // oh) * (w // ow))).reshape(lead + (oh, 1, ow, 1))
+    return tensor_of(fv.copy(g.broadcast_to(lead + (oh, h // oh, ow, w // ow))).reshape(tuple(self.shape)))
+
+
+# -- attention: fuelvk's fused kernel where it matches torch's contract, torch's math path elsewhere ----
+_ATTN_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@kernel("_fused_sdp_choice")
+def _fused_sdp_choice(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
+                      enable_gqa=False):
+    """torch asks the device which SDPA backend runs a call: fuelvk's fused kernel (the "overrideable"
+    backend) for 4-D inputs of one float dtype without a mask or dropout, causal only when Sq == Sk
+    (fuelvk's causal mask is aligned bottom-right, torch's top-left: equal when square), heads equal or
+    grouped under enable_gqa; torch's math path (matmul + softmax on fuelvk kernels) otherwise."""
+    from torch.nn.attention import SDPBackend
+    fused = (attn_mask is None and dropout_p == 0.0 and query.dim() == key.dim() == value.dim() == 4
+             and query.dtype in _ATTN_DTYPES and query.dtype == key.dtype == value.dtype
+             and (not is_causal or query.shape[2] == key.shape[2])
+             and key.shape[1] == value.shape[1] and query.shape[1] % key.shape[1] == 0
+             and (query.shape[1] == key.shape[1] or enable_gqa)
+             and query.shape[3] == key.shape[3] == value.shape[3] and query.shape[2] > 0 and key.shape[2] > 0)
+    if fused:
+        try:   # shapes the kernel refuses (head dim > 256, ...) take the math path
+            fv.attention_route(tuple(query.shape), tuple(key.shape))
+        except FuelVKError:
+            fused = False
+    return int(SDPBackend.OVERRIDEABLE if fused else SDPBackend.MATH)
+
+
+@kernel("_scaled_dot_product_fused_attention_overrideable")
+def _sdpa_fused(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False, *,
+                scale=None):
+    if attn_bias is not None or dropout_p:
+        raise Unhandled("a mask or dropout in fuelvk's fused attention (the math path takes them)")
+    o, lse = fv.scaled_dot_product_attention(array_of(query), array_of(key), array_of(value), is_causal=is_causal,
+                                             scale=scale, return_lse=True)
+    none = fuelvk_device.empty([0], torch.int64)
+    return (tensor_of(o), tensor_of(lse), none, none, query.shape[2], key.shape[2], none, none,
+            fuelvk_device.empty([0], query.dtype))
+
+
+@kernel("_scaled_dot_product_fused_attention_overrideable_backward")
+def _sdpa_fused_backward(grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q,
+                         cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, *, scale=None):
+    """fuelvk's attention backward, in float32 for half inputs (widened and the gradients rounded back)."""
+    dt = array_of(query).dtype
+    wide = [_widened(array_of(t))[0] for t in (grad_out, query, key, value, out)]
+    dq, dk, dv = fv.scaled_dot_product_attention_backward(*wide, array_of(logsumexp), is_causal=is_causal,
+                                                         scale=scale)
+    return tensor_of(_narrowed(dq, dt)), tensor_of(_narrowed(dk, dt)), tensor_of(_narrowed(dv, dt)), None

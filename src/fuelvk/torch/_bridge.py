@@ -7,14 +7,13 @@ import contextlib
 import threading
 from collections import OrderedDict
 
-import numpy as np
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from .. import config
-from .. import dtypes as _dt
 from ..array import Array, asarray
-from .._torch_bits import _BITS, TO_NUMPY, TO_TORCH, numpy_dtype, to_numpy  # noqa: F401 (re-exported)
+from .._torch_bits import TO_NUMPY, TO_TORCH, numpy_dtype, to_numpy  # noqa: F401 (re-exported)
+from .device import array, host_tensor, upload, wrap
 
 DEVICE = "fuelvk"
 _results = threading.local()   # .on_device: a custom op called with fuelvk tensors returns fuelvk tensors
@@ -47,19 +46,8 @@ def to_tensor(a):
     if a is None:
         return None
     if getattr(_results, "on_device", False):
-        from .device import upload, wrap
-        return wrap(a) if isinstance(a, Array) else upload(to_tensor_host(a))
-    return to_tensor_host(a)
-
-
-def to_tensor_host(a):
-    host = a.numpy() if isinstance(a, Array) else np.asarray(a)
-    if host.dtype in (_dt.bfloat16, _dt.float8_e4m3fn):
-        raw, want = _BITS[TO_TORCH[host.dtype]][1], TO_TORCH[host.dtype]
-        return torch.from_numpy(host.view(np.int16 if raw == torch.int16 else np.uint8)).view(want)
-    if not host.flags.writeable:
-        host = host.copy()
-    return torch.from_numpy(host)
+        return wrap(a) if isinstance(a, Array) else upload(host_tensor(a))
+    return host_tensor(a)
 
 
 def to_array(t, op="?", fresh=False):
@@ -71,7 +59,6 @@ def to_array(t, op="?", fresh=False):
     if t is None:
         return None
     if is_device_tensor(t):
-        from .device import array
         return array(t).copy() if fresh else array(t)
     if not fresh and WEIGHTS.enabled and WEIGHTS.wants(t):
         return WEIGHTS.get(t, op)

@@ -12,45 +12,17 @@ The first fallback of each op warns once, naming the op; FUELVK_TORCH_FALLBACK=0
 call) turns a fallback into a FallbackError instead, as PYTORCH_ENABLE_MPS_FALLBACK does for MPS;
 fallback_stats() counts the fallbacks per op.
 """
-import threading
-import warnings
-from collections import Counter
-
 import torch
 from torch.utils._pytree import tree_map
 
-from .. import config
-from ..errors import UnsupportedError
-from . import device as D
+from . import device as fuelvk_device
+from ._fallback_log import ENV, FallbackError, FallbackWarning, fallback_stats, note, reset_fallback_stats  # noqa: F401
 
-ENV = "FUELVK_TORCH_FALLBACK"
-_counts = Counter()
-_warned = set()
-_lock = threading.Lock()
 _views = {}   # OpOverload -> whether its first return is a view of an input (from the schema)
-
-
-class FallbackError(UnsupportedError):
-    """An aten op has no fuelvk kernel and the CPU fallback is off (FUELVK_TORCH_FALLBACK=0)."""
-
-
-class FallbackWarning(UserWarning):
-    """An aten op ran on the CPU because fuelvk has no kernel for it (once per op)."""
 
 
 class Unhandled(Exception):
     """Raised by a fuelvk kernel for a case it does not cover (the message says which): run on the CPU."""
-
-
-def fallback_stats():
-    """{aten op name: number of CPU fallbacks} since the start (or reset_fallback_stats())."""
-    with _lock:
-        return dict(_counts)
-
-
-def reset_fallback_stats():
-    with _lock:
-        _counts.clear()
 
 
 def _is_view(op):
@@ -65,26 +37,10 @@ def fallback(op, *args, **kwargs):
     """The boxed PrivateUse1 fallback torch calls for any op without a fuelvk kernel."""
     if _is_view(op):
         try:
-            return op.redispatch(D.META, *args, **kwargs)
+            return op.redispatch(fuelvk_device.META, *args, **kwargs)
         except (NotImplementedError, RuntimeError):
             pass   # no Meta kernel: computed on the CPU below (a copy, not a view)
     return run_on_cpu(op, args, kwargs)
-
-
-def note(name, reason=None):
-    """Record one CPU fallback of aten op `name` (warn the first time), or raise FallbackError when off."""
-    what = f"aten op {name}: fuelvk's kernel does not cover this case ({reason})" if reason else \
-        f"aten op {name} has no fuelvk kernel"
-    if not config.get(ENV):
-        raise FallbackError(f"{what}, and {ENV}=0 forbids running it on the CPU; "
-                            f"unset {ENV} (or set it to 1) to allow the CPU fallback")
-    with _lock:
-        _counts[name] += 1
-        first = name not in _warned
-        _warned.add(name)
-    if first:
-        warnings.warn(f"fuelvk: {what}; it runs on the CPU (inputs downloaded, results uploaded). {ENV}=0 makes "
-                      "this an error; fuelvk.torch.fallback_stats() counts them.", FallbackWarning, stacklevel=4)
 
 
 def run_on_cpu(op, args, kwargs, reason=None, name=None):
@@ -94,16 +50,17 @@ def run_on_cpu(op, args, kwargs, reason=None, name=None):
     cpu_of = {}   # id(fuelvk tensor) -> its CPU copy
 
     def down(x):
-        if isinstance(x, torch.Tensor) and D.is_fuelvk(x):
+        if isinstance(x, torch.Tensor) and fuelvk_device.is_fuelvk(x):
             c = cpu_of.get(id(x))
             if c is None:
-                c = cpu_of[id(x)] = D.download(x).clone() if id(x) in written else D.download(x)
+                host = fuelvk_device.download(x)
+                c = cpu_of[id(x)] = host.clone() if id(x) in written else host
             return c
-        if isinstance(x, torch.device) and x.type == D.NAME:
+        if isinstance(x, torch.device) and x.type == fuelvk_device.NAME:
             return torch.device("cpu")
         return x
 
-    cargs, ckwargs = tree_map(down, args), tree_map(down, kwargs)
+    cargs, ckwargs = _numbers_as_tensors(op, tree_map(down, args), tree_map(down, kwargs))
     if _makes_fuelvk(kwargs):   # a factory asked for fuelvk: make it on the CPU, upload below
         ckwargs["device"] = torch.device("cpu")
     out = op(*cargs, **ckwargs)
@@ -111,20 +68,34 @@ def run_on_cpu(op, args, kwargs, reason=None, name=None):
     for i, t in written.items():   # write the CPU results back into the fuelvk arguments
         c = cpu_of[i]
         if tuple(c.shape) != tuple(t.shape):
-            D.resize_(t, tuple(c.shape))
-        D.copy_from(c, t)
+            fuelvk_device.resize_(t, tuple(c.shape))
+        fuelvk_device.copy_from(c, t)
 
     def up(x):
         if isinstance(x, torch.Tensor):
             orig = orig_of.get(id(x))
-            return orig if orig is not None else D.upload(x)
+            return orig if orig is not None else fuelvk_device.upload(x)
         return x
     return tree_map(up, out)
 
 
+def _numbers_as_tensors(op, args, kwargs):
+    """torch hands a boxed kernel a wrapped-number tensor (x % 2 runs remainder.Tensor) as a Python
+    number; calling the op again needs the tensor back."""
+    args = list(args)
+    for i, a in enumerate(op._schema.arguments):
+        if str(a.type) != "Tensor":
+            continue
+        if i < len(args) and isinstance(args[i], (bool, int, float, complex)):
+            args[i] = torch.tensor(args[i])
+        elif a.name in kwargs and isinstance(kwargs[a.name], (bool, int, float, complex)):
+            kwargs[a.name] = torch.tensor(kwargs[a.name])
+    return args, kwargs
+
+
 def _makes_fuelvk(kwargs):
     d = kwargs.get("device")
-    return d is not None and torch.device(d).type == D.NAME
+    return d is not None and torch.device(d).type == fuelvk_device.NAME
 
 
 def _written_args(op, args, kwargs):
@@ -135,6 +106,6 @@ def _written_args(op, args, kwargs):
             continue
         v = args[i] if i < len(args) else kwargs.get(a.name)
         for t in (v if isinstance(v, (list, tuple)) else (v,)):
-            if isinstance(t, torch.Tensor) and D.is_fuelvk(t):
+            if isinstance(t, torch.Tensor) and fuelvk_device.is_fuelvk(t):
                 out[id(t)] = t
     return out

@@ -21,7 +21,7 @@ NS = "fuelvk"
 OPS = {}   # name -> CustomOpDef
 
 # Keyword arguments a torch op always passes: its schema returns lse, which its backward reads.
-ALWAYS = {"scaled_dot_product_attention": {"return_lse": True}}
+ALWAYS = {"scaled_dot_product_attention": {"return_lse": True}, "paged_attention": {"return_lse": True}}
 INDEX_ARGS = ("index", "indices")   # integer tensors fuelvk validates on the host (negative wrap, bounds)
 
 

@@ -22,19 +22,21 @@ One fuelvk runtime per process, so one device: "fuelvk" == "fuelvk:0".
 """
 import math
 
+import numpy as np
 import torch
 
+from .. import dtypes as _dt
 from .. import runtime
 from ..array import Array, asarray
 from ..errors import DeviceError, DTypeError, UnsupportedError
-from ._bridge import TO_TORCH, numpy_dtype, to_numpy, to_tensor
+from .._torch_bits import _BITS, TO_NUMPY, TO_TORCH, numpy_dtype, to_numpy
+from ._fallback_log import note
 
 NAME = "fuelvk"
 META = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
 _SET = torch.ops.aten.set_.source_Storage_storage_offset
 _ATTR = "_fuelvk_buffer"
 _registered = False
-_LIBS = []   # the torch.library registrations (kept alive for the process)
 
 
 class BackendModule:
@@ -86,30 +88,26 @@ class BackendModule:
         runtime.get().stream.synchronize()
 
 
-def register_device():
-    """Register the device: name PrivateUse1 "fuelvk", torch.fuelvk, hooks and guard, the aten kernels
-    (_aten.py) and the CPU fallback (_fallback.py). Idempotent; `import fuelvk.torch` calls it.
+def register_backend():
+    """Name PrivateUse1 "fuelvk" (torch.fuelvk, hooks, guard) and patch printing and storages; True the
+    first time. The aten kernels and the CPU fallback are registered on top of it by
+    fuelvk.torch.register_device (this module stays below them in the import graph).
 
     torch allows one PrivateUse1 backend per process: another one already registered is a DeviceError.
     """
     global _registered
     if _registered:
-        return
+        return False
     current = torch._C._get_privateuse1_backend_name()
     if current not in ("privateuseone", NAME):
         raise DeviceError(f"fuelvk.torch: PrivateUse1 is already registered as {current!r}; torch allows one "
                           "PrivateUse1 backend per process, so the fuelvk device cannot be registered")
     from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
     _setup_privateuseone_for_python_backend(None if current == NAME else NAME, backend_module=BackendModule())
-    from . import _aten, _fallback
-    kernels = torch.library.Library("aten", "IMPL")
-    _aten.register(kernels)
-    fallback = torch.library.Library("_", "IMPL")
-    fallback.fallback(_fallback.fallback, "PrivateUse1")
-    _LIBS.extend((kernels, fallback))
     _registered = True
     _patch_printing()
     _patch_storage()
+    return True
 
 
 def _patch_printing():
@@ -187,8 +185,11 @@ def buffer_of(t):
 
 
 def array(t):
-    """The fuelvk Array view of a fuelvk tensor: same buffer, torch's sizes/strides/offset (no copy)."""
-    return Array(buffer_of(t), tuple(t.shape), tuple(t.stride()), t.storage_offset(), numpy_dtype("device", t.dtype))
+    """The fuelvk Array view of a fuelvk tensor: same buffer, torch's sizes/strides/offset (no copy).
+    (Every aten kernel calls this per operand: the dtype lookup is the table's, numpy_dtype only names
+    a dtype fuelvk cannot hold.)"""
+    dt = TO_NUMPY.get(t.dtype) or numpy_dtype("device", t.dtype)
+    return Array(buffer_of(t), tuple(t.shape), t.stride(), t.storage_offset(), dt)
 
 
 def _extent(shape, strides):
@@ -227,7 +228,7 @@ def empty(shape, dtype, strides=None):
 
 def wrap(arr):
     """A fuelvk tensor on arr's buffer with arr's layout (arr is a fresh result: no copy)."""
-    if any(s < 0 for s in arr.strides):
+    if arr.strides and min(arr.strides) < 0:
         arr = arr.copy()
     return _make(arr.buffer, arr.shape, arr.strides, arr.offset, TO_TORCH[arr.dtype])
 
@@ -263,7 +264,18 @@ def download(t):
     """A new CPU tensor with the values of fuelvk tensor t (waits for queued device work)."""
     if t.numel() == 0:
         return torch.empty(tuple(t.shape), dtype=t.dtype)
-    return to_tensor(array(t))
+    return host_tensor(array(t))
+
+
+def host_tensor(a):
+    """A CPU tensor holding the bits of a fuelvk Array or numpy array (bfloat16/float8 through their raw bits)."""
+    host = a.numpy() if isinstance(a, Array) else np.asarray(a)
+    if host.dtype in (_dt.bfloat16, _dt.float8_e4m3fn):
+        raw, want = _BITS[TO_TORCH[host.dtype]][1], TO_TORCH[host.dtype]
+        return torch.from_numpy(host.view(np.int16 if raw == torch.int16 else np.uint8)).view(want)
+    if not host.flags.writeable:
+        host = host.copy()
+    return torch.from_numpy(host)
 
 
 # -- the kernels torch needs from any device ----------------------------------------------------------
@@ -287,7 +299,6 @@ def copy_from(src, dst, non_blocking=False):
         try:
             return assign(dst, a.astype(numpy_dtype("copy_", dst.dtype)))
         except DTypeError as e:   # fuelvk casts floats only: integer / bool casts go through the host
-            from ._fallback import note
             note("aten::_copy_from", f"a {src.dtype} -> {dst.dtype} cast: {e}")
             return copy_from(download(src), dst)
     if covers_storage(dst) and dst.numel():

@@ -1,0 +1,162 @@
+"""Workload rows for the dataset's kinds that ship none: small batches at each Definition's own
+constants (heads, head dims, page size, vocabulary, experts), index inputs that satisfy its
+constraints written as safetensors blobs under the dataset root (FlashInfer-Bench's layout:
+ROOT/workloads/<name>.jsonl, ROOT/blob/<name>/<uuid>.safetensors), scalars inline, all other inputs
+random (FlashInfer-Bench generates them).  Layouts cover what the kinds must handle: random page
+tables, an empty request, partial last pages, -1 padding in sparse indices, a shared state slot.
+
+    python -m fuelvk definitions workloads DEFS ROOT     # rows for every Definition a kind here fits
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import torch
+
+
+def _i32(x):
+    return torch.tensor(x, dtype=torch.int32)
+
+
+def _consts(defn):
+    return {a: d["value"] for a, d in defn["axes"].items() if d["type"] == "const"}
+
+
+def _pages(gen, counts, num_pages):
+    """(kv_indptr, kv_indices): request b owns counts[b] distinct random pages of num_pages."""
+    ptr = [0]
+    for c in counts:
+        ptr.append(ptr[-1] + c)
+    return _i32(ptr), torch.randperm(num_pages, generator=gen)[:ptr[-1]].to(torch.int32)
+
+
+def gqa_paged_decode(defn, gen):
+    c = _consts(defn)
+    ptr, idx = _pages(gen, [3, 0, 5, 1], 16)
+    return ({"batch_size": 4, "num_pages": 16, "len_indptr": 5, "num_kv_indices": len(idx)},
+            {"kv_indptr": ptr, "kv_indices": idx}, {"sm_scale": 1 / math.sqrt(c["head_dim"])})
+
+
+def gqa_paged_prefill(defn, gen):
+    """Three requests: two pages with a partial last one, one with no query, one page."""
+    c = _consts(defn)
+    ps = c["page_size"]
+    counts, last = [2, 1, 1], [min(5, ps), ps, min(4, ps)]
+    ptr, idx = _pages(gen, counts, 8)
+    tokens = [(n - 1) * ps + e for n, e in zip(counts, last)]
+    q = [min(3, tokens[0]), 0, min(4, tokens[2])]
+    qo = [0, q[0], q[0] + q[1], sum(q)]
+    return ({"batch_size": 3, "num_pages": 8, "len_indptr": 4, "num_kv_indices": len(idx), "total_q": qo[-1]},
+            {"qo_indptr": _i32(qo), "kv_indptr": ptr, "kv_indices": idx, "kv_last_page_len": _i32(last)},
+            {"sm_scale": 1 / math.sqrt(c["head_dim"])})
+
+
+def mla_paged_decode(defn, gen):
+    c = _consts(defn)
+    ptr, idx = _pages(gen, [4, 0, 5], 20)
+    return ({"batch_size": 3, "num_pages": 20, "len_indptr": 4, "num_kv_indices": len(idx)},
+            {"kv_indptr": ptr, "kv_indices": idx}, {"sm_scale": 1 / math.sqrt(c["head_dim_ckv"] + c["head_dim_kpe"])})
+
+
+def dsa_sparse(defn, gen):
+    """Two tokens over topk cache rows: -1 padding at the tail of one and scattered in the other."""
+    c = _consts(defn)
+    pages = max(1, -(-2 * c["topk"] // c["page_size"]))
+    si = torch.randint(0, pages, (2, c["topk"]), dtype=torch.int32, generator=gen)
+    si[0, c["topk"] * 3 // 4:] = -1
+    si[1, ::7] = -1
+    return ({"num_tokens": 2, "num_pages": pages}, {"sparse_indices": si},
+            {"sm_scale": 1 / math.sqrt(c["head_dim_ckv"] + c["head_dim_kpe"])})
+
+
+def mla_ragged(defn, gen):
+    c = _consts(defn)
+    return ({"total_q": 7, "total_kv": 12, "len_indptr": 4},
+            {"qo_indptr": _i32([0, 3, 3, 7]), "kv_indptr": _i32([0, 5, 6, 12])},
+            {"sm_scale": 1 / math.sqrt(c["qk_dim"])})
+
+
+def gdn_decode(defn, gen):
+    a_log = torch.randn(_consts(defn)["num_v_heads"], generator=gen) * 0.5
+    return {"batch_size": 3}, {"A_log": a_log}, {"scale": 0.0}
+
+
+def gdn_prefill(defn, gen):
+    a_log = torch.randn(_consts(defn)["num_v_heads"], generator=gen) * 0.5
+    return ({"total_seq_len": 5, "num_seqs": 3, "len_cu_seqlens": 4},
+            {"cu_seqlens": torch.tensor([0, 3, 3, 5]), "A_log": a_log}, {"scale": 0.0})
+
+
+def mamba_ssu(defn, gen):
+    """A shared slot (the later request reads the earlier one's write), a request without one."""
+    c = _consts(defn)
+    a = -torch.exp(torch.randn(c["nheads"], c["head_dim"], c["dstate"], generator=gen))
+    return ({"batch_size": 4, "state_cache_size": 6}, {"state_batch_indices": _i32([3, -1, 0, 3]), "A": a}, {})
+
+
+def sampling(defn, gen):
+    """Top-k rows with small k: FlashInfer-Bench's check compares draw frequencies with its valid-mask
+    distribution, and that mask widens the top-p nucleus by eps = 0.05, so on its near-flat
+    softmax(randn) probs any row top-p cuts fails for the reference too (a small p: the widened
+    nucleus is far larger than the reference's; a large p: too many tokens for its draw count).
+    top_p is 1.0 in top_k_top_p rows; the top_p-only kind gets small p rows, which that check
+    therefore rejects (tests/test_sampling.py checks fuelvk's top-p against the reference itself)."""
+    tensors = {}
+    if "top_k" in defn["inputs"]:
+        tensors["top_k"] = _i32([5, 1, 3, 8])
+    if "top_p" in defn["inputs"]:
+        tensors["top_p"] = torch.tensor([1.0] * 4 if "top_k" in defn["inputs"] else [5e-4, 1e-3, 2e-4, 3e-4])
+    return {"batch_size": 4}, tensors, {}
+
+
+def rope_cos_sin(defn, gen):
+    return ({"num_tokens": 5, "num_qo_heads": 32, "num_kv_heads": 8, "max_seq_len": 64},
+            {"positions": torch.tensor([0, 7, 63, 7, 1])}, {})
+
+
+def moe(defn, gen):
+    return {"seq_len": 4}, {}, {}
+
+
+KINDS = ((r"gqa_paged_decode_.*", gqa_paged_decode), (r"gqa_paged_prefill_causal_.*", gqa_paged_prefill),
+         (r"mla_paged_decode_.*", mla_paged_decode), (r"dsa_sparse_attention_.*", dsa_sparse),
+         (r"mla_ragged_prefill_causal_.*", mla_ragged), (r"gdn_decode_.*", gdn_decode),
+         (r"gdn_prefill_.*", gdn_prefill), (r"mamba_ssu_decode_.*", mamba_ssu),
+         (r"(top_k|top_p|top_k_top_p)_sampling_from_probs_.*", sampling),
+         (r"rope_with_cos_sin_cache_.*", rope_cos_sin), (r"moe_.*", moe))
+
+
+def row_for(defn, root, seed=0):
+    """One workload row for defn (its blob written under root), or None when no kind here fits."""
+    build = next((b for pat, b in KINDS if re.fullmatch(pat, defn["name"])), None)
+    if build is None:
+        return None
+    gen = torch.Generator().manual_seed(seed)
+    axes, tensors, scalars = build(defn, gen)
+    uuid = f"fuelvk-{defn['name']}-{seed}"
+    inputs = {k: {"type": "scalar", "value": v} for k, v in scalars.items()}
+    if tensors:
+        import safetensors.torch as st
+        rel = Path("blob") / defn["name"] / f"{uuid}.safetensors"
+        (Path(root) / rel).parent.mkdir(parents=True, exist_ok=True)
+        st.save_file({k: v.contiguous() for k, v in tensors.items()}, str(Path(root) / rel))
+        inputs.update({k: {"type": "safetensors", "path": str(rel), "tensor_key": k} for k in tensors})
+    return {"definition": defn["name"], "solution": None, "evaluation": None,
+            "workload": {"uuid": uuid, "axes": axes, "inputs": inputs}}
+
+
+def write_workloads(definitions, root):
+    """ROOT/workloads/<name>.jsonl (+ blobs) for every Definition a kind here fits; returns the names."""
+    from .run import load_definitions
+    root = Path(root)
+    (root / "workloads").mkdir(parents=True, exist_ok=True)
+    done = []
+    for name, defn in load_definitions(definitions).items():
+        row = row_for(defn, root)
+        if row is not None:
+            (root / "workloads" / f"{name}.jsonl").write_text(json.dumps(row) + "\n")
+            done.append(name)
+    return done

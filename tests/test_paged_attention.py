@@ -1,0 +1,123 @@
+"""paged_attention against float64 torch: random page tables, page sizes 1 / 16 / 64, ragged lengths,
+partial last pages, empty requests, GQA, decode and causal prefill (bottom-right), f32 / f16 / bf16."""
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+from oracles import TOL
+
+import fuelvk as fv
+from fuelvk.errors import DTypeError, ShapeError
+
+rng = np.random.default_rng(23)
+DTYPES = [np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)]
+
+
+def layout(kv_lens, ps, spare=3):
+    """(kv_indptr, kv_indices, kv_last_page_len, num_pages) for requests of kv_lens tokens, pages
+    drawn at random from a cache with `spare` pages no request uses."""
+    counts = [-(-n // ps) for n in kv_lens]
+    num_pages = sum(counts) + spare
+    idx = rng.permutation(num_pages)[:sum(counts)].astype(np.int32)
+    ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    last = np.array([n - (c - 1) * ps if c else 0 for n, c in zip(kv_lens, counts)], np.int32)
+    return ptr, idx, last, num_pages
+
+
+def reference(q, kc, vc, ptr, idx, last, qo, scale, causal):
+    """float64 (out, lse): each request's keys are its pages' rows in order, cut to its length."""
+    q, kc, vc = (torch.tensor(np.asarray(x, np.float64)) for x in (q, kc, vc))
+    hq, hkv, ps = q.shape[1], kc.shape[2], kc.shape[1]
+    out = torch.zeros(q.shape, dtype=torch.float64)
+    lse = torch.full(q.shape[:2], -math.inf, dtype=torch.float64)
+    for r in range(len(ptr) - 1):
+        pages = torch.tensor(idx[ptr[r]:ptr[r + 1]].astype(np.int64))
+        n_kv = (len(pages) - 1) * ps + int(last[r]) if len(pages) else 0
+        q0, q1 = int(qo[r]), int(qo[r + 1])
+        if n_kv == 0 or q1 == q0:
+            continue
+        k = kc[pages].reshape(-1, hkv, kc.shape[3])[:n_kv].repeat_interleave(hq // hkv, 1)
+        v = vc[pages].reshape(-1, hkv, kc.shape[3])[:n_kv].repeat_interleave(hq // hkv, 1)
+        s = torch.einsum("qhd,khd->hqk", q[q0:q1], k) * scale
+        if causal:
+            n_q = q1 - q0
+            i, j = torch.arange(n_q)[:, None], torch.arange(n_kv)[None]
+            s = s.masked_fill(j > i + n_kv - n_q, -math.inf)
+        lse[q0:q1] = torch.logsumexp(s, -1).T
+        out[q0:q1] = torch.einsum("hqk,khd->qhd", torch.softmax(s, -1), v)
+    return out.numpy(), lse.numpy()
+
+
+def check(got, want, dt):
+    rt, at = TOL[np.dtype(dt)]
+    np.testing.assert_allclose(np.asarray(got).astype(np.float64), want, rtol=rt * 8, atol=at * 8)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=str)
+@pytest.mark.parametrize("ps", [1, 16, 64])
+def test_decode(ps, dt):
+    kv_lens = [37, 0, 5, 64, 1]       # an empty request (zeros, lse -inf), a partial last page
+    ptr, idx, last, pages = layout(kv_lens, ps)
+    hq, hkv, d = 8, 2, 64
+    q = rng.standard_normal((len(kv_lens), hq, d)).astype(dt)
+    kc, vc = (rng.standard_normal((pages, ps, hkv, d)).astype(dt) for _ in range(2))
+    out, lse = fv.paged_attention(q, kc, vc, ptr, idx, last, return_lse=True)
+    want, want_lse = reference(q, kc, vc, ptr, idx, last, np.arange(len(kv_lens) + 1), 1 / math.sqrt(d), True)
+    assert out.dtype == dt and out.shape == q.shape and lse.dtype == np.float32
+    check(out, want, dt)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("ps", [1, 16, 64])
+def test_causal_prefill(ps):
+    """Ragged queries (one request without any), fewer queries than keys, device inputs."""
+    kv_lens, q_lens = [70, 9, 0, 17], [5, 9, 0, 17]
+    ptr, idx, last, pages = layout(kv_lens, ps)
+    qo = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
+    hq, hkv, d = 4, 4, 32
+    q = rng.standard_normal((qo[-1], hq, d)).astype(np.float32)
+    kc, vc = (rng.standard_normal((pages, ps, hkv, d)).astype(np.float32) for _ in range(2))
+    out, lse = fv.paged_attention(fv.asarray(q), fv.asarray(kc), fv.asarray(vc), fv.asarray(ptr), fv.asarray(idx),
+                                  fv.asarray(last), fv.asarray(qo), scale=0.3, return_lse=True)
+    assert isinstance(out, fv.Array)
+    want, want_lse = reference(q, kc, vc, ptr, idx, last, qo, 0.3, True)
+    check(out.numpy(), want, np.float32)
+    np.testing.assert_allclose(lse.numpy(), want_lse, rtol=1e-5, atol=1e-4)
+    plain = fv.paged_attention(q, kc, vc, ptr, idx, last, qo, causal=False, scale=0.3)
+    check(plain, reference(q, kc, vc, ptr, idx, last, qo, 0.3, False)[0], np.float32)
+
+
+def test_page_table_matters_and_full_pages_by_default():
+    ptr, idx, _, pages = layout([32, 16], 16)
+    q = rng.standard_normal((2, 2, 16)).astype(np.float32)
+    kc, vc = (rng.standard_normal((pages, 16, 2, 16)).astype(np.float32) for _ in range(2))
+    full = np.array([16, 16], np.int32)
+    got = fv.paged_attention(q, kc, vc, ptr, idx)
+    np.testing.assert_array_equal(got, fv.paged_attention(q, kc, vc, ptr, idx, full))
+    swapped = idx.copy()                  # a page of request 0 traded for request 1's
+    swapped[[0, 2]] = swapped[[2, 0]]
+    want = reference(q, kc, vc, ptr, swapped, full, np.arange(3), 0.25, True)[0]
+    check(fv.paged_attention(q, kc, vc, ptr, swapped), want, np.float32)
+    assert not np.allclose(got, want)
+
+
+def test_bad_page_tables_are_typed_errors():
+    ptr, idx, last, pages = layout([5, 3], 4)
+    q = np.zeros((2, 2, 8), np.float32)
+    kc = np.zeros((pages, 4, 2, 8), np.float32)
+    with pytest.raises(ShapeError, match="kv_indices must lie in"):
+        fv.paged_attention(q, kc, kc, ptr, np.where(idx == idx[0], pages, idx).astype(np.int32), last)
+    with pytest.raises(ShapeError, match="kv_indptr must start at 0"):
+        fv.paged_attention(q, kc, kc, ptr[::-1].copy(), idx, last)
+    with pytest.raises(ShapeError, match="kv_last_page_len must lie in"):
+        fv.paged_attention(q, kc, kc, ptr, idx, np.array([5, 1], np.int32))
+    with pytest.raises(ShapeError, match="query rows"):
+        fv.paged_attention(q[:1], kc, kc, ptr, idx, last)
+    with pytest.raises(ShapeError, match="multiple of Hkv"):
+        fv.paged_attention(np.zeros((2, 3, 8), np.float32), kc, kc, ptr, idx, last)
+    with pytest.raises(DTypeError, match="share one of"):
+        fv.paged_attention(q, kc.astype(np.float16), kc.astype(np.float16), ptr, idx, last)
+    with pytest.raises(DTypeError, match="integer"):
+        fv.paged_attention(q, kc, kc, ptr.astype(np.float32), idx, last)
