@@ -65,6 +65,17 @@ layout(set = 0, binding = 0) writeonly buffer Out { DT o[]; };
 layout(set = 0, binding = 1) readonly buffer A { ST a[]; };
 layout(set = 0, binding = 0) writeonly buffer Out4 { DT4 o4[]; };
 layout(set = 0, binding = 1) readonly buffer A4 { ST4 a4[]; };
+// Narrow destinations stored as packed 32-bit words (lavapipe pays per stored component, whatever
+// its width): 4 f16 / bf16 as a uvec2, 4 f8 as one uint. Same bits.
+#if DST == FMT_F16 || DST == FMT_BF16
+layout(set = 0, binding = 0) writeonly buffer OutW { uvec2 ow[]; };
+#define STORE_Q(k, v) ow[k] = uvec2(uint((v).x) | (uint((v).y) << 16), uint((v).z) | (uint((v).w) << 16))
+#elif DST == FMT_F8
+layout(set = 0, binding = 0) writeonly buffer OutW { uint ow[]; };
+#define STORE_Q(k, v) ow[k] = uint((v).x) | (uint((v).y) << 8) | (uint((v).z) << 16) | (uint((v).w) << 24)
+#else
+#define STORE_Q(k, v) o4[k] = (v)
+#endif
 
 // TEX = 1 (LINEAR only, input contiguous): the input's raw bits are read through its rgba32ui
 // texel view a_t (16 bytes per load; Device.texel_loads, runtime/loadpath.py); else a 16-byte stub
@@ -267,7 +278,7 @@ void main_linear() {
         uint q = base + j * WGU;
         if (q < nq) {
             ST4 x = (p.flags & FLAG_A_CONTIGUOUS) != 0u ? (TEX != 0u ? texq(p.off_a / 4u + q) : a4[p.off_a / 4u + q]) : ST4(a[p.off_a]);
-            o4[p.off_o / 4u + q] = DT4(convert(x.x), convert(x.y), convert(x.z), convert(x.w));
+            STORE_Q(p.off_o / 4u + q, DT4(convert(x.x), convert(x.y), convert(x.z), convert(x.w)));
         } else if (q == nq) {
             for (uint i = nq * 4u; i < p.n; ++i)   // the < 4 tail elements
                 o[p.off_o + i] = convert(a[(p.flags & FLAG_A_CONTIGUOUS) != 0u ? p.off_a + i : p.off_a]);
