@@ -65,8 +65,10 @@ def test_index_errors():
         a[3]
     with pytest.raises(IndexError, match="too many indices"):
         a[0, 0, 0]
-    with pytest.raises(IndexError, match="advanced"):
-        a[np.array([0, 1])]
+    with pytest.raises(IndexError, match="boolean array index must be the whole key"):
+        a[np.array([True, False, True]), 0]      # (integer arrays and lists index as numpy's)
+    with pytest.raises(IndexError, match="out of bounds"):
+        a[np.array([0, 3])]
     with pytest.raises(fv.ShapeError, match="cannot reshape"):
         a.reshape(5, 3)
     with pytest.raises(fv.ShapeError):

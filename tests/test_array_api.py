@@ -41,12 +41,12 @@ def test_namespace_and_info():
     with pytest.raises(DeviceError):
         fv.zeros_like(a, device="cpu")
     z = np.array([1 + 2j, -0.0 - 3j], np.complex64)
-    same(fv.asarray(z), z)                         # stored (interleaved pairs), no arithmetic yet
+    same(fv.asarray(z), z)                         # stored as interleaved pairs (arithmetic: test_complex.py)
     assert fv.asarray(1j).dtype == fv.complex64 == info.default_dtypes()["complex floating"]
     same(fv.real(fv.asarray(z)), z.real) and same(fv.imag(fv.asarray(z)), z.imag)
     same(fv.conj(fv.asarray(z)), np.conj(z))
     with pytest.raises(DTypeError):
-        fv.exp(fv.asarray(z))
+        fv.asarray(z) + fv.asarray(np.arange(2))     # integer arrays do not promote with complex ones
     z2 = (np.arange(6) + 1j * np.arange(6)[::-1]).reshape(2, 3)      # complex128: copied as float64 pairs
     same(fv.asarray(z2).T.copy(), z2.T.copy()) and same(fv.repeat(fv.asarray(z2), 2, axis=1), np.repeat(z2, 2, 1))
 
@@ -333,8 +333,23 @@ def test_linalg_norms_and_dlpack():
     with pytest.raises(UnsupportedError):
         fv.linalg.matrix_norm(A, ord="nuc")
     same(np.from_dlpack(A), a)
-    with pytest.raises(BufferError):
-        A.__dlpack__(copy=False)
+    same(np.from_dlpack(A[1:, ::-2].T), a[1:, ::-2].T)
+    assert fv.from_dlpack(A, copy=False) is A
+    with pytest.raises(ValueCastError):
+        fv.from_dlpack(np.arange(3), copy=False)
+    if A.buffer.mapped is None:          # device-local memory: only a host copy can be exported
+        with pytest.raises(BufferError):
+            A.__dlpack__(copy=False)
+        return
+    shared = np.from_dlpack(fv.exp(A))   # mapped memory: zero-copy; the view keeps the buffer alive
+    fv.asarray(np.zeros((3, 4), np.float32)) + 1.0
+    same(shared, fv.exp(A))
+    B = fv.asarray(a)
+    view = np.from_dlpack(B)
+    B[0, 0] = 5.0                        # the same memory (a later device write: visible once synchronized)
+    fv.synchronize()
+    assert view[0, 0] == 5.0
+    assert A.__dlpack__(copy=False) is not None
 
 
 # -- sorting (bitonic kernel: stable, NaN last, -0 == +0) -----------------------------------------
@@ -473,7 +488,7 @@ def test_nonzero_unique_boolean_index():
     same(v, np.array([5], np.int32)) and same(c, np.array([3]))
     v, i = fv.unique_inverse(fv.asarray(np.zeros((0,), np.float32)))
     assert v.shape == (0,) and i.shape == (0,)
-    with pytest.raises(ShapeError):
+    with pytest.raises(IndexError):            # numpy's and the standard's error for a mask that does not fit
         fv.asarray(x)[fv.asarray(np.array([True, False]))]
 
 
@@ -502,3 +517,88 @@ def test_cumulative_prod(shape, axis):
                                                np.cumprod(x32.astype(np.float64), axis=axis)], axis=axis),
                                rtol=2e-5)
     same(fv.cumulative_prod(fv.asarray(np.array([2.0, np.nan, 3.0]))), np.cumprod([2.0, np.nan, 3.0]))
+
+
+# -- clip, integer products, advanced indexing (fuelvk.api.elementwise / statistical / indexing) ----
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.int8, np.uint16])
+def test_clip_standard_signature(dt):
+    h = np.array([0, 3, 120, 7, 1, 5], dt)
+    if dt in (np.float32, np.float64):
+        h[1] = np.nan
+    x = fv.asarray(h)
+    lo, hi = np.array([1, 2, 2, 2, 0, 9], dt), np.array(6, dt)
+    same(fv.clip(x, 2, 6), np.clip(h, 2, 6))                    # numpy's positional use
+    same(fv.clip(x, max=5), np.clip(h, None, 5))
+    same(fv.clip(x, min=1), np.clip(h, 1, None))
+    same(fv.clip(x, min=fv.asarray(lo), max=fv.asarray(hi)), np.clip(h, lo, hi))
+    same(fv.clip(x), h)
+    if dt == np.int8:
+        same(fv.clip(x, -1000, 1000), h)                         # bounds outside the dtype cannot bind
+    with pytest.raises(ShapeError):
+        fv.clip(x, min=fv.asarray(np.zeros(4, dt)))
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int32, np.int64, np.uint64, np.bool_])
+def test_integer_prod_exact(dt):
+    h = (RNG.integers(1, 7, (3, 7)) * np.array([1, -1])[RNG.integers(0, 2, (3, 7))]).astype(dt)
+    if dt == np.int64:
+        h[0, 0] = 2**62 + 3                                        # wraps, as numpy
+    x = fv.asarray(h)
+    odt = np.uint64 if h.dtype.kind == "u" else np.int64
+    for axis in (None, 0, 1, (0, 1)):
+        same(fv.prod(x, axis=axis), np.prod(h, axis=axis, dtype=odt))
+    same(fv.prod(x, axis=1, keepdims=True, dtype=fv.int32), np.prod(h, axis=1, keepdims=True, dtype=np.int32))
+    same(fv.cumulative_prod(x, axis=1), np.cumprod(h, axis=1, dtype=odt))
+    same(fv.cumulative_prod(x, axis=0, include_initial=True),
+         np.concatenate([np.ones((1, 7), odt), np.cumprod(h, axis=0, dtype=odt)]))
+    same(fv.prod(fv.asarray(np.zeros((0, 3), dt)), axis=0), np.ones(3, odt))
+
+
+@pytest.mark.parametrize("dt", [np.int64, np.uint64])
+def test_wide_integer_sum_max_min(dt):
+    info = np.iinfo(dt)
+    h = np.array([[info.max, 3, 5], [7, info.min, 1], [2, 2, info.max - 1]], dt)
+    x = fv.asarray(h)
+    for name in ("sum", "max", "min"):
+        for axis in (None, 0, 1):
+            same(getattr(fv, name)(x, axis=axis), getattr(np, name)(h, axis=axis))
+    with pytest.raises(ShapeError):
+        fv.max(fv.asarray(np.zeros((0, 2), dt)), axis=0)
+
+
+def test_integer_array_index_mixes():
+    h = np.arange(60, dtype=np.int32).reshape(3, 4, 5)
+    x = fv.asarray(h)
+    i, j = np.array([[0, 2], [1, -1]]), np.array([3, -4])
+    for key in [(i,), (1, j), (i, j), (i, slice(None), j), (slice(None), i), (None, 1, j, slice(1, 3)),
+                (Ellipsis, j), (slice(None), i, j), (0, 1, j), (i, j, 2)]:
+        fkey = tuple(fv.asarray(k) if isinstance(k, np.ndarray) else k for k in key)
+        same(x[fkey], h[key])
+    same(x[[0, 2]], h[[0, 2]])
+    same(x[fv.asarray(np.array(1)), fv.asarray(np.array(2)), fv.asarray(np.array(3))], h[1, 2, 3])
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[fv.asarray(np.array([0, 3]))]
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[fv.asarray(np.array([0])), 4]
+    with pytest.raises(IndexError, match="integer or bool"):
+        x[fv.asarray(np.array([0.5]))]
+
+
+def test_boolean_mask_get_and_set():
+    h = RNG.standard_normal((3, 4)).astype(np.float32)
+    x = fv.asarray(h)
+    m = h > 0
+    same(x[fv.asarray(m)], h[m])
+    same(x[fv.asarray(m[:, 0])], h[m[:, 0]])
+    same(x[fv.asarray(np.array(True))], h[None])
+    same(x[fv.asarray(np.array(False))], h[None][:0])
+    assert x[fv.asarray(np.zeros((0, 4), bool))].shape == (0,)
+    with pytest.raises(IndexError):
+        x[fv.asarray(np.ones((2, 4), bool))]
+    y, e = fv.asarray(h.copy()), h.copy()
+    y[fv.asarray(m)] = -1.5
+    e[m] = -1.5
+    same(y, e)
+    y[fv.asarray(m[:, 0])] = fv.asarray(np.float32(7))
+    e[m[:, 0]] = 7
+    same(y, e)

@@ -144,7 +144,7 @@ def test_descriptor_sets_mode():
         commands.POOL_SETS = 3
     """, FAMILIES, """
         st = runtime.get().stream
-        assert st._bind == st._bind_set
+        assert st.push_descriptor is None     # dispatch() binds through _bind_set
         z = xa
         for _ in range(10):                  # one batch of 10 sets: 4 pools of 3
             z = fv.exp(z * 0.5)

@@ -158,7 +158,7 @@ def test_every_op_array_calls_is_bound():
              and isinstance(node.args[0].value, str)
              and (isinstance(node.func, ast.Attribute) and node.func.attr == "op"
                   or isinstance(node.func, ast.Name) and node.func.id in ("_binary", "_reduction"))}
-    assert {"add", "astype", "copy", "setitem", "take", "boolean_index", "sum"} <= names   # the walk saw them
+    assert {"add", "astype", "copy", "setitem", "advanced_getitem", "mask_setitem", "sum"} <= names   # the walk saw them
     missing = sorted(n for n in names if n not in _hooks._OPS)
     assert not missing, f"array.py calls ops nobody bound: {missing}"
 

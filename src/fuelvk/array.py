@@ -17,7 +17,7 @@ from . import dtypes as _dt
 from . import layout
 from . import runtime
 from ._device import DEVICE, check_device
-from .errors import DeviceError, DTypeError, FuelVKIndexError, ShapeError, ValueCastError
+from .errors import DeviceError, DTypeError, ShapeError, ValueCastError
 
 
 class Array:
@@ -139,13 +139,8 @@ class Array:
         return self._view(self.shape, strides, off)
 
     def __getitem__(self, key):
-        if isinstance(key, Array) and key.dtype == np.bool_ and key.ndim:
-            return _hooks.op("boolean_index")(self, key)   # x[mask]: a copy (data-dependent length)
-        if isinstance(key, Array) and key.dtype.kind in "iu" and key.ndim:
-            return _hooks.op("take")(self, key, axis=0)   # x[int_array]: a take along axis 0
-        if isinstance(key, (Array, np.ndarray, list)):
-            raise FuelVKIndexError("advanced indexing takes one bool or integer fuelvk.Array (x[mask], x[idx]); "
-                                   "for other forms use fuelvk.take / take_along_axis")
+        if _advanced(key):     # bool masks, integer arrays (mixed with basic indices): fuelvk.api.indexing
+            return _hooks.op("advanced_getitem")(self, key)
         view = self.index_view(key)
         if any(layout.is_bool(k) for k in (key if isinstance(key, tuple) else (key,))):
             return view.copy()   # a boolean mask is advanced indexing: numpy returns a copy
@@ -157,6 +152,9 @@ class Array:
 
     def __setitem__(self, key, value):
         """a[index] = b: an in-place write through the view (write_slice / strided write kernels)."""
+        k = key[0] if isinstance(key, tuple) and len(key) == 1 else key
+        if isinstance(k, (Array, np.ndarray)) and k.dtype == np.bool_:
+            return _hooks.op("mask_setitem")(self, k, value)    # a[mask] = value (fuelvk.api.indexing)
         _hooks.op("setitem")(self, key, value)
 
     # -- host transfer ----------------------------------------------------------------------------
@@ -236,6 +234,8 @@ class Array:
     __hash__ = object.__hash__
 
     def __rpow__(self, base):
+        if self.dtype.kind == "c" or isinstance(base, complex):
+            return _hooks.op("pow")(base, self)      # complex: fuelvk.ops.complex
         raise DTypeError(f"power: an array exponent is not supported ({base!r} ** Array); fuelvk.power "
                          "takes an Array base and an integer exponent")
 
@@ -281,16 +281,27 @@ class Array:
         return self
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """DLPack export of a host copy (the array is downloaded; Vulkan memory is not exported), so
-        __dlpack_device__ says CPU. copy=False cannot be honoured: BufferError."""
-        if copy is False:
-            raise BufferError("__dlpack__: fuelvk exports a host copy of device memory; copy=False is impossible")
-        host = self.numpy()
+        """DLPack export as host (kDLCPU) memory. Arrays in mapped memory (CPU and integrated devices,
+        memory_info()'s mode) are exported zero-copy once pending device work is done: the capsule's
+        numpy view keeps this array's buffer alive (device writes made after the export are seen once
+        fuelvk.synchronize() returns). Device-local arrays export a downloaded copy, so
+        there copy=False is a BufferError (the standard's rule)."""
+        if dl_device is not None and tuple(dl_device) != (1, 0):
+            raise BufferError(f"__dlpack__: fuelvk exports host memory (kDLCPU, 0), not {dl_device}")
         kw = {} if max_version is None else {"max_version": max_version}
-        return host.__dlpack__(**kw)
+        runtime.check_alive(self.buffer)
+        if self.size == 0:
+            return np.empty(self.shape, self.dtype).__dlpack__(**kw)     # no memory to share
+        if copy is not True and self.buffer.mapped is not None:
+            runtime.get().stream.synchronize()
+            return np.asarray(_HostView(self)).__dlpack__(**kw)
+        if copy is False:
+            raise BufferError("__dlpack__: this array lives in device-local memory; exporting it needs a "
+                              "host copy (copy=False is impossible)")
+        return self.numpy().__dlpack__(**kw)
 
     def __dlpack_device__(self):
-        return (1, 0)   # kDLCPU: what __dlpack__ hands over is a host copy
+        return (1, 0)   # kDLCPU: mapped memory, or the host copy __dlpack__ hands over
 
     def __int__(self):
         return int(self.item())
@@ -317,17 +328,34 @@ class Array:
     del _reduction
 
 
+class _HostView:
+    """numpy's view of an Array in mapped memory (np.asarray(_HostView(a))): its base keeps the Array,
+    hence the device buffer, alive while the view (or a DLPack capsule of it) lives."""
+    __slots__ = ("array", "__array_interface__")
+
+    def __init__(self, a):
+        self.array = a
+        ptr = int(runtime.ffi.cast("uintptr_t", a.buffer.mapped)) + a.offset * a.itemsize
+        self.__array_interface__ = {"shape": a.shape, "typestr": a.dtype.str, "data": (ptr, False), "version": 3,
+                                    "strides": tuple(s * a.itemsize for s in a.strides)}
+
+
 def complex_part(x, part):
     """The real (part 0) or imaginary (1) float view of a complex Array (same buffer, no copy)."""
     fdt = _dt.float32 if x.dtype == _dt.complex64 else _dt.float64
     return Array(x.buffer, x.shape, tuple(2 * s for s in x.strides), 2 * x.offset + part, fdt)
 
 
+def _advanced(key):
+    """Whether an index needs advanced indexing (an Array, numpy array or list in it)."""
+    return any(isinstance(k, (Array, np.ndarray, list)) for k in (key if isinstance(key, tuple) else (key,)))
+
+
 def _array_like(x):
-    """What fuelvk can turn into an Array: Arrays, numpy arrays and scalars, real numbers, sequences,
+    """What fuelvk can turn into an Array: Arrays, numpy arrays and scalars, numbers, sequences,
     torch tensors."""
     torch = sys.modules.get("torch")
-    return (isinstance(x, (Array, np.ndarray, np.generic, numbers.Real, list, tuple))
+    return (isinstance(x, (Array, np.ndarray, np.generic, numbers.Number, list, tuple))
             or torch is not None and isinstance(x, torch.Tensor))
 
 

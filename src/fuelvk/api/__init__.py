@@ -8,7 +8,8 @@ Each module lists its functions in __all__; fuelvk/__init__ exports them (`publi
 """
 import importlib
 
-MODULES = ("info", "creation", "manipulation", "statistical", "logical", "utility", "searching")
+MODULES = ("info", "creation", "manipulation", "statistical", "logical", "utility", "searching", "elementwise",
+           "indexing")
 
 
 def public():

@@ -19,7 +19,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import layout
 from ..array import Array, asarray, empty, zeros
-from ..errors import DTypeError, ShapeError, UnsupportedError
+from ..errors import DTypeError, ShapeError, ValueCastError
 from .info import check_device
 
 __all__ = ["arange", "linspace", "full", "ones", "full_like", "ones_like", "zeros_like", "empty_like", "eye",
@@ -65,10 +65,13 @@ def full(shape, fill_value, *, dtype=None, device=None):
     if dt.kind == "c":
         if not isinstance(fill_value, (numbers.Number, np.generic)):
             raise DTypeError(f"full: expected a scalar fill_value, got {type(fill_value).__name__}")
-        one = np.asarray(fill_value, dt)
-        if dt.itemsize > 8:   # no 16-byte move kernel yet: the host fills, one upload (documented)
-            return asarray(np.full(shape, one, dt))
-        one = asarray(one)
+        from ..ops.complex import component
+        one = complex(np.asarray(fill_value, dt))
+        out = empty(shape, dt)
+        if out.size:       # each component view filled on the device (16-byte elements have no move kernel)
+            component(out, 0)[...] = one.real
+            component(out, 1)[...] = one.imag
+        return out
     else:
         one = asarray(_dt.scalar_as("full", fill_value, dt))
     out = empty(shape, dt)
@@ -187,9 +190,9 @@ def from_dlpack(x, /, *, device=None, copy=None):
     """An Array from any DLPack-exporting object: its data is read through numpy (host memory) and
     uploaded; fuelvk's device memory is not shared zero-copy (copy=False is refused)."""
     check_device("from_dlpack", device)
-    if copy is False:
-        raise UnsupportedError("from_dlpack: copy=False is not supported (fuelvk arrays live in device "
-                               "buffers; importing always uploads a copy)")
     if isinstance(x, Array):
         return x.copy() if copy else x
+    if copy is False:
+        raise ValueCastError("from_dlpack: copy=False, but importing foreign memory into fuelvk uploads a "
+                             "copy (device buffers are not imported zero-copy)")
     return asarray(np.from_dlpack(x))

@@ -11,13 +11,12 @@ from ..array import Array
 from ..errors import DTypeError, UnsupportedError
 from ..ops.elementwise import abs as _abs
 from ..ops.elementwise import multiply, sqrt
-from ..ops.matmul import matmul
 from ..ops.reduction import max as _max
 from ..ops.reduction import min as _min
 from ..ops.reduction import normalize_axes
 from ..ops.reduction import sum as _sum
 from .manipulation import matrix_transpose
-from .utility import tensordot, vecdot
+from .utility import matmul, tensordot, vecdot
 
 __all__ = ["matmul", "matrix_transpose", "tensordot", "vecdot", "vector_norm", "matrix_norm"]
 

@@ -17,19 +17,20 @@ import math
 
 from .. import dtypes as _dt
 from .. import layout
-from ..array import Array, complex_part
+from ..array import Array, complex_part, empty
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..ops.comparison import equal, greater, less, not_equal
 from ..ops.elementwise import abs as _abs
 from ..ops.elementwise import copysign, int_binary, multiply, negative, power, subtract
-from ..ops.matmul import matmul
+from ..ops import complex as _cx
+from ..ops.matmul import matmul as _real_matmul
 from ..ops.movement import concatenate, where
 from ..ops.reduction import normalize_axes
 from ..ops.reduction import sum as _sum
 from ..array import zeros
 
 __all__ = ["all", "any", "diff", "vecdot", "tensordot", "isnan", "isinf", "isfinite", "signbit", "positive", "pow",
-           "real", "imag", "conj", "floor_divide", "remainder", "bitwise_left_shift", "bitwise_right_shift"]
+           "real", "imag", "conj", "matmul", "floor_divide", "remainder", "bitwise_left_shift", "bitwise_right_shift"]
 
 
 def _arr(op, x):
@@ -147,6 +148,30 @@ def pow(x1, x2, /):  # noqa: A001 - the standard's name
         raise UnsupportedError("pow: an array exponent is not implemented yet (fuelvk.power takes an integer "
                                "scalar exponent)")
     return power(x1, x2)
+
+
+def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
+    """Matrix product (fuelvk.ops.matmul, whose signature this keeps); complex operands: four real
+    products of the component matrices, (A + iB)(C + iD) = (AC - BD) + i(AD + BC), written into the
+    component views."""
+    if not (isinstance(a, Array) and a.dtype.kind == "c" or isinstance(b, Array) and b.dtype.kind == "c"):
+        return _real_matmul(a, b, out_dtype, n_rep=n_rep, route=route)
+    if out_dtype is not None or n_rep != 1 or route is not None:
+        raise DTypeError("matmul: out_dtype / n_rep / route are not supported for complex operands")
+    x1, x2 = a, b
+    dt = _cx._result_dtype("matmul", [x1, x2])
+    a, b = _cx.to_complex("matmul", _arr("matmul", x1), dt), _cx.to_complex("matmul", _arr("matmul", x2), dt)
+    ar, ai = (_cx.component(a, p).copy() for p in (0, 1))
+    br, bi = (_cx.component(b, p).copy() for p in (0, 1))
+    re = subtract(_real_matmul(ar, br), _real_matmul(ai, bi))
+    im = _real_matmul(ar, bi) + _real_matmul(ai, br)
+    out = empty(re.shape, dt)
+    _cx.component(out, 0)[...] = re
+    _cx.component(out, 1)[...] = im
+    return out
+
+
+matmul.__wrapped__ = _real_matmul     # the op it extends (inspect.unwrap: op records, specs)
 
 
 def real(x, /):

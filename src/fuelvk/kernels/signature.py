@@ -109,12 +109,14 @@ class Signature:
             if len(args) != len(self.bindings) + len(self.fields) + len(spec):
                 raise KeyError
             buffers = tuple([getattr(b, "buffer", b) for b in self._get_buffers(args)])
-            values = list(self._get_values(args))
-            for i, count in self._arrays:    # right to left, so earlier indices stay valid
-                v = list(values[i])
-                if len(v) > count:
-                    raise KeyError
-                values[i:i + 1] = v + [0] * (count - len(v))
+            values = self._get_values(args)
+            if self._arrays:
+                values = list(values)
+                for i, count in self._arrays:    # right to left, so earlier indices stay valid
+                    v = list(values[i])
+                    if len(v) > count:
+                        raise KeyError
+                    values[i:i + 1] = v + [0] * (count - len(v))
             return buffers, self.writes, self._struct.pack(*values), spec
         except (KeyError, TypeError, struct.error):
             return self._bind_checked(args)

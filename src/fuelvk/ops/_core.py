@@ -23,12 +23,15 @@ ZERO2 = (0, 0)
 
 def device_args(op, *xs):
     """(Arrays, numpy_out): uploads numpy inputs; numpy_out is True when no input was an Array."""
-    numpy_out = not any(isinstance(x, Array) for x in xs)
     out = []
+    numpy_out = True
     for x in xs:
-        if isinstance(x, Array):
-            runtime.check_alive(x.buffer)
+        if type(x) is Array or isinstance(x, Array):
+            pool = x.buffer.pool
+            if pool is None or pool.closed:
+                runtime.check_alive(x.buffer)   # raises the typed error
             out.append(x)
+            numpy_out = False
         else:
             try:
                 out.append(asarray(x))
@@ -373,7 +376,7 @@ def blockwise(op, fn, xs, out, axes):
 def new_like(shape, dtype):
     """A contiguous output (shape a tuple of ints, dtype a supported numpy dtype: no re-validation)."""
     buf = runtime.get().pool.alloc(max(math.prod(shape), 1) * dtype.itemsize)
-    return Array(buf, shape, layout.contiguous_strides(shape), 0, dtype)
+    return Array(buf, shape, (1,) if len(shape) == 1 else layout.contiguous_strides(shape), 0, dtype)
 
 
 def k_per_launch(k_loop, budget, align=1):

@@ -48,6 +48,7 @@ class Context:
                            lim.maxComputeWorkGroupCount[2])
         self.staging_bytes = min(STAGING_BYTES, self.pool.max_buffer & ~255)
         self.plans = {}   # launch plans of ops/_core.launch_strided, keyed by geometry
+        self._limits = self._binding_limit = None   # launch(): maxStorageBufferRange of device.limits
         self.closed = False
 
     def groups(self, n):
@@ -67,15 +68,25 @@ class Context:
         (kernels/signature.py; anything missing, unknown or mistyped is a LaunchError). A buffer larger
         than one binding (an op with no split path for it) is a typed error here, never a binding past
         maxStorageBufferRange. Nothing is positional: a swapped pair of fields cannot pass unnoticed."""
-        buffers, writes, push, spec = self.pipelines.signature(variant).bind(args)
-        limit = self.device.limits.maxStorageBufferRange
+        pipelines = self.pipelines
+        sig = pipelines._signatures.get(variant._id)
+        if sig is None:
+            sig = pipelines.signature(variant)
+        buffers, writes, push, spec = sig.bind(args)
+        limits = self.device.limits
+        if limits is not self._limits:   # read once per limits object (tests swap in overrides)
+            self._limits, self._binding_limit = limits, limits.maxStorageBufferRange
+        limit = self._binding_limit
         for b in buffers:
             if b.size > limit:
                 raise FuelVKMemoryError(
                     f"kernel {variant.id}: an operand of {b.size} bytes is larger than one binding on "
                     f"{self.device.name} (maxStorageBufferRange = {limit} bytes) and this op has no split "
                     "path for it; split the tensor")
-        self.stream.dispatch(self.pipelines.get(variant, spec), groups, buffers, writes, push)
+        pipe = pipelines.pipelines.get((variant._id, spec))
+        if pipe is None:
+            pipe = pipelines.get(variant, spec)
+        self.stream.dispatch(pipe, groups, buffers, writes, push)
 
     def upload(self, buffer, host, offset=0):
         """Write a contiguous numpy array into buffer at byte offset: a copy into mapped memory, or

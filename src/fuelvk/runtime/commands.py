@@ -143,6 +143,7 @@ class Stream:
         self.dispatches = 0  # total recorded, for tests/benchmarks
         self.barriers = 0
         self.bound = None
+        self.pushed = self.pushed_by = None
         self.written, self.read = set(), set()
         self._begin_info = ffi.new("VkCommandBufferBeginInfo*", {
             "sType": consts.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
@@ -153,7 +154,9 @@ class Stream:
             "sType": consts.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": ACCESS,
             "dstAccessMask": consts.VK_ACCESS_HOST_READ_BIT | consts.VK_ACCESS_HOST_WRITE_BIT})
         self._copy = ffi.new("VkBufferCopy*")
-        self._bind = self._bind_set if sets else self._bind_push
+        self._submit_cbs = ffi.new("VkCommandBuffer[1]")
+        self._submit = ffi.new("VkSubmitInfo*", {"sType": consts.VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                                                 "commandBufferCount": 1, "pCommandBuffers": self._submit_cbs})
         self.sets = {}    # descriptor-set path: (pipeline, bindings) -> VkDescriptorSet written this batch
         self._set_arr = ffi.new("VkDescriptorSet[1]")
 
@@ -170,6 +173,7 @@ class Stream:
             self.sets.clear()
         check(lib.vkBeginCommandBuffer(slot.cb, self._begin_info), "vkBeginCommandBuffer")
         self.cur, self.cb, self.count, self.bound = slot, slot.cb, 0, None
+        self.pushed = self.pushed_by = None   # push constants last recorded into this command buffer
         if not self.in_flight:
             # Every earlier batch finished (fence waited): nothing is unsynchronized. With batches still
             # in flight, their accesses since the last barrier stay tracked: a barrier here orders
@@ -183,54 +187,77 @@ class Stream:
         for b, w in zip(buffers, writes):
             h = b.key
             if h in written or (w and h in read):
-                lib.vkCmdPipelineBarrier(self.cb, STAGES, STAGES, 0, 1, self._barrier, 0, ffi.NULL, 0, ffi.NULL)
-                self.barriers += 1
-                written.clear()
-                read.clear()
+                self._full_barrier()
                 break
         for b, w in zip(buffers, writes):
             (written if w else read).add(b.key)
 
+    def _full_barrier(self):
+        lib.vkCmdPipelineBarrier(self.cb, STAGES, STAGES, 0, 1, self._barrier, 0, ffi.NULL, 0, ffi.NULL)
+        self.barriers += 1
+        self.written.clear()
+        self.read.clear()
+
     def dispatch(self, pipe, groups, buffers, writes, push):
-        """Record one dispatch of `pipe` binding `buffers` (writes[i] true for outputs)."""
+        """Record one dispatch of `pipe` binding `buffers` (writes[i] true for outputs).
+
+        The hot path of every op: hazard check, descriptor bytes, and the flush test are inlined, and no
+        cffi object is created (the descriptor structs are the pipeline's, filled by one byte copy)."""
         with self.lock:
             if self.cur is None:
                 self._begin()
-            self._hazard(buffers, writes)
+            written, read = self.written, self.read
+            keys = [b.key for b in buffers]
+            for h, w in zip(keys, writes):
+                if h in written or (w and h in read):
+                    self._full_barrier()
+                    break
+            for h, w in zip(keys, writes):
+                if w:
+                    written.add(h)
+                else:
+                    read.add(h)
             cb = self.cb
             if self.bound is not pipe:
                 lib.vkCmdBindPipeline(cb, COMPUTE, pipe.handle)
                 self.bound = pipe
-            self._bind(cb, pipe, buffers)
-            if push:
+            if self.push_descriptor is not None:
+                pipe.infos_bytes[:] = b"".join([b.descriptor for b in buffers])
+                if pipe.texel:
+                    self._views(pipe, buffers)
+                self.push_descriptor(cb, COMPUTE, pipe.layout, 0, pipe.n_bindings, pipe.writes)
+            else:
+                self._bind_set(cb, pipe, buffers)
+            if push and (push != self.pushed or pipe is not self.pushed_by):
+                # Push constants stay set in the command buffer: a repeat of the last pipeline's values
+                # (the same op over new arrays) needs no new call. Each pipeline has its own layout.
                 lib.vkCmdPushConstants(cb, pipe.layout, STAGE_COMPUTE, 0, len(push), push)
-            lib.vkCmdDispatch(cb, groups[0], groups[1], groups[2])
+                self.pushed, self.pushed_by = push, pipe
+            lib.vkCmdDispatch(cb, *groups)
             self.dispatches += 1
-            self._recorded(buffers)
+            self.cur.resources.append(buffers)
+            self.count += 1
+            if self.count >= FLUSH_EVERY or self.pool.fresh >= PIN_BYTES:
+                self.flush()
 
     @staticmethod
-    def _point(pipe, buffers):
-        """Aim pipe's pre-built descriptor writes at `buffers` (texel bindings through a buffer view)."""
-        for info, b in zip(pipe.infos_list, buffers):
-            info.buffer = b.handle
-            info.offset = b.offset
-            info.range = b.size
+    def _views(pipe, buffers):
+        """Aim pipe's texel-buffer descriptors at views of their bound slots."""
         for i, fmt, kind, what in pipe.texel:
             b = buffers[i]
             pipe.views[i] = b.pool.texel_view(b, fmt, kind, what)
 
-    def _bind_push(self, cb, pipe, buffers):
-        """Push the descriptors (VK_KHR_push_descriptor): no pool, no set."""
-        self._point(pipe, buffers)
-        self.push_descriptor(cb, COMPUTE, pipe.layout, 0, pipe.n_bindings, pipe.writes)
-
     def _bind_set(self, cb, pipe, buffers):
         """Bind a descriptor set holding `buffers`, written once per batch for each (pipeline, bindings):
-        split launches over the same arrays reuse it."""
-        key = (pipe, *[(b.handle, b.offset, b.size) for b in buffers])
+        split launches over the same arrays reuse it. (With push descriptors, dispatch() pushes the
+        pipeline's write structs after one copy of the buffers' packed descriptors into them.)"""
+        descriptors = b"".join([b.descriptor for b in buffers])
+        key = (pipe, descriptors)
         ds = self.sets.get(key)
         if ds is None:
-            self._point(pipe, buffers)
+            pipe.infos_bytes[:] = descriptors     # a binding-count mismatch raises here
+            if pipe.texel:
+                self._views(pipe, buffers)
             ds = self.cur.descriptors.allocate(pipe)
             for w in pipe.writes_list:
                 w.dstSet = ds
@@ -288,12 +315,10 @@ class Stream:
                 lib.vkCmdPipelineBarrier(self.cb, STAGES, consts.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, self._host_barrier,
                                          0, ffi.NULL, 0, ffi.NULL)
                 check(lib.vkEndCommandBuffer(slot.cb), "vkEndCommandBuffer")
-                cbs = ffi.new("VkCommandBuffer[1]", [slot.cb])
-                si = ffi.new("VkSubmitInfo*", {"sType": consts.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1,
-                                               "pCommandBuffers": cbs})
+                self._submit_cbs[0] = slot.cb
                 self.cur = self.cb = None
                 self.pool.fresh = 0
-                res = lib.vkQueueSubmit(self.device.queue, 1, si, slot.fence)
+                res = lib.vkQueueSubmit(self.device.queue, 1, self._submit, slot.fence)
                 if res != consts.VK_SUCCESS:
                     slot.resources.clear()
                     self.free.append(slot)

@@ -19,7 +19,9 @@ array) and a reference to the slot (queued work that binds the window keeps the 
 """
 import ctypes
 import functools
+import itertools
 import re
+import struct
 import sys
 from collections import deque
 
@@ -46,6 +48,7 @@ MIN_BYTES = 256          # also the slot alignment: >= every device's minStorage
 CHUNK_BYTES = 8 << 20    # slots up to this size share chunks; larger sizes get a chunk each
 
 
+@functools.lru_cache(maxsize=4096)   # every allocation asks; the sizes in use repeat
 def size_class(nbytes):
     """Round up to 256 B, then to the next of 4 steps per power of two (<= 25% waste)."""
     n = max(int(nbytes), MIN_BYTES)
@@ -56,23 +59,33 @@ def size_class(nbytes):
     return (n + step - 1) // step * step
 
 
+# A VkDescriptorBufferInfo (VkBuffer handle, offset, range) as bytes: each slot packs its own once, so
+# binding it is a byte copy into the pipeline's descriptor structs (commands.py), not cffi field writes.
+DESCRIPTOR = struct.Struct("=QQQ")   # native order, no padding: the C struct on 64- and 32-bit hosts
+_serials = itertools.count(1)
+KEY_SHIFT = 48           # hazard key = chunk serial << KEY_SHIFT | byte offset (offsets stay below 2**48)
+
+
 class Chunk:
     """One VkBuffer + VkDeviceMemory carved into equal slots."""
-    __slots__ = ("handle", "memory", "mapped", "size", "slot", "n_free", "views")
+    __slots__ = ("handle", "memory", "mapped", "size", "slot", "n_free", "views", "handle_int", "serial")
 
     def __init__(self, handle, memory, mapped, size, slot):
         self.handle, self.memory, self.mapped, self.size, self.slot = handle, memory, mapped, size, slot
         self.n_free = 0
         self.views = {}    # (format name, offset, range) -> VkBufferView
+        self.handle_int = int(ffi.cast("uint64_t", handle))
+        self.serial = next(_serials)
 
 
 class Buffer:
-    __slots__ = ("pool", "chunk", "handle", "offset", "size", "key", "host", "__weakref__")
+    __slots__ = ("pool", "chunk", "handle", "offset", "size", "key", "host", "descriptor", "__weakref__")
 
     def __init__(self, pool, chunk, offset, size, host):
         self.pool, self.chunk, self.handle, self.offset, self.size = pool, chunk, chunk.handle, offset, size
-        self.key = (chunk.handle, offset)   # hazard tracking identity
+        self.key = chunk.serial << KEY_SHIFT | offset   # hazard tracking identity (an int: cheap to hash)
         self.host = host
+        self.descriptor = DESCRIPTOR.pack(chunk.handle_int, offset, size)
 
     @property
     def mapped(self):
@@ -95,12 +108,13 @@ class Buffer:
 class Window:
     """A sub-range of a Buffer's slot, bound in its place (same Buffer interface for dispatch, texel
     views and hazard tracking: .handle/.offset/.size/.key/.pool/.chunk/.mapped)."""
-    __slots__ = ("parent", "pool", "chunk", "handle", "offset", "size", "key", "host", "start")
+    __slots__ = ("parent", "pool", "chunk", "handle", "offset", "size", "key", "host", "start", "descriptor")
 
     def __init__(self, parent, start, size):
         self.parent, self.pool, self.chunk, self.handle = parent, parent.pool, parent.chunk, parent.handle
         self.start, self.offset, self.size = start, parent.offset + start, size
         self.key, self.host = parent.key, parent.host
+        self.descriptor = DESCRIPTOR.pack(self.chunk.handle_int, self.offset, size)
 
     @property
     def mapped(self):
@@ -285,7 +299,9 @@ class MemoryPool:
             raise FuelVKMemoryError(
                 f"an array of {nbytes} bytes exceeds the largest buffer on {self.device.name} "
                 f"(maxBufferSize / largest heap = {self.max_buffer} bytes); split the tensor")
-        size = min(size_class(nbytes), max(self.max_buffer & ~255, nbytes))
+        size = size_class(nbytes)
+        if size > self.max_buffer:
+            size = max(self.max_buffer & ~255, nbytes)
         with self.lock:
             if self.closed:
                 raise DeviceError("the fuelvk device was closed; create new arrays")
@@ -297,11 +313,11 @@ class MemoryPool:
                 free = self.free[(size, host)]
             chunk, offset = free.pop()
             chunk.n_free -= 1
-            self.in_use += size
+            in_use = self.in_use = self.in_use + size
             self.fresh += size
-            if self.in_use > self.peak_in_use:
-                self.peak_in_use = self.in_use
-        return Buffer(self, chunk, offset, size, host)
+            if in_use > self.peak_in_use:
+                self.peak_in_use = in_use
+            return Buffer(self, chunk, offset, size, host)
 
     def _reclaim(self):
         """Put the slots of dead Buffers back on their free lists (under the lock)."""

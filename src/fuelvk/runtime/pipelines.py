@@ -46,7 +46,7 @@ def disk_cache_path(device, stem):
 
 
 class Pipeline:
-    __slots__ = ("handle", "layout", "n_bindings", "infos", "infos_list", "writes", "writes_list", "push_size",
+    __slots__ = ("handle", "layout", "n_bindings", "infos", "infos_bytes", "writes", "writes_list", "push_size",
                  "variant", "views", "texel", "set_layout", "counts", "_keep")
 
 
@@ -108,9 +108,9 @@ class PipelineCache:
 
     def signature(self, variant):
         """The variant's named interface (kernels.signature.Signature), from this cache's manifest."""
-        sig = self._signatures.get(variant.id)
+        sig = self._signatures.get(variant._id)
         if sig is None:
-            sig = self._signatures[variant.id] = Signature(variant.id, self.meta(variant.id))
+            sig = self._signatures[variant._id] = Signature(variant.id, self.meta(variant.id))
         return sig
 
     def _module(self, vid):
@@ -222,7 +222,9 @@ class PipelineCache:
         p = Pipeline()
         p.handle, p.layout, p.n_bindings, p.push_size, p.variant = out[0], lo[0], n, push_size, variant
         p.infos = ffi.new("VkDescriptorBufferInfo[]", [{"offset": 0, "range": WHOLE_SIZE} for _ in range(n)])
-        p.infos_list = [p.infos[i] for i in range(n)]
+        # The bytes of the infos array: a dispatch copies its buffers' packed descriptors (Buffer.descriptor)
+        # in with one slice assignment.
+        p.infos_bytes = ffi.buffer(p.infos)
         p.views = ffi.new("VkBufferView[]", max(n, 1))
         p.texel = texel
         p.writes = ffi.new("VkWriteDescriptorSet[]", [
