@@ -202,8 +202,8 @@ def test_errors():
         fv.exp(np.ones(3, np.complex64))         # stored (the array API names it), no complex math yet
     with pytest.raises(fv.DTypeError, match="power: the exponent must be an integer"):
         fv.power(x, 0.5)
-    with pytest.raises(fv.DTypeError, match="clip: dtype float16"):
-        fv.clip(np.ones(3, np.float16), 0, 1)
+    with pytest.raises(fv.DTypeError, match="clip: x must have a real numeric dtype"):
+        fv.clip(np.ones(3, np.bool_), 0, 1)
 
 
 def test_f64_transcendentals_full_range():

@@ -38,8 +38,12 @@ def test_clip_sizes(n):
 def test_clip_nan_stays_nan_and_errors():
     got = fv.clip(np.array([np.nan, -np.nan, 5.0], np.float32), -1.0, 1.0)
     assert np.isnan(got[:2]).all() and got[2] == 1.0
-    with pytest.raises(fv.DTypeError, match="clip: dtype float64 is not supported; accepted: float32"):
-        fv.clip(np.zeros(3), 0.0, 1.0)
+    # Any real dtype (the array API's clip): float64 and integers through maximum / minimum.
+    d = np.array([-2.5, 0.25, 3.0])
+    assert_bits(fv.clip(d, 0.0, 1.0), np.clip(d, 0.0, 1.0))
+    assert_bits(fv.clip(np.array([-3, 1, 9], np.int32), 0, 4), np.array([0, 1, 4], np.int32))
+    with pytest.raises(fv.DTypeError, match="clip: x must have a real numeric dtype"):
+        fv.clip(np.zeros(3, np.bool_), 0, 1)
 
 
 # -- power ----------------------------------------------------------------------------------------

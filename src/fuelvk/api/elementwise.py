@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .. import layout
-from ..array import Array
+from ..array import Array, asarray
 from ..errors import DTypeError, ShapeError
 from ..ops import complex as _cx
 from ..ops import elementwise as _ew
@@ -176,7 +176,11 @@ def _bound(op, x, v):
 
 
 def clip(x, /, min=None, max=None):  # noqa: A002 - the standard's names
-    """Clamp x to [min, max] (either may be None; NaN in x or in a bound gives NaN)."""
+    """Clamp x to [min, max] (either may be None; NaN in x or in a bound gives NaN). numpy in, numpy
+    out, as fuelvk's ops."""
+    if isinstance(x, np.ndarray):
+        up = [asarray(v) if isinstance(v, np.ndarray) else v for v in (x, min, max)]
+        return clip(*up).numpy()
     if not isinstance(x, Array):
         raise DTypeError(f"clip: expected a fuelvk.Array, got {type(x).__name__}")
     if x.dtype == _dt.bool_ or x.dtype.kind == "c":
