@@ -157,3 +157,21 @@ def test_independent_dispatches_need_no_barrier(path):
     outs = [fv.add(a, a) for _ in range(20)] + [fv.silu(a) for _ in range(5)]
     assert st.barriers == b0
     np.testing.assert_array_equal(outs[0].numpy(), 2 * np.arange(64, dtype=np.float32))
+
+
+@pytest.mark.parametrize("dt", [np.float16, BF16], ids=["float16", "bfloat16"])
+def test_half_specials_agree(dt, monkeypatch):
+    """Subnormals, signed zeros, infinities and NaN payloads widen the same through a texel's halves
+    as through 16-bit storage loads."""
+    words = np.array([0x0001, 0x03FF, 0x8001, 0x8000, 0x0000, 0x7C00, 0xFC00, 0x7E01, 0xFD55, 0x3C00, 0x7F81,
+                      0xFF80, 0x0080, 0x8080, 0x7BFF, 0x0400], np.uint16)
+    x = np.tile(words, 4).view(dt)
+    out = {}
+    for flag in ("1", "0"):
+        monkeypatch.setenv(loadpath.ENV, flag)
+        X = fv.asarray(x)[4:]
+        out[flag] = [r.numpy().view(np.uint16) for r in (-X, X + X, X.astype(np.float32), X.astype(np.float64))]
+    for t, s in zip(out["1"], out["0"]):
+        assert np.array_equal(t, s)
+    finite = ~np.isnan(x[4:].astype(np.float32))     # NaN payloads: the kernel's (both paths agree above)
+    assert np.array_equal(out["1"][0][finite], x[4:].view(np.uint16)[finite] ^ 0x8000)   # negation flips the sign
