@@ -12,9 +12,11 @@ probed the same way with elementwise's LINEAR kernel writing through a storage b
 view. FUELVK_TEXEL_LOADS=0/1 overrides both per call (tests force each path with it).
 """
 import json
+import os
 import weakref
 
 from .. import config
+from .device import _UNPROBED
 from .pipelines import disk_cache_path
 
 ENV = "FUELVK_TEXEL_LOADS"
@@ -108,10 +110,13 @@ def resolve(ctx):
 
 def texel_paths(ctx):
     """(texel loads, texel stores) now: FUELVK_TEXEL_LOADS if set (both), else the probe's."""
-    if config.is_set(ENV):
+    if os.environ.get(ENV, "").strip():      # per call, and cheap when unset (launch_strided's hot path)
         on = config.get(ENV)
         return on, on
-    return ctx.device.texel_loads, ctx.device.texel_stores
+    dev = ctx.device
+    if dev._texel_loads is _UNPROBED:
+        dev.texel_loads
+    return dev._texel_loads, dev._texel_stores
 
 
 def stub(pool):
