@@ -12,7 +12,6 @@ probed the same way with elementwise's LINEAR kernel writing through a storage b
 view. FUELVK_TEXEL_LOADS=0/1 overrides both per call (tests force each path with it).
 """
 import json
-import os
 import weakref
 
 from .. import config
@@ -110,7 +109,7 @@ def resolve(ctx):
 
 def texel_paths(ctx):
     """(texel loads, texel stores) now: FUELVK_TEXEL_LOADS if set (both), else the probe's."""
-    if os.environ.get(ENV, "").strip():      # per call, and cheap when unset (launch_strided's hot path)
+    if config.is_set(ENV):                  # per call; parsed only when set (launch_strided's hot path)
         on = config.get(ENV)
         return on, on
     dev = ctx.device
