@@ -65,6 +65,39 @@ layout(set = 0, binding = 0) writeonly buffer Out { DT o[]; };
 layout(set = 0, binding = 1) readonly buffer A { ST a[]; };
 layout(set = 0, binding = 0) writeonly buffer Out4 { DT4 o4[]; };
 layout(set = 0, binding = 1) readonly buffer A4 { ST4 a4[]; };
+// Narrow destinations stored as packed 32-bit words (lavapipe pays per stored component, whatever
+// its width): 4 f16 / bf16 as a uvec2, 4 f8 as one uint. Same bits.
+#if DST == FMT_F16 || DST == FMT_BF16
+layout(set = 0, binding = 0) writeonly buffer OutW { uvec2 ow[]; };
+#define STORE_Q(k, v) ow[k] = uvec2(uint((v).x) | (uint((v).y) << 16), uint((v).z) | (uint((v).w) << 16))
+#elif DST == FMT_F8
+layout(set = 0, binding = 0) writeonly buffer OutW { uint ow[]; };
+#define STORE_Q(k, v) ow[k] = uint((v).x) | (uint((v).y) << 8) | (uint((v).z) << 16) | (uint((v).w) << 24)
+#else
+#define STORE_Q(k, v) o4[k] = (v)
+#endif
+
+// TEX = 1 (LINEAR only, input contiguous): the input's raw bits are read through its rgba32ui
+// texel view a_t (16 bytes per load; Device.texel_loads, runtime/loadpath.py); else a 16-byte stub
+// is bound there. The < 4 tail stays on the storage buffer.
+layout(constant_id = 2) const uint TEX = 0;
+layout(set = 0, binding = 2, rgba32ui) uniform readonly uimageBuffer a_t;
+// texq(k): source elements 4k .. 4k + 3 as ST4, from the texel view.
+ST4 texq(uint k) {
+#if SRC == FMT_F32
+    return imageLoad(a_t, int(k));
+#elif SRC == FMT_F64
+    uvec4 u = imageLoad(a_t, int(2u * k)), w = imageLoad(a_t, int(2u * k + 1u));
+    return u64vec4(packUint2x32(u.xy), packUint2x32(u.zw), packUint2x32(w.xy), packUint2x32(w.zw));
+#elif SRC == FMT_F8
+    uint w = imageLoad(a_t, int(k >> 2))[k & 3u];
+    return u8vec4(uvec4(w, w >> 8, w >> 16, w >> 24) & 0xFFu);
+#else
+    uvec4 u = imageLoad(a_t, int(k >> 1));
+    uvec2 w = (k & 1u) != 0u ? u.zw : u.xy;
+    return u16vec4(uvec4(w.x, w.x >> 16, w.y, w.y >> 16) & 0xFFFFu);
+#endif
+}
 
 layout(push_constant) uniform Params {
     uint n; uint rank; uint flags; uint off_o;
@@ -244,8 +277,8 @@ void main_linear() {
     for (uint j = 0u; j < EPTU; ++j) {
         uint q = base + j * WGU;
         if (q < nq) {
-            ST4 x = (p.flags & FLAG_A_CONTIGUOUS) != 0u ? a4[p.off_a / 4u + q] : ST4(a[p.off_a]);
-            o4[p.off_o / 4u + q] = DT4(convert(x.x), convert(x.y), convert(x.z), convert(x.w));
+            ST4 x = (p.flags & FLAG_A_CONTIGUOUS) != 0u ? (TEX != 0u ? texq(p.off_a / 4u + q) : a4[p.off_a / 4u + q]) : ST4(a[p.off_a]);
+            STORE_Q(p.off_o / 4u + q, DT4(convert(x.x), convert(x.y), convert(x.z), convert(x.w)));
         } else if (q == nq) {
             for (uint i = nq * 4u; i < p.n; ++i)   // the < 4 tail elements
                 o[p.off_o + i] = convert(a[(p.flags & FLAG_A_CONTIGUOUS) != 0u ? p.off_a + i : p.off_a]);

@@ -65,6 +65,55 @@ layout(set = 0, binding = 2) readonly buffer InB { T b[]; };
 layout(set = 0, binding = 2) readonly buffer InB4 { Q b4[]; };
 #endif
 
+// TEX = 1 (LINEAR only): contiguous inputs are read through their rgba32ui texel views a_t / b_t
+// (16 bytes per load) instead of a4 / b4, where the device reads texels faster (Device.texel_loads,
+// runtime/loadpath.py). The host binds a 16-byte stub view for an input it reads otherwise (constant,
+// scalar, or a buffer over maxTexelBufferElements: then TEX = 0). Tails stay on the storage buffers.
+layout(constant_id = 2) const uint TEX = 0;
+#if NIN == 2
+layout(set = 0, binding = 3, rgba32ui) uniform readonly uimageBuffer a_t;
+layout(set = 0, binding = 4, rgba32ui) uniform readonly uimageBuffer b_t;
+#else
+layout(set = 0, binding = 2, rgba32ui) uniform readonly uimageBuffer a_t;
+#endif
+// TEXW = 1 (LINEAR, f32 / f64 only: 4 elements are whole texels): the output is written through its
+// rgba32ui texel view o_t where the device writes texels faster (Device.texel_stores); else a stub.
+layout(constant_id = 3) const uint TEXW = 0;
+#if NIN == 2
+layout(set = 0, binding = 5, rgba32ui) uniform writeonly uimageBuffer o_t;
+#else
+layout(set = 0, binding = 3, rgba32ui) uniform writeonly uimageBuffer o_t;
+#endif
+#if defined(DT_F32)
+#define TEXSTORE(k, v) imageStore(o_t, int(k), floatBitsToUint(v))
+#elif defined(DT_F64)
+#define TEXSTORE(k, v) { imageStore(o_t, int(2u * (k)), uvec4(unpackDouble2x32((v).x), unpackDouble2x32((v).y))); \
+    imageStore(o_t, int(2u * (k) + 1u), uvec4(unpackDouble2x32((v).z), unpackDouble2x32((v).w))); }
+#else
+#define TEXSTORE(k, v) {}
+#endif
+// TEXQ(view, k): the 4 elements 4k .. 4k + 3 of a texel view, as V4 (the same values LOADQ gives).
+#if defined(DT_F32)
+#define TEXQ(X, k) uintBitsToFloat(imageLoad(X, int(k)))
+#elif defined(DT_F64)
+dvec4 f64x4_texels(uvec4 u, uvec4 w) {
+    return dvec4(packDouble2x32(u.xy), packDouble2x32(u.zw), packDouble2x32(w.xy), packDouble2x32(w.zw));
+}
+#define TEXQ(X, k) f64x4_texels(imageLoad(X, int(2u * (k))), imageLoad(X, int(2u * (k) + 1u)))
+#elif defined(DT_F16)
+vec4 f16x4_texel(uvec4 u, uint h) {     // half h of a texel: 4 halves, widened exactly
+    uvec2 w = h != 0u ? u.zw : u.xy;
+    return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+}
+#define TEXQ(X, k) f16x4_texel(imageLoad(X, int((k) >> 1)), (k) & 1u)
+#else
+vec4 bf16x4_texel(uvec4 u, uint h) {
+    uvec2 w = h != 0u ? u.zw : u.xy;
+    return uintBitsToFloat(uvec4(w.x << 16, w.x & 0xFFFF0000u, w.y << 16, w.y & 0xFFFF0000u));
+}
+#define TEXQ(X, k) bf16x4_texel(imageLoad(X, int((k) >> 1)), (k) & 1u)
+#endif
+
 layout(push_constant) uniform Params {
     uint n; uint rank; uint flags; uint off_o;
     uint off_a; uint off_b; uint s0[2]; uint s1[2];
@@ -363,15 +412,16 @@ void main_linear() {
         if (q < nq) {
 #if NIN == 2
             V4 x = (p.flags & FLAG_A_SCALAR) != 0u ? V4(scalar_arg(p.s0))
-                 : ((p.flags & FLAG_A_CONTIGUOUS) != 0u ? LOADQ(a4[p.off_a / 4u + q]) : V4(LOAD(a[p.off_a])));
+                 : ((p.flags & FLAG_A_CONTIGUOUS) != 0u ? (TEX != 0u ? TEXQ(a_t, p.off_a / 4u + q) : LOADQ(a4[p.off_a / 4u + q])) : V4(LOAD(a[p.off_a])));
             V4 y = (p.flags & FLAG_B_SCALAR) != 0u ? V4(scalar_arg(p.s1))
-                 : ((p.flags & FLAG_B_CONTIGUOUS) != 0u ? LOADQ(b4[p.off_b / 4u + q]) : V4(LOAD(b[p.off_b])));
+                 : ((p.flags & FLAG_B_CONTIGUOUS) != 0u ? (TEX != 0u ? TEXQ(b_t, p.off_b / 4u + q) : LOADQ(b4[p.off_b / 4u + q])) : V4(LOAD(b[p.off_b])));
             V4 r = V4(apply_binary(x.x, y.x), apply_binary(x.y, y.y), apply_binary(x.z, y.z), apply_binary(x.w, y.w));
 #else
-            V4 x = (p.flags & FLAG_A_CONTIGUOUS) != 0u ? LOADQ(a4[p.off_a / 4u + q]) : V4(LOAD(a[p.off_a]));
+            V4 x = (p.flags & FLAG_A_CONTIGUOUS) != 0u ? (TEX != 0u ? TEXQ(a_t, p.off_a / 4u + q) : LOADQ(a4[p.off_a / 4u + q])) : V4(LOAD(a[p.off_a]));
             V4 r = V4(apply_unary(x.x), apply_unary(x.y), apply_unary(x.z), apply_unary(x.w));
 #endif
-            o4[p.off_o / 4u + q] = STOREQ(r);
+            if (TEXW != 0u) { TEXSTORE(p.off_o / 4u + q, r); }
+            else o4[p.off_o / 4u + q] = STOREQ(r);
         }
     }
     if (linear_group() == 0u && gl_LocalInvocationID.x == 0u) {

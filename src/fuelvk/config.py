@@ -98,6 +98,9 @@ SETTINGS = {s.name: s for s in (
     Setting("FUELVK_LOOP_BUDGET", LoopBudget(), None, "at context creation",
             "loop iterations one invocation may run before work is split (`none`: no split); "
             "default: probed (below)"),
+    Setting("FUELVK_TEXEL_LOADS", Flag(), None, "per call",
+            "read memory-bound kernels' inputs through texel views (`1`) or storage buffers (`0`); "
+            "default: probed, the faster on this device (runtime/loadpath.py)"),
     Setting("FUELVK_SPV_DIR", Text("a directory holding manifest.json"), None, "at context creation",
             "where the compiled shaders are (default: the spv/ next to the package)"),
     Setting("FUELVK_PIPELINE_CACHE", Flag(), True, "at context creation",

@@ -48,10 +48,14 @@ def device_info():
                    "huge_pages": _huge_pages(ctx)},
         "descriptors": {"path": d.descriptor_path[0], "why": d.descriptor_path[1]},
         # How kernels read memory: matvec / register-tile matmul through 16-byte rgba32ui texel views where
-        # a view's runs are whole texels and its slot is within maxTexelBufferElements; the rest (and every
-        # other kernel) through storage buffers. Not yet chosen per device by a probe (issue 18).
+        # a view's runs are whole texels and its slot is within maxTexelBufferElements; elementwise and
+        # casts where the load-path probe (runtime/loadpath.py) measured texels faster; the rest through
+        # storage buffers.
         "load_path": {"matmul": "texel views (rgba32ui) where aligned, else storage buffers",
-                      "other kernels": "storage buffers",
+                      "other kernels": ("elementwise / casts: texel-view loads where aligned (probed faster)"
+                                        if d.texel_loads else "storage buffers (probed faster)")
+                                       + ("; texel-view stores (f32 / f64)" if d.texel_stores else ""),
+                      "probe": d.load_probe,
                       "maxTexelBufferElements": lim.maxTexelBufferElements},
         "features": feats,
         "extensions": list(d.extensions),

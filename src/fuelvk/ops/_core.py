@@ -13,7 +13,9 @@ from .. import layout
 from .. import runtime
 from ..array import Array, asarray
 from ..errors import FuelVKError, FuelVKMemoryError, LaunchError
-from ..kernels.elementwise import EPT, FLAGS, LINEAR, MAX_RANK, WG
+from ..runtime import loadpath
+from ..runtime.loadpath import TEXEL_BYTES
+from ..kernels.elementwise import EPT, FLAGS, LINEAR, MAX_RANK, TEX, TEXEL_BINDINGS, TEXW, WG
 from ..kernels.movement_core import copy_variant
 
 ZERO2 = (0, 0)
@@ -119,42 +121,61 @@ def launch_strided(variant, out, inputs, spec=None, s0=ZERO2, s1=ZERO2, flags_ex
             launch_strided(variant, w[0], w[1:], spec, s0, s1, flags_extra)
         return
     spec_key = tuple(sorted(spec.items())) if spec else ()
+    loads, stores = loadpath.texel_paths(ctx)
+    texels = (loads or stores) and (loads, stores) + tuple(x.buffer.size // TEXEL_BYTES for x in (out,) + tuple(inputs))
     key = (variant._id, spec_key, s0, s1, flags_extra, out.shape, out.offset,
-           tuple((x.shape, x.strides, x.offset) for x in inputs))
+           tuple((x.shape, x.strides, x.offset) for x in inputs), texels)
     plan = ctx.plans.get(key)
     if plan is None:
-        plan = _plan(ctx, variant, out, inputs, spec or {}, s0, s1, flags_extra)
+        plan = _plan(ctx, variant, out, inputs, spec or {}, s0, s1, flags_extra, texels)
         if len(ctx.plans) > 4096:
             ctx.plans.clear()
         ctx.plans[key] = plan
-    pipes, writes = plan
+    pipes, writes, views = plan
     if not pipes:
         return
     bufs = (out.buffer,) + tuple(x.buffer for x in inputs)
+    if views:
+        stub = loadpath.stub(ctx.pool)
+        bufs += tuple(stub if k is None else bufs[k] for k in views)
     dispatch = ctx.stream.dispatch
     for pipe, groups, push in pipes:
         dispatch(pipe, groups, bufs, writes, push)
 
 
-def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra):
-    """([(pipeline, grid, Params bytes)] one per rank<=6 chunk, the write set) for launch_strided. The
-    Params, bindings and spec constants go through the kernel's Signature by name, once per plan."""
+def _texel_ok(offset, itemsize, n, texels):
+    """Whether the LINEAR path may read n elements from `offset` (a multiple of 4) of a buffer of
+    `texels` whole texels through its rgba32ui view: the view is within maxTexelBufferElements and
+    holds every texel read (half types read 4 elements from a texel's half: the whole texel must lie
+    in the view, which ends at the buffer's last whole texel)."""
+    end = -(-(offset + n // 4 * 4) * itemsize // TEXEL_BYTES)
+    return 0 < texels <= runtime.get().device.limits.maxTexelBufferElements and end <= texels
+
+
+def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False):
+    """([(pipeline, grid, Params bytes)] one per rank<=6 chunk, the write set, the texel views'
+    sources: per texel binding (a_t, b_t) the input it views or None for the stub) for
+    launch_strided. The Params, bindings and spec constants go through the kernel's Signature by
+    name, once per plan. texels: False (storage buffers) or (texel loads, texel stores, then out's
+    and each input's buffer size in texels)."""
     sig = ctx.pipelines.signature(variant)
-    if len(sig.bindings) != 1 + len(inputs):
+    views = tuple(b for b in sig.bindings if b in TEXEL_BINDINGS)
+    out_view = "o_t" in views
+    if len(sig.bindings) != 1 + len(inputs) + len(views) or views and len(views) != len(inputs) + out_view:
         raise LaunchError(f"kernel {variant.id}: launch_strided got {len(inputs)} inputs for bindings "
-                          f"{list(sig.bindings)} (out first)")
-    named = dict(zip(sig.bindings, (out,) + tuple(inputs)))
+                          f"{list(sig.bindings)} (out first, texel views {list(TEXEL_BINDINGS)} last)")
+    named = dict(zip(sig.bindings, (out,) + tuple(inputs) + tuple(inputs[:len(views)]) + (out,)))
     shape = out.shape
     n = math.prod(shape)
     if n == 0:
-        return [], sig.writes
+        return [], sig.writes, ()
     if all(x.shape == shape and layout.is_contiguous(shape, x.strides) for x in inputs):
         chunks = [((n,), [(1,)] * len(inputs), [x.offset for x in inputs], 0)]   # the common case
     else:
         cshape, cstrides = layout.collapse(shape, *[layout.broadcast_strides(x.shape, x.strides, shape) for x in inputs])
         chunks = _chunks(cshape, cstrides, [x.offset for x in inputs])
     linear_ok = LINEAR is not None and LINEAR in sig.spec_ids
-    plan = []
+    plan, view_src = [], None
     for sub, st, offs, o in chunks:
         m = math.prod(sub)
         contig = layout.contiguous_strides(sub)
@@ -170,13 +191,29 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra):
                 linear = False
         off_o = out.offset + o
         linear = linear and off_o % 4 == 0
+        # Texel loads: LINEAR chunks whose contiguous inputs all have views covering what they read.
+        contig_in = [k for k in range(len(inputs)) if flags & _CONTIGUOUS[k]]
+        tex = bool(views) and linear and texels and texels[0] and bool(contig_in) and all(
+            _texel_ok(offs[k], inputs[k].dtype.itemsize, m, texels[3 + k]) for k in contig_in)
+        # Texel stores: the same, for an output whose 4-element units are whole texels (f32, f64).
+        texw = bool(views) and linear and texels and texels[1] and TEXW in sig.spec_ids and out.dtype.itemsize in (4, 8) \
+            and _texel_ok(off_o, out.dtype.itemsize, m, texels[2])
+        if tex or texw:
+            view_src = tuple(1 + k if tex and k in contig_in else None for k in range(len(inputs))) \
+                + (((0 if texw else None),) if out_view else ())
         _, _, push, spec_ids = sig.bind(dict(
-            named, **spec, **({LINEAR: 1} if linear else {}), n=m, rank=len(sub), flags=flags, off_o=off_o,
+            named, **spec, **({LINEAR: 1} if linear else {}), **({TEX: 1} if tex else {}), **({TEXW: 1} if texw else {}), n=m, rank=len(sub), flags=flags, off_o=off_o,
             off_a=offs[0] if offs else 0, off_b=offs[1] if len(offs) > 1 else 0, s0=s0, s1=s1, shape=sub,
             sa=st[0] if st else (), sb=st[1] if len(st) > 1 else ()))
         per_group = WG * EPT * (4 if linear else 1)
         plan.append((ctx.pipelines.get(variant, spec_ids), ctx.groups(-(-m // per_group)), push))
-    return plan, sig.writes
+    writes = sig.writes
+    if views:
+        view_src = view_src or (None,) * len(views)
+        # the stub is never written: a writeonly view bound to it must not order later dispatches
+        nb = len(writes) - len(views)
+        writes = writes[:nb] + tuple(w and k is not None for w, k in zip(writes[nb:], view_src))
+    return plan, writes, view_src
 
 
 # The FLAGS bits of input k (a, b) being contiguous / constant.

@@ -24,7 +24,7 @@ from .device import Device
 from .memory import MemoryPool
 from .commands import Stream
 from .pipelines import PipelineCache
-from . import loopcap
+from . import loadpath, loopcap
 from .vk import check, consts, ffi, lib
 
 _ctx = None
@@ -42,6 +42,7 @@ class Context:
         self.pool.synchronize = self.stream.synchronize   # on allocation failure: wait, trim, retry
         self.pipelines = PipelineCache(self.device)
         self.device._budget_source = lambda: loopcap.resolve(self)   # probed on first use of loop_budget
+        self.device._texel_source = lambda: loadpath.resolve(self)   # probed on first use of texel_loads
         lim = self.device.limits
         self.max_groups = (lim.maxComputeWorkGroupCount[0], lim.maxComputeWorkGroupCount[1],
                            lim.maxComputeWorkGroupCount[2])

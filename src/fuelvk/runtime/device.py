@@ -191,6 +191,10 @@ class Device:
         self._loop_budget = _UNPROBED
         self.loop_cap = None
         self._budget_source = None
+        # Device.texel_loads / texel_stores: probed on first use by runtime/loadpath.py (through the Context).
+        self._texel_loads = self._texel_stores = _UNPROBED
+        self.load_probe = None
+        self._texel_source = None
         self.device_type = DEVICE_TYPE_NAME.get(self._props.deviceType, "other")
         ext_list, _ = enumerate_(lib.vkEnumerateDeviceExtensionProperties, "VkExtensionProperties",
                                  self.physical, ffi.NULL)
@@ -328,6 +332,25 @@ class Device:
                         raise DeviceError(f"{self.name}: the loop budget is probed through a fuelvk Context")
                     self._loop_budget, self.loop_cap = self._budget_source()
         return self._loop_budget
+
+    @property
+    def texel_loads(self):
+        """Whether memory-bound kernels read through 16-byte texel views (measured faster than storage
+        buffers here) rather than storage buffers. Probed on first use (runtime/loadpath.py);
+        `load_probe` then holds the probe's timings."""
+        if self._texel_loads is _UNPROBED:
+            with self.lock:
+                if self._texel_loads is _UNPROBED:
+                    if self._texel_source is None:
+                        raise DeviceError(f"{self.name}: the load path is probed through a fuelvk Context")
+                    (self._texel_loads, self._texel_stores), self.load_probe = self._texel_source()
+        return self._texel_loads
+
+    @property
+    def texel_stores(self):
+        """Whether memory-bound kernels write through 16-byte texel views (measured faster here)."""
+        self.texel_loads     # probes both
+        return self._texel_stores
 
     @loop_budget.setter
     def loop_budget(self, value):
