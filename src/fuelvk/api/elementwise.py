@@ -147,7 +147,10 @@ def astype(x, dtype, /, *, copy=True, device=None):
     """x cast to dtype (fuelvk.ops.casts.astype); into a complex dtype: the real part written through
     the component view (imaginary 0), or complex64 <-> complex128 per component. Complex to real is
     a DTypeError (the standard leaves it unspecified; take real(x) explicitly)."""
-    dt = _dt.dtype(dtype)
+    try:
+        dt = _dt.dtype(dtype)
+    except DTypeError as e:
+        raise DTypeError(f"astype: {e}") from None
     if isinstance(x, Array) and (dt.kind == "c" or x.dtype.kind == "c"):
         if device is not None:
             from .info import check_device
