@@ -164,6 +164,11 @@ V log1p_v(V x) {                    // series near 0, else Kahan: log(u) * x / (
 }
 #if defined(DT_F64)
 V expm1_v(V x) { return isinf(x) ? (x > 0.0 ? x : V(-1.0)) : expm1_64(x); }
+V exp2_v(V x) {                     // 2^k * e^(f ln 2), k = round(x): powers of two exact at integers
+    if (isnan(x)) return x;
+    V c = clamp(x, -1100.0LF, 1100.0LF), k = floor(c + 0.5LF);
+    return ldexp2(exp_poly((c - k) * 0.69314718055994531LF), int(k));
+}
 V log2_v(V x) { return log64(x) * 1.4426950408889634LF; }
 V log10_v(V x) { return log64(x) * 0.43429448190325182LF; }
 V tan_v(V x) { return sincos64(x, false) / sincos64(x, true); }
@@ -180,6 +185,14 @@ V expm1_v(V x) {                    // Taylor to x^10 for |x| < 0.5 (rel. error 
     for (int i = 9; i >= 2; --i) p = p * x + V(1.0) / V(i == 9 ? 362880.0 : i == 8 ? 40320.0 : i == 7 ? 5040.0
         : i == 6 ? 720.0 : i == 5 ? 120.0 : i == 4 ? 24.0 : i == 3 ? 6.0 : 2.0);
     return p * x * x + x;
+}
+V exp2_v(V x) {                     // as for f64; the builtin's polynomial is off by ~1e-6 on lavapipe
+    if (isnan(x)) return x;
+    float c = clamp(float(x), -160.0, 160.0), k = floor(c + 0.5), r = (c - k) * 0.69314718;
+    float p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0
+        + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
+    int h = int(k) / 2;                 // in two steps: 2^k alone may overflow where the result does not
+    return V(ldexp(ldexp(p, h), int(k) - h));
 }
 V log2_v(V x) { return log2(x); }
 V log10_v(V x) { return log2(x) * V(0.30102999566398120); }
@@ -343,6 +356,7 @@ V apply_unary(V x) {
     case OP_ROUND: return copysign_v(round_even_v(x), x);  // numpy.round / the array API's round
     case OP_LOG1P: return log1p_v(x);
     case OP_EXPM1: return expm1_v(x);
+    case OP_EXP2: return exp2_v(x);
     case OP_LOG2: return log2_v(x);
     case OP_LOG10: return log10_v(x);
     case OP_TAN: return tan_v(x);

@@ -129,3 +129,36 @@ def test_add_assign_scaled_errors():
     with pytest.raises(fv.DTypeError, match="add_assign_scaled: dst must be"):
         fv.add_assign_scaled([1.0], np.zeros(1, np.float32), 1.0)
     assert_bits(d, np.zeros((3, 4), np.float32))
+
+
+# -- exp2: a unary op added by four files (kernel table, shader case, op record, this test) -----------
+@pytest.mark.parametrize("dt, lo, hi", [(np.float32, -120, 120), (np.float64, -1000, 1000), (np.float16, -14, 15)])
+def test_exp2(dt, lo, hi):
+    rng = np.random.default_rng(7)
+    ints = np.arange(lo, hi + 1)
+    x = np.concatenate([ints, rng.uniform(lo, hi, 300), [0.5, -0.5, -0.0, np.inf, -np.inf, np.nan, 2000, -2000]])
+    x = x.astype(dt)
+    with np.errstate(over="ignore"):
+        want = np.exp2(x)
+    got = fv.exp2(x)
+    assert_bits(got[: len(ints)], want[: len(ints)])                 # powers of two: exact
+    assert_bits(got[-6:], want[-6:])                                   # inf, 0, nan, overflow, underflow
+    np.testing.assert_allclose(got, want, rtol={np.float32: 4e-7, np.float64: 1e-15, np.float16: 1e-3}[dt])
+    dev = fv.asarray(x)
+    assert_bits(fv.exp2(dev[1::3]).numpy(), got[1::3])                 # a strided, offset view in place
+
+
+def test_exp2_is_everywhere_a_record_reaches():
+    """Its spec, torch op, bench cases and FlashInfer-Bench Definition come from the record alone."""
+    torch = pytest.importorskip("torch")
+    import fuelvk.torch  # noqa: F401
+    from fuelvk.bench import cases
+    from fuelvk.definitions.export import export_one
+    from fuelvk.specs import load_specs
+    spec = next(s for s in load_specs().values() if s.fuelvk_api == "exp2")
+    assert spec.ref_api == "numpy.exp2"
+    t = torch.tensor([-1.0, 0.0, 3.0])
+    assert torch.equal(torch.ops.fuelvk.exp2(t), torch.exp2(t))
+    assert cases.select(["exp2"])
+    defn, rows = export_one(spec, small=True)
+    assert defn["name"].startswith("exp2") and "exp2" in defn["reference"] and rows

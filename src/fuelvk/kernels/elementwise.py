@@ -21,7 +21,7 @@ TEXEL_BINDINGS = ("a_t", "b_t", "o_t")
 UNARY_OPS = ("negative", "square", "sqrt", "exp", "log", "sin", "cos", "tanh", "sigmoid", "silu", "gelu",
              "relu", "heaviside", "abs", "sign", "reciprocal")
 ROUNDING_OPS = ("floor", "ceil", "trunc", "round")     # integers are already integral: a copy
-MATH_OPS = ("log1p", "expm1", "log2", "log10", "tan", "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos",
+MATH_OPS = ("log1p", "expm1", "exp2", "log2", "log10", "tan", "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos",
             "atan")
 FIXED_OPS = ("affine", "clamp", "powi")               # families of their own (FIXED_OP), same switch
 # elementwise.comp's apply_unary switch (OP_<NAME>); the unary family's OP specialization constant.

@@ -273,7 +273,7 @@ declare(
     _record("reciprocal", reference="1.0 / x", grad="reciprocal"),
     _record("floor"), _record("ceil"), _record("trunc"),
     _record("round"),   # half to even (numpy.round with decimals=0); exact
-    _record("log1p"), _record("expm1"), _record("log2"), _record("log10"), _record("tan"),
+    _record("log1p"), _record("expm1"), _record("exp2"), _record("log2"), _record("log10"), _record("tan"),
     _record("sinh"), _record("cosh"), _record("asinh", ref_api="numpy.arcsinh"),
     _record("acosh", ref_api="numpy.arccosh"), _record("atanh", ref_api="numpy.arctanh"),
     _record("asin", ref_api="numpy.arcsin"), _record("acos", ref_api="numpy.arccos"),
