@@ -11,12 +11,11 @@ loop budget (runtime/loopcap.py; FUELVK_PIPELINE_CACHE=0: probed in every proces
 probed the same way with elementwise's LINEAR kernel writing through a storage buffer or an rgba32ui
 view. FUELVK_TEXEL_LOADS=0/1 overrides both per call (tests force each path with it).
 """
-import json
 import weakref
 
 from .. import config
 from .device import _UNPROBED
-from .pipelines import disk_cache_path
+from .pipelines import cached_probe
 
 ENV = "FUELVK_TEXEL_LOADS"
 TEXELS = 1 << 18          # 4 MiB read per timing: long enough to dwarf launch cost, short for a CPU driver
@@ -86,24 +85,7 @@ def decide(rec):
 def resolve(ctx):
     """((texel loads, texel stores), record): the cached or freshly probed choice; record: the
     probe's timings."""
-    path = disk_cache_path(ctx.device, "loadpath")
-    path = None if path is None else path.with_suffix(".json")
-    rec = None
-    if path is not None:
-        try:
-            rec = json.loads(path.read_text())
-            if rec.get("version") != VERSION:
-                rec = None
-        except (OSError, ValueError, AttributeError):
-            rec = None
-    if rec is None:
-        rec = dict(probe(ctx), version=VERSION)
-        if path is not None:
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(rec))
-            except OSError:
-                pass
+    rec = cached_probe(ctx.device, "loadpath", VERSION, lambda: probe(ctx))
     return decide(rec), {k: v for k, v in rec.items() if k != "version"}
 
 

@@ -9,13 +9,12 @@ from a device name, and stored next to the VkPipelineCache (keyed by device UUID
 FUELVK_PIPELINE_CACHE=0: no disk read or write). FUELVK_LOOP_BUDGET=<n> (or "none") overrides the
 budget, e.g. to force every split path in the tests.
 """
-import json
 
 import numpy as np
 
 from .. import config
 from ..errors import DeviceError
-from .pipelines import disk_cache_path
+from .pipelines import cached_probe
 
 ENV = "FUELVK_LOOP_BUDGET"
 PROBE_N = 1 << 22   # iterations asked of the probe; a driver that runs them all has no cap that matters
@@ -63,22 +62,5 @@ def resolve(ctx):
     forced, value = _override()
     if forced:
         return value, None
-    path = disk_cache_path(ctx.device, "loopcap")
-    path = None if path is None else path.with_suffix(".json")
-    rec = None
-    if path is not None:
-        try:
-            rec = json.loads(path.read_text())
-            if rec.get("version") != VERSION:
-                rec = None
-        except (OSError, ValueError, AttributeError):
-            rec = None
-    if rec is None:
-        rec = dict(probe(ctx), version=VERSION)
-        if path is not None:
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(rec))
-            except OSError:
-                pass
+    rec = cached_probe(ctx.device, "loopcap", VERSION, lambda: probe(ctx))
     return budget_of(rec["cap"]), {"cap": rec["cap"], "scope": rec["scope"]}

@@ -45,6 +45,29 @@ def disk_cache_path(device, stem):
     return Path(root) / f"{stem}-{device.uuid}-{device._props.driverVersion}"
 
 
+
+def cached_probe(device, stem, version, probe):
+    """A per-driver probe's record (a JSON dict): read from disk_cache_path(device, stem) when a record
+    of this `version` is there, else `probe()`, stored for the next process (the disk cache is best
+    effort: an unreadable or unwritable file only means probing again)."""
+    path = disk_cache_path(device, stem)
+    path = None if path is None else path.with_suffix(".json")
+    if path is not None:
+        try:
+            rec = json.loads(path.read_text())
+            if rec.get("version") == version:
+                return rec
+        except (OSError, ValueError, AttributeError):
+            pass
+    rec = dict(probe(), version=version)
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(rec))
+        except OSError:
+            pass
+    return rec
+
 class Pipeline:
     __slots__ = ("handle", "layout", "n_bindings", "infos", "infos_bytes", "writes", "writes_list", "push_size",
                  "variant", "views", "texel", "set_layout", "counts", "_keep")
