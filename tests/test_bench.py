@@ -5,6 +5,7 @@ import contextlib
 import io
 import json
 import math
+import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
@@ -261,3 +262,12 @@ def test_list_prints_scaled_cases(capsys):
     op, case_id, a, b, scale = line.split()
     assert (op, case_id, scale) == ("add", "llama-8b-resid-prefill-float32", "(1/128)")
     assert a == "a=256x256" and b == "b=256x256"          # 2048x4096 -> 256x256: 96 MiB -> 0.75 MiB
+
+
+def test_quick_set_runs_without_an_error_row():
+    """`python -m fuelvk bench --quick` (the README's main job) runs every case of its set: a case whose
+    call fails (e.g. an op refusing its spec's argument names) makes the command fail."""
+    r = subprocess.run([sys.executable, "-m", "fuelvk", "bench", "--quick", "--no-progress", "--repeats", "1",
+                        "--warmup", "0"], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    assert "error" not in r.stdout.lower(), r.stdout[-3000:]

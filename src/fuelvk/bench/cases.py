@@ -253,8 +253,10 @@ def call_params(case):
 # ---- fuelvk call, route ---------------------------------------------------------------------------
 
 def fuelvk_fn(case, dev_inputs, params):
+    """The call of the op a case's spec describes, arguments by the spec's names (a top-level array
+    API wrapper with the standard's positional-only signature is unwrapped to that op)."""
     from ..specs.impl import resolve_api
-    f = resolve_api(case.op)
+    f = inspect.unwrap(resolve_api(case.op))
     return lambda: f(**dev_inputs, **params)
 
 
