@@ -714,6 +714,16 @@ def test_optimizer_steps_on_device(make, no_fallback):
     close(md.bias, m.bias, rtol=1e-5, atol=1e-5)
 
 
+def _same_output_and_grads(o, od, host_inputs, dev_inputs, dtype):
+    """The device SDPA output and its input gradients (of sum(o^2)) against torch CPU's."""
+    o.float().square().sum().backward()
+    od.float().square().sum().backward()
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    close(od, o, rtol=tol, atol=tol)
+    for a, b in zip(dev_inputs, host_inputs):
+        close(a.grad, b.grad, rtol=5 * tol, atol=5 * tol)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("kind", ["causal", "bool_mask", "additive_mask"])
 def test_sdpa_gqa_dtypes_forward_backward(kind, dtype, no_fallback):
@@ -728,12 +738,7 @@ def test_sdpa_gqa_dtypes_forward_backward(kind, dtype, no_fallback):
     od = TF.scaled_dot_product_attention(*dev, enable_gqa=True, **{a: b.to(DEV) for a, b in kw.items()
                                                                     if isinstance(b, torch.Tensor)},
                                          **{a: b for a, b in kw.items() if not isinstance(b, torch.Tensor)})
-    o.float().square().sum().backward()
-    od.float().square().sum().backward()
-    tol = 1e-5 if dtype == torch.float32 else 2e-2
-    close(od, o, rtol=tol, atol=tol)
-    for a, b in zip(dev, (q, k, v)):
-        close(a.grad, b.grad, rtol=5 * tol, atol=5 * tol)
+    _same_output_and_grads(o, od, (q, k, v), dev, dtype)
 
 
 def test_erf_gelu_maxpool(no_fallback):
@@ -810,12 +815,7 @@ def test_sdpa_fused_route_forward_backward(kind, dtype, no_fallback):
     dev = [t.detach().to(DEV).requires_grad_() for t in (q, k, v)]
     assert torch.ops.aten._fused_sdp_choice(*dev, **kw) == int(SDPBackend.OVERRIDEABLE)
     o, od = TF.scaled_dot_product_attention(q, k, v, **kw), TF.scaled_dot_product_attention(*dev, **kw)
-    o.float().square().sum().backward()
-    od.float().square().sum().backward()
-    tol = 1e-5 if dtype == torch.float32 else 2e-2
-    close(od, o, rtol=tol, atol=tol)
-    for a, b in zip(dev, (q, k, v)):
-        close(a.grad, b.grad, rtol=5 * tol, atol=5 * tol)
+    _same_output_and_grads(o, od, (q, k, v), dev, dtype)
 
 
 def test_sdpa_head_dim_past_the_fused_kernel_takes_the_math_path(no_fallback):
