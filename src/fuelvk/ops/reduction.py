@@ -21,13 +21,14 @@ arg-reductions return int64 (numpy/torch), the lowest index on ties and the firs
 """
 import builtins
 import math
-import weakref
 
 import numpy as np
 
 from .. import dtypes as _dt
 from .. import layout
 from .. import runtime
+from ..runtime import loadpath
+from ..runtime.loadpath import TEXEL_BYTES
 from ..array import Array, asarray
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError
 from ..kernels import kernel
@@ -63,8 +64,6 @@ def normalize_axes(op, axis, rank):
 # read throughput of storage-buffer loads, benches/bench_load_paths.py); tests switch it off to run
 # the storage-buffer path.
 TEXEL_LOADS = True
-TEXEL_BYTES = 16
-_stubs = weakref.WeakKeyDictionary()
 
 
 def texel_source(x, whole=True):
@@ -74,9 +73,7 @@ def texel_source(x, whole=True):
     pool = runtime.get().pool
     if TEXEL_LOADS and whole and x.buffer.size // TEXEL_BYTES <= pool.device.limits.maxTexelBufferElements:
         return x.buffer, 1
-    if pool not in _stubs:
-        _stubs[pool] = pool.alloc(TEXEL_BYTES)
-    return _stubs[pool], 0
+    return loadpath.stub(pool), 0
 
 
 def accum_dtype(dt):
