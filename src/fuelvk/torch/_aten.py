@@ -307,7 +307,12 @@ _BOOL_OPS = {fv.add: fv.logical_or, fv.maximum: fv.logical_or, fv.multiply: fv.l
 
 def _binary(f, a, b, alpha=1):
     """f(a, b * alpha) in torch's result dtype (true division of integers gives the default float)."""
-    dt = _numeric(a, b)
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype:
+        dt = a.dtype   # what torch.result_type says for one dtype (the common case, without its cost)
+        if dt not in FLOATS and dt not in INTS:
+            raise Unhandled(f"dtype {dt}: fuelvk computes this op in {', '.join(map(str, FLOATS + INTS))}")
+    else:
+        dt = _numeric(a, b)
     if f is fv.divide and dt in INTS:
         dt = torch.get_default_dtype()
     if dt == torch.bool and f not in _BOOL_OPS:
