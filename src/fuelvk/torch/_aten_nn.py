@@ -567,10 +567,12 @@ def _sdpa_composed(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=F
 @kernel("_fused_sdp_choice")
 def _fused_sdp_choice(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
                       enable_gqa=False):
-    """torch asks the device which SDPA backend runs a call: fuelvk's fused kernel (the "overrideable"
-    backend) for 4-D inputs of one float dtype without a mask or dropout, causal (top-left, as torch's)
-    where the fused kernels express it (Sq >= Sk; attention_route says "math" otherwise), heads equal or
-    grouped under enable_gqa; torch's math path (matmul + softmax on fuelvk kernels) otherwise."""
+    """Which SDPA backend a call would take (torch.nn.functional.scaled_dot_product_attention does not ask:
+    for PrivateUse1 its choice is a C++ DispatchStub, and fuelvk's calls run _sdpa_composed; this answers
+    direct callers of the op): fuelvk's fused kernel (the "overrideable" backend) for 4-D inputs of one
+    float dtype without a mask or dropout, causal (top-left, as torch's) where the fused kernels express it
+    (Sq >= Sk; attention_route says "math" otherwise), heads equal or grouped under enable_gqa; torch's
+    math path (matmul + softmax on fuelvk kernels) otherwise."""
     from torch.nn.attention import SDPBackend
     fused = (attn_mask is None and dropout_p == 0.0 and query.dim() == key.dim() == value.dim() == 4
              and query.dtype in _ATTN_DTYPES and query.dtype == key.dtype == value.dtype
