@@ -274,10 +274,16 @@ class Stream:
         if self.count >= FLUSH_EVERY or self.pool.fresh >= PIN_BYTES:
             self.flush()
 
+    def _foreign(self, what):
+        raise DeviceError(f"{what}: a buffer of another fuelvk device (or a closed one) on {self.device.name}'s "
+                          "stream; move arrays with x.to_device(...)")
+
     def copy(self, src, dst, nbytes, src_offset=0, dst_offset=0):
         """vkCmdCopyBuffer (staging transfers, benchmarks' copy roof)."""
         if nbytes == 0:
             return
+        if src.pool is not self.pool or dst.pool is not self.pool:
+            self._foreign("vkCmdCopyBuffer")
         with self.lock:
             if self.cur is None:
                 self._begin()
@@ -291,6 +297,8 @@ class Stream:
         """vkCmdFillBuffer with a 32-bit pattern (offset and size in multiples of 4 bytes)."""
         if nbytes == 0:
             return
+        if dst.pool is not self.pool:
+            self._foreign("vkCmdFillBuffer")
         with self.lock:
             if self.cur is None:
                 self._begin()
