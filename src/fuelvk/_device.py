@@ -11,7 +11,7 @@ Ops run on their inputs' device: every public function is wrapped by `on_device`
 second device has been opened (or when `device=` is given), runs the function with the runtime's
 thread-local context (runtime.running) set to its Array inputs' device, or to `device=`. Arrays of
 two devices in one call are a DeviceError naming both. With one device the wrapper only tests a flag,
-so the default path costs what it did; runtime.Context.launch refuses any buffer of another device
+so the default path costs what it did; the device's stream refuses any buffer of another device
 (a typed error, never a dispatch on the wrong VkDevice).
 """
 import functools

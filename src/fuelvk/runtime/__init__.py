@@ -88,10 +88,8 @@ class Context:
         limits = self.device.limits
         if limits is not self._limits:   # read once per limits object (tests swap in overrides)
             self._limits, self._binding_limit = limits, limits.maxStorageBufferRange
-        limit, pool = self._binding_limit, self.pool
+        limit = self._binding_limit
         for b in buffers:
-            if b.pool is not pool:
-                foreign(self, b, f"kernel {variant.id}")
             if b.size > limit:
                 raise FuelVKMemoryError(
                     f"kernel {variant.id}: an operand of {b.size} bytes is larger than one binding on "
@@ -236,7 +234,7 @@ def context(index):
                 _ctx = ctx
             else:
                 _others[index] = ctx
-                many = True
+                many = Stream.check_pools = True
     return ctx
 
 
@@ -282,6 +280,9 @@ def close(index=None):
     for ctx in ctxs:
         if ctx is not None:
             ctx.close()
+    global many
+    with _lock:   # every other device closed: back to the one-device path (their arrays raise anyway)
+        many = Stream.check_pools = any(not c.closed for c in _others.values())
 
 
 def check_alive(buffer, what="array"):
@@ -289,13 +290,6 @@ def check_alive(buffer, what="array"):
     if pool is None or pool.closed:
         raise DeviceError(f"this {what} belongs to a closed fuelvk device; create it again")
 
-
-def foreign(ctx, buffer, what):
-    """Raise the DeviceError of a buffer bound by work recorded on another device's context."""
-    check_alive(buffer)
-    other = getattr(buffer.pool, "context", None)
-    raise DeviceError(f"{what}: an operand lives on fuelvk device {getattr(other, 'index', '?')}, but the work "
-                      f"runs on device {ctx.index} ({ctx.device.name}); move it with x.to_device(...)")
 
 
 atexit.register(close)
