@@ -91,19 +91,17 @@ def _inputs_context(op, args, kwargs):
     """The context of the Array inputs (top level, or inside a list / tuple), None when there are none;
     a closed device or two devices is a DeviceError."""
     pool = None
-    for group in (args, kwargs.values()):
-        for a in group:
-            items = a if isinstance(a, (list, tuple)) else (a,)
-            for x in items:
-                if isinstance(x, _Array):
-                    p = x.buffer.pool
-                    if p is pool:
-                        continue
-                    runtime.check_alive(x.buffer)
-                    if pool is not None:
-                        raise DeviceError(f"{op}: its inputs live on two devices, {device_of_pool(pool)!r} and "
-                                          f"{device_of_pool(p)!r}; move one with x.to_device(...)")
-                    pool = p
+    for a in (*args, *kwargs.values()) if kwargs else args:
+        for x in a if type(a) in (list, tuple) else (a,):
+            if isinstance(x, _Array):
+                p = x.buffer.pool
+                if p is pool:
+                    continue
+                runtime.check_alive(x.buffer)
+                if pool is not None:
+                    raise DeviceError(f"{op}: its inputs live on two devices, {device_of_pool(pool)!r} and "
+                                      f"{device_of_pool(p)!r}; move one with x.to_device(...)")
+                pool = p
     return None if pool is None else pool.context
 
 
@@ -116,10 +114,15 @@ def _run(fn, args, kwargs):
         ctx = _inputs_context(fn.__name__, args, kwargs)
         if ctx is None:       # no Array input: the thread's device (an enclosing op's) or the default
             return fn(*args, **kwargs)
-    if getattr(runtime._tls, "ctx", None) is ctx:
+    tls = runtime._tls
+    prev = getattr(tls, "ctx", None)
+    if prev is ctx:
         return fn(*args, **kwargs)
-    with runtime.running(ctx):
+    tls.ctx = ctx     # (runtime.running, inlined: this runs around every op while two devices are open)
+    try:
         return fn(*args, **kwargs)
+    finally:
+        tls.ctx = prev
 
 
 def on_device(fn):
