@@ -254,3 +254,23 @@ def test_default_path_skips_the_device_lookup(monkeypatch):
     monkeypatch.setattr(fv._device, "_run", lambda *a: pytest.fail("device lookup on the one-device path"))
     x = fv.ones(3)
     _exact((fv.add(x, x) * 2).numpy(), np.full(3, 4, np.float32))
+
+
+def test_the_second_device_is_closed_at_exit(tmp_path):
+    """atexit closes every device's context (a hook registered before fuelvk runs after its close)."""
+    import os
+    import subprocess
+    import sys
+    sel = config.get("FUELVK_DEVICE") or str(runtime.get().device.index)
+    script = ("import atexit, sys\n"
+              "def after():\n"
+              "    from fuelvk import runtime\n"
+              "    print('closed' if runtime._others[1].closed and runtime.current() is None else 'open')\n"
+              "atexit.register(after)\n"
+              "import fuelvk as fv\n"
+              "x = fv.ones(4, device=fv.devices()[1]) + fv.ones(4).to_device(fv.devices()[1])\n"
+              "print(x.numpy().tolist())\n")
+    env = dict(os.environ, FUELVK_DEVICES=f"{sel},{sel}")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[2.0,", "2.0,", "2.0,", "2.0]", "closed"]
