@@ -281,8 +281,10 @@ def close(index=None):
         if ctx is not None:
             ctx.close()
     global many
-    with _lock:   # every other device closed: back to the one-device path (their arrays raise anyway)
-        many = Stream.check_pools = any(not c.closed for c in _others.values())
+    with _lock:   # every other device closed: ops skip the device lookup again (their arrays raise anyway;
+        # the stream keeps checking buffers, so an op still running on a just-closed device in another
+        # thread gets a DeviceError, not a dispatch of its buffers on the default device)
+        many = any(not c.closed for c in _others.values())
 
 
 def check_alive(buffer, what="array"):

@@ -127,8 +127,8 @@ class _Slot:
 
 
 class Stream:
-    # Whether dispatch() checks that every buffer is this stream's pool's: set by the runtime while a
-    # second device is open (with one device there is nothing else a buffer could belong to).
+    # Whether dispatch() checks that every buffer is this stream's pool's: set by the runtime once a
+    # second device was opened (with one device there is nothing else a buffer could belong to).
     check_pools = False
 
     def __init__(self, device, pool):
