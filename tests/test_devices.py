@@ -239,6 +239,11 @@ def test_device_arguments_are_checked(two, monkeypatch):
     with pytest.raises(DeviceError, match="index must be an int"):
         fv.Device(-1)
     assert fv.ones(2, device="vulkan").device == two[0]
+    sel = config.get("FUELVK_DEVICE") or str(runtime.get().device.index)
+    monkeypatch.setenv("FUELVK_DEVICES", f"{sel},{sel},99")
+    with pytest.raises(DeviceError, match="'99' .* matches no device"):
+        fv.ones(2, device=fv.Device(2))
+    assert runtime.opened(2) is None
     monkeypatch.setenv("FUELVK_DEVICES", "0,,0")
     with pytest.raises(DeviceError, match="FUELVK_DEVICES='0,,0' is not a device list"):
         fv.devices()
