@@ -62,17 +62,19 @@ def devices():
 
 def check_device(op, device):
     """The Device `device=` names: None (None), a Device of fuelvk.devices() (or one already open), "vulkan"
-    (the default) or a device's name (the first with it); anything else is a DeviceError."""
+    (the default) or the name of the default or an open device (the first with it); anything else is a
+    DeviceError."""
     if device is None:
         return None
     if isinstance(device, Device):
         if device.index == 0 or device.index < len(runtime.selectors()) or runtime.opened(device.index):
             return device
     elif isinstance(device, str):
-        if device == "vulkan":
+        if device in ("vulkan", DEVICE.name):
             return DEVICE
-        for d in devices():
-            if device == d.name:
+        for d in devices()[1:]:      # (a name never opens a device: only those open are asked)
+            ctx = runtime.opened(d.index)
+            if ctx is not None and device == ctx.device.name:
                 return d
     raise DeviceError(f"{op}: device {device!r} is not a fuelvk device; accepted: None, one of "
                       f"{devices()!r} (fuelvk.devices(); FUELVK_DEVICES lists them), or its name")
