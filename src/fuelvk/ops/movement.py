@@ -22,6 +22,8 @@ from ._core import (blocks, contiguous, device_args, element_words, fits, launch
                     spans, tiles, windowed)
 from ..kernels.movement_core import copy_variant
 from .casts import astype
+from ..runtime import loadpath
+from ..runtime.loadpath import TEXEL_BYTES
 
 __all__ = ["flip", "roll", "triu", "tril", "concatenate", "masked_fill", "where", "add_assign_scaled", "setitem"]
 
@@ -122,10 +124,45 @@ def _write_chunks(shape, so, sa, off_o, off_a):
         yield from _write_chunks(shape[1:], so[1:], sa[1:], off_o + i * so[0], off_a + i * sa[0])
 
 
+def texel_runs(dst, src):
+    """dst view <- src (broadcast to dst.shape) as whole 16-byte texels through copy_texels.comp, if
+    this device reads texels faster (Device.texel_loads, FUELVK_TEXEL_LOADS) and both views are runs of
+    whole texels: after collapsing dims the last is contiguous on both sides, and its length, every
+    offset and every outer stride are multiples of the texel's element count. True when launched;
+    False leaves the copy to the element-wise kernels (unaligned views, tails, other devices)."""
+    ctx = runtime.get()
+    loads, stores = loadpath.texel_paths(ctx)
+    isz = dst.dtype.itemsize
+    if not loads or dst.size == 0 or isz != src.dtype.itemsize or TEXEL_BYTES % isz:
+        return False
+    per = TEXEL_BYTES // isz
+    cshape, (so, sa) = layout.collapse(dst.shape, dst.strides,
+                                       layout.broadcast_strides(src.shape, src.strides, dst.shape))
+    if not cshape or len(cshape) > MAX_RANK or so[-1] != 1 or sa[-1] != 1 or cshape[-1] % per:
+        return False
+    if any(v % per for v in so[:-1] + sa[:-1] + (dst.offset, src.offset)):
+        return False
+    lim = ctx.device.limits
+    if any(not 0 < b.size // TEXEL_BYTES <= lim.maxTexelBufferElements or b.size > lim.maxStorageBufferRange
+           for b in (dst.buffer, src.buffer)):
+        return False
+    shape = cshape[:-1] + (cshape[-1] // per,)
+    n = math.prod(shape)
+    ctx.launch(kernel("copy_texels", "x16"), ctx.groups(-(-n // _PER_GROUP)), out=dst, a_t=src, o_t=dst, n=n,
+               rank=len(shape), off_o=dst.offset // per, off_a=src.offset // per, shape=shape,
+               sa=[s // per for s in sa[:-1]] + [1], so=[s // per for s in so[:-1]] + [1], TEXW=int(stores))
+    return True
+
+
+_MOVES = ("write_slice", "concat_along_dim")   # write.comp's plain moves (texel_runs may take them)
+
+
 def launch_write(variant, dst, src, scale=0.0):
     """Run a write.comp / add_assign_scaled.comp variant: the dst view <- src broadcast to dst.shape."""
     shape = dst.shape
     if dst.size == 0:
+        return
+    if variant.family in _MOVES and texel_runs(dst, src):
         return
     if not fits(dst, src):    # larger than one binding: tiles of dst and src through windows
         for dw, sw in tiles([dst, src.broadcast_to(shape)], op="write"):
