@@ -18,10 +18,18 @@ layout(set = 0, binding = 0) writeonly buffer Out { uvec4 o[]; };
 layout(set = 0, binding = 1, rgba32ui) uniform readonly uimageBuffer a_t;
 layout(set = 0, binding = 2, rgba32ui) uniform writeonly uimageBuffer o_t;
 
+// run_magic / run_shift: i / run as a multiply-high and a shift (the host's texel_runs: exact for every
+// i < n), since a per-element integer division costs more than the copy on CPU drivers.
 layout(push_constant) uniform Params {
-    uint n; uint rank; uint off_o; uint off_a;
+    uint n; uint rank; uint off_o; uint off_a; uint run_magic; uint run_shift;
     int shape[6]; int sa[6]; int so[6];
 } p;
+
+uint run_index(uint i) {
+    uint hi, lo;
+    umulExtended(i, p.run_magic, hi, lo);
+    return p.run_shift >= 32u ? hi >> (p.run_shift - 32u) : (hi << (32u - p.run_shift)) | (lo >> p.run_shift);
+}
 
 void main() {
     uint base = linear_group() * (WGU * EPTU) + gl_LocalInvocationID.x;
@@ -30,7 +38,7 @@ void main() {
     for (uint j = 0u; j < EPTU; ++j) {
         uint i = base + j * WGU;
         if (i >= p.n) return;
-        uint rest = i / run;
+        uint rest = run_index(i);
         int c = int(i - rest * run);
         int src = int(p.off_a) + c, dst = int(p.off_o) + c;
         for (int d = r - 2; d >= 0; --d) {

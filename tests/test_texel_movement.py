@@ -120,3 +120,23 @@ def test_over_texel_limit_falls_back(path, texel_launches, monkeypatch):
     x = data((4, 16), np.float32)
     same_bits(fv.ascontiguousarray(fv.asarray(x)[:, 4:12]), x[:, 4:12])
     assert not texel_launches
+
+
+def test_many_rows_and_rank3(path, texel_launches):
+    """Runs of 3 texels over thousands of rows (the shader's i / run by multiply-high), and a rank-3 view."""
+    x = data((3000, 20), np.float32)
+    same_bits(fv.ascontiguousarray(fv.asarray(x)[:, 4:16]), x[:, 4:16])
+    expect(path, texel_launches, True, None)
+    y = data((5, 7, 24), np.float16)
+    same_bits(fv.ascontiguousarray(fv.asarray(y)[:, ::2, 8:24]), y[:, ::2, 8:24])
+    expect(path, texel_launches, True, None)
+
+
+def test_run_divider():
+    """_divider's (m, s) give i // d exactly for every i < n, up to the largest texel count."""
+    for d in list(range(1, 70)) + [1000, 4097, 65535, 1 << 20, (1 << 28) - 3]:
+        for n in (1, d, 3 * d + 2, 1 << 20, 1 << 28):
+            m, s = movement._divider(d, n)
+            assert m < 1 << 32
+            for i in {0, n - 1, n // 2, max(n - d, 0), (n - 1) // d * d, min(d, n - 1), max((n - 1) // d * d - 1, 0)}:
+                assert (i * m) >> s == i // d, (d, n, i)

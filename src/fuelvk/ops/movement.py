@@ -148,10 +148,20 @@ def texel_runs(dst, src):
         return False
     shape = cshape[:-1] + (cshape[-1] // per,)
     n = math.prod(shape)
+    magic, shift = _divider(shape[-1], n)
     ctx.launch(kernel("copy_texels", "x16"), ctx.groups(-(-n // _PER_GROUP)), out=dst, a_t=src, o_t=dst, n=n,
-               rank=len(shape), off_o=dst.offset // per, off_a=src.offset // per, shape=shape,
+               rank=len(shape), off_o=dst.offset // per, off_a=src.offset // per, run_magic=magic,
+               run_shift=shift, shape=shape,
                sa=[s // per for s in sa[:-1]] + [1], so=[s // per for s in so[:-1]] + [1], TEXW=int(stores))
     return True
+
+
+def _divider(d, n):
+    """(m, s) with floor(i * m / 2**s) == i // d for every 0 <= i < n (n <= 2**31): m = ceil(2**s / d),
+    s = k + ceil(log2 d), k the bits of n - 1 (Granlund & Montgomery's round-up method)."""
+    k = max((n - 1).bit_length(), 1)
+    s = k + (d - 1).bit_length()
+    return -(-(1 << s) // d), s
 
 
 _MOVES = ("write_slice", "concat_along_dim")   # write.comp's plain moves (texel_runs may take them)
