@@ -50,8 +50,9 @@ def same_bits(got, want):
     assert got.tobytes() == np.ascontiguousarray(want).tobytes()
 
 
-def expect(path, seen, runs, stores):
-    """runs: whether the case is whole texels (copy_texels must run exactly on the texel paths)."""
+def expect(path, seen, runs):
+    """runs: whether the case is whole texels: copy_texels ran on the texel paths (its stores through
+    the texel view exactly when the path forces texel stores), and never otherwise."""
     if path == "ssbo" or not runs:
         assert not seen
     else:
@@ -79,12 +80,12 @@ def test_contiguize_views(dt, path, texel_launches):
     ]
     for sl, runs in cases:
         same_bits(fv.ascontiguousarray(X[sl]), x[sl])
-        expect(path, texel_launches, runs, None)
+        expect(path, texel_launches, runs)
     same_bits(fv.ascontiguousarray(X.T), x.T)   # a transpose: never texel runs
-    expect(path, texel_launches, False, None)
+    expect(path, texel_launches, False)
     b = fv.asarray(data((1, 2 * p), dt))        # broadcast rows: outer stride 0
     same_bits(fv.ascontiguousarray(b.broadcast_to((3, 2 * p))), np.broadcast_to(b.numpy(), (3, 2 * p)))
-    expect(path, texel_launches, True, None)
+    expect(path, texel_launches, True)
 
 
 @pytest.mark.parametrize("dt", DTYPES, ids=lambda d: np.dtype(d).name)
@@ -93,9 +94,9 @@ def test_concatenate_and_setitem(dt, path, texel_launches):
     a, b, c = data((3, 2 * p), dt), data((3, 4 * p), dt), data((3, 3), dt)
     A, B, C = fv.asarray(a), fv.asarray(b), fv.asarray(c)
     same_bits(fv.concatenate([A, B], axis=1), np.concatenate([a, b], axis=1))   # rotate_half's shape
-    expect(path, texel_launches, True, None)
+    expect(path, texel_launches, True)
     same_bits(fv.concatenate([A, A], axis=0), np.concatenate([a, a], axis=0))
-    expect(path, texel_launches, True, None)
+    expect(path, texel_launches, True)
     same_bits(fv.concatenate([A, C, B], axis=1), np.concatenate([a, c, b], axis=1))   # A whole, then misaligned
     texel_launches.clear()
     # slice assignment (a KV-cache append): aligned, then offset by one element
@@ -105,7 +106,7 @@ def test_concatenate_and_setitem(dt, path, texel_launches):
         K[:, start:start + 2 * p] = fv.asarray(new)
         want[:, start:start + 2 * p] = new
         same_bits(K, want)
-        expect(path, texel_launches, runs, None)
+        expect(path, texel_launches, runs)
 
 
 def test_complex128_copy(path, texel_launches):
@@ -126,10 +127,10 @@ def test_many_rows_and_rank3(path, texel_launches):
     """Runs of 3 texels over thousands of rows (the shader's i / run by multiply-high), and a rank-3 view."""
     x = data((3000, 20), np.float32)
     same_bits(fv.ascontiguousarray(fv.asarray(x)[:, 4:16]), x[:, 4:16])
-    expect(path, texel_launches, True, None)
+    expect(path, texel_launches, True)
     y = data((5, 7, 24), np.float16)
     same_bits(fv.ascontiguousarray(fv.asarray(y)[:, ::2, 8:24]), y[:, ::2, 8:24])
-    expect(path, texel_launches, True, None)
+    expect(path, texel_launches, True)
 
 
 def test_run_divider():
@@ -140,3 +141,19 @@ def test_run_divider():
             assert m < 1 << 32
             for i in {0, n - 1, n // 2, max(n - d, 0), (n - 1) // d * d, min(d, n - 1), max((n - 1) // d * d - 1, 0)}:
                 assert (i * m) >> s == i // d, (d, n, i)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_flip_and_roll(dt, path, texel_launches):
+    """flip of leading axes and roll of whole-texel ranges are texel copies; the last axis flipped,
+    rolled by a part of a texel, or three axes rolled stay remap launches."""
+    p = per(dt)
+    x = data((4, 3, 2 * p), dt)
+    X = fv.asarray(x)
+    for axis, runs in ((0, True), ((0, 1), True), (None, False), (2, False)):
+        same_bits(fv.flip(X, axis), np.flip(x, axis))
+        expect(path, texel_launches, runs)
+    for shift, axis, runs in (((1,), (0,), True), ((-2,), (1,), True), ((1, 2), (0, 1), True), ((p,), (2,), True),
+                              ((1,), (2,), False), ((1, 1, p), (0, 1, 2), False), (5, None, False)):
+        same_bits(fv.roll(X, shift, axis), np.roll(x, shift, axis))
+        expect(path, texel_launches, runs)
