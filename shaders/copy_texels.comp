@@ -38,18 +38,25 @@ void main() {
     for (uint j = 0u; j < EPTU; ++j) {
         uint i = base + j * WGU;
         if (i >= p.n) return;
-        uint rest = run_index(i);
-        int c = int(i - rest * run);
-        int src = int(p.off_a) + c, dst = int(p.off_o) + c;
-        for (int d = r - 2; d >= 0; --d) {
-            uint nd = uint(p.shape[d]);
-            int k = int(rest % nd);
-            rest /= nd;
-            src += k * p.sa[d];
-            dst += k * p.so[d];
+        uint src = p.off_a + i, dst = p.off_o + i;   // rank 1: one run
+        if (r > 1) {
+            uint rest = run_index(i);
+            uint c = i - rest * run;
+            int si = int(p.off_a + c), di = int(p.off_o + c);
+            for (int d = r - 2; d > 0; --d) {
+                uint nd = uint(p.shape[d]);
+                int k = int(rest % nd);
+                rest /= nd;
+                si += k * p.sa[d];
+                di += k * p.so[d];
+            }
+            si += int(rest) * p.sa[0];   // the outermost index needs no wrap
+            di += int(rest) * p.so[0];
+            src = uint(si);
+            dst = uint(di);
         }
-        uvec4 v = imageLoad(a_t, src);
-        if (TEXW != 0u) imageStore(o_t, dst, v);
-        else o[uint(dst)] = v;
+        uvec4 v = imageLoad(a_t, int(src));
+        if (TEXW != 0u) imageStore(o_t, int(dst), v);
+        else o[dst] = v;
     }
 }
