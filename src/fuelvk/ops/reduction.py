@@ -66,14 +66,33 @@ def normalize_axes(op, axis, rank):
 TEXEL_LOADS = True
 
 
-def texel_source(x, whole=True):
-    """(buffer for the kernel's x_t texel view, TEX spec constant): x's slot and 1 when texel loads are
-    on, `whole` (the kernel's runs of x are whole texels) and the slot is within the device's
-    maxTexelBufferElements; else a 16-byte stub view and 0 (storage-buffer loads)."""
-    pool = runtime.get().pool
-    if TEXEL_LOADS and whole and x.buffer.size // TEXEL_BYTES <= pool.device.limits.maxTexelBufferElements:
+def texel_source(x, whole=True, store=False):
+    """(buffer for the kernel's texel view of x, TEX spec constant): x's slot and 1 when the device
+    reads (store: writes) faster through texel views (loadpath.texel_paths: the probe, or
+    FUELVK_TEXEL_LOADS), TEXEL_LOADS is on, `whole` (the kernel's runs of x are whole texels) and the
+    slot is within the device's maxTexelBufferElements; else a 16-byte stub view and 0 (storage-buffer
+    loads)."""
+    ctx = runtime.get()
+    pool = ctx.pool
+    on = loadpath.texel_paths(ctx)[1 if store else 0]
+    if TEXEL_LOADS and on and whole and x.buffer.size // TEXEL_BYTES <= pool.device.limits.maxTexelBufferElements:
         return x.buffer, 1
     return loadpath.stub(pool), 0
+
+
+def texel_views(bits, loads, stores=None):
+    """The row kernels' texel views (softmax, norms, rope, cumsum: shaders/common/rowchunks.glsl):
+    ({view binding: buffer}, TEX). loads / stores map an operand's key in `bits` (x, g, ...; its view
+    binding is <key>_t, its bit in TEX bits[key]) to the Array it shows, or to None for an operand
+    the launch does not have. Each view shows its array's slot where texel_source allows, else the
+    stub (bit clear)."""
+    views, tex = {}, 0
+    for table, store in ((loads, False), (stores or {}, True)):
+        for key, a in table.items():
+            buf, on = texel_source(a, True, store) if a is not None else (loadpath.stub(runtime.get().pool), 0)
+            views[f"{key}_t"] = buf
+            tex |= bits[key] if on else 0
+    return views, tex
 
 
 def accum_dtype(dt):
@@ -173,10 +192,22 @@ def launch_reduce_strided(tag, op_id, x, plan, out, off_out=None, chunk_outputs=
     part = new_like((n_chunks * n_out,), accum_dtype(x.dtype))
     ctx.launch(v, ctx.groups(-(-n_chunks * n_out // width // wg)), out=part, x=x, part=part, x_t=x_t, off_out=0,
                **view, **args, MODE=MODE_PARTIAL, TEX=tex)
-    ctx.launch(v, ctx.groups(-(-n_out // wg)), out=out, x=out, part=part, x_t=texel_source(out, False)[0],
-               off_out=off_out, n_inner=n_out, d=n_chunks, off_in=0, s_outer=0, s_d=n_out, s_inner=1,
-               chunk=n_chunks, n_chunks=1, **args, MODE=MODE_FINAL, TEX=0)
+    launch_sum_partials(tag, part, n_chunks, out, off_out, op_id, d)
     return True
+
+
+def launch_sum_partials(tag, part, n_chunks, out, off_out=None, op_id=REDUCE_OPS["sum"], denom=1):
+    """out[e] = the op over part[c * n_out + e] for c < n_chunks (part: accumulator-type partials laid
+    out [n_chunks, n_out], e.g. the norms' weight gradients per row group): reduce_any_dim's
+    MODE_FINAL, one invocation per output reading the partials coalesced (no workgroup per output)."""
+    ctx = runtime.get()
+    n_out = part.size // n_chunks
+    off_out = out.offset if off_out is None else off_out
+    wg = row_wg(ctx)
+    ctx.launch(kernel("reduce_any_dim", tag), ctx.groups(-(-n_out // wg)), out=out, x=out, part=part,
+               x_t=loadpath.stub(ctx.pool), off_out=off_out, n_out=n_out, n_inner=n_out, d=n_chunks, off_in=0,
+               s_outer=0, s_d=n_out, s_inner=1, chunk=n_chunks, n_chunks=1, denom=denom, WG=wg, OP=op_id,
+               MODE=MODE_FINAL, TEX=0)
 
 
 def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, src_is_partial=False, all_rows=None):
