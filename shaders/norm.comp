@@ -33,20 +33,30 @@ layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
 layout(set = 0, binding = 1) readonly buffer X { T x[]; };
+// The same buffers as 16-byte words (rowchunks.glsl's whole chunks on the storage-buffer path).
+layout(set = 0, binding = 0) writeonly buffer Out4 { uvec4 o4[]; };
+layout(set = 0, binding = 1) readonly buffer X4 { uvec4 x4[]; };
 #ifdef BACKWARD
 layout(set = 0, binding = 2) readonly buffer Grad { T g[]; };
 layout(set = 0, binding = 3) readonly buffer Weight { T w[]; };
+layout(set = 0, binding = 2) readonly buffer Grad4 { uvec4 g4[]; };
+layout(set = 0, binding = 3) readonly buffer Weight4 { uvec4 w4[]; };
 layout(set = 0, binding = 4) buffer Part { A part[]; };
 layout(set = 0, binding = 5, rgba32ui) uniform readonly uimageBuffer g_t;
 #define VIEWS 6                       // the first binding of the views below
 #else
 layout(set = 0, binding = 2) readonly buffer Weight { T w[]; };
+layout(set = 0, binding = 2) readonly buffer Weight4 { uvec4 w4[]; };
 #ifdef ADD_RESIDUAL
 layout(set = 0, binding = 3) buffer Residual { T res[]; };
+layout(set = 0, binding = 3) buffer Residual4 { uvec4 res4[]; };
+#define R_ARR4 res4
 #define OFF_3 off_res
 #define R_ARR res
 #else
 layout(set = 0, binding = 3) readonly buffer Bias { T b[]; };
+layout(set = 0, binding = 3) readonly buffer Bias4 { uvec4 b4[]; };
+#define R_ARR4 b4
 #define OFF_3 off_b
 #define R_ARR b
 #endif
@@ -61,13 +71,16 @@ layout(set = 0, binding = VIEWS + 1, rgba32ui) uniform readonly uimageBuffer w_t
 layout(set = 0, binding = VIEWS + 2, rgba32ui) uniform writeonly uimageBuffer o_t;
 #include "common/texel16.glsl"
 #include "common/rowchunks.glsl"
-CHUNK_LOADER(load_x, x, x_t, (TEX & TEX_X) != 0u)
-CHUNK_LOADER(load_w, w, w_t, (TEX & TEX_W) != 0u)
-CHUNK_STORER(store_o, o, o_t, (TEX & TEX_O) != 0u)
+CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u)
+CHUNK_LOADER(load_w, w, w4, w_t, (TEX & TEX_W) != 0u)
+CHUNK_STORER(store_o, o, o4, o_t, (TEX & TEX_O) != 0u)
 #ifdef BACKWARD
-CHUNK_LOADER(load_g, g, g_t, (TEX & TEX_G) != 0u)
+CHUNK_LOADER(load_g, g, g4, g_t, (TEX & TEX_G) != 0u)
 #else
-CHUNK_LOADER(load_r, R_ARR, r_t, (TEX & TEX_R) != 0u)
+CHUNK_LOADER(load_r, R_ARR, R_ARR4, r_t, (TEX & TEX_R) != 0u)
+#endif
+#ifdef ADD_RESIDUAL
+CHUNK_STORER(store_res, res, res4, o_t, false)   // the residual's update: storage-buffer stores
 #endif
 
 layout(push_constant) uniform Params {
@@ -102,7 +115,7 @@ void main() {
         for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
             chunk_span(ch, bx, n, lo, hi);
             load_x(ch * PER, lo, hi, v);
-            for (uint j = lo; j < hi; ++j) kahan_add(s, c, v[j]);
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) kahan_add(s, c, v[j]);
         }
         mu = row_sum(s) * inv_n;
 #endif
@@ -117,7 +130,7 @@ void main() {
             load_x(e0, lo, hi, v);
             load_g(e0 - bx + bg, lo, hi, gv);
             weights(e0, bx, lo, hi, wv);
-            for (uint j = lo; j < hi; ++j) {
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) {
                 A d = v[j] - mu, gw = gv[j] * wv[j];
                 kahan_add(ss, cs, d * d);
                 kahan_add(sg, cg, gw);
@@ -165,7 +178,7 @@ void main() {
             chunk_span(ch, bx, n, lo, hi);
             load_x(e0, lo, hi, v);
             load_r(e0 - bx + br, lo, hi, rv);
-            for (uint j = lo; j < hi; ++j) { A d = v[j] + rv[j]; kahan_add(ss, cs, d * d); }
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) { A d = v[j] + rv[j]; kahan_add(ss, cs, d * d); }
         }
         A r = A(1) / sqrt(row_sum(ss) * inv_n + eps);
         for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
@@ -176,7 +189,7 @@ void main() {
             weights(e0, bx, lo, hi, wv);
             A y[PER];
             for (uint j = 0u; j < PER; ++j) { rv[j] += v[j]; y[j] = rv[j] * r * wv[j]; }
-            for (uint j = lo; j < hi; ++j) res[e0 - bx + br + j] = STORE(rv[j]);
+            store_res(e0 - bx + br, lo, hi, rv);
             store_o(e0 - bx + bo, lo, hi, y);
         }
 #else
@@ -184,7 +197,7 @@ void main() {
         for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
             chunk_span(ch, bx, n, lo, hi);
             load_x(ch * PER, lo, hi, v);
-            for (uint j = lo; j < hi; ++j) { A d = v[j] - mu; kahan_add(ss, cs, d * d); }
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) { A d = v[j] - mu; kahan_add(ss, cs, d * d); }
         }
         A r = A(1) / sqrt(row_sum(ss) * inv_n + eps);
         for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {

@@ -17,8 +17,12 @@ layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
 layout(set = 0, binding = 1) readonly buffer X { T x[]; };   // forward: x, backward: y
+// The same buffers as 16-byte words (rowchunks.glsl's whole chunks on the storage-buffer path).
+layout(set = 0, binding = 0) writeonly buffer Out4 { uvec4 o4[]; };
+layout(set = 0, binding = 1) readonly buffer X4 { uvec4 x4[]; };
 #ifdef BACKWARD
 layout(set = 0, binding = 2) readonly buffer Grad { T g[]; };
+layout(set = 0, binding = 2) readonly buffer Grad4 { uvec4 g4[]; };
 layout(set = 0, binding = 5, rgba32ui) uniform readonly uimageBuffer g_t;
 #define VIEWS 3                       // the first binding of the views below
 #else
@@ -28,10 +32,10 @@ layout(set = 0, binding = VIEWS, rgba32ui) uniform readonly uimageBuffer x_t;
 layout(set = 0, binding = VIEWS + 1, rgba32ui) uniform writeonly uimageBuffer o_t;
 #include "common/texel16.glsl"
 #include "common/rowchunks.glsl"
-CHUNK_LOADER(load_x, x, x_t, (TEX & TEX_X) != 0u)
-CHUNK_STORER(store_o, o, o_t, (TEX & TEX_O) != 0u)
+CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u)
+CHUNK_STORER(store_o, o, o4, o_t, (TEX & TEX_O) != 0u)
 #ifdef BACKWARD
-CHUNK_LOADER(load_g, g, g_t, (TEX & TEX_G) != 0u)
+CHUNK_LOADER(load_g, g, g4, g_t, (TEX & TEX_G) != 0u)
 #endif
 
 layout(push_constant) uniform Params {
@@ -56,7 +60,7 @@ void main() {
         chunk_span(ch, bx, n, lo, hi);
         load_x(e0, lo, hi, v);
         load_g(e0 - bx + bg, lo, hi, gv);
-        for (uint j = lo; j < hi; ++j) kahan_add(s, c, v[j] * gv[j]);
+        for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) kahan_add(s, c, v[j] * gv[j]);
     }
     A dot = row_reduce(s, R_SUM);
     for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
@@ -76,14 +80,14 @@ void main() {
     for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
         chunk_span(ch, bx, n, lo, hi);
         load_x(ch * PER, lo, hi, v);
-        for (uint j = lo; j < hi; ++j) m = combine(m, v[j], R_MAX);
+        for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) m = combine(m, v[j], R_MAX);
     }
     m = row_reduce(m, R_MAX);
     A s = A(0), c = A(0);
     for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
         chunk_span(ch, bx, n, lo, hi);
         load_x(ch * PER, lo, hi, v);
-        for (uint j = lo; j < hi; ++j) kahan_add(s, c, exp_a(v[j] - m));
+        for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) kahan_add(s, c, exp_a(v[j] - m));
     }
     s = row_reduce(s, R_SUM);
     for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
