@@ -134,3 +134,23 @@ def test_texel_limit_falls_back(monkeypatch, launches, device_limits):
     assert launches and not any(t for _, t, _ in launches), launches
     for a, b in zip(got, want):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_rope_paths(dt, monkeypatch, launches):
+    """RoPE: bit-exact against the torch formula (test_rope's reference) on both paths: aligned rows,
+    rows offset by one element, head dims that are no whole number of texels, partial rotary dims
+    with half tables, NeoX and GPT-J."""
+    from test_rope import tables, torch_rope
+    for (h, s, d, rot, half), off in [((2, 3, 32, 32, False), 0), ((2, 3, 32, 32, False), 1),
+                                       ((2, 3, 18, 12, True), 0), ((3, 2, 20, 16, True), 1)]:
+        n = h * s * d
+        flat = rng.standard_normal(n + off).astype(dt)
+        xn = flat[off:].reshape(h, s, d)
+        cos, sin = tables((s, rot // 2 if half else rot), dt)
+        for inter in (False, True):
+            (y,), masks, _ = on_both_paths(monkeypatch, launches, lambda: (fv.rope(
+                fv.asarray(flat)[off:].reshape(h, s, d), fv.asarray(cos), fv.asarray(sin), interleaved=inter,
+                rotary_dim=rot),))
+            want = torch_rope(xn, cos, sin, inter, rot, half)
+            assert np.array_equal(y.view(np.uint8), want.view(np.uint8)), (h, s, d, rot, half, off, inter)
