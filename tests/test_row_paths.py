@@ -11,6 +11,7 @@ import pytest
 import fuelvk as fv
 from fuelvk import runtime
 from fuelvk.kernels.norm import LANE_ROWS_MIN_ROWS, ROW_TEXELS
+from fuelvk.kernels.reduction import CUMSUM_TEXELS
 from fuelvk.runtime import loadpath
 from oracles import FLOATS, TOL
 
@@ -154,3 +155,25 @@ def test_rope_paths(dt, monkeypatch, launches):
                 rotary_dim=rot),))
             want = torch_rope(xn, cos, sin, inter, rot, half)
             assert np.array_equal(y.view(np.uint8), want.view(np.uint8)), (h, s, d, rot, half, off, inter)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_cumsum_paths(dt, monkeypatch, launches):
+    """cumsum / cumulative_prod along unit-stride axes (slices read and written in 16-byte chunks): one
+    invocation per slice and a workgroup per long slice (SCAN), aligned and offset by one, slices of
+    no whole number of texels; along a strided axis no view is bound."""
+    from fuelvk.ops.reduction import cumulative_prod_along
+    for rows, cols, off in [(6, 40, 0), (5, 37, 1), (3, 2000, 0), (2, 3001, 1)]:
+        (x,) = inputs(dt, rows, cols, off, 1)
+        x = (x.astype(np.float64) / 64 + 1).astype(dt)      # products of thousands stay near 1
+        (cs, cp), masks, _ = on_both_paths(monkeypatch, launches, lambda: (
+            fv.cumsum(rows_of(x, rows, cols, off), axis=-1), cumulative_prod_along(rows_of(x, rows, cols, off), -1)))
+        x64 = sl(x, rows, cols, off)
+        close(cs, np.cumsum(x64, -1), dt, scale=cols ** 0.5)
+        np.testing.assert_allclose(cp.astype(np.float64), np.cumprod(x64, -1), rtol=2 * TOL[np.dtype(dt)][0] * cols)
+        assert all(m & CUMSUM_TEXELS["x"] for m in masks), masks
+    launches.clear()
+    monkeypatch.setenv(loadpath.ENV, "1")
+    a = rng.standard_normal((9, 8)).astype(dt)
+    close(fv.cumsum(fv.asarray(a), axis=0).numpy(), np.cumsum(a.astype(np.float64), 0), dt)
+    assert launches and not any(t for _, t, _ in launches), launches

@@ -33,8 +33,8 @@ from ..array import Array, asarray
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError
 from ..kernels import kernel
 from ..kernels.movement_core import copy_variant
-from ..kernels.reduction import (ARG_OPS, CHUNK_PER_INVOCATION, CUMSUM_MAX_RANK, MODE_DIRECT, MODE_FINAL,
-                                 MODE_PARTIAL, REDUCE_OPS, SHORT_ROW_MAX, any_dim_chunks, row_wg)
+from ..kernels.reduction import (ARG_OPS, CHUNK_PER_INVOCATION, CUMSUM_MAX_RANK, CUMSUM_TEXELS, MODE_DIRECT,
+                                 MODE_FINAL, MODE_PARTIAL, REDUCE_OPS, SHORT_ROW_MAX, any_dim_chunks, row_wg)
 from ._core import (binding_limit, blocks, contiguous, device_args, fits, launch_strided, new_like, result, rowwise,
                     spans, windowed)
 from .casts import astype
@@ -591,8 +591,11 @@ def _cumulative(op, x, axis, prod):
         shape, (s_in, s_out) = outer_dims(x)
     ctx = runtime.get()
     n_slices = out.size // d
+    rows = x.strides[ax] == 1 and out.strides[ax] == 1       # the slices' elements adjacent: 16-byte chunks
+    views, tex = texel_views(CUMSUM_TEXELS, {"x": x if rows else None}, {"o": out if rows else None})
     args = dict(out=out, x=x, n_slices=n_slices, d=d, rank=len(shape), off_in=x.offset, off_out=out.offset,
-                s_ax=x.strides[ax], so_ax=out.strides[ax], shape=shape, s_in=s_in, s_out=s_out, PROD=prod)
+                s_ax=x.strides[ax], so_ax=out.strides[ax], shape=shape, s_in=s_in, s_out=s_out, PROD=prod,
+                ROWS=int(rows), TEX=tex, **views)
     budget = ctx.device.loop_budget
     if d <= _CUMSUM_SERIAL_MAX_D and (budget is None or d <= budget // 2) and (n_slices >= 256 or d < 1024):
         ctx.launch(kernel("cumsum", tag), ctx.groups(-(-n_slices // _CUMSUM_WG)), **args, WG=_CUMSUM_WG, SCAN=0)
