@@ -30,7 +30,7 @@ from ..kernels.reduction import row_wg
 from ._core import binding_limit, contiguous, device_args, fits, new_like, result, rowwise, scalar_words
 from .casts import astype
 from .movement_core import ascontiguousarray
-from .reduction import accum_dtype, launch_sum_partials, texel_views
+from .reduction import accum_dtype, sum_over_groups, texel_views
 
 __all__ = ["softmax", "softmax_backward", "rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward",
            "fused_add_rmsnorm"]
@@ -165,8 +165,9 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
     out = new_like(x.shape, x.dtype)
     ln = fam.startswith("layer_norm")
     n_grad = (1 + (1 if ln else 0)) if backward and (w is not None or b is not None) else 0
-    grads = new_like((n_grad * cols,), x.dtype) if n_grad else None
+    grads = None
     if rows == 0 or cols == 0:
+        grads = new_like((n_grad * cols,), x.dtype) if n_grad else None
         if grads is not None and rows == 0 and cols:
             ctx = runtime.get()
             ctx.stream.fill(grads.buffer, (grads.nbytes + 3) & ~3)  # sums over no rows
@@ -186,13 +187,11 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
                 off_x=x.offset, off_w=w.offset if w is not None else 0, eps=eps_w, WG=wg, HAS_W=int(w is not None),
                 **views, TEX=tex, LANE_ROWS=lane)
     if backward:
-        wgrad = grads is not None
+        wgrad = n_grad > 0
         if wgrad:
             n_groups = min(rows, max(_MIN_GROUPS, -(-rows // max_rpg)))
-            # the partials [n_groups, n_grad * cols] must fit one binding; their final pass loops over
-            # the groups in one invocation
-            n_groups = min(n_groups, max(1, binding_limit() // (n_grad * cols * accum_dtype(x.dtype).itemsize)),
-                           budget or n_groups)
+            # the partials [n_groups, n_grad * cols] must fit one binding
+            n_groups = min(n_groups, max(1, binding_limit() // (n_grad * cols * accum_dtype(x.dtype).itemsize)))
             rpg = -(-rows // n_groups)
             if budget is not None and rpg > max(1, budget // per_row):   # as max_rpg: one row always runs
                 raise FuelVKMemoryError(
@@ -206,7 +205,7 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
                    part=part if part is not None else out, off_g=g.offset, off_b=0, rows_per_group=rpg,
                    n_groups=n_groups, HAS_B=0, WGRAD=int(wgrad))
         if wgrad:
-            launch_sum_partials(tag, part, n_groups, grads)
+            grads = sum_over_groups(part, n_groups, x.dtype)
     else:
         ctx.launch(kernel(fam, tag), ctx.groups(-(-rows // per_group)), **args, bias=b if b is not None else out, off_g=0,
                    off_b=b.offset if b is not None else 0, rows_per_group=1, n_groups=rows, HAS_B=int(b is not None),

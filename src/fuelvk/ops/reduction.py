@@ -192,37 +192,37 @@ def launch_reduce_strided(tag, op_id, x, plan, out, off_out=None, chunk_outputs=
     part = new_like((n_chunks * n_out,), accum_dtype(x.dtype))
     ctx.launch(v, ctx.groups(-(-n_chunks * n_out // width // wg)), out=part, x=x, part=part, x_t=x_t, off_out=0,
                **view, **args, MODE=MODE_PARTIAL, TEX=tex)
-    launch_sum_partials(tag, part, n_chunks, out, off_out, op_id, d)
+    ctx.launch(v, ctx.groups(-(-n_out // wg)), out=out, x=out, part=part, x_t=texel_source(out, False)[0],
+               off_out=off_out, n_inner=n_out, d=n_chunks, off_in=0, s_outer=0, s_d=n_out, s_inner=1,
+               chunk=n_chunks, n_chunks=1, **args, MODE=MODE_FINAL, TEX=0)
     return True
 
 
-def launch_sum_partials(tag, part, n_chunks, out, off_out=None, op_id=REDUCE_OPS["sum"], denom=1):
-    """out[e] = the op over part[c * n_out + e] for c < n_chunks (part: accumulator-type partials laid
-    out [n_chunks, n_out], e.g. the norms' weight gradients per row group): reduce_any_dim's
-    MODE_FINAL, one invocation per output reading the partials coalesced (no workgroup per output)."""
-    ctx = runtime.get()
-    n_out = part.size // n_chunks
-    off_out = out.offset if off_out is None else off_out
-    wg = row_wg(ctx)
-    ctx.launch(kernel("reduce_any_dim", tag), ctx.groups(-(-n_out // wg)), out=out, x=out, part=part,
-               x_t=loadpath.stub(ctx.pool), off_out=off_out, n_out=n_out, n_inner=n_out, d=n_chunks, off_in=0,
-               s_outer=0, s_d=n_out, s_inner=1, chunk=n_chunks, n_chunks=1, denom=denom, WG=wg, OP=op_id,
-               MODE=MODE_FINAL, TEX=0)
+def sum_over_groups(part, n_groups, dtype):
+    """The column sums of the accumulator-type partials part [n_groups, n] (e.g. the norms' weight
+    gradients per row group), rounded once to dtype: reduce_any_dim over part's columns (one invocation
+    per column reading rows coalesced, long columns in chunks within Device.loop_budget)."""
+    n = part.size // n_groups
+    out = new_like((n,), part.dtype)
+    if not launch_reduce_strided(_dt.float_tag("sum", part.dtype), REDUCE_OPS["sum"], part,
+                                 (1, n_groups, n, 0, n, 1), out):
+        raise ShapeError(f"sum: {n_groups} partial rows exceed what kernel reduce_any_dim can sum on this device "
+                         "(its per-invocation loop limit); use fewer rows at once")
+    return out if out.dtype == dtype else astype(out, dtype)
 
 
-def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, src_is_partial=False, all_rows=None):
+def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, all_rows=None):
     """Reduce each row of the contiguous [rows, cols] `src` into out[row] (one or two passes); rows up
     to SHORT_ROW_MAX one per invocation (the strided kernel), longer ones a workgroup each.
 
-    src_is_partial: src is a fresh (offset 0) accumulator-type array read by MODE_FINAL, e.g. the
-    norms' weight-gradient partials. all_rows: the whole reduction's row count when this call is a
-    block of it (the strided kernel's chunks, hence the summation order, follow it).
+    all_rows: the whole reduction's row count when this call is a block of it (the strided kernel's
+    chunks, hence the summation order, follow it).
     """
     ctx = runtime.get()
     off_out = out.offset if out_offset is None else out_offset
-    if not src_is_partial and not fits(src, out):
+    if not fits(src, out):
         return _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out)
-    if not src_is_partial and cols <= SHORT_ROW_MAX and launch_reduce_strided(
+    if cols <= SHORT_ROW_MAX and launch_reduce_strided(
             tag, op_id, src, (1, cols, rows, 0, 1, cols), out, off_out, all_rows or rows):
         return
     v = kernel(fam, tag)
@@ -231,11 +231,6 @@ def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, src_is
     n_chunks = -(-cols // chunk)
     # Bindings a mode leaves unused get a buffer the dispatch writes anyway (no extra hazard).
     stub = texel_source(out, False)[0]       # MODE_FINAL reads the partials (storage buffer)
-    if src_is_partial:
-        ctx.launch(v, ctx.groups(rows), out=out, x=out, part=src, x_t=stub, n_rows=rows, n_cols=cols,
-                   chunk=builtins.max(cols, 1), n_chunks=1, off_in=0, off_out=off_out, denom=cols, pad=0,
-                   WG=wg, OP=op_id, MODE=MODE_FINAL, TEX=0)
-        return
     x_t, tex = texel_source(src)             # whole texels of each row; the unaligned ends from x
     if n_chunks <= 1:
         ctx.launch(v, ctx.groups(rows), out=out, x=src, part=out, x_t=x_t, n_rows=rows, n_cols=cols,
