@@ -19,6 +19,10 @@ layout(constant_id = 2) const uint PROD = 0;  // 1: running products (the array 
 // TEX_O: defines from kernels/reduction.py); the same elements in the same order as element by element.
 layout(constant_id = 3) const uint ROWS = 0;
 layout(constant_id = 4) const uint TEX = 0;
+// 1 (SCAN == 0): each invocation walks PER adjacent slices at once (the innermost outer dim has unit
+// strides and whole texels, as the axis stride and the offsets: the host checks), one 16-byte chunk
+// per step along the axis; each slice's sum is the element-by-element walk's.
+layout(constant_id = 5) const uint COLS = 0;
 layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
@@ -83,6 +87,23 @@ shared A scan_s[WG];
 
 void main() {
     int bi, bo;
+    if (SCAN == 0u && COLS != 0u) {
+        uint e = (linear_group() * WG + gl_LocalInvocationID.x) * PER;
+        if (e >= p.n_slices) return;
+        slice_base(e, bi, bo);
+        A s[PER], comp[PER], v[PER];
+        for (uint j = 0u; j < PER; ++j) { s[j] = PROD != 0u ? A(1) : A(0); comp[j] = A(0); }
+        for (uint k = 0u; k < p.d; ++k) {
+            load_x(uint(bi + int(k) * p.s_ax), 0u, PER, v);
+            for (uint j = 0u; j < PER; ++j) {
+                if (PROD != 0u) s[j] *= v[j];
+                else kahan_add(s[j], comp[j], v[j]);
+                v[j] = s[j] - comp[j];
+            }
+            store_o(uint(bo) + k * p.so_ax, 0u, PER, v);
+        }
+        return;
+    }
     if (SCAN == 0u) {
         uint e = linear_group() * WG + gl_LocalInvocationID.x;
         if (e >= p.n_slices) return;

@@ -161,7 +161,8 @@ def test_rope_paths(dt, monkeypatch, launches):
 def test_cumsum_paths(dt, monkeypatch, launches):
     """cumsum / cumulative_prod along unit-stride axes (slices read and written in 16-byte chunks): one
     invocation per slice and a workgroup per long slice (SCAN), aligned and offset by one, slices of
-    no whole number of texels; along a strided axis no view is bound."""
+    no whole number of texels; along a leading axis, slices side by side as texels (COLS) or element by
+    element."""
     from fuelvk.ops.reduction import cumulative_prod_along
     for rows, cols, off in [(6, 40, 0), (5, 37, 1), (3, 2000, 0), (2, 3001, 1)]:
         (x,) = inputs(dt, rows, cols, off, 1)
@@ -172,8 +173,12 @@ def test_cumsum_paths(dt, monkeypatch, launches):
         close(cs, np.cumsum(x64, -1), dt, scale=cols ** 0.5)
         np.testing.assert_allclose(cp.astype(np.float64), np.cumprod(x64, -1), rtol=2 * TOL[np.dtype(dt)][0] * cols)
         assert all(m & CUMSUM_TEXELS["x"] for m in masks), masks
-    launches.clear()
-    monkeypatch.setenv(loadpath.ENV, "1")
-    a = rng.standard_normal((9, 8)).astype(dt)
-    close(fv.cumsum(fv.asarray(a), axis=0).numpy(), np.cumsum(a.astype(np.float64), 0), dt)
-    assert launches and not any(t for _, t, _ in launches), launches
+    # along a leading axis: 16 adjacent columns walk as texels (COLS), also offset by a whole texel of
+    # f32; offset by one element or 7 columns: element by element (no view bound)
+    for rows, cols, off, views in [(300, 16, 0, True), (30, 16, 4, np.dtype(dt).itemsize >= 4), (30, 16, 1, False),
+                                   (9, 7, 0, False)]:
+        (x,) = inputs(dt, rows, cols, off, 1)
+        (cs,), masks, _ = on_both_paths(monkeypatch, launches, lambda: (
+            fv.cumsum(rows_of(x, rows, cols, off), axis=0),))
+        close(cs, np.cumsum(sl(x, rows, cols, off), 0), dt, scale=rows ** 0.5)
+        assert all(bool(m & CUMSUM_TEXELS["x"]) == views for m in masks), (rows, cols, off, masks)

@@ -544,6 +544,18 @@ _CUMSUM_WG = 64
 _CUMSUM_SERIAL_MAX_D = 16384
 
 
+def _adjacent_slices(x, out, ax, shape, s_in, s_out):
+    """True when cumsum's slices come in runs of whole 16-byte texels of x and out (COLS): the innermost
+    collapsed outer dim has unit strides and a multiple of PER elements, and the offsets, the axis
+    strides and every other outer stride are multiples of PER."""
+    per = TEXEL_BYTES // x.dtype.itemsize
+    if not shape or shape[-1] % per or s_in[-1] != 1 or s_out[-1] != 1:
+        return False
+    steps = [x.offset, out.offset, x.strides[ax], out.strides[ax]] + [
+        s for n, si, so in zip(shape[:-1], s_in[:-1], s_out[:-1]) if n > 1 for s in (si, so)]
+    return all(s % per == 0 for s in steps)
+
+
 def cumsum(x, axis=None):
     """numpy.cumsum (axis=None: over the flattened array). Any view; compensated f32/f64 running sum."""
     return _cumulative("cumsum", x, axis, 0)
@@ -586,13 +598,19 @@ def _cumulative(op, x, axis, prod):
         shape, (s_in, s_out) = outer_dims(x)
     ctx = runtime.get()
     n_slices = out.size // d
+    budget = ctx.device.loop_budget
+    serial_ok = d <= _CUMSUM_SERIAL_MAX_D and (budget is None or d <= budget // 2)
     rows = x.strides[ax] == 1 and out.strides[ax] == 1       # the slices' elements adjacent: 16-byte chunks
-    views, tex = texel_views(CUMSUM_TEXELS, {"x": x if rows else None}, {"o": out if rows else None})
+    cols = serial_ok and not rows and _adjacent_slices(x, out, ax, shape, s_in, s_out)
+    views, tex = texel_views(CUMSUM_TEXELS, {"x": x if rows or cols else None}, {"o": out if rows or cols else None})
     args = dict(out=out, x=x, n_slices=n_slices, d=d, rank=len(shape), off_in=x.offset, off_out=out.offset,
                 s_ax=x.strides[ax], so_ax=out.strides[ax], shape=shape, s_in=s_in, s_out=s_out, PROD=prod,
-                ROWS=int(rows), TEX=tex, **views)
-    budget = ctx.device.loop_budget
-    if d <= _CUMSUM_SERIAL_MAX_D and (budget is None or d <= budget // 2) and (n_slices >= 256 or d < 1024):
+                ROWS=int(rows), COLS=int(cols), TEX=tex, **views)
+    if cols:          # PER slices per invocation, no barriers (a workgroup per slice is barrier-bound)
+        per = TEXEL_BYTES // x.dtype.itemsize
+        ctx.launch(kernel("cumsum", tag), ctx.groups(-(-n_slices // per // _CUMSUM_WG)), **args, WG=_CUMSUM_WG,
+                   SCAN=0)
+    elif serial_ok and (n_slices >= 256 or d < 1024):
         ctx.launch(kernel("cumsum", tag), ctx.groups(-(-n_slices // _CUMSUM_WG)), **args, WG=_CUMSUM_WG, SCAN=0)
     else:
         wg = row_wg(ctx, d, 2)
