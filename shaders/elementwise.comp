@@ -69,6 +69,15 @@ layout(set = 0, binding = 2) readonly buffer InB4 { Q b4[]; };
 // (16 bytes per load) instead of a4 / b4, where the device reads texels faster (Device.texel_loads,
 // runtime/loadpath.py). The host binds a 16-byte stub view for an input it reads otherwise (constant,
 // scalar, or a buffer over maxTexelBufferElements: then TEX = 0). Tails stay on the storage buffers.
+#ifdef NO_TEXEL
+// NO_TEXEL (the *_ssbo twin families): no texel view bindings at all. launch_strided runs the twin
+// when no chunk of a launch reads or writes through texels: a bound texel view costs a CPU driver
+// per dispatch even where the kernel never reads it (lavapipe: ~8 us of a 16-element add's ~25 us).
+const uint TEX = 0u;
+const uint TEXW = 0u;
+#define TEXQ(X, k) V4(0)
+#define TEXSTORE(k, v) {}
+#else
 layout(constant_id = 2) const uint TEX = 0;
 #if NIN == 2
 layout(set = 0, binding = 3, rgba32ui) uniform readonly uimageBuffer a_t;
@@ -113,6 +122,7 @@ vec4 bf16x4_texel(uvec4 u, uint h) {
 }
 #define TEXQ(X, k) bf16x4_texel(imageLoad(X, int((k) >> 1)), (k) & 1u)
 #endif
+#endif  // NO_TEXEL
 
 layout(push_constant) uniform Params {
     uint n; uint rank; uint flags; uint off_o;

@@ -117,7 +117,7 @@ def test_plan_choice(monkeypatch):
     o = fv.asarray(np.zeros(64, np.float32))
     assert views(add, o, [a, a]) == (1, 2, 0)   # the bound buffers' indices: a, b, out
     assert views(add, o[:60], [a[4:], a[:60]]) == (1, 2, 0)
-    assert views(add, o[:63], [a[1:], a[:63]]) == (None,) * 3           # unaligned: not LINEAR
+    assert views(add, o[:63], [a[1:], a[:63]]) == ()       # unaligned: not LINEAR, the view-less twin
     c = fv.asarray(np.ones(1, np.float32)).broadcast_to((64,))
     assert views(add, o, [a, c]) == (1, None, 0)                             # constant b: stub
     # f16 elements 8 .. 11 lie in the second half of texel 1: a buffer of one whole texel cannot
@@ -175,3 +175,18 @@ def test_half_specials_agree(dt, monkeypatch):
         assert np.array_equal(t, s)
     finite = ~np.isnan(x[4:].astype(np.float32))     # NaN payloads: the kernel's (both paths agree above)
     assert np.array_equal(out["1"][0][finite], x[4:].view(np.uint16)[finite] ^ 0x8000)   # negation flips the sign
+
+
+def test_small_launches_bind_no_views(monkeypatch):
+    """Unforced, a launch moving fewer than TEXEL_MIN_BYTES per operand runs the storage-only twin
+    (no texel views bound); a bigger one reads through texels where the device's probe chose them."""
+    monkeypatch.delenv(loadpath.ENV, raising=False)
+    ctx = runtime.get()
+    monkeypatch.setattr(ctx, "plans", {})
+    small = np.arange(64, dtype=np.float32)
+    big = np.arange(loadpath.TEXEL_MIN_BYTES // 4, dtype=np.float32)
+    for x in (small, big):
+        np.testing.assert_array_equal((fv.asarray(x) + fv.asarray(x)).numpy(), x + x)
+    fams = {k[5]: v[0][0][0].variant.family for k, v in ctx.plans.items() if isinstance(k, tuple)}  # out.shape
+    assert fams[small.shape].endswith("_ssbo"), fams
+    assert fams[big.shape].endswith("_ssbo") != bool(loadpath.texel_paths(ctx)[0]), fams

@@ -4,7 +4,7 @@ Op ids and flag bits are the tables below, numbered by `ids` (no two ops of one 
 id); shaders see them as defines (OP_EXP, OP_ADD, FLAG_B_SCALAR, ...) and name only those. Adding a
 unary op: its name in UNARY_OPS / ROUNDING_OPS / MATH_OPS and its `case OP_<NAME>:` in elementwise.comp.
 """
-from .registry import DTYPE_FEATURES, family, float_variants, id_defines, ids, wide_or_plain
+from .registry import DTYPE_FEATURES, family, float_variants, id_defines, ids, texel_twins, wide_or_plain
 
 GROUP = "Element-wise unary / binary / affine"
 MAX_RANK = 6      # the EW Params' shape / stride arrays (shaders/elementwise.comp and its kin)
@@ -58,9 +58,9 @@ FAMILIES_EW = {  # name -> (defines, tags)
 }
 for _name, (_defs, _tags) in FAMILIES_EW.items():
     _defs = {**(_BINARY_DEFINES if _defs["NIN"] == 2 else _UNARY_DEFINES), **_defs}
-    family(_name, SRC, float_variants(_name, _tags), GROUP, defines=_defs)
-    family(f"{_name}_w64", SRC, float_variants(f"{_name}_w64", [t for t in _tags if t in WIDE_TAGS]),
-           GROUP, defines={**_defs, "W64": 1}, features=(WIDE,), tag_features=WIDE_TAG_FEATURES)
+    texel_twins(_name, SRC, float_variants(_name, _tags), GROUP, defines=_defs)
+    texel_twins(f"{_name}_w64", SRC, float_variants(f"{_name}_w64", [t for t in _tags if t in WIDE_TAGS]),
+                GROUP, defines={**_defs, "W64": 1}, features=(WIDE,), tag_features=WIDE_TAG_FEATURES)
 del _name, _defs, _tags
 
 # compare.comp: the comparisons, keyed by the dtype compared (every dtype fuelvk stores), bool out.

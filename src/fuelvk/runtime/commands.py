@@ -208,15 +208,10 @@ class Stream:
                 self._begin()
             written, read = self.written, self.read
             keys = [b.key for b in buffers]
+            if not written.isdisjoint(keys) or not read.isdisjoint([h for h, w in zip(keys, writes) if w]):
+                self._full_barrier()
             for h, w in zip(keys, writes):
-                if h in written or (w and h in read):
-                    self._full_barrier()
-                    break
-            for h, w in zip(keys, writes):
-                if w:
-                    written.add(h)
-                else:
-                    read.add(h)
+                (written if w else read).add(h)
             cb = self.cb
             if self.bound is not pipe:
                 lib.vkCmdBindPipeline(cb, COMPUTE, pipe.handle)
@@ -236,8 +231,8 @@ class Stream:
             lib.vkCmdDispatch(cb, *groups)
             self.dispatches += 1
             self.cur.resources.append(buffers)
-            self.count += 1
-            if self.count >= FLUSH_EVERY or self.pool.fresh >= PIN_BYTES:
+            self.count = count = self.count + 1
+            if count >= FLUSH_EVERY or self.pool.fresh >= PIN_BYTES:
                 self.flush()
 
     @staticmethod

@@ -23,6 +23,12 @@ TEXEL_WINS = 0.8          # texel path chosen when it takes <= 80% of the storag
 REPEATS = 3
 VERSION = 2               # of the cached record
 TEXEL_BYTES = 16          # an rgba32ui texel
+# A launch whose chunk moves fewer bytes per operand reads and writes through storage buffers (the
+# kernel's storage-only twin, no views bound), unless FUELVK_TEXEL_LOADS forces a path: a view costs
+# host time to bind (lavapipe executes a view-less twin no faster: measured equal), and below this
+# size faster reads do not repay it (lavapipe, f32 add, process CPU per op, texel vs storage: 256
+# elements 60.0 vs 59.6 us, 1024: 58.5 vs 61.5 us, 4096: 69 vs 89 us).
+TEXEL_MIN_BYTES = 2048
 _stubs = weakref.WeakKeyDictionary()
 
 
