@@ -118,7 +118,7 @@ def wide_or_plain(plain, wide, tag, features):
     """A faster twin family's variant (e.g. 64-bit-word loads) where the device has every feature it needs
     (`features`), else the plain family's: kernel(wide, tag) or kernel(plain, tag)."""
     v = FAMILIES[wide].variants.get(tag)
-    return v if v is not None and all(f in features for f in v.features) else kernel(plain, tag)
+    return v if v is not None and features.issuperset(v.features) else kernel(plain, tag)
 
 
 def float_variants(prefix, tags=("f32", "f16", "bf16", "f64"), bare="f32"):

@@ -75,6 +75,8 @@ round = globals()["round"]  # noqa: A001 - numpy's name
 
 def _accepted(name):
     """The float tags op `name` runs in (see kernels/elementwise.NO_F64 / F32_F64_ONLY)."""
+    if name not in NO_F64 and name not in F32_F64_ONLY:
+        return _dt.FLOAT_TAGS
     if name in NO_F64:
         return {d: t for d, t in _dt.FLOAT_TAGS.items() if t != "f64"}
     if name in F32_F64_ONLY:
@@ -171,7 +173,19 @@ def _is_int(x):
     return isinstance(x, (Array, np.ndarray)) and d in _INT_TAGS
 
 
+_BINARY_SPEC = {name: {"OP": i} for name, i in BINARY.items()}   # one dict per op: launch_strided's key
+
+
 def _binary(op, a, b):
+    if type(a) is Array and type(b) is Array and a.dtype == b.dtype:
+        # The common case first (two device arrays of one float dtype; every check below is the
+        # general path's, in its order): no scalar, upload or promotion to consider.
+        tag = _accepted(op).get(a.dtype)
+        pa, pb = a.buffer.pool, b.buffer.pool
+        if tag is not None and pa is not None and not pa.closed and pb is not None and not pb.closed:
+            out = new_like(a.shape if a.shape == b.shape else layout.broadcast_shapes(op, a.shape, b.shape), a.dtype)
+            launch_strided(variant("binary", tag, runtime.get().device.features), out, [a, b], _BINARY_SPEC[op])
+            return out
     if op in INT_BINARY_OPS and (_is_int(a) or _is_int(b)):
         arrays = isinstance(a, (Array, np.ndarray)) and isinstance(b, (Array, np.ndarray))
         if not arrays or a.dtype == b.dtype:
