@@ -321,16 +321,27 @@ V round_even_v(V x) { return roundEven(x); }
 
 V sigmoid(V x) { return 1.0 / (1.0 + exp_v(-x)); }
 
+// FUSED (the ew_fused family, NIN 2): out = POST(OP(PRE(a), b)), PRE / POST unary ids (UNARY's, or
+// FUSED_NONE: identity), OP a binary id; each intermediate is rounded to the element type, as the
+// unfused ops' stored results are, so the fused kernel gives their bits with one pass over memory.
+#ifdef FUSED
+layout(constant_id = 4) const uint PRE = FUSED_NONE;
+layout(constant_id = 5) const uint POST = FUSED_NONE;
+#define UOP uop
+#else
+#define UOP OP
+#endif
+
 // Odd functions keep a zero's sign (f(-0) = -0, the standard's special cases; builtins may not).
-#if NIN == 1
-bool odd_zero_op() {
-    return OP == OP_SIN || OP == OP_TANH || OP == OP_LOG1P || OP == OP_EXPM1 || OP == OP_TAN || OP == OP_SINH
-        || OP == OP_ASINH || OP == OP_ATANH || OP == OP_ASIN || OP == OP_ATAN;
+#if NIN == 1 || defined(FUSED)
+bool odd_zero_op(uint uop) {
+    return UOP == OP_SIN || UOP == OP_TANH || UOP == OP_LOG1P || UOP == OP_EXPM1 || UOP == OP_TAN || UOP == OP_SINH
+        || UOP == OP_ASINH || UOP == OP_ATANH || UOP == OP_ASIN || UOP == OP_ATAN;
 }
 
-V apply_unary(V x) {
-    if (odd_zero_op() && x == V(0.0)) return x;
-    switch (OP) {
+V apply_unary_op(uint uop, V x) {
+    if (odd_zero_op(uop) && x == V(0.0)) return x;
+    switch (UOP) {
     case OP_NEGATIVE: return -x;
     case OP_SQUARE: return x * x;
     case OP_SQRT: return sqrt(x);
@@ -388,10 +399,15 @@ V apply_unary(V x) {
         return r;
     }
     }
-    return x;   // not reached: the host launches only UNARY's ids
+    return x;   // not reached: the host launches only UNARY's ids (the fused kernels: FUSED_NONE)
 }
-#else
+V apply_unary(V x) { return apply_unary_op(OP, x); }
+#endif
+#if NIN == 2
 
+#ifdef FUSED
+#define apply_binary binary_op
+#endif
 V apply_binary(V x, V y) {
     switch (OP) {
     case OP_ADD: return x + y;
@@ -408,6 +424,15 @@ V apply_binary(V x, V y) {
     }
     return x;   // not reached: the host launches only BINARY's ids
 }
+#ifdef FUSED
+#undef apply_binary
+V rounded(V v) { return LOAD(STORE(v)); }   // v as the element type stores it
+V apply_binary(V x, V y) {
+    V u = PRE == FUSED_NONE ? x : rounded(apply_unary_op(PRE, x));
+    V r = binary_op(u, y);
+    return POST == FUSED_NONE ? r : apply_unary_op(POST, rounded(r));
+}
+#endif
 #endif
 
 uint strided(uint i, uint off, int st[6]) {
