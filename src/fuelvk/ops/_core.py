@@ -9,7 +9,6 @@ import struct
 
 import numpy as np
 
-from .. import config
 from .. import dtypes as _dt
 from .. import layout
 from .. import runtime
@@ -141,7 +140,7 @@ def launch_strided(variant, out, inputs, spec=None, s0=ZERO2, s1=ZERO2, flags_ex
         texels = (loads or stores) and (loads, stores) + tuple(x.buffer.size // TEXEL_BYTES
                                                               for x in (out,) + tuple(inputs))
         pipes, writes, views = _plan(ctx, variant, out, inputs, spec or {}, s0, s1, flags_extra, texels,
-                                     min_bytes=0 if config.is_set(loadpath.ENV) else loadpath.TEXEL_MIN_BYTES)
+                                     min_bytes=0 if loadpath.forced() else loadpath.TEXEL_MIN_BYTES)
         stub = loadpath.stub(ctx.pool) if views and None in views else None
         # which buffer each binding takes: out, the inputs, then per texel view its source or the stub
         order = tuple(range(1 + len(inputs))) + tuple(len(inputs) + 1 if k is None else k for k in views or ())

@@ -207,11 +207,16 @@ class Stream:
             if self.cur is None:
                 self._begin()
             written, read = self.written, self.read
-            keys = [b.key for b in buffers]
-            if not written.isdisjoint(keys) or not read.isdisjoint([h for h, w in zip(keys, writes) if w]):
-                self._full_barrier()
-            for h, w in zip(keys, writes):
-                (written if w else read).add(h)
+            for b, w in zip(buffers, writes):
+                h = b.key
+                if h in written or w and h in read:
+                    self._full_barrier()
+                    break
+            for b, w in zip(buffers, writes):
+                if w:
+                    written.add(b.key)
+                else:
+                    read.add(b.key)
             cb = self.cb
             if self.bound is not pipe:
                 lib.vkCmdBindPipeline(cb, COMPUTE, pipe.handle)

@@ -11,6 +11,7 @@ loop budget (runtime/loopcap.py; FUELVK_PIPELINE_CACHE=0: probed in every proces
 probed the same way with elementwise's LINEAR kernel writing through a storage buffer or an rgba32ui
 view. FUELVK_TEXEL_LOADS=0/1 overrides both per call (tests force each path with it).
 """
+import os
 import weakref
 
 from .. import config
@@ -95,9 +96,24 @@ def resolve(ctx):
     return decide(rec), {k: v for k, v in rec.items() if k != "version"}
 
 
+# FUELVK_TEXEL_LOADS is read per call (tests switch it with monkeypatch.setenv) on launch_strided's
+# hot path, where os.environ.get costs 0.6-5 us (key encoding, and a KeyError raised inside when
+# unset): the environment's own mapping is read with the key encoded once.
+_ENV_DATA = getattr(os.environ, "_data", None)
+_ENV_KEY = os.environ.encodekey(ENV) if _ENV_DATA is not None else None
+
+
+def forced():
+    """Whether FUELVK_TEXEL_LOADS is set (to a non-empty value)."""
+    if _ENV_DATA is None:
+        return config.is_set(ENV)
+    raw = _ENV_DATA.get(_ENV_KEY)
+    return raw is not None and bool(raw.strip())
+
+
 def texel_paths(ctx):
     """(texel loads, texel stores) now: FUELVK_TEXEL_LOADS if set (both), else the probe's."""
-    if config.is_set(ENV):                  # per call; parsed only when set (launch_strided's hot path)
+    if forced():                            # per call; parsed only when set (launch_strided's hot path)
         on = config.get(ENV)
         return on, on
     dev = ctx.device
