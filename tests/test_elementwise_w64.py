@@ -116,8 +116,9 @@ def test_scalar_and_broadcast_operands(path, dt):
         _check_path(path, path[1], "affine", dt, True)
 
 
-def test_f32_only_families(path):
-    h = _data(1026, np.float32)
+@pytest.mark.parametrize("n", [1026, 14], ids=["texel-sized", "small"])   # small: the view-less twins
+def test_f32_only_families(path, n):
+    h = _data(n, np.float32)
     x = fv.asarray(h)[4:]
     assert_bits(fv.clip(x, -1.0, 2.0), np.clip(h[4:], np.float32(-1.0), np.float32(2.0)))
     _check_path(path, path[1], "clamp", np.float32, True)
@@ -158,8 +159,8 @@ def _capabilities(path):
     return caps
 
 
-@pytest.mark.parametrize("fam", [f"{f}_w64" for f in ("unary", "binary", "affine", "clamp", "powi")]
-                         + ["strided_copy", "strided_copy_w64"])
+@pytest.mark.parametrize("fam", [f"{f}_w64{t}" for f in ("unary", "binary", "affine", "clamp", "powi", "fused_ew")
+                                 for t in ("", "_ssbo")] + ["strided_copy", "strided_copy_w64"])
 def test_twins_declare_the_features_their_spirv_needs(fam):
     """A capability the SPIR-V declares without the matching feature would fail pipeline creation on
     devices lacking it (the plain kernels must stay free of Int64)."""
@@ -167,6 +168,6 @@ def test_twins_declare_the_features_their_spirv_needs(fam):
     for v in FAMILIES[fam].variants.values():
         need = {CAP_FEATURE[c] for c in _capabilities(spv_dir() / v.spv) if c in CAP_FEATURE}
         assert need <= set(v.features), (v.id, need, v.features)
-    for f in ("unary", "binary", "affine"):
+    for f in ("unary", "binary", "affine", "fused_ew", "unary_ssbo", "binary_ssbo", "affine_ssbo", "fused_ew_ssbo"):
         for t in WIDE_TAGS:
             assert 11 not in _capabilities(spv_dir() / kernel(f, t).spv), f"{f}.{t} declares Int64"

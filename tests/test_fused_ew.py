@@ -129,3 +129,22 @@ def test_errors():
         fv.silu_mul(fv.asarray(np.ones(4, np.int32)), fv.asarray(np.ones(4, np.int32)))
     with pytest.raises(fv.errors.ShapeError):
         fv.silu_mul(a, fv.asarray(np.ones(3, np.float32)))
+
+
+@pytest.mark.parametrize("n", [4099, 9], ids=["texel-sized", "small"])
+def test_without_int64(n, monkeypatch):
+    """The plain fused families (no 64-bit words), with and without texel views, where the device
+    lacks shaderInt64."""
+    ctx = runtime.get()
+    monkeypatch.setattr(ctx.device, "features", set(ctx.device.features) - {"int64"})
+    monkeypatch.setattr(ctx, "plans", {})
+    made = []
+    get = ctx.pipelines.get
+    monkeypatch.setattr(ctx.pipelines, "get", lambda v, spec=(): (made.append(v.family), get(v, spec))[1])
+    for dt in FLOATS:
+        ha, hb = _data(n, dt), _data(n, dt)
+        a, b = fv.asarray(ha)[1:], fv.asarray(hb)[1:]
+        _same_bits(fv.silu_mul(a[3:], b[3:]), fv.silu(a[3:]) * b[3:])      # offset 4: LINEAR
+        _same_bits(fv.gelu_mul(a, b), fv.gelu(a) * b)                      # offset 1: strided
+    fused_fams = {f for f in made if f.startswith("fused_ew")}
+    assert fused_fams <= {"fused_ew", "fused_ew_ssbo"} and fused_fams, made
