@@ -12,6 +12,7 @@ from oracles import FLOATS, TRANS_TOL, assert_bits, assert_close
 
 import fuelvk as fv
 from fuelvk import runtime
+from fuelvk.ops import _core
 from fuelvk.kernels import FAMILIES, kernel
 from fuelvk.kernels.elementwise import LINEAR, WIDE_TAGS, variant
 
@@ -34,6 +35,7 @@ def path(request, monkeypatch):
         pytest.skip("device lacks shaderInt64: only the fallback path exists here")
     seen, get = [], ctx.pipelines.get
     monkeypatch.setattr(ctx, "plans", {})   # plan cache: force pipeline selection in this test
+    monkeypatch.setattr(_core, "SMALL", {})  # LINEAR at every size (small launches would take the index path)
     monkeypatch.setattr(ctx.pipelines, "get", lambda v, spec=(), *a, **k: (
         seen.append((v.id, _linear(ctx, v, spec))), get(v, spec, *a, **k))[1])
     return request.param, seen

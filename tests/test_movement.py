@@ -90,6 +90,7 @@ def test_strided_copy_contiguous_paths(dt, wide, monkeypatch):
     when offsets are multiples of 4, the index path otherwise; odd sizes exercise the tail."""
     from fuelvk import runtime
     from fuelvk.kernels.elementwise import LINEAR
+    from fuelvk.ops import _core
     ctx = runtime.get()
     if not wide:
         if dt.itemsize == 8:
@@ -99,6 +100,7 @@ def test_strided_copy_contiguous_paths(dt, wide, monkeypatch):
         pytest.skip("device lacks shaderInt64")
     seen, get = [], ctx.pipelines.get
     monkeypatch.setattr(ctx, "plans", {})
+    monkeypatch.setattr(_core, "SMALL", {})  # LINEAR at every size (small launches would take the index path)
     monkeypatch.setattr(ctx.pipelines, "get", lambda v, spec=(), *a, **k: (
         seen.append((v.id, (ctx.pipelines.signature(v).spec_ids.get(LINEAR), 1) in tuple(spec))),
         get(v, spec, *a, **k))[1])

@@ -179,14 +179,20 @@ def test_half_specials_agree(dt, monkeypatch):
 
 def test_small_launches_bind_no_views(monkeypatch):
     """Unforced, a launch moving fewer than TEXEL_MIN_BYTES per operand runs the storage-only twin
-    (no texel views bound); a bigger one reads through texels where the device's probe chose them."""
+    (no texel views bound), below LINEAR_MIN elements on the index path; a bigger one reads through
+    texels where the device's probe chose them."""
+    from fuelvk.kernels.elementwise import LINEAR
     monkeypatch.delenv(loadpath.ENV, raising=False)
     ctx = runtime.get()
     monkeypatch.setattr(ctx, "plans", {})
-    small = np.arange(64, dtype=np.float32)
-    big = np.arange(loadpath.TEXEL_MIN_BYTES // 4, dtype=np.float32)
-    for x in (small, big):
+    made, get = [], ctx.pipelines.get
+    monkeypatch.setattr(ctx.pipelines, "get", lambda v, spec=(): (
+        made.append((v.family, (ctx.pipelines.signature(v).spec_ids.get(LINEAR), 1) in spec)), get(v, spec))[1])
+    for n in (64, _core.LINEAR_MIN, loadpath.TEXEL_MIN_BYTES // 4):
+        x = np.arange(n, dtype=np.float32)
+        made.clear()
         np.testing.assert_array_equal((fv.asarray(x) + fv.asarray(x)).numpy(), x + x)
-    fams = {k[5]: v[0][0][0].variant.family for k, v in ctx.plans.items() if isinstance(k, tuple)}  # out.shape
-    assert fams[small.shape].endswith("_ssbo"), fams
-    assert fams[big.shape].endswith("_ssbo") != bool(loadpath.texel_paths(ctx)[0]), fams
+        (family, linear), = made
+        assert linear == (n >= _core.LINEAR_MIN), (n, made)
+        texel = n * 4 >= loadpath.TEXEL_MIN_BYTES and loadpath.texel_paths(ctx)[0]
+        assert family.endswith("_ssbo") != bool(texel), (n, made)

@@ -22,6 +22,13 @@ from ..kernels.registry import storage_twin
 
 ZERO2 = (0, 0)
 _LIMITS = "device limits"   # the key of Context.plans' entry naming the limits its plans were made for
+# Small launches (unless FUELVK_TEXEL_LOADS forces a path, as tests do): no texel views below
+# loadpath.TEXEL_MIN_BYTES per operand, and the indexed path below LINEAR_MIN elements, which lavapipe
+# executes faster there (a 16-element f32 add: ~17 us of CPU against ~28 us for LINEAR; equal at 256
+# elements, LINEAR far ahead from 1024; benches/bench_dispatch.py). Either path reads the same few
+# elements on any device.
+LINEAR_MIN = 256
+SMALL = {"min_bytes": loadpath.TEXEL_MIN_BYTES, "linear_min": LINEAR_MIN}
 
 
 def device_args(op, *xs):
@@ -140,7 +147,7 @@ def launch_strided(variant, out, inputs, spec=None, s0=ZERO2, s1=ZERO2, flags_ex
         texels = (loads or stores) and (loads, stores) + tuple(x.buffer.size // TEXEL_BYTES
                                                               for x in (out,) + tuple(inputs))
         pipes, writes, views = _plan(ctx, variant, out, inputs, spec or {}, s0, s1, flags_extra, texels,
-                                     min_bytes=0 if loadpath.forced() else loadpath.TEXEL_MIN_BYTES)
+                                     **({} if loadpath.forced() else SMALL))
         stub = loadpath.stub(ctx.pool) if views and None in views else None
         # which buffer each binding takes: out, the inputs, then per texel view its source or the stub
         order = tuple(range(1 + len(inputs))) + tuple(len(inputs) + 1 if k is None else k for k in views or ())
@@ -170,13 +177,13 @@ def _texel_ok(offset, itemsize, n, texels):
     return 0 < texels <= runtime.get().device.limits.maxTexelBufferElements and end <= texels
 
 
-def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, min_bytes=0):
+def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, min_bytes=0, linear_min=0):
     """([(pipeline, grid, Params bytes)] one per rank<=6 chunk, the write set, the texel views'
     sources: per texel binding (a_t, b_t) the input it views or None for the stub) for
     launch_strided. The Params, bindings and spec constants go through the kernel's Signature by
     name, once per plan. texels: False (storage buffers) or (texel loads, texel stores, then out's
     and each input's buffer size in texels); min_bytes: chunks moving fewer bytes per operand stay
-    on storage buffers. A plan that binds no texel view runs the storage-only twin, if the variant
+    on storage buffers; linear_min: chunks of fewer elements take the indexed path, not LINEAR. A plan that binds no texel view runs the storage-only twin, if the variant
     has one (no views: view sources ())."""
     sig = ctx.pipelines.signature(variant)
     views = tuple(b for b in sig.bindings if b in TEXEL_BINDINGS)
@@ -200,7 +207,7 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
         m = math.prod(sub)
         contig = layout.contiguous_strides(sub)
         flags = flags_extra
-        linear = linear_ok
+        linear = linear_ok and m >= linear_min
         for k, s in enumerate(st):
             if tuple(s) == contig:
                 flags |= _CONTIGUOUS[k]
@@ -232,7 +239,7 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
     if views and view_src is None:
         twin = storage_twin(variant)
         if twin is not None:
-            return _plan(ctx, twin, out, inputs, spec, s0, s1, flags_extra)
+            return _plan(ctx, twin, out, inputs, spec, s0, s1, flags_extra, linear_min=linear_min)
     plan = [(ctx.pipelines.get(variant, spec_ids), groups, push) for spec_ids, groups, push in plan]
     if views:
         view_src = view_src or (None,) * len(views)
