@@ -69,6 +69,15 @@ layout(set = 0, binding = 2) readonly buffer InB4 { Q b4[]; };
 // (16 bytes per load) instead of a4 / b4, where the device reads texels faster (Device.texel_loads,
 // runtime/loadpath.py). The host binds a 16-byte stub view for an input it reads otherwise (constant,
 // scalar, or a buffer over maxTexelBufferElements: then TEX = 0). Tails stay on the storage buffers.
+#ifdef NO_TEXEL
+// NO_TEXEL (the *_ssbo twin families): no texel view bindings at all. launch_strided runs the twin
+// when no chunk of a launch reads or writes through texels: a bound texel view costs a CPU driver
+// per dispatch even where the kernel never reads it (lavapipe: ~8 us of a 16-element add's ~25 us).
+const uint TEX = 0u;
+const uint TEXW = 0u;
+#define TEXQ(X, k) V4(0)
+#define TEXSTORE(k, v) {}
+#else
 layout(constant_id = 2) const uint TEX = 0;
 #if NIN == 2
 layout(set = 0, binding = 3, rgba32ui) uniform readonly uimageBuffer a_t;
@@ -113,6 +122,7 @@ vec4 bf16x4_texel(uvec4 u, uint h) {
 }
 #define TEXQ(X, k) bf16x4_texel(imageLoad(X, int((k) >> 1)), (k) & 1u)
 #endif
+#endif  // NO_TEXEL
 
 layout(push_constant) uniform Params {
     uint n; uint rank; uint flags; uint off_o;
@@ -311,16 +321,27 @@ V round_even_v(V x) { return roundEven(x); }
 
 V sigmoid(V x) { return 1.0 / (1.0 + exp_v(-x)); }
 
+// FUSED (the ew_fused family, NIN 2): out = POST(OP(PRE(a), b)), PRE / POST unary ids (UNARY's, or
+// FUSED_NONE: identity), OP a binary id; each intermediate is rounded to the element type, as the
+// unfused ops' stored results are, so the fused kernel gives their bits with one pass over memory.
+#ifdef FUSED
+layout(constant_id = 4) const uint PRE = FUSED_NONE;
+layout(constant_id = 5) const uint POST = FUSED_NONE;
+#define UOP uop
+#else
+#define UOP OP
+#endif
+
 // Odd functions keep a zero's sign (f(-0) = -0, the standard's special cases; builtins may not).
-#if NIN == 1
-bool odd_zero_op() {
-    return OP == OP_SIN || OP == OP_TANH || OP == OP_LOG1P || OP == OP_EXPM1 || OP == OP_TAN || OP == OP_SINH
-        || OP == OP_ASINH || OP == OP_ATANH || OP == OP_ASIN || OP == OP_ATAN;
+#if NIN == 1 || defined(FUSED)
+bool odd_zero_op(uint uop) {
+    return UOP == OP_SIN || UOP == OP_TANH || UOP == OP_LOG1P || UOP == OP_EXPM1 || UOP == OP_TAN || UOP == OP_SINH
+        || UOP == OP_ASINH || UOP == OP_ATANH || UOP == OP_ASIN || UOP == OP_ATAN;
 }
 
-V apply_unary(V x) {
-    if (odd_zero_op() && x == V(0.0)) return x;
-    switch (OP) {
+V apply_unary_op(uint uop, V x) {
+    if (odd_zero_op(uop) && x == V(0.0)) return x;
+    switch (UOP) {
     case OP_NEGATIVE: return -x;
     case OP_SQUARE: return x * x;
     case OP_SQRT: return sqrt(x);
@@ -378,10 +399,15 @@ V apply_unary(V x) {
         return r;
     }
     }
-    return x;   // not reached: the host launches only UNARY's ids
+    return x;   // not reached: the host launches only UNARY's ids (the fused kernels: FUSED_NONE)
 }
-#else
+V apply_unary(V x) { return apply_unary_op(OP, x); }
+#endif
+#if NIN == 2
 
+#ifdef FUSED
+#define apply_binary binary_op
+#endif
 V apply_binary(V x, V y) {
     switch (OP) {
     case OP_ADD: return x + y;
@@ -398,6 +424,15 @@ V apply_binary(V x, V y) {
     }
     return x;   // not reached: the host launches only BINARY's ids
 }
+#ifdef FUSED
+#undef apply_binary
+V rounded(V v) { return LOAD(STORE(v)); }   // v as the element type stores it
+V apply_binary(V x, V y) {
+    V u = PRE == FUSED_NONE ? x : rounded(apply_unary_op(PRE, x));
+    V r = binary_op(u, y);
+    return POST == FUSED_NONE ? r : apply_unary_op(POST, rounded(r));
+}
+#endif
 #endif
 
 uint strided(uint i, uint off, int st[6]) {

@@ -252,7 +252,7 @@ def test_op_tables_unique_and_every_op_has_its_shader_case():
     """Each table is one shader switch: ids unique within it, every op named by exactly one
     `case OP_<NAME>:` and no case without a table entry (adding an op cannot collide or go missing)."""
     from fuelvk.kernels import elementwise as E, intops as I
-    for table, shader, function in ((E.UNARY, "elementwise.comp", "apply_unary"),
+    for table, shader, function in ((E.UNARY, "elementwise.comp", "apply_unary_op"),
                                     (E.BINARY, "elementwise.comp", "apply_binary"),
                                     (E.COMPARE, "compare.comp", "compare"),
                                     (I.INT_BINARY, "intops.comp", "apply_binary"),

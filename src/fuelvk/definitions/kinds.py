@@ -370,7 +370,7 @@ def solve_moe_fp8_renorm(defn, inputs):
             tok_d = fv.asarray(tok.astype(np.int32))
             w1 = _dequant_blocks(w13[int(ex)], s13[int(ex)])                                  # [2I, H]
             g1 = fv.matmul(fv.take(a, tok_d, axis=0), w1.T)                                     # [n, 2I]
-            c = fv.silu(g1[:, inter:]) * g1[:, :inter]
+            c = fv.silu_mul(g1[:, inter:], g1[:, :inter])                                    # SwiGLU, one pass
             wt = fv.take(probs, fv.asarray((tok * top_k + slot).astype(np.int32)))[:, None]
             out = fv.index_add(out, 0, tok_d, fv.matmul(c, _dequant_blocks(w2[int(ex)], s2[int(ex)]).T) * wt)
         return (out.astype(odt).numpy(),)
