@@ -28,7 +28,10 @@ FIXED_OPS = ("affine", "clamp", "powi")               # families of their own (F
 UNARY = ids(*UNARY_OPS, *ROUNDING_OPS, *MATH_OPS, *FIXED_OPS)
 BINARY_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "copysign", "hypot", "logaddexp",
               "atan2", "nextafter")
-BINARY = ids(*BINARY_OPS)                             # apply_binary's switch
+# The array API's floor_divide / remainder / pow of floats (fuelvk.api composes their public functions,
+# integers go to intops.comp): in the same switch, not public ops of their own.
+API_BINARY_OPS = ("floor_divide", "remainder", "pow")
+BINARY = ids(*BINARY_OPS, *API_BINARY_OPS)            # apply_binary's switch
 # The EW Params' flags word: per input, contiguous (linear index) or constant (every stride 0) --
 # input b's bits are a's shifted by FLAG_B_SHIFT -- and a scalar operand in s0 (a) or s1 (b).
 FLAGS = {"a_contiguous": 1, "a_constant": 2, "b_contiguous": 4, "b_constant": 8, "b_scalar": 16, "a_scalar": 32}
@@ -56,9 +59,12 @@ FAMILIES_EW = {  # name -> (defines, tags)
     "clamp": ({"NIN": 1, "FIXED_OP": UNARY["clamp"]}, ("f32",)),
     "powi": ({"NIN": 1, "FIXED_OP": UNARY["powi"]}, ("f32",)),
 }
+# The binary family's f64 variant steps through 53-bit integer mantissas (the exact fmod): shaderInt64.
+_BINARY_TAG_FEATURES = {**DTYPE_FEATURES, "f64": DTYPE_FEATURES["f64"] + ("int64",)}
 for _name, (_defs, _tags) in FAMILIES_EW.items():
     _defs = {**(_BINARY_DEFINES if _defs["NIN"] == 2 else _UNARY_DEFINES), **_defs}
-    family(_name, SRC, float_variants(_name, _tags), GROUP, defines=_defs)
+    family(_name, SRC, float_variants(_name, _tags), GROUP, defines=_defs,
+           tag_features=_BINARY_TAG_FEATURES if _defs["NIN"] == 2 else DTYPE_FEATURES)
     family(f"{_name}_w64", SRC, float_variants(f"{_name}_w64", [t for t in _tags if t in WIDE_TAGS]),
            GROUP, defines={**_defs, "W64": 1}, features=(WIDE,), tag_features=WIDE_TAG_FEATURES)
 del _name, _defs, _tags
