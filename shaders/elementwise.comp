@@ -181,7 +181,9 @@ V asinh_v(V x) {
     V r = a > 1e150LF ? log64(a) + 0.69314718055994531LF : log1p_v(a + a * a / (1.0LF + sqrt(1.0LF + a * a)));
     return x < 0.0LF ? -r : r;
 }
-V acosh_v(V x) { return x > 1e150LF ? log64(x) + 0.69314718055994531LF : log1p_v((x - 1.0LF) + sqrt((x - 1.0LF) * (x + 1.0LF))); }
+V acosh_v(V x) {                    // NaN below 1 (the formula's terms would cancel to 0 far below -1)
+    if (x < 1.0LF) return V(0.0) / V(0.0);
+    return x > 1e150LF ? log64(x) + 0.69314718055994531LF : log1p_v((x - 1.0LF) + sqrt((x - 1.0LF) * (x + 1.0LF))); }
 #else
 V expm1_v(V x) {                    // Taylor to x^10 for |x| < 0.5 (rel. error < 3e-10), else e^x - 1
     if (!(abs(x) < 0.5)) return exp(x) - V(1.0);
@@ -206,7 +208,9 @@ V asinh_v(V x) {
     V r = a > V(1e18) ? log(a) + V(0.69314718055994531) : log1p_v(a + a * a / (V(1.0) + sqrt(V(1.0) + a * a)));
     return x < 0.0 ? -r : r;
 }
-V acosh_v(V x) { return x > V(1e18) ? log(x) + V(0.69314718055994531) : log1p_v((x - V(1.0)) + sqrt((x - V(1.0)) * (x + V(1.0)))); }
+V acosh_v(V x) {                    // NaN below 1, as for f64
+    if (x < V(1.0)) return V(0.0) / V(0.0);
+    return x > V(1e18) ? log(x) + V(0.69314718055994531) : log1p_v((x - V(1.0)) + sqrt((x - V(1.0)) * (x + V(1.0)))); }
 #endif
 // atan by reduction to |t| <= tan(pi/8) and the odd series (NTERMS terms: f32 / f64 accuracy);
 // asin, acos and atan2 build on it (lavapipe's float builtins are off by ~1e-4).
@@ -388,14 +392,62 @@ V remainder_v(V x, V y) {
     return divmod_v(x, y, q);
 }
 
+// Dekker's exact product error a * b - p (Veltkamp splitting, no fma: lavapipe lowers fma to a
+// multiply and an add). Halves of |a| > ~1e34 (f32) would overflow: no error term there (0).
+#if defined(DT_F64)
+const V SPLITTER = V(134217729.0), SPLIT_MAX = V(1e290);
+#else
+const V SPLITTER = V(4097.0), SPLIT_MAX = V(1e34);
+#endif
+void split_v(V a, out V hi, out V lo) {
+    precise V c = SPLITTER * a;
+    precise V h = c - (c - a);
+    hi = h;
+    lo = a - h;
+}
+V prod_err(V a, V b, V p) {
+    if (!(abs(a) < SPLIT_MAX && abs(b) < SPLIT_MAX)) return V(0.0);
+    V ah, al, bh, bl;
+    split_v(a, ah, al);
+    split_v(b, bh, bl);
+    precise V e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+    return e;
+}
+// (ah, al) *= (bh, bl) in double-word arithmetic: ~2x the type's precision.
+void dw_mul(inout V ah, inout V al, V bh, V bl) {
+    precise V p = ah * bh;
+    if (isinf(p) || p == V(0.0)) { ah = p; al = V(0.0); return; }
+    precise V e = prod_err(ah, bh, p) + (ah * bl + al * bh);
+    precise V h = p + e;
+    al = e - (h - p);
+    ah = h;
+}
+// a^n for finite a > 0 and an integer n, |n| < 2^31: repeated squaring in double-word arithmetic (from
+// 1/a, with its residual, for n < 0), then one rounding: exact powers come out exact.
+V pow_int(V a, V n) {
+    V bh = a, bl = V(0.0);
+    if (n < V(0.0)) {                                    // 1/a and its residual (1 - bh a exact: Sterbenz)
+        bh = V(1.0) / a;
+        precise V p = bh * a;
+        precise V res = (V(1.0) - p) - prod_err(bh, a, p);
+        bl = res / a;
+    }
+    V rh = V(1.0), rl = V(0.0);
+    for (uint k = uint(abs(n)); k != 0u; k >>= 1) {
+        if ((k & 1u) != 0u) dw_mul(rh, rl, bh, bl);
+        if (k > 1u) dw_mul(bh, bl, bh, bl);
+    }
+    return rh + rl;
+}
+
 // |x|^y for finite a > 0 and finite y: exp(y log a), carrying the rounding error of the product y log a
-// (fma) into the result. Accuracy is the logarithm's: a few ulp while |y log a| is small, growing
+// into the result. Accuracy is the logarithm's: a few ulp while |y log a| is small, growing
 // with it (f64 ~1e-13 relative near overflow).
 #if defined(DT_F64)
 V pow_abs(V a, V y) {
     V l = log64(a);
     precise V t = y * l;
-    V e = fma(y, l, -t);
+    V e = prod_err(y, l, t);
     V r = exp64(t);
     return isinf(r) || r == 0.0LF ? r : r + r * e;
 }
@@ -403,13 +455,14 @@ V pow_abs(V a, V y) {
 V pow_abs(V a, V y) {
     V l = log2(a);
     precise V t = y * l;
-    V e = fma(y, l, -t);
+    V e = prod_err(y, l, t);
     V r = exp2_v(t);
     return isinf(r) || r == V(0.0) ? r : r + r * (e * V(0.69314718055994531));
 }
 #endif
 
-// -- pow: C99's / the array API's special cases, then |x|^y = exp(y log|x|) with x's sign for odd y ----
+// -- pow: C99's / the array API's special cases, then |x|^y (pow_int for integer y, else exp(y log|x|)),
+// with x's sign for odd y.
 V pow_v(V x, V y) {
     if (y == V(0.0) || x == V(1.0)) return V(1.0);      // NaN ** 0 and 1 ** NaN included
     if (isnan(x) || isnan(y)) return x + y;
@@ -426,7 +479,7 @@ V pow_v(V x, V y) {
         r = (ax == V(0.0)) == (y > V(0.0)) ? V(0.0) : V(1.0) / V(0.0);
     } else {
         if (xneg && !yint) return V(0.0) / V(0.0);
-        r = pow_abs(ax, y);
+        r = yint && ax != V(1.0) && abs(y) < V(2147483648.0) ? pow_int(ax, y) : pow_abs(ax, y);
     }
     return xneg && yodd ? -r : r;
 }

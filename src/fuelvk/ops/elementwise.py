@@ -257,10 +257,12 @@ def power(x, n):
     """x ** n. A float32 array and an integer n: repeated squaring (n < 0 uses 1/x, so power(0, -k) =
     inf), the op's gradient rule; anything else (array exponents, other dtypes, float n) is the
     array API's pow (api_binary("pow", x, n))."""
-    try:
-        n_int = operator.index(n)
-    except TypeError:
-        n_int = None
+    n_int = None
+    if is_scalar(n) and not isinstance(n, (bool, np.bool_)):
+        try:
+            n_int = operator.index(n)
+        except TypeError:
+            pass
     if n_int is None or getattr(x, "dtype", None) != _dt.float32 or not -2**31 <= n_int < 2**31:
         return _binary("pow", x, n)
     return _unary("power", "powi", x, s0=(n_int & 0xFFFFFFFF, 0), accepted=(_dt.float32,))
