@@ -461,6 +461,23 @@ V pow_abs(V a, V y) {
 }
 #endif
 
+// torch's CPU rounding (the PyTorch device's aten.floor_divide / aten.remainder): numpy's divmod except
+// that a zero remainder keeps fmod's sign (x's) and an infinite x gives NaN, finite // inf floors
+// to -1 for opposite signs (numpy's values there).
+V torch_floor_divide_v(V x, V y) {
+    if (y == V(0.0) || isnan(x) || isnan(y)) return x / y;
+    if (isinf(x)) return V(0.0) / V(0.0);
+    V q;
+    divmod_v(x, y, q);
+    return q;
+}
+V torch_remainder_v(V x, V y) {
+    if (isnan(x) || isnan(y)) return x + y;
+    if (y == V(0.0) || isinf(x)) return V(0.0) / V(0.0);
+    V m = fmod_v(x, y);
+    return m != V(0.0) && (y < V(0.0)) != (m < V(0.0)) ? m + y : m;
+}
+
 // -- pow: C99's / the array API's special cases, then |x|^y (pow_int for integer y, else exp(y log|x|)),
 // with x's sign for odd y.
 V pow_v(V x, V y) {
@@ -576,6 +593,8 @@ V apply_binary(V x, V y) {
     case OP_FLOOR_DIVIDE: return floor_divide_v(x, y);     // numpy's bits (the standard's inf cases)
     case OP_REMAINDER: return remainder_v(x, y);           // numpy's bits
     case OP_POW: return pow_v(x, y);
+    case OP_TORCH_FLOOR_DIVIDE: return torch_floor_divide_v(x, y);
+    case OP_TORCH_REMAINDER: return torch_remainder_v(x, y);
     }
     return x;   // not reached: the host launches only BINARY's ids
 }

@@ -175,3 +175,32 @@ def test_acosh_below_one_and_sign_of_zeros(dt):
         assert np.isnan(fv.acosh(fv.asarray(np.array([-7.984082441118418e153]))).numpy()).all()
     z = np.array([0.0, -0.0, -2.0, 3.0, np.nan], np.float64).astype(dt)
     same_or_nan(fv.sign(fv.asarray(z)).numpy(), np.array([0.0, 0.0, -1.0, 1.0, np.nan], np.float64).astype(dt))
+
+
+# -- the PyTorch device: aten.remainder / aten.floor_divide of floats on the device, torch CPU's bits ---
+@pytest.mark.parametrize("dt", ["float32", "float64", "float16", "bfloat16"])
+def test_torch_device_remainder_floor_divide(dt):
+    torch = pytest.importorskip("torch")
+    import fuelvk.torch as ft
+    dtype = getattr(torch, dt)
+    s = torch.tensor([0.0, -0.0, 1.0, -1.0, 2.5, -2.5, 4.0, -4.0, 7.0, 1e-3, float("inf"), float("-inf"),
+                      float("nan"), 3.0, -3.0], dtype=dtype)
+    x, y = torch.meshgrid(s, s, indexing="ij")
+    r = (torch.randn(300, generator=torch.Generator().manual_seed(3)) * 50).to(dtype)
+    ft.reset_fallback_stats()
+    for a, b in ((x, y), (r, r.flip(0))):
+        da, db = a.to("fuelvk"), b.to("fuelvk")
+        cases = [(da % db, a % b), (da // db, a // b), (torch.remainder(da, -1.5), torch.remainder(a, -1.5)),
+                 (torch.floor_divide(da, 3.0), torch.floor_divide(a, 3.0))]
+        c = da.clone()
+        c %= db
+        cases.append((c, a % b))
+        for got, want in cases:
+            assert got.device.type == "fuelvk"
+            g = got.cpu()
+            assert g.dtype == want.dtype
+            nan = torch.isnan(g) & torch.isnan(want)
+            bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[g.element_size()]
+            bad = (g.view(bits) != want.view(bits)) & ~nan
+            assert not bad.any(), (a[bad][:5], b[bad][:5] if b.dim() else b, g[bad][:5], want[bad][:5])
+    assert ft.fallback_stats() == {}

@@ -29,8 +29,9 @@ UNARY = ids(*UNARY_OPS, *ROUNDING_OPS, *MATH_OPS, *FIXED_OPS)
 BINARY_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "copysign", "hypot", "logaddexp",
               "atan2", "nextafter")
 # The array API's floor_divide / remainder / pow of floats (fuelvk.api composes their public functions,
-# integers go to intops.comp): in the same switch, not public ops of their own.
-API_BINARY_OPS = ("floor_divide", "remainder", "pow")
+# integers go to intops.comp), and torch's float rounding of the first two (the PyTorch device's aten
+# ops): in the same switch, not public ops of their own.
+API_BINARY_OPS = ("floor_divide", "remainder", "pow", "torch_floor_divide", "torch_remainder")
 BINARY = ids(*BINARY_OPS, *API_BINARY_OPS)            # apply_binary's switch
 # The EW Params' flags word: per input, contiguous (linear index) or constant (every stride 0) --
 # input b's bits are a's shifted by FLAG_B_SHIFT -- and a scalar operand in s0 (a) or s1 (b).
