@@ -52,8 +52,8 @@ def test_divmod_bits(name, dt):
     rng = np.random.default_rng(7)
     r = (rng.standard_normal(3000) * 100).astype(dt)
     q = rng.standard_normal(3000).astype(dt)
-    big = (rng.standard_normal(500) * float(ml_dtypes.finfo(dt).max) / 8).astype(dt)   # huge ratios: long fmod loops
-    small = (rng.standard_normal(500) * float(ml_dtypes.finfo(dt).smallest_normal) * 4).astype(dt)
+    big = (rng.uniform(-1, 1, 500) * float(ml_dtypes.finfo(dt).max)).astype(dt)    # huge ratios: long fmod loops
+    small = (rng.uniform(-4, 4, 500) * float(ml_dtypes.finfo(dt).smallest_normal)).astype(dt)
     k = rng.integers(-40, 40, 500).astype(dt)
     for xx, yy in ((x, y), (r, q), (q, r), (big, small), (small, big), (k * q[:500], q[:500]), (k, k[::-1])):
         f = getattr(fv, name)
@@ -110,6 +110,7 @@ def test_pow_special_values(dt):
     assert_close(got[~exact], want[~exact], dt, scale=8)
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")   # float16 results past 65504: inf both sides
 @pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16])
 def test_pow_values_and_broadcast(dt):
     rng = np.random.default_rng(9)
