@@ -28,7 +28,11 @@ FIXED_OPS = ("affine", "clamp", "powi")               # families of their own (F
 UNARY = ids(*UNARY_OPS, *ROUNDING_OPS, *MATH_OPS, *FIXED_OPS)
 BINARY_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "copysign", "hypot", "logaddexp",
               "atan2", "nextafter")
-BINARY = ids(*BINARY_OPS)                             # apply_binary's switch
+# The array API's floor_divide / remainder / pow of floats (fuelvk.api composes their public functions,
+# integers go to intops.comp), and torch's float rounding of the first two (the PyTorch device's aten
+# ops): in the same switch, not public ops of their own.
+API_BINARY_OPS = ("floor_divide", "remainder", "pow", "torch_floor_divide", "torch_remainder")
+BINARY = ids(*BINARY_OPS, *API_BINARY_OPS)            # apply_binary's switch
 assert not set(UNARY) & set(BINARY), "the fused kernel sees both tables' OP_<NAME> defines"
 # The fused kernel's PRE / POST id meaning "no unary op" (outside UNARY's ids).
 FUSED_NONE = 255
@@ -64,9 +68,12 @@ FAMILIES_EW = {  # name -> (defines, tags)
     # UNARY ids or FUSED_NONE), e.g. silu(a) * b in one pass (ops/elementwise.fused)
     "fused_ew": ({"NIN": 2, "FUSED": 1, "FUSED_NONE": FUSED_NONE, **id_defines(OP=UNARY)}, ("f32", "f16", "bf16", "f64")),
 }
+# The binary family's f64 variant steps through 53-bit integer mantissas (the exact fmod): shaderInt64.
+_BINARY_TAG_FEATURES = {**DTYPE_FEATURES, "f64": DTYPE_FEATURES["f64"] + ("int64",)}
 for _name, (_defs, _tags) in FAMILIES_EW.items():
     _defs = {**(_BINARY_DEFINES if _defs["NIN"] == 2 else _UNARY_DEFINES), **_defs}
-    texel_twins(_name, SRC, float_variants(_name, _tags), GROUP, defines=_defs)
+    texel_twins(_name, SRC, float_variants(_name, _tags), GROUP, defines=_defs,
+                tag_features=_BINARY_TAG_FEATURES if _defs["NIN"] == 2 else DTYPE_FEATURES)
     texel_twins(f"{_name}_w64", SRC, float_variants(f"{_name}_w64", [t for t in _tags if t in WIDE_TAGS]),
                 GROUP, defines={**_defs, "W64": 1}, features=(WIDE,), tag_features=WIDE_TAG_FEATURES)
 del _name, _defs, _tags

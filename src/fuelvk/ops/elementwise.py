@@ -13,9 +13,9 @@ from .. import dtypes as _dt
 from .. import layout
 from .. import runtime
 from ..array import Array
-from ..errors import DTypeError
-from ..kernels.elementwise import (BINARY, BINARY_OPS, F32_F64_ONLY, FLAGS, FUSABLE_UNARY, FUSED_NONE, MATH_OPS,
-                                   NO_F64, ROUNDING_OPS, UNARY, UNARY_OPS, variant)
+from ..errors import DTypeError, ValueCastError
+from ..kernels.elementwise import (API_BINARY_OPS, BINARY, BINARY_OPS, F32_F64_ONLY, FLAGS, FUSABLE_UNARY, FUSED_NONE,
+                                   MATH_OPS, NO_F64, ROUNDING_OPS, UNARY, UNARY_OPS, variant)
 from ..kernels import kernel
 from ..kernels.intops import INT_BINARY, INT_BINARY_OPS, INT_UNARY, INT_UNARY_OPS
 from ._core import (ZERO2, device_args, element_words, is_scalar, launch_strided, new_like, promote, result,
@@ -137,9 +137,29 @@ def int_binary(op, a, b):
     if tag is None:
         raise DTypeError(f"{op}: dtype {dt} is not an integer dtype fuelvk computes in; accepted: "
                          f"{', '.join(map(str, _INT_TAGS))}")
+    if op == "pow":
+        _refuse_negative_exponent(b, b_s, dt)
     out = _launch_binary(op, kernel("int_binary", tag), {"OP": INT_BINARY[op]}, a, b, a_s, b_s, dt,
                          _int_scalar)
     return result(out, numpy_out)
+
+
+def _refuse_negative_exponent(b, b_s, dt):
+    """numpy's rule for integer ** integer: a negative exponent is a ValueError (the standard leaves it
+    unspecified). An exponent array of a signed dtype is checked on the device: its negative elements
+    counted (a float32 sum of 0 / 1, exact: any nonzero count is > 0), one synchronisation."""
+    if b_s:
+        neg = b < 0
+    elif dt.kind == "i" and b.size:
+        from .comparison import less
+        from .movement import where
+        from .reduction import sum as _sum
+        neg = _sum(where(less(b, 0), 1.0, 0.0)).item() > 0
+    else:
+        neg = False
+    if neg:
+        raise ValueCastError("pow: integers to negative integer powers are not allowed (numpy's rule); cast the "
+                             "base to a float dtype first")
 
 
 def _launch_binary(op, v, spec, a, b, a_s, b_s, dt, words):
@@ -226,6 +246,17 @@ for _name in BINARY_OPS:
     globals()[_name] = _make_binary(_name)
 
 
+def api_binary(op, a, b):
+    """floor_divide, remainder or pow (kernels/elementwise.API_BINARY_OPS) of real operands with numpy's
+    broadcasting and promotion: integers exact (shaders/intops.comp; a negative integer exponent is a
+    ValueCastError, as numpy's ValueError), floats in the binary kernel (floor_divide / remainder
+    numpy's bits by an exact fmod; pow with the array API's special cases). fuelvk.api's public
+    floor_divide / remainder / pow are this."""
+    if op not in API_BINARY_OPS:
+        raise ValueError(f"api_binary: {op!r} is not one of {API_BINARY_OPS}")
+    return _binary(op, a, b)
+
+
 def affine(x, mul, add):
     """x * mul + add with scalar mul/add (two roundings, as numpy's x * mul + add)."""
     return _unary("affine", "affine", x, s0=mul, s1=add)
@@ -238,14 +269,18 @@ def clip(x, lo, hi):
 
 
 def power(x, n):
-    """x ** n for an integer n (repeated squaring; n < 0 uses 1/x, so power(0, -k) = inf); float32."""
-    try:
-        n = operator.index(n)
-    except TypeError:
-        raise DTypeError(f"power: the exponent must be an integer, got {n!r}") from None
-    if not -2**31 <= n < 2**31:
-        raise DTypeError(f"power: exponent {n} does not fit in int32")
-    return _unary("power", "powi", x, s0=(n & 0xFFFFFFFF, 0), accepted=(_dt.float32,))
+    """x ** n. A float32 array and an integer n: repeated squaring (n < 0 uses 1/x, so power(0, -k) =
+    inf), the op's gradient rule; anything else (array exponents, other dtypes, float n) is the
+    array API's pow (api_binary("pow", x, n))."""
+    n_int = None
+    if is_scalar(n) and not isinstance(n, (bool, np.bool_)):
+        try:
+            n_int = operator.index(n)
+        except TypeError:
+            pass
+    if n_int is None or getattr(x, "dtype", None) != _dt.float32 or not -2**31 <= n_int < 2**31:
+        return _binary("pow", x, n)
+    return _unary("power", "powi", x, s0=(n_int & 0xFFFFFFFF, 0), accepted=(_dt.float32,))
 
 
 del _name

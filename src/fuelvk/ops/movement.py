@@ -14,7 +14,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import layout
 from .. import runtime
-from ..array import Array, asarray
+from ..array import Array, asarray, complex_part
 from ..errors import DTypeError, FuelVKIndexError, ShapeError
 from ..kernels import kernel
 from ..kernels.movement import EPT, MAX_RANK, WG, WRITE_FLAGS
@@ -517,6 +517,16 @@ def setitem(array, key, value):
                                "(ints, slices, None, ...)")
     view = array.index_view(key)
     _writable("setitem", view)
+    if view.dtype.itemsize == 16:    # complex128: written as its two float64 views (kernels move <= 8 bytes)
+        if isinstance(value, Array):
+            value = value if value.dtype == view.dtype else value.astype(view.dtype)
+            parts = [complex_part(value, p) for p in (0, 1)]
+        else:
+            host = np.asarray(value, dtype=view.dtype)
+            parts = [np.ascontiguousarray(host.real), np.ascontiguousarray(host.imag)]
+        for p, v in enumerate(parts):
+            setitem(complex_part(view, p), Ellipsis, v)
+        return
     src = _source_for("setitem", view, value)
     launch_write(kernel("write_slice", _width_tag("setitem", view.dtype)), view, src)
 
