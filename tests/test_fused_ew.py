@@ -11,6 +11,7 @@ import pytest
 from oracles import FLOATS, TRANS_TOL, assert_close
 
 import fuelvk as fv
+from fuelvk.kernels import kernel
 from fuelvk import runtime
 from fuelvk.errors import DTypeError
 from fuelvk.ops.elementwise import fused
@@ -144,6 +145,10 @@ def test_without_int64(n, monkeypatch):
     for dt in FLOATS:
         ha, hb = _data(n, dt), _data(n, dt)
         a, b = fv.asarray(ha)[1:], fv.asarray(hb)[1:]
+        if dt == np.float64:   # the binary table's f64 switch steps through 53-bit integer mantissas (fmod):
+            # such a device refuses the pipeline (pipelines._create); one created above stays cached here
+            assert "int64" in kernel("fused_ew", "f64").features
+            continue
         _same_bits(fv.silu_mul(a[3:], b[3:]), fv.silu(a[3:]) * b[3:])      # offset 4: LINEAR
         _same_bits(fv.gelu_mul(a, b), fv.gelu(a) * b)                      # offset 1: strided
     fused_fams = {f for f in made if f.startswith("fused_ew")}
