@@ -1,0 +1,435 @@
+#version 450
+// The linalg extension's factorizations (fuelvk.linalg): one workgroup factorizes one matrix of a
+// batch (the batch index is the workgroup), in its output buffers, in steps: a launch runs steps
+// [s0, s1) with a workgroup barrier between them, so the host splits long factorizations over
+// launches that each stay within the device's loop budget (kernels/linalg.py step_costs). State
+// between steps lives in the buffers (w, v, t, r, info), never in registers.
+//   MODE_CHOLESKY  w = L (lower; upper zeroed). Steps 0..n-1 (column k). info[b] = 1: not positive
+//                  definite (a pivot <= 0 or NaN).
+//   MODE_LU        w = L\U of P A (partial pivoting, rows swapped in place). Steps 0..n-1: column k;
+//                  step n: t[b] = sign of det (perm parity times the phases of U's diagonal, 0 when a
+//                  pivot is 0), r[b*n + i] = |U_ii|. With k > 0 columns of B in v (or FLAG_INV: v
+//                  starts as I), steps n+1..2n solve L y = P B and 2n+1..3n U x = y in place.
+//                  info[b] = 1: a pivot was exactly 0 (singular); info[batch + b] = swap parity.
+//   MODE_QR        Householder: w = R (m x n), t = the reflectors (m x kk), r = their tau;
+//                  steps 0..kk-1 reflect column j; kk..2kk-1 accumulate Q = H_0..H_kk-1 I[:, :k]
+//                  into v (m x k) backwards; step 2kk makes R's diagonal real and >= 0 (Q's columns
+//                  take the phases), so the factorization is unique where A has full rank.
+//   MODE_EIGH      cyclic Jacobi on the symmetric w (from A's lower triangle), rotations in the
+//                  round-robin order (n/2 disjoint pairs per round, rounds are steps), t = V.
+//                  Step 0: init; steps 1..k*(N-1): rounds (k sweeps, N = n rounded up to even);
+//                  last: r = eigenvalues ascending, v = the eigenvectors in that order.
+//   MODE_SVD       one-sided (Hestenes) Jacobi on the columns of w = A (m >= n), t = V; same steps;
+//                  last: r = column norms (singular values) descending, v = w's columns in that
+//                  order (A V, orthogonal columns: the host's QR of it gives U), o2 = V^T (Vh).
+//   MODE_PRODUCT   w = a @ t (m x k times k x n; the stacks' products for the compositions): step s
+//                  adds the inner indices [s KCHUNK, (s + 1) KCHUNK).
+// Jacobi: a sweep that rotates nothing sets info[b] = 1 (converged: later rounds return at once);
+// info[batch + b] counts the current sweep's rotations.
+// Tags: R1 (float32) / R2 (float64) real; C1 (complex64) / C2 (complex128) interleaved pairs
+// (Cholesky, LU and QR only: the host refuses complex eigh / svd).
+#include "common/index.glsl"
+layout(local_size_x = WG) in;
+layout(constant_id = 0) const uint MODE = MODE_LU;
+
+#if defined(R2) || defined(C2)
+#define R double
+#define EPS 2.220446049250313e-16LF
+#define TINY 2.2250738585072014e-308LF
+#else
+#define R float
+#define EPS 1.1920929e-07
+#define TINY 1.1754944e-38
+#endif
+
+#if defined(C1) || defined(C2)
+#define IS_COMPLEX 1
+#if defined(C2)
+#define S dvec2
+#else
+#define S vec2
+#endif
+#define LD(buf, i) S(buf[2u * (i)], buf[2u * (i) + 1u])
+#define ST(buf, i, z) { S z_ = (z); buf[2u * (i)] = z_.x; buf[2u * (i) + 1u] = z_.y; }
+#define ZERO S(0.0, 0.0)
+#define ONE S(1.0, 0.0)
+#define MUL(a, b) S((a).x * (b).x - (a).y * (b).y, (a).x * (b).y + (a).y * (b).x)
+#define CONJ(a) S((a).x, -(a).y)
+#define REAL(a) ((a).x)
+#define ABS(a) length(a)
+S cdiv(S a, S b) { R d = dot(b, b); return S(a.x * b.x + a.y * b.y, a.y * b.x - a.x * b.y) / d; }
+#define DIV(a, b) cdiv(a, b)
+#define PHASE(a) ((a) / length(a))
+#else
+#define IS_COMPLEX 0
+#define S R
+#define LD(buf, i) buf[i]
+#define ST(buf, i, z) { buf[i] = (z); }
+#define ZERO R(0.0)
+#define ONE R(1.0)
+#define MUL(a, b) ((a) * (b))
+#define CONJ(a) (a)
+#define REAL(a) (a)
+#define ABS(a) abs(a)
+#define DIV(a, b) ((a) / (b))
+#define PHASE(a) ((a) < R(0.0) ? R(-1.0) : R(1.0))
+#endif
+
+layout(set = 0, binding = 0) readonly buffer A { R a[]; };
+layout(set = 0, binding = 1) coherent buffer W { R w[]; };
+layout(set = 0, binding = 2) coherent buffer V { R v[]; };
+layout(set = 0, binding = 3) coherent buffer T { R t[]; };
+layout(set = 0, binding = 4) coherent buffer Vals { R r[]; };
+layout(set = 0, binding = 5) coherent buffer Info { uint info[]; };
+layout(set = 0, binding = 6) coherent buffer O2 { R o2[]; };
+
+layout(push_constant) uniform Params {
+    uint batch; uint m; uint n; uint k; uint s0; uint s1; uint off_a; uint flags;
+} p;
+
+shared uint sh_flag;
+shared uint sh_piv;
+shared uint sh_pa[MAXP];
+shared uint sh_pb[MAXP];
+shared R sh_c[MAXP];
+shared R sh_s[MAXP];
+shared uint sh_perm[MAXN];
+
+#define SYNC() { memoryBarrierBuffer(); memoryBarrierShared(); barrier(); }
+
+uint b;            // this workgroup's matrix
+uint lid;          // invocation in the workgroup
+
+// ---------------------------------------------------------------------------- Cholesky
+void cholesky_step(uint k) {
+    uint n = p.n, base = b * n * n;
+    if (k == 0u) {
+        for (uint e = lid; e < n * n; e += WG) {
+            uint i = e / n, j = e - i * n;
+            ST(w, base + e, j <= i ? LD(a, p.off_a + base + e) : ZERO);
+        }
+        if (lid == 0u) info[b] = 0u;
+        SYNC();
+    }
+    if (lid == 0u) {
+        R d = REAL(LD(w, base + k * n + k));
+        if (!(d > R(0.0))) info[b] = 1u;
+        ST(w, base + k * n + k, S(sqrt(d)) * ONE);
+    }
+    SYNC();
+    S dk = LD(w, base + k * n + k);
+    for (uint i = k + 1u + lid; i < n; i += WG) ST(w, base + i * n + k, DIV(LD(w, base + i * n + k), dk));
+    SYNC();
+    uint rest = n - k - 1u;
+    for (uint e = lid; e < rest * rest; e += WG) {
+        uint i = k + 1u + e / rest, j = k + 1u + e % rest;
+        if (j <= i) ST(w, base + i * n + j, LD(w, base + i * n + j) - MUL(LD(w, base + i * n + k), CONJ(LD(w, base + j * n + k))));
+    }
+}
+
+// ---------------------------------------------------------------------------- LU, det, solve
+void lu_step(uint s) {
+    uint n = p.n, nb = p.k, base = b * n * n, vb = b * n * nb;
+    if (s == 0u) {
+        for (uint e = lid; e < n * n; e += WG) ST(w, base + e, LD(a, p.off_a + base + e));
+        if ((p.flags & FLAG_INV) != 0u)
+            for (uint e = lid; e < n * nb; e += WG) ST(v, vb + e, (e / nb == e % nb) ? ONE : ZERO);
+        if (lid == 0u) { info[b] = 0u; info[p.batch + b] = 0u; }
+        SYNC();
+    }
+    if (s < n) {
+        uint k = s;
+        if (lid == 0u) {                                   // the pivot: the largest |a_ik|, i >= k
+            uint best = k;
+            R big = ABS(LD(w, base + k * n + k));
+            for (uint i = k + 1u; i < n; ++i) {
+                R x = ABS(LD(w, base + i * n + k));
+                if (x > big) { big = x; best = i; }
+            }
+            sh_piv = best;
+            if (big == R(0.0)) info[b] = 1u;
+            if (best != k) info[p.batch + b] ^= 1u;
+        }
+        SYNC();
+        uint pv = sh_piv;
+        if (pv != k) {
+            for (uint j = lid; j < n; j += WG) {
+                S x = LD(w, base + k * n + j); ST(w, base + k * n + j, LD(w, base + pv * n + j)); ST(w, base + pv * n + j, x);
+            }
+            for (uint j = lid; j < nb; j += WG) {
+                S x = LD(v, vb + k * nb + j); ST(v, vb + k * nb + j, LD(v, vb + pv * nb + j)); ST(v, vb + pv * nb + j, x);
+            }
+            SYNC();
+        }
+        S d = LD(w, base + k * n + k);
+        if (ABS(d) == R(0.0)) return;                      // a zero column: nothing to eliminate
+        for (uint i = k + 1u + lid; i < n; i += WG) ST(w, base + i * n + k, DIV(LD(w, base + i * n + k), d));
+        SYNC();
+        uint rest = n - k - 1u;
+        for (uint e = lid; e < rest * rest; e += WG) {
+            uint i = k + 1u + e / rest, j = k + 1u + e % rest;
+            ST(w, base + i * n + j, LD(w, base + i * n + j) - MUL(LD(w, base + i * n + k), LD(w, base + k * n + j)));
+        }
+    } else if (s == n) {                                   // det's sign and |U_ii|
+        if (lid == 0u) {
+            S sg = (info[p.batch + b] & 1u) != 0u ? -ONE : ONE;
+            for (uint i = 0u; i < n; ++i) {
+                S d = LD(w, base + i * n + i);
+                sg = ABS(d) == R(0.0) ? ZERO : MUL(sg, PHASE(d));
+            }
+            ST(t, b, sg);
+        }
+        for (uint i = lid; i < n; i += WG) r[b * n + i] = ABS(LD(w, base + i * n + i));
+    } else if (s <= 2u * n) {                              // L y = P B (unit lower), column i
+        uint i = s - n - 1u, rest = n - i - 1u;
+        for (uint e = lid; e < rest * nb; e += WG) {
+            uint row = i + 1u + e / nb, c = e % nb;
+            ST(v, vb + row * nb + c, LD(v, vb + row * nb + c) - MUL(LD(w, base + row * n + i), LD(v, vb + i * nb + c)));
+        }
+    } else {                                               // U x = y, column i from the last
+        uint i = 3u * n - s;
+        S d = LD(w, base + i * n + i);
+        for (uint c = lid; c < nb; c += WG) ST(v, vb + i * nb + c, DIV(LD(v, vb + i * nb + c), d));
+        SYNC();
+        for (uint e = lid; e < i * nb; e += WG) {
+            uint row = e / nb, c = e % nb;
+            ST(v, vb + row * nb + c, LD(v, vb + row * nb + c) - MUL(LD(w, base + row * n + i), LD(v, vb + i * nb + c)));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------- Householder QR
+void qr_step(uint s) {
+    uint m = p.m, n = p.n, qc = p.k, kk = min(m, n);
+    uint base = b * m * n, tb = b * m * kk, vb = b * m * qc;
+    if (s == 0u) {
+        for (uint e = lid; e < m * n; e += WG) ST(w, base + e, LD(a, p.off_a + base + e));
+        for (uint e = lid; e < m * qc; e += WG) ST(v, vb + e, (e / qc == e % qc) ? ONE : ZERO);
+        SYNC();
+    }
+    if (s < kk) {                                          // reflect column j: H x = alpha e_j
+        uint j = s;
+        if (lid == 0u) {
+            R nrm2 = R(0.0);
+            for (uint i = j; i < m; ++i) { S x = LD(w, base + i * n + j); nrm2 += REAL(MUL(CONJ(x), x)); }
+            S x0 = LD(w, base + j * n + j);
+            R nrm = sqrt(nrm2), a0 = ABS(x0);
+            R tau = R(0.0);
+            S alpha = x0;
+            if (nrm > R(0.0)) {
+                S ph = a0 > R(0.0) ? PHASE(x0) : ONE;
+                alpha = -nrm * ph;                         // v = x - alpha e_j, v^H v = 2 nrm (nrm + |x0|)
+                tau = R(1.0) / (nrm * (nrm + a0));
+            }
+            r[b * kk + j] = tau;
+            ST(t, tb + j * kk + j, x0 - alpha);
+            for (uint i = j + 1u; i < m; ++i) ST(t, tb + i * kk + j, LD(w, base + i * n + j));
+            ST(w, base + j * n + j, alpha);
+            for (uint i = j + 1u; i < m; ++i) ST(w, base + i * n + j, ZERO);
+        }
+        SYNC();
+        R tau = r[b * kk + j];
+        if (tau == R(0.0)) return;
+        for (uint c = j + 1u + lid; c < n; c += WG) {     // y -= tau v (v^H y), one column each
+            S d = ZERO;
+            for (uint i = j; i < m; ++i) d += MUL(CONJ(LD(t, tb + i * kk + j)), LD(w, base + i * n + c));
+            d *= tau;
+            for (uint i = j; i < m; ++i) ST(w, base + i * n + c, LD(w, base + i * n + c) - MUL(LD(t, tb + i * kk + j), d));
+        }
+    } else if (s < 2u * kk) {                              // Q = H_j Q, j from the last
+        uint j = 2u * kk - 1u - s;
+        R tau = r[b * kk + j];
+        if (tau == R(0.0)) return;
+        for (uint c = lid; c < qc; c += WG) {
+            S d = ZERO;
+            for (uint i = j; i < m; ++i) d += MUL(CONJ(LD(t, tb + i * kk + j)), LD(v, vb + i * qc + c));
+            d *= tau;
+            for (uint i = j; i < m; ++i) ST(v, vb + i * qc + c, LD(v, vb + i * qc + c) - MUL(LD(t, tb + i * kk + j), d));
+        }
+    } else {                                               // R_jj real >= 0: Q_j *= phase, R_j *= conj
+        for (uint e = lid; e < m * kk; e += WG) {
+            uint i = e / kk, j = e % kk;
+            S d = LD(w, base + j * n + j);
+            if (ABS(d) > R(0.0)) ST(v, vb + i * qc + j, MUL(LD(v, vb + i * qc + j), PHASE(d)));
+        }
+        SYNC();
+        for (uint j = lid; j < kk; j += WG) {
+            S d = LD(w, base + j * n + j);
+            if (!(ABS(d) > R(0.0))) continue;
+            S ph = CONJ(PHASE(d));
+            for (uint c = j + 1u; c < n; ++c) ST(w, base + j * n + c, MUL(LD(w, base + j * n + c), ph));
+            ST(w, base + j * n + j, S(ABS(d)) * ONE);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------- product
+void product_step(uint s) {
+    uint m = p.m, n = p.n, kd = p.k, l0 = s * KCHUNK, l1 = min(kd, l0 + KCHUNK);
+    uint ab = b * m * kd, bb = b * kd * n, cb = b * m * n;
+    for (uint e = lid; e < m * n; e += WG) {
+        uint i = e / n, j = e - i * n;
+        S acc = s == 0u ? ZERO : LD(w, cb + e);
+        for (uint l = l0; l < l1; ++l) acc += MUL(LD(a, p.off_a + ab + i * kd + l), LD(t, bb + l * n + j));
+        ST(w, cb + e, acc);
+    }
+}
+
+#if !IS_COMPLEX
+// ---------------------------------------------------------------------------- Jacobi (eigh, svd)
+// Round `rd` of the round-robin tournament over N players: pair q's two columns (lo, hi); N - 1
+// rounds meet every pair once.
+void pair_of(uint q, uint rd, uint N, out uint lo, out uint hi) {
+    uint x, y;
+    if (q == 0u) { x = 0u; y = (rd % (N - 1u)) + 1u; }
+    else { x = ((q + rd) % (N - 1u)) + 1u; y = ((N - 1u - q + rd) % (N - 1u)) + 1u; }
+    lo = min(x, y); hi = max(x, y);
+}
+
+// a < b in the order NaN-last, ties by index (a strict total order: ranks are a permutation).
+bool before(R x, uint i, R y, uint j, bool ascending) {
+    if (isnan(x) || isnan(y)) return !isnan(x) && isnan(y) || (isnan(x) && isnan(y) && i < j);
+    if (x != y) return ascending ? x < y : x > y;
+    return i < j;
+}
+
+void jacobi_step(uint s) {
+    bool svd = MODE == MODE_SVD;
+    uint m = svd ? p.m : p.n, n = p.n, N = n + (n & 1u), P = N / 2u;
+    uint base = b * m * n, tb = b * n * n;
+    uint rounds = p.k * (N - 1u);
+    if (s == 0u) {
+        for (uint e = lid; e < m * n; e += WG) {
+            uint i = e / n, j = e - i * n;
+            w[base + e] = svd || j <= i ? a[p.off_a + base + e] : a[p.off_a + base + j * n + i];
+        }
+        for (uint e = lid; e < n * n; e += WG) t[tb + e] = e / n == e % n ? R(1.0) : R(0.0);
+        if (lid == 0u) { info[b] = n < 2u ? 1u : 0u; info[p.batch + b] = 0u; }
+        return;
+    }
+    if (s <= rounds) {
+        if (lid == 0u) sh_flag = info[b];
+        SYNC();
+        if (sh_flag != 0u) return;
+        uint rd = (s - 1u) % (N - 1u);
+        for (uint q = lid; q < P; q += WG) {
+            uint lo, hi;
+            pair_of(q, rd, N, lo, hi);
+            R c = R(1.0), sn = R(0.0);
+            if (hi < n) {
+                R app, aqq, apq;
+                if (svd) {
+                    app = R(0.0); aqq = R(0.0); apq = R(0.0);
+                    for (uint i = 0u; i < m; ++i) {
+                        R x = w[base + i * n + lo], y = w[base + i * n + hi];
+                        app += x * x; aqq += y * y; apq += x * y;
+                    }
+                } else {
+                    app = w[base + lo * n + lo]; aqq = w[base + hi * n + hi]; apq = w[base + lo * n + hi];
+                }
+                bool tiny = svd ? abs(apq) <= EPS * sqrt(app) * sqrt(aqq) : abs(apq) <= EPS * sqrt(abs(app)) * sqrt(abs(aqq));
+                if (!(tiny || abs(apq) < TINY)) {
+                    R theta = (aqq - app) / (R(2.0) * apq);
+                    R tn = (theta >= R(0.0) ? R(1.0) : R(-1.0)) / (abs(theta) + sqrt(theta * theta + R(1.0)));
+                    c = R(1.0) / sqrt(tn * tn + R(1.0));
+                    sn = tn * c;
+                    atomicAdd(info[p.batch + b], 1u);
+                }
+            }
+            sh_pa[q] = lo; sh_pb[q] = hi; sh_c[q] = c; sh_s[q] = sn;
+        }
+        SYNC();
+        uint rows = svd ? m + n : 2u * n;                 // eigh: W's rows then V's rows
+        for (uint e = lid; e < rows * P; e += WG) {      // columns lo, hi of [W; V] times J
+            uint q = e % P, row = e / P;
+            R sn = sh_s[q];
+            if (sn == R(0.0)) continue;
+            R c = sh_c[q];
+            uint lo = sh_pa[q], hi = sh_pb[q];
+            if (row < m) {
+                R x = w[base + row * n + lo], y = w[base + row * n + hi];
+                w[base + row * n + lo] = c * x - sn * y; w[base + row * n + hi] = sn * x + c * y;
+            } else {
+                uint vr = tb + (row - m) * n;
+                R x = t[vr + lo], y = t[vr + hi];
+                t[vr + lo] = c * x - sn * y; t[vr + hi] = sn * x + c * y;
+            }
+        }
+        if (!svd) {
+            SYNC();
+            for (uint e = lid; e < n * P; e += WG) {       // rows lo, hi of W times J^T
+                uint q = e % P, col = e / P;
+                R sn = sh_s[q];
+                if (sn == R(0.0)) continue;
+                R c = sh_c[q];
+                uint lo = sh_pa[q], hi = sh_pb[q];
+                R x = w[base + lo * n + col], y = w[base + hi * n + col];
+                w[base + lo * n + col] = c * x - sn * y; w[base + hi * n + col] = sn * x + c * y;
+            }
+            SYNC();
+            for (uint q = lid; q < P; q += WG) {
+                if (sh_s[q] == R(0.0)) continue;
+                w[base + sh_pa[q] * n + sh_pb[q]] = R(0.0); w[base + sh_pb[q] * n + sh_pa[q]] = R(0.0);
+            }
+        }
+        SYNC();
+        if (lid == 0u && rd == N - 2u) {                  // the sweep's last round
+            if (info[p.batch + b] == 0u) info[b] = 1u;
+            info[p.batch + b] = 0u;
+        }
+        return;
+    }
+    // finish: the values (into o2 as scratch), their ranks, then values and vectors in that order
+    for (uint j = lid; j < n; j += WG) {
+        R x;
+        if (svd) {
+            x = R(0.0);
+            for (uint i = 0u; i < m; ++i) { R y = w[base + i * n + j]; x += y * y; }
+            x = sqrt(x);
+        } else {
+            x = w[base + j * n + j];
+        }
+        o2[tb + j] = x;
+    }
+    SYNC();
+    for (uint j = lid; j < n; j += WG) {
+        R x = o2[tb + j];
+        uint rank = 0u;
+        for (uint i = 0u; i < n; ++i) rank += before(o2[tb + i], i, x, j, !svd) ? 1u : 0u;
+        sh_perm[rank] = j;
+        r[b * n + rank] = x;
+    }
+    SYNC();
+    if (svd) {
+        for (uint e = lid; e < m * n; e += WG) {
+            uint i = e / n, j = e - i * n;
+            v[base + e] = w[base + i * n + sh_perm[j]];
+        }
+        for (uint e = lid; e < n * n; e += WG) {          // Vh[j, c] = V[c, perm[j]]
+            uint j = e / n, c = e - j * n;
+            o2[tb + e] = t[tb + c * n + sh_perm[j]];
+        }
+    } else {
+        for (uint e = lid; e < n * n; e += WG) {
+            uint i = e / n, j = e - i * n;
+            v[tb + e] = t[tb + i * n + sh_perm[j]];
+        }
+    }
+}
+#endif
+
+void main() {
+    b = linear_group();
+    lid = gl_LocalInvocationID.x;
+    if (b >= p.batch) return;
+    for (uint s = p.s0; s < p.s1; ++s) {
+        if (MODE == MODE_CHOLESKY) cholesky_step(s);
+        else if (MODE == MODE_LU) lu_step(s);
+        else if (MODE == MODE_QR) qr_step(s);
+        else if (MODE == MODE_PRODUCT) product_step(s);
+#if !IS_COMPLEX
+        else jacobi_step(s);
+#endif
+        SYNC();
+    }
+}
