@@ -70,7 +70,10 @@ def _float(op, x):
 def _eye_like(lead, rows, cols, dtype):
     """A contiguous stack of identity matrices [*lead, rows, cols]."""
     xp = _xp()
-    return contiguous(xp.broadcast_to(xp.eye(rows, cols, dtype=dtype), tuple(lead) + (rows, cols)).copy())
+    eye = xp.eye(rows, cols, dtype=_k.REAL[dtype])     # (eye cannot write 16-byte complex128 ones)
+    if dtype.kind == "c":
+        eye = xp.astype(eye, dtype)
+    return contiguous(xp.broadcast_to(eye, tuple(lead) + (rows, cols)).copy())
 
 
 def cholesky(x, /, *, upper=False):
@@ -86,7 +89,7 @@ def det(x, /):
     """The determinant of each square matrix: sign * prod(|U_ii|) of its LU factorization."""
     x = _float("det", x)
     sign, absd = _k.lu_det(x)
-    return multiply(sign, _xp().prod(absd, axis=-1)) if absd.shape[-1] else _xp().ones_like(sign)
+    return _xp().multiply(sign, _xp().prod(absd, axis=-1)) if absd.shape[-1] else _xp().ones_like(sign)
 
 
 def slogdet(x, /):

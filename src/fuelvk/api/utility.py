@@ -79,15 +79,22 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
 
 
 def vecdot(x1, x2, /, *, axis=-1):
-    """Dot products of vectors along axis (broadcast over the others): sum(x1 * x2, axis)."""
+    """Dot products of vectors along axis (broadcast over the others): sum(conj(x1) * x2, axis), in
+    the operands' promoted dtype. The vectors' lengths must match (a length 1 does not broadcast)."""
+    import fuelvk as xp   # the namespace's complex-aware multiply / conj / sum (bound before any call)
     x1, x2 = _arr("vecdot", x1), _arr("vecdot", x2)
     shape = layout.broadcast_shapes("vecdot", x1.shape, x2.shape)
-    if not shape:
+    if not shape or not x1.ndim or not x2.ndim:
         raise ShapeError("vecdot: needs arrays of rank >= 1")
     ax = layout.normalize_axis("vecdot", axis, len(shape))
     if axis >= 0 and (axis >= x1.ndim or axis >= x2.ndim):
         raise ShapeError(f"vecdot: axis {axis} must index both inputs ({x1.shape}, {x2.shape})")
-    return _sum(multiply(x1, x2), axis=ax)
+    n1 = x1.shape[ax - len(shape)] if ax - len(shape) >= -x1.ndim else 1
+    n2 = x2.shape[ax - len(shape)] if ax - len(shape) >= -x2.ndim else 1
+    if n1 != n2:
+        raise ShapeError(f"vecdot: the vectors along axis {axis} differ in length ({x1.shape}, {x2.shape})")
+    dt = xp.result_type(x1, x2)
+    return xp.sum(xp.multiply(xp.conj(x1) if dt.kind == "c" else x1, x2), axis=ax, dtype=dt)
 
 
 def tensordot(x1, x2, /, *, axes=2):
