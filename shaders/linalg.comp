@@ -24,6 +24,7 @@
 //                  order (A V, orthogonal columns: the host's QR of it gives U), o2 = V^T (Vh).
 //   MODE_PRODUCT   w = a @ t (m x k times k x n; the stacks' products for the compositions): step s
 //                  adds the inner indices [s KCHUNK, (s + 1) KCHUNK).
+// Jacobi works on A / max|A| (sums of squares cannot overflow) and scales the values back.
 // Jacobi: a sweep that rotates nothing sets info[b] = 1 (converged: later rounds return at once);
 // info[batch + b] counts the current sweep's rotations.
 // Tags: R1 (float32) / R2 (float64) real; C1 (complex64) / C2 (complex128) interleaved pairs
@@ -298,10 +299,21 @@ void jacobi_step(uint s) {
     uint m = svd ? p.m : p.n, n = p.n, N = n + (n & 1u), P = N / 2u;
     uint base = b * m * n, tb = b * n * n;
     uint rounds = p.k * (N - 1u);
-    if (s == 0u) {
+    if (s == 0u) {                                        // w = A / max|A| (no overflow in the sums of squares)
+        R mx = R(0.0);
+        for (uint e = lid; e < m * n; e += WG) mx = max(mx, abs(a[p.off_a + base + e]));
+        sh_c[lid] = mx;
+        SYNC();
+        if (lid == 0u) {
+            for (uint i = 1u; i < WG; ++i) mx = max(mx, sh_c[i]);
+            sh_s[0] = mx > R(0.0) && !isinf(mx) ? mx : R(1.0);
+            r[b * n] = sh_s[0];                           // the scale, read back by the finish
+        }
+        SYNC();
+        R inv_scale = R(1.0) / sh_s[0];
         for (uint e = lid; e < m * n; e += WG) {
             uint i = e / n, j = e - i * n;
-            w[base + e] = svd || j <= i ? a[p.off_a + base + e] : a[p.off_a + base + j * n + i];
+            w[base + e] = inv_scale * (svd || j <= i ? a[p.off_a + base + e] : a[p.off_a + base + j * n + i]);
         }
         for (uint e = lid; e < n * n; e += WG) t[tb + e] = e / n == e % n ? R(1.0) : R(0.0);
         if (lid == 0u) { info[b] = n < 2u ? 1u : 0u; info[p.batch + b] = 0u; }
@@ -380,6 +392,8 @@ void jacobi_step(uint s) {
         return;
     }
     // finish: the values (into o2 as scratch), their ranks, then values and vectors in that order
+    R scale = r[b * n];
+    SYNC();
     for (uint j = lid; j < n; j += WG) {
         R x;
         if (svd) {
@@ -389,7 +403,7 @@ void jacobi_step(uint s) {
         } else {
             x = w[base + j * n + j];
         }
-        o2[tb + j] = x;
+        o2[tb + j] = x * scale;
     }
     SYNC();
     for (uint j = lid; j < n; j += WG) {
@@ -403,7 +417,7 @@ void jacobi_step(uint s) {
     if (svd) {
         for (uint e = lid; e < m * n; e += WG) {
             uint i = e / n, j = e - i * n;
-            v[base + e] = w[base + i * n + sh_perm[j]];
+            v[base + e] = w[base + i * n + sh_perm[j]] * scale;
         }
         for (uint e = lid; e < n * n; e += WG) {          // Vh[j, c] = V[c, perm[j]]
             uint j = e / n, c = e - j * n;

@@ -120,7 +120,24 @@ def tensordot(x1, x2, /, *, axes=2):
     m = x1.transpose(k1 + a1).reshape((math.prod(x1.shape[a] for a in k1), K))
     b = x2.transpose(a2 + k2).reshape((K, math.prod(x2.shape[a] for a in k2)))
     out_shape = tuple(x1.shape[a] for a in k1) + tuple(x2.shape[a] for a in k2)
-    return matmul(m, b).reshape(out_shape)
+    return _product(m, b).reshape(out_shape)
+
+
+def _product(a, b):
+    """a @ b of two matrices in their promoted dtype: the matmul kernels where they take it (float32,
+    float16, bfloat16, complex64), the linalg kernel's product for float64 / complex128, a broadcast
+    multiply and sum for integers."""
+    import fuelvk as xp   # (the namespace's functions are bound before any call)
+    from ..ops import linalg as _la
+    dt = xp.result_type(a, b)
+    a, b = (x if x.dtype == dt else xp.astype(x, dt) for x in (a, b))
+    if a.shape[0] * b.shape[1] == 0 or a.shape[1] == 0:
+        return xp.zeros((a.shape[0], b.shape[1]), dtype=dt)
+    if dt in (_dt.float64, _dt.complex128):
+        return _la.product(a[None].copy(), b[None].copy())[0]
+    if dt.kind in "fc":
+        return matmul(a, b)
+    return xp.sum(xp.multiply(a[:, :, None], b[None, :, :]), axis=1, dtype=dt)
 
 
 def isnan(x, /):

@@ -52,4 +52,4 @@ def step_costs(mode, m, n, k):
     P = N // 2
     rnd = 4 + _per(P) * (rows if mode == "svd" else 1) + _per((rows + n) * P) + 2 * _per(n * P) + _per(P)
     fin = _per(n) * rows + _per(n) * n + 2 * _per(rows * n) + _per(n * n)
-    return [_per(rows * n) + _per(n * n)] + [rnd] * (k * (N - 1)) + [fin]
+    return [2 * _per(rows * n) + WG + _per(n * n)] + [rnd] * (k * (N - 1)) + [fin]
