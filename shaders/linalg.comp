@@ -57,10 +57,16 @@ layout(constant_id = 0) const uint MODE = MODE_LU;
 #define MUL(a, b) S((a).x * (b).x - (a).y * (b).y, (a).x * (b).y + (a).y * (b).x)
 #define CONJ(a) S((a).x, -(a).y)
 #define REAL(a) ((a).x)
-#define ABS(a) length(a)
-S cdiv(S a, S b) { R d = dot(b, b); return S(a.x * b.x + a.y * b.y, a.y * b.x - a.x * b.y) / d; }
+// |z| and z / w scaled by the larger component, so that squares cannot overflow
+R cabs(S z) { R s = max(abs(z.x), abs(z.y)); return s > R(0.0) && !isinf(s) ? s * length(z / s) : s; }
+S cdiv(S a, S b) {
+    R s = max(abs(b.x), abs(b.y));
+    S bs = b / s, as_ = a / s;
+    return S(as_.x * bs.x + as_.y * bs.y, as_.y * bs.x - as_.x * bs.y) / dot(bs, bs);
+}
+#define ABS(a) cabs(a)
 #define DIV(a, b) cdiv(a, b)
-#define PHASE(a) ((a) / length(a))
+#define PHASE(a) ((a) / cabs(a))
 #else
 #define IS_COMPLEX 0
 #define S R
@@ -210,21 +216,24 @@ void qr_step(uint s) {
     }
     if (s < kk) {                                          // reflect column j: H x = alpha e_j
         uint j = s;
-        if (lid == 0u) {
-            R nrm2 = R(0.0);
-            for (uint i = j; i < m; ++i) { S x = LD(w, base + i * n + j); nrm2 += REAL(MUL(CONJ(x), x)); }
+        if (lid == 0u) {                                   // the norm scaled by max|x_i| (no overflow)
+            R big = R(0.0), ssq = R(0.0);
+            for (uint i = j; i < m; ++i) big = max(big, ABS(LD(w, base + i * n + j)));
+            if (big > R(0.0) && !isinf(big))
+                for (uint i = j; i < m; ++i) { S x = LD(w, base + i * n + j) / big; ssq += REAL(MUL(CONJ(x), x)); }
             S x0 = LD(w, base + j * n + j);
-            R nrm = sqrt(nrm2), a0 = ABS(x0);
+            R nrm = big * sqrt(ssq), a0 = ABS(x0);
             R tau = R(0.0);
-            S alpha = x0;
-            if (nrm > R(0.0)) {
-                S ph = a0 > R(0.0) ? PHASE(x0) : ONE;
-                alpha = -nrm * ph;                         // v = x - alpha e_j, v^H v = 2 nrm (nrm + |x0|)
-                tau = R(1.0) / (nrm * (nrm + a0));
+            S alpha = x0, v0 = ONE;
+            if (nrm > R(0.0)) {                            // v = (x - alpha e_j) / v0 with v0 = x0 - alpha:
+                S ph = a0 > R(0.0) ? PHASE(x0) : ONE;      // |v_i| <= 1, H = I - tau v v^H
+                alpha = -nrm * ph;
+                v0 = ph * (a0 + nrm);
+                tau = (a0 + nrm) / nrm;
             }
             r[b * kk + j] = tau;
-            ST(t, tb + j * kk + j, x0 - alpha);
-            for (uint i = j + 1u; i < m; ++i) ST(t, tb + i * kk + j, LD(w, base + i * n + j));
+            ST(t, tb + j * kk + j, ONE);
+            for (uint i = j + 1u; i < m; ++i) ST(t, tb + i * kk + j, DIV(LD(w, base + i * n + j), v0));
             ST(w, base + j * n + j, alpha);
             for (uint i = j + 1u; i < m; ++i) ST(w, base + i * n + j, ZERO);
         }

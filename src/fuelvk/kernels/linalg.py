@@ -43,7 +43,7 @@ def step_costs(mode, m, n, k):
     if mode == "qr":
         kk = min(m, n)
         first = _per(m * n) + _per(m * k)
-        steps = [first * (s == 0) + 3 * m + _per(n) * 2 * m for s in range(kk)]
+        steps = [first * (s == 0) + 4 * m + _per(n) * 2 * m for s in range(kk)]
         steps += [_per(k) * 2 * m] * kk
         steps.append(_per(m * kk) + _per(kk) * n)
         return steps
