@@ -28,7 +28,7 @@
 // Jacobi: a sweep that rotates nothing sets info[b] = 1 (converged: later rounds return at once);
 // info[batch + b] counts the current sweep's rotations.
 // Tags: R1 (float32) / R2 (float64) real; C1 (complex64) / C2 (complex128) interleaved pairs
-// (Cholesky, LU and QR only: the host refuses complex eigh / svd).
+// (every mode: the Jacobi rotations carry the phase of apq, eigh takes Hermitian matrices).
 #include "common/index.glsl"
 layout(local_size_x = WG) in;
 layout(constant_id = 0) const uint MODE = MODE_LU;
@@ -101,6 +101,8 @@ shared uint sh_pb[MAXP];
 shared R sh_c[MAXP];
 shared R sh_s[MAXP];
 shared uint sh_perm[MAXN];
+shared R sh_vals[MAXN];
+shared S sh_ph[MAXP];
 
 #define SYNC() { memoryBarrierBuffer(); memoryBarrierShared(); barrier(); }
 
@@ -285,7 +287,6 @@ void product_step(uint s) {
     }
 }
 
-#if !IS_COMPLEX
 // ---------------------------------------------------------------------------- Jacobi (eigh, svd)
 // Round `rd` of the round-robin tournament over N players: pair q's two columns (lo, hi); N - 1
 // rounds meet every pair once.
@@ -303,6 +304,14 @@ bool before(R x, uint i, R y, uint j, bool ascending) {
     return i < j;
 }
 
+// Pair q's rotation J on columns (lo, hi): J = [[c, s], [-s ph, c ph]] (ph = e^{-i arg apq}; real: the
+// sign of apq). Columns: x' = c x - s ph y, y' = s x + c ph y; rows (J^H W): ph conjugated.
+void rotate(inout S x, inout S y, R c, R sn, S ph) {
+    S x0 = x, yp = MUL(ph, y);
+    x = c * x0 - sn * yp;
+    y = sn * x0 + c * yp;
+}
+
 void jacobi_step(uint s) {
     bool svd = MODE == MODE_SVD;
     uint m = svd ? p.m : p.n, n = p.n, N = n + (n & 1u), P = N / 2u;
@@ -310,7 +319,7 @@ void jacobi_step(uint s) {
     uint rounds = p.k * (N - 1u);
     if (s == 0u) {                                        // w = A / max|A| (no overflow in the sums of squares)
         R mx = R(0.0);
-        for (uint e = lid; e < m * n; e += WG) mx = max(mx, abs(a[p.off_a + base + e]));
+        for (uint e = lid; e < m * n; e += WG) mx = max(mx, ABS(LD(a, p.off_a + base + e)));
         sh_c[lid] = mx;
         SYNC();
         if (lid == 0u) {
@@ -320,11 +329,13 @@ void jacobi_step(uint s) {
         }
         SYNC();
         R inv_scale = R(1.0) / sh_s[0];
-        for (uint e = lid; e < m * n; e += WG) {
+        for (uint e = lid; e < m * n; e += WG) {          // eigh: the Hermitian matrix of the lower triangle
             uint i = e / n, j = e - i * n;
-            w[base + e] = inv_scale * (svd || j <= i ? a[p.off_a + base + e] : a[p.off_a + base + j * n + i]);
+            S x = svd || j < i ? LD(a, p.off_a + base + e) : j == i ? REAL(LD(a, p.off_a + base + e)) * ONE
+                                                                    : CONJ(LD(a, p.off_a + base + j * n + i));
+            ST(w, base + e, inv_scale * x);
         }
-        for (uint e = lid; e < n * n; e += WG) t[tb + e] = e / n == e % n ? R(1.0) : R(0.0);
+        for (uint e = lid; e < n * n; e += WG) ST(t, tb + e, e / n == e % n ? ONE : ZERO);
         if (lid == 0u) { info[b] = n < 2u ? 1u : 0u; info[p.batch + b] = 0u; }
         return;
     }
@@ -337,60 +348,65 @@ void jacobi_step(uint s) {
             uint lo, hi;
             pair_of(q, rd, N, lo, hi);
             R c = R(1.0), sn = R(0.0);
+            S ph = ONE;
             if (hi < n) {
-                R app, aqq, apq;
+                R app, aqq;
+                S apq;
                 if (svd) {
-                    app = R(0.0); aqq = R(0.0); apq = R(0.0);
+                    app = R(0.0); aqq = R(0.0); apq = ZERO;
                     for (uint i = 0u; i < m; ++i) {
-                        R x = w[base + i * n + lo], y = w[base + i * n + hi];
-                        app += x * x; aqq += y * y; apq += x * y;
+                        S x = LD(w, base + i * n + lo), y = LD(w, base + i * n + hi);
+                        app += REAL(MUL(CONJ(x), x)); aqq += REAL(MUL(CONJ(y), y)); apq += MUL(CONJ(x), y);
                     }
                 } else {
-                    app = w[base + lo * n + lo]; aqq = w[base + hi * n + hi]; apq = w[base + lo * n + hi];
+                    app = REAL(LD(w, base + lo * n + lo)); aqq = REAL(LD(w, base + hi * n + hi));
+                    apq = LD(w, base + lo * n + hi);
                 }
-                bool tiny = svd ? abs(apq) <= EPS * sqrt(app) * sqrt(aqq) : abs(apq) <= EPS * sqrt(abs(app)) * sqrt(abs(aqq));
-                if (!(tiny || abs(apq) < TINY)) {
-                    R theta = (aqq - app) / (R(2.0) * apq);
+                R g = ABS(apq);
+                // converged pair: |apq| small against its diagonal (relative accuracy), or against the
+                // matrix (scaled to max |a| = 1: an absolute floor, so zero columns / eigenvalues do not
+                // keep a sweep rotating)
+                bool tiny = svd ? g <= EPS * max(sqrt(app) * sqrt(aqq), EPS)
+                                : g <= EPS * max(sqrt(abs(app)) * sqrt(abs(aqq)), R(1.0) / R(n));
+                if (!(tiny || g < TINY)) {
+                    R theta = (aqq - app) / (R(2.0) * g);
                     R tn = (theta >= R(0.0) ? R(1.0) : R(-1.0)) / (abs(theta) + sqrt(theta * theta + R(1.0)));
                     c = R(1.0) / sqrt(tn * tn + R(1.0));
                     sn = tn * c;
+                    ph = CONJ(apq) / g;
                     atomicAdd(info[p.batch + b], 1u);
                 }
             }
-            sh_pa[q] = lo; sh_pb[q] = hi; sh_c[q] = c; sh_s[q] = sn;
+            sh_pa[q] = lo; sh_pb[q] = hi; sh_c[q] = c; sh_s[q] = sn; sh_ph[q] = ph;
         }
         SYNC();
-        uint rows = svd ? m + n : 2u * n;                 // eigh: W's rows then V's rows
+        uint rows = svd ? m + n : 2u * n;                 // W's rows then V's rows
         for (uint e = lid; e < rows * P; e += WG) {      // columns lo, hi of [W; V] times J
             uint q = e % P, row = e / P;
             R sn = sh_s[q];
             if (sn == R(0.0)) continue;
-            R c = sh_c[q];
             uint lo = sh_pa[q], hi = sh_pb[q];
-            if (row < m) {
-                R x = w[base + row * n + lo], y = w[base + row * n + hi];
-                w[base + row * n + lo] = c * x - sn * y; w[base + row * n + hi] = sn * x + c * y;
-            } else {
-                uint vr = tb + (row - m) * n;
-                R x = t[vr + lo], y = t[vr + hi];
-                t[vr + lo] = c * x - sn * y; t[vr + hi] = sn * x + c * y;
-            }
+            uint at = row < m ? base + row * n : tb + (row - m) * n;
+            S x = row < m ? LD(w, at + lo) : LD(t, at + lo), y = row < m ? LD(w, at + hi) : LD(t, at + hi);
+            rotate(x, y, sh_c[q], sn, sh_ph[q]);
+            if (row < m) { ST(w, at + lo, x); ST(w, at + hi, y); }
+            else { ST(t, at + lo, x); ST(t, at + hi, y); }
         }
         if (!svd) {
             SYNC();
-            for (uint e = lid; e < n * P; e += WG) {       // rows lo, hi of W times J^T
+            for (uint e = lid; e < n * P; e += WG) {       // rows lo, hi of W times J^H
                 uint q = e % P, col = e / P;
                 R sn = sh_s[q];
                 if (sn == R(0.0)) continue;
-                R c = sh_c[q];
                 uint lo = sh_pa[q], hi = sh_pb[q];
-                R x = w[base + lo * n + col], y = w[base + hi * n + col];
-                w[base + lo * n + col] = c * x - sn * y; w[base + hi * n + col] = sn * x + c * y;
+                S x = LD(w, base + lo * n + col), y = LD(w, base + hi * n + col);
+                rotate(x, y, sh_c[q], sn, CONJ(sh_ph[q]));
+                ST(w, base + lo * n + col, x); ST(w, base + hi * n + col, y);
             }
             SYNC();
             for (uint q = lid; q < P; q += WG) {
                 if (sh_s[q] == R(0.0)) continue;
-                w[base + sh_pa[q] * n + sh_pb[q]] = R(0.0); w[base + sh_pb[q] * n + sh_pa[q]] = R(0.0);
+                ST(w, base + sh_pa[q] * n + sh_pb[q], ZERO); ST(w, base + sh_pb[q] * n + sh_pa[q], ZERO);
             }
         }
         SYNC();
@@ -400,46 +416,44 @@ void jacobi_step(uint s) {
         }
         return;
     }
-    // finish: the values (into o2 as scratch), their ranks, then values and vectors in that order
+    // finish: the values (scaled back), their ranks, then values and vectors in that order
     R scale = r[b * n];
-    SYNC();
     for (uint j = lid; j < n; j += WG) {
         R x;
         if (svd) {
             x = R(0.0);
-            for (uint i = 0u; i < m; ++i) { R y = w[base + i * n + j]; x += y * y; }
+            for (uint i = 0u; i < m; ++i) { S y = LD(w, base + i * n + j); x += REAL(MUL(CONJ(y), y)); }
             x = sqrt(x);
         } else {
-            x = w[base + j * n + j];
+            x = REAL(LD(w, base + j * n + j));
         }
-        o2[tb + j] = x * scale;
+        sh_vals[j] = x * scale;
     }
     SYNC();
     for (uint j = lid; j < n; j += WG) {
-        R x = o2[tb + j];
+        R x = sh_vals[j];
         uint rank = 0u;
-        for (uint i = 0u; i < n; ++i) rank += before(o2[tb + i], i, x, j, !svd) ? 1u : 0u;
+        for (uint i = 0u; i < n; ++i) rank += before(sh_vals[i], i, x, j, !svd) ? 1u : 0u;
         sh_perm[rank] = j;
         r[b * n + rank] = x;
     }
     SYNC();
     if (svd) {
-        for (uint e = lid; e < m * n; e += WG) {
+        for (uint e = lid; e < m * n; e += WG) {          // A V in the values' order
             uint i = e / n, j = e - i * n;
-            v[base + e] = w[base + i * n + sh_perm[j]] * scale;
+            ST(v, base + e, scale * LD(w, base + i * n + sh_perm[j]));
         }
-        for (uint e = lid; e < n * n; e += WG) {          // Vh[j, c] = V[c, perm[j]]
+        for (uint e = lid; e < n * n; e += WG) {          // Vh[j, c] = conj(V[c, perm[j]])
             uint j = e / n, c = e - j * n;
-            o2[tb + e] = t[tb + c * n + sh_perm[j]];
+            ST(o2, tb + e, CONJ(LD(t, tb + c * n + sh_perm[j])));
         }
     } else {
         for (uint e = lid; e < n * n; e += WG) {
             uint i = e / n, j = e - i * n;
-            v[tb + e] = t[tb + i * n + sh_perm[j]];
+            ST(v, tb + e, LD(t, tb + i * n + sh_perm[j]));
         }
     }
 }
-#endif
 
 void main() {
     b = linear_group();
@@ -450,9 +464,7 @@ void main() {
         else if (MODE == MODE_LU) lu_step(s);
         else if (MODE == MODE_QR) qr_step(s);
         else if (MODE == MODE_PRODUCT) product_step(s);
-#if !IS_COMPLEX
         else jacobi_step(s);
-#endif
         SYNC();
     }
 }

@@ -110,18 +110,19 @@ def test_qr(dt, shape):
         close(H(q) @ q, np.broadcast_to(np.eye(qc), q.shape[:-2] + (qc, qc)), dt, 10)
 
 
-@pytest.mark.parametrize("dt", REAL)
+@pytest.mark.parametrize("dt", ALL)
 def test_eigh(dt):
     a = rand((3, 5, 5), dt, 5)
-    lower = np.tril(a)
-    sym = lower + np.swapaxes(np.tril(a, -1), -1, -2)       # the matrix the lower triangle means
+    lower = np.tril(a, -1) + np.diagonal(a, 0, -2, -1).real[..., None] * np.eye(5)
+    sym = (lower + H(np.tril(a, -1))).astype(dt)         # the Hermitian matrix the lower triangle means
     w, v = L.eigh(fv.asarray(a))                          # reads the lower triangle only (as numpy)
     w, v = np.asarray(w), np.asarray(v)
-    close(w, np.linalg.eigvalsh(sym.astype(np.float64)), dt, 10)
+    close(w, np.linalg.eigvalsh(sym.astype(np.complex128)), dt, 10)
     assert np.all(np.diff(w, axis=-1) >= 0)
-    close(np.swapaxes(v, -1, -2) @ v, np.broadcast_to(np.eye(5), v.shape), dt, 10)
+    assert w.dtype == np.zeros(1, dt).real.dtype
+    close(H(v) @ v, np.broadcast_to(np.eye(5), v.shape), dt, 10)
     close(sym @ v, v * w[..., None, :], dt, 20)
-    close(L.eigvalsh(fv.asarray(sym)), np.linalg.eigvalsh(sym.astype(np.float64)), dt, 10)
+    close(L.eigvalsh(fv.asarray(sym)), np.linalg.eigvalsh(sym.astype(np.complex128)), dt, 10)
     w1, v1 = L.eigh(fv.asarray(np.array([[2.0]], dt)))
     assert np.asarray(w1).tolist() == [2.0] and np.asarray(v1).tolist() == [[1.0]]
 
@@ -132,15 +133,16 @@ def test_eigh_repeated_eigenvalues():
     close(np.asarray(v) @ np.asarray(v).T, np.eye(4), np.float64)
 
 
-@pytest.mark.parametrize("dt", REAL)
+@pytest.mark.parametrize("dt", ALL)
 @pytest.mark.parametrize("shape", [(2, 6, 4), (2, 4, 6), (1, 1), (3, 3)])
 def test_svd(dt, shape):
     a = rand(shape, dt, 6)
     m, n = shape[-2:]
     k = min(m, n)
-    want = np.linalg.svd(a.astype(np.float64), compute_uv=False)
+    want = np.linalg.svd(a.astype(np.complex128), compute_uv=False)
     for full in (True, False):
         u, s, vh = (np.asarray(t) for t in L.svd(fv.asarray(a), full_matrices=full))
+        assert s.dtype == np.zeros(1, dt).real.dtype
         assert u.shape == shape[:-2] + ((m, m) if full else (m, k))
         assert vh.shape == shape[:-2] + ((n, n) if full else (k, n))
         close(s, want, dt, 10)
@@ -161,6 +163,10 @@ def test_svd_rank_deficient_rank_pinv():
     close(L.pinv(fv.asarray(a.astype(np.float32))), np.linalg.pinv(a), np.float32, 100)
     close(L.matrix_norm(fv.asarray(a), ord=2), np.linalg.norm(a, 2, axis=(-2, -1)), np.float64, 10)
     close(L.matrix_norm(fv.asarray(a), ord="nuc"), np.linalg.norm(a, "nuc", axis=(-2, -1)), np.float64, 10)
+    c = (a * (1 + 2j)).astype(np.complex64)                                # rank 2, complex
+    close(L.pinv(fv.asarray(c)), np.linalg.pinv(c.astype(np.complex128), rtol=5 * np.finfo(np.float32).eps), np.complex64, 100)
+    assert np.asarray(L.matrix_rank(fv.asarray(c))).tolist() == np.linalg.matrix_rank(c).tolist()
+    close(L.matrix_norm(fv.asarray(c), ord=-2), np.linalg.norm(c, -2, axis=(-2, -1)), np.float32, 100)
 
 
 def test_matrix_rank_rtol_array():
@@ -203,9 +209,7 @@ def test_dtypes_refused():
     with pytest.raises(fv.DTypeError):
         L.inv(fv.asarray(np.eye(2, dtype=np.int32)))
     with pytest.raises(fv.DTypeError):
-        L.eigh(fv.asarray(np.eye(2, dtype=np.complex64)))
-    with pytest.raises(fv.DTypeError):
-        L.svd(fv.asarray(np.eye(2, dtype=np.complex64)))
+        L.svd(fv.asarray(np.eye(2, dtype=np.float16)))
     with pytest.raises(fv.ShapeError, match="Jacobi"):
         L.eigvalsh(fv.asarray(np.zeros((MAXN + 1, MAXN + 1), np.float32)))
 

@@ -6,9 +6,9 @@ real and >= 0); cyclic Jacobi -> eigh, eigvalsh (eigenvalues ascending); one-sid
 svd, svdvals (descending), matrix_rank, pinv. cross, diagonal, trace, outer, matrix_power (repeated
 squaring), vector_norm and matrix_norm compose elementwise / reduction / matmul ops.
 
-Dtypes: the factorizations take float32 / float64 (computed in that precision) and complex64 /
-complex128 for cholesky, det, slogdet, solve, inv, qr and matrix_power; eigh, eigvalsh, svd,
-svdvals, matrix_rank, pinv and matrix_norm's 2 / -2 / 'nuc' are real only (DTypeError).
+Dtypes: float32, float64, complex64 and complex128 (computed in float32 / float64 as the input;
+eigh takes Hermitian matrices, eigenvalues and singular values are real); other dtypes raise
+DTypeError.
 Singular input: det is 0 and slogdet (0, -inf); solve, inv and matrix_power(x, n < 0) raise
 LinAlgError (as numpy); cholesky of a matrix that is not positive definite raises LinAlgError.
 Those three checks download one flag per matrix (a synchronization).
@@ -24,7 +24,6 @@ from ..array import Array, asarray
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..ops import linalg as _k
 from ..ops._core import contiguous
-from ..ops.elementwise import abs as _abs
 from ..ops.elementwise import multiply, sqrt
 from ..ops.reduction import max as _max
 from ..ops.reduction import min as _min
@@ -150,49 +149,54 @@ def qr(x, /, *, mode="reduced"):
 
 
 def eigh(x, /):
-    """(eigenvalues ascending, eigenvectors as columns) of each real symmetric matrix (its lower
-    triangle), by cyclic Jacobi."""
+    """(eigenvalues ascending (real), eigenvectors as columns) of each symmetric / Hermitian matrix
+    (its lower triangle), by cyclic Jacobi."""
     w, v = _k.eigh(_float("eigh", x))
     return EighResult(w, v)
 
 
 def eigvalsh(x, /):
-    """The eigenvalues of each real symmetric matrix, ascending."""
+    """The eigenvalues of each symmetric / Hermitian matrix, ascending."""
     return eigh(x).eigenvalues
+
+
+def _H(x):
+    """The conjugate transpose of each matrix (a view for real x)."""
+    t = matrix_transpose(x)
+    return _xp().conj(t) if t.dtype.kind == "c" else t
 
 
 def _svd(op, x, vectors, full_matrices=True):
     x = _float(op, x)
-    _k.tag_of(op, x, real_only=True)
     if x.ndim < 2:
         raise ShapeError(f"linalg.{op}: expected a stack of matrices (rank >= 2), got shape {x.shape}")
     lead, (m, n) = x.shape[:-2], x.shape[-2:]
     kk = min(m, n)
     xp = _xp()
     if math.prod(lead) == 0 or kk == 0:
-        S = xp.zeros(lead + (kk,), dtype=x.dtype)
+        S = xp.zeros(lead + (kk,), dtype=_k.REAL[x.dtype])
         if not vectors:
             return S
         return SVDResult(_eye_like(lead, m, m if full_matrices else kk, x.dtype), S,
                          _eye_like(lead, n if full_matrices else kk, n, x.dtype))
-    flip = m < n                                      # factor x^T (m >= n for one-sided Jacobi)
-    a = contiguous(matrix_transpose(x) if flip else x)
+    flip = m < n                                      # factor x^H (m >= n for one-sided Jacobi)
+    a = contiguous(_H(x) if flip else x)
     S, B, Vh = _k.svd_parts(a)
     if not vectors:
         return S
     U = _k.qr(B, full_matrices)[0]                    # B = A V = U diag(S), columns in S's order
     if flip:
-        U, Vh = contiguous(matrix_transpose(Vh)), contiguous(matrix_transpose(U))
+        U, Vh = contiguous(_H(Vh)), contiguous(_H(U))
     return SVDResult(U, S, Vh)
 
 
 def svd(x, /, *, full_matrices=True):
-    """(U, S, Vh) with x = U diag(S) Vh, S descending (real matrices)."""
+    """(U, S, Vh) with x = U diag(S) Vh, S descending and real."""
     return _svd("svd", x, True, full_matrices)
 
 
 def svdvals(x, /):
-    """The singular values of each real matrix, descending."""
+    """The singular values of each matrix, descending (real)."""
     return _svd("svdvals", x, False)
 
 
@@ -217,17 +221,17 @@ def matrix_rank(x, /, *, rtol=None):
 
 
 def pinv(x, /, *, rtol=None):
-    """The Moore-Penrose pseudo-inverse: Vh^T diag(1/S above the cutoff, else 0) U^T."""
+    """The Moore-Penrose pseudo-inverse: Vh^H diag(1/S above the cutoff, else 0) U^H."""
     x = _float("pinv", x)
     xp = _xp()
     U, S, Vh = svd(x, full_matrices=False)
     lead, (m, n) = x.shape[:-2], x.shape[-2:]
     if S.shape[-1] == 0 or math.prod(lead) == 0:
-        return xp.zeros(lead + (n, m), dtype=x.dtype)
+        return xp.zeros(lead + (n, m), dtype=x.dtype)     # (eye-free: every entry 0)
     keep = xp.greater(S, _cutoff("pinv", x, S, rtol))
     s_inv = xp.where(keep, xp.divide(xp.ones_like(S), xp.where(keep, S, xp.ones_like(S))), xp.zeros_like(S))
-    left = contiguous(multiply(matrix_transpose(Vh), s_inv[..., None, :]))       # V diag(1/S): n x k
-    return _k.product(left, contiguous(matrix_transpose(U)))
+    left = contiguous(xp.multiply(_H(Vh), s_inv[..., None, :]))       # V diag(1/S): n x k
+    return _k.product(left, contiguous(_H(U)))
 
 
 def matrix_power(x, n, /):
@@ -307,7 +311,7 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002 - the 
     if not isinstance(x, Array):
         raise DTypeError(f"vector_norm: expected a fuelvk.Array, got {type(x).__name__}")
     axes = normalize_axes("vector_norm", axis, x.ndim)
-    a = _abs(x)
+    a = _xp().abs(x)          # (complex: the real magnitudes)
     if ord == 2:
         return sqrt(_sum(multiply(a, a), axis=axes, keepdims=keepdims))
     if ord == 1:
@@ -321,14 +325,14 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002 - the 
 
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002
     """The Frobenius norm (ord 'fro') over the last two axes; 1 / -1 / inf / -inf: max / min column
-    / row sums; 2 / -2 / 'nuc': largest / smallest / sum of the singular values (real x)."""
+    / row sums; 2 / -2 / 'nuc': largest / smallest / sum of the singular values."""
     if not isinstance(x, Array) or x.ndim < 2:
         raise DTypeError("matrix_norm: expected a fuelvk.Array of rank >= 2")
     if ord == "fro":
         return vector_norm(x, axis=(-2, -1), keepdims=keepdims, ord=2)
     if ord in (1, -1, math.inf, -math.inf):
         pick = _max if ord > 0 else _min
-        s = _sum(_abs(x), axis=-2 if abs(ord) == 1 else -1, keepdims=True)
+        s = _sum(_xp().abs(x), axis=-2 if abs(ord) == 1 else -1, keepdims=True)
         r = pick(s, axis=-1 if abs(ord) == 1 else -2, keepdims=True)
         return r if keepdims else r.reshape(x.shape[:-2])
     if ord in (2, -2, "nuc"):

@@ -2,8 +2,8 @@
 one workgroup factorizes one matrix of a batch. fuelvk.linalg (api/linalg.py) composes the public
 functions from these runners and the elementwise / reduction / matmul ops.
 
-float32 computes in float32, float64 in float64 (shaderFloat64: DTypeError without it); complex64 /
-complex128 for Cholesky, LU (det, slogdet, solve, inv) and QR; eigh and svd are real only. Inputs are
+float32 / complex64 compute in float32, float64 / complex128 in float64 (shaderFloat64: DTypeError
+without it); every mode takes complex (eigh: Hermitian). Inputs are
 stacks [..., m, n] (made contiguous); outputs are fresh contiguous arrays. Singular or not positive
 definite inputs raise LinAlgError after the factorization (the one download: a flag per matrix).
 """
@@ -25,12 +25,12 @@ REAL = {_dt.float32: _dt.float32, _dt.float64: _dt.float64, _dt.complex64: _dt.f
         _dt.complex128: _dt.float64}
 
 
-def tag_of(op, x, real_only=False):
+def tag_of(op, x):
     """The kernel tag of x's dtype, or DTypeError naming what op accepts."""
     tag = _TAGS.get(x.dtype)
-    if tag is None or (real_only and x.dtype.kind == "c"):
-        accepted = "float32, float64" + ("" if real_only else ", complex64, complex128")
-        raise DTypeError(f"linalg.{op}: dtype {x.dtype} is not supported; accepted: {accepted}")
+    if tag is None:
+        raise DTypeError(f"linalg.{op}: dtype {x.dtype} is not supported; accepted: float32, float64, complex64, "
+                         "complex128")
     if tag in ("f64", "c128") and "float64" not in runtime.get().device.features:
         raise DTypeError(f"linalg.{op}: {x.dtype} needs shaderFloat64, which {runtime.get().device.name} "
                          "does not have; use float32 / complex64")
@@ -59,7 +59,7 @@ def _run(op, mode, x, m, n, k, outs, flags=0):
     binds = {name: outs.get(name, stub) for name in ("w", "v", "t", "vals", "o2")}
     costs = step_costs(mode, m, n, k)
     budget = ctx.device.loop_budget
-    v = kernel("linalg", tag_of(op, x, mode in ("eigh", "svd")))
+    v = kernel("linalg", tag_of(op, x))
     s0 = 0
     while s0 < len(costs):
         s1, used = s0, 0
@@ -154,21 +154,20 @@ def _jacobi(op, mode, x, m, n):
     batch = x.size // (m * n)
     lead = x.shape[:-2]
     outs = {"w": new_like((batch * m * n,), x.dtype), "t": new_like((batch * n * n,), x.dtype),
-            "vals": new_like(lead + (n,), x.dtype), "v": new_like(lead + (m, n), x.dtype),
+            "vals": new_like(lead + (n,), REAL[x.dtype]), "v": new_like(lead + (m, n), x.dtype),
             "o2": new_like(lead + (n, n), x.dtype)}
     _run(op, mode, x, m, n, JACOBI_SWEEPS, outs)
     return outs
 
 
 def eigh(x):
-    """(eigenvalues ascending [.., n], eigenvectors [.., n, n] as columns) of each symmetric matrix
-    (its lower triangle), by cyclic Jacobi."""
+    """(eigenvalues ascending [.., n] (real), eigenvectors [.., n, n] as columns) of each symmetric /
+    Hermitian matrix (its lower triangle), by cyclic Jacobi."""
     _check_matrix("eigh", x, True)
-    tag_of("eigh", x, real_only=True)
     x, lead, batch = _stack(x)
     n = x.shape[-1]
     if batch == 0 or n == 0:
-        return new_like(lead + (n,), x.dtype), new_like(x.shape, x.dtype)
+        return new_like(lead + (n,), REAL[x.dtype]), new_like(x.shape, x.dtype)
     outs = _jacobi("eigh", "eigh", x, n, n)
     return outs["vals"], outs["v"]
 
