@@ -231,3 +231,12 @@ def test_tiny_loop_budget_splits_every_mode(monkeypatch):
     monkeypatch.setattr(runtime.get().device, "loop_budget", 20)
     with pytest.raises(fv.ShapeError, match="loop budget"):
         L.qr(fv.asarray(a))
+
+
+def test_launches_packed_to_the_device_budget():
+    """Sizes whose steps fill several launches up to the real loop budget: the cost model must bound
+    what the shader runs (lavapipe silently stops loops past its cap)."""
+    a = rand((48, 48), np.float32, 11)
+    close(L.svdvals(fv.asarray(a)), np.linalg.svd(a.astype(np.float64), compute_uv=False), np.float32, 10)
+    b = rand((64, 64), np.float32, 12)
+    close(L.inv(fv.asarray(b)) @ fv.asarray(b), np.eye(64), np.float32, 50)

@@ -27,16 +27,24 @@ def _per(items):
 
 
 def step_costs(mode, m, n, k):
-    """Loop iterations per invocation of each step of `mode` (an upper bound, the shader's loops
-    summed), for an m x n matrix (k: B's columns for lu, Q's columns for qr, sweeps for Jacobi, the inner
-    dimension for product)."""
+    """Loop iterations per invocation of each step of `mode`: an upper bound of the shader's loops
+    summed (each loop counted as ceil(items / WG), plus the steps loop itself), for an m x n matrix
+    (k: B's columns for lu, Q's columns for qr, sweeps for Jacobi, the inner dimension for product)."""
+    return [c + STEP_SLACK for c in _costs(mode, m, n, k)]
+
+
+STEP_SLACK = 4      # the steps loop's own iteration and rounding of the per-loop counts
+
+
+def _costs(mode, m, n, k):
     if mode == "cholesky":
-        return [_per(n * n) * (s == 0) + 1 + _per(n) + _per((n - s) ** 2) for s in range(n)]
+        return [_per(n * n) * (s == 0) + _per(n) + _per((n - s) ** 2) for s in range(n)]
     if mode == "lu":
-        steps = [_per(n * n + n * k) * (s == 0) + n + _per(n + k) + _per(n) + _per((n - s) ** 2) for s in range(n)]
+        steps = [(_per(n * n) + _per(n * k)) * (s == 0) + n + _per(n) + _per(k) + _per(n) + _per((n - s) ** 2)
+                 for s in range(n)]
         steps.append(n + _per(n))
         if k:
-            steps += [_per(n * k) + 2] * n + [_per(k) + _per(n * k) + 2] * n
+            steps += [_per(n * k)] * n + [_per(k) + _per(n * k)] * n
         return steps
     if mode == "product":
         return [_per(m * n) * (KCHUNK + 1)] * max(1, -(-k // KCHUNK))
@@ -47,9 +55,11 @@ def step_costs(mode, m, n, k):
         steps += [_per(k) * 2 * m] * kk
         steps.append(_per(m * kk) + _per(kk) * n)
         return steps
-    rows = m if mode == "svd" else n
+    svd = mode == "svd"
+    rows = m if svd else n
     N = n + n % 2
     P = N // 2
-    rnd = 4 + _per(P) * (rows if mode == "svd" else 1) + _per((rows + n) * P) + 2 * _per(n * P) + _per(P)
-    fin = _per(n) * rows + _per(n) * n + 2 * _per(rows * n) + _per(n * n)
+    pairs = _per(P) * (1 + (rows if svd else 0))
+    rnd = pairs + _per((rows + n) * P) + _per(n * P) + _per(P)
+    fin = _per(n) * (rows + 1) + _per(n) * (n + 1) + _per(rows * n) + _per(n * n)
     return [2 * _per(rows * n) + WG + _per(n * n)] + [rnd] * (k * (N - 1)) + [fin]
