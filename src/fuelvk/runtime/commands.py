@@ -127,6 +127,10 @@ class _Slot:
 
 
 class Stream:
+    # Whether dispatch() checks that every buffer is this stream's pool's: set by the runtime once a
+    # second device was opened (with one device there is nothing else a buffer could belong to).
+    check_pools = False
+
     def __init__(self, device, pool):
         self.device = device
         self.pool = pool
@@ -203,6 +207,11 @@ class Stream:
 
         The hot path of every op: hazard check, descriptor bytes, and the flush test are inlined, and no
         cffi object is created (the descriptor structs are the pipeline's, filled by one byte copy)."""
+        if self.check_pools:
+            pool = self.pool
+            for b in buffers:
+                if b.pool is not pool:
+                    self._foreign(f"kernel {pipe.variant.id}", buffers)
         with self.lock:
             if self.cur is None:
                 self._begin()
@@ -274,10 +283,21 @@ class Stream:
         if self.count >= FLUSH_EVERY or self.pool.fresh >= PIN_BYTES:
             self.flush()
 
+    def _foreign(self, what, buffers):
+        """The DeviceError of work on this stream binding a buffer of another device (or a closed one)."""
+        b = next(b for b in buffers if b.pool is not self.pool)
+        if b.pool is None or b.pool.closed:
+            raise DeviceError(f"{what}: an operand belongs to a closed fuelvk device; create it again")
+        where = lambda p: getattr(getattr(p, "context", None), "index", "?")   # noqa: E731
+        raise DeviceError(f"{what}: an operand lives on another fuelvk device ({where(b.pool)}) than the work, which "
+                          f"runs on device {where(self.pool)} ({self.device.name}); move it with x.to_device(...)")
+
     def copy(self, src, dst, nbytes, src_offset=0, dst_offset=0):
         """vkCmdCopyBuffer (staging transfers, benchmarks' copy roof)."""
         if nbytes == 0:
             return
+        if src.pool is not self.pool or dst.pool is not self.pool:
+            self._foreign("vkCmdCopyBuffer", (src, dst))
         with self.lock:
             if self.cur is None:
                 self._begin()
@@ -291,6 +311,8 @@ class Stream:
         """vkCmdFillBuffer with a 32-bit pattern (offset and size in multiples of 4 bytes)."""
         if nbytes == 0:
             return
+        if dst.pool is not self.pool:
+            self._foreign("vkCmdFillBuffer", (dst,))
         with self.lock:
             if self.cur is None:
                 self._begin()

@@ -18,7 +18,10 @@ its storage) swaps the storage's Buffer for the freshly written one instead of c
 every view of the storage sees the new contents, as after a write. Queued device work holds the old
 Buffer until it retires (runtime/memory.py).
 
-One fuelvk runtime per process, so one device: "fuelvk" == "fuelvk:0".
+One torch device: "fuelvk" == "fuelvk:0" is fuelvk's default device (fuelvk.devices()[0]). The
+other devices FUELVK_DEVICES lists are not mapped to torch indices (device_count() is 1): every aten
+kernel here allocates and launches on the default context, and routing "fuelvk:1" would mean
+choosing the context per aten call from its tensors' indices.
 """
 import math
 
