@@ -240,3 +240,14 @@ def test_launches_packed_to_the_device_budget():
     close(L.svdvals(fv.asarray(a)), np.linalg.svd(a.astype(np.float64), compute_uv=False), np.float32, 10)
     b = rand((64, 64), np.float32, 12)
     close(L.inv(fv.asarray(b)) @ fv.asarray(b), np.eye(64), np.float32, 50)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.complex64])
+def test_vector_norm_every_ord(dt):
+    x = rand((3, 4), dt, 13)
+    x[0, 1] = 0
+    for o in (0, 1, 2, -1, -2, 2.5, -2.5, 3, np.inf, -np.inf):
+        for axis in (None, 1, (0, 1)):
+            flat = axis != 1                                  # (numpy's 2-axis norm is a matrix norm)
+            want = np.linalg.norm(x.ravel() if flat else x, ord=o, axis=None if flat else axis)
+            close(L.vector_norm(fv.asarray(x), ord=o, axis=axis), want, dt, 10)

@@ -307,11 +307,15 @@ def outer(x1, x2, /):
 
 
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002 - the standard's name
-    """The ord-norm of vectors along axis (None: all elements); ord 2, 1, inf, -inf."""
+    """The ord-norm of vectors along axis (None: all elements), real for complex x: ord 2, 1, inf,
+    -inf directly, 0 the count of nonzeros, any other p as exp(log(sum(exp(p log|x|))) / p)."""
     if not isinstance(x, Array):
         raise DTypeError(f"vector_norm: expected a fuelvk.Array, got {type(x).__name__}")
+    if isinstance(ord, bool) or not isinstance(ord, (int, float)):
+        raise UnsupportedError(f"vector_norm: ord={ord!r} is not supported; accepted: a real number or +-inf")
+    xp = _xp()
     axes = normalize_axes("vector_norm", axis, x.ndim)
-    a = _xp().abs(x)          # (complex: the real magnitudes)
+    a = xp.abs(x)             # (complex: the real magnitudes)
     if ord == 2:
         return sqrt(_sum(multiply(a, a), axis=axes, keepdims=keepdims))
     if ord == 1:
@@ -320,7 +324,10 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002 - the 
         return _max(a, axis=axes, keepdims=keepdims)
     if ord == -math.inf:
         return _min(a, axis=axes, keepdims=keepdims)
-    raise UnsupportedError(f"vector_norm: ord={ord!r} is not implemented; accepted: 1, 2, inf, -inf")
+    if ord == 0:
+        return _sum(xp.astype(xp.not_equal(a, 0), a.dtype), axis=axes, keepdims=keepdims)
+    powered = xp.exp(xp.multiply(xp.log(a), float(ord)))          # |x|^p (0^p: 0 for p > 0, inf below)
+    return xp.exp(xp.divide(xp.log(_sum(powered, axis=axes, keepdims=keepdims)), float(ord)))
 
 
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002
