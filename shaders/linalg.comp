@@ -22,8 +22,9 @@
 //   MODE_SVD       one-sided (Hestenes) Jacobi on the columns of w = A (m >= n), t = V; same steps;
 //                  last: r = column norms (singular values) descending, v = w's columns in that
 //                  order (A V, orthogonal columns: the host's QR of it gives U), o2 = V^T (Vh).
-//   MODE_PRODUCT   w = a @ t (m x k times k x n; the stacks' products for the compositions): step s
-//                  adds the inner indices [s KCHUNK, (s + 1) KCHUNK).
+//   MODE_PRODUCT   w = a @ t (m x k times k x n: matmul of the dtypes the matmul kernels lack, and the
+//                  compositions' products); `blocks` workgroups per matrix, each a block of rows; step
+//                  s adds the inner indices [s KCHUNK, (s + 1) KCHUNK).
 // Jacobi works on A / max|A| (sums of squares cannot overflow) and scales the values back.
 // Jacobi: a sweep that rotates nothing sets info[b] = 1 (converged: later rounds return at once);
 // info[batch + b] counts the current sweep's rotations.
@@ -91,7 +92,7 @@ layout(set = 0, binding = 5) coherent buffer Info { uint info[]; };
 layout(set = 0, binding = 6) coherent buffer O2 { R o2[]; };
 
 layout(push_constant) uniform Params {
-    uint batch; uint m; uint n; uint k; uint s0; uint s1; uint off_a; uint flags;
+    uint batch; uint m; uint n; uint k; uint s0; uint s1; uint off_a; uint flags; uint blocks;
 } p;
 
 shared uint sh_flag;
@@ -276,10 +277,12 @@ void qr_step(uint s) {
 }
 
 // ---------------------------------------------------------------------------- product
-void product_step(uint s) {
+void product_step(uint s) {                                // this workgroup: rows [r0, r1) of matrix mat
+    uint mat = b / p.blocks, per = (p.m + p.blocks - 1u) / p.blocks;
+    uint r0 = (b % p.blocks) * per, r1 = min(p.m, r0 + per);
     uint m = p.m, n = p.n, kd = p.k, l0 = s * KCHUNK, l1 = min(kd, l0 + KCHUNK);
-    uint ab = b * m * kd, bb = b * kd * n, cb = b * m * n;
-    for (uint e = lid; e < m * n; e += WG) {
+    uint ab = mat * m * kd, bb = mat * kd * n, cb = mat * m * n;
+    for (uint e = r0 * n + lid; e < r1 * n; e += WG) {
         uint i = e / n, j = e - i * n;
         S acc = s == 0u ? ZERO : LD(w, cb + e);
         for (uint l = l0; l < l1; ++l) acc += MUL(LD(a, p.off_a + ab + i * kd + l), LD(t, bb + l * n + j));
@@ -458,7 +461,7 @@ void jacobi_step(uint s) {
 void main() {
     b = linear_group();
     lid = gl_LocalInvocationID.x;
-    if (b >= p.batch) return;
+    if (b >= p.batch * p.blocks) return;               // blocks: row blocks per matrix (product; else 1)
     for (uint s = p.s0; s < p.s1; ++s) {
         if (MODE == MODE_CHOLESKY) cholesky_step(s);
         else if (MODE == MODE_LU) lu_step(s);

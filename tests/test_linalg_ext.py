@@ -251,3 +251,26 @@ def test_vector_norm_every_ord(dt):
             flat = axis != 1                                  # (numpy's 2-axis norm is a matrix norm)
             want = np.linalg.norm(x.ravel() if flat else x, ord=o, axis=None if flat else axis)
             close(L.vector_norm(fv.asarray(x), ord=o, axis=axis), want, dt, 10)
+
+
+@pytest.mark.parametrize("dt", [np.float64, np.complex128, np.int32, np.uint8, np.int64])
+def test_matmul_dtypes_without_a_matmul_tile(dt):
+    """float64 / complex128 through the linalg product kernel, integers by multiply + sum (wrapping as
+    numpy); 1-D operands, broadcast stacks, empty contractions."""
+    for sa, sb in (((3, 4), (4, 5)), ((2, 1, 3, 4), (3, 4, 2)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)),
+                   ((2, 0, 3), (3, 4)), ((2, 3, 0), (0, 4))):
+        a, b = rand(sa, dt, 14) * 40, rand(sb, dt, 15) * 40
+        a, b = a.astype(dt), b.astype(dt)
+        got, want = np.asarray(L.matmul(fv.asarray(a), fv.asarray(b))), a @ b
+        assert got.dtype == want.dtype and got.shape == want.shape
+        if np.dtype(dt).kind in "iu":
+            assert np.array_equal(got, want)
+        else:
+            close(got, want, dt, 10)
+    with pytest.raises(fv.ShapeError):
+        L.matmul(fv.asarray(np.ones((2, 3))), fv.asarray(np.ones((2, 3))))
+
+
+def test_product_spreads_rows_over_workgroups():
+    a, b = rand((70, 300), np.float64, 16), rand((300, 20), np.float64, 17)
+    close(L.matmul(fv.asarray(a), fv.asarray(b)), a @ b, np.float64, 10)

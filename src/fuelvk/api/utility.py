@@ -120,24 +120,7 @@ def tensordot(x1, x2, /, *, axes=2):
     m = x1.transpose(k1 + a1).reshape((math.prod(x1.shape[a] for a in k1), K))
     b = x2.transpose(a2 + k2).reshape((K, math.prod(x2.shape[a] for a in k2)))
     out_shape = tuple(x1.shape[a] for a in k1) + tuple(x2.shape[a] for a in k2)
-    return _product(m, b).reshape(out_shape)
-
-
-def _product(a, b):
-    """a @ b of two matrices in their promoted dtype: the matmul kernels where they take it (float32,
-    float16, bfloat16, complex64), the linalg kernel's product for float64 / complex128, a broadcast
-    multiply and sum for integers."""
-    import fuelvk as xp   # (the namespace's functions are bound before any call)
-    from ..ops import linalg as _la
-    dt = xp.result_type(a, b)
-    a, b = (x if x.dtype == dt else xp.astype(x, dt) for x in (a, b))
-    if a.shape[0] * b.shape[1] == 0 or a.shape[1] == 0:
-        return xp.zeros((a.shape[0], b.shape[1]), dtype=dt)
-    if dt in (_dt.float64, _dt.complex128):
-        return _la.product(a[None].copy(), b[None].copy())[0]
-    if dt.kind in "fc":
-        return matmul(a, b)
-    return xp.sum(xp.multiply(a[:, :, None], b[None, :, :]), axis=1, dtype=dt)
+    return matmul(m, b).reshape(out_shape)
 
 
 def isnan(x, /):
@@ -178,6 +161,8 @@ def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
     """Matrix product (fuelvk.ops.matmul, whose signature this keeps); complex operands: four real
     products of the component matrices, (A + iB)(C + iD) = (AC - BD) + i(AD + BC), written into the
     component views."""
+    if _general(a, b, out_dtype, n_rep, route):
+        return _general_matmul(a, b)
     if not (isinstance(a, Array) and a.dtype.kind == "c" or isinstance(b, Array) and b.dtype.kind == "c"):
         return _real_matmul(a, b, out_dtype, n_rep=n_rep, route=route)
     if out_dtype is not None or n_rep != 1 or route is not None:
@@ -192,6 +177,46 @@ def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
     out = empty(re.shape, dt)
     _cx.component(out, 0)[...] = re
     _cx.component(out, 1)[...] = im
+    return out
+
+
+def _general(a, b, out_dtype, n_rep, route):
+    """Whether a @ b is a product the matmul kernels have no tile for: two Arrays whose promoted dtype
+    is float64, complex128 or an integer (plain calls only: no out_dtype / n_rep / route)."""
+    if not (isinstance(a, Array) and isinstance(b, Array)) or out_dtype is not None or n_rep != 1 or route is not None:
+        return False
+    import fuelvk as xp
+    dt = xp.result_type(a, b)
+    return dt in (_dt.float64, _dt.complex128) or dt.kind in "iu"
+
+
+def _general_matmul(x1, x2):
+    """The array API's matmul (1-D operands promoted and their axis dropped, stacks broadcast) for
+    float64 / complex128 (the linalg kernel's product) and integers (a broadcast multiply and sum)."""
+    import fuelvk as xp
+    from ..ops import linalg as _la
+    dt = xp.result_type(x1, x2)
+    x1, x2 = (x if x.dtype == dt else xp.astype(x, dt) for x in (x1, x2))
+    if x1.ndim == 0 or x2.ndim == 0:
+        raise ShapeError(f"matmul: operands must have rank >= 1, got shapes {x1.shape} and {x2.shape}")
+    a = x1.reshape((1,) + x1.shape) if x1.ndim == 1 else x1
+    b = x2.reshape(x2.shape + (1,)) if x2.ndim == 1 else x2
+    if a.shape[-1] != b.shape[-2]:
+        raise ShapeError(f"matmul: shapes {x1.shape} and {x2.shape} do not contract (last axis of x1 against "
+                         "the second to last of x2)")
+    lead = layout.broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    if math.prod(lead) * m * n == 0 or k == 0:
+        out = xp.zeros(lead + (m, n), dtype=dt)
+    elif dt.kind in "fc":
+        out = _la.product(xp.broadcast_to(a, lead + (m, k)).copy(), xp.broadcast_to(b, lead + (k, n)).copy())
+    else:
+        wide = _dt.uint64 if dt.kind == "u" else _dt.int64      # summed wide, then wrapped into dt (numpy's)
+        out = xp.astype(xp.sum(xp.multiply(a[..., :, :, None], b[..., None, :, :]), axis=-2, dtype=wide), dt)
+    if x1.ndim == 1:
+        out = out[..., 0, :]
+    if x2.ndim == 1:
+        out = out[..., 0]
     return out
 
 

@@ -20,6 +20,8 @@ from ._core import contiguous, new_like
 
 __all__ = []   # reached through fuelvk.linalg (the array API's names)
 
+PRODUCT_OUTPUTS = 1024     # outputs per product workgroup (a big product spreads over many workgroups)
+
 _TAGS = {_dt.float32: "f32", _dt.float64: "f64", _dt.complex64: "c64", _dt.complex128: "c128"}
 REAL = {_dt.float32: _dt.float32, _dt.float64: _dt.float64, _dt.complex64: _dt.float32,
         _dt.complex128: _dt.float64}
@@ -44,7 +46,7 @@ def _check_matrix(op, x, square):
         raise ShapeError(f"linalg.{op}: expected square matrices, got shape {x.shape}")
 
 
-def _run(op, mode, x, m, n, k, outs, flags=0):
+def _run(op, mode, x, m, n, k, outs, flags=0, blocks=1):
     """Launch `mode` over the stack x (contiguous [batch, m, n]) in step groups within the loop
     budget. outs: binding name -> Array (w, v, t, vals, info, o2; absent ones get a one-word stub).
     Returns the info words (uint32 [2 * batch]) array."""
@@ -57,7 +59,7 @@ def _run(op, mode, x, m, n, k, outs, flags=0):
     info = new_like((2 * batch,), _dt.uint32)
     stub = new_like((1,), x.dtype if x.dtype.kind != "c" else REAL[x.dtype])
     binds = {name: outs.get(name, stub) for name in ("w", "v", "t", "vals", "o2")}
-    costs = step_costs(mode, m, n, k)
+    costs = step_costs(mode, -(-m // blocks), n, k)
     budget = ctx.device.loop_budget
     v = kernel("linalg", tag_of(op, x))
     s0 = 0
@@ -69,8 +71,8 @@ def _run(op, mode, x, m, n, k, outs, flags=0):
         if s1 == s0:
             raise ShapeError(f"linalg.{op}: a {m}x{n} matrix needs {costs[s0]} loop iterations per invocation in "
                              f"one step, over this device's loop budget ({budget}); smaller matrices fit")
-        ctx.launch(v, ctx.groups(batch), a=x, info=info, batch=batch, m=m, n=n, k=k, s0=s0, s1=s1,
-                   off_a=x.offset, flags=flags, MODE=MODES[mode], **binds)
+        ctx.launch(v, ctx.groups(batch * blocks), a=x, info=info, batch=batch, m=m, n=n, k=k, s0=s0, s1=s1,
+                   off_a=x.offset, flags=flags, blocks=blocks, MODE=MODES[mode], **binds)
         s0 = s1
     return info
 
@@ -181,12 +183,14 @@ def svd_parts(x):
 
 
 def product(a, b):
-    """a @ b for contiguous stacks a [.., m, k] and b [.., k, n] of one dtype and batch shape: the
-    products the compositions (matrix_power, pinv) need in every dtype the factorizations take
-    (fuelvk.matmul has no float64 / complex128)."""
+    """a @ b for contiguous stacks a [.., m, k] and b [.., k, n] of one dtype and batch shape: matmul
+    of float64 / complex128 (the matmul kernels have no such tile) and the compositions' products
+    (matrix_power, pinv). Each matrix's rows are split over workgroups of about PRODUCT_ROWS_OUT
+    outputs."""
     m, kd = a.shape[-2:]
     n = b.shape[-1]
     out = new_like(a.shape[:-2] + (m, n), a.dtype)
     if out.size:
-        _run("matmul", "product", a, m, n, kd, {"w": out, "t": b})
+        per = max(1, min(m, PRODUCT_OUTPUTS // max(n, 1)))
+        _run("matmul", "product", a, m, n, kd, {"w": out, "t": b}, blocks=-(-m // per))
     return out
