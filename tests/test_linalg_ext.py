@@ -274,3 +274,11 @@ def test_matmul_dtypes_without_a_matmul_tile(dt):
 def test_product_spreads_rows_over_workgroups():
     a, b = rand((70, 300), np.float64, 16), rand((300, 20), np.float64, 17)
     close(L.matmul(fv.asarray(a), fv.asarray(b)), a @ b, np.float64, 10)
+
+
+def test_matmul_empty_operands_any_dtype():
+    for dt in (np.complex64, np.float32, np.int16):
+        for sa, sb in (((0,), (0,)), ((2, 0), (0, 3)), ((0, 3), (3, 2)), ((3,), (3, 0))):
+            a, b = np.zeros(sa, dt), np.zeros(sb, dt)
+            got = np.asarray(L.matmul(fv.asarray(a), fv.asarray(b)))
+            assert got.shape == (a @ b).shape and got.dtype == (a @ b).dtype and not got.any()

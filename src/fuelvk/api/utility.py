@@ -182,12 +182,13 @@ def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
 
 def _general(a, b, out_dtype, n_rep, route):
     """Whether a @ b is a product the matmul kernels have no tile for: two Arrays whose promoted dtype
-    is float64, complex128 or an integer (plain calls only: no out_dtype / n_rep / route)."""
+    is float64, complex128 or an integer, or an empty operand (zeros of the result's shape); plain
+    calls only (no out_dtype / n_rep / route)."""
     if not (isinstance(a, Array) and isinstance(b, Array)) or out_dtype is not None or n_rep != 1 or route is not None:
         return False
     import fuelvk as xp
     dt = xp.result_type(a, b)
-    return dt in (_dt.float64, _dt.complex128) or dt.kind in "iu"
+    return dt in (_dt.float64, _dt.complex128) or dt.kind in "iu" or a.size == 0 or b.size == 0
 
 
 def _general_matmul(x1, x2):
