@@ -49,7 +49,7 @@ def _check_same(op, fam, tag, ref, others):
 
 
 def _wg(ctx, op, fam, tag, cols, passes):
-    wg = row_wg(ctx, cols, passes)
+    wg = row_wg(ctx, cols, passes, fit=True)
     if wg is None:
         raise ShapeError(f"{op}: rows of {cols} elements exceed what kernel {fam}.{tag} can do on "
                          f"{ctx.device.name} (its per-invocation loop limit); split the rows")

@@ -2,7 +2,10 @@
 
 Dispatches are recorded into one command buffer; the batch is submitted when the host needs data,
 on synchronize(), past FLUSH_EVERY commands or once PIN_BYTES have been allocated since the last
-submit (then without waiting, so the device keeps busy). The byte limit bounds what an open batch
+submit (then without waiting, so the device keeps busy), and every EARLY_SUBMIT commands when the
+device has finished what it was given: then it works while the host records the rest (a model's
+forward is recorded in about the time the device takes to run it) instead of idling until the host
+waits. The byte limit bounds what an open batch
 pins: it holds every buffer it touches until it retires, so temporaries dropped meanwhile cannot be
 reused, and the pool would otherwise grow by all of them.
 Every method runs under the device lock (recording, submission, fence waits and retirement).
@@ -19,6 +22,7 @@ from ..errors import DeviceError
 from .vk import consts, ffi, lib, check
 
 FLUSH_EVERY = 512
+EARLY_SUBMIT = 64
 PIN_BYTES = 256 << 20
 MAX_IN_FLIGHT = 3
 COMPUTE = consts.VK_PIPELINE_BIND_POINT_COMPUTE
@@ -246,7 +250,8 @@ class Stream:
             self.dispatches += 1
             self.cur.resources.append(buffers)
             self.count += 1
-            if self.count >= FLUSH_EVERY or self.pool.fresh >= PIN_BYTES:
+            if self.count >= FLUSH_EVERY or self.pool.fresh >= PIN_BYTES or (
+                    self.count % EARLY_SUBMIT == 0 and self._device_idle()):
                 self.flush()
 
     @staticmethod
@@ -275,6 +280,11 @@ class Stream:
         arr = self._set_arr
         arr[0] = ds
         lib.vkCmdBindDescriptorSets(cb, COMPUTE, pipe.layout, 0, 1, arr, 0, ffi.NULL)
+
+    def _device_idle(self):
+        """Every submitted batch has finished (its fence is signaled)."""
+        return not self.in_flight or lib.vkGetFenceStatus(self.device.handle, self.in_flight[-1].fence) == \
+            consts.VK_SUCCESS
 
     def _recorded(self, buffers):
         """Keep the command's buffers alive until its batch retires; submit past the batch limits."""
