@@ -283,3 +283,12 @@ def test_matmul_empty_operands_any_dtype():
             a, b = np.zeros(sa, dt), np.zeros(sb, dt)
             got = np.asarray(L.matmul(fv.asarray(a), fv.asarray(b)))
             assert got.shape == (a @ b).shape and got.dtype == (a @ b).dtype and not got.any()
+
+
+def test_no_loop_cap_one_launch(monkeypatch):
+    """A device without a loop cap: steps still group under LAUNCH_ITERATIONS, results unchanged."""
+    a = rand((3, 6, 6), np.float64, 18)
+    want = [np.asarray(L.inv(fv.asarray(a))), np.asarray(L.svdvals(fv.asarray(a)))]
+    monkeypatch.setattr(runtime.get().device, "loop_budget", None)
+    got = [np.asarray(L.inv(fv.asarray(a))), np.asarray(L.svdvals(fv.asarray(a)))]
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))

@@ -21,6 +21,9 @@ from ._core import contiguous, new_like
 __all__ = []   # reached through fuelvk.linalg (the array API's names)
 
 PRODUCT_OUTPUTS = 1024     # outputs per product workgroup (a big product spreads over many workgroups)
+# Loop iterations per invocation in one launch where the device has no loop cap: keeps each launch
+# of a long factorization (a 512-column Jacobi runs minutes on one workgroup) under GPU watchdogs.
+LAUNCH_ITERATIONS = 1 << 22
 
 _TAGS = {_dt.float32: "f32", _dt.float64: "f64", _dt.complex64: "c64", _dt.complex128: "c128"}
 REAL = {_dt.float32: _dt.float32, _dt.float64: _dt.float64, _dt.complex64: _dt.float32,
@@ -60,17 +63,18 @@ def _run(op, mode, x, m, n, k, outs, flags=0, blocks=1):
     stub = new_like((1,), x.dtype if x.dtype.kind != "c" else REAL[x.dtype])
     binds = {name: outs.get(name, stub) for name in ("w", "v", "t", "vals", "o2")}
     costs = step_costs(mode, -(-m // blocks), n, k)
-    budget = ctx.device.loop_budget
+    budget = ctx.device.loop_budget or LAUNCH_ITERATIONS
     v = kernel("linalg", tag_of(op, x))
     s0 = 0
     while s0 < len(costs):
         s1, used = s0, 0
-        while s1 < len(costs) and (budget is None or used + costs[s1] <= budget):
+        while s1 < len(costs) and used + costs[s1] <= budget:
             used += costs[s1]
             s1 += 1
         if s1 == s0:
             raise ShapeError(f"linalg.{op}: a {m}x{n} matrix needs {costs[s0]} loop iterations per invocation in "
-                             f"one step, over this device's loop budget ({budget}); smaller matrices fit")
+                             f"one step, over the {budget} one launch may run (the device's loop budget or "
+                             "LAUNCH_ITERATIONS); smaller matrices fit")
         ctx.launch(v, ctx.groups(batch * blocks), a=x, info=info, batch=batch, m=m, n=n, k=k, s0=s0, s1=s1,
                    off_a=x.offset, flags=flags, blocks=blocks, MODE=MODES[mode], **binds)
         s0 = s1
