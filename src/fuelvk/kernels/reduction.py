@@ -95,5 +95,7 @@ family("arg_reduce_any_dim", "arg_reduce.comp", float_variants("arg_reduce_any_d
        GROUP, defines=dict(_ARG_DEFINES, ANY_DIM=1))
 
 CUMSUM_MAX_RANK = 5   # outer dims after collapsing (the shader's Params arrays hold this many)
+# cumsum's operands with a texel view (unit-stride axes: ROWS), as bits of its TEX spec constant.
+CUMSUM_TEXELS = {"x": 1, "o": 2}
 family("cumsum", "cumsum.comp", {t: f"cumsum_{t}" for t in ("f32", "f16", "bf16", "f64")}, GROUP,
-       defines={"MAX_RANK": CUMSUM_MAX_RANK})
+       defines={"MAX_RANK": CUMSUM_MAX_RANK, **id_defines(TEX=CUMSUM_TEXELS)})
