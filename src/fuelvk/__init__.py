@@ -13,7 +13,7 @@ from .array import Array, asarray, empty, zeros
 from .dtypes import (bfloat16, bool_, complex64, complex128, float8_e4m3fn, float16, float32, float64, int8, int16,
                      int32, int64, uint8, uint16, uint32, uint64)
 from .errors import (BuildError, DeviceError, DTypeError, FuelVKError, FuelVKIndexError, FuelVKMemoryError,
-                     ShapeError, UnsupportedError, ValueCastError, FormatError)
+                     ShapeError, UnsupportedError, ValueCastError, FormatError, LinAlgError)
 from .info import device_info, memory_info, synchronize
 from . import quant  # noqa: E402,F401  (fuelvk.quant namespace)
 from .ops import public_ops as _public_ops
@@ -69,7 +69,7 @@ e, inf, nan, pi, newaxis = 2.718281828459045, float("inf"), float("nan"), 3.1415
 
 __all__ = ["Array", "asarray", "empty", "zeros", "synchronize", "device_info", "memory_info", "dtypes",
            "FuelVKError", "DTypeError", "ShapeError", "FuelVKIndexError", "FuelVKMemoryError",
-           "UnsupportedError", "DeviceError", "BuildError", "ValueCastError", "FormatError",
+           "UnsupportedError", "DeviceError", "BuildError", "ValueCastError", "FormatError", "LinAlgError",
            "float32", "float16", "bfloat16", "float64", "float8_e4m3fn", "int8", "int16", "int32", "int64",
            "uint8", "uint16", "uint32", "uint64", "bool_", "bool", "complex64", "complex128",
            "__array_api_version__", "e", "inf", "nan", "pi", "newaxis", "linalg"] + [n for n, _ in _public_ops()] + _API

@@ -52,3 +52,8 @@ class DeviceError(FuelVKError, RuntimeError):
 
 class BuildError(FuelVKError, RuntimeError):
     """Shader compilation failed or spv/ is stale."""
+
+
+class LinAlgError(FuelVKError, ValueError):
+    """A matrix the linalg function cannot factorize: singular (solve, inv) or not positive definite
+    (cholesky). A ValueError, as numpy.linalg.LinAlgError is."""

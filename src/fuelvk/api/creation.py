@@ -124,6 +124,9 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     if count:
         start = k if k >= 0 else -k * m
         diag = out._view((count,), (m + 1,), start)
+        if diag.dtype.kind == "c":   # through the real component view (16-byte elements have no move kernel)
+            from ..ops.complex import component
+            diag = component(diag, 0)
         diag[...] = 1
     return out
 

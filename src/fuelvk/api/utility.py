@@ -79,15 +79,22 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
 
 
 def vecdot(x1, x2, /, *, axis=-1):
-    """Dot products of vectors along axis (broadcast over the others): sum(x1 * x2, axis)."""
+    """Dot products of vectors along axis (broadcast over the others): sum(conj(x1) * x2, axis), in
+    the operands' promoted dtype. The vectors' lengths must match (a length 1 does not broadcast)."""
+    import fuelvk as xp   # the namespace's complex-aware multiply / conj / sum (bound before any call)
     x1, x2 = _arr("vecdot", x1), _arr("vecdot", x2)
     shape = layout.broadcast_shapes("vecdot", x1.shape, x2.shape)
-    if not shape:
+    if not shape or not x1.ndim or not x2.ndim:
         raise ShapeError("vecdot: needs arrays of rank >= 1")
     ax = layout.normalize_axis("vecdot", axis, len(shape))
     if axis >= 0 and (axis >= x1.ndim or axis >= x2.ndim):
         raise ShapeError(f"vecdot: axis {axis} must index both inputs ({x1.shape}, {x2.shape})")
-    return _sum(multiply(x1, x2), axis=ax)
+    n1 = x1.shape[ax - len(shape)] if ax - len(shape) >= -x1.ndim else 1
+    n2 = x2.shape[ax - len(shape)] if ax - len(shape) >= -x2.ndim else 1
+    if n1 != n2:
+        raise ShapeError(f"vecdot: the vectors along axis {axis} differ in length ({x1.shape}, {x2.shape})")
+    dt = xp.result_type(x1, x2)
+    return xp.sum(xp.multiply(xp.conj(x1) if dt.kind == "c" else x1, x2), axis=ax, dtype=dt)
 
 
 def tensordot(x1, x2, /, *, axes=2):
@@ -152,6 +159,8 @@ def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
     """Matrix product (fuelvk.ops.matmul, whose signature this keeps); complex operands: four real
     products of the component matrices, (A + iB)(C + iD) = (AC - BD) + i(AD + BC), written into the
     component views."""
+    if _general(a, b, out_dtype, n_rep, route):
+        return _general_matmul(a, b)
     if not (isinstance(a, Array) and a.dtype.kind == "c" or isinstance(b, Array) and b.dtype.kind == "c"):
         return _real_matmul(a, b, out_dtype, n_rep=n_rep, route=route)
     if out_dtype is not None or n_rep != 1 or route is not None:
@@ -166,6 +175,47 @@ def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
     out = empty(re.shape, dt)
     _cx.component(out, 0)[...] = re
     _cx.component(out, 1)[...] = im
+    return out
+
+
+def _general(a, b, out_dtype, n_rep, route):
+    """Whether a @ b is a product the matmul kernels have no tile for: two Arrays whose promoted dtype
+    is float64, complex128 or an integer, or an empty operand (zeros of the result's shape); plain
+    calls only (no out_dtype / n_rep / route)."""
+    if not (isinstance(a, Array) and isinstance(b, Array)) or out_dtype is not None or n_rep != 1 or route is not None:
+        return False
+    import fuelvk as xp
+    dt = xp.result_type(a, b)
+    return dt in (_dt.float64, _dt.complex128) or dt.kind in "iu" or a.size == 0 or b.size == 0
+
+
+def _general_matmul(x1, x2):
+    """The array API's matmul (1-D operands promoted and their axis dropped, stacks broadcast) for
+    float64 / complex128 (the linalg kernel's product) and integers (a broadcast multiply and sum)."""
+    import fuelvk as xp
+    from ..ops import linalg as _la
+    dt = xp.result_type(x1, x2)
+    x1, x2 = (x if x.dtype == dt else xp.astype(x, dt) for x in (x1, x2))
+    if x1.ndim == 0 or x2.ndim == 0:
+        raise ShapeError(f"matmul: operands must have rank >= 1, got shapes {x1.shape} and {x2.shape}")
+    a = x1.reshape((1,) + x1.shape) if x1.ndim == 1 else x1
+    b = x2.reshape(x2.shape + (1,)) if x2.ndim == 1 else x2
+    if a.shape[-1] != b.shape[-2]:
+        raise ShapeError(f"matmul: shapes {x1.shape} and {x2.shape} do not contract (last axis of x1 against "
+                         "the second to last of x2)")
+    lead = layout.broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    if math.prod(lead) * m * n == 0 or k == 0:
+        out = xp.zeros(lead + (m, n), dtype=dt)
+    elif dt.kind in "fc":
+        out = _la.product(xp.broadcast_to(a, lead + (m, k)).copy(), xp.broadcast_to(b, lead + (k, n)).copy())
+    else:
+        wide = _dt.uint64 if dt.kind == "u" else _dt.int64      # summed wide, then wrapped into dt (numpy's)
+        out = xp.astype(xp.sum(xp.multiply(a[..., :, :, None], b[..., None, :, :]), axis=-2, dtype=wide), dt)
+    if x1.ndim == 1:
+        out = out[..., 0, :]
+    if x2.ndim == 1:
+        out = out[..., 0]
     return out
 
 

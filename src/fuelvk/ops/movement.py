@@ -340,6 +340,11 @@ def _triangle(op, x, k):
         xa = xa.broadcast_to((xa.shape[0], xa.shape[0]))
     k = max(min(k, 2**31 - 1), -2**31)
     out = new_like(xa.shape, xa.dtype)
+    if xa.dtype.itemsize > 8:            # complex128: each float64 component view (no 16-byte move kernel)
+        from .complex import component
+        for part in (0, 1):
+            component(out, part)[...] = _triangle(op, component(xa, part), k)
+        return result(out, numpy_out)
     first = (0,) * (xa.ndim - 2)
     if out.size and not (fits(xa, out) or windowed(xa[first]) is not None and windowed(out[first]) is not None):
         # one matrix larger than a binding: blocks of rows r0.. are triangles with diagonal k + r0
@@ -466,6 +471,9 @@ def where(condition, x1, x2):
     dt = _where_dtype(x1, x2)
     a, b = _operand("where", x1, dt), _operand("where", x2, dt)
     shape = layout.broadcast_shapes("where", c.shape, a.shape, b.shape)
+    if dt.itemsize > 8:      # complex128: its (re, im) float64 pairs move (no 16-byte move kernel)
+        from .complex import as_pairs, from_pairs
+        return result(from_pairs(where(c.reshape(c.shape + (1,)), as_pairs(a), as_pairs(b))), numpy_out)
     out = new_like(shape, dt)
     tag = _width_tag("where", dt)
     launch_strided(copy_variant(tag, runtime.get().device.features), out, [b])
