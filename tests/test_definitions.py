@@ -15,6 +15,7 @@ import pytest
 import torch
 from oracles import TRANS_TOL, tol
 
+import fuelvk
 from fuelvk.__main__ import main as fuelvk_main
 from fuelvk.definitions import compare, evaluate, export_one, fuelvk_solution, match_solution, run
 from fuelvk.definitions.export import FI_DTYPES, row_cases
@@ -31,6 +32,7 @@ from fuelvk.definitions.run import (
     reference_fn,
     to_numpy,
 )
+from fuelvk.errors import FuelVKMemoryError
 from fuelvk.specs import load_specs
 
 run_mod = importlib.import_module("fuelvk.definitions.run")   # the module (the package's run: the function)
@@ -824,3 +826,18 @@ def test_every_solution_has_a_wrong_solution_test():
     for test in WRONG_SOLUTION_CAUGHT.values():
         src = inspect.getsource(globals()[test])
         assert "INCORRECT_" in src or "_passes_and_a_wrong_one_fails(" in src, test
+
+
+def test_fused_add_rmsnorm_over_one_binding_runs_in_row_batches(device_limits):
+    """A batch larger than one binding (rmsnorm_h7168 at 11,949 rows on lavapipe; here a 64 KiB
+    binding and 40 rows of 4096 bf16) passes in row batches, the residual updated in every batch."""
+    d = _defs()[FUSED]
+    row = _row(d, "big", batch_size=40)
+    device_limits(maxStorageBufferRange=1 << 16)
+    ev = evaluate(d, row, repeats=1)["evaluation"]
+    assert ev["status"] == "PASSED", ev["log"]
+    assert ev["correctness"]["max_absolute_error"] <= 2 ** -6   # bf16 rounding: one unit where it differs
+    inputs = gen_inputs(d, row["workload"])   # the op itself: the whole batch is over the binding
+    with pytest.raises(FuelVKMemoryError, match="one binding"):
+        fuelvk.fused_add_rmsnorm(*(fuelvk.asarray(to_numpy(inputs[n]))
+                                   for n in ("hidden_states", "residual", "weight")))
