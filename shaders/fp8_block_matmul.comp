@@ -3,10 +3,11 @@
 // x @ W.T with W an e4m3fn block-scaled weight (DeepSeek-V3 / FlashInfer's fp8 block-scale layout)
 // dequantized element by element as it is read, never expanded.  The dequantized value is the f32
 // product fp8 * scale (exactly the value a reference that expands W computes), summed in f32.
-// One invocation per output element, K walked block by block (one scale load per block).  W's bytes
+// One invocation per MT rows of x and one row of W (each weight word decoded once for MT rows), K
+// walked block by block (one scale load per block).  W's bytes
 // are read from 32-bit words, so the kernel needs no 8-bit storage: with `aligned` (rows, offsets,
 // k0, k1 and block_k all multiples of 4, set by ops/moe.py) one word and one vec4 of x per 4
-// elements (lavapipe pays per load instruction), else byte by byte.  WG comes from kernels/moe.py.
+// elements (lavapipe pays per load instruction), else byte by byte.  WG, MT from kernels/moe.py.
 #include "common/index.glsl"
 
 layout(local_size_x = WG) in;
@@ -31,30 +32,34 @@ float fp8(uint b) {
 
 void main() {
     uint t = linear_group() * WG + gl_LocalInvocationID.x;
-    if (t >= p.m * p.n) return;
-    uint i = t / p.n, j = t % p.n;
-    uint xb = p.off_x + i * p.x_row;               // x row i (elements)
+    uint tiles = (p.m + MT - 1u) / MT;
+    if (t >= tiles * p.n) return;
+    uint i0 = (t / p.n) * MT, j = t % p.n;        // rows i0 .. i0 + MT - 1 of x, row j of w
+    uint xb[MT];
+    for (uint r = 0u; r < MT; ++r) xb[r] = p.off_x + min(i0 + r, p.m - 1u) * p.x_row;   // past m: reads row m - 1, not stored
     uint wb = p.off_w + j * p.w_row;               // w row j (bytes)
     uint sb = p.off_s + (j / p.block_n) * p.s_row; // scale row of w row j
-    float acc = 0.0;
+    float acc[MT];
+    for (uint r = 0u; r < MT; ++r) acc[r] = 0.0;
     for (uint b0 = p.k0; b0 < p.k1; b0 = (b0 / p.block_k + 1u) * p.block_k) {
         uint b1 = min((b0 / p.block_k + 1u) * p.block_k, p.k1);
         float sc = s[sb + b0 / p.block_k];
         if (p.aligned != 0u) {
             for (uint kk = b0; kk < b1; kk += 4u) {
                 uint q = w[(wb + kk) >> 2];
-                vec4 xv = x4[(xb + kk) >> 2];
-                acc = fma(xv.x, fp8(q & 0xFFu) * sc, acc);
-                acc = fma(xv.y, fp8((q >> 8) & 0xFFu) * sc, acc);
-                acc = fma(xv.z, fp8((q >> 16) & 0xFFu) * sc, acc);
-                acc = fma(xv.w, fp8(q >> 24) * sc, acc);
+                vec4 v = vec4(fp8(q & 0xFFu), fp8((q >> 8) & 0xFFu), fp8((q >> 16) & 0xFFu), fp8(q >> 24)) * sc;
+                for (uint r = 0u; r < MT; ++r) {
+                    vec4 xv = x4[(xb[r] + kk) >> 2];
+                    acc[r] = fma(xv.x, v.x, fma(xv.y, v.y, fma(xv.z, v.z, fma(xv.w, v.w, acc[r]))));
+                }
             }
         } else {
             for (uint kk = b0; kk < b1; ++kk) {
                 uint at = wb + kk;
-                acc = fma(x[xb + kk], fp8((w[at >> 2] >> ((at & 3u) * 8u)) & 0xFFu) * sc, acc);
+                float v = fp8((w[at >> 2] >> ((at & 3u) * 8u)) & 0xFFu) * sc;
+                for (uint r = 0u; r < MT; ++r) acc[r] = fma(x[xb[r] + kk], v, acc[r]);
             }
         }
     }
-    o[p.off_o + t] = acc;
+    for (uint r = 0u; r < MT && i0 + r < p.m; ++r) o[p.off_o + (i0 + r) * p.n + j] = acc[r];
 }

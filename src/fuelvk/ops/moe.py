@@ -11,7 +11,7 @@ from .. import runtime
 from ..array import zeros
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError
 from ..kernels import kernel
-from ..kernels.moe import FP8_WG, K_LOOP
+from ..kernels.moe import FP8_MT, FP8_WG, K_LOOP
 from ._core import contiguous, device_args, k_per_launch, new_like, result, split_k, windowed
 
 __all__ = []   # not (yet) a public op: the moe solution's kernel
@@ -48,7 +48,7 @@ def fp8_block_matmul(x, w, scale, block=128):
     words = all(v % 4 == 0 for v in (k, bk, x.offset, w.offset) + ((per,) if per else ()))
 
     def run(k0, k1, dst):
-        ctx.launch(kernel(op, "f32"), ctx.groups(-(-(m * n) // FP8_WG)), out=dst, x=x, w=w, scale=scale,
+        ctx.launch(kernel(op, "f32"), ctx.groups(-(-(-(-m // FP8_MT) * n) // FP8_WG)), out=dst, x=x, w=w, scale=scale,
                    m=m, n=n, k=k, k0=k0, k1=k1, block_n=bn, block_k=bk, off_o=dst.offset, off_x=x.offset,
                    off_w=w.offset, off_s=scale.offset, x_row=k, w_row=k, s_row=want[1], aligned=int(words))
     res = split_k(op, out, k, per, run)
