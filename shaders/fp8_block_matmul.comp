@@ -17,6 +17,13 @@ layout(set = 0, binding = 1) readonly buffer X4 { vec4 x4[]; };
 layout(set = 0, binding = 2) readonly buffer W { uint w[]; };      // e4m3fn bytes, 4 to a word
 layout(set = 0, binding = 3) readonly buffer Scale { float s[]; };
 
+// TEX = 1: x and w are read through rgba32ui texel views (4 floats / 16 fp8 codes a load; lavapipe's
+// texel loads are several times faster than its storage-buffer loads), set by ops/moe.py when rows,
+// offsets, k spans and block_k are whole texels; else 16-byte stubs are bound there.
+layout(constant_id = 0) const uint TEX = 0;
+layout(set = 0, binding = 4, rgba32ui) uniform readonly uimageBuffer x_t;
+layout(set = 0, binding = 5, rgba32ui) uniform readonly uimageBuffer w_t;
+
 layout(push_constant) uniform Params {
     uint m; uint n; uint k; uint k0; uint k1; uint block_n; uint block_k;
     uint off_o; uint off_x; uint off_w; uint off_s; uint x_row; uint w_row; uint s_row; uint aligned;
@@ -44,7 +51,19 @@ void main() {
     for (uint b0 = p.k0; b0 < p.k1; b0 = (b0 / p.block_k + 1u) * p.block_k) {
         uint b1 = min((b0 / p.block_k + 1u) * p.block_k, p.k1);
         float sc = s[sb + b0 / p.block_k];
-        if (p.aligned != 0u) {
+        if (TEX != 0u) {
+            for (uint kk = b0; kk < b1; kk += 16u) {
+                uvec4 q = imageLoad(w_t, int((wb + kk) >> 4));
+                for (uint c = 0u; c < 4u; ++c) {
+                    uint u = q[c];
+                    vec4 v = vec4(fp8(u & 0xFFu), fp8((u >> 8) & 0xFFu), fp8((u >> 16) & 0xFFu), fp8(u >> 24)) * sc;
+                    for (uint r = 0u; r < MT; ++r) {
+                        vec4 xv = uintBitsToFloat(imageLoad(x_t, int((xb[r] + kk) >> 2) + int(c)));
+                        acc[r] = fma(xv.x, v.x, fma(xv.y, v.y, fma(xv.z, v.z, fma(xv.w, v.w, acc[r]))));
+                    }
+                }
+            }
+        } else if (p.aligned != 0u) {
             for (uint kk = b0; kk < b1; kk += 4u) {
                 uint q = w[(wb + kk) >> 2];
                 vec4 v = vec4(fp8(q & 0xFFu), fp8((q >> 8) & 0xFFu), fp8((q >> 16) & 0xFFu), fp8(q >> 24)) * sc;

@@ -11,7 +11,9 @@ from .. import runtime
 from ..array import zeros
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError
 from ..kernels import kernel
+from ..kernels.matmul import TEXEL_BYTES
 from ..kernels.moe import FP8_MT, FP8_WG, K_LOOP
+from ..runtime.loadpath import stub
 from ._core import contiguous, device_args, k_per_launch, new_like, result, split_k, windowed
 
 __all__ = []   # not (yet) a public op: the moe solution's kernel
@@ -44,11 +46,16 @@ def fp8_block_matmul(x, w, scale, block=128):
     x, w, scale = bound
     ctx = runtime.get()
 
-    per = k_per_launch(K_LOOP, ctx.device.loop_budget, 4)
+    per = k_per_launch(K_LOOP, ctx.device.loop_budget, 16)
     words = all(v % 4 == 0 for v in (k, bk, x.offset, w.offset) + ((per,) if per else ()))
+    limit = ctx.device.limits.maxTexelBufferElements * TEXEL_BYTES
+    tex = (words and k % 16 == 0 and bk % 16 == 0 and w.offset % 16 == 0
+           and ctx.device.texel_loads and x.buffer.size <= limit and w.buffer.size <= limit)
+    views = {"x_t": x.buffer, "w_t": w.buffer} if tex else dict.fromkeys(("x_t", "w_t"), stub(ctx.pool))
 
     def run(k0, k1, dst):
         ctx.launch(kernel(op, "f32"), ctx.groups(-(-(-(-m // FP8_MT) * n) // FP8_WG)), out=dst, x=x, w=w, scale=scale,
+                   **views, TEX=int(tex),
                    m=m, n=n, k=k, k0=k0, k1=k1, block_n=bn, block_k=bk, off_o=dst.offset, off_x=x.offset,
                    off_w=w.offset, off_s=scale.offset, x_row=k, w_row=k, s_row=want[1], aligned=int(words))
     res = split_k(op, out, k, per, run)
