@@ -14,10 +14,28 @@
 layout(constant_id = 0) const uint WG = 64;
 layout(constant_id = 1) const uint SCAN = 0;  // 1: one workgroup per slice (long axes)
 layout(constant_id = 2) const uint PROD = 0;  // 1: running products (the array API's cumulative_prod)
+// 1: the axis has unit stride in x and in the output (s_ax == so_ax == 1): slices are read and written
+// in 16-byte chunks (common/rowchunks.glsl), through the texel views where TEX has their bit (TEX_X,
+// TEX_O: defines from kernels/reduction.py); the same elements in the same order as element by element.
+layout(constant_id = 3) const uint ROWS = 0;
+layout(constant_id = 4) const uint TEX = 0;
+// 1 (SCAN == 0): each invocation walks PER adjacent slices at once (the innermost outer dim has unit
+// strides and whole texels, as the axis stride and the offsets: the host checks), one 16-byte chunk
+// per step along the axis; each slice's sum is the element-by-element walk's.
+layout(constant_id = 5) const uint COLS = 0;
 layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
 layout(set = 0, binding = 1) readonly buffer X { T x[]; };
+// The same buffers as 16-byte words (whole chunks on the storage-buffer path), and their texel views.
+layout(set = 0, binding = 0) writeonly buffer Out4 { uvec4 o4[]; };
+layout(set = 0, binding = 1) readonly buffer X4 { uvec4 x4[]; };
+layout(set = 0, binding = 2, rgba32ui) uniform readonly uimageBuffer x_t;
+layout(set = 0, binding = 3, rgba32ui) uniform writeonly uimageBuffer o_t;
+#include "common/texel16.glsl"
+#include "common/rowchunks.glsl"
+CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u)
+CHUNK_STORER(store_o, o, o4, o_t, (TEX & TEX_O) != 0u)
 
 layout(push_constant) uniform Params {
     uint n_slices; uint d; uint rank; uint off_in;
@@ -39,12 +57,29 @@ void slice_base(uint e, out int bi, out int bo) {
 
 // Compensated running sum over [k0, k1) of one slice starting from (s, comp), writing every prefix.
 // (PROD: a plain running product from s; comp stays 0.)
-void walk(int bi, int bo, uint k0, uint k1, A s, A comp) {
+// With `write` false only the running value advances (SCAN's first pass).
+void walk(int bi, int bo, uint k0, uint k1, inout A s, inout A comp, bool write) {
+    if (ROWS != 0u) {                                  // unit strides: chunk by chunk
+        uint a0 = uint(bi) + k0, a1 = uint(bi) + k1, lo, hi;
+        A v[PER];
+        for (uint e0 = a0 / PER * PER; e0 < a1; e0 += PER) {
+            lo = a0 > e0 ? a0 - e0 : 0u;
+            hi = min(PER, a1 - e0);
+            load_x(e0, lo, hi, v);
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) {
+                if (PROD != 0u) s *= v[j];
+                else kahan_add(s, comp, v[j]);
+                v[j] = s - comp;
+            }
+            if (write) store_o(e0 - uint(bi) + uint(bo), lo, hi, v);
+        }
+        return;
+    }
     for (uint k = k0; k < k1; ++k) {
         A v = A(LOAD(x[uint(bi + int(k) * p.s_ax)]));
         if (PROD != 0u) s *= v;
         else kahan_add(s, comp, v);
-        o[uint(bo) + k * p.so_ax] = STORE(s - comp);
+        if (write) o[uint(bo) + k * p.so_ax] = STORE(s - comp);
     }
 }
 
@@ -52,11 +87,29 @@ shared A scan_s[WG];
 
 void main() {
     int bi, bo;
+    if (SCAN == 0u && COLS != 0u) {
+        uint e = (linear_group() * WG + gl_LocalInvocationID.x) * PER;
+        if (e >= p.n_slices) return;
+        slice_base(e, bi, bo);
+        A s[PER], comp[PER], v[PER];
+        for (uint j = 0u; j < PER; ++j) { s[j] = PROD != 0u ? A(1) : A(0); comp[j] = A(0); }
+        for (uint k = 0u; k < p.d; ++k) {
+            load_x(uint(bi + int(k) * p.s_ax), 0u, PER, v);
+            for (uint j = 0u; j < PER; ++j) {
+                if (PROD != 0u) s[j] *= v[j];
+                else kahan_add(s[j], comp[j], v[j]);
+                v[j] = s[j] - comp[j];
+            }
+            store_o(uint(bo) + k * p.so_ax, 0u, PER, v);
+        }
+        return;
+    }
     if (SCAN == 0u) {
         uint e = linear_group() * WG + gl_LocalInvocationID.x;
         if (e >= p.n_slices) return;
         slice_base(e, bi, bo);
-        walk(bi, bo, 0u, p.d, PROD != 0u ? A(1) : A(0), A(0));
+        A s = PROD != 0u ? A(1) : A(0), comp = A(0);
+        walk(bi, bo, 0u, p.d, s, comp, true);
         return;
     }
     // SCAN: one workgroup per slice. Invocation t owns a contiguous segment; segment sums are
@@ -66,13 +119,10 @@ void main() {
     if (e >= p.n_slices) return;                       // uniform per workgroup
     slice_base(e, bi, bo);
     uint len = (p.d + WG - 1u) / WG;
+    if (ROWS != 0u) len = (len + PER - 1u) / PER * PER;    // segments of whole chunks (from the slice's start)
     uint k0 = min(t * len, p.d), k1 = min(k0 + len, p.d);
     A s = PROD != 0u ? A(1) : A(0), comp = A(0);
-    for (uint k = k0; k < k1; ++k) {
-        A v = A(LOAD(x[uint(bi + int(k) * p.s_ax)]));
-        if (PROD != 0u) s *= v;
-        else kahan_add(s, comp, v);
-    }
+    walk(bi, bo, k0, k1, s, comp, false);
     scan_s[t] = s - comp;
     barrier();
     for (uint off = 1u; off < WG; off <<= 1) {
@@ -91,5 +141,7 @@ void main() {
         }
         barrier();
     }
-    walk(bi, bo, k0, k1, scan_s[t], A(0));
+    s = scan_s[t];
+    comp = A(0);
+    walk(bi, bo, k0, k1, s, comp, true);
 }

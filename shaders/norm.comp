@@ -6,11 +6,15 @@
 // Backward (xh = normalized x, gw = g * w):
 //   RMS: dx = r * (gw - xh * mean(gw * xh))
 //   LN:  dx = r * (gw - mean(gw) - xh * mean(gw * xh))
-// WGRAD: also the weight/bias-gradient partials dw = sum_rows g * xh, db = sum_rows g: workgroup
-// `grp` owns rows [grp * rows_per_group, ...) and each invocation accumulates the columns it owns
-// into part[(k * n_cols + col) * n_groups + grp] (k = 0: dw, 1: db), reduced over groups afterwards
-// by reduce_last_dim (MODE 2). One workgroup per row group; sums are compensated + tree-reduced in
-// the accumulator type (f32 for half types).
+// Rows go to units of rows_per_group consecutive rows (n_groups units): a unit is a workgroup
+// (its invocations split each row, sums are compensated per invocation + tree-reduced) or, with
+// LANE_ROWS (short rows, many of them), one invocation (a compensated serial sum, no barriers).
+// WGRAD: also the weight/bias-gradient partials dw = sum_rows g * xh, db = sum_rows g: unit `grp`
+// accumulates its rows into part[grp * n_grad * n_cols + k * n_cols + col] (k = 0: dw, 1: db), summed
+// over the units afterwards by reduce_any_dim's MODE_FINAL (one invocation per column, coalesced).
+// Sums are in the accumulator type (f32 for half types).
+// Rows are read (and written) in texel chunks (common/rowchunks.glsl): TEX's bits (TEX_* defines
+// from kernels/norm.py) say which operands have their texel view bound.
 // ADD_RESIDUAL (RMS forward; FlashInfer's fused_add_rmsnorm): s = x + res in the accumulator type,
 // res = s rounded to T (in place), y = s * r * w with r from the unrounded s. The first pass only
 // reads; the second recomputes s from the same x and res elements (each invocation reads and writes
@@ -22,27 +26,61 @@ layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint HAS_W = 0;
 layout(constant_id = 2) const uint HAS_B = 0;
 layout(constant_id = 3) const uint WGRAD = 0;
+layout(constant_id = 4) const uint TEX = 0;        // TEX_X | TEX_G | TEX_W | TEX_R | TEX_O
+layout(constant_id = 5) const uint LANE_ROWS = 0;  // 1: a unit is one invocation
 layout(local_size_x_id = 0) in;
 #include "rows.glsl"
 
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
 layout(set = 0, binding = 1) readonly buffer X { T x[]; };
+// The same buffers as 16-byte words (rowchunks.glsl's whole chunks on the storage-buffer path).
+layout(set = 0, binding = 0) writeonly buffer Out4 { uvec4 o4[]; };
+layout(set = 0, binding = 1) readonly buffer X4 { uvec4 x4[]; };
 #ifdef BACKWARD
 layout(set = 0, binding = 2) readonly buffer Grad { T g[]; };
 layout(set = 0, binding = 3) readonly buffer Weight { T w[]; };
+layout(set = 0, binding = 2) readonly buffer Grad4 { uvec4 g4[]; };
+layout(set = 0, binding = 3) readonly buffer Weight4 { uvec4 w4[]; };
 layout(set = 0, binding = 4) buffer Part { A part[]; };
+layout(set = 0, binding = 5, rgba32ui) uniform readonly uimageBuffer g_t;
+#define VIEWS 6                       // the first binding of the views below
 #else
 layout(set = 0, binding = 2) readonly buffer Weight { T w[]; };
+layout(set = 0, binding = 2) readonly buffer Weight4 { uvec4 w4[]; };
 #ifdef ADD_RESIDUAL
 layout(set = 0, binding = 3) buffer Residual { T res[]; };
+layout(set = 0, binding = 3) buffer Residual4 { uvec4 res4[]; };
+#define R_ARR4 res4
 #define OFF_3 off_res
+#define R_ARR res
 #else
 layout(set = 0, binding = 3) readonly buffer Bias { T b[]; };
+layout(set = 0, binding = 3) readonly buffer Bias4 { uvec4 b4[]; };
+#define R_ARR4 b4
 #define OFF_3 off_b
+#define R_ARR b
 #endif
+layout(set = 0, binding = 4, rgba32ui) uniform readonly uimageBuffer r_t;   // bias or residual
+#define VIEWS 5
 #endif
 #ifndef OFF_3
 #define OFF_3 off_b
+#endif
+layout(set = 0, binding = VIEWS, rgba32ui) uniform readonly uimageBuffer x_t;
+layout(set = 0, binding = VIEWS + 1, rgba32ui) uniform readonly uimageBuffer w_t;
+layout(set = 0, binding = VIEWS + 2, rgba32ui) uniform writeonly uimageBuffer o_t;
+#include "common/texel16.glsl"
+#include "common/rowchunks.glsl"
+CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u)
+CHUNK_LOADER(load_w, w, w4, w_t, (TEX & TEX_W) != 0u)
+CHUNK_STORER(store_o, o, o4, o_t, (TEX & TEX_O) != 0u)
+#ifdef BACKWARD
+CHUNK_LOADER(load_g, g, g4, g_t, (TEX & TEX_G) != 0u)
+#else
+CHUNK_LOADER(load_r, R_ARR, R_ARR4, r_t, (TEX & TEX_R) != 0u)
+#endif
+#ifdef ADD_RESIDUAL
+CHUNK_STORER(store_res, res, res4, o_t, false)   // the residual's update: storage-buffer stores
 #endif
 
 layout(push_constant) uniform Params {
@@ -51,71 +89,130 @@ layout(push_constant) uniform Params {
     uint n_groups; uint eps[2];
 } p;
 
-A weight(uint i) { return HAS_W != 0u ? A(LOAD(w[p.off_w + i])) : A(1); }
+// Sums over the row: the workgroup's tree, or nothing to combine when one invocation has the row.
+A row_sum(A v) { return LANE_ROWS != 0u ? v : block_reduce(v, R_SUM); }
+void row_sum3(inout A u, inout A v, inout A s) { if (LANE_ROWS == 0u) block_sum3(u, v, s); }
+
+// The weight's chunk for the row chunk at e0 of a row at bx (1 without a weight).
+void weights(uint e0, uint bx, uint lo, uint hi, out A wv[PER]) {
+    if (HAS_W != 0u) { load_w(p.off_w + e0 - bx, lo, hi, wv); return; }
+    for (uint j = 0u; j < PER; ++j) wv[j] = A(1);
+}
 
 void main() {
-    uint grp = linear_group();
-    if (grp >= p.n_groups) return;                    // uniform per workgroup
-    uint t = gl_LocalInvocationID.x, n = p.n_cols;
+    uint lane = LANE_ROWS != 0u ? 0u : gl_LocalInvocationID.x, lanes = LANE_ROWS != 0u ? 1u : WG;
+    uint grp = LANE_ROWS != 0u ? linear_group() * WG + gl_LocalInvocationID.x : linear_group();
+    if (grp >= p.n_groups) return;                    // uniform per workgroup unless LANE_ROWS (no barriers)
+    uint n = p.n_cols;
     A eps = A(scalar_arg(p.eps)), inv_n = A(1) / A(n);
     uint r0 = grp * p.rows_per_group, r1 = min(r0 + p.rows_per_group, p.n_rows);
+    A v[PER], wv[PER];
     for (uint row = r0; row < r1; ++row) {
-        uint bx = p.off_x + row * n, bo = p.off_out + row * n;
+        uint bx = p.off_x + row * n, bo = p.off_out + row * n, ce = chunks_end(bx, n), lo, hi;
         A mu = A(0);
 #ifdef LN
         A s = A(0), c = A(0);
-        for (uint i = t; i < n; i += WG) kahan_add(s, c, A(LOAD(x[bx + i])));
-        mu = block_reduce(s, R_SUM) * inv_n;
+        for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
+            chunk_span(ch, bx, n, lo, hi);
+            load_x(ch * PER, lo, hi, v);
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) kahan_add(s, c, v[j]);
+        }
+        mu = row_sum(s) * inv_n;
 #endif
 #ifdef BACKWARD
         uint bg = p.off_g + row * n;
+        A gv[PER];
         // ss = sum (x - mu)^2, sg = sum gw, sgx = sum gw * (x - mu)
         A ss = A(0), cs = A(0), sg = A(0), cg = A(0), sgx = A(0), cgx = A(0);
-        for (uint i = t; i < n; i += WG) {
-            A d = A(LOAD(x[bx + i])) - mu, gw = A(LOAD(g[bg + i])) * weight(i);
-            kahan_add(ss, cs, d * d);
-            kahan_add(sg, cg, gw);
-            kahan_add(sgx, cgx, gw * d);
+        for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
+            uint e0 = ch * PER;
+            chunk_span(ch, bx, n, lo, hi);
+            load_x(e0, lo, hi, v);
+            load_g(e0 - bx + bg, lo, hi, gv);
+            weights(e0, bx, lo, hi, wv);
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) {
+                A d = v[j] - mu, gw = gv[j] * wv[j];
+                kahan_add(ss, cs, d * d);
+                kahan_add(sg, cg, gw);
+                kahan_add(sgx, cgx, gw * d);
+            }
         }
-        block_sum3(ss, sg, sgx);
+        row_sum3(ss, sg, sgx);
         A r = A(1) / sqrt(ss * inv_n + eps);
         A mgx = sgx * r * inv_n;                     // mean(gw * xh)
 #ifdef LN
         A mg = sg * inv_n;
+        uint n_grad = 2u;
 #else
         A mg = A(0);
+        uint n_grad = 1u;
 #endif
-        for (uint i = t; i < n; i += WG) {
-            A xg = A(LOAD(g[bg + i]));
-            A xh = (A(LOAD(x[bx + i])) - mu) * r;
-            o[bo + i] = STORE(r * (xg * weight(i) - mg - xh * mgx));
-            if (WGRAD != 0u) {
-                uint k = i * p.n_groups + grp;
-                part[k] = (row == r0 ? A(0) : part[k]) + xg * xh;
+        for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
+            uint e0 = ch * PER;
+            chunk_span(ch, bx, n, lo, hi);
+            load_x(e0, lo, hi, v);
+            load_g(e0 - bx + bg, lo, hi, gv);
+            weights(e0, bx, lo, hi, wv);
+            A y[PER];
+            for (uint j = 0u; j < PER; ++j) {
+                A xh = (v[j] - mu) * r;
+                y[j] = r * (gv[j] * wv[j] - mg - xh * mgx);
+                if (WGRAD != 0u && j >= lo && j < hi) {
+                    uint k = grp * n_grad * n + e0 - bx + j;
+                    part[k] = (row == r0 ? A(0) : part[k]) + gv[j] * xh;
 #ifdef LN
-                uint kb = (n + i) * p.n_groups + grp;
-                part[kb] = (row == r0 ? A(0) : part[kb]) + xg;
+                    part[k + n] = (row == r0 ? A(0) : part[k + n]) + gv[j];
 #endif
+                }
             }
+            store_o(e0 - bx + bo, lo, hi, y);
         }
+        // The next row may hand this invocation's columns to another one (rows not whole texels):
+        // its read of part[] must see these writes.
+        if (WGRAD != 0u && LANE_ROWS == 0u) { memoryBarrierBuffer(); barrier(); }
 #elif defined(ADD_RESIDUAL)
         uint br = p.off_res + row * n;
-        A ss = A(0), cs = A(0);
-        for (uint i = t; i < n; i += WG) { A d = A(LOAD(x[bx + i])) + A(LOAD(res[br + i])); kahan_add(ss, cs, d * d); }
-        A r = A(1) / sqrt(block_reduce(ss, R_SUM) * inv_n + eps);
-        for (uint i = t; i < n; i += WG) {
-            A d = A(LOAD(x[bx + i])) + A(LOAD(res[br + i]));
-            res[br + i] = STORE(d);
-            o[bo + i] = STORE(d * r * weight(i));
+        A ss = A(0), cs = A(0), rv[PER];
+        for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
+            uint e0 = ch * PER;
+            chunk_span(ch, bx, n, lo, hi);
+            load_x(e0, lo, hi, v);
+            load_r(e0 - bx + br, lo, hi, rv);
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) { A d = v[j] + rv[j]; kahan_add(ss, cs, d * d); }
+        }
+        A r = A(1) / sqrt(row_sum(ss) * inv_n + eps);
+        for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
+            uint e0 = ch * PER;
+            chunk_span(ch, bx, n, lo, hi);
+            load_x(e0, lo, hi, v);
+            load_r(e0 - bx + br, lo, hi, rv);      // this invocation's own elements: read before written
+            weights(e0, bx, lo, hi, wv);
+            A y[PER];
+            for (uint j = 0u; j < PER; ++j) { rv[j] += v[j]; y[j] = rv[j] * r * wv[j]; }
+            store_res(e0 - bx + br, lo, hi, rv);
+            store_o(e0 - bx + bo, lo, hi, y);
         }
 #else
         A ss = A(0), cs = A(0);
-        for (uint i = t; i < n; i += WG) { A d = A(LOAD(x[bx + i])) - mu; kahan_add(ss, cs, d * d); }
-        A r = A(1) / sqrt(block_reduce(ss, R_SUM) * inv_n + eps);
-        for (uint i = t; i < n; i += WG) {
-            A y = (A(LOAD(x[bx + i])) - mu) * r * weight(i);
-            if (HAS_B != 0u) y += A(LOAD(b[p.off_b + i]));
-            o[bo + i] = STORE(y);
+        for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
+            chunk_span(ch, bx, n, lo, hi);
+            load_x(ch * PER, lo, hi, v);
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) { A d = v[j] - mu; kahan_add(ss, cs, d * d); }
+        }
+        A r = A(1) / sqrt(row_sum(ss) * inv_n + eps);
+        for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
+            uint e0 = ch * PER;
+            chunk_span(ch, bx, n, lo, hi);
+            load_x(e0, lo, hi, v);
+            weights(e0, bx, lo, hi, wv);
+            A bv[PER];
+            if (HAS_B != 0u) load_r(p.off_b + e0 - bx, lo, hi, bv);
+            A y[PER];
+            for (uint j = 0u; j < PER; ++j) {
+                y[j] = (v[j] - mu) * r * wv[j];
+                if (HAS_B != 0u) y[j] += bv[j];
+            }
+            store_o(e0 - bx + bo, lo, hi, y);
         }
 #endif
     }

@@ -1,39 +1,75 @@
 #version 450
 // Softmax over the last dim of contiguous [n_rows, n_cols] rows (element offsets off_*), one
-// workgroup per row: row max (NaN-propagating tree), compensated sum of exp(x - max), then
+// workgroup per row (LANE_ROWS: one invocation per row, for many short rows; no barriers): row max (NaN-propagating tree), compensated sum of exp(x - max), then
 // exp(x - max) / sum. Stable for large values; a row of all -inf gives NaN (as torch: -inf - -inf).
 // BACKWARD: dx = y * (g - dot(y, g)) with the dot product compensated + tree-reduced.
 // Half types compute in f32; f64 uses a double-precision exp (rows.glsl).
+// Rows are read and written in texel chunks (common/rowchunks.glsl): TEX's bits (TEX_* defines from
+// kernels/norm.py) say which operands have their texel view bound.
 #include "common/dtype.glsl"
 #include "common/index.glsl"
 #define A V
 layout(constant_id = 0) const uint WG = 128;
+layout(constant_id = 1) const uint TEX = 0;        // TEX_X | TEX_G | TEX_O
+layout(constant_id = 2) const uint LANE_ROWS = 0;  // 1: one invocation per row
 layout(local_size_x_id = 0) in;
 #include "rows.glsl"
 
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
 layout(set = 0, binding = 1) readonly buffer X { T x[]; };   // forward: x, backward: y
+// The same buffers as 16-byte words (rowchunks.glsl's whole chunks on the storage-buffer path).
+layout(set = 0, binding = 0) writeonly buffer Out4 { uvec4 o4[]; };
+layout(set = 0, binding = 1) readonly buffer X4 { uvec4 x4[]; };
 #ifdef BACKWARD
 layout(set = 0, binding = 2) readonly buffer Grad { T g[]; };
+layout(set = 0, binding = 2) readonly buffer Grad4 { uvec4 g4[]; };
+layout(set = 0, binding = 5, rgba32ui) uniform readonly uimageBuffer g_t;
+#define VIEWS 3                       // the first binding of the views below
+#else
+#define VIEWS 2
+#endif
+layout(set = 0, binding = VIEWS, rgba32ui) uniform readonly uimageBuffer x_t;
+layout(set = 0, binding = VIEWS + 1, rgba32ui) uniform writeonly uimageBuffer o_t;
+#include "common/texel16.glsl"
+#include "common/rowchunks.glsl"
+CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u)
+CHUNK_STORER(store_o, o, o4, o_t, (TEX & TEX_O) != 0u)
+#ifdef BACKWARD
+CHUNK_LOADER(load_g, g, g4, g_t, (TEX & TEX_G) != 0u)
 #endif
 
 layout(push_constant) uniform Params {
     uint n_rows; uint n_cols; uint off_out; uint off_x; uint off_g; uint pad;
 } p;
 
+A row_reduce(A v, uint op) { return LANE_ROWS != 0u ? v : block_reduce(v, op); }
+
 void main() {
-    uint row = linear_group();
-    if (row >= p.n_rows) return;                      // uniform per workgroup
-    uint t = gl_LocalInvocationID.x, n = p.n_cols;
-    uint bx = p.off_x + row * n, bo = p.off_out + row * n;
+    uint lane = LANE_ROWS != 0u ? 0u : gl_LocalInvocationID.x, lanes = LANE_ROWS != 0u ? 1u : WG;
+    uint row = LANE_ROWS != 0u ? linear_group() * WG + gl_LocalInvocationID.x : linear_group();
+    if (row >= p.n_rows) return;                      // uniform per workgroup unless LANE_ROWS (no barriers)
+    uint n = p.n_cols;
+    uint bx = p.off_x + row * n, bo = p.off_out + row * n, ce = chunks_end(bx, n), lo, hi;
+    A v[PER], y[PER];
 #ifdef BACKWARD
     uint bg = p.off_g + row * n;
+    A gv[PER];
     A s = A(0), c = A(0);
-    for (uint i = t; i < n; i += WG) kahan_add(s, c, A(LOAD(x[bx + i])) * A(LOAD(g[bg + i])));
-    A dot = block_reduce(s, R_SUM);
-    for (uint i = t; i < n; i += WG) {
-        A y = A(LOAD(x[bx + i]));
-        o[bo + i] = STORE(y * (A(LOAD(g[bg + i])) - dot));
+    for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
+        uint e0 = ch * PER;
+        chunk_span(ch, bx, n, lo, hi);
+        load_x(e0, lo, hi, v);
+        load_g(e0 - bx + bg, lo, hi, gv);
+        for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) kahan_add(s, c, v[j] * gv[j]);
+    }
+    A dot = row_reduce(s, R_SUM);
+    for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
+        uint e0 = ch * PER;
+        chunk_span(ch, bx, n, lo, hi);
+        load_x(e0, lo, hi, v);
+        load_g(e0 - bx + bg, lo, hi, gv);
+        for (uint j = 0u; j < PER; ++j) y[j] = v[j] * (gv[j] - dot);
+        store_o(e0 - bx + bo, lo, hi, y);
     }
 #else
 #if defined(DT_F64)
@@ -41,11 +77,25 @@ void main() {
 #else
     A m = -uintBitsToFloat(0x7F800000u);
 #endif
-    for (uint i = t; i < n; i += WG) m = combine(m, A(LOAD(x[bx + i])), R_MAX);
-    m = block_reduce(m, R_MAX);
+    for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
+        chunk_span(ch, bx, n, lo, hi);
+        load_x(ch * PER, lo, hi, v);
+        for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) m = combine(m, v[j], R_MAX);
+    }
+    m = row_reduce(m, R_MAX);
     A s = A(0), c = A(0);
-    for (uint i = t; i < n; i += WG) kahan_add(s, c, exp_a(A(LOAD(x[bx + i])) - m));
-    s = block_reduce(s, R_SUM);
-    for (uint i = t; i < n; i += WG) o[bo + i] = STORE(exp_a(A(LOAD(x[bx + i])) - m) / s);
+    for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
+        chunk_span(ch, bx, n, lo, hi);
+        load_x(ch * PER, lo, hi, v);
+        for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) kahan_add(s, c, exp_a(v[j] - m));
+    }
+    s = row_reduce(s, R_SUM);
+    for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
+        uint e0 = ch * PER;
+        chunk_span(ch, bx, n, lo, hi);
+        load_x(e0, lo, hi, v);
+        for (uint j = 0u; j < PER; ++j) y[j] = exp_a(v[j] - m) / s;
+        store_o(e0 - bx + bo, lo, hi, y);
+    }
 #endif
 }

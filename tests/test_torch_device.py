@@ -818,6 +818,31 @@ def test_sdpa_fused_route_forward_backward(kind, dtype, no_fallback):
     _same_output_and_grads(o, od, (q, k, v), dev, dtype)
 
 
+def test_sdpa_composed_kernels_compile_and_inference_mode(no_fallback):
+    """fuelvk's own decomposition of SDPA (causal GQA: scale, one batched matmul per kv head group, the
+    causal masked_fill, softmax, p @ v; no copies of k / v) under autograd, inference mode (its
+    PrivateUse1 registration) and torch.compile's fake tensors."""
+    import fuelvk as fv
+    from fuelvk import runtime
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(2, 4, 6, 8, generator=g)
+    k, v = (torch.randn(2, 2, 9, 8, generator=g) for _ in range(2))
+
+    def f(q, k, v):
+        return TF.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    want = f(q, k, v)
+    qd, kd, vd = (t.to(DEV) for t in (q, k, v))
+    stream = runtime.get().stream
+    fv.synchronize()
+    before = stream.dispatches
+    got = f(qd, kd, vd)
+    assert stream.dispatches - before <= 6, stream.dispatches - before
+    close(got, want, rtol=1e-5, atol=1e-5)
+    with torch.inference_mode():
+        close(f(qd, kd, vd), want, rtol=1e-5, atol=1e-5)
+    close(torch.compile(f, backend="aot_eager", fullgraph=True)(qd, kd, vd), want, rtol=1e-5, atol=1e-5)
+
+
 def test_sdpa_head_dim_past_the_fused_kernel_takes_the_math_path(no_fallback):
     from torch.nn.attention import SDPBackend
     q = torch.randn(1, 1, 3, 320)

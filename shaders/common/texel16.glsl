@@ -12,8 +12,8 @@ const uint PER = 2u;
 const uint PER = 8u;
 #endif
 
-void texel(uint ti, out V v[PER]) {
-    uvec4 u = imageLoad(x_t, int(ti));
+// The PER elements of one texel's bits u, in the compute type V.
+void unpack16(uvec4 u, out V v[PER]) {
 #if defined(DT_F32)
     for (uint j = 0u; j < 4u; ++j) v[j] = uintBitsToFloat(u[j]);
 #elif defined(DT_F64)
@@ -25,4 +25,24 @@ void texel(uint ti, out V v[PER]) {
     for (uint j = 0u; j < 4u; ++j) { v[2u * j] = uintBitsToFloat(u[j] << 16); v[2u * j + 1u] = uintBitsToFloat(u[j] & 0xFFFF0000u); }
 #endif
 }
+
+// The bits of one texel holding PER values, each rounded to T as STORE rounds it.
+uvec4 pack16(V v[PER]) {
+    uvec4 u;
+#if defined(DT_F32)
+    for (uint j = 0u; j < 4u; ++j) u[j] = floatBitsToUint(v[j]);
+#elif defined(DT_F64)
+    u.xy = unpackDouble2x32(v[0]);
+    u.zw = unpackDouble2x32(v[1]);
+#elif defined(DT_F16)
+    for (uint j = 0u; j < 4u; ++j) u[j] = packFloat2x16(f16vec2(float16_t(v[2u * j]), float16_t(v[2u * j + 1u])));
+#else
+    for (uint j = 0u; j < 4u; ++j) u[j] = f32_to_bf16_bits(v[2u * j]) | (f32_to_bf16_bits(v[2u * j + 1u]) << 16);
+#endif
+    return u;
+}
+
+#ifndef TEXEL16_NO_X
+void texel(uint ti, out V v[PER]) { unpack16(imageLoad(x_t, int(ti)), v); }
+#endif
 #endif

@@ -15,8 +15,8 @@ import numpy as np
 from . import _hooks
 from . import dtypes as _dt
 from . import layout
-from . import runtime
-from ._device import DEVICE, check_device
+from . import _device, runtime
+from ._device import check_device
 from .errors import DeviceError, DTypeError, ShapeError, ValueCastError
 
 
@@ -165,7 +165,7 @@ class Array:
             return np.empty(self.shape, self.dtype)
         lo = self.offset + sum((n - 1) * s for n, s in zip(self.shape, self.strides) if s < 0)
         hi = self.offset + sum((n - 1) * s for n, s in zip(self.shape, self.strides) if s > 0)
-        host = runtime.get().download(self.buffer, lo * self.itemsize, (hi - lo + 1) * self.itemsize)
+        host = self.buffer.pool.context.download(self.buffer, lo * self.itemsize, (hi - lo + 1) * self.itemsize)
         flat = np.frombuffer(host, dtype=self.dtype)
         view = np.lib.stride_tricks.as_strided(flat[self.offset - lo:], self.shape,
                                                [s * self.itemsize for s in self.strides])
@@ -273,12 +273,18 @@ class Array:
 
     @property
     def device(self):
-        return DEVICE
+        """The fuelvk.Device this array lives on (the one owning its buffer)."""
+        return _device.device_of(self)
 
     def to_device(self, device, /, *, stream=None):
-        """This array (fuelvk has one device per process; another device is a DeviceError)."""
-        check_device("to_device", device)
-        return self
+        """This array on `device`: itself when it lives there already, else a copy (through host memory:
+        the devices are separate VkDevices), bit-exact. stream is accepted and ignored (fuelvk has one
+        in-order stream per device)."""
+        target = check_device("to_device", device)
+        runtime.check_alive(self.buffer)
+        if target is None or target == self.device:
+            return self
+        return asarray(self.numpy(), device=target)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """DLPack export as host (kDLCPU) memory. Arrays in mapped memory (CPU and integrated devices,
@@ -293,7 +299,7 @@ class Array:
         if self.size == 0:
             return np.empty(self.shape, self.dtype).__dlpack__(**kw)     # no memory to share
         if copy is not True and self.buffer.mapped is not None:
-            runtime.get().stream.synchronize()
+            self.buffer.pool.context.stream.synchronize()
             return np.asarray(_HostView(self)).__dlpack__(**kw)
         if copy is False:
             raise BufferError("__dlpack__: this array lives in device-local memory; exporting it needs a "
@@ -328,6 +334,9 @@ class Array:
     del _reduction
 
 
+_device._Array = Array
+
+
 class _HostView:
     """numpy's view of an Array in mapped memory (np.asarray(_HostView(a))): its base keeps the Array,
     hence the device buffer, alive while the view (or a DLPack capsule of it) lives."""
@@ -359,19 +368,23 @@ def _array_like(x):
             or torch is not None and isinstance(x, torch.Tensor))
 
 
+def _context(op, device):
+    """The context an array created with `device=` lives on (None: the one ops run on now)."""
+    return runtime.get() if device is None else check_device(op, device).context()
+
+
 def empty(shape, dtype=_dt.float32, *, device=None):
     """A new contiguous device array (contents undefined)."""
-    if device is not None:
-        check_device("empty", device)
+    ctx = _context("empty", device)
     shape = layout.as_shape("empty", shape)
     dt = _dt.float32 if dtype is None else _dt.dtype(dtype)   # (np.dtype(None) would be float64)
-    buf = runtime.get().pool.alloc(max(layout.size_of(shape), 1) * dt.itemsize)
+    buf = ctx.pool.alloc(max(layout.size_of(shape), 1) * dt.itemsize)
     return Array(buf, shape, layout.contiguous_strides(shape), 0, dt)
 
 
 def zeros(shape, dtype=_dt.float32, *, device=None):
     a = empty(layout.as_shape("zeros", shape), dtype, device=device)
-    runtime.get().stream.fill(a.buffer, (a.nbytes + 3) & ~3)
+    a.buffer.pool.context.stream.fill(a.buffer, (a.nbytes + 3) & ~3)
     return a
 
 
@@ -416,11 +429,16 @@ def asarray(obj, dtype=None, *, device=None, copy=None):
 
     Python floats (scalars and lists) become float32, fuelvk's default floating dtype (the array
     API's choice is the library's; README "Array API"); numpy arrays keep their dtype. copy=False
-    never copies: it raises ValueCastError where a copy (an upload or a cast) would be needed."""
-    if device is not None:
-        check_device("asarray", device)
+    never copies: it raises ValueCastError where a copy (an upload or a cast) would be needed.
+    device=: the array is created there; an Array on another device is copied there (to_device)."""
+    target = check_device("asarray", device)
     if isinstance(obj, Array):
         runtime.check_alive(obj.buffer)
+        if target is not None and target != obj.device:
+            if copy is False:
+                raise ValueCastError(f"asarray: copy=False, but the array lives on {obj.device!r}, not {target!r}; "
+                                     "moving it is a copy")
+            obj, copy = obj.to_device(target), None
         if dtype is not None and _dt.dtype(dtype) != obj.dtype:
             if copy is False:
                 raise ValueCastError(f"asarray: copy=False, but {obj.dtype} -> {_dt.dtype(dtype)} needs a copy")
@@ -436,7 +454,7 @@ def asarray(obj, dtype=None, *, device=None, copy=None):
     host = _host(obj, dt)
     dt = _dt.dtype(host.dtype) if dt is None else dt
     host = host if host.flags.c_contiguous else host.copy()  # (ascontiguousarray makes 0-d 1-d)
-    a = empty(host.shape, dt)
+    a = empty(host.shape, dt, device=target)
     if host.size:
-        runtime.get().upload(a.buffer, host)
+        a.buffer.pool.context.upload(a.buffer, host)
     return a

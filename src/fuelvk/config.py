@@ -76,11 +76,25 @@ class Text:
         return raw
 
 
+class DeviceList:
+    """Comma-separated device selectors, each as FUELVK_DEVICE takes it (one per device)."""
+    what, accepts = "a device list", "comma-separated device indices or name substrings"
+
+    def parse(self, raw):
+        items = tuple(s.strip() for s in raw.split(","))
+        if not all(items):
+            raise ValueError
+        return items
+
+
 Setting = namedtuple("Setting", "name kind default read doc")
 
 SETTINGS = {s.name: s for s in (
     Setting("FUELVK_DEVICE", Text("a device index or a name substring"), None, "at context creation",
             "the device (default: discrete > integrated > virtual > CPU)"),
+    Setting("FUELVK_DEVICES", DeviceList(), None, "per call (each device's context: once)",
+            "the devices `fuelvk.devices()` lists, the first the default one (then it replaces "
+            "`FUELVK_DEVICE`); a device named twice is a second logical device on it (`0,0`; see Devices)"),
     Setting("FUELVK_VALIDATION", Flag(), False, "at context creation",
             "enable VK_LAYER_KHRONOS_validation and collect its messages (the tests do)"),
     Setting("FUELVK_LIMITS", Choice("a limits profile", "small", "device", "none"), None, "at context creation",

@@ -1,28 +1,36 @@
 """synchronize(), memory_info() and device_info(): what the user can ask of the device."""
 from . import runtime
+from ._device import check_device
 from .ops.matmul import available_routes
 
 
-def synchronize():
-    """Submit recorded work and wait for the device to finish it."""
-    ctx = runtime.current()
-    if ctx is not None:
-        ctx.stream.synchronize()
+def synchronize(device=None):
+    """Submit recorded work and wait for the device to finish it (None: every open device)."""
+    target = check_device("synchronize", device)
+    for ctx in runtime.contexts() if target is None else [runtime.opened(target.index)]:
+        if ctx is not None:
+            ctx.stream.synchronize()
 
 
-def memory_info():
+def memory_info(device=None):
     """Bytes fuelvk holds from the driver, bytes in live slots (arrays, plus slots of dropped arrays that
-    queued work still pins until the next synchronize), and the peaks of both since the device started.
+    queued work still pins until the next synchronize), and the peaks of both since the device started
+    (device: a fuelvk.Device; None: the default one).
     """
-    ctx = runtime.current()
+    target = check_device("memory_info", device)
+    ctx = runtime.opened(0 if target is None else target.index)
     if ctx is None:
         return {"held_bytes": 0, "in_use_bytes": 0, "peak_held_bytes": 0, "peak_in_use_bytes": 0}
     return ctx.memory_info()
 
 
-def device_info():
-    """A plain dict: device, driver, limits, enabled features and the routes they make available."""
-    ctx = runtime.get()
+def device_info(device=None):
+    """A plain dict: device, driver, limits, enabled features and the routes they make available
+    (device: a fuelvk.Device; None: the default one)."""
+    target = check_device("device_info", device)
+    ctx = runtime.get() if target is None else target.context()
+    with runtime.running(ctx):      # the routes of this device
+        routes = available_routes()
     d = ctx.device
     lim = d.limits
     feats = sorted(d.features)
@@ -60,7 +68,7 @@ def device_info():
         "features": feats,
         "extensions": list(d.extensions),
         "cooperative_matrix_shapes": d.coop_matrix_shapes,
-        "routes": {"matmul": available_routes()},
+        "routes": {"matmul": routes},
         "validation": d.messenger is not None,
     }
 

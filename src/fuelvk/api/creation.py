@@ -67,14 +67,14 @@ def full(shape, fill_value, *, dtype=None, device=None):
             raise DTypeError(f"full: expected a scalar fill_value, got {type(fill_value).__name__}")
         from ..ops.complex import component
         one = complex(np.asarray(fill_value, dt))
-        out = empty(shape, dt)
+        out = empty(shape, dt, device=device)
         if out.size:       # each component view filled on the device (16-byte elements have no move kernel)
             component(out, 0)[...] = one.real
             component(out, 1)[...] = one.imag
         return out
     else:
-        one = asarray(_dt.scalar_as("full", fill_value, dt))
-    out = empty(shape, dt)
+        one = asarray(_dt.scalar_as("full", fill_value, dt), device=device)
+    out = empty(shape, dt, device=device)
     if out.size:
         out[...] = one
     return out
@@ -102,13 +102,13 @@ def ones_like(x, *, dtype=None, device=None):
 def zeros_like(x, *, dtype=None, device=None):
     x = _like("zeros_like", x)
     check_device("zeros_like", device)
-    return zeros(x.shape, _dtype("zeros_like", dtype, x.dtype))
+    return zeros(x.shape, _dtype("zeros_like", dtype, x.dtype), device=device)
 
 
 def empty_like(x, *, dtype=None, device=None):
     x = _like("empty_like", x)
     check_device("empty_like", device)
-    return empty(x.shape, _dtype("empty_like", dtype, x.dtype))
+    return empty(x.shape, _dtype("empty_like", dtype, x.dtype), device=device)
 
 
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
@@ -119,7 +119,7 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     k = layout.as_int("eye", k, "k")
     if n < 0 or m < 0:
         raise ShapeError(f"eye: negative dimensions are not allowed, got ({n}, {m})")
-    out = zeros((n, m), _dtype("eye", dtype, DEFAULT_FLOAT))
+    out = zeros((n, m), _dtype("eye", dtype, DEFAULT_FLOAT), device=device)
     count = max(0, min(n, m - k) if k >= 0 else min(n + k, m))
     if count:
         start = k if k >= 0 else -k * m
@@ -149,7 +149,7 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     host = (start + np.arange(n, dtype=np.float64 if dt.kind == "f" else np.int64) * step)
     if dt.kind in "iu" and n and not (np.iinfo(dt).min <= host.min() and host.max() <= np.iinfo(dt).max):
         raise DTypeError(f"arange: values [{host.min()}, {host.max()}] do not fit in {dt}")
-    return asarray(host.astype(dt))
+    return asarray(host.astype(dt), device=device)
 
 
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
@@ -162,7 +162,7 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     dt = _dtype("linspace", dtype, DEFAULT_FLOAT)
     if dt.kind != "f" and dt not in (_dt.bfloat16, _dt.float8_e4m3fn):
         raise DTypeError(f"linspace: dtype must be a floating dtype, got {dt}")
-    return asarray(np.linspace(start, stop, num, endpoint=endpoint).astype(dt))
+    return asarray(np.linspace(start, stop, num, endpoint=endpoint).astype(dt), device=device)
 
 
 def meshgrid(*arrays, indexing="xy"):
@@ -191,8 +191,8 @@ def from_dlpack(x, /, *, device=None, copy=None):
     uploaded; fuelvk's device memory is not shared zero-copy (copy=False is refused)."""
     check_device("from_dlpack", device)
     if isinstance(x, Array):
-        return x.copy() if copy else x
+        return asarray(x, device=device, copy=copy)
     if copy is False:
         raise ValueCastError("from_dlpack: copy=False, but importing foreign memory into fuelvk uploads a "
                              "copy (device buffers are not imported zero-copy)")
-    return asarray(np.from_dlpack(x))
+    return asarray(np.from_dlpack(x), device=device)

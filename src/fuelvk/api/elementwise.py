@@ -151,6 +151,8 @@ def astype(x, dtype, /, *, copy=True, device=None):
         dt = _dt.dtype(dtype)
     except DTypeError as e:
         raise DTypeError(f"astype: {e}") from None
+    if isinstance(x, Array) and device is not None:
+        x = x.to_device(device)     # the standard: the result lives on device= (itself where x does)
     if isinstance(x, Array) and (dt.kind == "c" or x.dtype.kind == "c"):
         if device is not None:
             from .info import check_device

@@ -440,13 +440,16 @@ def _head_blocks(op, q_in, kv_in, q_out, kv_out, slopes, run):
                 launch_write(kernel("write_slice", _dt.width_tag(dst.dtype)), windowed(dst), r)
 
 
-def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=False, causal_alignment="top_left",
-                                          scale=None, window=(-1, -1), alibi_slopes=None, softcap=None):
+def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, attn_mask=None, is_causal=False,
+                                          causal_alignment="top_left", scale=None, window=(-1, -1),
+                                          alibi_slopes=None, softcap=None):
     """(dq, dk, dv) of scaled_dot_product_attention, from its output o and lse (return_lse=True).
 
-    float32 only (flash_attn_backward_{q,k,v}_f32); the options must be those of the forward (the
-    fused kernels' options: no attn_mask, no top-left causal mask with Sq < Sk). Leading dims as the
-    forward's. P is recomputed from lse, so no [Sq, Sk] matrix is stored; dK/dV sum over the GQA group.
+    float32 only; the options must be those of the forward. The fused kernels' options (no attn_mask,
+    no top-left causal mask with Sq < Sk) run flash_attn_backward_{q,k,v}_f32, recomputing P from lse
+    (no [Sq, Sk] matrix stored); an attn_mask or a top-left causal mask with Sq < Sk take the math
+    route's backward (device ops over f32 [B, Hq, Sq, Sk] scores, as its forward). Leading dims as the
+    forward's; dK/dV sum over the GQA group. Rows that see no key (lse = -inf) get zero gradients.
     """
     op = "scaled_dot_product_attention_backward"
     align = _alignment(op, causal_alignment)
@@ -460,17 +463,53 @@ def scaled_dot_product_attention_backward(do, q, k, v, o, lse, *, is_causal=Fals
     for name, x, want in (("do", do, qs), ("o", o, qs), ("lse", lse, qs[:-1])):
         if _shape_of(x) != tuple(want):
             raise ShapeError(f"{op}: {name} must have shape {tuple(want)} for q{qs}; got {_shape_of(x)}")
-    right = _causal_right(align, Sq, Sk)
-    if is_causal and right is None:
-        raise UnsupportedError(f"{op}: a top-left causal mask with Sq={Sq} < Sk={Sk} has no fused backward; "
-                               "accepted: Sq >= Sk, or causal_alignment='bottom_right'")
-    scale, cap, wl, wr = _options(op, D, is_causal, scale, window, softcap, right)
+    math = _needs_math(attn_mask, is_causal, align, Sq, Sk)
+    if math and (tuple(window if window is not None else (-1, -1)) != (-1, -1) or alibi_slopes is not None
+                 or softcap):
+        raise UnsupportedError(f"{op}: window, alibi_slopes and softcap are fused-kernel options; they do not "
+                               "combine with attn_mask or a top-left causal mask with Sq < Sk")
+    right = None if math else _causal_right(align, Sq, Sk)
+    scale, cap, wl, wr = _options(op, D, is_causal and not math, scale, window, softcap, right or 0)
     (do, q, k, v, o, lse), numpy_out = device_args(op, do, q, k, v, o, lse)
     do, q, o, k, v, lse = (_as4(x, s4) for x, s4 in ((do, q4), (q, q4), (o, q4), (k, k4), (v, v4), (lse, q4[:3])))
     _check_dtypes(op, ("do", "q", "k", "v", "o", "lse"), (do, q, k, v, o, lse), (_dt.float32,))
-    dq, dk, dv = _backward4(op, do, q, k, v, o, lse, is_causal, scale, window, alibi_slopes, softcap, align,
-                            wl, wr, cap)
+    if math:
+        mask = None if attn_mask is None else _mask4(op, attn_mask, lay, B, Hq, Sq, Sk)
+        dq, dk, dv = _math_backward(do, q, k, v, o, lse, mask, is_causal, scale)
+    else:
+        dq, dk, dv = _backward4(op, do, q, k, v, o, lse, is_causal, scale, window, alibi_slopes, softcap, align,
+                                wl, wr, cap)
     return result((dq.reshape(qs), dk.reshape(ks), dv.reshape(vs)), numpy_out)
+
+
+def _math_backward(do, q, k, v, o, lse, mask, causal, scale):
+    """(dq, dk, dv) of _math's attention by device ops in float32: P = exp(s - lse) recomputed from the
+    masked scores (0 in rows that see no key), dV = P^T dO, dS = P (dO V^T - rowsum(dO o)) scale,
+    dQ = dS K, dK = dS^T Q; the query heads of a kv head stacked as rows, so dK / dV sum over the group."""
+    from .elementwise import exp
+    from .matmul import matmul
+    from .movement import where
+    from .reduction import sum as asum
+    from ..api.creation import arange
+    B, Hq, Sq, D = q.shape
+    Hkv, Sk = k.shape[1], k.shape[2]
+    rows = (Hq // Hkv) * Sq
+    if B * Hq * Sq == 0 or Sk == 0:
+        return zeros(q.shape, _dt.float32), zeros(k.shape, _dt.float32), zeros(v.shape, _dt.float32)
+    do, q, k, v, o = (contiguous(x) for x in (do, q, k, v, o))
+    qg, dog = q.reshape(B, Hkv, rows, D), do.reshape(B, Hkv, rows, D)
+    s = matmul(qg, k.mT).reshape(B, Hq, Sq, Sk) * scale
+    if mask is not None:
+        s = where(mask, s, -np.inf) if mask.dtype == _dt.bool_ else s + mask.astype(_dt.float32)
+    if causal:
+        seen = arange(Sk, dtype=_dt.int32).reshape(1, Sk) <= arange(Sq, dtype=_dt.int32).reshape(Sq, 1)
+        s = where(seen, s, -np.inf)
+    lse4 = lse.reshape(B, Hq, Sq, 1)
+    p = exp(s - where(lse4 == -np.inf, np.inf, lse4)).reshape(B, Hkv, rows, Sk)   # exp(-inf - inf) = 0
+    dv = matmul(p.mT, dog)
+    delta = asum(do * o, axis=-1, keepdims=True).reshape(B, Hkv, rows, 1)
+    ds = p * (matmul(dog, v.mT) - delta) * scale
+    return matmul(ds, k).reshape(B, Hq, Sq, D), matmul(ds.mT, qg), dv
 
 
 def _backward4(op, do, q, k, v, o, lse, is_causal, scale, window, alibi_slopes, softcap, align, wl, wr, cap):

@@ -25,11 +25,12 @@ from .. import layout
 from .. import runtime
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError
 from ..kernels import kernel
-from ..kernels.reduction import REDUCE_OPS, row_wg
+from ..kernels.norm import LANE_ROWS_MAX_COLS, LANE_ROWS_MIN_ROWS, ROW_TEXELS
+from ..kernels.reduction import row_wg
 from ._core import binding_limit, contiguous, device_args, fits, new_like, result, rowwise, scalar_words
 from .casts import astype
 from .movement_core import ascontiguousarray
-from .reduction import accum_dtype, launch_reduce
+from .reduction import accum_dtype, sum_over_groups, texel_views
 
 __all__ = ["softmax", "softmax_backward", "rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward",
            "fused_add_rmsnorm"]
@@ -49,11 +50,27 @@ def _check_same(op, fam, tag, ref, others):
 
 
 def _wg(ctx, op, fam, tag, cols, passes):
-    wg = row_wg(ctx, cols, passes)
+    wg = row_wg(ctx, cols, passes, fit=True)
     if wg is None:
         raise ShapeError(f"{op}: rows of {cols} elements exceed what kernel {fam}.{tag} can do on "
                          f"{ctx.device.name} (its per-invocation loop limit); split the rows")
     return wg
+
+
+def _lane_rows(ctx, rows, cols, passes):
+    """True when the rows should run one per invocation (LANE_ROWS): many short rows, each within
+    Device.loop_budget for one invocation."""
+    budget = ctx.device.loop_budget
+    return (cols <= LANE_ROWS_MAX_COLS and rows >= LANE_ROWS_MIN_ROWS
+            and (budget is None or passes * cols <= budget))
+
+
+def _row_plan(ctx, op, fam, tag, rows, cols, passes):
+    """(WG, LANE_ROWS, rows per workgroup) of a row kernel launch."""
+    if _lane_rows(ctx, rows, cols, passes):
+        wg = row_wg(ctx)
+        return wg, 1, wg
+    return _wg(ctx, op, fam, tag, cols, passes), 0, 1
 
 
 def _axis_last(op, x, axis):
@@ -97,10 +114,12 @@ def _softmax_launch(fam, op, y_or_x, g, axis):
     out = new_like(v.shape, x.dtype)
     if rows and cols:
         ctx = runtime.get()
-        wg = _wg(ctx, op, fam, tag, cols, 2 if g is not None else 3)
+        wg, lane, per_group = _row_plan(ctx, op, fam, tag, rows, cols, 2 if g is not None else 3)
         grad = {} if g is None else {"grad": gv}
-        ctx.launch(kernel(fam, tag), ctx.groups(rows), out=out, x=v, **grad, n_rows=rows, n_cols=cols, off_out=0,
-                   off_x=v.offset, off_g=gv.offset if g is not None else 0, pad=0, WG=wg)
+        views, tex = texel_views(ROW_TEXELS, {"x": v, **({} if g is None else {"g": gv})}, {"o": out})
+        ctx.launch(kernel(fam, tag), ctx.groups(-(-rows // per_group)), out=out, x=v, **grad, **views, n_rows=rows,
+                   n_cols=cols, off_out=0, off_x=v.offset, off_g=gv.offset if g is not None else 0, pad=0, WG=wg,
+                   TEX=tex, LANE_ROWS=lane)
     return result(_restore(out, v.shape, perm, numpy_out), numpy_out)
 
 
@@ -146,27 +165,32 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
     out = new_like(x.shape, x.dtype)
     ln = fam.startswith("layer_norm")
     n_grad = (1 + (1 if ln else 0)) if backward and (w is not None or b is not None) else 0
-    grads = new_like((n_grad * cols,), x.dtype) if n_grad else None
+    grads = None
     if rows == 0 or cols == 0:
+        grads = new_like((n_grad * cols,), x.dtype) if n_grad else None
         if grads is not None and rows == 0 and cols:
             ctx = runtime.get()
             ctx.stream.fill(grads.buffer, (grads.nbytes + 3) & ~3)  # sums over no rows
         return out, grads, cols, numpy_out
     ctx = runtime.get()
     passes = 3 if ln else 2
-    wg = _wg(ctx, op, fam, tag, cols, passes)
+    wg, lane, per_group = _row_plan(ctx, op, fam, tag, rows, cols, passes)
     budget = ctx.device.loop_budget
-    per_row = passes * -(-cols // wg) + 1
+    per_row = passes * (cols if lane else -(-cols // wg)) + 1
     max_rpg = _MAX_ROWS_PER_GROUP if budget is None else max(1, min(_MAX_ROWS_PER_GROUP, budget // per_row))
     eps_w = scalar_words(op, eps, x.dtype)
+    loads = {"x": x, "w": w}
+    loads.update({"g": g} if backward else {"r": b})
+    views, tex = texel_views(ROW_TEXELS, loads, {"o": out})
     # weight/bias/part not given: `out` stands in (the kernel does not touch them: HAS_W etc. are 0)
     args = dict(out=out, x=x, weight=w if w is not None else out, n_rows=rows, n_cols=cols, off_out=0,
-                off_x=x.offset, off_w=w.offset if w is not None else 0, eps=eps_w, WG=wg, HAS_W=int(w is not None))
+                off_x=x.offset, off_w=w.offset if w is not None else 0, eps=eps_w, WG=wg, HAS_W=int(w is not None),
+                **views, TEX=tex, LANE_ROWS=lane)
     if backward:
-        wgrad = grads is not None
+        wgrad = n_grad > 0
         if wgrad:
             n_groups = min(rows, max(_MIN_GROUPS, -(-rows // max_rpg)))
-            # the partials [n_grad * cols, n_groups] must fit one binding
+            # the partials [n_groups, n_grad * cols] must fit one binding
             n_groups = min(n_groups, max(1, binding_limit() // (n_grad * cols * accum_dtype(x.dtype).itemsize)))
             rpg = -(-rows // n_groups)
             if budget is not None and rpg > max(1, budget // per_row):   # as max_rpg: one row always runs
@@ -177,13 +201,13 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
             part = new_like((n_grad * cols * n_groups,), accum_dtype(x.dtype))
         else:
             n_groups, rpg, part = rows, 1, None
-        ctx.launch(kernel(fam, tag), ctx.groups(n_groups), **args, grad=g, part=part if part is not None else out,
-                   off_g=g.offset, off_b=0, rows_per_group=rpg, n_groups=n_groups, HAS_B=0, WGRAD=int(wgrad))
+        ctx.launch(kernel(fam, tag), ctx.groups(-(-n_groups // per_group)), **args, grad=g,
+                   part=part if part is not None else out, off_g=g.offset, off_b=0, rows_per_group=rpg,
+                   n_groups=n_groups, HAS_B=0, WGRAD=int(wgrad))
         if wgrad:
-            launch_reduce("reduce_last_dim", tag, REDUCE_OPS["sum"], part, n_grad * cols, n_groups, grads,
-                          src_is_partial=True)
+            grads = sum_over_groups(part, n_groups, x.dtype)
     else:
-        ctx.launch(kernel(fam, tag), ctx.groups(rows), **args, bias=b if b is not None else out, off_g=0,
+        ctx.launch(kernel(fam, tag), ctx.groups(-(-rows // per_group)), **args, bias=b if b is not None else out, off_g=0,
                    off_b=b.offset if b is not None else 0, rows_per_group=1, n_groups=rows, HAS_B=int(b is not None),
                    WGRAD=0)
     return out, grads, cols, numpy_out
@@ -255,11 +279,12 @@ def fused_add_rmsnorm(x, residual, weight, eps=1e-6):
     out = new_like(x.shape, x.dtype)
     if rows and cols:
         ctx = runtime.get()
-        wg = _wg(ctx, op, fam, tag, cols, 2)
-        ctx.launch(kernel(fam, tag), ctx.groups(rows), out=out, x=x, weight=w, residual=res, n_rows=rows,
-                   n_cols=cols, off_out=0, off_x=x.offset, off_g=0, off_w=w.offset, off_res=res.offset,
-                   rows_per_group=1, n_groups=rows, eps=scalar_words(op, eps, x.dtype), WG=wg, HAS_W=1,
-                   HAS_B=0, WGRAD=0)
+        wg, lane, per_group = _row_plan(ctx, op, fam, tag, rows, cols, 2)
+        views, tex = texel_views(ROW_TEXELS, {"x": x, "w": w, "r": res}, {"o": out})
+        ctx.launch(kernel(fam, tag), ctx.groups(-(-rows // per_group)), out=out, x=x, weight=w, residual=res,
+                   **views, n_rows=rows, n_cols=cols, off_out=0, off_x=x.offset, off_g=0, off_w=w.offset,
+                   off_res=res.offset, rows_per_group=1, n_groups=rows, eps=scalar_words(op, eps, x.dtype), WG=wg,
+                   HAS_W=1, HAS_B=0, WGRAD=0, TEX=tex, LANE_ROWS=lane)
     if host_res is not None:
         host_res[...] = res.numpy()
     return result(out, numpy_out)

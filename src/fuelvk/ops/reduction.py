@@ -33,8 +33,8 @@ from ..array import Array, asarray
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError
 from ..kernels import kernel
 from ..kernels.movement_core import copy_variant
-from ..kernels.reduction import (ARG_OPS, CHUNK_PER_INVOCATION, CUMSUM_MAX_RANK, MODE_DIRECT, MODE_FINAL,
-                                 MODE_PARTIAL, REDUCE_OPS, SHORT_ROW_MAX, any_dim_chunks, row_wg)
+from ..kernels.reduction import (ARG_OPS, CHUNK_PER_INVOCATION, CUMSUM_MAX_RANK, CUMSUM_TEXELS, MODE_DIRECT,
+                                 MODE_FINAL, MODE_PARTIAL, REDUCE_OPS, SHORT_ROW_MAX, any_dim_chunks, row_wg)
 from ._core import (binding_limit, blocks, contiguous, device_args, fits, launch_strided, new_like, result, rowwise,
                     spans, windowed)
 from .casts import astype
@@ -66,14 +66,33 @@ def normalize_axes(op, axis, rank):
 TEXEL_LOADS = True
 
 
-def texel_source(x, whole=True):
-    """(buffer for the kernel's x_t texel view, TEX spec constant): x's slot and 1 when texel loads are
-    on, `whole` (the kernel's runs of x are whole texels) and the slot is within the device's
-    maxTexelBufferElements; else a 16-byte stub view and 0 (storage-buffer loads)."""
-    pool = runtime.get().pool
-    if TEXEL_LOADS and whole and x.buffer.size // TEXEL_BYTES <= pool.device.limits.maxTexelBufferElements:
+def texel_source(x, whole=True, store=False):
+    """(buffer for the kernel's texel view of x, TEX spec constant): x's slot and 1 when the device
+    reads (store: writes) faster through texel views (loadpath.texel_paths: the probe, or
+    FUELVK_TEXEL_LOADS), TEXEL_LOADS is on, `whole` (the kernel's runs of x are whole texels) and the
+    slot is within the device's maxTexelBufferElements; else a 16-byte stub view and 0 (storage-buffer
+    loads)."""
+    ctx = runtime.get()
+    pool = ctx.pool
+    on = loadpath.texel_paths(ctx)[1 if store else 0]
+    if TEXEL_LOADS and on and whole and x.buffer.size // TEXEL_BYTES <= pool.device.limits.maxTexelBufferElements:
         return x.buffer, 1
     return loadpath.stub(pool), 0
+
+
+def texel_views(bits, loads, stores=None):
+    """The row kernels' texel views (softmax, norms, rope, cumsum: shaders/common/rowchunks.glsl):
+    ({view binding: buffer}, TEX). loads / stores map an operand's key in `bits` (x, g, ...; its view
+    binding is <key>_t, its bit in TEX bits[key]) to the Array it shows, or to None for an operand
+    the launch does not have. Each view shows its array's slot where texel_source allows, else the
+    stub (bit clear)."""
+    views, tex = {}, 0
+    for table, store in ((loads, False), (stores or {}, True)):
+        for key, a in table.items():
+            buf, on = texel_source(a, True, store) if a is not None else (loadpath.stub(runtime.get().pool), 0)
+            views[f"{key}_t"] = buf
+            tex |= bits[key] if on else 0
+    return views, tex
 
 
 def accum_dtype(dt):
@@ -179,19 +198,31 @@ def launch_reduce_strided(tag, op_id, x, plan, out, off_out=None, chunk_outputs=
     return True
 
 
-def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, src_is_partial=False, all_rows=None):
+def sum_over_groups(part, n_groups, dtype):
+    """The column sums of the accumulator-type partials part [n_groups, n] (e.g. the norms' weight
+    gradients per row group), rounded once to dtype: reduce_any_dim over part's columns (one invocation
+    per column reading rows coalesced, long columns in chunks within Device.loop_budget)."""
+    n = part.size // n_groups
+    out = new_like((n,), part.dtype)
+    if not launch_reduce_strided(_dt.float_tag("sum", part.dtype), REDUCE_OPS["sum"], part,
+                                 (1, n_groups, n, 0, n, 1), out):
+        raise ShapeError(f"sum: {n_groups} partial rows exceed what kernel reduce_any_dim can sum on this device "
+                         "(its per-invocation loop limit); use fewer rows at once")
+    return out if out.dtype == dtype else astype(out, dtype)
+
+
+def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, all_rows=None):
     """Reduce each row of the contiguous [rows, cols] `src` into out[row] (one or two passes); rows up
     to SHORT_ROW_MAX one per invocation (the strided kernel), longer ones a workgroup each.
 
-    src_is_partial: src is a fresh (offset 0) accumulator-type array read by MODE_FINAL, e.g. the
-    norms' weight-gradient partials. all_rows: the whole reduction's row count when this call is a
-    block of it (the strided kernel's chunks, hence the summation order, follow it).
+    all_rows: the whole reduction's row count when this call is a block of it (the strided kernel's
+    chunks, hence the summation order, follow it).
     """
     ctx = runtime.get()
     off_out = out.offset if out_offset is None else out_offset
-    if not src_is_partial and not fits(src, out):
+    if not fits(src, out):
         return _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out)
-    if not src_is_partial and cols <= SHORT_ROW_MAX and launch_reduce_strided(
+    if cols <= SHORT_ROW_MAX and launch_reduce_strided(
             tag, op_id, src, (1, cols, rows, 0, 1, cols), out, off_out, all_rows or rows):
         return
     v = kernel(fam, tag)
@@ -200,11 +231,6 @@ def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, src_is
     n_chunks = -(-cols // chunk)
     # Bindings a mode leaves unused get a buffer the dispatch writes anyway (no extra hazard).
     stub = texel_source(out, False)[0]       # MODE_FINAL reads the partials (storage buffer)
-    if src_is_partial:
-        ctx.launch(v, ctx.groups(rows), out=out, x=out, part=src, x_t=stub, n_rows=rows, n_cols=cols,
-                   chunk=builtins.max(cols, 1), n_chunks=1, off_in=0, off_out=off_out, denom=cols, pad=0,
-                   WG=wg, OP=op_id, MODE=MODE_FINAL, TEX=0)
-        return
     x_t, tex = texel_source(src)             # whole texels of each row; the unaligned ends from x
     if n_chunks <= 1:
         ctx.launch(v, ctx.groups(rows), out=out, x=src, part=out, x_t=x_t, n_rows=rows, n_cols=cols,
@@ -518,6 +544,18 @@ _CUMSUM_WG = 64
 _CUMSUM_SERIAL_MAX_D = 16384
 
 
+def _adjacent_slices(x, out, ax, shape, s_in, s_out):
+    """True when cumsum's slices come in runs of whole 16-byte texels of x and out (COLS): the innermost
+    collapsed outer dim has unit strides and a multiple of PER elements, and the offsets, the axis
+    strides and every other outer stride are multiples of PER."""
+    per = TEXEL_BYTES // x.dtype.itemsize
+    if not shape or shape[-1] % per or s_in[-1] != 1 or s_out[-1] != 1:
+        return False
+    steps = [x.offset, out.offset, x.strides[ax], out.strides[ax]] + [
+        s for n, si, so in zip(shape[:-1], s_in[:-1], s_out[:-1]) if n > 1 for s in (si, so)]
+    return all(s % per == 0 for s in steps)
+
+
 def cumsum(x, axis=None):
     """numpy.cumsum (axis=None: over the flattened array). Any view; compensated f32/f64 running sum."""
     return _cumulative("cumsum", x, axis, 0)
@@ -560,10 +598,19 @@ def _cumulative(op, x, axis, prod):
         shape, (s_in, s_out) = outer_dims(x)
     ctx = runtime.get()
     n_slices = out.size // d
-    args = dict(out=out, x=x, n_slices=n_slices, d=d, rank=len(shape), off_in=x.offset, off_out=out.offset,
-                s_ax=x.strides[ax], so_ax=out.strides[ax], shape=shape, s_in=s_in, s_out=s_out, PROD=prod)
     budget = ctx.device.loop_budget
-    if d <= _CUMSUM_SERIAL_MAX_D and (budget is None or d <= budget // 2) and (n_slices >= 256 or d < 1024):
+    serial_ok = d <= _CUMSUM_SERIAL_MAX_D and (budget is None or d <= budget // 2)
+    rows = x.strides[ax] == 1 and out.strides[ax] == 1       # the slices' elements adjacent: 16-byte chunks
+    cols = serial_ok and not rows and _adjacent_slices(x, out, ax, shape, s_in, s_out)
+    views, tex = texel_views(CUMSUM_TEXELS, {"x": x if rows or cols else None}, {"o": out if rows or cols else None})
+    args = dict(out=out, x=x, n_slices=n_slices, d=d, rank=len(shape), off_in=x.offset, off_out=out.offset,
+                s_ax=x.strides[ax], so_ax=out.strides[ax], shape=shape, s_in=s_in, s_out=s_out, PROD=prod,
+                ROWS=int(rows), COLS=int(cols), TEX=tex, **views)
+    if cols:          # PER slices per invocation, no barriers (a workgroup per slice is barrier-bound)
+        per = TEXEL_BYTES // x.dtype.itemsize
+        ctx.launch(kernel("cumsum", tag), ctx.groups(-(-n_slices // per // _CUMSUM_WG)), **args, WG=_CUMSUM_WG,
+                   SCAN=0)
+    elif serial_ok and (n_slices >= 256 or d < 1024):
         ctx.launch(kernel("cumsum", tag), ctx.groups(-(-n_slices // _CUMSUM_WG)), **args, WG=_CUMSUM_WG, SCAN=0)
     else:
         wg = row_wg(ctx, d, 2)

@@ -18,8 +18,9 @@ from .. import layout
 from .. import runtime
 from ..errors import DTypeError, ShapeError
 from ..kernels import kernel
-from ..kernels.rope import FLAG_HALF_TABLE, FLAG_INTERLEAVED, ROPE_WG
+from ..kernels.rope import FLAG_HALF_TABLE, FLAG_INTERLEAVED, ROPE_TEXELS, ROPE_WG
 from ._core import blockwise, contiguous, device_args, fits, new_like, result
+from .reduction import texel_views
 
 __all__ = ["rope"]
 
@@ -74,8 +75,10 @@ def rope(x, cos, sin, *, interleaved=False, rotary_dim=None):
                   [x] + tabs, out, axes=x.ndim - 2)
         return result(out, numpy_out)
     lead_orig = x.shape[:-1]
-    cst = _table_strides(op, "cos", cos, lead_orig)
-    sst = _table_strides(op, "sin", sin, lead_orig)
+    # the kernel reads channels (x's and the tables' last dim) at unit stride, as 16-byte chunks
+    x, cos, sin = (t if t.shape[-1] == 1 or t.strides[-1] == 1 else contiguous(t) for t in (x, cos, sin))
+    cst = _table_strides(op, "cos", cos, lead_orig)[:3]
+    sst = _table_strides(op, "sin", sin, lead_orig)[:3]
     if x.ndim > 4:
         shape4 = (math.prod(x.shape[:-3]),) + x.shape[-3:]
         st = layout.reshape_strides(x.shape, x.strides, shape4)
@@ -87,13 +90,13 @@ def rope(x, cos, sin, *, interleaved=False, rotary_dim=None):
         pad = 4 - x.ndim
         xv_shape, xs = (1,) * pad + x.shape, [0] * pad + list(x.strides)
     o0, o1, seq, _ = xv_shape
-    ppr = rot // 2 + (hd - rot + 1) // 2
-    total = o0 * o1 * seq * ppr
+    total = o0 * o1 * seq                                       # rows: one invocation each
     flags = (FLAG_INTERLEAVED if interleaved else 0) | (FLAG_HALF_TABLE if half else 0)
+    views, tex = texel_views(ROPE_TEXELS, {"x": x, "c": cos, "s": sin}, {"o": out})
     ctx = runtime.get()
-    ctx.launch(kernel("rope", tag), ctx.groups(-(-total // ROPE_WG)), out=out, x=x, cos=cos, sin=sin, o1=o1,
-               seq=seq, head_dim=hd, rot=rot, flags=flags, total=total, off_x=x.offset, off_c=cos.offset,
-               off_s=sin.offset, xs=xs, cs=cst, ss=sst)
+    ctx.launch(kernel("rope", tag), ctx.groups(-(-total // ROPE_WG)), out=out, x=x, cos=cos, sin=sin, **views,
+               o1=o1, seq=seq, head_dim=hd, rot=rot, flags=flags, total=total, off_x=x.offset, off_c=cos.offset,
+               off_s=sin.offset, xs=xs[:3], cs=cst, ss=sst, TEX=tex)
     return result(out, numpy_out)
 
 

@@ -1,4 +1,11 @@
-"""The Vulkan runtime: one Context (device, memory pool, command stream, pipelines) per process.
+"""The Vulkan runtime: one Context (device, memory pool, command stream, pipelines) per device.
+
+Devices: `fuelvk.devices()` lists them (FUELVK_DEVICES; by default the one FUELVK_DEVICE picks), each
+with its own Context (its own VkInstance and VkDevice, so one physical device may carry several
+logical ones), opened on first use. Device 0's context is the default one. `get()` returns the
+context ops run on: the default one, or, once a second device has been opened, the one the calling
+thread runs on now (`running(ctx)`, set by fuelvk._device.on_device around every public op from its
+inputs' device). Until then `get()` costs what it did with one device.
 
 This package is the only code that imports `vulkan`. Everything above it talks in registry Variants,
 Buffers and packed Params.
@@ -27,17 +34,22 @@ from .pipelines import PipelineCache
 from . import loadpath, loopcap
 from .vk import check, consts, ffi, lib
 
-_ctx = None
+_ctx = None          # device 0's (the default) context
+_others = {}         # index -> context of the other devices fuelvk.devices() lists, opened on first use
 _lock = threading.Lock()
+_tls = threading.local()   # .ctx: the context the calling thread's op runs on (None: the default)
+many = False         # whether a second device's context was ever opened (then get() reads _tls)
 STAGING_BYTES = 32 << 20   # largest staging slot of one transfer step (device-local arrays)
 
 
 class Context:
-    def __init__(self, selector=None, validation=None):
+    def __init__(self, selector=None, validation=None, index=0):
         config.check("at context creation")   # a bad FUELVK_* value raises before any Vulkan object exists
+        self.index = index   # its position in fuelvk.devices()
         self.device = Device(selector, validation)
         self.lock = self.device.lock
         self.pool = MemoryPool(self.device)
+        self.pool.context = self   # an array's context: array.buffer.pool.context
         self.stream = Stream(self.device, self.pool)
         self.pool.synchronize = self.stream.synchronize   # on allocation failure: wait, trim, retry
         self.pipelines = PipelineCache(self.device)
@@ -181,34 +193,105 @@ class Timer:
 
 
 def get():
-    """The process-wide context, created on first use (FUELVK_DEVICE picks the device)."""
-    global _ctx
+    """The context ops run on now: the calling thread's op's device (once a second device was opened),
+    else the default one, created on first use."""
+    if many:
+        ctx = getattr(_tls, "ctx", None)
+        if ctx is not None:
+            return ctx
     ctx = _ctx
     if ctx is None or ctx.closed:
-        with _lock:
-            if _ctx is None or _ctx.closed:
-                _ctx = Context()
-            ctx = _ctx
+        ctx = context(0)
     return ctx
 
 
+def selectors():
+    """One device selector per device fuelvk.devices() lists (FUELVK_DEVICES, else [FUELVK_DEVICE])."""
+    many_sel, one = config.get("FUELVK_DEVICES"), config.get("FUELVK_DEVICE")
+    if many_sel is None:
+        return [one]
+    if one is not None and one != many_sel[0]:
+        raise DeviceError(f"FUELVK_DEVICE={one!r} and FUELVK_DEVICES={','.join(many_sel)!r} disagree on the "
+                          "default device (FUELVK_DEVICES' first entry); set one of them")
+    return list(many_sel)
+
+
+def context(index):
+    """The context of device `index` of fuelvk.devices(), opened on first use (and again after close)."""
+    global _ctx, many
+    ctx = _ctx if index == 0 else _others.get(index)
+    if ctx is not None and not ctx.closed:
+        return ctx
+    with _lock:
+        ctx = _ctx if index == 0 else _others.get(index)
+        if ctx is None or ctx.closed:
+            sel = selectors()
+            if not 0 <= index < len(sel):
+                raise DeviceError(f"fuelvk device {index} does not exist: fuelvk.devices() lists {len(sel)} "
+                                  "(FUELVK_DEVICES sets them)")
+            ctx = Context(sel[index], index=index)
+            if index == 0:
+                _ctx = ctx
+            else:
+                _others[index] = ctx
+                many = Stream.check_pools = True
+    return ctx
+
+
+class running:
+    """`with running(ctx):` ops in this thread run on ctx (get() returns it); nests, restores on exit."""
+    __slots__ = ("ctx", "prev")
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def __enter__(self):
+        self.prev = getattr(_tls, "ctx", None)
+        _tls.ctx = self.ctx
+        return self.ctx
+
+    def __exit__(self, *exc):
+        _tls.ctx = self.prev
+
+
+def opened(index):
+    """The live context of device `index`, or None (never opens one)."""
+    ctx = _ctx if index == 0 else _others.get(index)
+    return ctx if ctx is not None and not ctx.closed else None
+
+
 def current():
-    """The live context or None (never creates one)."""
+    """The live default context or None (never creates one)."""
     return _ctx if _ctx is not None and not _ctx.closed else None
 
 
-def close():
-    """Wait for the device, free everything; arrays created before become unusable."""
+def contexts():
+    """Every live context, the default one first."""
     with _lock:
-        ctx = _ctx
-    if ctx is not None:
-        ctx.close()
+        out = [_ctx] + [_others[i] for i in sorted(_others)]
+    return [c for c in out if c is not None and not c.closed]
+
+
+def close(index=None):
+    """Wait for the device(s), free everything; arrays created on them before become unusable (their
+    ops raise DeviceError). index: one device of fuelvk.devices(); None: all of them."""
+    with _lock:
+        ctxs = [_ctx, *_others.values()] if index is None else [_ctx if index == 0 else _others.get(index)]
+    for ctx in ctxs:
+        if ctx is not None:
+            ctx.close()
+    global many
+    with _lock:   # every other device closed: ops skip the device lookup again (their arrays raise anyway;
+        # the stream keeps checking buffers, so an op still running on a just-closed device in another
+        # thread gets a DeviceError, not a dispatch of its buffers on the default device)
+        many = any(not c.closed for c in _others.values())
 
 
 def check_alive(buffer, what="array"):
     pool = buffer.pool
     if pool is None or pool.closed:
         raise DeviceError(f"this {what} belongs to a closed fuelvk device; create it again")
+
 
 
 atexit.register(close)

@@ -2,7 +2,10 @@
 
 Dispatches are recorded into one command buffer; the batch is submitted when the host needs data,
 on synchronize(), past FLUSH_EVERY commands or once PIN_BYTES have been allocated since the last
-submit (then without waiting, so the device keeps busy). The byte limit bounds what an open batch
+submit (then without waiting, so the device keeps busy), and every EARLY_SUBMIT commands when the
+device has finished what it was given: then it works while the host records the rest (a model's
+forward is recorded in about the time the device takes to run it) instead of idling until the host
+waits. The byte limit bounds what an open batch
 pins: it holds every buffer it touches until it retires, so temporaries dropped meanwhile cannot be
 reused, and the pool would otherwise grow by all of them.
 Every method runs under the device lock (recording, submission, fence waits and retirement).
@@ -19,6 +22,7 @@ from ..errors import DeviceError
 from .vk import consts, ffi, lib, check
 
 FLUSH_EVERY = 512
+EARLY_SUBMIT = 64
 PIN_BYTES = 256 << 20
 MAX_IN_FLIGHT = 3
 COMPUTE = consts.VK_PIPELINE_BIND_POINT_COMPUTE
@@ -127,6 +131,10 @@ class _Slot:
 
 
 class Stream:
+    # Whether dispatch() checks that every buffer is this stream's pool's: set by the runtime once a
+    # second device was opened (with one device there is nothing else a buffer could belong to).
+    check_pools = False
+
     def __init__(self, device, pool):
         self.device = device
         self.pool = pool
@@ -203,6 +211,11 @@ class Stream:
 
         The hot path of every op: hazard check, descriptor bytes, and the flush test are inlined, and no
         cffi object is created (the descriptor structs are the pipeline's, filled by one byte copy)."""
+        if self.check_pools:
+            pool = self.pool
+            for b in buffers:
+                if b.pool is not pool:
+                    self._foreign(f"kernel {pipe.variant.id}", buffers)
         with self.lock:
             if self.cur is None:
                 self._begin()
@@ -237,7 +250,8 @@ class Stream:
             self.dispatches += 1
             self.cur.resources.append(buffers)
             self.count += 1
-            if self.count >= FLUSH_EVERY or self.pool.fresh >= PIN_BYTES:
+            if self.count >= FLUSH_EVERY or self.pool.fresh >= PIN_BYTES or (
+                    self.count % EARLY_SUBMIT == 0 and self._device_idle()):
                 self.flush()
 
     @staticmethod
@@ -267,6 +281,11 @@ class Stream:
         arr[0] = ds
         lib.vkCmdBindDescriptorSets(cb, COMPUTE, pipe.layout, 0, 1, arr, 0, ffi.NULL)
 
+    def _device_idle(self):
+        """Every submitted batch has finished (its fence is signaled)."""
+        return not self.in_flight or lib.vkGetFenceStatus(self.device.handle, self.in_flight[-1].fence) == \
+            consts.VK_SUCCESS
+
     def _recorded(self, buffers):
         """Keep the command's buffers alive until its batch retires; submit past the batch limits."""
         self.cur.resources.append(buffers)
@@ -274,10 +293,21 @@ class Stream:
         if self.count >= FLUSH_EVERY or self.pool.fresh >= PIN_BYTES:
             self.flush()
 
+    def _foreign(self, what, buffers):
+        """The DeviceError of work on this stream binding a buffer of another device (or a closed one)."""
+        b = next(b for b in buffers if b.pool is not self.pool)
+        if b.pool is None or b.pool.closed:
+            raise DeviceError(f"{what}: an operand belongs to a closed fuelvk device; create it again")
+        where = lambda p: getattr(getattr(p, "context", None), "index", "?")   # noqa: E731
+        raise DeviceError(f"{what}: an operand lives on another fuelvk device ({where(b.pool)}) than the work, which "
+                          f"runs on device {where(self.pool)} ({self.device.name}); move it with x.to_device(...)")
+
     def copy(self, src, dst, nbytes, src_offset=0, dst_offset=0):
         """vkCmdCopyBuffer (staging transfers, benchmarks' copy roof)."""
         if nbytes == 0:
             return
+        if src.pool is not self.pool or dst.pool is not self.pool:
+            self._foreign("vkCmdCopyBuffer", (src, dst))
         with self.lock:
             if self.cur is None:
                 self._begin()
@@ -291,6 +321,8 @@ class Stream:
         """vkCmdFillBuffer with a 32-bit pattern (offset and size in multiples of 4 bytes)."""
         if nbytes == 0:
             return
+        if dst.pool is not self.pool:
+            self._foreign("vkCmdFillBuffer", (dst,))
         with self.lock:
             if self.cur is None:
                 self._begin()

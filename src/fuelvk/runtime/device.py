@@ -179,7 +179,8 @@ class Device:
                 pick = [c for c in cands if str(selector).lower() in c[3].lower()]
             if not pick:
                 names = "; ".join(f"{c[0]}: {c[3]}" for c in cands)
-                raise DeviceError(f"FUELVK_DEVICE={selector!r} matches no device; available: {names}")
+                raise DeviceError(f"device selector {selector!r} (FUELVK_DEVICE / FUELVK_DEVICES) matches no device; "
+                                  f"available: {names}")
         else:
             pick = sorted(cands, key=lambda c: (DEVICE_TYPE_RANK.get(c[2].deviceType, 9), c[0]))
         self.index, self.physical, self._props, self.name = pick[0]

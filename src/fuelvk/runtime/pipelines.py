@@ -10,6 +10,7 @@ buffers (samplerBuffer / imageBuffer) through a VkBufferView of the bound slot.
 import json
 import os
 import struct
+import threading
 from pathlib import Path
 
 from .. import config
@@ -46,6 +47,18 @@ def disk_cache_path(device, stem):
 
 
 
+def write_whole(path, data):
+    """Write a disk-cache file so readers see the old or the new file, never half of one (two contexts
+    on one device, or two processes, share it): a temporary file renamed over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def cached_probe(device, stem, version, probe):
     """A per-driver probe's record (a JSON dict): read from disk_cache_path(device, stem) when a record
     of this `version` is there, else `probe()`, stored for the next process (the disk cache is best
@@ -62,8 +75,7 @@ def cached_probe(device, stem, version, probe):
     rec = dict(probe(), version=version)
     if path is not None:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(rec))
+            write_whole(path, json.dumps(rec).encode())
         except OSError:
             pass
     return rec
@@ -116,8 +128,7 @@ class PipelineCache:
         buf = ffi.new("char[]", n[0])
         if lib.vkGetPipelineCacheData(dev, self._vk_cache, n, buf) == consts.VK_SUCCESS:
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(ffi.buffer(buf, n[0])[:])
+                write_whole(path, ffi.buffer(buf, n[0])[:])
             except OSError:
                 pass
 

@@ -28,6 +28,7 @@ from ._bridge import numpy_dtype
 from ._fallback import FallbackError, Unhandled, run_on_cpu
 
 KERNELS = {}   # aten overload name ("add.Tensor") -> python kernel
+COMPOSITES = {}   # aten overload name -> a composition of aten ops replacing torch's own (see composite())
 FLOATS = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
 
@@ -36,6 +37,17 @@ def kernel(*names):
     def deco(fn):
         for n in names:
             KERNELS[n] = fn
+        return fn
+    return deco
+
+
+def composite(*names):
+    """A device-specific decomposition of a CompositeImplicitAutograd op (one that torch decomposes itself):
+    registered for AutogradPrivateUse1 (and PrivateUse1, for inference mode), so it runs in place of torch's
+    decomposition and autograd differentiates the aten ops it calls, as for torch's own."""
+    def deco(fn):
+        for n in names:
+            COMPOSITES[n] = fn
         return fn
     return deco
 
@@ -62,6 +74,9 @@ def _guarded(fn, op):
 def register(lib):
     for name, fn in {**KERNELS, **_out_variants()}.items():
         lib.impl(name, _guarded(fn, _overload(name)), "PrivateUse1")
+    for name, fn in COMPOSITES.items():
+        for key in ("AutogradPrivateUse1", "PrivateUse1"):
+            lib.impl(name, fn, key)
 
 
 def _signature(schema):
@@ -292,7 +307,12 @@ _BOOL_OPS = {fv.add: fv.logical_or, fv.maximum: fv.logical_or, fv.multiply: fv.l
 
 def _binary(f, a, b, alpha=1):
     """f(a, b * alpha) in torch's result dtype (true division of integers gives the default float)."""
-    dt = _numeric(a, b)
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype:
+        dt = a.dtype   # what torch.result_type says for one dtype (the common case, without its cost)
+        if dt not in FLOATS and dt not in INTS:
+            raise Unhandled(f"dtype {dt}: fuelvk computes this op in {', '.join(map(str, FLOATS + INTS))}")
+    else:
+        dt = _numeric(a, b)
     if f is fv.divide and dt in INTS:
         dt = torch.get_default_dtype()
     if dt == torch.bool and f not in _BOOL_OPS:

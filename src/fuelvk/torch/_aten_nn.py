@@ -10,7 +10,7 @@ import fuelvk as fv
 from ..errors import FuelVKError
 from .. import dtypes as _dt
 from . import device as fuelvk_device
-from ._aten import _float, array_of, kernel, operand, tensor_of
+from ._aten import _float, array_of, composite, kernel, operand, tensor_of
 from ._bridge import numpy_dtype
 from ._fallback import Unhandled, run_on_cpu
 
@@ -519,13 +519,60 @@ def _adaptive_avg_pool2d_backward(grad_output, self):
 _ATTN_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
+def _composed_attention_ok(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
+    """The float32 calls _sdpa_composed takes (the rest take torch's math path, which also raises
+    torch's errors for bad calls): 4-D, one batch size, heads equal or grouped under enable_gqa, no
+    dropout, not both a mask and is_causal."""
+    if not (query.dim() == key.dim() == value.dim() == 4 and dropout_p == 0.0
+            and query.dtype == key.dtype == value.dtype == torch.float32
+            and (attn_mask is None or not is_causal)):
+        return False
+    (b, hq, sq, d), (bk, hk, sk, dk), (bv, hv, sv, _) = query.shape, key.shape, value.shape
+    return (b == bk == bv and hk == hv and sk == sv and d == dk and hk > 0 and hq % hk == 0
+            and (hq == hk or enable_gqa) and sq > 0 and sk > 0
+            and (attn_mask is None or attn_mask.dtype in (torch.bool, torch.float32)))
+
+
+@composite("scaled_dot_product_attention")
+def _sdpa_composed(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                   enable_gqa=False):
+    """torch's math attention in fewer kernels: torch's own decomposition (what a PrivateUse1 device gets,
+    its fused-choice hook being C++ only) runs ~16 kernels per call: q and k each scaled, GQA heads
+    copied out by expand + clone, a causal mask built by tril + where, a max pass for the safe softmax.
+    Here: the scale on q, one batched matmul per kv head group (query heads of a kv head stacked as rows:
+    no copy of k or v), a masked_fill of the causal triangle (every top-left causal row sees key 0, so a
+    plain softmax), or the mask applied and the safe softmax (fully masked rows give 0), and p @ v.
+    Other calls (dropout, half types, 3-D inputs) take torch's math path unchanged."""
+    if not _composed_attention_ok(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
+        if attn_mask is not None and attn_mask.dtype == torch.bool:   # as torch's decomposition converts it
+            attn_mask = torch.where(attn_mask.logical_not(), -math.inf,
+                                    torch.zeros((), dtype=query.dtype, device=attn_mask.device))
+        return torch.ops.aten._scaled_dot_product_attention_math(
+            query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale, enable_gqa=enable_gqa)[0]
+    b, hq, sq, d = query.shape
+    hk, sk = key.shape[1], key.shape[2]
+    g = hq // hk
+    q = (query * (1.0 / math.sqrt(d) if scale is None else scale)).reshape(b, hk, g * sq, d)
+    s = torch.matmul(q, key.transpose(-2, -1)).view(b, hq, sq, sk)
+    if is_causal:
+        above = torch.ones(sq, sk, dtype=torch.bool, device=query.device).triu(1)
+        p = torch.softmax(s.masked_fill(above, -math.inf), dim=-1)
+    else:
+        if attn_mask is not None:
+            s = s.masked_fill(attn_mask.logical_not(), -math.inf) if attn_mask.dtype == torch.bool else s + attn_mask
+        p = torch.ops.aten._safe_softmax(s, -1)
+    return torch.matmul(p.view(b, hk, g * sq, sk), value).view(b, hq, sq, value.shape[-1])
+
+
 @kernel("_fused_sdp_choice")
 def _fused_sdp_choice(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
                       enable_gqa=False):
-    """torch asks the device which SDPA backend runs a call: fuelvk's fused kernel (the "overrideable"
-    backend) for 4-D inputs of one float dtype without a mask or dropout, causal (top-left, as torch's)
-    where the fused kernels express it (Sq >= Sk; attention_route says "math" otherwise), heads equal or
-    grouped under enable_gqa; torch's math path (matmul + softmax on fuelvk kernels) otherwise."""
+    """Which SDPA backend a call would take (torch.nn.functional.scaled_dot_product_attention does not ask:
+    for PrivateUse1 its choice is a C++ DispatchStub, and fuelvk's calls run _sdpa_composed; this answers
+    direct callers of the op): fuelvk's fused kernel (the "overrideable" backend) for 4-D inputs of one
+    float dtype without a mask or dropout, causal (top-left, as torch's) where the fused kernels express it
+    (Sq >= Sk; attention_route says "math" otherwise), heads equal or grouped under enable_gqa; torch's
+    math path (matmul + softmax on fuelvk kernels) otherwise."""
     from torch.nn.attention import SDPBackend
     fused = (attn_mask is None and dropout_p == 0.0 and query.dim() == key.dim() == value.dim() == 4
              and query.dtype in _ATTN_DTYPES and query.dtype == key.dtype == value.dtype

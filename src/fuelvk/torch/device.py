@@ -18,7 +18,10 @@ its storage) swaps the storage's Buffer for the freshly written one instead of c
 every view of the storage sees the new contents, as after a write. Queued device work holds the old
 Buffer until it retires (runtime/memory.py).
 
-One fuelvk runtime per process, so one device: "fuelvk" == "fuelvk:0".
+One torch device: "fuelvk" == "fuelvk:0" is fuelvk's default device (fuelvk.devices()[0]). The
+other devices FUELVK_DEVICES lists are not mapped to torch indices (device_count() is 1): every aten
+kernel here allocates and launches on the default context, and routing "fuelvk:1" would mean
+choosing the context per aten call from its tensors' indices.
 """
 import math
 
@@ -173,7 +176,9 @@ def _patch_storage():
 
 # -- tensor <-> Array ------------------------------------------------------------------------------
 def is_fuelvk(t):
-    return isinstance(t, torch.Tensor) and t.device.type == NAME
+    """t is a tensor on fuelvk memory. (Every aten kernel asks this per operand: the storage attribute is
+    read instead of t.device, which builds a torch.device object each time.)"""
+    return isinstance(t, torch.Tensor) and not t.is_cpu and hasattr(t.untyped_storage(), _ATTR)
 
 
 def buffer_of(t):
@@ -208,11 +213,23 @@ def _contiguous(shape):
 
 
 def _make(buffer, shape, strides, offset, dtype):
+    """A tensor on buffer with this layout: set_'s Meta kernel sets sizes, strides, offset and the
+    storage's byte size. It is reached by putting Meta in the thread's included keys for one call, which
+    costs less than a boxed redispatch (every aten kernel's result comes through here)."""
     t = torch._C._acc.create_empty_tensor(list(shape), dtype)
     s = t.untyped_storage()
     setattr(s, _ATTR, buffer)
-    _SET.redispatch(META, t, s, offset, list(shape), list(strides))
+    before = _meta_included()
+    _include_meta(True)
+    try:
+        with torch._C._AutoDispatchBelowADInplaceOrView():
+            t.set_(s, offset, list(shape), list(strides))
+    finally:
+        _include_meta(before)
     return t
+
+
+_meta_included, _include_meta = torch._C._meta_in_tls_dispatch_include, torch._C._set_meta_in_tls_dispatch_include
 
 
 def empty(shape, dtype, strides=None):

@@ -1,0 +1,184 @@
+"""The row kernels (softmax, norms + backward, fused_add_rmsnorm, rope, cumsum) on both load paths
+(issue 18 item 1): FUELVK_TEXEL_LOADS=1 reads rows in 16-byte texel chunks through texel views,
+=0 through storage buffers only. Each case runs on both paths: the two must agree bit for bit (the
+kernels visit the same elements in the same order either way) and match float64 references; aligned
+rows, views offset by one element, row lengths that are not whole texels, a workgroup per row and
+one invocation per row (LANE_ROWS), f32 / f16 / bf16 / f64."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fuelvk as fv
+from fuelvk import runtime
+from fuelvk.kernels.norm import LANE_ROWS_MIN_ROWS, ROW_TEXELS
+from fuelvk.kernels.reduction import CUMSUM_TEXELS
+from fuelvk.runtime import loadpath
+from oracles import FLOATS, TOL
+
+rng = np.random.default_rng(1818)
+BF16 = np.dtype(ml_dtypes.bfloat16)
+IDS = [str(d) for d in FLOATS]
+# (rows, cols, offset): a workgroup per row with several chunks per invocation and a partial last
+# chunk; rows whose length is no whole number of texels (so most rows start mid-texel) offset by
+# one; many short rows (one per invocation), aligned and offset by one
+CASES = [(3, 1029, 0), (5, 37, 1), (LANE_ROWS_MIN_ROWS + 3, 24, 0), (LANE_ROWS_MIN_ROWS + 1, 13, 1)]
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """(variant id, TEX, LANE_ROWS) of every row-kernel launch during the test (not the reductions'
+    final pass over weight-gradient partials)."""
+    ctx = runtime.get()
+    seen, orig = [], ctx.launch
+
+    def spy(v, *a, **k):
+        if "TEX" in k and not v.id.startswith("reduce"):
+            seen.append((v.id, k["TEX"], k.get("LANE_ROWS", 0)))
+        return orig(v, *a, **k)
+    monkeypatch.setattr(ctx, "launch", spy)
+    return seen
+
+
+def rows_of(a, rows, cols, off):
+    """An fv view of rows x cols elements of the flat array a starting at element off."""
+    return fv.asarray(a)[off:off + rows * cols].reshape(rows, cols)
+
+
+def on_both_paths(monkeypatch, launches, f):
+    """f() (a tuple of arrays) with texel loads forced on and off: the results (identical bits) and
+    the TEX masks each path launched with."""
+    out, masks = {}, {}
+    for flag in ("1", "0"):
+        monkeypatch.setenv(loadpath.ENV, flag)
+        launches.clear()
+        out[flag] = [np.asarray(r.numpy() if isinstance(r, fv.Array) else r) for r in f()]
+        masks[flag] = [t for _, t, _ in launches]
+    for a, b in zip(out["1"], out["0"]):
+        assert a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8))
+    assert masks["1"] and not any(masks["0"]), masks
+    return out["1"], masks["1"], [lane for _, _, lane in launches]
+
+
+def close(got, want, dt, scale=1.0):
+    r, a = TOL[np.dtype(dt)]
+    mag = max(1.0, float(np.max(np.abs(want))))
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2 * r * scale, atol=4 * a * mag * scale)
+
+
+def inputs(dt, rows, cols, off, k=3):
+    n = rows * cols + off
+    return [(rng.standard_normal(n) * 2).astype(dt) for _ in range(k)]
+
+
+def sl(a, rows, cols, off):
+    return a[off:off + rows * cols].reshape(rows, cols).astype(np.float64)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_softmax_paths(dt, monkeypatch, launches):
+    for rows, cols, off in CASES:
+        x, g, _ = inputs(dt, rows, cols, off)
+        (y, dx), masks, lanes = on_both_paths(monkeypatch, launches, lambda: (
+            fv.softmax(rows_of(x, rows, cols, off)), fv.softmax_backward(rows_of(x, rows, cols, off),
+                                                                         rows_of(g, rows, cols, off))))
+        x64, g64 = sl(x, rows, cols, off), sl(g, rows, cols, off)
+        e = np.exp(x64 - x64.max(-1, keepdims=True))
+        close(y, e / e.sum(-1, keepdims=True), dt)
+        close(dx, x64 * (g64 - (x64 * g64).sum(-1, keepdims=True)), dt, scale=cols ** 0.5)
+        assert all(m & ROW_TEXELS["x"] for m in masks), masks          # every row has whole texels
+        assert set(lanes) == {int(rows >= LANE_ROWS_MIN_ROWS)}, (rows, lanes)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_norm_paths(dt, monkeypatch, launches):
+    for rows, cols, off in CASES:
+        x, g, r = inputs(dt, rows, cols, off)
+        w, b = (rng.standard_normal(cols + 1).astype(dt) for _ in range(2))
+        X, G = (lambda: rows_of(x, rows, cols, off)), (lambda: rows_of(g, rows, cols, off))
+        W, B = fv.asarray(w)[1:], fv.asarray(b)[:cols]      # the weight offset by one, the bias aligned
+
+        def run():
+            res = fv.asarray(r[off:off + rows * cols].reshape(rows, cols).copy())
+            dx, dw = fv.rms_norm_backward(X(), G(), 1e-5, W)
+            ldx, ldw, ldb = fv.layer_norm_backward(X(), G(), 1e-5, W, B)
+            return (fv.rms_norm(X(), 1e-5, W), fv.layer_norm(X(), 1e-5, W, B), dx, dw, ldx, ldw, ldb,
+                    fv.fused_add_rmsnorm(X(), res, W, 1e-5), res)
+        got, masks, _ = on_both_paths(monkeypatch, launches, run)
+        x64, g64, r64 = sl(x, rows, cols, off), sl(g, rows, cols, off), sl(r, rows, cols, off)
+        w64, b64 = w[1:].astype(np.float64), b[:cols].astype(np.float64)
+        rstd = 1 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-5)
+        xh = x64 * rstd
+        gw = g64 * w64
+        mu = x64.mean(-1, keepdims=True)
+        lr = 1 / np.sqrt(((x64 - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
+        lxh = (x64 - mu) * lr
+        s = x64 + r64
+        want = [xh * w64, lxh * w64 + b64,
+                rstd * (gw - xh * (gw * xh).mean(-1, keepdims=True)), (g64 * xh).sum(0),
+                lr * (gw - gw.mean(-1, keepdims=True) - lxh * (gw * lxh).mean(-1, keepdims=True)),
+                (g64 * lxh).sum(0), g64.sum(0),
+                s / np.sqrt((s ** 2).mean(-1, keepdims=True) + 1e-5) * w64, s]
+        for i, (a, e) in enumerate(zip(got, want)):
+            close(a, e, dt, scale=(rows ** 0.5 if i in (3, 5, 6) else 1) * (4 if i in (2, 4) else 1))
+        assert all(m & ROW_TEXELS["x"] for m in masks), masks
+
+
+def test_texel_limit_falls_back(monkeypatch, launches, device_limits):
+    """Slots past maxTexelBufferElements bind the stub view: TEX clear, the same results."""
+    x = fv.asarray(rng.standard_normal((64, 128)).astype(np.float32))
+    monkeypatch.setenv(loadpath.ENV, "1")
+    want = fv.softmax(x).numpy(), fv.rms_norm(x).numpy()
+    assert all(t & ROW_TEXELS["x"] for _, t, _ in launches)
+    launches.clear()
+    device_limits(maxTexelBufferElements=100)
+    got = fv.softmax(x).numpy(), fv.rms_norm(x).numpy()
+    assert launches and not any(t for _, t, _ in launches), launches
+    for a, b in zip(got, want):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_rope_paths(dt, monkeypatch, launches):
+    """RoPE: bit-exact against the torch formula (test_rope's reference) on both paths: aligned rows,
+    rows offset by one element, head dims that are no whole number of texels, partial rotary dims
+    with half tables, NeoX and GPT-J."""
+    from test_rope import tables, torch_rope
+    for (h, s, d, rot, half), off in [((2, 3, 32, 32, False), 0), ((2, 3, 32, 32, False), 1),
+                                       ((2, 3, 18, 12, True), 0), ((3, 2, 20, 16, True), 1)]:
+        n = h * s * d
+        flat = rng.standard_normal(n + off).astype(dt)
+        xn = flat[off:].reshape(h, s, d)
+        cos, sin = tables((s, rot // 2 if half else rot), dt)
+        for inter in (False, True):
+            (y,), masks, _ = on_both_paths(monkeypatch, launches, lambda: (fv.rope(
+                fv.asarray(flat)[off:].reshape(h, s, d), fv.asarray(cos), fv.asarray(sin), interleaved=inter,
+                rotary_dim=rot),))
+            want = torch_rope(xn, cos, sin, inter, rot, half)
+            assert np.array_equal(y.view(np.uint8), want.view(np.uint8)), (h, s, d, rot, half, off, inter)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_cumsum_paths(dt, monkeypatch, launches):
+    """cumsum / cumulative_prod along unit-stride axes (slices read and written in 16-byte chunks): one
+    invocation per slice and a workgroup per long slice (SCAN), aligned and offset by one, slices of
+    no whole number of texels; along a leading axis, slices side by side as texels (COLS) or element by
+    element."""
+    from fuelvk.ops.reduction import cumulative_prod_along
+    for rows, cols, off in [(6, 40, 0), (5, 37, 1), (3, 2000, 0), (2, 3001, 1)]:
+        (x,) = inputs(dt, rows, cols, off, 1)
+        x = (x.astype(np.float64) / 64 + 1).astype(dt)      # products of thousands stay near 1
+        (cs, cp), masks, _ = on_both_paths(monkeypatch, launches, lambda: (
+            fv.cumsum(rows_of(x, rows, cols, off), axis=-1), cumulative_prod_along(rows_of(x, rows, cols, off), -1)))
+        x64 = sl(x, rows, cols, off)
+        close(cs, np.cumsum(x64, -1), dt, scale=cols ** 0.5)
+        np.testing.assert_allclose(cp.astype(np.float64), np.cumprod(x64, -1), rtol=2 * TOL[np.dtype(dt)][0] * cols)
+        assert all(m & CUMSUM_TEXELS["x"] for m in masks), masks
+    # along a leading axis: 16 adjacent columns walk as texels (COLS), also offset by a whole texel of
+    # f32; offset by one element or 7 columns: element by element (no view bound)
+    for rows, cols, off, views in [(300, 16, 0, True), (30, 16, 4, np.dtype(dt).itemsize >= 4), (30, 16, 1, False),
+                                   (9, 7, 0, False)]:
+        (x,) = inputs(dt, rows, cols, off, 1)
+        (cs,), masks, _ = on_both_paths(monkeypatch, launches, lambda: (
+            fv.cumsum(rows_of(x, rows, cols, off), axis=0),))
+        close(cs, np.cumsum(sl(x, rows, cols, off), 0), dt, scale=rows ** 0.5)
+        assert all(bool(m & CUMSUM_TEXELS["x"]) == views for m in masks), (rows, cols, off, masks)
