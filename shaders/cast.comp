@@ -80,6 +80,11 @@ layout(set = 0, binding = 0) writeonly buffer OutW { uint ow[]; };
 // TEX = 1 (LINEAR only, input contiguous): the input's raw bits are read through its rgba32ui
 // texel view a_t (16 bytes per load; Device.texel_loads, runtime/loadpath.py); else a 16-byte stub
 // is bound there. The < 4 tail stays on the storage buffer.
+#ifdef NO_TEXEL
+// NO_TEXEL (the cast_ssbo twin): no texel view binding (see elementwise.comp's NO_TEXEL).
+const uint TEX = 0u;
+ST4 texq(uint k) { return ST4(0); }
+#else
 layout(constant_id = 2) const uint TEX = 0;
 layout(set = 0, binding = 2, rgba32ui) uniform readonly uimageBuffer a_t;
 // texq(k): source elements 4k .. 4k + 3 as ST4, from the texel view.
@@ -98,6 +103,7 @@ ST4 texq(uint k) {
     return u16vec4(uvec4(w.x, w.x >> 16, w.y, w.y >> 16) & 0xFFFFu);
 #endif
 }
+#endif  // NO_TEXEL
 
 layout(push_constant) uniform Params {
     uint n; uint rank; uint flags; uint off_o;

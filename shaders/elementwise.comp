@@ -69,6 +69,15 @@ layout(set = 0, binding = 2) readonly buffer InB4 { Q b4[]; };
 // (16 bytes per load) instead of a4 / b4, where the device reads texels faster (Device.texel_loads,
 // runtime/loadpath.py). The host binds a 16-byte stub view for an input it reads otherwise (constant,
 // scalar, or a buffer over maxTexelBufferElements: then TEX = 0). Tails stay on the storage buffers.
+#ifdef NO_TEXEL
+// NO_TEXEL (the *_ssbo twin families): no texel view bindings at all. launch_strided runs the twin
+// when no chunk of a launch reads or writes through texels: a bound texel view costs a CPU driver
+// per dispatch even where the kernel never reads it (lavapipe: ~8 us of a 16-element add's ~25 us).
+const uint TEX = 0u;
+const uint TEXW = 0u;
+#define TEXQ(X, k) V4(0)
+#define TEXSTORE(k, v) {}
+#else
 layout(constant_id = 2) const uint TEX = 0;
 #if NIN == 2
 layout(set = 0, binding = 3, rgba32ui) uniform readonly uimageBuffer a_t;
@@ -113,6 +122,7 @@ vec4 bf16x4_texel(uvec4 u, uint h) {
 }
 #define TEXQ(X, k) bf16x4_texel(imageLoad(X, int((k) >> 1)), (k) & 1u)
 #endif
+#endif  // NO_TEXEL
 
 layout(push_constant) uniform Params {
     uint n; uint rank; uint flags; uint off_o;
@@ -120,6 +130,10 @@ layout(push_constant) uniform Params {
     int shape[6]; int sa[6]; int sb[6];
 } p;
 
+#if defined(DT_F64) && NIN == 2
+// the exact fmod of the f64 binary family steps through 53-bit mantissas (the family needs shaderInt64)
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#endif
 #if defined(DT_F64)
 #include "common/math64.glsl"
 V exp_v(V x) { return exp64(x); }
@@ -177,7 +191,9 @@ V asinh_v(V x) {
     V r = a > 1e150LF ? log64(a) + 0.69314718055994531LF : log1p_v(a + a * a / (1.0LF + sqrt(1.0LF + a * a)));
     return x < 0.0LF ? -r : r;
 }
-V acosh_v(V x) { return x > 1e150LF ? log64(x) + 0.69314718055994531LF : log1p_v((x - 1.0LF) + sqrt((x - 1.0LF) * (x + 1.0LF))); }
+V acosh_v(V x) {                    // NaN below 1 (the formula's terms would cancel to 0 far below -1)
+    if (x < 1.0LF) return V(0.0) / V(0.0);
+    return x > 1e150LF ? log64(x) + 0.69314718055994531LF : log1p_v((x - 1.0LF) + sqrt((x - 1.0LF) * (x + 1.0LF))); }
 #else
 V expm1_v(V x) {                    // Taylor to x^10 for |x| < 0.5 (rel. error < 3e-10), else e^x - 1
     if (!(abs(x) < 0.5)) return exp(x) - V(1.0);
@@ -202,7 +218,9 @@ V asinh_v(V x) {
     V r = a > V(1e18) ? log(a) + V(0.69314718055994531) : log1p_v(a + a * a / (V(1.0) + sqrt(V(1.0) + a * a)));
     return x < 0.0 ? -r : r;
 }
-V acosh_v(V x) { return x > V(1e18) ? log(x) + V(0.69314718055994531) : log1p_v((x - V(1.0)) + sqrt((x - V(1.0)) * (x + V(1.0)))); }
+V acosh_v(V x) {                    // NaN below 1, as for f64
+    if (x < V(1.0)) return V(0.0) / V(0.0);
+    return x > V(1e18) ? log(x) + V(0.69314718055994531) : log1p_v((x - V(1.0)) + sqrt((x - V(1.0)) * (x + V(1.0)))); }
 #endif
 // atan by reduction to |t| <= tan(pi/8) and the odd series (NTERMS terms: f32 / f64 accuracy);
 // asin, acos and atan2 build on it (lavapipe's float builtins are off by ~1e-4).
@@ -309,18 +327,214 @@ V trunc_v(V x) { return trunc(x); }
 V round_even_v(V x) { return roundEven(x); }
 #endif
 
-V sigmoid(V x) { return 1.0 / (1.0 + exp_v(-x)); }
-
-// Odd functions keep a zero's sign (f(-0) = -0, the standard's special cases; builtins may not).
-#if NIN == 1
-bool odd_zero_op() {
-    return OP == OP_SIN || OP == OP_TANH || OP == OP_LOG1P || OP == OP_EXPM1 || OP == OP_TAN || OP == OP_SINH
-        || OP == OP_ASINH || OP == OP_ATANH || OP == OP_ASIN || OP == OP_ATAN;
+#if NIN == 2
+// -- floor_divide / remainder: numpy's divmod (npy_divmod, also ml_dtypes') on an exact fmod ----------
+// fmod_abs(a, b) = a mod b for finite a >= b > 0, exact: the integer mantissas are reduced a few
+// exponent bits per step (r = (r << s) mod m_b), and the remainder's bits are built directly (no
+// rounding, subnormals included). Half types compute in f32, as numpy's and ml_dtypes' loops do.
+#if defined(DT_F64)
+V fmod_abs(V a, V b) {
+    uvec2 ua = unpackDouble2x32(a), ub = unpackDouble2x32(b);
+    int ea = int(ua.y >> 20), eb = int(ub.y >> 20);
+    uint64_t ma = packUint2x32(uvec2(ua.x, ua.y & 0xFFFFFu)), mb = packUint2x32(uvec2(ub.x, ub.y & 0xFFFFFu));
+    if (ea != 0) ma |= 1UL << 52; else ea = 1;          // value = m * 2^(e - 1075)
+    if (eb != 0) mb |= 1UL << 52; else eb = 1;
+    uint64_t r = ma % mb;
+    for (int d = ea - eb; d > 0; d -= 11) r = (r << min(d, 11)) % mb;   // r < 2^53: 11 bits fit
+    if (r == 0UL) return 0.0LF;
+    uint hi = uint(r >> 32);
+    int msb = hi != 0u ? 32 + findMSB(hi) : findMSB(uint(r));
+    int s = min(52 - msb, eb - 1);                       // normalise, or stop at the subnormal exponent
+    r <<= s;
+    return packDouble2x32(unpackUint2x32(r + (uint64_t(eb - s - 1) << 52)));  // the leading bit adds 1
+}
+#else
+V fmod_abs(V a, V b) {
+    uint ua = floatBitsToUint(a), ub = floatBitsToUint(b);
+    int ea = int(ua >> 23), eb = int(ub >> 23);
+    uint ma = ua & 0x7FFFFFu, mb = ub & 0x7FFFFFu;
+    if (ea != 0) ma |= 0x800000u; else ea = 1;           // value = m * 2^(e - 150)
+    if (eb != 0) mb |= 0x800000u; else eb = 1;
+    uint r = ma % mb;
+    for (int d = ea - eb; d > 0; d -= 8) r = (r << min(d, 8)) % mb;     // r < 2^24: 8 bits fit
+    if (r == 0u) return V(0.0);
+    int s = min(23 - findMSB(r), eb - 1);
+    return uintBitsToFloat((r << s) + (uint(eb - s - 1) << 23));
+}
+#endif
+// C's fmod for finite x and y != 0 (y may be infinite): exact, x's sign.
+V fmod_v(V x, V y) {
+    V ax = abs(x), ay = abs(y);
+    return copysign_v(isinf(y) || ax < ay ? ax : fmod_abs(ax, ay), x);
+}
+// numpy's divmod for finite x and finite or infinite y != 0: the remainder (divisor's sign), and
+// the floored quotient in q (snapped to the nearest integer, as numpy does).
+V divmod_v(V x, V y, out V q) {
+    V m = fmod_v(x, y);
+    V div = (x - m) / y;
+    if (m != V(0.0)) {
+        if ((y < V(0.0)) != (m < V(0.0))) { m += y; div -= V(1.0); }
+    } else {
+        m = copysign_v(V(0.0), y);
+    }
+    if (div != V(0.0)) {
+        q = floor(div);
+        if (div - q > V(0.5)) q += V(1.0);
+    } else {
+        q = copysign_v(V(0.0), x / y);
+    }
+    return m;
+}
+// x // y: numpy's floor_divide, except where the array API's special cases differ from numpy's
+// (an infinite operand: inf // finite is +-inf, finite // inf is +-0 -- numpy gives NaN and -1):
+// there, and for y == 0 and NaNs, the quotient x / y is the answer.
+V floor_divide_v(V x, V y) {
+    if (y == V(0.0) || isinf(x) || isinf(y) || isnan(x) || isnan(y)) return x / y;
+    V q;
+    divmod_v(x, y, q);
+    return q;
+}
+// x % y: numpy's remainder (the divisor's sign); NaN for y == 0 or an infinite x.
+V remainder_v(V x, V y) {
+    if (isnan(x) || isnan(y)) return x + y;
+    if (y == V(0.0) || isinf(x)) return V(0.0) / V(0.0);
+    V q;
+    return divmod_v(x, y, q);
 }
 
-V apply_unary(V x) {
-    if (odd_zero_op() && x == V(0.0)) return x;
-    switch (OP) {
+// Dekker's exact product error a * b - p (Veltkamp splitting, no fma: lavapipe lowers fma to a
+// multiply and an add). Halves of |a| > ~1e34 (f32) would overflow: no error term there (0).
+#if defined(DT_F64)
+const V SPLITTER = V(134217729.0), SPLIT_MAX = V(1e290);
+#else
+const V SPLITTER = V(4097.0), SPLIT_MAX = V(1e34);
+#endif
+void split_v(V a, out V hi, out V lo) {
+    precise V c = SPLITTER * a;
+    precise V h = c - (c - a);
+    hi = h;
+    lo = a - h;
+}
+V prod_err(V a, V b, V p) {
+    if (!(abs(a) < SPLIT_MAX && abs(b) < SPLIT_MAX)) return V(0.0);
+    V ah, al, bh, bl;
+    split_v(a, ah, al);
+    split_v(b, bh, bl);
+    precise V e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+    return e;
+}
+// (ah, al) *= (bh, bl) in double-word arithmetic: ~2x the type's precision.
+void dw_mul(inout V ah, inout V al, V bh, V bl) {
+    precise V p = ah * bh;
+    if (isinf(p) || p == V(0.0)) { ah = p; al = V(0.0); return; }
+    precise V e = prod_err(ah, bh, p) + (ah * bl + al * bh);
+    precise V h = p + e;
+    al = e - (h - p);
+    ah = h;
+}
+// a^n for finite a > 0 and an integer n, |n| < 2^31: repeated squaring in double-word arithmetic (from
+// 1/a, with its residual, for n < 0), then one rounding: exact powers come out exact.
+V pow_int(V a, V n) {
+    V bh = a, bl = V(0.0);
+    if (n < V(0.0)) {                                    // 1/a and its residual (1 - bh a exact: Sterbenz)
+        bh = V(1.0) / a;
+        precise V p = bh * a;
+        precise V res = (V(1.0) - p) - prod_err(bh, a, p);
+        bl = res / a;
+    }
+    V rh = V(1.0), rl = V(0.0);
+    for (uint k = uint(abs(n)); k != 0u; k >>= 1) {
+        if ((k & 1u) != 0u) dw_mul(rh, rl, bh, bl);
+        if (k > 1u) dw_mul(bh, bl, bh, bl);
+    }
+    return rh + rl;
+}
+
+// |x|^y for finite a > 0 and finite y: exp(y log a), carrying the rounding error of the product y log a
+// into the result. Accuracy is the logarithm's: a few ulp while |y log a| is small, growing
+// with it (f64 ~1e-13 relative near overflow).
+#if defined(DT_F64)
+V pow_abs(V a, V y) {
+    V l = log64(a);
+    precise V t = y * l;
+    V e = prod_err(y, l, t);
+    V r = exp64(t);
+    return isinf(r) || r == 0.0LF ? r : r + r * e;
+}
+#else
+V pow_abs(V a, V y) {
+    V l = log2(a);
+    precise V t = y * l;
+    V e = prod_err(y, l, t);
+    V r = exp2_v(t);
+    return isinf(r) || r == V(0.0) ? r : r + r * (e * V(0.69314718055994531));
+}
+#endif
+
+// torch's CPU rounding (the PyTorch device's aten.floor_divide / aten.remainder): numpy's divmod except
+// that a zero remainder keeps fmod's sign (x's) and an infinite x gives NaN, finite // inf floors
+// to -1 for opposite signs (numpy's values there).
+V torch_floor_divide_v(V x, V y) {
+    if (y == V(0.0) || isnan(x) || isnan(y)) return x / y;
+    if (isinf(x)) return V(0.0) / V(0.0);
+    V q;
+    divmod_v(x, y, q);
+    return q;
+}
+V torch_remainder_v(V x, V y) {
+    if (isnan(x) || isnan(y)) return x + y;
+    if (y == V(0.0) || isinf(x)) return V(0.0) / V(0.0);
+    V m = fmod_v(x, y);
+    return m != V(0.0) && (y < V(0.0)) != (m < V(0.0)) ? m + y : m;
+}
+
+// -- pow: C99's / the array API's special cases, then |x|^y (pow_int for integer y, else exp(y log|x|)),
+// with x's sign for odd y.
+V pow_v(V x, V y) {
+    if (y == V(0.0) || x == V(1.0)) return V(1.0);      // NaN ** 0 and 1 ** NaN included
+    if (isnan(x) || isnan(y)) return x + y;
+    V ax = abs(x);
+    if (isinf(y)) {
+        if (ax == V(1.0)) return V(1.0);
+        return (ax < V(1.0)) == (y > V(0.0)) ? V(0.0) : y * y;    // +0 or +inf
+    }
+    bool yint = floor(y) == y;
+    bool yodd = yint && floor(y * V(0.5)) * V(2.0) != y;
+    bool xneg = x < V(0.0) || (x == V(0.0) && copysign_v(V(1.0), x) < V(0.0));
+    V r;
+    if (ax == V(0.0) || isinf(ax)) {
+        r = (ax == V(0.0)) == (y > V(0.0)) ? V(0.0) : V(1.0) / V(0.0);
+    } else {
+        if (xneg && !yint) return V(0.0) / V(0.0);
+        r = yint && ax != V(1.0) && abs(y) < V(2147483648.0) ? pow_int(ax, y) : pow_abs(ax, y);
+    }
+    return xneg && yodd ? -r : r;
+}
+#endif
+
+V sigmoid(V x) { return 1.0 / (1.0 + exp_v(-x)); }
+
+// FUSED (the ew_fused family, NIN 2): out = POST(OP(PRE(a), b)), PRE / POST unary ids (UNARY's, or
+// FUSED_NONE: identity), OP a binary id; each intermediate is rounded to the element type, as the
+// unfused ops' stored results are, so the fused kernel gives their bits with one pass over memory.
+#ifdef FUSED
+layout(constant_id = 4) const uint PRE = FUSED_NONE;
+layout(constant_id = 5) const uint POST = FUSED_NONE;
+#define UOP uop
+#else
+#define UOP OP
+#endif
+
+// Odd functions keep a zero's sign (f(-0) = -0, the standard's special cases; builtins may not).
+#if NIN == 1 || defined(FUSED)
+bool odd_zero_op(uint uop) {
+    return UOP == OP_SIN || UOP == OP_TANH || UOP == OP_LOG1P || UOP == OP_EXPM1 || UOP == OP_TAN || UOP == OP_SINH
+        || UOP == OP_ASINH || UOP == OP_ATANH || UOP == OP_ASIN || UOP == OP_ATAN;
+}
+
+V apply_unary_op(uint uop, V x) {
+    if (odd_zero_op(uop) && x == V(0.0)) return x;
+    switch (UOP) {
     case OP_NEGATIVE: return -x;
     case OP_SQUARE: return x * x;
     case OP_SQRT: return sqrt(x);
@@ -335,7 +549,9 @@ V apply_unary(V x) {
     case OP_RELU: return isnan(x) || x >= 0.0 ? x : V(0.0);          // NaN stays NaN (NaN stays NaN)
     case OP_HEAVISIDE: return isnan(x) ? x : (x > 0.0 ? V(1.0) : (x < 0.0 ? V(0.0) : scalar_arg(p.s0)));
     case OP_ABS: return abs(x);
-    case OP_SIGN: return isnan(x) ? x : (x > 0.0 ? V(1.0) : (x < 0.0 ? V(-1.0) : V(0.0)));
+    // +0 for both zeros (the standard, numpy); abs(x) there: lavapipe compiles a literal 0.0 select
+    // into a sign op that gives -0 for +0
+    case OP_SIGN: return isnan(x) || x == 0.0 ? abs(x) : (x > 0.0 ? V(1.0) : V(-1.0));
     case OP_RECIPROCAL: return 1.0 / x;
     case OP_AFFINE: { precise V m = x * scalar_arg(p.s0); precise V r = m + scalar_arg(p.s1); return r; }
     case OP_CLAMP: {  // clip as numpy's: a NaN bound wins (lo first), NaN and -0 in x kept, lo > hi gives hi
@@ -378,10 +594,15 @@ V apply_unary(V x) {
         return r;
     }
     }
-    return x;   // not reached: the host launches only UNARY's ids
+    return x;   // not reached: the host launches only UNARY's ids (the fused kernels: FUSED_NONE)
 }
-#else
+V apply_unary(V x) { return apply_unary_op(OP, x); }
+#endif
+#if NIN == 2
 
+#ifdef FUSED
+#define apply_binary binary_op
+#endif
 V apply_binary(V x, V y) {
     switch (OP) {
     case OP_ADD: return x + y;
@@ -395,9 +616,23 @@ V apply_binary(V x, V y) {
     case OP_LOGADDEXP: return logaddexp_v(x, y);
     case OP_ATAN2: return atan2_v(x, y);                   // atan2(x1, x2): the angle of (x2, x1)
     case OP_NEXTAFTER: return nextafter_v(x, y);           // exact in f32 and f64
+    case OP_FLOOR_DIVIDE: return floor_divide_v(x, y);     // numpy's bits (the standard's inf cases)
+    case OP_REMAINDER: return remainder_v(x, y);           // numpy's bits
+    case OP_POW: return pow_v(x, y);
+    case OP_TORCH_FLOOR_DIVIDE: return torch_floor_divide_v(x, y);
+    case OP_TORCH_REMAINDER: return torch_remainder_v(x, y);
     }
     return x;   // not reached: the host launches only BINARY's ids
 }
+#ifdef FUSED
+#undef apply_binary
+V rounded(V v) { return LOAD(STORE(v)); }   // v as the element type stores it
+V apply_binary(V x, V y) {
+    V u = PRE == FUSED_NONE ? x : rounded(apply_unary_op(PRE, x));
+    V r = binary_op(u, y);
+    return POST == FUSED_NONE ? r : apply_unary_op(POST, rounded(r));
+}
+#endif
 #endif
 
 uint strided(uint i, uint off, int st[6]) {

@@ -1,10 +1,11 @@
 #version 450
 // Integer elementwise ops, exact, for every integer dtype (BITS 8/16/32/64, KIND 0 unsigned /
-// 1 signed): the binary family (OP: + - * // % max min & | ^ << >>) and the unary family
+// 1 signed): the binary family (OP: + - * // % ** max min & | ^ << >>) and the unary family
 // (NIN 1; OP: negative abs square sign invert). numpy's integer semantics: results wrap modulo
 // 2^BITS; x // 0 == 0 and x % 0 == 0; // rounds toward -inf and % takes the divisor's sign;
-// shifts by a count outside [0, BITS) give 0 (>> of a negative: -1). Narrow types compute in 32
-// bits and store the low BITS bits. Inputs are strided + broadcast + offset views (the EW Params
+// shifts by a count outside [0, BITS) give 0 (>> of a negative: -1); x ** y by repeated squaring
+// (the host refuses a negative y, as numpy; the kernel's answer there is 1 / x^|y| truncated).
+// Narrow types compute in 32 bits and store the low BITS bits. Inputs are strided + broadcast + offset views (the EW Params
 // and FLAG_* of elementwise.comp). OP_* (kernels/intops.py INT_BINARY or INT_UNARY, by NIN) and
 // FLAG_* are defines.
 #extension GL_EXT_shader_8bit_storage : require
@@ -117,6 +118,12 @@ U apply_binary(U x, U y) {
     case OP_BITWISE_OR: return x | y;
     case OP_BITWISE_XOR: return x ^ y;
     case OP_BITWISE_LEFT_SHIFT: return (neg(y) || y >= U(BITS)) ? U(0) : x << y;
+    case OP_POW: {                                        // repeated squaring, wrapping as numpy's
+        if (neg(y)) return x == ONE ? ONE : (x == ~U(0) ? ((y & ONE) != U(0) ? x : ONE) : U(0));  // 1 / x^|y|, truncated
+        U r = ONE;
+        for (U e = y, b = x; e != U(0); e >>= 1) { if ((e & ONE) != U(0)) r *= b; b *= b; }
+        return r;
+    }
     case OP_BITWISE_RIGHT_SHIFT: {                        // arithmetic for signed types
         if (neg(y) || y >= U(BITS)) return neg(x) ? ~U(0) : U(0);
 #if KIND == 1

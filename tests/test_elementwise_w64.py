@@ -12,6 +12,7 @@ from oracles import FLOATS, TRANS_TOL, assert_bits, assert_close
 
 import fuelvk as fv
 from fuelvk import runtime
+from fuelvk.ops import _core
 from fuelvk.kernels import FAMILIES, kernel
 from fuelvk.kernels.elementwise import LINEAR, WIDE_TAGS, variant
 
@@ -34,6 +35,7 @@ def path(request, monkeypatch):
         pytest.skip("device lacks shaderInt64: only the fallback path exists here")
     seen, get = [], ctx.pipelines.get
     monkeypatch.setattr(ctx, "plans", {})   # plan cache: force pipeline selection in this test
+    monkeypatch.setattr(_core, "SMALL", {})  # LINEAR at every size (small launches would take the index path)
     monkeypatch.setattr(ctx.pipelines, "get", lambda v, spec=(), *a, **k: (
         seen.append((v.id, _linear(ctx, v, spec))), get(v, spec, *a, **k))[1])
     return request.param, seen
@@ -49,6 +51,7 @@ def _check_path(path, seen, family, dt, linear):
     """The launch took the twin iff the path offers it for dt, and LINEAR iff the views allowed it."""
     name, seen = path[0], path[1]
     wide = name == "w64" and _tag(dt) in WIDE_TAGS   # (lavapipe has every feature the twins need)
+    seen = [(v.replace("_ssbo.", "."), lin) for v, lin in seen]    # small launches: the view-less twin
     assert seen == [(f"{family}{'_w64' if wide else ''}.{_tag(dt)}", linear)], seen
 
 
@@ -115,8 +118,9 @@ def test_scalar_and_broadcast_operands(path, dt):
         _check_path(path, path[1], "affine", dt, True)
 
 
-def test_f32_only_families(path):
-    h = _data(1026, np.float32)
+@pytest.mark.parametrize("n", [1026, 14], ids=["texel-sized", "small"])   # small: the view-less twins
+def test_f32_only_families(path, n):
+    h = _data(n, np.float32)
     x = fv.asarray(h)[4:]
     assert_bits(fv.clip(x, -1.0, 2.0), np.clip(h[4:], np.float32(-1.0), np.float32(2.0)))
     _check_path(path, path[1], "clamp", np.float32, True)
@@ -157,8 +161,8 @@ def _capabilities(path):
     return caps
 
 
-@pytest.mark.parametrize("fam", [f"{f}_w64" for f in ("unary", "binary", "affine", "clamp", "powi")]
-                         + ["strided_copy", "strided_copy_w64"])
+@pytest.mark.parametrize("fam", [f"{f}_w64{t}" for f in ("unary", "binary", "affine", "clamp", "powi", "fused_ew")
+                                 for t in ("", "_ssbo")] + ["strided_copy", "strided_copy_w64"])
 def test_twins_declare_the_features_their_spirv_needs(fam):
     """A capability the SPIR-V declares without the matching feature would fail pipeline creation on
     devices lacking it (the plain kernels must stay free of Int64)."""
@@ -166,6 +170,6 @@ def test_twins_declare_the_features_their_spirv_needs(fam):
     for v in FAMILIES[fam].variants.values():
         need = {CAP_FEATURE[c] for c in _capabilities(spv_dir() / v.spv) if c in CAP_FEATURE}
         assert need <= set(v.features), (v.id, need, v.features)
-    for f in ("unary", "binary", "affine"):
+    for f in ("unary", "binary", "affine", "fused_ew", "unary_ssbo", "binary_ssbo", "affine_ssbo", "fused_ew_ssbo"):
         for t in WIDE_TAGS:
             assert 11 not in _capabilities(spv_dir() / kernel(f, t).spv), f"{f}.{t} declares Int64"

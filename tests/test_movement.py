@@ -87,9 +87,13 @@ def test_strided_copy_signed_variants_listed():
 @pytest.mark.parametrize("dt", WIDTH_DTYPES + [np.dtype(ml_dtypes.bfloat16)], ids=IDS)
 def test_strided_copy_contiguous_paths(dt, wide, monkeypatch):
     """Contiguous copies: LINEAR (4 elements per access; b2/b4 through 64-bit words with shaderInt64)
-    when offsets are multiples of 4, the index path otherwise; odd sizes exercise the tail."""
+    when offsets are multiples of 4, the index path otherwise; odd sizes exercise the tail. On the
+    storage-buffer load path (whole-texel runs take copy_texels on the texel path: test_texel_movement)."""
     from fuelvk import runtime
     from fuelvk.kernels.elementwise import LINEAR
+    from fuelvk.ops import _core
+    from fuelvk.runtime import loadpath
+    monkeypatch.setenv(loadpath.ENV, "0")
     ctx = runtime.get()
     if not wide:
         if dt.itemsize == 8:
@@ -99,6 +103,7 @@ def test_strided_copy_contiguous_paths(dt, wide, monkeypatch):
         pytest.skip("device lacks shaderInt64")
     seen, get = [], ctx.pipelines.get
     monkeypatch.setattr(ctx, "plans", {})
+    monkeypatch.setattr(_core, "SMALL", {})  # LINEAR at every size (small launches would take the index path)
     monkeypatch.setattr(ctx.pipelines, "get", lambda v, spec=(), *a, **k: (
         seen.append((v.id, (ctx.pipelines.signature(v).spec_ids.get(LINEAR), 1) in tuple(spec))),
         get(v, spec, *a, **k))[1])

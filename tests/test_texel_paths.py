@@ -117,7 +117,7 @@ def test_plan_choice(monkeypatch):
     o = fv.asarray(np.zeros(64, np.float32))
     assert views(add, o, [a, a]) == (1, 2, 0)   # the bound buffers' indices: a, b, out
     assert views(add, o[:60], [a[4:], a[:60]]) == (1, 2, 0)
-    assert views(add, o[:63], [a[1:], a[:63]]) == (None,) * 3           # unaligned: not LINEAR
+    assert views(add, o[:63], [a[1:], a[:63]]) == ()       # unaligned: not LINEAR, the view-less twin
     c = fv.asarray(np.ones(1, np.float32)).broadcast_to((64,))
     assert views(add, o, [a, c]) == (1, None, 0)                             # constant b: stub
     # f16 elements 8 .. 11 lie in the second half of texel 1: a buffer of one whole texel cannot
@@ -175,3 +175,24 @@ def test_half_specials_agree(dt, monkeypatch):
         assert np.array_equal(t, s)
     finite = ~np.isnan(x[4:].astype(np.float32))     # NaN payloads: the kernel's (both paths agree above)
     assert np.array_equal(out["1"][0][finite], x[4:].view(np.uint16)[finite] ^ 0x8000)   # negation flips the sign
+
+
+def test_small_launches_bind_no_views(monkeypatch):
+    """Unforced, a launch moving fewer than TEXEL_MIN_BYTES per operand runs the storage-only twin
+    (no texel views bound), below LINEAR_MIN elements on the index path; a bigger one reads through
+    texels where the device's probe chose them."""
+    from fuelvk.kernels.elementwise import LINEAR
+    monkeypatch.delenv(loadpath.ENV, raising=False)
+    ctx = runtime.get()
+    monkeypatch.setattr(ctx, "plans", {})
+    made, get = [], ctx.pipelines.get
+    monkeypatch.setattr(ctx.pipelines, "get", lambda v, spec=(): (
+        made.append((v.family, (ctx.pipelines.signature(v).spec_ids.get(LINEAR), 1) in spec)), get(v, spec))[1])
+    for n in (64, _core.LINEAR_MIN, loadpath.TEXEL_MIN_BYTES // 4):
+        x = np.arange(n, dtype=np.float32)
+        made.clear()
+        np.testing.assert_array_equal((fv.asarray(x) + fv.asarray(x)).numpy(), x + x)
+        (family, linear), = made
+        assert linear == (n >= _core.LINEAR_MIN), (n, made)
+        texel = n * 4 >= loadpath.TEXEL_MIN_BYTES and loadpath.texel_paths(ctx)[0]
+        assert family.endswith("_ssbo") != bool(texel), (n, made)

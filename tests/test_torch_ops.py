@@ -116,7 +116,8 @@ DOMAIN = {**dict.fromkeys(("sqrt", "log", "reciprocal"), (0.5, 2.0)),
           **dict.fromkeys(("log1p", "log2", "log10", "atanh", "asin", "acos"), (0.25, 0.75)), "acosh": (1.25, 2.0)}
 # Binary elementwise and comparison records (torch schema "(Tensor a, Tensor b) -> Tensor"): torch's function
 # of the same name is the oracle, except where torch's name means something else.
-BINARY_REF = {"equal": torch.eq}
+BINARY_REF = {"equal": torch.eq, "silu_mul": lambda a, b: TF.silu(a) * b,
+              "gelu_mul": lambda a, b: TF.gelu(a, approximate="tanh") * b}
 BINARY = [r for r in OPDEFS.values() if r.schema == "(Tensor a, Tensor b) -> Tensor"
           and r.fn.__module__ in ("fuelvk.ops.elementwise", "fuelvk.ops.comparison")]
 _F32 = Meta((1,), np.dtype(np.float32))

@@ -234,10 +234,7 @@ class Array:
     __hash__ = object.__hash__
 
     def __rpow__(self, base):
-        if self.dtype.kind == "c" or isinstance(base, complex):
-            return _hooks.op("pow")(base, self)      # complex: fuelvk.ops.complex
-        raise DTypeError(f"power: an array exponent is not supported ({base!r} ** Array); fuelvk.power "
-                         "takes an Array base and an integer exponent")
+        return _hooks.op("pow")(base, self)      # the array API's pow (complex: fuelvk.ops.complex)
 
     __floordiv__, __rfloordiv__ = _binary("floor_divide"), _binary("floor_divide", True)
     __ifloordiv__ = _binary("floor_divide", inplace=True)

@@ -53,8 +53,12 @@ def _complex_aware(name, kind, complex_op=None):
     else:
         @functools.wraps(real)
         def f(*args, **kwargs):
-            if len(args) == 2 and not kwargs and _complex_operands(*args):
-                return _cx.binary(cop, *args)
+            if len(args) == 2 and not kwargs:
+                a, b = args
+                if type(a) is Array and type(b) is Array and a.dtype.kind != "c" and b.dtype.kind != "c":
+                    return real(a, b)    # two real device arrays (the hot path): no complex operand
+                if _complex_operands(a, b):
+                    return _cx.binary(cop, a, b)
             return real(*args, **kwargs)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = (real.__doc__ or f"Elementwise {name}.") + "\n\nComplex operands: fuelvk.ops.complex (C99 Annex G " \

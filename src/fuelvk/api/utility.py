@@ -18,10 +18,10 @@ import math
 from .. import dtypes as _dt
 from .. import layout
 from ..array import Array, complex_part, empty
-from ..errors import DTypeError, ShapeError, UnsupportedError
+from ..errors import DTypeError, ShapeError
 from ..ops.comparison import equal, greater, less, not_equal
 from ..ops.elementwise import abs as _abs
-from ..ops.elementwise import copysign, int_binary, multiply, negative, power, subtract
+from ..ops.elementwise import api_binary, copysign, int_binary, multiply, negative, subtract
 from ..ops import complex as _cx
 from ..ops.matmul import matmul as _real_matmul
 from ..ops.movement import concatenate, where
@@ -143,11 +143,9 @@ def signbit(x, /):
 
 
 def pow(x1, x2, /):  # noqa: A001 - the standard's name
-    """x1 ** x2 for an integer scalar x2 (fuelvk.power); array exponents are not implemented yet."""
-    if isinstance(x2, Array):
-        raise UnsupportedError("pow: an array exponent is not implemented yet (fuelvk.power takes an integer "
-                               "scalar exponent)")
-    return power(x1, x2)
+    """x1 ** x2 elementwise, broadcast: floats by the standard's special cases (a few ulp elsewhere),
+    integers exact and wrapping (a negative integer exponent is a ValueCastError, numpy's rule)."""
+    return api_binary("pow", x1, x2)
 
 
 def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
@@ -204,15 +202,23 @@ def _int_only(name):
     def f(x1, x2, /):
         if builtins.any(isinstance(v, Array) and v.dtype.kind == "f" or isinstance(v, float)
                         for v in (x1, x2)):
-            raise UnsupportedError(f"{name} of floats is not implemented in fuelvk yet (it needs an exact fmod "
-                                   "kernel); integer dtypes are supported")
+            raise DTypeError(f"{name} takes integer operands (the standard defines it for integer dtypes only)")
         return int_binary(name, x1, x2)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = f"Elementwise {name} of integer arrays (exact, numpy's semantics; shaders/intops.comp)."
     return f
 
 
-floor_divide = _int_only("floor_divide")
-remainder = _int_only("remainder")
+def floor_divide(x1, x2, /):
+    """x1 // x2 rounded toward -inf: integers exact (x // 0 == 0), floats numpy's bits (an exact fmod,
+    then numpy's divmod), except the standard's infinite cases: inf // finite = +-inf, finite // inf = +-0."""
+    return api_binary("floor_divide", x1, x2)
+
+
+def remainder(x1, x2, /):
+    """x1 % x2 with the divisor's sign (Python's / numpy's): integers exact, floats numpy's bits."""
+    return api_binary("remainder", x1, x2)
+
+
 bitwise_left_shift = _int_only("bitwise_left_shift")
 bitwise_right_shift = _int_only("bitwise_right_shift")

@@ -366,7 +366,7 @@ def solve_moe_fp8_renorm(defn, inputs):
             tok, slot = np.nonzero(chosen == ex)
             tok_d = fv.asarray(tok.astype(np.int32))
             g1 = fp8_block_matmul(fv.take(a, tok_d, axis=0), w13[ex], s13[ex], block)        # [n, 2I]
-            c = fv.silu(g1[:, inter:]) * g1[:, :inter]
+            c = fv.silu_mul(g1[:, inter:], g1[:, :inter])                                    # SwiGLU, one pass
             wt = fv.take(probs, fv.asarray((tok * top_k + slot).astype(np.int32)))[:, None]
             out = fv.index_add(out, 0, tok_d, fp8_block_matmul(c, w2[ex], s2[ex], block) * wt)
         return (out.astype(odt).numpy(),)

@@ -4,7 +4,7 @@ The inventory lists 12 pairs (f32<->f16/bf16/f64, f8e4m3<->f32/f16/bf16); the ot
 f64<->f16/bf16/f8) are fuelvk additions, so every float astype is one dispatch with one rounding.
 """
 from .elementwise import EPT, FLAG_DEFINES, WG
-from .registry import family
+from .registry import family, texel_twins
 
 GROUP = "Casts"
 FORMATS = {"f8e4m3": 0, "f16": 1, "bf16": 2, "f32": 3, "f64": 4}
@@ -29,7 +29,7 @@ def nan_rule(src, dst):
 
 
 PAIRS = [(s, d) for s in FORMATS for d in FORMATS if s != d]
-family("cast", "cast.comp", {f"{s}_to_{d}": f"cast_{s}_to_{d}" for s, d in PAIRS}, GROUP,
+texel_twins("cast", "cast.comp", {f"{s}_to_{d}": f"cast_{s}_to_{d}" for s, d in PAIRS}, GROUP,
        defines={"WG": WG, "EPT": EPT, **FLAG_DEFINES},
        tag_defines={f"{s}_to_{d}": {"SRC": FORMATS[s], "DST": FORMATS[d], "NAN_RULE": nan_rule(s, d)}
                     for s, d in PAIRS},

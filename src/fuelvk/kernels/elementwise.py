@@ -4,7 +4,7 @@ Op ids and flag bits are the tables below, numbered by `ids` (no two ops of one 
 id); shaders see them as defines (OP_EXP, OP_ADD, FLAG_B_SCALAR, ...) and name only those. Adding a
 unary op: its name in UNARY_OPS / ROUNDING_OPS / MATH_OPS and its `case OP_<NAME>:` in elementwise.comp.
 """
-from .registry import DTYPE_FEATURES, family, float_variants, id_defines, ids, wide_or_plain
+from .registry import DTYPE_FEATURES, family, float_variants, id_defines, ids, texel_twins, wide_or_plain
 
 GROUP = "Element-wise unary / binary / affine"
 MAX_RANK = 6      # the EW Params' shape / stride arrays (shaders/elementwise.comp and its kin)
@@ -28,7 +28,16 @@ FIXED_OPS = ("affine", "clamp", "powi")               # families of their own (F
 UNARY = ids(*UNARY_OPS, *ROUNDING_OPS, *MATH_OPS, *FIXED_OPS)
 BINARY_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "copysign", "hypot", "logaddexp",
               "atan2", "nextafter")
-BINARY = ids(*BINARY_OPS)                             # apply_binary's switch
+# The array API's floor_divide / remainder / pow of floats (fuelvk.api composes their public functions,
+# integers go to intops.comp), and torch's float rounding of the first two (the PyTorch device's aten
+# ops): in the same switch, not public ops of their own.
+API_BINARY_OPS = ("floor_divide", "remainder", "pow", "torch_floor_divide", "torch_remainder")
+BINARY = ids(*BINARY_OPS, *API_BINARY_OPS)            # apply_binary's switch
+assert not set(UNARY) & set(BINARY), "the fused kernel sees both tables' OP_<NAME> defines"
+# The fused kernel's PRE / POST id meaning "no unary op" (outside UNARY's ids).
+FUSED_NONE = 255
+# Unary ops the fused kernel may apply (those that read no scalar argument from the Params).
+FUSABLE_UNARY = tuple(n for n in UNARY if n not in ("heaviside",) + FIXED_OPS)
 # The EW Params' flags word: per input, contiguous (linear index) or constant (every stride 0) --
 # input b's bits are a's shifted by FLAG_B_SHIFT -- and a scalar operand in s0 (a) or s1 (b).
 FLAGS = {"a_contiguous": 1, "a_constant": 2, "b_contiguous": 4, "b_constant": 8, "b_scalar": 16, "a_scalar": 32}
@@ -55,12 +64,18 @@ FAMILIES_EW = {  # name -> (defines, tags)
     "affine": ({"NIN": 1, "FIXED_OP": UNARY["affine"]}, ("f32", "f16", "bf16", "f64")),
     "clamp": ({"NIN": 1, "FIXED_OP": UNARY["clamp"]}, ("f32",)),
     "powi": ({"NIN": 1, "FIXED_OP": UNARY["powi"]}, ("f32",)),
+    # out = POST(OP(PRE(a), b)): a binary op with unary ops before and after (spec constants PRE / POST,
+    # UNARY ids or FUSED_NONE), e.g. silu(a) * b in one pass (ops/elementwise.fused)
+    "fused_ew": ({"NIN": 2, "FUSED": 1, "FUSED_NONE": FUSED_NONE, **id_defines(OP=UNARY)}, ("f32", "f16", "bf16", "f64")),
 }
+# The binary family's f64 variant steps through 53-bit integer mantissas (the exact fmod): shaderInt64.
+_BINARY_TAG_FEATURES = {**DTYPE_FEATURES, "f64": DTYPE_FEATURES["f64"] + ("int64",)}
 for _name, (_defs, _tags) in FAMILIES_EW.items():
     _defs = {**(_BINARY_DEFINES if _defs["NIN"] == 2 else _UNARY_DEFINES), **_defs}
-    family(_name, SRC, float_variants(_name, _tags), GROUP, defines=_defs)
-    family(f"{_name}_w64", SRC, float_variants(f"{_name}_w64", [t for t in _tags if t in WIDE_TAGS]),
-           GROUP, defines={**_defs, "W64": 1}, features=(WIDE,), tag_features=WIDE_TAG_FEATURES)
+    texel_twins(_name, SRC, float_variants(_name, _tags), GROUP, defines=_defs,
+                tag_features=_BINARY_TAG_FEATURES if _defs["NIN"] == 2 else DTYPE_FEATURES)
+    texel_twins(f"{_name}_w64", SRC, float_variants(f"{_name}_w64", [t for t in _tags if t in WIDE_TAGS]),
+                GROUP, defines={**_defs, "W64": 1}, features=(WIDE,), tag_features=WIDE_TAG_FEATURES)
 del _name, _defs, _tags
 
 # compare.comp: the comparisons, keyed by the dtype compared (every dtype fuelvk stores), bool out.

@@ -5,7 +5,7 @@ from .registry import family, id_defines, ids
 
 GROUP = "Element-wise unary / binary / affine"
 INT_BINARY_OPS = ("add", "subtract", "multiply", "floor_divide", "remainder", "maximum", "minimum", "bitwise_and",
-                  "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift")
+                  "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "pow")
 INT_UNARY_OPS = ("negative", "abs", "square", "sign", "bitwise_invert")
 # The OP specialization constant's ids (OP_ADD, ... in the shader), one table per switch.
 INT_BINARY, INT_UNARY = ids(*INT_BINARY_OPS), ids(*INT_UNARY_OPS)

@@ -47,3 +47,7 @@ for _name, _defs in (("masked_fill", {}), ("masked_copy", {"MASKED_COPY": 1})):
            defines={"WG": EW_WG, "EPT": EW_EPT, **FLAG_DEFINES, **_defs}, tag_defines=WIDTH_DEFINES,
            tag_features={t: tuple(sorted(set(f) | {"storage8", "int8"})) for t, f in WIDTH_FEATURES.items()})
 del _name, _defs
+
+# copy_texels.comp: copies whose views are runs of whole 16-byte texels (any element width: raw bits),
+# read through texel views where the device reads those faster (ops/movement.py texel_runs).
+family("copy_texels", "copy_texels.comp", {"x16": "copy_texels"}, GROUP, defines=_SIZES, tag_defines={}, tag_features={})

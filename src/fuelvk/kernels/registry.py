@@ -90,6 +90,26 @@ def family(name, source, variants, group, defines=None, tag_defines=DTYPE_DEFINE
     return fam
 
 
+SSBO_TWIN = "_ssbo"   # the suffix of a family's storage-only twin (texel_twins)
+
+
+def texel_twins(name, source, variants, group, defines=None, **kw):
+    """Declare family `name` and its storage-only twin `<name>_ssbo`: the same shader with NO_TEXEL
+    defined, so it has no texel view bindings (launch_strided runs the twin when a launch reads and
+    writes nothing through texels: an unused bound view still costs a CPU driver per dispatch)."""
+    fam = family(name, source, variants, group, defines=defines, **kw)
+    family(name + SSBO_TWIN, source, {t: tuple(f"{n}{SSBO_TWIN}" for n in v.names) for t, v in fam.variants.items()},
+           group, defines={**(defines or {}), "NO_TEXEL": 1},
+           **{k: v for k, v in kw.items() if k != "extra"})
+    return fam
+
+
+def storage_twin(variant):
+    """The storage-only twin of a variant declared by texel_twins, or None."""
+    fam = FAMILIES.get(variant.family + SSBO_TWIN)
+    return None if fam is None else fam.variants.get(variant.tag)
+
+
 def kernel(family_name, tag):
     return FAMILIES[family_name].variants[tag]
 
@@ -98,7 +118,7 @@ def wide_or_plain(plain, wide, tag, features):
     """A faster twin family's variant (e.g. 64-bit-word loads) where the device has every feature it needs
     (`features`), else the plain family's: kernel(wide, tag) or kernel(plain, tag)."""
     v = FAMILIES[wide].variants.get(tag)
-    return v if v is not None and all(f in features for f in v.features) else kernel(plain, tag)
+    return v if v is not None and features.issuperset(v.features) else kernel(plain, tag)
 
 
 def float_variants(prefix, tags=("f32", "f16", "bf16", "f64"), bare="f32"):

@@ -4,6 +4,7 @@ Convention (CuPy's): numpy (or scalar) inputs give numpy outputs; any Array inpu
 """
 import math
 import numbers
+import operator
 import struct
 
 import numpy as np
@@ -17,8 +18,17 @@ from ..runtime import loadpath
 from ..runtime.loadpath import TEXEL_BYTES
 from ..kernels.elementwise import EPT, FLAGS, LINEAR, MAX_RANK, TEX, TEXEL_BINDINGS, TEXW, WG
 from ..kernels.movement_core import copy_variant
+from ..kernels.registry import storage_twin
 
 ZERO2 = (0, 0)
+_LIMITS = "device limits"   # the key of Context.plans' entry naming the limits its plans were made for
+# Small launches (unless FUELVK_TEXEL_LOADS forces a path, as tests do): no texel views below
+# loadpath.TEXEL_MIN_BYTES per operand, and the indexed path below LINEAR_MIN elements, which lavapipe
+# executes faster there (a 16-element f32 add: ~17 us of CPU against ~28 us for LINEAR; equal at 256
+# elements, LINEAR far ahead from 1024; benches/bench_dispatch.py). Either path reads the same few
+# elements on any device.
+LINEAR_MIN = 256
+SMALL = {"min_bytes": loadpath.TEXEL_MIN_BYTES, "linear_min": LINEAR_MIN}
 
 
 def device_args(op, *xs):
@@ -108,36 +118,51 @@ def launch_strided(variant, out, inputs, spec=None, s0=ZERO2, s1=ZERO2, flags_ex
     constant (all-stride-0) inputs get the kernel's linear fast paths. When every input is
     contiguous or constant with 4-aligned offsets, the LINEAR specialization (4 elements per access,
     through 64-bit words in the *_w64 variants where the device has shaderInt64; no
-    index arithmetic) runs, in the kernels whose SPIR-V declares it. The launch plan (pipelines,
-    grids, packed Params) depends only on the geometry, so it is cached per context: a repeated
-    call costs a dict lookup plus the dispatches.
+    index arithmetic) runs, in the kernels whose SPIR-V declares it. A launch that reads and writes
+    nothing through texel views runs the variant's storage-only twin (registry.texel_twins), which
+    binds no views. The launch plan (pipelines, grids, packed Params, which buffers bind where)
+    depends only on the geometry and the buffers' sizes, so it is cached per context: a repeated
+    call costs building its key, one dict lookup and the dispatches.
     """
     ctx = runtime.get()
-    lim = ctx.device.limits.maxStorageBufferRange
-    if out.buffer.size > lim or any(x.buffer.size > lim for x in inputs):
-        shape = out.shape
-        views = [out] + [x if x.shape == shape else x.broadcast_to(shape) for x in inputs]
-        for w in blocks(views, lim):
-            launch_strided(variant, w[0], w[1:], spec, s0, s1, flags_extra)
-        return
-    spec_key = tuple(sorted(spec.items())) if spec else ()
+    plans, limits = ctx.plans, ctx.device.limits
+    if plans.get(_LIMITS) is not limits:    # plans depend on the limits (tests swap in overrides)
+        plans.clear()
+        plans[_LIMITS] = limits
     loads, stores = loadpath.texel_paths(ctx)
-    texels = (loads or stores) and (loads, stores) + tuple(x.buffer.size // TEXEL_BYTES for x in (out,) + tuple(inputs))
-    key = (variant._id, spec_key, s0, s1, flags_extra, out.shape, out.offset,
-           tuple((x.shape, x.strides, x.offset) for x in inputs), texels)
-    plan = ctx.plans.get(key)
+    ob = out.buffer
+    key = (variant._id, tuple(spec.items()) if spec else (), s0, s1, flags_extra, out.shape, out.offset, ob.size,
+           loads, stores)
+    for x in inputs:
+        key += (x.shape, x.strides, x.offset, x.buffer.size)
+    plan = plans.get(key)
     if plan is None:
-        plan = _plan(ctx, variant, out, inputs, spec or {}, s0, s1, flags_extra, texels)
-        if len(ctx.plans) > 4096:
-            ctx.plans.clear()
-        ctx.plans[key] = plan
-    pipes, writes, views = plan
+        lim = limits.maxStorageBufferRange
+        if ob.size > lim or any(x.buffer.size > lim for x in inputs):   # buffer sizes are in the key
+            shape = out.shape
+            views = [out] + [x if x.shape == shape else x.broadcast_to(shape) for x in inputs]
+            for w in blocks(views, lim):
+                launch_strided(variant, w[0], w[1:], spec, s0, s1, flags_extra)
+            return
+        texels = (loads or stores) and (loads, stores) + tuple(x.buffer.size // TEXEL_BYTES
+                                                              for x in (out,) + tuple(inputs))
+        pipes, writes, views = _plan(ctx, variant, out, inputs, spec or {}, s0, s1, flags_extra, texels,
+                                     **({} if loadpath.forced() else SMALL))
+        stub = loadpath.stub(ctx.pool) if views and None in views else None
+        # which buffer each binding takes: out, the inputs, then per texel view its source or the stub
+        order = tuple(range(1 + len(inputs))) + tuple(len(inputs) + 1 if k is None else k for k in views or ())
+        plan = (pipes, writes, operator.itemgetter(*order) if len(order) > 1 else lambda t: t[:1], stub)
+        if len(plans) > 4096:
+            plans.clear()
+            plans[_LIMITS] = limits
+        plans[key] = plan
+    pipes, writes, bind, stub = plan
     if not pipes:
         return
-    bufs = (out.buffer,) + tuple(x.buffer for x in inputs)
-    if views:
-        stub = loadpath.stub(ctx.pool)
-        bufs += tuple(stub if k is None else bufs[k] for k in views)
+    if len(inputs) == 2:
+        bufs = bind((ob, inputs[0].buffer, inputs[1].buffer, stub))
+    else:
+        bufs = bind((ob,) + tuple(x.buffer for x in inputs) + (stub,))
     dispatch = ctx.stream.dispatch
     for pipe, groups, push in pipes:
         dispatch(pipe, groups, bufs, writes, push)
@@ -152,12 +177,14 @@ def _texel_ok(offset, itemsize, n, texels):
     return 0 < texels <= runtime.get().device.limits.maxTexelBufferElements and end <= texels
 
 
-def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False):
+def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, min_bytes=0, linear_min=0):
     """([(pipeline, grid, Params bytes)] one per rank<=6 chunk, the write set, the texel views'
     sources: per texel binding (a_t, b_t) the input it views or None for the stub) for
     launch_strided. The Params, bindings and spec constants go through the kernel's Signature by
     name, once per plan. texels: False (storage buffers) or (texel loads, texel stores, then out's
-    and each input's buffer size in texels)."""
+    and each input's buffer size in texels); min_bytes: chunks moving fewer bytes per operand stay
+    on storage buffers; linear_min: chunks of fewer elements take the indexed path, not LINEAR. A plan that binds no texel view runs the storage-only twin, if the variant
+    has one (no views: view sources ())."""
     sig = ctx.pipelines.signature(variant)
     views = tuple(b for b in sig.bindings if b in TEXEL_BINDINGS)
     out_view = "o_t" in views
@@ -180,7 +207,7 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False):
         m = math.prod(sub)
         contig = layout.contiguous_strides(sub)
         flags = flags_extra
-        linear = linear_ok
+        linear = linear_ok and m >= linear_min
         for k, s in enumerate(st):
             if tuple(s) == contig:
                 flags |= _CONTIGUOUS[k]
@@ -193,10 +220,11 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False):
         linear = linear and off_o % 4 == 0
         # Texel loads: LINEAR chunks whose contiguous inputs all have views covering what they read.
         contig_in = [k for k in range(len(inputs)) if flags & _CONTIGUOUS[k]]
-        tex = bool(views) and linear and texels and texels[0] and bool(contig_in) and all(
+        big = m * out.dtype.itemsize >= min_bytes
+        tex = bool(views) and linear and big and texels and texels[0] and bool(contig_in) and all(
             _texel_ok(offs[k], inputs[k].dtype.itemsize, m, texels[3 + k]) for k in contig_in)
         # Texel stores: the same, for an output whose 4-element units are whole texels (f32, f64).
-        texw = bool(views) and linear and texels and texels[1] and TEXW in sig.spec_ids and out.dtype.itemsize in (4, 8) \
+        texw = bool(views) and linear and big and texels and texels[1] and TEXW in sig.spec_ids and out.dtype.itemsize in (4, 8) \
             and _texel_ok(off_o, out.dtype.itemsize, m, texels[2])
         if tex or texw:
             view_src = tuple(1 + k if tex and k in contig_in else None for k in range(len(inputs))) \
@@ -206,14 +234,19 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False):
             off_a=offs[0] if offs else 0, off_b=offs[1] if len(offs) > 1 else 0, s0=s0, s1=s1, shape=sub,
             sa=st[0] if st else (), sb=st[1] if len(st) > 1 else ()))
         per_group = WG * EPT * (4 if linear else 1)
-        plan.append((ctx.pipelines.get(variant, spec_ids), ctx.groups(-(-m // per_group)), push))
+        plan.append((spec_ids, ctx.groups(-(-m // per_group)), push))
     writes = sig.writes
+    if views and view_src is None:
+        twin = storage_twin(variant)
+        if twin is not None:
+            return _plan(ctx, twin, out, inputs, spec, s0, s1, flags_extra, linear_min=linear_min)
+    plan = [(ctx.pipelines.get(variant, spec_ids), groups, push) for spec_ids, groups, push in plan]
     if views:
         view_src = view_src or (None,) * len(views)
         # the stub is never written: a writeonly view bound to it must not order later dispatches
         nb = len(writes) - len(views)
         writes = writes[:nb] + tuple(w and k is not None for w, k in zip(writes[nb:], view_src))
-    return plan, writes, view_src
+    return plan, writes, view_src or ()
 
 
 # The FLAGS bits of input k (a, b) being contiguous / constant.

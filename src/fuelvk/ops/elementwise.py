@@ -13,9 +13,9 @@ from .. import dtypes as _dt
 from .. import layout
 from .. import runtime
 from ..array import Array
-from ..errors import DTypeError
-from ..kernels.elementwise import (BINARY, BINARY_OPS, F32_F64_ONLY, FLAGS, MATH_OPS, NO_F64, ROUNDING_OPS, UNARY,
-                                   UNARY_OPS, variant)
+from ..errors import DTypeError, ValueCastError
+from ..kernels.elementwise import (API_BINARY_OPS, BINARY, BINARY_OPS, F32_F64_ONLY, FLAGS, FUSABLE_UNARY, FUSED_NONE,
+                                   MATH_OPS, NO_F64, ROUNDING_OPS, UNARY, UNARY_OPS, variant)
 from ..kernels import kernel
 from ..kernels.intops import INT_BINARY, INT_BINARY_OPS, INT_UNARY, INT_UNARY_OPS
 from ._core import (ZERO2, device_args, element_words, is_scalar, launch_strided, new_like, promote, result,
@@ -23,7 +23,8 @@ from ._core import (ZERO2, device_args, element_words, is_scalar, launch_strided
 from .casts import astype
 from .movement_core import copy
 
-__all__ = list(UNARY_OPS) + list(ROUNDING_OPS) + list(MATH_OPS) + list(BINARY_OPS) + ["affine", "clip", "power"]
+__all__ = list(UNARY_OPS) + list(ROUNDING_OPS) + list(MATH_OPS) + list(BINARY_OPS) + ["affine", "clip", "power",
+                                                                                      "silu_mul", "gelu_mul"]
 
 
 def _unary(op, family, x, spec=None, s0=ZERO2, s1=ZERO2, accepted=_dt.FLOAT_TAGS):
@@ -75,6 +76,8 @@ round = globals()["round"]  # noqa: A001 - numpy's name
 
 def _accepted(name):
     """The float tags op `name` runs in (see kernels/elementwise.NO_F64 / F32_F64_ONLY)."""
+    if name not in NO_F64 and name not in F32_F64_ONLY:
+        return _dt.FLOAT_TAGS
     if name in NO_F64:
         return {d: t for d, t in _dt.FLOAT_TAGS.items() if t != "f64"}
     if name in F32_F64_ONLY:
@@ -134,9 +137,29 @@ def int_binary(op, a, b):
     if tag is None:
         raise DTypeError(f"{op}: dtype {dt} is not an integer dtype fuelvk computes in; accepted: "
                          f"{', '.join(map(str, _INT_TAGS))}")
+    if op == "pow":
+        _refuse_negative_exponent(b, b_s, dt)
     out = _launch_binary(op, kernel("int_binary", tag), {"OP": INT_BINARY[op]}, a, b, a_s, b_s, dt,
                          _int_scalar)
     return result(out, numpy_out)
+
+
+def _refuse_negative_exponent(b, b_s, dt):
+    """numpy's rule for integer ** integer: a negative exponent is a ValueError (the standard leaves it
+    unspecified). An exponent array of a signed dtype is checked on the device: its negative elements
+    counted (a float32 sum of 0 / 1, exact: any nonzero count is > 0), one synchronisation."""
+    if b_s:
+        neg = b < 0
+    elif dt.kind == "i" and b.size:
+        from .comparison import less
+        from .movement import where
+        from .reduction import sum as _sum
+        neg = _sum(where(less(b, 0), 1.0, 0.0)).item() > 0
+    else:
+        neg = False
+    if neg:
+        raise ValueCastError("pow: integers to negative integer powers are not allowed (numpy's rule); cast the "
+                             "base to a float dtype first")
 
 
 def _launch_binary(op, v, spec, a, b, a_s, b_s, dt, words):
@@ -171,7 +194,19 @@ def _is_int(x):
     return isinstance(x, (Array, np.ndarray)) and d in _INT_TAGS
 
 
+_BINARY_SPEC = {name: {"OP": i} for name, i in BINARY.items()}   # one dict per op: launch_strided's key
+
+
 def _binary(op, a, b):
+    if type(a) is Array and type(b) is Array and a.dtype == b.dtype:
+        # The common case first (two device arrays of one float dtype; every check below is the
+        # general path's, in its order): no scalar, upload or promotion to consider.
+        tag = _accepted(op).get(a.dtype)
+        pa, pb = a.buffer.pool, b.buffer.pool
+        if tag is not None and pa is not None and not pa.closed and pb is not None and not pb.closed:
+            out = new_like(a.shape if a.shape == b.shape else layout.broadcast_shapes(op, a.shape, b.shape), a.dtype)
+            launch_strided(variant("binary", tag, runtime.get().device.features), out, [a, b], _BINARY_SPEC[op])
+            return out
     if op in INT_BINARY_OPS and (_is_int(a) or _is_int(b)):
         arrays = isinstance(a, (Array, np.ndarray)) and isinstance(b, (Array, np.ndarray))
         if not arrays or a.dtype == b.dtype:
@@ -211,6 +246,17 @@ for _name in BINARY_OPS:
     globals()[_name] = _make_binary(_name)
 
 
+def api_binary(op, a, b):
+    """floor_divide, remainder or pow (kernels/elementwise.API_BINARY_OPS) of real operands with numpy's
+    broadcasting and promotion: integers exact (shaders/intops.comp; a negative integer exponent is a
+    ValueCastError, as numpy's ValueError), floats in the binary kernel (floor_divide / remainder
+    numpy's bits by an exact fmod; pow with the array API's special cases). fuelvk.api's public
+    floor_divide / remainder / pow are this."""
+    if op not in API_BINARY_OPS:
+        raise ValueError(f"api_binary: {op!r} is not one of {API_BINARY_OPS}")
+    return _binary(op, a, b)
+
+
 def affine(x, mul, add):
     """x * mul + add with scalar mul/add (two roundings, as numpy's x * mul + add)."""
     return _unary("affine", "affine", x, s0=mul, s1=add)
@@ -223,17 +269,62 @@ def clip(x, lo, hi):
 
 
 def power(x, n):
-    """x ** n for an integer n (repeated squaring; n < 0 uses 1/x, so power(0, -k) = inf); float32."""
-    try:
-        n = operator.index(n)
-    except TypeError:
-        raise DTypeError(f"power: the exponent must be an integer, got {n!r}") from None
-    if not -2**31 <= n < 2**31:
-        raise DTypeError(f"power: exponent {n} does not fit in int32")
-    return _unary("power", "powi", x, s0=(n & 0xFFFFFFFF, 0), accepted=(_dt.float32,))
+    """x ** n. A float32 array and an integer n: repeated squaring (n < 0 uses 1/x, so power(0, -k) =
+    inf), the op's gradient rule; anything else (array exponents, other dtypes, float n) is the
+    array API's pow (api_binary("pow", x, n))."""
+    n_int = None
+    if is_scalar(n) and not isinstance(n, (bool, np.bool_)):
+        try:
+            n_int = operator.index(n)
+        except TypeError:
+            pass
+    if n_int is None or getattr(x, "dtype", None) != _dt.float32 or not -2**31 <= n_int < 2**31:
+        return _binary("pow", x, n)
+    return _unary("power", "powi", x, s0=(n_int & 0xFFFFFFFF, 0), accepted=(_dt.float32,))
 
 
 del _name
+
+
+# -- fused chains: one pass instead of two or three ----------------------------------------------------
+def fused(name, a, b, op, pre=None, post=None):
+    """post(op(pre(a), b)) in one dispatch of the fused_ew kernel: `op` a binary op (BINARY_OPS), pre /
+    post unary ops (FUSABLE_UNARY) or None. Same operands, broadcasting, scalars and dtypes as the
+    float binary ops; each intermediate is rounded to the element type as the unfused ops store it,
+    so the result has the bits of the unfused chain (post(op(pre(a), b)) as separate ops)."""
+    for u in (pre, post):
+        if u is not None and u not in FUSABLE_UNARY:
+            raise DTypeError(f"{name}: {u!r} cannot be fused; fusable unary ops: {', '.join(FUSABLE_UNARY)}")
+    if op not in BINARY:
+        raise DTypeError(f"{name}: {op!r} is not a binary op; accepted: {', '.join(BINARY)}")
+    a_s, b_s = is_scalar(a), is_scalar(b)
+    if a_s and b_s:
+        (a, b), numpy_out = device_args(name, np.asarray(a), np.asarray(b))
+        a_s = b_s = False
+    elif a_s or b_s:
+        (arr,), numpy_out = device_args(name, b if a_s else a)
+        a, b = (a, arr) if a_s else (arr, b)
+    else:
+        (a, b), numpy_out = device_args(name, a, b)
+        a, b = promote(name, [a, b])
+    dt = (b if a_s else a).dtype
+    tag = _dt.float_tag(name, dt, _accepted(op))
+    spec = {"OP": BINARY[op], "PRE": FUSED_NONE if pre is None else UNARY[pre],
+            "POST": FUSED_NONE if post is None else UNARY[post]}
+    v = variant("fused_ew", tag, runtime.get().device.features)
+    return result(_launch_binary(name, v, spec, a, b, a_s, b_s, dt, scalar_words), numpy_out)
+
+
+def silu_mul(a, b):
+    """silu(a) * b in one pass (SwiGLU: silu(x @ W_gate) * (x @ W_up)); the bits of fuelvk.silu(a) * b,
+    numpy broadcasting, f32/f16/bf16/f64."""
+    return fused("silu_mul", a, b, "multiply", pre="silu")
+
+
+def gelu_mul(a, b):
+    """gelu(a) * b in one pass (GeGLU; gelu's tanh approximation, as fuelvk.gelu); the bits of
+    fuelvk.gelu(a) * b, numpy broadcasting, f32/f16/bf16/f64."""
+    return fused("gelu_mul", a, b, "multiply", pre="gelu")
 
 
 # -- op records (ops/_opdef.py): one line per public op ---------------------------------------------------
@@ -287,6 +378,15 @@ declare(
                      ("maximum", "torch.maximum(a, b)"), ("minimum", "torch.minimum(a, b)"))),
     *(OpDef(_n, globals()[_n], _binary_rule, reference=f"torch.{_n}(a, b)")
       for _n in ("copysign", "hypot", "logaddexp", "atan2", "nextafter")),
+    # fused chains: silu(a) * b is 5 + 1 flops, gelu(a) * b 8 + 1 (the unary records' counts)
+    OpDef("silu_mul", silu_mul, _binary_rule, numpy=lambda a, b: a / (1 + np.exp(-a)) * b,
+          torch=lambda a, b: __import__("torch").nn.functional.silu(a) * b,
+          reference="a / (1.0 + torch.exp(-a)) * b", schema="(Tensor a, Tensor b) -> Tensor"),
+    OpDef("gelu_mul", gelu_mul, _binary_rule,
+          numpy=lambda a, b: 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a ** 3))) * b,
+          torch=lambda a, b: __import__("torch").nn.functional.gelu(a, approximate="tanh") * b,
+          reference="0.5 * a * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (a + 0.044715 * a * a * a))) * b",
+          schema="(Tensor a, Tensor b) -> Tensor"),
     OpDef("affine", affine, same, numpy=lambda x, mul, add: x * mul + add, reference="x * mul + add", grad="affine",
           schema="(Tensor x, float mul, float add) -> Tensor"),
     OpDef("clip", clip, same, numpy=lambda x, lo, hi: np.clip(x, lo, hi),

@@ -14,7 +14,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import layout
 from .. import runtime
-from ..array import Array, asarray
+from ..array import Array, asarray, complex_part
 from ..errors import DTypeError, FuelVKIndexError, ShapeError
 from ..kernels import kernel
 from ..kernels.movement import EPT, MAX_RANK, WG, WRITE_FLAGS
@@ -22,6 +22,8 @@ from ._core import (blocks, contiguous, device_args, element_words, fits, launch
                     spans, tiles, windowed)
 from ..kernels.movement_core import copy_variant
 from .casts import astype
+from ..runtime import loadpath
+from ..runtime.loadpath import TEXEL_BYTES
 
 __all__ = ["flip", "roll", "triu", "tril", "concatenate", "masked_fill", "where", "add_assign_scaled", "setitem"]
 
@@ -122,10 +124,68 @@ def _write_chunks(shape, so, sa, off_o, off_a):
         yield from _write_chunks(shape[1:], so[1:], sa[1:], off_o + i * so[0], off_a + i * sa[0])
 
 
+def texel_runs(dst, src):
+    """dst view <- src (broadcast to dst.shape) as whole 16-byte texels through copy_texels.comp, where
+    _texel_plan allows. True when launched; False leaves the copy to the element-wise kernels
+    (unaligned views, tails, other devices)."""
+    plan = _texel_plan(dst, src)
+    if plan is not None:
+        _launch_texels(dst, src, plan)
+    return plan is not None
+
+
+def _texel_plan(dst, src):
+    """copy_texels' Params for dst <- src, or None: the device reads texels faster (Device.texel_loads,
+    FUELVK_TEXEL_LOADS) and both views are runs of whole texels: after collapsing dims the last is
+    contiguous on both sides, and its length, every offset and every outer stride are multiples of
+    the texel's element count; both buffers fit one binding and one texel view."""
+    ctx = runtime.get()
+    loads, stores = loadpath.texel_paths(ctx)
+    isz = dst.dtype.itemsize
+    if not loads or dst.size == 0 or isz != src.dtype.itemsize or TEXEL_BYTES % isz:
+        return None
+    per = TEXEL_BYTES // isz
+    cshape, (so, sa) = layout.collapse(dst.shape, dst.strides,
+                                       layout.broadcast_strides(src.shape, src.strides, dst.shape))
+    if not cshape or len(cshape) > MAX_RANK or so[-1] != 1 or sa[-1] != 1 or cshape[-1] % per:
+        return None
+    if any(v % per for v in so[:-1] + sa[:-1] + (dst.offset, src.offset)):
+        return None
+    lim = ctx.device.limits
+    if any(not 0 < b.size // TEXEL_BYTES <= lim.maxTexelBufferElements or b.size > lim.maxStorageBufferRange
+           for b in (dst.buffer, src.buffer)):
+        return None
+    shape = cshape[:-1] + (cshape[-1] // per,)
+    n = math.prod(shape)
+    magic, shift = _divider(shape[-1], n)
+    return dict(n=n, rank=len(shape), off_o=dst.offset // per, off_a=src.offset // per, run_magic=magic,
+                run_shift=shift, shape=shape, sa=[s // per for s in sa[:-1]] + [1],
+                so=[s // per for s in so[:-1]] + [1], TEXW=int(stores))
+
+
+def _launch_texels(dst, src, plan):
+    ctx = runtime.get()
+    ctx.launch(kernel("copy_texels", "x16"), ctx.groups(-(-plan["n"] // _PER_GROUP)), out=dst, a_t=src, o_t=dst,
+               **plan)
+
+
+def _divider(d, n):
+    """(m, s) with floor(i * m / 2**s) == i // d for every 0 <= i < n (n <= 2**31): m = ceil(2**s / d),
+    s = k + ceil(log2 d), k the bits of n - 1 (Granlund & Montgomery's round-up method)."""
+    k = max((n - 1).bit_length(), 1)
+    s = k + (d - 1).bit_length()
+    return -(-(1 << s) // d), s
+
+
+_MOVES = ("write_slice", "concat_along_dim")   # write.comp's plain moves (texel_runs may take them)
+
+
 def launch_write(variant, dst, src, scale=0.0):
     """Run a write.comp / add_assign_scaled.comp variant: the dst view <- src broadcast to dst.shape."""
     shape = dst.shape
     if dst.size == 0:
+        return
+    if variant.family in _MOVES and texel_runs(dst, src):
         return
     if not fits(dst, src):    # larger than one binding: tiles of dst and src through windows
         for dw, sw in tiles([dst, src.broadcast_to(shape)], op="write"):
@@ -170,6 +230,8 @@ def flip(x, axis=None):
     axes = range(xa.ndim) if axis is None else _axes("flip", axis, xa.ndim)
     v = xa.flip(tuple(axes)) if xa.ndim else xa
     out = new_like(xa.shape, xa.dtype)
+    if texel_runs(out, v):    # no flip of the last axis: whole-texel rows copied in reverse order
+        return result(out, numpy_out)
     launch_remap("flip", kernel("flip", _width_tag("flip", xa.dtype)), out, v, v.strides)
     return result(out, numpy_out)
 
@@ -212,8 +274,34 @@ def roll(x, shift, axis=None):
         return result(_roll_by_writes(xa, total), numpy_out)
     lo = [(-t) % n if n else 0 for t, n in zip(total, xa.shape)]
     out = new_like(xa.shape, xa.dtype)
+    if _roll_texels(out, xa, lo):
+        return result(out, numpy_out)
     launch_remap("roll", kernel("roll", tag), out, xa, xa.strides, lo, list(xa.shape), mode="roll")
     return result(out, numpy_out)
+
+
+def _roll_texels(out, x, lo):
+    """roll as whole-texel copies (copy_texels) of its pieces: per rolled axis (source start lo[a] != 0)
+    the two ranges out[:n - lo] <- x[lo:] and out[n - lo:] <- x[:lo]; True when every piece is texel
+    runs (at most _ROLL_PIECES of them) and they were launched, else nothing is launched."""
+    rolled = [a for a, s in enumerate(lo) if s]
+    if not rolled or 2 ** len(rolled) > _ROLL_PIECES or out.size == 0:
+        return False
+    pieces = [((), ())]
+    for a in range(x.ndim):
+        n, s = x.shape[a], lo[a]
+        cuts = [(slice(0, n - s), slice(s, n)), (slice(n - s, n), slice(0, s))] if s else [(slice(None),) * 2]
+        pieces = [(po + (co,), px + (cx,)) for po, px in pieces for co, cx in cuts]
+    views = [(out[po], x[px]) for po, px in pieces]
+    plans = [_texel_plan(o, v) for o, v in views]
+    if any(p is None for p in plans):
+        return False
+    for (o, v), p in zip(views, plans):
+        _launch_texels(o, v, p)
+    return True
+
+
+_ROLL_PIECES = 4   # rolls over more axes than two stay one remap launch
 
 
 def _roll_by_writes(x, total):
@@ -429,6 +517,16 @@ def setitem(array, key, value):
                                "(ints, slices, None, ...)")
     view = array.index_view(key)
     _writable("setitem", view)
+    if view.dtype.itemsize == 16:    # complex128: written as its two float64 views (kernels move <= 8 bytes)
+        if isinstance(value, Array):
+            value = value if value.dtype == view.dtype else value.astype(view.dtype)
+            parts = [complex_part(value, p) for p in (0, 1)]
+        else:
+            host = np.asarray(value, dtype=view.dtype)
+            parts = [np.ascontiguousarray(host.real), np.ascontiguousarray(host.imag)]
+        for p, v in enumerate(parts):
+            setitem(complex_part(view, p), Ellipsis, v)
+        return
     src = _source_for("setitem", view, value)
     launch_write(kernel("write_slice", _width_tag("setitem", view.dtype)), view, src)
 

@@ -5,7 +5,7 @@ from ..array import Array
 from ..kernels.movement_core import copy_variant
 from ._core import device_args, fits, launch_strided, new_like, result
 from ..kernels import kernel
-from .movement import launch_write
+from .movement import launch_write, texel_runs
 
 __all__ = ["ascontiguousarray", "copy"]
 
@@ -16,6 +16,8 @@ def _copy_into_new(x):
     if x.dtype.itemsize == 16:   # complex128: copied as float64 pairs (a trailing axis of 2)
         src, dst = (Array(a.buffer, a.shape + (2,), tuple(2 * st for st in a.strides) + (1,), 2 * a.offset,
                           _dt.float64) for a in (x, out))
+    if texel_runs(dst, src):  # whole texels (slices, offset views) where texel loads are faster
+        return out
     if not fits(src, dst):   # larger than one binding: the write kernel, which moves 2-D tiles of a transpose
         launch_write(kernel("write_slice", _dt.width_tag(src.dtype)), dst, src)
         return out

@@ -63,7 +63,17 @@ class Limits:
             elif want < have:
                 self.overrides[name] = want
 
+        # Every field a plain attribute (hot paths read limits per call; a __getattr__ costs ~1.4 us):
+        # arrays as tuples, a profile's tighter value where it has one.
+        for name, _ in ffi.typeof(real).fields if isinstance(real, ffi.CData) else ():
+            value = getattr(real, name)
+            if isinstance(value, ffi.CData):
+                value = tuple(value)
+            setattr(self, name, self.overrides.get(name, value))
+
     def __getattr__(self, name):
+        """What is not a plain attribute (subgroupSize, set into overrides later; any field of a
+        non-cffi `real`)."""
         over = self.__dict__.get("overrides", {})
         return over[name] if name in over else getattr(self._real, name)
 

@@ -11,6 +11,7 @@ loop budget (runtime/loopcap.py; FUELVK_PIPELINE_CACHE=0: probed in every proces
 probed the same way with elementwise's LINEAR kernel writing through a storage buffer or an rgba32ui
 view. FUELVK_TEXEL_LOADS=0/1 overrides both per call (tests force each path with it).
 """
+import os
 import weakref
 
 from .. import config
@@ -23,6 +24,12 @@ TEXEL_WINS = 0.8          # texel path chosen when it takes <= 80% of the storag
 REPEATS = 3
 VERSION = 2               # of the cached record
 TEXEL_BYTES = 16          # an rgba32ui texel
+# A launch whose chunk moves fewer bytes per operand reads and writes through storage buffers (the
+# kernel's storage-only twin, no views bound), unless FUELVK_TEXEL_LOADS forces a path: a view costs
+# host time to bind (lavapipe executes a view-less twin no faster: measured equal), and below this
+# size faster reads do not repay it (lavapipe, f32 add, process CPU per op, texel vs storage: 256
+# elements 60.0 vs 59.6 us, 1024: 58.5 vs 61.5 us, 4096: 69 vs 89 us).
+TEXEL_MIN_BYTES = 2048
 _stubs = weakref.WeakKeyDictionary()
 
 
@@ -89,9 +96,24 @@ def resolve(ctx):
     return decide(rec), {k: v for k, v in rec.items() if k != "version"}
 
 
+# FUELVK_TEXEL_LOADS is read per call (tests switch it with monkeypatch.setenv) on launch_strided's
+# hot path, where os.environ.get costs 0.6-5 us (key encoding, and a KeyError raised inside when
+# unset): the environment's own mapping is read with the key encoded once.
+_ENV_DATA = getattr(os.environ, "_data", None)
+_ENV_KEY = os.environ.encodekey(ENV) if _ENV_DATA is not None else None
+
+
+def forced():
+    """Whether FUELVK_TEXEL_LOADS is set (to a non-empty value)."""
+    if _ENV_DATA is None:
+        return config.is_set(ENV)
+    raw = _ENV_DATA.get(_ENV_KEY)
+    return raw is not None and bool(raw.strip())
+
+
 def texel_paths(ctx):
     """(texel loads, texel stores) now: FUELVK_TEXEL_LOADS if set (both), else the probe's."""
-    if config.is_set(ENV):                  # per call; parsed only when set (launch_strided's hot path)
+    if forced():                            # per call; parsed only when set (launch_strided's hot path)
         on = config.get(ENV)
         return on, on
     dev = ctx.device

@@ -23,6 +23,7 @@ import fuelvk as fv
 from .. import dtypes as _dt
 from ..array import Array
 from ..errors import DeviceError, DTypeError, UnsupportedError
+from ..ops import elementwise as fv_elementwise
 from . import device as fuelvk_device
 from ._bridge import numpy_dtype
 from ._fallback import FallbackError, Unhandled, run_on_cpu
@@ -342,9 +343,20 @@ for _name, _f in (("add", fv.add), ("sub", fv.subtract), ("mul", fv.multiply), (
         KERNELS[f"{_name}_.{_ov}"] = _iop
 for _ov in ("Tensor", "Scalar"):
     KERNELS[f"rsub.{_ov}"] = _binaries("rsub", fv.subtract, reverse=True)[0]
-for _name, _f, _ovs in (("remainder", fv.remainder, ("Tensor", "Scalar")),   # floor rounding, as torch
-                        ("floor_divide", fv.floor_divide, ("", "Scalar"))):
-    _op, _iop = _binaries(_name, _f)
+def _torch_rounding(name):
+    """aten.<name>: floats by torch's CPU rounding (the binary kernel's torch_<name>: fmod's zero sign,
+    NaN for an infinite dividend), integers by fv.<name> (floored, as torch)."""
+    def f(x, y):
+        arr = x if isinstance(x, Array) else y
+        if np.issubdtype(arr.dtype, np.integer):
+            return getattr(fv, name)(x, y)
+        return fv_elementwise.api_binary(f"torch_{name}", x, y)
+    f.__name__ = f.__qualname__ = name
+    return f
+
+
+for _name, _ovs in (("remainder", ("Tensor", "Scalar")), ("floor_divide", ("", "Scalar"))):
+    _op, _iop = _binaries(_name, _torch_rounding(_name))
     for _ov in _ovs:
         KERNELS[f"{_name}.{_ov}" if _ov else _name] = _op
     for _ov in ("Tensor", "Scalar"):

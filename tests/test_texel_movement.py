@@ -1,0 +1,159 @@
+"""Copies, concatenate and slice assignment on both load paths (issue 18, movement): views that are
+runs of whole 16-byte texels go through copy_texels.comp (texel loads; stores through the texel view
+or the storage buffer), everything else through strided_copy / write.comp. Each path must give numpy's
+bits for every element width, aligned and offset-by-one views, and runs that are not whole texels."""
+import numpy as np
+import pytest
+
+import fuelvk as fv
+from fuelvk import runtime
+from fuelvk.ops import movement
+from fuelvk.runtime import loadpath
+
+rng = np.random.default_rng(1818)
+DTYPES = [np.uint8, np.float16, np.float32, np.float64, np.int64]   # b1, b2, b4, b8 (two b8 kinds)
+
+
+@pytest.fixture(params=["texel", "texel_load_ssbo_store", "ssbo"])
+def path(request, monkeypatch):
+    """Forces the path: FUELVK_TEXEL_LOADS=1 (texel loads and stores), texel loads with storage-buffer
+    stores (what lavapipe's probe picks), or FUELVK_TEXEL_LOADS=0 (storage buffers only)."""
+    if request.param == "texel_load_ssbo_store":
+        monkeypatch.setattr(movement.loadpath, "texel_paths", lambda ctx: (True, False))
+    else:
+        monkeypatch.setenv(loadpath.ENV, "1" if request.param == "texel" else "0")
+    return request.param
+
+
+@pytest.fixture
+def texel_launches(monkeypatch):
+    """The TEXW specialization of every copy_texels launch during the test."""
+    ctx = runtime.get()
+    seen, real = [], ctx.launch
+
+    def spy(variant, *a, **k):
+        if variant.family == "copy_texels":
+            seen.append(k["TEXW"])
+        return real(variant, *a, **k)
+    monkeypatch.setattr(ctx, "launch", spy)
+    return seen
+
+
+def data(shape, dt):
+    return (rng.integers(0, 256, size=int(np.prod(shape)) * np.dtype(dt).itemsize, dtype=np.uint8)
+            .view(dt).reshape(shape))   # random bits: NaN payloads and signed zeros for the floats
+
+
+def same_bits(got, want):
+    got = np.asarray(got)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert got.tobytes() == np.ascontiguousarray(want).tobytes()
+
+
+def expect(path, seen, runs):
+    """runs: whether the case is whole texels: copy_texels ran on the texel paths (its stores through
+    the texel view exactly when the path forces texel stores), and never otherwise."""
+    if path == "ssbo" or not runs:
+        assert not seen
+    else:
+        assert seen and all(w == (path == "texel") for w in seen)
+    seen.clear()
+
+
+def per(dt):
+    return 16 // np.dtype(dt).itemsize
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_contiguize_views(dt, path, texel_launches):
+    p = per(dt)
+    x = data((6, 5 * p), dt)
+    X = fv.asarray(x)
+    cases = [  # (view, whole texels)
+        (np.s_[:, p:3 * p], True),            # aligned slice of rows
+        (np.s_[1:5], True),                   # offset rows (contiguous, offset a whole texel)
+        (np.s_[::-2, 2 * p:], True),          # negative outer stride
+        (np.s_[:, 1:1 + 2 * p], p == 1),      # offset by one element (b8: one element = half a texel)
+        (np.s_[:, :p + 1], False),            # run not a whole number of texels
+        (np.s_[:, ::2], False),               # strided inner
+        (np.s_[:, p // 2:p // 2 + p], p == 1),  # half-texel offset
+    ]
+    for sl, runs in cases:
+        same_bits(fv.ascontiguousarray(X[sl]), x[sl])
+        expect(path, texel_launches, runs)
+    same_bits(fv.ascontiguousarray(X.T), x.T)   # a transpose: never texel runs
+    expect(path, texel_launches, False)
+    b = fv.asarray(data((1, 2 * p), dt))        # broadcast rows: outer stride 0
+    same_bits(fv.ascontiguousarray(b.broadcast_to((3, 2 * p))), np.broadcast_to(b.numpy(), (3, 2 * p)))
+    expect(path, texel_launches, True)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_concatenate_and_setitem(dt, path, texel_launches):
+    p = per(dt)
+    a, b, c = data((3, 2 * p), dt), data((3, 4 * p), dt), data((3, 3), dt)
+    A, B, C = fv.asarray(a), fv.asarray(b), fv.asarray(c)
+    same_bits(fv.concatenate([A, B], axis=1), np.concatenate([a, b], axis=1))   # rotate_half's shape
+    expect(path, texel_launches, True)
+    same_bits(fv.concatenate([A, A], axis=0), np.concatenate([a, a], axis=0))
+    expect(path, texel_launches, True)
+    same_bits(fv.concatenate([A, C, B], axis=1), np.concatenate([a, c, b], axis=1))   # A whole, then misaligned
+    texel_launches.clear()
+    # slice assignment (a KV-cache append): aligned, then offset by one element
+    cache, new = data((4, 8 * p), dt), data((4, 2 * p), dt)
+    for start, runs in ((2 * p, True), (2 * p + 1, p == 1)):
+        K, want = fv.asarray(cache), cache.copy()
+        K[:, start:start + 2 * p] = fv.asarray(new)
+        want[:, start:start + 2 * p] = new
+        same_bits(K, want)
+        expect(path, texel_launches, runs)
+
+
+def test_complex128_copy(path, texel_launches):
+    x = (rng.standard_normal((4, 6)) + 1j * rng.standard_normal((4, 6))).astype(np.complex128)
+    same_bits(fv.ascontiguousarray(fv.asarray(x)[:, 1:5]), x[:, 1:5])
+
+
+def test_over_texel_limit_falls_back(path, texel_launches, monkeypatch):
+    """A buffer beyond maxTexelBufferElements has no texel view: the storage-buffer kernels copy it."""
+    lim = runtime.get().device.limits
+    monkeypatch.setattr(lim, "maxTexelBufferElements", 4)
+    x = data((4, 16), np.float32)
+    same_bits(fv.ascontiguousarray(fv.asarray(x)[:, 4:12]), x[:, 4:12])
+    assert not texel_launches
+
+
+def test_many_rows_and_rank3(path, texel_launches):
+    """Runs of 3 texels over thousands of rows (the shader's i / run by multiply-high), and a rank-3 view."""
+    x = data((3000, 20), np.float32)
+    same_bits(fv.ascontiguousarray(fv.asarray(x)[:, 4:16]), x[:, 4:16])
+    expect(path, texel_launches, True)
+    y = data((5, 7, 24), np.float16)
+    same_bits(fv.ascontiguousarray(fv.asarray(y)[:, ::2, 8:24]), y[:, ::2, 8:24])
+    expect(path, texel_launches, True)
+
+
+def test_run_divider():
+    """_divider's (m, s) give i // d exactly for every i < n, up to the largest texel count."""
+    for d in list(range(1, 70)) + [1000, 4097, 65535, 1 << 20, (1 << 28) - 3]:
+        for n in (1, d, 3 * d + 2, 1 << 20, 1 << 28):
+            m, s = movement._divider(d, n)
+            assert m < 1 << 32
+            for i in {0, n - 1, n // 2, max(n - d, 0), (n - 1) // d * d, min(d, n - 1), max((n - 1) // d * d - 1, 0)}:
+                assert (i * m) >> s == i // d, (d, n, i)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_flip_and_roll(dt, path, texel_launches):
+    """flip of leading axes and roll of whole-texel ranges are texel copies; the last axis flipped,
+    rolled by a part of a texel, or three axes rolled stay remap launches."""
+    p = per(dt)
+    x = data((4, 3, 2 * p), dt)
+    X = fv.asarray(x)
+    for axis, runs in ((0, True), ((0, 1), True), (None, False), (2, False)):
+        same_bits(fv.flip(X, axis), np.flip(x, axis))
+        expect(path, texel_launches, runs)
+    for shift, axis, runs in (((1,), (0,), True), ((-2,), (1,), True), ((1, 2), (0, 1), True), ((p,), (2,), True),
+                              ((1,), (2,), False), ((1, 1, p), (0, 1, 2), False), (5, None, False)):
+        same_bits(fv.roll(X, shift, axis), np.roll(x, shift, axis))
+        expect(path, texel_launches, runs)
