@@ -15,6 +15,7 @@ import pytest
 import torch
 from oracles import TRANS_TOL, tol
 
+import fuelvk
 from fuelvk.__main__ import main as fuelvk_main
 from fuelvk.definitions import compare, evaluate, export_one, fuelvk_solution, match_solution, run
 from fuelvk.definitions.export import FI_DTYPES, row_cases
@@ -31,6 +32,7 @@ from fuelvk.definitions.run import (
     reference_fn,
     to_numpy,
 )
+from fuelvk.errors import FuelVKMemoryError
 from fuelvk.specs import load_specs
 
 run_mod = importlib.import_module("fuelvk.definitions.run")   # the module (the package's run: the function)
@@ -746,3 +748,96 @@ def test_generated_workloads_cover_every_kind_without_rows_and_pass(tmp_path, ca
     table = capsys.readouterr().out
     for n in cheap:
         assert re.search(rf"^{n}\s+1\s", table, re.M), table
+
+
+# -- a wrong solution is caught for every kind ---------------------------------------------------------
+
+def test_gemm_wrong_layout_is_caught():
+    """C = A @ B.T: a solution that forgets the transpose (A @ B, same shape when N == K) fails."""
+    full = _defs()["gemm_n4096_k4096"]
+    d = {**full, "name": "gemm_n64_k64",
+         "axes": {**full["axes"], "N": {"type": "const", "value": 64}, "K": {"type": "const", "value": 64}}}
+    assert match_solution(d)[0].name == "fuelvk_gemm"
+    row = _row(d, "gemm", M=3)
+    assert evaluate(d, row, repeats=1)["evaluation"]["status"] == "PASSED"
+
+    def untransposed(defn, inputs):
+        return fuelvk_solution(defn, {**inputs, "B": inputs["B"].T.contiguous()})
+    assert evaluate(d, row, solution=untransposed, repeats=1)["evaluation"]["status"] == "INCORRECT_NUMERICAL"
+
+
+def _sampling_kind(method, vocab=64):
+    """A top_k or top_p Definition (the dataset's other two sampling kinds) made from the shipped
+    top_k_top_p one: its reference with the other threshold fixed (k = 0, p = 1: no cut)."""
+    full = _sampling_def(vocab)
+    other = {"top_k": "top_p", "top_p": "top_k"}[method]
+    fill = {"top_p": "torch.ones(probs.shape[0])",
+            "top_k": "torch.zeros(probs.shape[0], dtype=torch.int32)"}[other]
+    ref = full["reference"].replace("def run(probs, top_k, top_p):", "def _run(probs, top_k, top_p):")
+    ref += f"\n\ndef run(probs, {method}):\n    {other} = {fill}\n    return _run(probs, top_k, top_p)\n"
+    return {**full, "name": f"{method}_sampling_from_probs_v{vocab}", "reference": ref,
+            "inputs": {k: v for k, v in full["inputs"].items() if k != other}}
+
+
+@pytest.mark.parametrize("method,values", [("top_k", [5, 12, -1, 3]), ("top_p", [1.0, 0.5, 0.9, 0.3])])
+def test_top_k_and_top_p_sampling_kinds(method, values, tmp_path, monkeypatch):
+    """The two single-threshold kinds: fuelvk's sampler passes the statistical check (fewer draws),
+    a solution that ignores the threshold draws outside the valid mask and is caught."""
+    fewer = {"validation_trials": 10, "batch_rows": 100, "draws": 1500}
+    monkeypatch.setitem(run_mod.TOLERANCES, "sampling", {**run_mod.TOLERANCES["sampling"], **fewer})
+    d = _sampling_kind(method)
+    assert match_solution(d)[0].name == f"fuelvk_{method}_sampling"
+    x = _i32(values) if method == "top_k" else torch.tensor(values)
+    row = _blob_row(tmp_path, d, method, {"batch_size": 4}, {method: x})
+    ev = evaluate(d, row, root=tmp_path, repeats=1)["evaluation"]
+    assert ev["status"] == "PASSED", ev["log"]
+    off = {"top_k": torch.full((4,), -1, dtype=torch.int32), "top_p": torch.ones(4)}[method]
+    bad = evaluate(d, row, root=tmp_path, repeats=1,
+                   solution=_perturbed_inputs(fuelvk_solution, **{method: off}))["evaluation"]
+    assert bad["status"] == "INCORRECT_NUMERICAL" and "outside the valid mask" in bad["log"]
+
+
+# Where each fuelvk solution is shown to reject a wrong answer (a test of this module).
+WRONG_SOLUTION_CAUGHT = {
+    "fuelvk_rmsnorm": "test_a_wrong_solution_fails",
+    "fuelvk_fused_add_rmsnorm": "test_a_wrong_fused_solution_fails",
+    "fuelvk_gemm": "test_gemm_wrong_layout_is_caught",
+    "fuelvk_gqa_ragged_causal": "test_ragged_batch_of_several_sequences_from_safetensors",
+    "fuelvk_gqa_paged_decode": "test_gqa_paged_decode",
+    "fuelvk_gqa_paged_prefill_causal": "test_gqa_paged_prefill_causal",
+    "fuelvk_mla_paged_decode": "test_mla_paged_decode",
+    "fuelvk_dsa_sparse_attention": "test_dsa_sparse_attention",
+    "fuelvk_mla_ragged_causal": "test_mla_ragged_prefill_causal",
+    "fuelvk_top_k_sampling": "test_top_k_and_top_p_sampling_kinds",
+    "fuelvk_top_p_sampling": "test_top_k_and_top_p_sampling_kinds",
+    "fuelvk_top_k_top_p_sampling": "test_fuelvk_sampling_passes_the_statistical_check",
+    "fuelvk_mamba_ssu_decode": "test_mamba_selective_state_update",
+    "fuelvk_gdn_decode": "test_gdn_decode_and_prefill",
+    "fuelvk_gdn_prefill": "test_gdn_decode_and_prefill",
+    "fuelvk_moe_fp8_block_scale_renorm": "test_moe_fp8_block_scale_renorm",
+    "fuelvk_rope_cos_sin_cache_neox": "test_rope_with_cos_sin_cache_adapter",
+}
+
+
+def test_every_solution_has_a_wrong_solution_test():
+    """Each solution in SOLUTIONS is listed with the test that feeds the runner a wrong answer of that
+    kind and expects INCORRECT_*: a new solution without one fails here."""
+    assert set(WRONG_SOLUTION_CAUGHT) == {s.name for s in SOLUTIONS}
+    for test in WRONG_SOLUTION_CAUGHT.values():
+        src = inspect.getsource(globals()[test])
+        assert "INCORRECT_" in src or "_passes_and_a_wrong_one_fails(" in src, test
+
+
+def test_fused_add_rmsnorm_over_one_binding_runs_in_row_batches(device_limits):
+    """A batch larger than one binding (rmsnorm_h7168 at 11,949 rows on lavapipe; here a 64 KiB
+    binding and 40 rows of 4096 bf16) passes in row batches, the residual updated in every batch."""
+    d = _defs()[FUSED]
+    row = _row(d, "big", batch_size=40)
+    device_limits(maxStorageBufferRange=1 << 16)
+    ev = evaluate(d, row, repeats=1)["evaluation"]
+    assert ev["status"] == "PASSED", ev["log"]
+    assert ev["correctness"]["max_absolute_error"] <= 2 ** -6   # bf16 rounding: one unit where it differs
+    inputs = gen_inputs(d, row["workload"])   # the op itself: the whole batch is over the binding
+    with pytest.raises(FuelVKMemoryError, match="one binding"):
+        fuelvk.fused_add_rmsnorm(*(fuelvk.asarray(to_numpy(inputs[n]))
+                                   for n in ("hidden_states", "residual", "weight")))

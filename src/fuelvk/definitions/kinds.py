@@ -325,30 +325,27 @@ def solve_gdn_prefill(defn, inputs):
 
 # -- mixture of experts ------------------------------------------------------------------------------------
 
-def _dequant_blocks(w, scale):
-    """fp8 [R, C] with float32 block scales [R / b, C / b] (b = R / scale rows) -> float32 [R, C]."""
-    r, c = w.shape
-    br, bc = scale.shape
-    return (w.astype("float32").reshape(br, r // br, bc, c // bc) * scale[:, None, :, None]).reshape(r, c)
-
-
 def solve_moe_fp8_renorm(defn, inputs):
     """FP8 block-scale MoE with Renormalize routing (top-k logits, softmax over them) and SwiGLU:
     activations dequantized (fp8 * per-token block scale), the top-k found on the device (k rounds
-    of argmax, each winner masked to -inf), then per expert that any token chose: its two weights
-    dequantized block by block (that expert only, from its own device array), up / gate matmuls of its tokens, silu(gate) * up,
-    the down matmul weighted by the routing probability, added into the tokens' rows (index_add).
+    of argmax, each winner masked to -inf), then per expert that any token chose: up / gate matmul
+    of its tokens, silu(gate) * up, the down matmul weighted by the routing probability, added into
+    the tokens' rows (index_add).  Both matmuls are fp8_block_matmul (fuelvk/ops/moe.py): the
+    expert's fp8 weight is dequantized block-scale by block-scale inside the kernel as it is read,
+    never expanded; the weight stacks stay one fp8 device array each (over one binding at the
+    dataset's sizes: the kernel binds only the expert's own bytes).
     Ties at the k-th logit go to the lowest expert index (argmax); torch.topk orders ties as its
     partial sort leaves them, so a token whose k-th and (k+1)-th bf16 logits are equal may route
     to another expert than the reference (seen at 128 experts, top 8: 1 token in 4)."""
+    from ..ops.moe import fp8_block_matmul
     fv = _fv()
-    logits, hs, hs_scale, s13, s2 = _dev(inputs, "routing_logits", "hidden_states", "hidden_states_scale",
-                                         "gemm1_weights_scale", "gemm2_weights_scale")
-    # one device array per expert: a model's expert stack (128 x 1536 x 2048 fp8) is over one binding
-    w13, w2 = ([fv.asarray(x) for x in to_numpy(inputs[n])] for n in ("gemm1_weights", "gemm2_weights"))
+    logits, hs, hs_scale, w13, s13, w2, s2 = _dev(
+        inputs, "routing_logits", "hidden_states", "hidden_states_scale", "gemm1_weights",
+        "gemm1_weights_scale", "gemm2_weights", "gemm2_weights_scale")
     t, e = logits.shape
     h = hs.shape[1]
-    inter = w2[0].shape[1]
+    inter = w2.shape[2]
+    block = h // hs_scale.shape[0]
     top_k = defn["axes"]["top_k"]["value"]
     experts = fv.asarray(np.arange(e, dtype=np.int64)[None])
     odt = np_dtype(defn["outputs"]["output"]["dtype"])
@@ -365,13 +362,12 @@ def solve_moe_fp8_renorm(defn, inputs):
         probs = fv.softmax(fv.concatenate(vals, axis=1), axis=-1).reshape(-1)             # [T * K]
         chosen = np.concatenate([i.numpy() for i in picks], axis=1)                  # [T, K] on the host
         out = fv.zeros((t, h), f32)
-        for ex in np.unique(chosen):
+        for ex in (int(x) for x in np.unique(chosen)):
             tok, slot = np.nonzero(chosen == ex)
             tok_d = fv.asarray(tok.astype(np.int32))
-            w1 = _dequant_blocks(w13[int(ex)], s13[int(ex)])                                  # [2I, H]
-            g1 = fv.matmul(fv.take(a, tok_d, axis=0), w1.T)                                     # [n, 2I]
+            g1 = fp8_block_matmul(fv.take(a, tok_d, axis=0), w13[ex], s13[ex], block)        # [n, 2I]
             c = fv.silu_mul(g1[:, inter:], g1[:, :inter])                                    # SwiGLU, one pass
             wt = fv.take(probs, fv.asarray((tok * top_k + slot).astype(np.int32)))[:, None]
-            out = fv.index_add(out, 0, tok_d, fv.matmul(c, _dequant_blocks(w2[int(ex)], s2[int(ex)]).T) * wt)
+            out = fv.index_add(out, 0, tok_d, fp8_block_matmul(c, w2[ex], s2[ex], block) * wt)
         return (out.astype(odt).numpy(),)
     return call
