@@ -1,8 +1,8 @@
 """Sorting: one bitonic kernel (shaders/sort.comp), keyed by the element's bits and kind.
 
 Tags: f32, f16, bf16 (floats: KIND_FLOAT with the exponent's all-ones pattern INFBITS), i8/i16/i32
-(KIND_SIGNED), u8/u16/u32 and bool (KIND_UNSIGNED). 64-bit keys (float64, int64, uint64) are not
-sorted yet. Input words are read as 32-bit words, so no 8/16-bit storage feature is needed.
+(KIND_SIGNED), u8/u16/u32 and bool (KIND_UNSIGNED); f64, i64, u64 are keyed on two 32-bit words
+(BITS 64: INFBITS is +inf's high word), so no int64/float64 shader feature is needed. Input words are read as 32-bit words, so no 8/16-bit storage feature is needed.
 Kind and mode ids are the tables below; the shader sees them as defines (KIND_FLOAT, MODE_STEP, ...).
 """
 from .registry import family, id_defines
@@ -16,7 +16,8 @@ SORT_TAGS = {  # tag -> (bits, kind, bits of +inf's magnitude for floats)
     "f32": (32, "float", 0x7F800000), "f16": (16, "float", 0x7C00), "bf16": (16, "float", 0x7F80),
     "i8": (8, "signed", 0), "i16": (16, "signed", 0), "i32": (32, "signed", 0),
     "u8": (8, "unsigned", 0), "u16": (16, "unsigned", 0), "u32": (32, "unsigned", 0),
-    "bool": (8, "unsigned", 0)}
+    "bool": (8, "unsigned", 0),
+    "f64": (64, "float", 0x7FF00000), "i64": (64, "signed", 0), "u64": (64, "unsigned", 0)}
 SORT_WG = 256
 family("sort", "sort.comp", {}, GROUP, extra=tuple(SORT_TAGS),
        defines=dict(id_defines(KIND=KINDS, MODE=MODES), WG=SORT_WG),

@@ -4,7 +4,8 @@ On the device: the sorted axis is moved last (a view, copied contiguous where ne
 network sorts (key, index) pairs of every row at once (shaders/sort.comp: log2(P)(log2(P)+1)/2
 compare-exchange dispatches for rows padded to P = 2^k), and sort gathers the values with the
 take_along_axis kernel. Ties keep their input order (stable: the index breaks them); NaNs go last
-(numpy's order; descending puts them first), -0 and +0 are equal. 64-bit dtypes are not sorted yet.
+(numpy's order; descending puts them first), -0 and +0 are equal. 64-bit dtypes are keyed on two
+32-bit words (high word first), so they need no int64/float64 shader support.
 """
 from .. import dtypes as _dt
 from .. import layout
@@ -18,23 +19,26 @@ from .indexing import gather_along
 __all__ = ["argsort", "sort"]
 
 _TAGS = {_dt.float32: "f32", _dt.float16: "f16", _dt.bfloat16: "bf16", _dt.int8: "i8", _dt.int16: "i16",
-         _dt.int32: "i32", _dt.uint8: "u8", _dt.uint16: "u16", _dt.uint32: "u32", _dt.bool_: "bool"}
+         _dt.int32: "i32", _dt.uint8: "u8", _dt.uint16: "u16", _dt.uint32: "u32", _dt.bool_: "bool",
+         _dt.float64: "f64", _dt.int64: "i64", _dt.uint64: "u64"}
 
 
 def _argsort_last(op, x, descending):
     """int64 argsort of the contiguous rows of x (sorted axis last); x is a fresh contiguous view."""
     tag = _TAGS.get(x.dtype)
     if tag is None:
-        raise DTypeError(f"{op}: dtype {x.dtype} is not supported; accepted: {', '.join(map(str, _TAGS))} "
-                         "(64-bit keys are not sorted yet)")
+        raise DTypeError(f"{op}: dtype {x.dtype} is not supported; accepted: {', '.join(map(str, _TAGS))}")
     n = x.shape[-1]
     rows = x.size // n
     p2 = 1 << (n - 1).bit_length()
     if rows * p2 >= 2**32:
         raise ShapeError(f"{op}: {rows} rows of {n} elements (padded to {p2}) exceed the kernel's 2^32 slots")
+    words = x.dtype.itemsize // 4 or 1          # key words per element: 2 for 64-bit dtypes
+    if (x.offset + x.size) * words >= 2**32:
+        raise ShapeError(f"{op}: {x.offset + x.size} {x.dtype} elements exceed the kernel's 2^32 input words")
     ctx = runtime.get()
     v = kernel("sort", tag)
-    keys = new_like((rows * p2,), _dt.uint32)
+    keys = new_like((rows * p2 * words,), _dt.uint32)
     idx = new_like((rows * p2,), _dt.uint32)
     out = new_like(x.shape, _dt.int64)
     groups = ctx.groups(-(-rows * p2 // SORT_WG))
