@@ -428,10 +428,13 @@ def test_unique_64bit():
         same(g, ex)
     u = np.array([_U64.max, 0, _U64.max, 2**63], np.uint64)
     same(fv.unique_values(fv.asarray(u)), np.unique(u))
-    z = np.array([1 + 1j, np.nan, 1 + 1j, 2, 2 - 0j, complex(1, np.nan)], np.complex64)
-    e = np.unique(z, return_index=True, return_inverse=True, return_counts=True, equal_nan=False)
-    for g, ex in zip(fv.unique_all(fv.asarray(z)), e):
-        same(g, ex)
+    for dt in (np.complex64, np.complex128):   # complex128: take gathers each float64 part on its own
+        z = np.array([1 + 1j, np.nan, 1 + 1j, 2, 2 - 0j, complex(1, np.nan), 5e-324j], dt)
+        e = np.unique(z, return_index=True, return_inverse=True, return_counts=True, equal_nan=False)
+        for g, ex in zip(fv.unique_all(fv.asarray(z)), e):
+            same(g, ex)
+        same(fv.take(fv.asarray(z.reshape(7, 1)), fv.asarray(np.array([6, 0, -2])), axis=0),
+             np.take(z.reshape(7, 1), [6, 0, -2], axis=0))
 
 
 def test_sort_long_row_and_errors():
