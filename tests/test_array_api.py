@@ -638,7 +638,8 @@ def test_integer_array_index_mixes():
     x = fv.asarray(h)
     i, j = np.array([[0, 2], [1, -1]]), np.array([3, -4])
     for key in [(i,), (1, j), (i, j), (i, slice(None), j), (slice(None), i), (None, 1, j, slice(1, 3)),
-                (Ellipsis, j), (slice(None), i, j), (0, 1, j), (i, j, 2)]:
+                (Ellipsis, j), (slice(None), i, j), (0, 1, j), (i, j, 2),
+                (0, -3, j), (-1, -4, j), (i, -2, -5)]:     # negative ints before / after the array index
         fkey = tuple(fv.asarray(k) if isinstance(k, np.ndarray) else k for k in key)
         same(x[fkey], h[key])
     same(x[[0, 2]], h[[0, 2]])

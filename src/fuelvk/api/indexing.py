@@ -120,12 +120,12 @@ def getitem(x, key):
             raise FuelVKIndexError(f"index {k} is out of bounds for an axis of size {n}")
     flat = None
     for k, n in arrays:
+        k = k if isinstance(k, Array) else k % n     # (array indices are wrapped by _checked)
         if flat is None:
-            flat = k % n if not isinstance(k, Array) else k
+            flat = k
             continue
         flat = int_binary("multiply", flat, n) if isinstance(flat, Array) else flat * n
-        flat = int_binary("add", flat, k % n if not isinstance(k, Array) else k) if isinstance(flat, Array) \
-            else int_binary("add", k, flat)
+        flat = int_binary("add", flat, k) if isinstance(flat, Array) else int_binary("add", k, flat)
     rest = [d for d in range(view.ndim) if d not in adv_dims]
     m = math.prod(view.shape[d] for d in adv_dims)
     src = view.transpose(adv_dims + rest).reshape((m,) + tuple(view.shape[d] for d in rest))
