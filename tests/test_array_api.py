@@ -353,22 +353,88 @@ def test_linalg_norms_and_dlpack():
 
 
 # -- sorting (bitonic kernel: stable, NaN last, -0 == +0) -----------------------------------------
-@pytest.mark.parametrize("dt", [np.float32, np.float16, fv.bfloat16, np.int8, np.int16, np.int32, np.uint8,
-                                np.uint16, np.uint32, np.bool_])
+@pytest.mark.parametrize("dt", [np.float32, np.float16, fv.bfloat16, fv.float8_e4m3fn, np.int8, np.int16,
+                                np.int32, np.uint8, np.uint16, np.uint32, np.bool_])
 @pytest.mark.parametrize("shape,axis", [((7,), -1), ((3, 33), 1), ((5, 4, 3), 0), ((1,), 0), ((2, 0), 1)])
 def test_sort_argsort_stable(dt, shape, axis):
     x = RNG.integers(0 if np.dtype(dt).kind in "ub" else -5, 5, shape).astype(dt)   # many ties
-    if np.dtype(dt).kind == "f" or dt == fv.bfloat16:
+    is_float = np.dtype(dt).kind == "f" or dt in (fv.bfloat16, fv.float8_e4m3fn)
+    if is_float:
         flat = x.reshape(-1)
         if flat.size > 3:
             flat[:3] = np.array([np.nan, -0.0, 0.0], np.float32).astype(dt)
+    ref = x.astype(np.float32) if is_float else x          # (float32 holds the narrow floats exactly)
+    order = np.argsort(ref, axis=axis, kind="stable")
+    same(fv.argsort(fv.asarray(x), axis=axis), order)
+    same(fv.sort(fv.asarray(x), axis=axis), np.take_along_axis(x, order, axis=axis))
+    # descending, stable: ties keep their input order (NaNs first, the reverse of ascending's NaN-last)
+    n = x.shape[axis]
+    expect = n - 1 - np.flip(np.argsort(np.flip(ref, axis=axis), axis=axis, kind="stable"), axis=axis)
+    same(fv.argsort(fv.asarray(x), axis=axis, descending=True), expect)
+
+
+_I64, _U64 = np.iinfo(np.int64), np.iinfo(np.uint64)
+_EDGES64 = {   # edges that differ only in the low word, beyond 2^53, near the extremes, float specials
+    np.int64: [_I64.min, _I64.min + 1, _I64.max, _I64.max - 1, 2**53, 2**53 + 1, -(2**53) - 1, -(2**32), 2**32 - 1,
+               -1, 0, 1],
+    np.uint64: [_U64.max, _U64.max - 1, 2**63, 2**63 - 1, 2**53, 2**53 + 1, 2**32, 2**32 - 1, 0, 1],
+    np.float64: [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 5e-324, -5e-324, 2.2250738585072009e-308,
+                 -2.2250738585072014e-308, 2.0**53, 2.0**53 + 2, np.nextafter(1.0, 2.0), 1.0, -1.0, 1e308, -1e308]}
+
+
+@pytest.mark.parametrize("dt", [np.int64, np.uint64, np.float64])
+@pytest.mark.parametrize("shape,axis", [((1,), 0), ((13,), 0), ((64,), -1), ((3, 37), 0), ((4, 5, 33), 1)])
+def test_sort_64bit_keys(dt, shape, axis):
+    """64-bit keys (two 32-bit words, no int64/float64 shader arithmetic): numpy's stable order."""
+    n = int(np.prod(shape))
+    edges = RNG.choice(np.array(_EDGES64[dt], dt), n)                              # repeats: ties
+    bits = RNG.integers(0, 2**64, n, dtype=np.uint64, endpoint=False)             # any bit pattern:
+    x = np.where(RNG.random(n) < 0.5, edges, bits.view(dt)).reshape(shape)         # NaN payloads, subnormals
     same(fv.argsort(fv.asarray(x), axis=axis), np.argsort(x, axis=axis, kind="stable"))
     same(fv.sort(fv.asarray(x), axis=axis), np.sort(x, axis=axis, kind="stable"))
-    # descending, stable: ties keep their input order
-    n = x.shape[axis]
-    expect = n - 1 - np.flip(np.argsort(np.flip(x, axis=axis), axis=axis, kind="stable"), axis=axis)
-    if np.dtype(dt).kind != "f" and dt != fv.bfloat16:      # (numpy has no descending NaN rule to compare)
-        same(fv.argsort(fv.asarray(x), axis=axis, descending=True), expect)
+    # descending, stable (ties and NaNs in input order; NaNs first, the reverse of ascending's NaN-last)
+    m = x.shape[axis]
+    expect = m - 1 - np.flip(np.argsort(np.flip(x, axis=axis), axis=axis, kind="stable"), axis=axis)
+    same(fv.argsort(fv.asarray(x), axis=axis, descending=True), expect)
+    same(fv.sort(fv.asarray(x), axis=axis, descending=True), np.take_along_axis(x, expect, axis=axis))
+    flat = x.reshape(-1)
+    same(fv.sort(fv.asarray(flat)[n // 2:]), np.sort(flat[n // 2:], kind="stable"))   # a view at an offset
+
+
+@pytest.mark.parametrize("dt", [np.complex64, np.complex128])
+@pytest.mark.parametrize("shape,axis", [((1,), 0), ((13,), 0), ((4, 37), 1)])
+def test_sort_complex(dt, shape, axis):
+    """numpy's complex order: a NaN in either part after the rest (R+Rj < R+nanj < nan+Rj < nan+nanj)."""
+    parts = np.array([0.0, -0.0, 1.0, -1.0, 2.0, np.nan, np.inf, -np.inf])
+    x = np.empty(shape, dt)
+    x.real, x.imag = RNG.choice(parts, shape), RNG.choice(parts, shape)
+    same(fv.argsort(fv.asarray(x), axis=axis), np.argsort(x, axis=axis, kind="stable"))
+    same(fv.sort(fv.asarray(x), axis=axis), np.sort(x, axis=axis, kind="stable"))
+    m = x.shape[axis]
+    expect = m - 1 - np.flip(np.argsort(np.flip(x, axis=axis), axis=axis, kind="stable"), axis=axis)
+    same(fv.argsort(fv.asarray(x), axis=axis, descending=True), expect)
+
+
+def test_unique_64bit():
+    x = np.array([2**53 + 1, 2**53, _I64.min, 2**53 + 1, _I64.max, _I64.min, 7, 2**53], np.int64)
+    same(fv.unique_values(fv.asarray(x.reshape(2, 4))), np.unique(x))
+    v, c = fv.unique_counts(fv.asarray(x))
+    e = np.unique(x, return_counts=True)
+    same(v, e[0])
+    same(c, e[1])
+    y = np.array([1.0, np.nan, -0.0, 0.0, 2.0**53, 2.0**53 + 2, np.nan, 1.0], np.float64)
+    e = np.unique(y, return_index=True, return_inverse=True, return_counts=True, equal_nan=False)
+    for g, ex in zip(fv.unique_all(fv.asarray(y)), e):
+        same(g, ex)
+    u = np.array([_U64.max, 0, _U64.max, 2**63], np.uint64)
+    same(fv.unique_values(fv.asarray(u)), np.unique(u))
+    for dt in (np.complex64, np.complex128):   # complex128: take gathers each float64 part on its own
+        z = np.array([1 + 1j, np.nan, 1 + 1j, 2, 2 - 0j, complex(1, np.nan), 5e-324j], dt)
+        e = np.unique(z, return_index=True, return_inverse=True, return_counts=True, equal_nan=False)
+        for g, ex in zip(fv.unique_all(fv.asarray(z)), e):
+            same(g, ex)
+        same(fv.take(fv.asarray(z.reshape(7, 1)), fv.asarray(np.array([6, 0, -2])), axis=0),
+             np.take(z.reshape(7, 1), [6, 0, -2], axis=0))
 
 
 def test_sort_long_row_and_errors():
@@ -376,8 +442,6 @@ def test_sort_long_row_and_errors():
     x[::7] = x[1]                                          # ties across the row
     same(fv.argsort(fv.asarray(x)), np.argsort(x, kind="stable"))
     same(fv.sort(fv.asarray(x[::-3])), np.sort(x[::-3]))   # a strided view
-    with pytest.raises(DTypeError):
-        fv.sort(fv.asarray(np.arange(3.0)))                # float64 keys: not yet
     with pytest.raises(ShapeError):
         fv.sort(fv.asarray(np.float32(1)))
 
@@ -487,7 +551,8 @@ def test_nonzero_unique_boolean_index():
     # does; numpy >= 2.3's plain unique (hash-based) may keep the other one, so e[0] is the oracle.
     same(fv.unique_values(fv.asarray(y.reshape(2, 5))), e[0])
     v, c = fv.unique_counts(fv.asarray(np.array([5, 5, 5], np.int32)))
-    same(v, np.array([5], np.int32)) and same(c, np.array([3]))
+    same(v, np.array([5], np.int32))
+    same(c, np.array([3]))
     v, i = fv.unique_inverse(fv.asarray(np.zeros((0,), np.float32)))
     assert v.shape == (0,) and i.shape == (0,)
     with pytest.raises(IndexError):            # numpy's and the standard's error for a mask that does not fit

@@ -23,7 +23,7 @@ from .. import config
 from .. import dtypes as _dt
 from .. import layout
 from .. import runtime
-from ..array import Array, asarray, empty
+from ..array import Array, asarray, complex_part, empty
 from ..errors import DTypeError, FuelVKIndexError, ShapeError, UnsupportedError
 from ..kernels import kernel
 from ..kernels.indexing import INDEX_KINDS, NATIVE_FEATURE, SCATTER_MODES
@@ -89,6 +89,12 @@ def take(x, indices, axis=None):
         ax = layout.normalize_axis("take", axis, x.ndim)
         if x.ndim == 0:
             raise ShapeError("take: axis given for a 0-d array; use axis=None")
+    if x.dtype == _dt.complex128:    # no 16-byte kernel width: each float64 part is taken on its own
+        parts = [take(complex_part(x, part), indices, ax) for part in (0, 1)]
+        out = new_like(parts[0].shape, x.dtype)
+        for part, values in enumerate(parts):
+            complex_part(out, part)[...] = values
+        return result(out, numpy_out)
     tag = _SEL_TAGS[_tag_bytes("take", "index_select", x.dtype)]
     n = x.shape[ax]
     idx_shape = np.shape(indices) if not isinstance(indices, Array) else indices.shape
