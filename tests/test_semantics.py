@@ -290,8 +290,9 @@ TYPED = {  # name: (call(tmp_path), FuelVKError subclass, builtin base numpy cod
     "load_gguf(garbage)": (_garbage_gguf, FormatError, ValueError),
     "X[::0]": (lambda t: fv.asarray(np.ones(3, np.float32))[::0], ShapeError, ValueError),
     "len(0-d)": (lambda t: len(fv.asarray(np.float32(1))), DTypeError, TypeError),
-    "2 ** X": (lambda t: 2 ** fv.asarray(np.ones(3, np.float32)), DTypeError, TypeError),
-    "X // 2": (lambda t: fv.asarray(np.ones(3, np.float32)) // 2, UnsupportedError, NotImplementedError),
+    "int X ** -1": (lambda t: fv.asarray(np.ones(3, np.int32)) ** fv.asarray(np.array([-1], np.int32)),
+                    ValueCastError, ValueError),      # numpy: integers to negative integer powers
+    "float X << 1": (lambda t: fv.asarray(np.ones(3, np.float32)) << 1, DTypeError, TypeError),
 }
 
 

@@ -107,7 +107,9 @@ def _scan(x, ax, op):
 
 
 def _concat(arrays, axis):
-    return _cx.concat(arrays, axis) if arrays[0].dtype.kind == "c" else concatenate(arrays, axis=axis)
+    if arrays[0].dtype.kind == "c":      # complex: concatenated through their (re, im) float pairs views
+        return _cx.from_pairs(concatenate([_cx.as_pairs(a) for a in arrays], axis=axis))
+    return concatenate(arrays, axis=axis)
 
 
 def _pairwise(op, a, b):

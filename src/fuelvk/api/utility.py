@@ -28,6 +28,17 @@ from ..ops.movement import concatenate, where
 from ..ops.reduction import normalize_axes
 from ..ops.reduction import sum as _sum
 from ..array import zeros
+from .. import _hooks
+
+
+class _Namespace:
+    """fuelvk's public functions by name (the complex-aware multiply / conj / sum, result_type, astype
+    ...), looked up when called: fuelvk/__init__ imports this module before it binds them (_hooks)."""
+    def __getattr__(self, name):
+        return _hooks.op(name)
+
+
+xp = _Namespace()
 
 __all__ = ["all", "any", "diff", "vecdot", "tensordot", "isnan", "isinf", "isfinite", "signbit", "positive", "pow",
            "real", "imag", "conj", "matmul", "floor_divide", "remainder", "bitwise_left_shift", "bitwise_right_shift"]
@@ -81,7 +92,6 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
 def vecdot(x1, x2, /, *, axis=-1):
     """Dot products of vectors along axis (broadcast over the others): sum(conj(x1) * x2, axis), in
     the operands' promoted dtype. The vectors' lengths must match (a length 1 does not broadcast)."""
-    import fuelvk as xp   # the namespace's complex-aware multiply / conj / sum (bound before any call)
     x1, x2 = _arr("vecdot", x1), _arr("vecdot", x2)
     shape = layout.broadcast_shapes("vecdot", x1.shape, x2.shape)
     if not shape or not x1.ndim or not x2.ndim:
@@ -184,7 +194,6 @@ def _general(a, b, out_dtype, n_rep, route):
     calls only (no out_dtype / n_rep / route)."""
     if not (isinstance(a, Array) and isinstance(b, Array)) or out_dtype is not None or n_rep != 1 or route is not None:
         return False
-    import fuelvk as xp
     dt = xp.result_type(a, b)
     return dt in (_dt.float64, _dt.complex128) or dt.kind in "iu" or a.size == 0 or b.size == 0
 
@@ -192,7 +201,6 @@ def _general(a, b, out_dtype, n_rep, route):
 def _general_matmul(x1, x2):
     """The array API's matmul (1-D operands promoted and their axis dropped, stacks broadcast) for
     float64 / complex128 (the linalg kernel's product) and integers (a broadcast multiply and sum)."""
-    import fuelvk as xp
     from ..ops import linalg as _la
     dt = xp.result_type(x1, x2)
     x1, x2 = (x if x.dtype == dt else xp.astype(x, dt) for x in (x1, x2))

@@ -48,12 +48,6 @@ def from_pairs(f):
     return Array(f.buffer, f.shape[:-1], tuple(s // 2 for s in f.strides[:-1]), f.offset // 2, _COMPLEX[f.dtype])
 
 
-def concat(arrays, axis):
-    """concatenate of complex Arrays (one dtype) along axis (>= 0), through their pairs views."""
-    from .movement import concatenate
-    return from_pairs(concatenate([as_pairs(a) for a in arrays], axis=axis))
-
-
 def to_complex(op, x, dt):
     """Array x as a new-or-same contiguous Array of complex dtype dt (real x: imaginary part 0)."""
     if not isinstance(x, Array):

@@ -341,7 +341,7 @@ def _triangle(op, x, k):
     k = max(min(k, 2**31 - 1), -2**31)
     out = new_like(xa.shape, xa.dtype)
     if xa.dtype.itemsize > 8:            # complex128: each float64 component view (no 16-byte move kernel)
-        from .complex import component
+        from ..array import complex_part as component
         for part in (0, 1):
             component(out, part)[...] = _triangle(op, component(xa, part), k)
         return result(out, numpy_out)

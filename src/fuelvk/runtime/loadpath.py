@@ -11,7 +11,6 @@ loop budget (runtime/loopcap.py; FUELVK_PIPELINE_CACHE=0: probed in every proces
 probed the same way with elementwise's LINEAR kernel writing through a storage buffer or an rgba32ui
 view. FUELVK_TEXEL_LOADS=0/1 overrides both per call (tests force each path with it).
 """
-import os
 import weakref
 
 from .. import config
@@ -96,19 +95,9 @@ def resolve(ctx):
     return decide(rec), {k: v for k, v in rec.items() if k != "version"}
 
 
-# FUELVK_TEXEL_LOADS is read per call (tests switch it with monkeypatch.setenv) on launch_strided's
-# hot path, where os.environ.get costs 0.6-5 us (key encoding, and a KeyError raised inside when
-# unset): the environment's own mapping is read with the key encoded once.
-_ENV_DATA = getattr(os.environ, "_data", None)
-_ENV_KEY = os.environ.encodekey(ENV) if _ENV_DATA is not None else None
-
-
 def forced():
-    """Whether FUELVK_TEXEL_LOADS is set (to a non-empty value)."""
-    if _ENV_DATA is None:
-        return config.is_set(ENV)
-    raw = _ENV_DATA.get(_ENV_KEY)
-    return raw is not None and bool(raw.strip())
+    """Whether FUELVK_TEXEL_LOADS is set (to a non-empty value): read per call, cheaply (config.is_set)."""
+    return config.is_set(ENV)
 
 
 def texel_paths(ctx):
