@@ -85,7 +85,7 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
             break
         hi = (slice(None),) * ax + (slice(1, None),)
         lo = (slice(None),) * ax + (slice(None, -1),)
-        x = subtract(x[hi], x[lo])
+        x = xp.subtract(x[hi], x[lo])   # (complex-aware)
     return x
 
 
