@@ -3,6 +3,7 @@
 # fuelvk, with the failures we know of listed in tests/array_api_xfails.txt (each with its reason).
 # The fft extension is out of scope (deselected). Usage:
 #   bash scripts/array_api_tests.sh [MAX_EXAMPLES] [test files or pytest args...]
+# ARRAY_API_SEED=N fixes hypothesis' seed (CI: the same draws every run).
 # e.g. bash scripts/array_api_tests.sh 2 test_sorting_functions.py test_set_functions.py
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -15,5 +16,5 @@ for f in "$@"; do files+=("array_api_tests/$f"); done
 cd -P "$suite"
 suite="$(pwd -P)"   # (a symlinked path would make node ids that miss the xfails file)
 PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}" ARRAY_API_TESTS_MODULE=fuelvk ARRAY_API_TESTS_VERSION=2024.12 \
-  exec python -m pytest -q -p no:cacheprovider --disable-warnings --max-examples "$n" --disable-deadline --rootdir="$suite" \
+  exec python -m pytest -q -p no:cacheprovider --disable-warnings --max-examples "$n" --disable-deadline ${ARRAY_API_SEED:+--hypothesis-seed=$ARRAY_API_SEED} --rootdir="$suite" \
   --xfails-file="$repo/tests/array_api_xfails.txt" -k "not fft" "${files[@]}" --disable-extension fft
