@@ -19,7 +19,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..array import Array, asarray
 from ..errors import DTypeError, ShapeError
-from ..ops.comparison import not_equal
+from .elementwise import not_equal   # (complex-aware)
 from ..ops.elementwise import int_binary
 from ..ops.indexing import take
 from ..ops.movement import concatenate
