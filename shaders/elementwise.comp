@@ -658,27 +658,34 @@ uint div_inner(uint i) {
 // flags: an input's bits at a's positions (b's shifted down by FLAG_B_SHIFT). A ROW operand repeats
 // one contiguous run of p.inner elements (w [H] against x [T, H]: index i % inner), a COL operand
 // holds one element per run (v [T, 1] against x [T, H]: index i / inner).
+// (LINEAR's tail never sees ROW / COL inputs: their runs are multiples of 4 there, so n is.)
 uint input_index(uint i, uint flags, uint off, int st[6]) {
     if ((flags & FLAG_A_CONTIGUOUS) != 0u) return off + i;
-    if ((flags & FLAG_A_CONSTANT) != 0u) return off;
+    if ((flags & FLAG_A_CONSTANT) != 0u || LINEAR != 0u) return off;
     if ((flags & FLAG_A_ROW) != 0u) return off + (i - div_inner(i) * p.inner);
     if ((flags & FLAG_A_COL) != 0u) return off + div_inner(i);
     return strided(i, off, st);
 }
 
+// BCAST = 1 (LINEAR only): some input is ROW or COL. A specialization, so that the plain LINEAR path
+// (BCAST = 0) compiles to exactly the loads it had (a uniform branch on p.flags cost lavapipe ~35% of
+// a contiguous f32 multiply).
+layout(constant_id = 6) const uint BCAST = 0;
 // LINEAR: the 4-element unit of a contiguous or ROW input holding elements 4q .. 4q + 3 (a ROW run's
 // length and offset are multiples of 4 there, so the 4 lie in one run).
 uint unit_index(uint q, uint flags, uint off) {
     uint k = (flags & FLAG_A_ROW) != 0u ? q - div_inner(4u * q) * (p.inner / 4u) : q;
     return off / 4u + k;
 }
+#define LOAD_UNIT(X4, XT, k) (TEX != 0u ? TEXQ(XT, k) : LOADQ(X4[k]))
 // LINEAR: elements 4q .. 4q + 3 of input X (flags at a's positions, offset off; X4 / XT its 4-element
 // and texel views): contiguous and ROW inputs one 4-element load, COL (runs of a multiple of 4
 // elements) and constant ones one element.
 #define LOAD_IN4(X, X4, XT, flags, off, q) \
-    (((flags) & (FLAG_A_CONTIGUOUS | FLAG_A_ROW)) != 0u \
-        ? (TEX != 0u ? TEXQ(XT, unit_index(q, flags, off)) : LOADQ(X4[unit_index(q, flags, off)])) \
-        : V4(LOAD(X[(off) + (((flags) & FLAG_A_COL) != 0u ? div_inner(4u * (q)) : 0u)])))
+    (BCAST == 0u \
+        ? (((flags) & FLAG_A_CONTIGUOUS) != 0u ? LOAD_UNIT(X4, XT, (off) / 4u + (q)) : V4(LOAD(X[off]))) \
+        : (((flags) & (FLAG_A_CONTIGUOUS | FLAG_A_ROW)) != 0u ? LOAD_UNIT(X4, XT, unit_index(q, flags, off)) \
+            : V4(LOAD(X[(off) + (((flags) & FLAG_A_COL) != 0u ? div_inner(4u * (q)) : 0u)]))))
 
 // LINEAR path: every input contiguous (offset % 4 == 0), constant, ROW (run and offset multiples of 4)
 // or COL (run a multiple of 4); 4 elements per access.

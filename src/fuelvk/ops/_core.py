@@ -16,7 +16,7 @@ from ..array import Array, asarray
 from ..errors import FuelVKError, FuelVKMemoryError, LaunchError
 from ..runtime import loadpath
 from ..runtime.loadpath import TEXEL_BYTES
-from ..kernels.elementwise import EPT, FLAGS, LINEAR, MAX_RANK, TEX, TEXEL_BINDINGS, TEXW, WG
+from ..kernels.elementwise import BCAST, EPT, FLAGS, LINEAR, MAX_RANK, TEX, TEXEL_BINDINGS, TEXW, WG
 from ..kernels.movement_core import copy_variant
 from ..kernels.registry import storage_twin
 
@@ -241,7 +241,7 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
                 + (((0 if texw else None),) if out_view else ())
         bcast = dict(zip(("inner", "magic", "shift"), (inner,) + _divider(inner, m))) if bcast_ok else {}
         _, _, push, spec_ids = sig.bind(dict(
-            named, **spec, **bcast, **({LINEAR: 1} if linear else {}), **({TEX: 1} if tex else {}), **({TEXW: 1} if texw else {}), n=m, rank=len(sub), flags=flags, off_o=off_o,
+            named, **spec, **bcast, **({LINEAR: 1} if linear else {}), **({BCAST: 1} if linear and inner else {}), **({TEX: 1} if tex else {}), **({TEXW: 1} if texw else {}), n=m, rank=len(sub), flags=flags, off_o=off_o,
             off_a=offs[0] if offs else 0, off_b=offs[1] if len(offs) > 1 else 0, s0=s0, s1=s1, shape=sub,
             sa=st[0] if st else (), sb=st[1] if len(st) > 1 else ()))
         per_group = WG * EPT * (4 if linear else 1)
