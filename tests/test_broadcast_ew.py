@@ -125,7 +125,7 @@ def test_plan_linear(monkeypatch):
 def test_divider_exact():
     """(i * magic) >> shift == i // d for the largest i of a chunk, around every multiple of d."""
     for d, n in ((3, 1 << 31), (1000, 1 << 31), (1024, 5120), (7, 100), ((1 << 30) + 1, 1 << 31), (65537, 1 << 31)):
-        magic, shift = _core._divider(d, n)
+        magic, shift = _core.divider(d, n)
         assert magic < 1 << 32
         for i in [n - 1, n - 2, 0, 1] + [k * d + e for k in (1, (n - 1) // d) for e in (-1, 0, 1)]:
             if 0 <= i < n:

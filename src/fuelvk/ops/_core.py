@@ -239,7 +239,7 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
         if tex or texw:
             view_src = tuple(1 + k if tex and k in contig_in else None for k in range(len(inputs))) \
                 + (((0 if texw else None),) if out_view else ())
-        bcast = dict(zip(("inner", "magic", "shift"), (inner,) + _divider(inner, m))) if bcast_ok else {}
+        bcast = dict(zip(("inner", "magic", "shift"), (inner,) + divider(inner, m))) if bcast_ok else {}
         _, _, push, spec_ids = sig.bind(dict(
             named, **spec, **bcast, **({LINEAR: 1} if linear else {}), **({BCAST: 1} if linear and inner else {}), **({TEX: 1} if tex else {}), **({TEXW: 1} if texw else {}), n=m, rank=len(sub), flags=flags, off_o=off_o,
             off_a=offs[0] if offs else 0, off_b=offs[1] if len(offs) > 1 else 0, s0=s0, s1=s1, shape=sub,
@@ -265,7 +265,7 @@ _CONTIGUOUS = (FLAGS["a_contiguous"], FLAGS["b_contiguous"])
 _CONSTANT = (FLAGS["a_constant"], FLAGS["b_constant"])
 _ROW = (FLAGS["a_row"], FLAGS["b_row"])
 _COL = (FLAGS["a_col"], FLAGS["b_col"])
-_DIV_MAX = 1 << 31      # _divider is exact for indices below 2**31 (larger chunks: the general index)
+_DIV_MAX = 1 << 31      # divider is exact for indices below 2**31 (larger chunks: the general index)
 
 
 def _broadcast_kind(shape, strides):
@@ -281,9 +281,10 @@ def _broadcast_kind(shape, strides):
     return None, 0
 
 
-def _divider(d, n):
+def divider(d, n):
     """(magic, shift) with (i * magic) >> shift == i // d for every 0 <= i < n <= 2**31 (Granlund and
-    Montgomery's round-up method; elementwise.comp's div_inner); (0, 1) for d = 0 (no ROW / COL input)."""
+    Montgomery's round-up method; elementwise.comp's div_inner, copy_texels.comp's run_index): m = ceil(2**s / d),
+    s = k + ceil(log2 d), k the bits of n - 1. (0, 1) for d = 0 (no ROW / COL input)."""
     if d == 0:
         return 0, 1
     s = max((n - 1).bit_length(), 1) + (d - 1).bit_length()
