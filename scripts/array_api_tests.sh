@@ -16,5 +16,5 @@ for f in "$@"; do files+=("array_api_tests/$f"); done
 cd -P "$suite"
 suite="$(pwd -P)"   # (a symlinked path would make node ids that miss the xfails file)
 PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}" ARRAY_API_TESTS_MODULE=fuelvk ARRAY_API_TESTS_VERSION=2024.12 \
-  exec python -m pytest -q -p no:cacheprovider --disable-warnings --max-examples "$n" --disable-deadline ${ARRAY_API_SEED:+--hypothesis-seed=$ARRAY_API_SEED} --rootdir="$suite" \
+  exec "${PY:-python}" -m pytest -q -p no:cacheprovider --disable-warnings --max-examples "$n" --disable-deadline ${ARRAY_API_SEED:+--hypothesis-seed=$ARRAY_API_SEED} --rootdir="$suite" \
   --xfails-file="$repo/tests/array_api_xfails.txt" -k "not fft" "${files[@]}" --disable-extension fft
