@@ -139,3 +139,18 @@ def test_equality_with_scalars_and_real_arrays():
 def test_reflected_pow():
     z = _z(4, np.complex128)
     close(2.0 ** fv.asarray(z), 2.0 ** z, np.complex128)
+
+
+def test_complex_casts_and_concat_promote():
+    """astype between complex dtypes (through the float pairs views, any strides) and concat promoting
+    complex64 with complex128 / float64 (array-api-tests' test_concat), all vs numpy."""
+    a, b = _z((2, 3), np.complex64), _z((2, 2), np.complex128)
+    A, B = fv.asarray(a), fv.asarray(b)
+    assert np.array_equal(fv.astype(A[:, ::-2], fv.complex128).numpy(), a[:, ::-2].astype(np.complex128))
+    assert np.array_equal(fv.ops.casts.astype(B, fv.complex64).numpy(), b.astype(np.complex64))
+    for xs in ((A, B), (B, A), (A, fv.asarray(b.real.copy())), (B, B)):
+        want = np.concatenate([x.numpy() for x in xs], axis=1)
+        got = fv.concat(list(xs), axis=1)
+        assert got.dtype == want.dtype and np.array_equal(got.numpy(), want)
+    got = fv.concat([A, B], axis=None)
+    assert np.array_equal(got.numpy(), np.concatenate([a.ravel(), b.ravel()]))

@@ -148,26 +148,9 @@ def not_equal(*args, **kwargs):
 
 
 def astype(x, dtype, /, *, copy=True, device=None):
-    """x cast to dtype (fuelvk.ops.casts.astype); into a complex dtype: the real part written through
-    the component view (imaginary 0), or complex64 <-> complex128 per component. Complex to real is
-    a DTypeError (the standard leaves it unspecified; take real(x) explicitly)."""
-    try:
-        dt = _dt.dtype(dtype)
-    except DTypeError as e:
-        raise DTypeError(f"astype: {e}") from None
+    """x cast to dtype (fuelvk.ops.casts.astype, complex dtypes included), on device= when given."""
     if isinstance(x, Array) and device is not None:
         x = x.to_device(device)     # the standard: the result lives on device= (itself where x does)
-    if isinstance(x, Array) and (dt.kind == "c" or x.dtype.kind == "c"):
-        if device is not None:
-            from .info import check_device
-            check_device("astype", device)
-        if dt == x.dtype:
-            return x.copy() if copy else x
-        if dt.kind != "c":
-            raise DTypeError(f"astype: {x.dtype} -> {dt} would drop the imaginary part; use real(x) (and cast it)")
-        if x.dtype.kind in "biu":
-            x = _REAL_OPS["astype"](x, _cx._REAL[dt])
-        return _cx.to_complex("astype", x, dt)
     return _REAL_OPS["astype"](x, dtype, copy=copy, device=device)
 
 

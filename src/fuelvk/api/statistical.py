@@ -90,7 +90,7 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
             x = x.astype(dtype)
         out = cumsum(x, axis=ax)
     if include_initial:
-        out = _concat([zeros(x.shape[:ax] + (1,) + x.shape[ax + 1:], out.dtype), out], axis=ax)
+        out = concatenate([zeros(x.shape[:ax] + (1,) + x.shape[ax + 1:], out.dtype), out], axis=ax)
     return out
 
 
@@ -101,15 +101,9 @@ def _scan(x, ax, op):
     pre = (slice(None),) * ax
     while s < n:
         shifted = _pairwise(op, out[pre + (slice(s, None),)], out[pre + (slice(0, n - s),)])
-        out = _concat([out[pre + (slice(0, s),)], shifted], axis=ax)
+        out = concatenate([out[pre + (slice(0, s),)], shifted], axis=ax)
         s *= 2
     return out
-
-
-def _concat(arrays, axis):
-    if arrays[0].dtype.kind == "c":      # complex: concatenated through their (re, im) float pairs views
-        return _cx.from_pairs(concatenate([_cx.as_pairs(a) for a in arrays], axis=axis))
-    return concatenate(arrays, axis=axis)
 
 
 def _pairwise(op, a, b):
@@ -165,7 +159,7 @@ def _int_tree(op, kernel_op, x, axis, keepdims, dt):
     while n > 1:
         h = n // 2
         z = _pairwise(kernel_op, y[:, :h], y[:, h:2 * h])
-        y = _concat([z, y[:, 2 * h:]], axis=1) if n % 2 else z
+        y = concatenate([z, y[:, 2 * h:]], axis=1) if n % 2 else z
         n -= h
     return y.reshape(out_shape) if y.shape != out_shape else y.copy()
 
@@ -228,7 +222,7 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
             x = x.astype(dtype)
         out = cumulative_prod_along(x, ax)
     if include_initial:
-        out = _concat([ones(x.shape[:ax] + (1,) + x.shape[ax + 1:], dtype=out.dtype), out], axis=ax)
+        out = concatenate([ones(x.shape[:ax] + (1,) + x.shape[ax + 1:], dtype=out.dtype), out], axis=ax)
     return out
 
 

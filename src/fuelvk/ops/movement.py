@@ -21,6 +21,7 @@ from ..kernels.movement import EPT, MAX_RANK, WG, WRITE_FLAGS
 from ._core import (blocks, contiguous, device_args, element_words, fits, launch_strided, new_like, result,
                     spans, tiles, windowed)
 from ..kernels.movement_core import copy_variant
+from . import complex as _cx
 from .casts import astype
 from ..runtime import loadpath
 from ..runtime.loadpath import TEXEL_BYTES
@@ -394,6 +395,8 @@ def concatenate(arrays, axis=0):
     dt = np.result_type(*[x.dtype for x in xs])
     if any(x.dtype != dt for x in xs):
         xs = [x if x.dtype == dt else astype(x, dt) for x in xs]
+    if dt.kind == "c":   # complex: concatenated through the (re, im) float pairs views
+        return result(_cx.from_pairs(concatenate([_cx.as_pairs(x) for x in xs], axis=ax)), numpy_out)
     shape = list(xs[0].shape)
     shape[ax] = sum(x.shape[ax] for x in xs)
     out = new_like(tuple(shape), dt)
