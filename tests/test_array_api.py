@@ -176,6 +176,21 @@ def test_statistical_edges():
     same(x.sum(axis=0), fv.sum(x, axis=0)) and same(x.max(), fv.max(x)) and same(x.mean(), fv.mean(x))
 
 
+def test_positive_copies_and_empty_views_are_writable():
+    """+x of a broadcast view is a new array (writing it leaves x alone); an empty array's stride-0
+    axis repeats nothing, so in-place ops on it work (array-api-tests' test_positive, via |=)."""
+    x = fv.broadcast_to(fv.asarray(np.arange(3, dtype=np.float32)), (2, 3))
+    y = +x
+    y += 1
+    same(y, np.arange(3, dtype=np.float32) + np.ones((2, 3), np.float32))
+    same(x, np.broadcast_to(np.arange(3, dtype=np.float32), (2, 3)))
+    m = fv.isnan(fv.asarray(np.zeros((2, 0), np.float32)))
+    m |= m
+    assert m.shape == (2, 0)
+    with pytest.raises(ShapeError, match="broadcast view"):
+        x[...] = 1.0
+
+
 # -- elementwise: rounding, copysign, where, logical, all / any -----------------------------------
 ODD = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.0, 0.0, np.nan, -np.inf, np.inf, 1e30, -3.7, 2**23 + 0.5],
                np.float64)

@@ -486,7 +486,7 @@ def where(condition, x1, x2):
 
 # -- in-place writes ------------------------------------------------------------------------------
 def _writable(op, view):
-    if any(s == 0 and n > 1 for n, s in zip(view.shape, view.strides)):
+    if view.size and any(s == 0 and n > 1 for n, s in zip(view.shape, view.strides)):   # (empty: nothing repeats)
         raise ShapeError(f"{op}: cannot write into a broadcast view (shape {view.shape}, strides {view.strides}: "
                          "stride 0 repeats one element); write into a real array or a slice of one")
 
