@@ -648,6 +648,31 @@ def test_wide_integer_sum_max_min(dt):
         fv.max(fv.asarray(np.zeros((0, 2), dt)), axis=0)
 
 
+@pytest.mark.parametrize("dt", [np.int64, np.uint64])
+def test_wide_integer_argmax_argmin(dt):
+    """64-bit argmax / argmin (max tree, then the lowest index equal to it): ties take the lowest index."""
+    info = np.iinfo(dt)
+    h = np.array([[info.max, 3, info.max], [7, info.min, info.min], [2, 2, info.max - 1]], dt)
+    for a in (h, h[:, ::-1], h[0, 0]):
+        for axis in [None] + list(range(a.ndim)):
+            for name in ("argmax", "argmin"):
+                same(getattr(fv, name)(fv.asarray(a), axis=axis, keepdims=True),
+                     getattr(np, name)(a, axis=axis, keepdims=True))
+                same(getattr(fv, name)(fv.asarray(a), axis=axis), getattr(np, name)(a, axis=axis))
+    with pytest.raises(ShapeError):
+        fv.argmax(fv.asarray(np.zeros((0, 2), dt)), axis=0)
+
+
+@pytest.mark.parametrize("src", [np.uint64, np.int16, np.uint8, np.bool_])
+def test_integer_sum_with_dtype_wraps(src):
+    """sum(x, dtype=an integer dtype): cast, then add wrapping in that dtype (numpy's), wider or narrower."""
+    h = (np.arange(-70, 50) * 977).astype(src).reshape(6, 20)
+    for dt in (np.uint8, np.int8, np.uint32, np.int64, np.uint64):
+        for axis in (None, 1):
+            same(fv.sum(fv.asarray(h), axis=axis, dtype=dt), np.sum(h, axis=axis, dtype=dt))
+    same(fv.sum(fv.asarray(np.array(0, np.uint64)), dtype=fv.uint8), np.sum(np.array(0, np.uint64), dtype=np.uint8))
+
+
 def test_integer_array_index_mixes():
     h = np.arange(60, dtype=np.int32).reshape(3, 4, 5)
     x = fv.asarray(h)

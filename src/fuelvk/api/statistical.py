@@ -19,18 +19,21 @@ from .. import layout
 from ..array import Array, empty
 from ..errors import DTypeError, ShapeError
 from ..ops.elementwise import divide, int_binary, multiply, sqrt, subtract
-from ..ops.movement import concatenate
+from ..ops.comparison import equal
+from ..ops.movement import concatenate, where
 from ..ops import complex as _cx
 from ..ops.reduction import cumsum, cumulative_prod_along, normalize_axes
+from ..ops.reduction import argmax as _argmax
+from ..ops.reduction import argmin as _argmin
 from ..ops.reduction import mean as _mean
 from ..ops.reduction import max as _max
 from ..ops.reduction import min as _min
 from ..ops.reduction import prod as _float_prod
 from ..ops.reduction import sum as _sum
 from ..array import zeros
-from .creation import ones
+from .creation import arange, ones
 
-__all__ = ["var", "std", "cumulative_sum", "cumulative_prod", "prod", "sum", "max", "min", "mean"]
+__all__ = ["var", "std", "cumulative_sum", "cumulative_prod", "prod", "sum", "max", "min", "mean", "argmax", "argmin"]
 
 
 def _arr(op, x):
@@ -181,9 +184,12 @@ def _wide(x):
 
 
 def sum(x, axis=None, keepdims=False, *, dtype=None):  # noqa: A001 - (ops.reduction.sum's signature)
-    """Sum over axis (fuelvk.ops.reduction.sum); 64-bit integers by a tree of integer adds (exact)."""
-    if _wide(x) and (dtype is None or _dt.dtype(dtype) == x.dtype):
+    """Sum over axis (fuelvk.ops.reduction.sum); 64-bit integers, and integers with an integer dtype=,
+    by a tree of integer adds (exact, wrapping in the dtype as numpy's)."""
+    if _wide(x) and dtype is None:
         return _int_tree("sum", "add", x, axis, keepdims, x.dtype)
+    if isinstance(x, Array) and x.dtype.kind in "biu" and dtype is not None and _dt.dtype(dtype).kind in "iu":
+        return _int_tree("sum", "add", x, axis, keepdims, _dt.dtype(dtype))   # numpy: cast, then wrap in dtype
     cdt = _complex_dtype("sum", x, dtype)
     if cdt is not None:
         return _by_parts(_sum, x, cdt, axis, keepdims)
@@ -206,6 +212,28 @@ def max(x, axis=None, keepdims=False):  # noqa: A001
 def min(x, axis=None, keepdims=False):  # noqa: A001
     """Minimum over axis (fuelvk.ops.reduction.min); 64-bit integers by a tree of integer minima."""
     return _int_tree("min", "minimum", x, axis, keepdims, x.dtype) if _wide(x) else _min(x, axis, keepdims)
+
+
+def _wide_arg(op, x, axis, keepdims):
+    """argmax / argmin of 64-bit integers (the reduce kernels take up to 32 bits): the extreme by the
+    integer tree, then the lowest index where x equals it (a minimum over the indices, n elsewhere)."""
+    v = x.reshape(-1) if axis is None or x.ndim == 0 else x
+    ax = 0 if v is not x else layout.normalize_axis(op, axis, x.ndim)
+    ext = _int_tree(op, "maximum" if op == "argmax" else "minimum", v, ax, True, v.dtype)
+    n = v.shape[ax]
+    idx = arange(n, dtype=_dt.int64).reshape((n,) + (1,) * (v.ndim - 1 - ax))
+    first = _int_tree(op, "minimum", where(equal(v, ext), idx, n), ax, keepdims, _dt.int64)
+    return first.reshape((1,) * x.ndim) if keepdims and v is not x else first
+
+
+def argmax(x, axis=None, keepdims=False):
+    """Index of the maximum (fuelvk.ops.reduction.argmax); 64-bit integers exactly, by integer kernels."""
+    return _wide_arg("argmax", x, axis, keepdims) if _wide(x) else _argmax(x, axis, keepdims)
+
+
+def argmin(x, axis=None, keepdims=False):
+    """Index of the minimum (fuelvk.ops.reduction.argmin); 64-bit integers exactly, by integer kernels."""
+    return _wide_arg("argmin", x, axis, keepdims) if _wide(x) else _argmin(x, axis, keepdims)
 
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
