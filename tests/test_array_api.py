@@ -673,6 +673,20 @@ def test_integer_sum_with_dtype_wraps(src):
     same(fv.sum(fv.asarray(np.array(0, np.uint64)), dtype=fv.uint8), np.sum(np.array(0, np.uint64), dtype=np.uint8))
 
 
+def test_clip_broadcasts_count_nonzero_complex_expand_dims_range():
+    """clip's result takes x's and the bounds' broadcast shape (numpy's); count_nonzero of complex
+    counts either component; expand_dims out of [-ndim-1, ndim] is an IndexError (the standard's)."""
+    h, lo = np.arange(3, dtype=np.float32), np.array([[1], [2]], np.float32)
+    same(fv.clip(fv.asarray(h), min=fv.asarray(lo)), np.clip(h, lo, None))
+    assert fv.clip(fv.asarray(np.zeros(0, np.float32)), max=fv.asarray(np.zeros((0, 0), np.float32))).shape == (0, 0)
+    z = np.array([[0, 1j, 0], [2, 0, 1 + 1j]], np.complex64)
+    for axis in (None, 1):
+        same(fv.count_nonzero(fv.asarray(z), axis=axis), np.count_nonzero(z, axis=axis))
+    with pytest.raises(IndexError):
+        fv.expand_dims(fv.asarray(np.float32(1)), axis=-2)
+    assert fv.expand_dims(fv.asarray(h), axis=-2).shape == (1, 3)
+
+
 def test_integer_array_index_mixes():
     h = np.arange(60, dtype=np.int32).reshape(3, 4, 5)
     x = fv.asarray(h)

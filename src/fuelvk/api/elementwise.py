@@ -20,7 +20,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import layout
 from ..array import Array, asarray
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError
 from ..ops import complex as _cx
 from ..ops import elementwise as _ew
 from ..ops import public_ops
@@ -183,9 +183,9 @@ def clip(x, /, min=None, max=None):  # noqa: A002 - the standard's names
     if x.dtype == _dt.bool_ or x.dtype.kind == "c":
         raise DTypeError(f"clip: x must have a real numeric dtype, got {x.dtype}")
     lo, hi = _bound("clip", x, min), _bound("clip", x, max)
-    for b in (lo, hi):
-        if isinstance(b, Array) and layout.broadcast_shapes("clip", b.shape, x.shape) != x.shape:
-            raise ShapeError(f"clip: a bound of shape {b.shape} does not broadcast to x's shape {x.shape}")
+    shape = layout.broadcast_shapes("clip", x.shape, *[b.shape for b in (lo, hi) if isinstance(b, Array)])
+    if shape != x.shape:
+        x = x.broadcast_to(shape)    # the result takes the shape of x and the bounds broadcast (numpy's)
     if x.dtype == _dt.float32 and not isinstance(lo, Array) and not isinstance(hi, Array):
         return _ew.clip(x, -np.inf if lo is None else lo, np.inf if hi is None else hi)
     out = x
