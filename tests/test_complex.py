@@ -168,3 +168,14 @@ def test_huge_imaginary_parts(dt):
     w = (z.imag + 1j * z.real).astype(dt)
     close(fv.cos(fv.asarray(w)), np.cos(w), dt)
     close(fv.sin(fv.asarray(w)), np.sin(w), dt)
+
+
+@pytest.mark.parametrize("dt", [np.complex64, np.complex128])
+def test_flip_and_roll(dt):
+    """flip / roll of complex arrays (complex128's 16-byte elements through the float pairs views)."""
+    a = _z((2, 3), dt)
+    A = fv.asarray(a)
+    for axis in (None, 0, -1, (0, 1)):
+        assert np.array_equal(fv.flip(A, axis=axis).numpy(), np.flip(a, axis=axis))
+    for shift, axis in ((1, None), (-2, None), (2, 1), ((1, 2), (0, 1))):
+        assert np.array_equal(fv.roll(A[:, ::-1], shift, axis=axis).numpy(), np.roll(a[:, ::-1], shift, axis=axis))

@@ -229,6 +229,8 @@ def flip(x, axis=None):
     """numpy.flip as a new contiguous array (any dtype; axis None flips every axis)."""
     (xa,), numpy_out = device_args("flip", x)
     axes = range(xa.ndim) if axis is None else _axes("flip", axis, xa.ndim)
+    if xa.dtype.kind == "c":     # complex: the (re, im) float pairs view flipped on the same axes
+        return result(_cx.from_pairs(flip(_cx.as_pairs(xa), tuple(axes))), numpy_out)
     v = xa.flip(tuple(axes)) if xa.ndim else xa
     out = new_like(xa.shape, xa.dtype)
     if texel_runs(out, v):    # no flip of the last axis: whole-texel rows copied in reverse order
@@ -240,6 +242,12 @@ def flip(x, axis=None):
 def roll(x, shift, axis=None):
     """numpy.roll: elements shifted cyclically along axis (axis None: over the flattened array)."""
     (xa,), numpy_out = device_args("roll", x)
+    if xa.dtype.kind == "c":     # complex: the (re, im) float pairs view rolled on the same axes
+        if axis is None:
+            flat = _cx.as_pairs(xa).reshape(-1, 2)
+            return result(_cx.from_pairs(roll(flat, operator.index(shift), 0)).reshape(xa.shape), numpy_out)
+        axes = tuple(_axes_allow_repeat("roll", axis, xa.ndim))
+        return result(_cx.from_pairs(roll(_cx.as_pairs(xa), shift, axes)), numpy_out)
     tag = _width_tag("roll", xa.dtype)
     if axis is None:
         try:
