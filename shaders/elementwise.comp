@@ -1,7 +1,8 @@
 #version 450
 // Elementwise unary / binary / affine (and the clamp / powi ops): one generic kernel.
 // Inputs are strided + broadcast + offset capable (rank <= 6 after the host collapses dims);
-// p.flags says per input whether it is contiguous (linear index) or constant (every stride 0), and
+// p.flags says per input whether it is contiguous (linear index), constant (every stride 0), a ROW
+// or COL broadcast (one division by the run length p.inner: input_index), and
 // whether b is the scalar s1 (x + 2.0 needs no buffer) or a the scalar s0: FLAG_* defines.
 // OP_* (op ids) and FLAG_* are defines from kernels/elementwise.py (UNARY or BINARY by NIN, FLAGS).
 // The output is contiguous. Each invocation handles EPT elements spaced one workgroup apart, so
@@ -128,6 +129,7 @@ layout(push_constant) uniform Params {
     uint n; uint rank; uint flags; uint off_o;
     uint off_a; uint off_b; uint s0[2]; uint s1[2];
     int shape[6]; int sa[6]; int sb[6];
+    uint inner; uint magic; uint shift;   // ROW / COL operands: the run length, i / inner's divider
 } p;
 
 #if defined(DT_F64) && NIN == 2
@@ -645,14 +647,48 @@ uint strided(uint i, uint off, int st[6]) {
     return uint(idx);
 }
 
-// flags: an input's bits at a's positions (b's shifted down by FLAG_B_SHIFT).
+// i / p.inner as a multiply-high and a shift (the host's _divider: exact for every i < n), since an
+// integer division per element costs more than the op on CPU drivers (no vector divide).
+uint div_inner(uint i) {
+    uint hi, lo;
+    umulExtended(i, p.magic, hi, lo);
+    return p.shift >= 32u ? hi >> (p.shift - 32u) : (hi << (32u - p.shift)) | (lo >> p.shift);
+}
+
+// flags: an input's bits at a's positions (b's shifted down by FLAG_B_SHIFT). A ROW operand repeats
+// one contiguous run of p.inner elements (w [H] against x [T, H]: index i % inner), a COL operand
+// holds one element per run (v [T, 1] against x [T, H]: index i / inner).
+// (LINEAR's tail never sees ROW / COL inputs: their runs are multiples of 4 there, so n is.)
 uint input_index(uint i, uint flags, uint off, int st[6]) {
     if ((flags & FLAG_A_CONTIGUOUS) != 0u) return off + i;
-    if ((flags & FLAG_A_CONSTANT) != 0u) return off;
+    if ((flags & FLAG_A_CONSTANT) != 0u || LINEAR != 0u) return off;
+    if ((flags & FLAG_A_ROW) != 0u) return off + (i - div_inner(i) * p.inner);
+    if ((flags & FLAG_A_COL) != 0u) return off + div_inner(i);
     return strided(i, off, st);
 }
 
-// LINEAR path: every input contiguous (offset % 4 == 0) or constant; 4 elements per access.
+// BCAST = 1 (LINEAR only): some input is ROW or COL. A specialization, so that the plain LINEAR path
+// (BCAST = 0) compiles to exactly the loads it had (a uniform branch on p.flags cost lavapipe ~35% of
+// a contiguous f32 multiply).
+layout(constant_id = 6) const uint BCAST = 0;
+// LINEAR: the 4-element unit of a contiguous or ROW input holding elements 4q .. 4q + 3 (a ROW run's
+// length and offset are multiples of 4 there, so the 4 lie in one run).
+uint unit_index(uint q, uint flags, uint off) {
+    uint k = (flags & FLAG_A_ROW) != 0u ? q - div_inner(4u * q) * (p.inner / 4u) : q;
+    return off / 4u + k;
+}
+#define LOAD_UNIT(X4, XT, k) (TEX != 0u ? TEXQ(XT, k) : LOADQ(X4[k]))
+// LINEAR: elements 4q .. 4q + 3 of input X (flags at a's positions, offset off; X4 / XT its 4-element
+// and texel views): contiguous and ROW inputs one 4-element load, COL (runs of a multiple of 4
+// elements) and constant ones one element.
+#define LOAD_IN4(X, X4, XT, flags, off, q) \
+    (BCAST == 0u \
+        ? (((flags) & FLAG_A_CONTIGUOUS) != 0u ? LOAD_UNIT(X4, XT, (off) / 4u + (q)) : V4(LOAD(X[off]))) \
+        : (((flags) & (FLAG_A_CONTIGUOUS | FLAG_A_ROW)) != 0u ? LOAD_UNIT(X4, XT, unit_index(q, flags, off)) \
+            : V4(LOAD(X[(off) + (((flags) & FLAG_A_COL) != 0u ? div_inner(4u * (q)) : 0u)]))))
+
+// LINEAR path: every input contiguous (offset % 4 == 0), constant, ROW (run and offset multiples of 4)
+// or COL (run a multiple of 4); 4 elements per access.
 void main_linear() {
     uint base = linear_group() * (WG * EPT) + gl_LocalInvocationID.x;
     uint nq = p.n / 4u;
@@ -660,13 +696,12 @@ void main_linear() {
         uint q = base + j * WG;
         if (q < nq) {
 #if NIN == 2
-            V4 x = (p.flags & FLAG_A_SCALAR) != 0u ? V4(scalar_arg(p.s0))
-                 : ((p.flags & FLAG_A_CONTIGUOUS) != 0u ? (TEX != 0u ? TEXQ(a_t, p.off_a / 4u + q) : LOADQ(a4[p.off_a / 4u + q])) : V4(LOAD(a[p.off_a])));
+            V4 x = (p.flags & FLAG_A_SCALAR) != 0u ? V4(scalar_arg(p.s0)) : LOAD_IN4(a, a4, a_t, p.flags, p.off_a, q);
             V4 y = (p.flags & FLAG_B_SCALAR) != 0u ? V4(scalar_arg(p.s1))
-                 : ((p.flags & FLAG_B_CONTIGUOUS) != 0u ? (TEX != 0u ? TEXQ(b_t, p.off_b / 4u + q) : LOADQ(b4[p.off_b / 4u + q])) : V4(LOAD(b[p.off_b])));
+                 : LOAD_IN4(b, b4, b_t, p.flags >> FLAG_B_SHIFT, p.off_b, q);
             V4 r = V4(apply_binary(x.x, y.x), apply_binary(x.y, y.y), apply_binary(x.z, y.z), apply_binary(x.w, y.w));
 #else
-            V4 x = (p.flags & FLAG_A_CONTIGUOUS) != 0u ? (TEX != 0u ? TEXQ(a_t, p.off_a / 4u + q) : LOADQ(a4[p.off_a / 4u + q])) : V4(LOAD(a[p.off_a]));
+            V4 x = LOAD_IN4(a, a4, a_t, p.flags, p.off_a, q);
             V4 r = V4(apply_unary(x.x), apply_unary(x.y), apply_unary(x.z), apply_unary(x.w));
 #endif
             if (TEXW != 0u) { TEXSTORE(p.off_o / 4u + q, r); }

@@ -724,3 +724,13 @@ def test_boolean_mask_get_and_set():
     y[fv.asarray(m[:, 0])] = fv.asarray(np.float32(7))
     e[m[:, 0]] = 7
     same(y, e)
+
+
+def test_count_nonzero_and_nonzero_of_complex():
+    """A complex element is nonzero when either part is (NaN counts; -0 does not)."""
+    h = np.array([[0, 1j, 0], [2, -0.0, complex(np.nan, 0)]], np.complex64)
+    x = fv.asarray(h)
+    assert int(fv.count_nonzero(x).numpy()) == np.count_nonzero(h)
+    same(fv.count_nonzero(x, axis=1), np.count_nonzero(h, axis=1))
+    for got, want in zip(fv.nonzero(x), np.nonzero(h)):
+        same(got, want)

@@ -134,10 +134,10 @@ def test_many_rows_and_rank3(path, texel_launches):
 
 
 def test_run_divider():
-    """_divider's (m, s) give i // d exactly for every i < n, up to the largest texel count."""
+    """divider's (m, s) give i // d exactly for every i < n, up to the largest texel count."""
     for d in list(range(1, 70)) + [1000, 4097, 65535, 1 << 20, (1 << 28) - 3]:
         for n in (1, d, 3 * d + 2, 1 << 20, 1 << 28):
-            m, s = movement._divider(d, n)
+            m, s = movement.divider(d, n)
             assert m < 1 << 32
             for i in {0, n - 1, n // 2, max(n - d, 0), (n - 1) // d * d, min(d, n - 1), max((n - 1) // d * d - 1, 0)}:
                 assert (i * m) >> s == i // d, (d, n, i)

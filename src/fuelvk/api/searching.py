@@ -19,8 +19,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..array import Array, asarray
 from ..errors import DTypeError, ShapeError
-from ..ops.comparison import not_equal
-from .elementwise import not_equal as _complex_not_equal
+from .elementwise import not_equal   # (complex-aware)
 from ..ops.elementwise import int_binary
 from ..ops.indexing import take
 from ..ops.movement import concatenate
@@ -43,8 +42,6 @@ def _arr(op, x):
 
 
 def _mask(x):
-    if x.dtype.kind == "c":
-        return _complex_not_equal(x, 0)     # either component nonzero
     return x if x.dtype == _dt.bool_ else not_equal(x, 0)
 
 

@@ -12,6 +12,7 @@ WG, EPT = 256, 4  # shaders/elementwise.comp: elements per workgroup = WG * EPT 
 LINEAR = "LINEAR"  # the specialization constant of the LINEAR (all inputs contiguous/constant) path
 TEX = "TEX"        # LINEAR's loads through the inputs' rgba32ui texel views (Device.texel_loads)
 TEXW = "TEXW"      # LINEAR's stores through the output's rgba32ui texel view (f32 / f64)
+BCAST = "BCAST"    # LINEAR with a ROW or COL broadcast input (FLAGS a_row ...)
 # Those views, bound after the storage buffers: one per input, then the output's (kernels without
 # TEXW, e.g. casts, have only the inputs' views).
 TEXEL_BINDINGS = ("a_t", "b_t", "o_t")
@@ -39,8 +40,11 @@ FUSED_NONE = 255
 # Unary ops the fused kernel may apply (those that read no scalar argument from the Params).
 FUSABLE_UNARY = tuple(n for n in UNARY if n not in ("heaviside",) + FIXED_OPS)
 # The EW Params' flags word: per input, contiguous (linear index) or constant (every stride 0) --
-# input b's bits are a's shifted by FLAG_B_SHIFT -- and a scalar operand in s0 (a) or s1 (b).
-FLAGS = {"a_contiguous": 1, "a_constant": 2, "b_contiguous": 4, "b_constant": 8, "b_scalar": 16, "a_scalar": 32}
+# input b's bits are a's shifted by FLAG_B_SHIFT -- and a scalar operand in s0 (a) or s1 (b). Kernels
+# whose Params have `inner` (elementwise.comp) also take ROW (index i % inner: w [H] against x [T, H])
+# and COL (index i / inner: v [T, 1] against x [T, H]) broadcast inputs (ops/_core.py's _broadcast_kind).
+FLAGS = {"a_contiguous": 1, "a_constant": 2, "b_contiguous": 4, "b_constant": 8, "b_scalar": 16, "a_scalar": 32,
+         "a_row": 64, "a_col": 128, "b_row": 256, "b_col": 512}
 FLAG_B_SHIFT = 2
 FLAG_DEFINES = dict(id_defines(FLAG=FLAGS), FLAG_B_SHIFT=FLAG_B_SHIFT)
 # nextafter's neighbours are only exact where the kernel computes in the element's own type.

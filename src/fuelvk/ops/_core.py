@@ -16,7 +16,7 @@ from ..array import Array, asarray
 from ..errors import FuelVKError, FuelVKMemoryError, LaunchError
 from ..runtime import loadpath
 from ..runtime.loadpath import TEXEL_BYTES
-from ..kernels.elementwise import EPT, FLAGS, LINEAR, MAX_RANK, TEX, TEXEL_BINDINGS, TEXW, WG
+from ..kernels.elementwise import BCAST, EPT, FLAGS, LINEAR, MAX_RANK, TEX, TEXEL_BINDINGS, TEXW, WG
 from ..kernels.movement_core import copy_variant
 from ..kernels.registry import storage_twin
 
@@ -202,12 +202,14 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
         cshape, cstrides = layout.collapse(shape, *[layout.broadcast_strides(x.shape, x.strides, shape) for x in inputs])
         chunks = _chunks(cshape, cstrides, [x.offset for x in inputs])
     linear_ok = LINEAR is not None and LINEAR in sig.spec_ids
+    bcast_ok = any(f[0] == "inner" for f in sig.fields)    # the kernel reads ROW / COL inputs
     plan, view_src = [], None
     for sub, st, offs, o in chunks:
         m = math.prod(sub)
         contig = layout.contiguous_strides(sub)
         flags = flags_extra
         linear = linear_ok and m >= linear_min
+        inner = 0                       # the ROW / COL inputs' run length (one per chunk)
         for k, s in enumerate(st):
             if tuple(s) == contig:
                 flags |= _CONTIGUOUS[k]
@@ -215,22 +217,31 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
             elif not any(s):
                 flags |= _CONSTANT[k]
             else:
-                linear = False
+                kind, run = _broadcast_kind(sub, s) if bcast_ok and m <= _DIV_MAX else (None, 0)
+                if kind is None or inner not in (0, run):
+                    linear = False
+                    continue
+                inner = run
+                flags |= _ROW[k] if kind == "row" else _COL[k]
+                linear = linear and run % 4 == 0 and (kind == "col" or offs[k] % 4 == 0)
         off_o = out.offset + o
         linear = linear and off_o % 4 == 0
-        # Texel loads: LINEAR chunks whose contiguous inputs all have views covering what they read.
-        contig_in = [k for k in range(len(inputs)) if flags & _CONTIGUOUS[k]]
+        # Texel loads: LINEAR chunks whose contiguous (and ROW) inputs all have views covering what
+        # they read.
+        contig_in = [k for k in range(len(inputs)) if flags & (_CONTIGUOUS[k] | _ROW[k])]
         big = m * out.dtype.itemsize >= min_bytes
         tex = bool(views) and linear and big and texels and texels[0] and bool(contig_in) and all(
-            _texel_ok(offs[k], inputs[k].dtype.itemsize, m, texels[3 + k]) for k in contig_in)
+            _texel_ok(offs[k], inputs[k].dtype.itemsize, inner if flags & _ROW[k] else m, texels[3 + k])
+            for k in contig_in)
         # Texel stores: the same, for an output whose 4-element units are whole texels (f32, f64).
         texw = bool(views) and linear and big and texels and texels[1] and TEXW in sig.spec_ids and out.dtype.itemsize in (4, 8) \
             and _texel_ok(off_o, out.dtype.itemsize, m, texels[2])
         if tex or texw:
             view_src = tuple(1 + k if tex and k in contig_in else None for k in range(len(inputs))) \
                 + (((0 if texw else None),) if out_view else ())
+        bcast = dict(zip(("inner", "magic", "shift"), (inner,) + divider(inner, m))) if bcast_ok else {}
         _, _, push, spec_ids = sig.bind(dict(
-            named, **spec, **({LINEAR: 1} if linear else {}), **({TEX: 1} if tex else {}), **({TEXW: 1} if texw else {}), n=m, rank=len(sub), flags=flags, off_o=off_o,
+            named, **spec, **bcast, **({LINEAR: 1} if linear else {}), **({BCAST: 1} if linear and inner else {}), **({TEX: 1} if tex else {}), **({TEXW: 1} if texw else {}), n=m, rank=len(sub), flags=flags, off_o=off_o,
             off_a=offs[0] if offs else 0, off_b=offs[1] if len(offs) > 1 else 0, s0=s0, s1=s1, shape=sub,
             sa=st[0] if st else (), sb=st[1] if len(st) > 1 else ()))
         per_group = WG * EPT * (4 if linear else 1)
@@ -249,9 +260,35 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
     return plan, writes, view_src or ()
 
 
-# The FLAGS bits of input k (a, b) being contiguous / constant.
+# The FLAGS bits of input k (a, b) being contiguous / constant / a ROW / COL broadcast.
 _CONTIGUOUS = (FLAGS["a_contiguous"], FLAGS["b_contiguous"])
 _CONSTANT = (FLAGS["a_constant"], FLAGS["b_constant"])
+_ROW = (FLAGS["a_row"], FLAGS["b_row"])
+_COL = (FLAGS["a_col"], FLAGS["b_col"])
+_DIV_MAX = 1 << 31      # divider is exact for indices below 2**31 (larger chunks: the general index)
+
+
+def _broadcast_kind(shape, strides):
+    """("row", run) when an input of these (collapsed) strides repeats one contiguous run of the
+    trailing dims (stride 0 before them: index i % run), ("col", run) when it is contiguous over the
+    leading dims and constant over the trailing ones (index i // run), else (None, 0)."""
+    for j in range(1, len(shape)):
+        head, tail = strides[:j], strides[j:]
+        if not any(head) and tuple(tail) == layout.contiguous_strides(shape[j:]):
+            return "row", math.prod(shape[j:])
+        if not any(tail) and tuple(head) == layout.contiguous_strides(shape[:j]):
+            return "col", math.prod(shape[j:])
+    return None, 0
+
+
+def divider(d, n):
+    """(magic, shift) with (i * magic) >> shift == i // d for every 0 <= i < n <= 2**31 (Granlund and
+    Montgomery's round-up method; elementwise.comp's div_inner, copy_texels.comp's run_index): m = ceil(2**s / d),
+    s = k + ceil(log2 d), k the bits of n - 1. (0, 1) for d = 0 (no ROW / COL input)."""
+    if d == 0:
+        return 0, 1
+    s = max((n - 1).bit_length(), 1) + (d - 1).bit_length()
+    return -(-(1 << s) // d), s
 
 
 # -- arrays larger than one binding -----------------------------------------------------------------

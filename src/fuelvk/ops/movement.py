@@ -18,8 +18,8 @@ from ..array import Array, asarray, complex_part
 from ..errors import DTypeError, FuelVKIndexError, ShapeError
 from ..kernels import kernel
 from ..kernels.movement import EPT, MAX_RANK, WG, WRITE_FLAGS
-from ._core import (blocks, contiguous, device_args, element_words, fits, launch_strided, new_like, result,
-                    spans, tiles, windowed)
+from ._core import (blocks, contiguous, device_args, divider, element_words, fits, launch_strided, new_like,
+                    result, spans, tiles, windowed)
 from ..kernels.movement_core import copy_variant
 from . import complex as _cx
 from .casts import astype
@@ -158,7 +158,7 @@ def _texel_plan(dst, src):
         return None
     shape = cshape[:-1] + (cshape[-1] // per,)
     n = math.prod(shape)
-    magic, shift = _divider(shape[-1], n)
+    magic, shift = divider(shape[-1], n)
     return dict(n=n, rank=len(shape), off_o=dst.offset // per, off_a=src.offset // per, run_magic=magic,
                 run_shift=shift, shape=shape, sa=[s // per for s in sa[:-1]] + [1],
                 so=[s // per for s in so[:-1]] + [1], TEXW=int(stores))
@@ -168,14 +168,6 @@ def _launch_texels(dst, src, plan):
     ctx = runtime.get()
     ctx.launch(kernel("copy_texels", "x16"), ctx.groups(-(-plan["n"] // _PER_GROUP)), out=dst, a_t=src, o_t=dst,
                **plan)
-
-
-def _divider(d, n):
-    """(m, s) with floor(i * m / 2**s) == i // d for every 0 <= i < n (n <= 2**31): m = ceil(2**s / d),
-    s = k + ceil(log2 d), k the bits of n - 1 (Granlund & Montgomery's round-up method)."""
-    k = max((n - 1).bit_length(), 1)
-    s = k + (d - 1).bit_length()
-    return -(-(1 << s) // d), s
 
 
 _MOVES = ("write_slice", "concat_along_dim")   # write.comp's plain moves (texel_runs may take them)

@@ -64,6 +64,7 @@ def _probe_stores(ctx, src):
         def run():
             ctx.launch(v, groups, out=dst, in_a=src, a_t=src, o_t=dst, n=n, rank=1, flags=FLAGS["a_contiguous"],
                        off_o=0, off_a=0, off_b=0, s0=(0, 0), s1=(0, 0), shape=(n,), sa=(1,), sb=(),
+                       inner=0, magic=0, shift=1,
                        OP=UNARY["negative"], LINEAR=1, TEX=1, TEXW=texw)
         times[name] = _best(ctx, run)
     return times

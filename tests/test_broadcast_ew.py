@@ -1,0 +1,132 @@
+"""Row and column broadcast inputs of the elementwise kernels (ops/_core._broadcast_kind: w [H] against
+x [T, H] reads index i % H, v [T, 1] reads i // H through one multiply-high): numpy's bits on both load
+paths, either operand, runs of 1, 3, 4, 1000, 1024 elements, offsets and views; and the plans take the
+ROW / COL flags (on the LINEAR path where runs and offsets are multiples of 4)."""
+import struct
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fuelvk as fv
+from fuelvk import runtime
+from fuelvk.kernels.elementwise import FLAGS
+from fuelvk.ops import _core
+from fuelvk.runtime import loadpath
+
+rng = np.random.default_rng(17)
+BF16 = ml_dtypes.bfloat16
+FLOATS = [np.float32, np.float16, BF16, np.float64]
+INNERS = (1, 3, 4, 1000, 1024)
+T = 5                                   # rows: one LINEAR workgroup and a part (inner 1024)
+
+
+@pytest.fixture(params=["texel", "ssbo"])
+def path(request, monkeypatch):
+    monkeypatch.setenv(loadpath.ENV, "1" if request.param == "texel" else "0")
+    return request.param
+
+
+@pytest.fixture
+def flags(monkeypatch):
+    """The Params flags word of every launch_strided chunk planned during the test."""
+    seen = []
+    real = _core._plan
+
+    def spy(*a, **k):
+        plan = real(*a, **k)
+        seen.extend(struct.unpack_from("<I", push, 8)[0] for _, _, push in plan[0])
+        return plan
+    monkeypatch.setattr(_core, "_plan", spy)
+    monkeypatch.setattr(runtime.get(), "plans", {})
+    return seen
+
+
+def bits(a, dt):
+    return np.asarray(a).astype(dt, copy=False).view(np.uint8)
+
+
+def want(op, x, y, dt):
+    if dt == np.float64:
+        return op(x, y)
+    return op(x.astype(np.float32), y.astype(np.float32)).astype(dt)    # the kernels compute in f32
+
+
+def _operands(dt, inner, off):
+    """(x [T, inner] with offset off, w [inner] (row), v [T, 1] (col)) as (numpy, device) pairs, each a
+    view at element offset `off` into a larger buffer."""
+    xs = rng.standard_normal(off + T * inner).astype(dt)
+    ws = rng.standard_normal(off + inner).astype(dt)
+    vs = rng.standard_normal(off + T).astype(dt)
+    X, W, V = fv.asarray(xs), fv.asarray(ws), fv.asarray(vs)
+    return ((xs[off:].reshape(T, inner), X[off:].reshape(T, inner)), (ws[off:], W[off:]),
+            (vs[off:].reshape(T, 1), V[off:].reshape(T, 1)))
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=lambda d: np.dtype(d).name)
+def test_broadcast_bits(dt, path, flags):
+    ops = [(np.multiply, fv.multiply), (np.subtract, fv.subtract)]
+    for inner in INNERS:
+        for off in (0, 4, 1):          # aligned (LINEAR), half a texel for half types, unaligned (index path)
+            (x, X), (w, W), (v, V) = _operands(dt, inner, off)
+            for npop, fop in ops:
+                for name, (b, B) in (("row", (w, W)), ("col", (v, V))):
+                    for got, exp in ((fop(X, B), want(npop, x, b, dt)), (fop(B, X), want(npop, b, x, dt))):
+                        assert np.array_equal(bits(got.numpy(), dt), bits(exp, dt)), (name, inner, off, npop)
+            # both operands broadcast (an outer product): the one run length shared
+            assert np.array_equal(bits(fv.multiply(V, W).numpy(), dt), bits(want(np.multiply, v, w, dt), dt))
+    used = {f & m for f in flags for m in (FLAGS["a_row"], FLAGS["a_col"], FLAGS["b_row"], FLAGS["b_col"])}
+    assert {FLAGS["a_row"], FLAGS["a_col"], FLAGS["b_row"], FLAGS["b_col"]} <= used, flags
+
+
+def test_broadcast_views(flags):
+    """Broadcasts of a 3-D x (leading dims merge), a row taken from a matrix, a column from a
+    transposed one (stride 1 across rows), a broadcast_to view through a unary op and the fused kernel."""
+    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    m = rng.standard_normal((4, 8)).astype(np.float32)
+    X, M = fv.asarray(x), fv.asarray(m)
+    assert np.array_equal((X * M[2]).numpy(), x * m[2])                     # row, offset 16
+    assert np.array_equal((X + M.T[:6, 1:2].reshape(2, 3, 1)).numpy(), x + m.T[:6, 1:2].reshape(2, 3, 1))
+    assert np.array_equal(fv.negative(fv.broadcast_to(M[1], (6, 8))).numpy(), -np.broadcast_to(m[1], (6, 8)))
+    a = fv.asarray(x[0])
+    got = fv.ops.elementwise.silu_mul(a, M[3])                             # the fused kernel: same bits
+    assert np.array_equal(got.numpy(), (fv.silu(a) * M[3]).numpy())
+    assert any(f & (FLAGS["a_row"] | FLAGS["b_row"]) for f in flags)
+    assert any(f & FLAGS["b_col"] for f in flags)
+
+
+def test_plan_linear(monkeypatch):
+    """ROW inputs with runs and offsets of multiples of 4 and COL inputs with runs of multiples of 4
+    run LINEAR (4 elements per access: a quarter of the groups); others the index path; a ROW input
+    reads through its texel view."""
+    monkeypatch.setenv(loadpath.ENV, "1")
+    ctx = runtime.get()
+    mul = fv.kernels.elementwise.variant("binary", "f32", ctx.device.features)
+
+    def plan(out, ins):
+        return _core._plan(ctx, mul, out, ins, {"OP": 2}, _core.ZERO2, _core.ZERO2, 0,
+                           (True, True) + tuple(x.buffer.size // 16 for x in [out] + ins))
+    o = fv.asarray(np.zeros((256, 64), np.float32))
+    x = fv.asarray(np.ones((256, 64), np.float32))
+    w = fv.asarray(np.ones(68, np.float32))
+    v = fv.asarray(np.ones((256, 1), np.float32))
+    lin = _core._plan(ctx, mul, o, [x, x], {"OP": 2}, _core.ZERO2, _core.ZERO2, 0)[0][0][1]
+    for ins in ([x, w[:64]], [w[4:], x], [x, v], [v, x]):
+        (_, groups, _), = plan(o, ins)[0]
+        assert groups == lin, ins
+    assert plan(o, [x, w[4:]])[2] == (1, 2, 0)                               # the row's view is bound
+    (_, groups, _), = plan(o, [x, w[1:65]])[0]                               # unaligned row: index path
+    assert groups != lin
+    o3 = fv.asarray(np.zeros((256, 3), np.float32))
+    (_, groups, push), = plan(o3, [fv.asarray(np.ones((256, 3), np.float32)), w[:3]])[0]
+    assert struct.unpack_from("<I", push, 8)[0] & FLAGS["b_row"]           # run 3: ROW on the index path
+
+
+def test_divider_exact():
+    """(i * magic) >> shift == i // d for the largest i of a chunk, around every multiple of d."""
+    for d, n in ((3, 1 << 31), (1000, 1 << 31), (1024, 5120), (7, 100), ((1 << 30) + 1, 1 << 31), (65537, 1 << 31)):
+        magic, shift = _core.divider(d, n)
+        assert magic < 1 << 32
+        for i in [n - 1, n - 2, 0, 1] + [k * d + e for k in (1, (n - 1) // d) for e in (-1, 0, 1)]:
+            if 0 <= i < n:
+                assert (i * magic) >> shift == i // d, (d, n, i)
