@@ -235,6 +235,15 @@ def test_f64_sin_cos_huge_arguments():
     np.testing.assert_allclose(fv.cos(x), np.cos(x), rtol=0, atol=2.3e-16)
 
 
+def test_f32_sin_cos_huge_arguments():
+    """float32 sin / cos from |x| >= 256 reduce by Payne-Hanek (trigred.glsl), then the builtins on
+    [-pi/4, pi/4]: within ~1 ulp of the exact value up to float32's max (lavapipe's cos(5.57e10) was 1.0)."""
+    x = np.concatenate([(2.0 ** RNG.uniform(7, 127.9, 600)).astype(np.float32), np.float32([256, 5.566665e10, 3.4e38])])
+    x = np.concatenate([x, -x])
+    for name in ("sin", "cos"):
+        np.testing.assert_allclose(getattr(fv, name)(x), getattr(np, name)(x.astype(np.float64)), rtol=0, atol=1.2e-7)
+
+
 @pytest.mark.parametrize("name", ["floor", "ceil", "trunc", "round"])
 def test_float64_rounding_bit_exact_over_the_whole_range(name):
     """Doubles round exactly at every magnitude up to 2^53 (ties to even, -0 kept), where the device's

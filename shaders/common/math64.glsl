@@ -4,6 +4,7 @@
 // and by Payne-Hanek (2/pi to 2^-1152, integer limbs) above: exact quadrant, reduced argument to 2^-74.
 #ifndef FUELVK_MATH64_GLSL
 #define FUELVK_MATH64_GLSL
+#include "trigred.glsl"
 const double LN2_HI = 6.93147180369123816490e-01LF, LN2_LO = 1.90821492927058770002e-10LF;
 const double INV_LN2 = 1.44269504088896338700e+00LF;
 const double PIO2_1 = 1.57079632673412561417e+00LF, PIO2_2 = 6.07710050650619224932e-11LF;
@@ -66,46 +67,14 @@ double cos_poly(double r) {                  // |r| <= pi/4, Taylor to r^24
     return 1.0LF + z * p;
 }
 
-// 2/pi = sum TWO_OVER_PI_W[i] 2^(-32(i+1)): the bits Payne-Hanek reduction multiplies by (to 2^-1152)
-const uint TWO_OVER_PI_W[36] = uint[](0xA2F9836Eu, 0x4E441529u, 0xFC2757D1u, 0xF534DDC0u, 0xDB629599u, 0x3C439041u, 0xFE5163ABu, 0xDEBBC561u, 0xB7246E3Au, 0x424DD2E0u, 0x06492EEAu, 0x09D1921Cu, 0xFE1DEB1Cu, 0xB129A73Eu, 0xE88235F5u, 0x2EBB4484u, 0xE99C7026u, 0xB45F7E41u, 0x3991D639u, 0x835339F4u, 0x9C845F8Bu, 0xBDF9283Bu, 0x1FF897FFu, 0xDE05980Fu, 0xEF2F118Bu, 0x5A0A6D1Fu, 0x6D367ECFu, 0x27CB09B7u, 0x4F463F66u, 0x9E5FEA2Du, 0x7527BAC7u, 0xEBE5F17Bu, 0x3D0739F7u, 0x8A5292EAu, 0x6BFB5FB1u, 0x1F8D5D08u);
-
-void acc_add(inout uint a0, inout uint a1, inout uint a2, uint hi, uint lo) {   // (a2 a1 a0) += (hi lo)
-    uint c0, c1, c2;
-    a0 = uaddCarry(a0, lo, c0);
-    a1 = uaddCarry(a1, hi, c1);
-    a1 = uaddCarry(a1, c0, c2);
-    a2 += c1 + c2;
-}
-
-uint bits_at(uint qv[7], int pos) {           // the 32 bits of qv (little-endian limbs) from bit pos up
-    int i = pos >> 5, sh = pos & 31;
-    uint v = qv[i] >> sh;
-    if (sh != 0 && i + 1 < 7) v |= qv[i + 1] << (32 - sh);
-    return v;
-}
-
 // Payne-Hanek for a >= 2^12 (the 3-part Cody-Waite reduction loses bits as k grows; PH takes a >= 2^-10):
-// a = m 2^e (m: 53-bit integer); m times the 160 bits of 2/pi that reach weights 2^1 .. 2^-96 (the
-// words above give multiples of 4, the ones below < 2^-74) in 32-bit limbs; the bits at weights 2^1,
-// 2^0 are the quadrant, the 96 below the fraction. Returns r in [-pi/4, pi/4], a = q pi/2 + r.
+// r in [-pi/4, pi/4] with a = q pi/2 + r (trigred.glsl).
 double ph_reduce(double a, out int q) {
     uvec2 w = unpackDouble2x32(a);
-    int e = int((w.y >> 20) & 0x7FFu) - 1075;
-    uint m0 = w.x, m1 = (w.y & 0xFFFFFu) | 0x100000u;
-    int i0 = e >= 2 ? (e - 2) / 32 : 0;
-    uint qv[7];
-    uint a0 = 0u, a1 = 0u, a2 = 0u;
-    for (int k = 0; k < 7; ++k) {             // column k of m * F (F little-endian: F[j] = W[i0 + 4 - j])
-        uint hi, lo;
-        if (k < 5) { umulExtended(TWO_OVER_PI_W[i0 + 4 - k], m0, hi, lo); acc_add(a0, a1, a2, hi, lo); }
-        if (k >= 1 && k <= 5) { umulExtended(TWO_OVER_PI_W[i0 + 5 - k], m1, hi, lo); acc_add(a0, a1, a2, hi, lo); }
-        qv[k] = a0;
-        a0 = a1; a1 = a2; a2 = 0u;
-    }
-    int b = 32 * (i0 + 5) - e;                // the bit of weight 2^0
-    q = int(bits_at(qv, b) & 3u);
-    double f = ldexp(double(bits_at(qv, b - 96)), -96) + ldexp(double(bits_at(qv, b - 64)), -64);
-    f += ldexp(double(bits_at(qv, b - 32)), -32);
+    uvec3 fb;
+    ph_bits(w.x, (w.y & 0xFFFFFu) | 0x100000u, int((w.y >> 20) & 0x7FFu) - 1075, q, fb);
+    double f = ldexp(double(fb.z), -96) + ldexp(double(fb.y), -64);
+    f += ldexp(double(fb.x), -32);
     if (f >= 0.5LF) { f -= 1.0LF; q = (q + 1) & 3; }
     return f * 1.57079632679489655800LF + f * 6.12323399573676588613e-17LF;
 }
