@@ -148,10 +148,27 @@ V tanh_v(V x) {                               // -expm1(-2|x|) / (2 + expm1(-2|x
     return x < 0.0 ? -t : t;
 }
 #else
+#include "common/trigred.glsl"
+// sin / cos: the builtins (Vulkan specifies them on [-pi, pi] only; lavapipe's cos(5.6e10) is 1.0) up to
+// |x| < 256, Payne-Hanek beyond (trigred.glsl), the builtins then on r in [-pi/4, pi/4].
+V sincos32(V x, bool want_cos) {
+    if (abs(x) < V(256.0) || isnan(x) || isinf(x)) return want_cos ? cos(x) : sin(x);
+    uint u = floatBitsToUint(abs(float(x)));
+    int q;
+    uvec3 fb;
+    ph_bits((u & 0x7FFFFFu) | 0x800000u, 0u, int(u >> 23) - 150, q, fb);
+    float f = float(fb.x) * 2.3283064365386963e-10 + float(fb.y) * 5.421010862427522e-20;   // 2^-32, 2^-64
+    if (f >= 0.5) { f -= 1.0; q = (q + 1) & 3; }
+    float r = f * 1.5707963267948966;
+    q = (q + (want_cos ? 1 : 0)) & 3;         // cos(a) = sin(a + pi/2); sin(-a) = -sin(a)
+    float v = (q & 1) == 0 ? sin(r) : cos(r);
+    v = (q & 2) == 0 ? v : -v;
+    return V(!want_cos && x < V(0.0) ? -v : v);
+}
 V exp_v(V x) { return exp(x); }
 V log_v(V x) { return log(x); }
-V sin_v(V x) { return sin(x); }
-V cos_v(V x) { return cos(x); }
+V sin_v(V x) { return sincos32(x, false); }
+V cos_v(V x) { return sincos32(x, true); }
 V tanh_v(V x) {                               // stable for large |x| (builtin tanh may overflow)
     V e = exp(-2.0 * abs(x));
     V t = (1.0 - e) / (1.0 + e);

@@ -176,6 +176,21 @@ def test_statistical_edges():
     same(x.sum(axis=0), fv.sum(x, axis=0)) and same(x.max(), fv.max(x)) and same(x.mean(), fv.mean(x))
 
 
+def test_positive_copies_and_empty_views_are_writable():
+    """+x of a broadcast view is a new array (writing it leaves x alone); an empty array's stride-0
+    axis repeats nothing, so in-place ops on it work (array-api-tests' test_positive, via |=)."""
+    x = fv.broadcast_to(fv.asarray(np.arange(3, dtype=np.float32)), (2, 3))
+    y = +x
+    y += 1
+    same(y, np.arange(3, dtype=np.float32) + np.ones((2, 3), np.float32))
+    same(x, np.broadcast_to(np.arange(3, dtype=np.float32), (2, 3)))
+    m = fv.isnan(fv.asarray(np.zeros((2, 0), np.float32)))
+    m |= m
+    assert m.shape == (2, 0)
+    with pytest.raises(ShapeError, match="broadcast view"):
+        x[...] = 1.0
+
+
 # -- elementwise: rounding, copysign, where, logical, all / any -----------------------------------
 ODD = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.0, 0.0, np.nan, -np.inf, np.inf, 1e30, -3.7, 2**23 + 0.5],
                np.float64)
@@ -631,6 +646,45 @@ def test_wide_integer_sum_max_min(dt):
             same(getattr(fv, name)(x, axis=axis), getattr(np, name)(h, axis=axis))
     with pytest.raises(ShapeError):
         fv.max(fv.asarray(np.zeros((0, 2), dt)), axis=0)
+
+
+@pytest.mark.parametrize("dt", [np.int64, np.uint64])
+def test_wide_integer_argmax_argmin(dt):
+    """64-bit argmax / argmin (max tree, then the lowest index equal to it): ties take the lowest index."""
+    info = np.iinfo(dt)
+    h = np.array([[info.max, 3, info.max], [7, info.min, info.min], [2, 2, info.max - 1]], dt)
+    for a in (h, h[:, ::-1], h[0, 0]):
+        for axis in [None] + list(range(a.ndim)):
+            for name in ("argmax", "argmin"):
+                same(getattr(fv, name)(fv.asarray(a), axis=axis, keepdims=True),
+                     getattr(np, name)(a, axis=axis, keepdims=True))
+                same(getattr(fv, name)(fv.asarray(a), axis=axis), getattr(np, name)(a, axis=axis))
+    with pytest.raises(ShapeError):
+        fv.argmax(fv.asarray(np.zeros((0, 2), dt)), axis=0)
+
+
+@pytest.mark.parametrize("src", [np.uint64, np.int16, np.uint8, np.bool_])
+def test_integer_sum_with_dtype_wraps(src):
+    """sum(x, dtype=an integer dtype): cast, then add wrapping in that dtype (numpy's), wider or narrower."""
+    h = (np.arange(-70, 50) * 977).astype(src).reshape(6, 20)
+    for dt in (np.uint8, np.int8, np.uint32, np.int64, np.uint64):
+        for axis in (None, 1):
+            same(fv.sum(fv.asarray(h), axis=axis, dtype=dt), np.sum(h, axis=axis, dtype=dt))
+    same(fv.sum(fv.asarray(np.array(0, np.uint64)), dtype=fv.uint8), np.sum(np.array(0, np.uint64), dtype=np.uint8))
+
+
+def test_clip_broadcasts_count_nonzero_complex_expand_dims_range():
+    """clip's result takes x's and the bounds' broadcast shape (numpy's); count_nonzero of complex
+    counts either component; expand_dims out of [-ndim-1, ndim] is an IndexError (the standard's)."""
+    h, lo = np.arange(3, dtype=np.float32), np.array([[1], [2]], np.float32)
+    same(fv.clip(fv.asarray(h), min=fv.asarray(lo)), np.clip(h, lo, None))
+    assert fv.clip(fv.asarray(np.zeros(0, np.float32)), max=fv.asarray(np.zeros((0, 0), np.float32))).shape == (0, 0)
+    z = np.array([[0, 1j, 0], [2, 0, 1 + 1j]], np.complex64)
+    for axis in (None, 1):
+        same(fv.count_nonzero(fv.asarray(z), axis=axis), np.count_nonzero(z, axis=axis))
+    with pytest.raises(IndexError):
+        fv.expand_dims(fv.asarray(np.float32(1)), axis=-2)
+    assert fv.expand_dims(fv.asarray(h), axis=-2).shape == (1, 3)
 
 
 def test_integer_array_index_mixes():

@@ -139,3 +139,43 @@ def test_equality_with_scalars_and_real_arrays():
 def test_reflected_pow():
     z = _z(4, np.complex128)
     close(2.0 ** fv.asarray(z), 2.0 ** z, np.complex128)
+
+
+def test_complex_casts_and_concat_promote():
+    """astype between complex dtypes (through the float pairs views, any strides) and concat promoting
+    complex64 with complex128 / float64 (array-api-tests' test_concat), all vs numpy."""
+    a, b = _z((2, 3), np.complex64), _z((2, 2), np.complex128)
+    A, B = fv.asarray(a), fv.asarray(b)
+    assert np.array_equal(fv.astype(A[:, ::-2], fv.complex128).numpy(), a[:, ::-2].astype(np.complex128))
+    assert np.array_equal(fv.ops.casts.astype(B, fv.complex64).numpy(), b.astype(np.complex64))
+    for xs in ((A, B), (B, A), (A, fv.asarray(b.real.copy())), (B, B)):
+        want = np.concatenate([x.numpy() for x in xs], axis=1)
+        got = fv.concat(list(xs), axis=1)
+        assert got.dtype == want.dtype and np.array_equal(got.numpy(), want)
+    got = fv.concat([A, B], axis=None)
+    assert np.array_equal(got.numpy(), np.concatenate([a.ravel(), b.ravel()]))
+
+
+@pytest.mark.parametrize("dt", [np.complex64, np.complex128])
+def test_huge_imaginary_parts(dt):
+    """exp / cos / cosh / sin / sinh of a huge imaginary (real for cos) part: sin / cos of the huge
+    argument reduce exactly (Payne-Hanek), as array-api-tests' exp(1 + 4.77e15j) needs."""
+    z = np.array([1 + 4.7725333e15j, 2 + 7.7631244e15j, 0.5 - 3e30j, 0.25 + 1e300j], np.complex128).astype(dt)
+    if dt == np.complex64:
+        z = z[:3]
+    for name, f in (("exp", np.exp), ("cosh", np.cosh), ("sinh", np.sinh)):
+        close(getattr(fv, name)(fv.asarray(z)), f(z), dt)
+    w = (z.imag + 1j * z.real).astype(dt)
+    close(fv.cos(fv.asarray(w)), np.cos(w), dt)
+    close(fv.sin(fv.asarray(w)), np.sin(w), dt)
+
+
+@pytest.mark.parametrize("dt", [np.complex64, np.complex128])
+def test_flip_and_roll(dt):
+    """flip / roll of complex arrays (complex128's 16-byte elements through the float pairs views)."""
+    a = _z((2, 3), dt)
+    A = fv.asarray(a)
+    for axis in (None, 0, -1, (0, 1)):
+        assert np.array_equal(fv.flip(A, axis=axis).numpy(), np.flip(a, axis=axis))
+    for shift, axis in ((1, None), (-2, None), (2, 1), ((1, 2), (0, 1))):
+        assert np.array_equal(fv.roll(A[:, ::-1], shift, axis=axis).numpy(), np.roll(a[:, ::-1], shift, axis=axis))

@@ -225,6 +225,25 @@ def test_f64_transcendentals_full_range():
         np.testing.assert_array_equal(fv.sin(np.array([np.inf, np.nan, 0.0])), np.sin(np.array([np.inf, np.nan, 0.0])))
 
 
+def test_f64_sin_cos_huge_arguments():
+    """Payne-Hanek from 2^12 (math64.glsl ph_reduce): sin / cos of doubles up to the largest finite one
+    within 1 ulp of numpy's (glibc's exact reduction), both signs, at the 2^12 switch too."""
+    x = np.concatenate([2.0 ** RNG.uniform(11, 1023, 600), [2.0**12, np.nextafter(2.0**12, 0), 4.7725333e15,
+                                                             1e22, np.finfo(np.float64).max]])
+    x = np.concatenate([x, -x])
+    np.testing.assert_allclose(fv.sin(x), np.sin(x), rtol=0, atol=2.3e-16)
+    np.testing.assert_allclose(fv.cos(x), np.cos(x), rtol=0, atol=2.3e-16)
+
+
+def test_f32_sin_cos_huge_arguments():
+    """float32 sin / cos from |x| >= 256 reduce by Payne-Hanek (trigred.glsl), then the builtins on
+    [-pi/4, pi/4]: within ~1 ulp of the exact value up to float32's max (lavapipe's cos(5.57e10) was 1.0)."""
+    x = np.concatenate([(2.0 ** RNG.uniform(7, 127.9, 600)).astype(np.float32), np.float32([256, 5.566665e10, 3.4e38])])
+    x = np.concatenate([x, -x])
+    for name in ("sin", "cos"):
+        np.testing.assert_allclose(getattr(fv, name)(x), getattr(np, name)(x.astype(np.float64)), rtol=0, atol=1.2e-7)
+
+
 @pytest.mark.parametrize("name", ["floor", "ceil", "trunc", "round"])
 def test_float64_rounding_bit_exact_over_the_whole_range(name):
     """Doubles round exactly at every magnitude up to 2^53 (ties to even, -0 kept), where the device's

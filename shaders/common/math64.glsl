@@ -1,9 +1,10 @@
 // Double-precision exp / expm1 / log / sin / cos for f64 kernels: GLSL.std.450 has no double
 // transcendentals. Cody-Waite range reduction + Taylor/atanh series carried past 2^-60, so results
-// are within a few ulp of the correctly rounded value (sin/cos: for |x| < ~1e6; beyond, the
-// three-part pi/2 reduction loses bits).
+// are within a few ulp of the correctly rounded value. sin/cos reduce by a three-part pi/2 below 2^12
+// and by Payne-Hanek (2/pi to 2^-1152, integer limbs) above: exact quadrant, reduced argument to 2^-74.
 #ifndef FUELVK_MATH64_GLSL
 #define FUELVK_MATH64_GLSL
+#include "trigred.glsl"
 const double LN2_HI = 6.93147180369123816490e-01LF, LN2_LO = 1.90821492927058770002e-10LF;
 const double INV_LN2 = 1.44269504088896338700e+00LF;
 const double PIO2_1 = 1.57079632673412561417e+00LF, PIO2_2 = 6.07710050650619224932e-11LF;
@@ -66,11 +67,31 @@ double cos_poly(double r) {                  // |r| <= pi/4, Taylor to r^24
     return 1.0LF + z * p;
 }
 
+// Payne-Hanek for a >= 2^12 (the 3-part Cody-Waite reduction loses bits as k grows; PH takes a >= 2^-10):
+// r in [-pi/4, pi/4] with a = q pi/2 + r (trigred.glsl).
+double ph_reduce(double a, out int q) {
+    uvec2 w = unpackDouble2x32(a);
+    uvec3 fb;
+    ph_bits(w.x, (w.y & 0xFFFFFu) | 0x100000u, int((w.y >> 20) & 0x7FFu) - 1075, q, fb);
+    double f = ldexp(double(fb.z), -96) + ldexp(double(fb.y), -64);
+    f += ldexp(double(fb.x), -32);
+    if (f >= 0.5LF) { f -= 1.0LF; q = (q + 1) & 3; }
+    return f * 1.57079632679489655800LF + f * 6.12323399573676588613e-17LF;
+}
+
 double sincos64(double x, bool want_cos) {
     if (isnan(x) || isinf(x)) return 0.0LF / 0.0LF;
-    double k = floor(x * TWO_OVER_PI + 0.5LF);
-    double r = ((x - k * PIO2_1) - k * PIO2_2) - k * PIO2_3;
-    int q = (int(mod(k, 4.0LF)) + (want_cos ? 1 : 0)) & 3;   // cos(x) = sin(x + pi/2)
+    double r;
+    int q;
+    if (abs(x) < 4096.0LF) {
+        double k = floor(x * TWO_OVER_PI + 0.5LF);
+        r = ((x - k * PIO2_1) - k * PIO2_2) - k * PIO2_3;
+        q = int(mod(k, 4.0LF));
+    } else {
+        r = ph_reduce(abs(x), q);             // sin(-a) = -sin(a): r and q's parity flip together
+        if (x < 0.0LF) { r = -r; q = (4 - q) & 3; }
+    }
+    q = (q + (want_cos ? 1 : 0)) & 3;         // cos(x) = sin(x + pi/2)
     double v = (q & 1) == 0 ? sin_poly(r) : cos_poly(r);
     return (q & 2) == 0 ? v : -v;
 }

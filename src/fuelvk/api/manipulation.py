@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import layout
 from ..array import Array, asarray
-from ..errors import DTypeError, ShapeError, ValueCastError
+from ..errors import DTypeError, FuelVKIndexError, ShapeError, ValueCastError
 from ..ops.movement import concatenate
 from ..ops.indexing import take
 
@@ -68,6 +68,9 @@ def stack(arrays, /, *, axis=0):
 def expand_dims(x, /, axis=0):
     """x with a size-1 axis inserted at `axis` (a view; -1 appends)."""
     x = _arr("expand_dims", x)
+    if isinstance(axis, int) and not isinstance(axis, bool) and not -x.ndim - 1 <= axis <= x.ndim:
+        raise FuelVKIndexError(f"expand_dims: axis {axis} is out of range [{-x.ndim - 1}, {x.ndim}] for an array "
+                               f"of rank {x.ndim}")
     return x.expand_dims(axis)
 
 

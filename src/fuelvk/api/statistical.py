@@ -19,18 +19,21 @@ from .. import layout
 from ..array import Array, empty
 from ..errors import DTypeError, ShapeError
 from ..ops.elementwise import divide, int_binary, multiply, sqrt, subtract
-from ..ops.movement import concatenate
+from ..ops.comparison import equal
+from ..ops.movement import concatenate, where
 from ..ops import complex as _cx
 from ..ops.reduction import cumsum, cumulative_prod_along, normalize_axes
+from ..ops.reduction import argmax as _argmax
+from ..ops.reduction import argmin as _argmin
 from ..ops.reduction import mean as _mean
 from ..ops.reduction import max as _max
 from ..ops.reduction import min as _min
 from ..ops.reduction import prod as _float_prod
 from ..ops.reduction import sum as _sum
 from ..array import zeros
-from .creation import ones
+from .creation import arange, ones
 
-__all__ = ["var", "std", "cumulative_sum", "cumulative_prod", "prod", "sum", "max", "min", "mean"]
+__all__ = ["var", "std", "cumulative_sum", "cumulative_prod", "prod", "sum", "max", "min", "mean", "argmax", "argmin"]
 
 
 def _arr(op, x):
@@ -90,7 +93,7 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
             x = x.astype(dtype)
         out = cumsum(x, axis=ax)
     if include_initial:
-        out = _concat([zeros(x.shape[:ax] + (1,) + x.shape[ax + 1:], out.dtype), out], axis=ax)
+        out = concatenate([zeros(x.shape[:ax] + (1,) + x.shape[ax + 1:], out.dtype), out], axis=ax)
     return out
 
 
@@ -101,15 +104,9 @@ def _scan(x, ax, op):
     pre = (slice(None),) * ax
     while s < n:
         shifted = _pairwise(op, out[pre + (slice(s, None),)], out[pre + (slice(0, n - s),)])
-        out = _concat([out[pre + (slice(0, s),)], shifted], axis=ax)
+        out = concatenate([out[pre + (slice(0, s),)], shifted], axis=ax)
         s *= 2
     return out
-
-
-def _concat(arrays, axis):
-    if arrays[0].dtype.kind == "c":      # complex: concatenated through their (re, im) float pairs views
-        return _cx.from_pairs(concatenate([_cx.as_pairs(a) for a in arrays], axis=axis))
-    return concatenate(arrays, axis=axis)
 
 
 def _pairwise(op, a, b):
@@ -165,7 +162,7 @@ def _int_tree(op, kernel_op, x, axis, keepdims, dt):
     while n > 1:
         h = n // 2
         z = _pairwise(kernel_op, y[:, :h], y[:, h:2 * h])
-        y = _concat([z, y[:, 2 * h:]], axis=1) if n % 2 else z
+        y = concatenate([z, y[:, 2 * h:]], axis=1) if n % 2 else z
         n -= h
     return y.reshape(out_shape) if y.shape != out_shape else y.copy()
 
@@ -187,9 +184,12 @@ def _wide(x):
 
 
 def sum(x, axis=None, keepdims=False, *, dtype=None):  # noqa: A001 - (ops.reduction.sum's signature)
-    """Sum over axis (fuelvk.ops.reduction.sum); 64-bit integers by a tree of integer adds (exact)."""
-    if _wide(x) and (dtype is None or _dt.dtype(dtype) == x.dtype):
+    """Sum over axis (fuelvk.ops.reduction.sum); 64-bit integers, and integers with an integer dtype=,
+    by a tree of integer adds (exact, wrapping in the dtype as numpy's)."""
+    if _wide(x) and dtype is None:
         return _int_tree("sum", "add", x, axis, keepdims, x.dtype)
+    if isinstance(x, Array) and x.dtype.kind in "biu" and dtype is not None and _dt.dtype(dtype).kind in "iu":
+        return _int_tree("sum", "add", x, axis, keepdims, _dt.dtype(dtype))   # numpy: cast, then wrap in dtype
     cdt = _complex_dtype("sum", x, dtype)
     if cdt is not None:
         return _by_parts(_sum, x, cdt, axis, keepdims)
@@ -214,6 +214,28 @@ def min(x, axis=None, keepdims=False):  # noqa: A001
     return _int_tree("min", "minimum", x, axis, keepdims, x.dtype) if _wide(x) else _min(x, axis, keepdims)
 
 
+def _wide_arg(op, x, axis, keepdims):
+    """argmax / argmin of 64-bit integers (the reduce kernels take up to 32 bits): the extreme by the
+    integer tree, then the lowest index where x equals it (a minimum over the indices, n elsewhere)."""
+    v = x.reshape(-1) if axis is None or x.ndim == 0 else x
+    ax = 0 if v is not x else layout.normalize_axis(op, axis, x.ndim)
+    ext = _int_tree(op, "maximum" if op == "argmax" else "minimum", v, ax, True, v.dtype)
+    n = v.shape[ax]
+    idx = arange(n, dtype=_dt.int64).reshape((n,) + (1,) * (v.ndim - 1 - ax))
+    first = _int_tree(op, "minimum", where(equal(v, ext), idx, n), ax, keepdims, _dt.int64)
+    return first.reshape((1,) * x.ndim) if keepdims and v is not x else first
+
+
+def argmax(x, axis=None, keepdims=False):
+    """Index of the maximum (fuelvk.ops.reduction.argmax); 64-bit integers exactly, by integer kernels."""
+    return _wide_arg("argmax", x, axis, keepdims) if _wide(x) else _argmax(x, axis, keepdims)
+
+
+def argmin(x, axis=None, keepdims=False):
+    """Index of the minimum (fuelvk.ops.reduction.argmin); 64-bit integers exactly, by integer kernels."""
+    return _wide_arg("argmin", x, axis, keepdims) if _wide(x) else _argmin(x, axis, keepdims)
+
+
 def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
     """Running products along axis (required for ndim > 1); include_initial prepends the 1. Floats
     use the cumsum kernel's product mode; integers a Hillis-Steele scan of integer multiplies (exact)."""
@@ -228,7 +250,7 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
             x = x.astype(dtype)
         out = cumulative_prod_along(x, ax)
     if include_initial:
-        out = _concat([ones(x.shape[:ax] + (1,) + x.shape[ax + 1:], dtype=out.dtype), out], axis=ax)
+        out = concatenate([ones(x.shape[:ax] + (1,) + x.shape[ax + 1:], dtype=out.dtype), out], axis=ax)
     return out
 
 

@@ -12,6 +12,7 @@ NaN payloads follow numpy/ml_dtypes (kernels/casts.py nan_rule).
 from .. import dtypes as _dt
 from ..errors import DTypeError
 from ..kernels import kernel
+from . import complex as _cx
 from ._core import device_args, launch_strided, new_like, result
 from .._device import check_device
 
@@ -72,14 +73,26 @@ def astype(x, dtype, *, copy=True, device=None):
     if dt == xa.dtype:
         return result(xa.copy(), numpy_out)
     if xa.dtype.kind == "c" or dt.kind == "c":
-        raise DTypeError(f"astype: no cast kernel between {xa.dtype} and {dt} (complex dtypes are stored, "
-                         "not converted, yet)")
+        return result(_complex_astype(xa, dt), numpy_out)
     out = xa
     for v, step_dt in _steps(xa.dtype, dt):
         nxt = new_like(xa.shape, step_dt)
         launch_strided(v, nxt, [out])
         out = nxt
     return result(out, numpy_out)
+
+
+def _complex_astype(xa, dt):
+    """A cast with a complex side: complex -> complex casts the (re, im) float pairs view; a real
+    array goes into the real part (imaginary 0). Complex -> real is refused (it would drop the
+    imaginary part; the standard leaves it unspecified)."""
+    if dt.kind != "c":
+        raise DTypeError(f"astype: {xa.dtype} -> {dt} would drop the imaginary part; use real(x) (and cast it)")
+    if xa.dtype.kind == "c":
+        return _cx.from_pairs(astype(_cx.as_pairs(xa), _cx._REAL[dt]))
+    if xa.dtype.kind in "biu":
+        xa = astype(xa, _cx._REAL[dt])
+    return _cx.to_complex("astype", xa, dt)
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from ..kernels.movement import EPT, MAX_RANK, WG, WRITE_FLAGS
 from ._core import (blocks, contiguous, device_args, divider, element_words, fits, launch_strided, new_like,
                     result, spans, tiles, windowed)
 from ..kernels.movement_core import copy_variant
+from . import complex as _cx
 from .casts import astype
 from ..runtime import loadpath
 from ..runtime.loadpath import TEXEL_BYTES
@@ -220,6 +221,8 @@ def flip(x, axis=None):
     """numpy.flip as a new contiguous array (any dtype; axis None flips every axis)."""
     (xa,), numpy_out = device_args("flip", x)
     axes = range(xa.ndim) if axis is None else _axes("flip", axis, xa.ndim)
+    if xa.dtype.kind == "c":     # complex: the (re, im) float pairs view flipped on the same axes
+        return result(_cx.from_pairs(flip(_cx.as_pairs(xa), tuple(axes))), numpy_out)
     v = xa.flip(tuple(axes)) if xa.ndim else xa
     out = new_like(xa.shape, xa.dtype)
     if texel_runs(out, v):    # no flip of the last axis: whole-texel rows copied in reverse order
@@ -231,6 +234,12 @@ def flip(x, axis=None):
 def roll(x, shift, axis=None):
     """numpy.roll: elements shifted cyclically along axis (axis None: over the flattened array)."""
     (xa,), numpy_out = device_args("roll", x)
+    if xa.dtype.kind == "c":     # complex: the (re, im) float pairs view rolled on the same axes
+        if axis is None:
+            flat = _cx.as_pairs(xa).reshape(-1, 2)
+            return result(_cx.from_pairs(roll(flat, operator.index(shift), 0)).reshape(xa.shape), numpy_out)
+        axes = tuple(_axes_allow_repeat("roll", axis, xa.ndim))
+        return result(_cx.from_pairs(roll(_cx.as_pairs(xa), shift, axes)), numpy_out)
     tag = _width_tag("roll", xa.dtype)
     if axis is None:
         try:
@@ -386,6 +395,8 @@ def concatenate(arrays, axis=0):
     dt = np.result_type(*[x.dtype for x in xs])
     if any(x.dtype != dt for x in xs):
         xs = [x if x.dtype == dt else astype(x, dt) for x in xs]
+    if dt.kind == "c":   # complex: concatenated through the (re, im) float pairs views
+        return result(_cx.from_pairs(concatenate([_cx.as_pairs(x) for x in xs], axis=ax)), numpy_out)
     shape = list(xs[0].shape)
     shape[ax] = sum(x.shape[ax] for x in xs)
     out = new_like(tuple(shape), dt)
@@ -475,7 +486,7 @@ def where(condition, x1, x2):
 
 # -- in-place writes ------------------------------------------------------------------------------
 def _writable(op, view):
-    if any(s == 0 and n > 1 for n, s in zip(view.shape, view.strides)):
+    if view.size and any(s == 0 and n > 1 for n, s in zip(view.shape, view.strides)):   # (empty: nothing repeats)
         raise ShapeError(f"{op}: cannot write into a broadcast view (shape {view.shape}, strides {view.strides}: "
                          "stride 0 repeats one element); write into a real array or a slice of one")
 
