@@ -28,6 +28,7 @@ def test_namespace_and_info():
     info = fv.__array_namespace_info__()
     assert info.devices() == [a.device] == [info.default_device()]
     assert a.to_device(a.device) is a
+    assert info.extensions() == ("linalg",) and hasattr(fv, "linalg") and not hasattr(fv, "fft")
     assert set(info.dtypes(kind="integral")) == {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                                                  "uint64"}
     assert info.default_dtypes()["real floating"] == fv.float32 == fv.asarray(1.5).dtype

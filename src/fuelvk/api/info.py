@@ -36,6 +36,11 @@ class _Info:
         # nonzero / unique_* / x[mask] read their output length back (a synchronization, as CuPy).
         return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": None}
 
+    def extensions(self):
+        """The standard's extensions fuelvk implements (beyond the standard's inspection API, which has no
+        such query): linalg; the fft extension is out of scope (fuelvk.fft does not exist)."""
+        return ("linalg",)
+
     def default_device(self):
         return DEVICE
 
