@@ -132,8 +132,8 @@ def test_astype_same_dtype_copies_and_method():
 
 
 def test_cast_errors():
-    with pytest.raises(fv.DTypeError, match="astype: no cast kernel between float32 and complex64"):
-        fv.astype(np.zeros(3, np.float32), np.complex64)     # complex dtypes are stored, not converted
+    with pytest.raises(fv.DTypeError, match="complex64"):
+        fv.astype(fv.asarray(np.zeros(3, np.complex64)), np.float32)   # complex -> real: not a cast of the standard
     with pytest.raises(fv.DTypeError, match="astype.*unsupported dtype"):
         fv.astype(np.zeros(3, np.float32), np.longdouble)
 

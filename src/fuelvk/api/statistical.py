@@ -256,4 +256,4 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
 
 # The op each function extends (inspect.unwrap finds it: the op records and specs describe it).
 prod.__wrapped__, sum.__wrapped__, mean.__wrapped__ = _float_prod, _sum, _mean
-max.__wrapped__, min.__wrapped__ = _max, _min
+max.__wrapped__, min.__wrapped__, argmax.__wrapped__, argmin.__wrapped__ = _max, _min, _argmax, _argmin
