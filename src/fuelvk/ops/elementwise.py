@@ -219,12 +219,8 @@ def _binary(op, a, b):
     if a_s and b_s:
         a, b = device_args(op, a, b)[0]  # both scalars: numpy arrays of numpy's dtype
         numpy_out, a_s, b_s = True, False, False
-    elif a_s or b_s:
-        (arr,), numpy_out = device_args(op, b if a_s else a)
-        a, b = (a, arr) if a_s else (arr, b)
     else:
-        (a, b), numpy_out = device_args(op, a, b)
-        a, b = promote(op, [a, b])
+        a, b, numpy_out = _operands(op, a, b, a_s, b_s)
     dt = (b if a_s else a).dtype
     if op == "divide" and dt.kind in "biu":      # numpy's true division of integers: float64
         a, b = (a if a_s else astype(a, _dt.float64)), (b if b_s else astype(b, _dt.float64))
@@ -287,6 +283,16 @@ del _name
 
 
 # -- fused chains: one pass instead of two or three ----------------------------------------------------
+def _operands(op, a, b, a_s, b_s):
+    """(a, b, numpy_out) of a float binary op with at most one scalar operand: the array operands
+    uploaded (numpy inputs), two arrays promoted to one dtype; a scalar stays a Python / numpy scalar."""
+    if a_s or b_s:
+        (arr,), numpy_out = device_args(op, b if a_s else a)
+        return (a, arr, numpy_out) if a_s else (arr, b, numpy_out)
+    (a, b), numpy_out = device_args(op, a, b)
+    return (*promote(op, [a, b]), numpy_out)
+
+
 def fused(name, a, b, op, pre=None, post=None):
     """post(op(pre(a), b)) in one dispatch of the fused_ew kernel: `op` a binary op (BINARY_OPS), pre /
     post unary ops (FUSABLE_UNARY) or None. Same operands, broadcasting, scalars and dtypes as the
@@ -301,12 +307,8 @@ def fused(name, a, b, op, pre=None, post=None):
     if a_s and b_s:
         (a, b), numpy_out = device_args(name, np.asarray(a), np.asarray(b))
         a_s = b_s = False
-    elif a_s or b_s:
-        (arr,), numpy_out = device_args(name, b if a_s else a)
-        a, b = (a, arr) if a_s else (arr, b)
     else:
-        (a, b), numpy_out = device_args(name, a, b)
-        a, b = promote(name, [a, b])
+        a, b, numpy_out = _operands(name, a, b, a_s, b_s)
     dt = (b if a_s else a).dtype
     tag = _dt.float_tag(name, dt, _accepted(op))
     spec = {"OP": BINARY[op], "PRE": FUSED_NONE if pre is None else UNARY[pre],
