@@ -12,6 +12,7 @@ from oracles import FLOATS, TRANS_TOL, assert_bits, assert_close
 
 import fuelvk as fv
 from fuelvk import runtime
+from fuelvk.runtime import loadpath
 from fuelvk.ops import _core
 from fuelvk.kernels import FAMILIES, kernel
 from fuelvk.kernels.elementwise import LINEAR, WIDE_TAGS, variant
@@ -119,16 +120,20 @@ def test_scalar_and_broadcast_operands(path, dt):
 
 
 @pytest.mark.parametrize("n", [1026, 14], ids=["texel-sized", "small"])   # small: the view-less twins
-def test_f32_only_families(path, n):
+def test_f32_only_families(path, n, monkeypatch):
+    if n < 100:     # below TEXEL_MIN_BYTES (LINEAR still, as the fixture forces): the view-less twins
+        monkeypatch.setattr(_core, "SMALL", {"min_bytes": loadpath.TEXEL_MIN_BYTES})
     h = _data(n, np.float32)
     x = fv.asarray(h)[4:]
     assert_bits(fv.clip(x, -1.0, 2.0), np.clip(h[4:], np.float32(-1.0), np.float32(2.0)))
     _check_path(path, path[1], "clamp", np.float32, True)
+    assert n > 100 or all("_ssbo." in v for v, _ in path[1]), path[1]
     path[1].clear()
     hp = h[4:].copy()
     with np.errstate(all="ignore"):
         assert_bits(fv.power(x, 3), hp * hp * hp)
     _check_path(path, path[1], "powi", np.float32, True)
+    assert n > 100 or all("_ssbo." in v for v, _ in path[1]), path[1]
 
 
 def test_twin_needs_all_its_features(monkeypatch):
