@@ -146,3 +146,55 @@ def test_cast_large():
     assert np.array_equal(fv.astype(d, np.float16).numpy().view(np.uint16), x.astype(np.float16).view(np.uint16))
     assert np.array_equal(fv.astype(d, ml_dtypes.bfloat16).numpy().view(np.uint16),
                           x.astype(ml_dtypes.bfloat16).view(np.uint16))
+
+
+# -- casts with an integer or bool side (icast.comp) ---------------------------------------------------
+from fuelvk.kernels.casts import INT_FORMATS, INT_PAIRS
+
+I = {"bool": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16), "i32": np.dtype(np.int32),
+     "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8), "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32),
+     "u64": np.dtype(np.uint64), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
+
+
+def int_sources(src, dst, n, rng):
+    """n values of src: every bit pattern mix for integers, in-range values (with fractions) of dst for
+    a float source (numpy leaves out-of-range float -> int undefined: test_float_to_int_specials)."""
+    dt = I[src]
+    if src == "bool":
+        return rng.integers(0, 2, n).astype(bool)
+    if dt.kind in "iu":
+        return rng.integers(0, 256, n * dt.itemsize, dtype=np.uint8).view(dt)
+    if I[dst].kind == "b":
+        return np.where(rng.random(n) < 0.2, 0.0, rng.standard_normal(n)).astype(dt)
+    info = np.iinfo(I[dst])
+    lo, hi = float(info.min), float(info.max)
+    x = np.concatenate([rng.uniform(lo, hi, n // 2) * 0.999, rng.standard_normal(n - n // 2) * 50])
+    x = np.clip(x, lo, hi).astype(dt)
+    return x[(x.astype(np.float64) >= lo) & (x.astype(np.float64) < hi + 1 if hi < 2 ** 53 else x < hi * 0.999)]
+
+
+@pytest.mark.parametrize("pair", INT_PAIRS, ids=lambda p: f"{p[0]}_to_{p[1]}")
+def test_int_cast_matches_numpy(pair):
+    """Every icast pair against numpy, on a LINEAR launch (offset 4, a tail) and a strided view."""
+    src, dst = pair
+    rng = np.random.default_rng(sum(map(ord, src + dst)))
+    x = int_sources(src, dst, 2100, rng)
+    d = fv.asarray(x)
+    for nv, dv in ((x[4:-3], d[4:-3]), (x[::-3], d[::-3])):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = np.ascontiguousarray(nv).astype(I[dst])
+        assert_bits(fv.astype(dv, I[dst]), want)
+
+
+@pytest.mark.parametrize("src", ["f32", "f64"])
+@pytest.mark.parametrize("dst", ["i8", "u16", "i32", "u32", "i64", "u64"])
+def test_float_to_int_specials(src, dst):
+    """icast's rule where numpy's is undefined: NaN -> 0, out of range and inf saturate, trunc toward 0."""
+    info = np.iinfo(I[dst])
+    x = np.array([np.nan, -np.nan, np.inf, -np.inf, 1e30, -1e30, 2.0 ** 64, -2.0 ** 63, -0.9, 0.9, -2.5, 7.99],
+                 I[src])
+    want = [0, 0, info.max, info.min, info.max, info.min, info.max, info.min if info.min == -2 ** 63 else info.min,
+            0, 0, -2 if info.min < 0 else 0, 7]
+    got = fv.astype(np.tile(x, 30), I[dst])
+    assert np.array_equal(got, np.tile(np.array(want, I[dst]), 30)), got[:12]

@@ -4,7 +4,7 @@ The inventory lists 12 pairs (f32<->f16/bf16/f64, f8e4m3<->f32/f16/bf16); the ot
 f64<->f16/bf16/f8) are fuelvk additions, so every float astype is one dispatch with one rounding.
 """
 from .elementwise import EPT, FLAG_DEFINES, WG
-from .registry import family, texel_twins, wide_or_plain
+from .registry import texel_twins
 
 GROUP = "Casts"
 FORMATS = {"f8e4m3": 0, "f16": 1, "bf16": 2, "f32": 3, "f64": 4}
@@ -68,7 +68,8 @@ def _icast_features(s, d):
     return tuple(sorted(f))
 
 
-family("icast", "icast.comp", {}, GROUP, extra=tuple(f"{s}_to_{d}" for s, d in INT_PAIRS),
+# Like cast: LINEAR in whole source texels (common/castio.glsl), with its storage-only icast_ssbo twin.
+texel_twins("icast", "icast.comp", {}, GROUP, extra=tuple(f"{s}_to_{d}" for s, d in INT_PAIRS),
        defines={"WG": WG, "EPT": EPT, **FLAG_DEFINES},
        tag_defines={f"{s}_to_{d}": {"SBITS": INT_FORMATS[s][0], "SKIND": min(INT_FORMATS[s][1], 2) if s != "bool" else 0,
                                     "DBITS": INT_FORMATS[d][0], "DKIND": INT_FORMATS[d][1]}
