@@ -58,22 +58,22 @@ layout(set = 0, binding = 1) readonly buffer AG { u64vec4 ag[]; };
 
 #if DBITS == 8
 layout(set = 0, binding = 0) writeonly buffer OG { uint og[]; };
-#define STORE_G(k, r) og[k] = (r)[0] | ((r)[1] << 8) | ((r)[2] << 16) | ((r)[3] << 24)
+#define STORE_G(k, r0, r1, r2, r3) og[k] = (r0) | ((r1) << 8) | ((r2) << 16) | ((r3) << 24)
 #elif DBITS == 16 && defined(W64)
 layout(set = 0, binding = 0) writeonly buffer OG { uint64_t og[]; };
-#define STORE_G(k, r) og[k] = packUint2x32(uvec2((r)[0] | ((r)[1] << 16), (r)[2] | ((r)[3] << 16)))
+#define STORE_G(k, r0, r1, r2, r3) og[k] = packUint2x32(uvec2((r0) | ((r1) << 16), (r2) | ((r3) << 16)))
 #elif DBITS == 16
 layout(set = 0, binding = 0) writeonly buffer OG { uvec2 og[]; };
-#define STORE_G(k, r) og[k] = uvec2((r)[0] | ((r)[1] << 16), (r)[2] | ((r)[3] << 16))
+#define STORE_G(k, r0, r1, r2, r3) og[k] = uvec2((r0) | ((r1) << 16), (r2) | ((r3) << 16))
 #elif DBITS == 32 && defined(W64)
 layout(set = 0, binding = 0) writeonly buffer OG { u64vec2 og[]; };
-#define STORE_G(k, r) og[k] = u64vec2(packUint2x32(uvec2((r)[0], (r)[1])), packUint2x32(uvec2((r)[2], (r)[3])))
+#define STORE_G(k, r0, r1, r2, r3) og[k] = u64vec2(packUint2x32(uvec2(r0, r1)), packUint2x32(uvec2(r2, r3)))
 #elif DBITS == 32
 layout(set = 0, binding = 0) writeonly buffer OG { uvec4 og[]; };
-#define STORE_G(k, r) og[k] = uvec4((r)[0], (r)[1], (r)[2], (r)[3])
+#define STORE_G(k, r0, r1, r2, r3) og[k] = uvec4(r0, r1, r2, r3)
 #else
 layout(set = 0, binding = 0) writeonly buffer OG { u64vec4 og[]; };
-#define STORE_G(k, r) og[k] = u64vec4((r)[0], (r)[1], (r)[2], (r)[3])
+#define STORE_G(k, r0, r1, r2, r3) og[k] = u64vec4(r0, r1, r2, r3)
 #endif
 
 // A LINEAR step converts one UNIT of source elements: one whole 16-byte texel of a narrow source
@@ -153,11 +153,17 @@ void unit(uint u, bool contig, RAW c) {
 #endif
     }
     uint ko = p.off_o / 4u + u * (UNIT / 4u);
-    for (uint g = 0u; g < UNIT / 4u; ++g) {
-        DRAW r[4];
-        for (uint j = 0u; j < 4u; ++j) r[j] = cast_bits(contig ? ELEM(4u * g + j) : c);
-        STORE_G(ko + g, r);
-    }
+    // unrolled by hand (constant word / component indices on any compiler)
+#define CVT(j) cast_bits(contig ? ELEM(j) : c)
+#define GROUP(g) STORE_G(ko + (g), CVT(4u * (g)), CVT(4u * (g) + 1u), CVT(4u * (g) + 2u), CVT(4u * (g) + 3u))
+    GROUP(0u);
+#if SBITS <= 16
+    GROUP(1u);
+#endif
+#if SBITS == 8
+    GROUP(2u);
+    GROUP(3u);
+#endif
 }
 
 uint strided(uint i) {
