@@ -148,16 +148,14 @@ uint f64_to_f32(uint64_t u, bool odd) {
 // ---- f32 bits -> f64 bits (exact) -----------------------------------------------------------------
 #if DST == FMT_F64
 uint64_t f32_to_f64(uint u) {
-    uint64_t s = uint64_t(u >> 31) << 63;
-    uint a = u & 0x7FFFFFFFu;
-    uint ef = a >> 23, m = a & 0x7FFFFFu;
-    uint64_t r = (uint64_t(ef + 896u) << 52) | (uint64_t(m) << 29);             // normal
-    uint sh = 23u - uint(findMSB(m));                                             // subnormal: normalize
-    uint64_t sub = (uint64_t(uint(1 - int(sh) + 896)) << 52) | (uint64_t((m << sh) & 0x7FFFFFu) << 29);
-    r = ef == 0u ? (m == 0u ? 0ul : sub) : r;
-    uint64_t special = 0x7FF0000000000000ul | (uint64_t(m) << 29);               // inf / NaN
-    special = (m != 0u && NAN_RULE == 1) ? (special | 0x8000000000000ul) : special;
-    return s | (ef == 255u ? special : r);
+    // in 32-bit words (the f64's high word carries sign, exponent and the mantissa's top 20 bits); a
+    // subnormal's mantissa m is normalized by float(m), exact (m < 2^23), whose exponent is 149 too high
+    uint a = u & 0x7FFFFFFFu, ef = a >> 23, m = a & 0x7FFFFFu;
+    uint fm = floatBitsToUint(float(m));
+    uint ex = ef == 0u ? (m == 0u ? 0u : (fm >> 23) + 747u) : (ef == 255u ? 2047u : ef + 896u);
+    uint mt = ef == 0u ? fm & 0x7FFFFFu : m;
+    uint quiet = (NAN_RULE == 1 && ef == 255u && m != 0u) ? 0x80000u : 0u;         // f64's quiet bit
+    return packUint2x32(uvec2(mt << 29, (u & 0x80000000u) | (ex << 20) | (mt >> 3) | quiet));
 }
 #endif
 
