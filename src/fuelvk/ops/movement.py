@@ -234,18 +234,20 @@ def flip(x, axis=None):
 def roll(x, shift, axis=None):
     """numpy.roll: elements shifted cyclically along axis (axis None: over the flattened array)."""
     (xa,), numpy_out = device_args("roll", x)
+    if axis is None:             # numpy: the flattened array rolled by every shift in turn (their sum)
+        try:
+            shift = sum(operator.index(s) for s in shift) if isinstance(shift, (tuple, list)) else operator.index(shift)
+        except TypeError:
+            raise ShapeError(f"roll: shifts must be integers, got {shift!r}") from None
     if xa.dtype.kind == "c":     # complex: the (re, im) float pairs view rolled on the same axes
         if axis is None:
             flat = _cx.as_pairs(xa).reshape(-1, 2)
-            return result(_cx.from_pairs(roll(flat, operator.index(shift), 0)).reshape(xa.shape), numpy_out)
+            return result(_cx.from_pairs(roll(flat, shift, 0)).reshape(xa.shape), numpy_out)
         axes = tuple(_axes_allow_repeat("roll", axis, xa.ndim))
         return result(_cx.from_pairs(roll(_cx.as_pairs(xa), shift, axes)), numpy_out)
     tag = _width_tag("roll", xa.dtype)
     if axis is None:
-        try:
-            s = operator.index(shift)
-        except TypeError:
-            raise ShapeError(f"roll: with axis=None the shift must be one integer, got {shift!r}") from None
+        s = shift
         flat = xa.reshape(-1)
         if not fits(flat):
             return result(_roll_by_writes(contiguous(flat), [s]).reshape(xa.shape), numpy_out)
