@@ -10,7 +10,8 @@ from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family, id_defines, width_v
 
 GROUP = "Layout / data-movement (byte-width-keyed, dtype-agnostic)"
 MAX_RANK = 6      # remap.comp / write.comp: the Params' shape and stride arrays
-WG, EPT = 256, 4  # remap.comp / write.comp / pad_backward.comp: elements per workgroup = WG * EPT
+WG, EPT = 256, 4  # write.comp / pad_backward.comp: elements per workgroup = WG * EPT
+RUN = 8           # remap.comp: consecutive elements of a row per invocation (one index split per run)
 # write.comp and add_assign_scaled.comp (a src view written into a dst view of the same shape): the
 # bits of their Params' flags (FLAG_* in the shaders).
 WRITE_FLAGS = {"src_contiguous": 1, "src_constant": 2, "dst_contiguous": 4}
@@ -21,7 +22,7 @@ _W = dict(tag_defines=WIDTH_DEFINES, tag_features=WIDTH_FEATURES)
 
 
 def remap_family(name, mode, variants, group=GROUP, extra=()):
-    family(name, "remap.comp", variants, group, defines={**_SIZES, **id_defines(MODE=REMAP_MODES), "MODE": REMAP_MODES[mode]},
+    family(name, "remap.comp", variants, group, defines={"WG": WG, "RUN": RUN, **id_defines(MODE=REMAP_MODES), "MODE": REMAP_MODES[mode]},
            extra=extra, **_W)
 
 

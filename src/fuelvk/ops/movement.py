@@ -17,7 +17,7 @@ from .. import runtime
 from ..array import Array, asarray, complex_part
 from ..errors import DTypeError, FuelVKIndexError, ShapeError
 from ..kernels import kernel
-from ..kernels.movement import EPT, MAX_RANK, WG, WRITE_FLAGS
+from ..kernels.movement import EPT, MAX_RANK, RUN as REMAP_RUN, WG, WRITE_FLAGS
 from ._core import (blocks, contiguous, device_args, divider, element_words, fits, launch_strided, new_like,
                     result, spans, tiles, windowed)
 from ..kernels.movement_core import copy_variant
@@ -90,12 +90,17 @@ def launch_remap(op, variant, out, src, sa, lo=None, dim=None, k=0, fill=(0, 0),
                 c, row_fill = _source_coord(mode, P, lo0, dim0)
                 go(ds[1:], off_o + P * inner, off_a + (c * s0 if not row_fill else 0), fill_row or row_fill)
             return
+        ds = ds or [[1, 1, 0, 1, True]]      # rank 0: one element
         m = math.prod(d[0] for d in ds)
         los = [d[2] for d in ds]
         dms = [d[3] for d in ds]
         if fill_row:       # a whole row of constant padding (rank > 6 only): force every read outside
             los[0], dms[0] = -ds[0][0], 0
-        ctx.launch(variant, ctx.groups(-(-m // _PER_GROUP)), out=out, a=src, n=m, rank=len(ds), off_o=off_o,
+        if variant.source == "remap.comp":    # an invocation per RUN elements of a row
+            groups = -(-(m // ds[-1][0]) * -(-ds[-1][0] // REMAP_RUN) // WG)
+        else:
+            groups = -(-m // _PER_GROUP)
+        ctx.launch(variant, ctx.groups(groups), out=out, a=src, n=m, rank=len(ds), off_o=off_o,
                    off_a=off_a, k=k, fill=fill, shape=[d[0] for d in ds], sa=[d[1] for d in ds], lo=los, dim=dms)
 
     go(dims, out.offset, src.offset, False)
