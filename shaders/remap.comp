@@ -23,6 +23,21 @@ const uint WGU = WG, RUNU = RUN;
 
 layout(set = 0, binding = 0) writeonly buffer Out { W o[]; };
 layout(set = 0, binding = 1) readonly buffer A { W a[]; };
+#ifndef NO_TEXEL
+// The same source as one element per texel (R8/R16/R32_UINT, R32G32_UINT by width): where the device
+// reads texels faster, a's reads come through here (binding a stays bound, unread).
+#extension GL_EXT_samplerless_texture_functions : require
+layout(set = 0, binding = 2) uniform utextureBuffer a_t;
+W load_a(uint i) {
+#if WIDTH == 8
+    return texelFetch(a_t, int(i)).xy;
+#else
+    return W(texelFetch(a_t, int(i)).x);
+#endif
+}
+#else
+W load_a(uint i) { return a[i]; }
+#endif
 
 layout(push_constant) uniform Params {
     uint n; uint rank; uint off_o; uint off_a; int k; uint fill[2];
@@ -94,17 +109,16 @@ void main() {
 #elif MODE == MODE_TRIL
         inside = int(col) - row_c <= p.k;
 #endif
-#if MODE == MODE_TRIU || MODE == MODE_TRIL || MODE == MODE_PAD_CONST
+#if MODE == MODE_TRIU || MODE == MODE_TRIL
+        W v = load_a(uint(s));                  // in range everywhere: a select, not a branch
+        o[out_i + col] = inside ? v : zero_value();
+#elif MODE == MODE_PAD_CONST
         W v;
-        if (inside) v = a[uint(s)];         // never read outside the source
-#if MODE == MODE_PAD_CONST
+        if (inside) v = load_a(uint(s));         // never read outside the source
         else v = fill_value();
-#else
-        else v = zero_value();
-#endif
         o[out_i + col] = v;
 #else
-        o[out_i + col] = a[uint(s)];
+        o[out_i + col] = load_a(uint(s));
 #endif
     }
 }

@@ -17,6 +17,7 @@ from .. import runtime
 from ..array import Array, asarray, complex_part
 from ..errors import DTypeError, FuelVKIndexError, ShapeError
 from ..kernels import kernel
+from ..kernels.registry import storage_twin
 from ..kernels.movement import EPT, MAX_RANK, RUN as REMAP_RUN, WG, WRITE_FLAGS
 from ._core import (blocks, contiguous, device_args, divider, element_words, fits, launch_strided, new_like,
                     result, spans, tiles, windowed)
@@ -68,6 +69,9 @@ def launch_remap(op, variant, out, src, sa, lo=None, dim=None, k=0, fill=(0, 0),
             d = r - ow.ndim
             launch_remap(op, variant, ow, sw, sw.strides, lo[d:], dim[d:], k, fill, mode, fixed_tail)
         return
+    texel = variant.texel_formats and _remap_texels(src)     # remap.comp: through a_t, else the twin
+    if variant.texel_formats and not texel:
+        variant = storage_twin(variant)
     dims = []   # [n, stride, lo, dim, identity]
     for d in range(r):
         ident = lo[d] == 0 and dim[d] == shape[d] and d < r - fixed_tail
@@ -100,10 +104,18 @@ def launch_remap(op, variant, out, src, sa, lo=None, dim=None, k=0, fill=(0, 0),
             groups = -(-(m // ds[-1][0]) * -(-ds[-1][0] // REMAP_RUN) // WG)
         else:
             groups = -(-m // _PER_GROUP)
-        ctx.launch(variant, ctx.groups(groups), out=out, a=src, n=m, rank=len(ds), off_o=off_o,
+        ctx.launch(variant, ctx.groups(groups), out=out, a=src, **({"a_t": src} if texel else {}), n=m, rank=len(ds), off_o=off_o,
                    off_a=off_a, k=k, fill=fill, shape=[d[0] for d in ds], sa=[d[1] for d in ds], lo=los, dim=dms)
 
     go(dims, out.offset, src.offset, False)
+
+
+def _remap_texels(src):
+    """remap.comp reads src through a one-element-per-texel view: the device reads texels faster
+    (Device.texel_loads, FUELVK_TEXEL_LOADS) and the view holds the whole buffer."""
+    ctx = runtime.get()
+    return loadpath.texel_paths(ctx)[0] and \
+        0 < src.buffer.size // src.dtype.itemsize <= ctx.device.limits.maxTexelBufferElements
 
 
 def _source_coord(mode, P, lo, dim):
