@@ -145,6 +145,30 @@ def test_cast_constant_input(pair, path):
             assert np.array_equal(bits(got, dst), bits(np.broadcast_to(a[off], (n,)).astype(dst), dst)), (off, n)
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float16, np.float64, np.uint8], ids=lambda d: np.dtype(d).name)
+def test_take_rows_bits(dt, path, launched):
+    """take / index_select: rows of whole texels read through x's texel view on the texel path (one
+    texel per invocation, at x's texel offset), other rows (not whole texels, an offset inside a
+    texel) and the storage path through the view-less twin; numpy's bits, i32 / i64 / negative ids."""
+    per = 16 // np.dtype(dt).itemsize
+    flat = (rng.integers(0, 255, 7 * 9 * 3 * per + per + 2) if np.dtype(dt).kind == "u"
+            else rng.standard_normal(7 * 9 * 3 * per + per + 2) * 3).astype(dt)
+    F = fv.asarray(flat)
+    n = 7 * 9 * 3 * per
+    cases = [(flat[:n].reshape(7, 9, 3 * per), F[:n].reshape(7, 9, 3 * per)),             # whole texels
+             (flat[per:per + n].reshape(7, 9, 3 * per), F[per:per + n].reshape(7, 9, 3 * per)),   # texel offset
+             (flat[1:1 + n].reshape(7, 9, 3 * per), F[1:1 + n].reshape(7, 9, 3 * per)),   # inside a texel
+             (flat[:7 * 9 * (per + 1)].reshape(7, 9, per + 1), F[:7 * 9 * (per + 1)].reshape(7, 9, per + 1))]
+    ids = [np.array([3, -1, 0, 3, 6], np.int64), np.array([[2, 0], [5, 5]], np.int32), np.array([], np.int32)]
+    for v, V in cases:
+        for axis in (0, 1):
+            for idx in ids:
+                got = fv.take(V, fv.asarray(idx), axis).numpy()
+                assert np.array_equal(bits(got, dt), bits(np.take(v, idx, axis), dt)), (v.shape, axis, idx)
+    assert any(i.startswith("index_select.") for i in launched) == (path == "texel"), launched
+    assert any(i.startswith("index_select_ssbo.") for i in launched)
+
+
 def test_plan_choice(monkeypatch):
     """Which operands go through texel views: aligned contiguous ones whose texels lie in the view
     (outputs: f32 / f64 only); an unaligned offset, a constant input, a half texel past the buffer's
