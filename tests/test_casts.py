@@ -198,3 +198,32 @@ def test_float_to_int_specials(src, dst):
             0, 0, -2 if info.min < 0 else 0, 7]
     got = fv.astype(np.tile(x, 30), I[dst])
     assert np.array_equal(got, np.tile(np.array(want, I[dst]), 30)), got[:12]
+
+
+@pytest.mark.parametrize("fam", ["cast", "cast_ssbo", "cast_w64", "cast_w64_ssbo", "icast", "icast_ssbo"])
+def test_cast_kernels_declare_the_features_their_spirv_needs(fam):
+    """A capability without its feature would fail pipeline creation where the device lacks it: the
+    plain float casts without an f64 side must stay free of Int64 (cast_w64 is their 64-bit twin)."""
+    from fuelvk.kernels import FAMILIES
+    from fuelvk.runtime.pipelines import spv_dir
+    from test_elementwise_w64 import CAP_FEATURE, _capabilities
+    for v in FAMILIES[fam].variants.values():
+        caps = _capabilities(spv_dir() / v.spv)
+        assert {CAP_FEATURE[c] for c in caps if c in CAP_FEATURE} <= set(v.features), (v.id, v.features)
+        if fam in ("cast", "cast_ssbo") and "f64" not in v.tag:
+            assert 11 not in caps, f"{v.id} declares Int64"
+
+
+def test_plain_cast_without_int64(monkeypatch):
+    """Without shaderInt64 the float casts run the plain family (32-bit words), with the same bits."""
+    from fuelvk import runtime
+    from fuelvk.ops.casts import cast_variant
+    ctx = runtime.get()
+    assert cast_variant(np.dtype(np.float32), F["bf16"]).family == ("cast_w64" if "int64" in ctx.device.features
+                                                                     else "cast")
+    monkeypatch.setattr(ctx.device, "features", set(ctx.device.features) - {"int64"})
+    monkeypatch.setattr(ctx, "plans", {})
+    for src, dst in (("f32", "bf16"), ("f16", "f32"), ("f8e4m3", "f16")):
+        assert cast_variant(F[src], F[dst]).id == f"cast.{src}_to_{dst}"
+        x = sources(src, np.random.default_rng(3))[:2051]
+        assert_bits(fv.astype(fv.asarray(x)[4:], F[dst]), oracle(x[4:], dst))
