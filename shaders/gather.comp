@@ -13,22 +13,6 @@ layout(set = 0, binding = 0) writeonly buffer Out { W o[]; };
 layout(set = 0, binding = 1) readonly buffer X { W x[]; };
 layout(set = 0, binding = 2) readonly buffer Ids { uint ids[]; };
 #include "index_fetch.glsl"
-#ifndef NO_TEXEL
-// x again as one element per texel (R8/R16/R32_UINT, R32G32_UINT by width): the reads come through
-// here where the device reads texels faster (binding x stays bound, unread); NO_TEXEL (gather_ssbo,
-// the view-less twin) reads x.
-#extension GL_EXT_samplerless_texture_functions : require
-layout(set = 0, binding = 3) uniform utextureBuffer x_t;
-W load_x(uint i) {
-#if WIDTH == 8
-    return texelFetch(x_t, int(i)).xy;
-#else
-    return W(texelFetch(x_t, int(i)).x);
-#endif
-}
-#else
-W load_x(uint i) { return x[i]; }
-#endif
 
 layout(push_constant) uniform Params {
     uint n; uint rank; uint axis; uint axis_len;
@@ -50,5 +34,5 @@ void main() {
     }
     bool ok;
     uint k = fetch_index(uint(io), p.axis_len, ok);
-    o[p.off_out + e] = load_x(uint(xo + int(k) * p.sx[p.axis]));
+    o[p.off_out + e] = x[uint(xo + int(k) * p.sx[p.axis])];
 }

@@ -169,25 +169,6 @@ def test_take_rows_bits(dt, path, launched):
     assert any(i.startswith("index_select_ssbo.") for i in launched)
 
 
-@pytest.mark.parametrize("dt", [np.float32, np.float16, np.float64, np.int8], ids=lambda d: np.dtype(d).name)
-def test_take_along_axis_bits(dt, path, launched):
-    """take_along_axis (gather.comp): x read through its one-element-per-texel view on the texel path,
-    the view-less twin on the storage path; numpy's bits, strided / broadcast views, negative ids."""
-    x = (rng.standard_normal((6, 40, 5)) * 50).astype(dt)
-    X = fv.asarray(x)
-    idx = rng.integers(-40, 40, (6, 30, 5))
-    for axis in (0, 1, 2):
-        ids = idx[:, :, :] if axis == 1 else rng.integers(-x.shape[axis], x.shape[axis], x.shape[:axis] + (3,) + x.shape[axis + 1:])
-        got = fv.take_along_axis(X, fv.asarray(ids), axis).numpy()
-        assert np.array_equal(bits(got, dt), bits(np.take_along_axis(x, ids, axis), dt)), axis
-    v, V = x[1:, ::-2, 1:], X[1:, ::-2, 1:]                       # strided, offset source
-    ids = rng.integers(0, 20, (5, 7, 1))                          # broadcast along the last axis
-    got = fv.take_along_axis(V, fv.asarray(ids), 1).numpy()
-    assert np.array_equal(bits(got, dt), bits(np.take_along_axis(v, ids, 1), dt))
-    assert any(i.startswith("gather.") for i in launched) == (path == "texel"), launched
-    assert any(i.startswith("gather_ssbo.") for i in launched) == (path == "ssbo"), launched
-
-
 def test_plan_choice(monkeypatch):
     """Which operands go through texel views: aligned contiguous ones whose texels lie in the view
     (outputs: f32 / f64 only); an unaligned offset, a constant input, a half texel past the buffer's

@@ -22,11 +22,8 @@ _SEL_WIDTH = {"f32": "b4", "f16": "b2", "bf16": "b2", "f64": "b8", "b1": "b1"}
 texel_twins("index_select", "index_select.comp", {"f32": "index_select", "f16": "index_select_f16", "bf16": "index_select_bf16", "f64": "index_select_f64"},
        GROUP, extra=("b1",), defines=_IDX_DEFINES, tag_defines={t: WIDTH_DEFINES[w] for t, w in _SEL_WIDTH.items()},
        tag_features={t: WIDTH_FEATURES[w] for t, w in _SEL_WIDTH.items()})
-# gather reads x through a one-element-per-texel view (binding 3) where the device reads texels faster,
-# else its view-less twin gather_ssbo.
-GATHER_TEXEL_FORMATS = {"b1": {3: "R8_UINT"}, "b2": {3: "R16_UINT"}, "b4": {3: "R32_UINT"}, "b8": {3: "R32G32_UINT"}}
-texel_twins("gather", "gather.comp", width_variants("gather"), GROUP, defines=_IDX_DEFINES, tag_defines=WIDTH_DEFINES,
-            tag_features=WIDTH_FEATURES, tag_texel_formats=GATHER_TEXEL_FORMATS)
+family("gather", "gather.comp", width_variants("gather"), GROUP, defines=_IDX_DEFINES, tag_defines=WIDTH_DEFINES,
+       tag_features=WIDTH_FEATURES)
 
 _ACC_DEFINES = {"f32": {"DT_F32": 1}, "f16": {"DT_F16": 1}, "bf16": {"DT_BF16": 1}, "f64": {"DT_F64": 1}}
 _ACC_DEFINES.update({f"{t}_native": dict(d, ATOMIC_NATIVE=1) for t, d in list(_ACC_DEFINES.items())})

@@ -127,17 +127,6 @@ def take(x, indices, axis=None):
     return result(out, numpy_out)
 
 
-def _element_texels(ctx, x, out):
-    """Whether gather reads x through its one-element-per-texel view: the device reads texels faster
-    (loadpath, or FUELVK_TEXEL_LOADS), the view holds x's slot (maxTexelBufferElements) and the result
-    is not below loadpath.TEXEL_MIN_BYTES (unless forced)."""
-    if not loadpath.texel_paths(ctx)[0]:
-        return False
-    if not 0 < x.buffer.size // x.dtype.itemsize <= ctx.device.limits.maxTexelBufferElements:
-        return False
-    return loadpath.forced() or out.size * x.dtype.itemsize >= loadpath.TEXEL_MIN_BYTES
-
-
 def _texels_per_row(ctx, x, inner, out):
     """Elements per 16-byte texel when take may read x's rows through its texel view: the device reads
     texels faster (loadpath, or FUELVK_TEXEL_LOADS), rows and x's offset are whole texels, the view
@@ -244,9 +233,7 @@ def gather_along(x, ids, kind, ax, tag):
             raise ShapeError(f"take_along_axis: rank {len(shape)} after merging dims exceeds {MAX_RANK} "
                              f"(kernel {fam}); shapes {x.shape} and {ids.shape}")
         ctx = runtime.get()
-        texel = _element_texels(ctx, x, out)
-        ctx.launch(kernel("gather" if texel else "gather_ssbo", tag), ctx.groups(-(-out.size // _WG)), out=out,
-                   x=x, **({"x_t": x} if texel else {}), ids=ids, n=out.size,
+        ctx.launch(kernel("gather", tag), ctx.groups(-(-out.size // _WG)), out=out, x=x, ids=ids, n=out.size,
                    rank=len(shape), axis=new_ax, axis_len=n, off_out=0, off_x=x.offset, off_idx=ids.offset, pad=0,
                    shape=list(shape), sx=list(sx), si=list(si), IDX=kind)
     return out
