@@ -815,6 +815,8 @@ WRONG_SOLUTION_CAUGHT = {
     "fuelvk_gdn_decode": "test_gdn_decode_and_prefill",
     "fuelvk_gdn_prefill": "test_gdn_decode_and_prefill",
     "fuelvk_moe_fp8_block_scale_renorm": "test_moe_fp8_block_scale_renorm",
+    "fuelvk_moe_fp8_block_scale_ds_routing": "test_definitions_moe::test_moe_fp8_ds_routing",
+    "fuelvk_moe_fp8_block_scale_ds_routing_topk_axis": "test_definitions_moe::test_moe_fp8_ds_routing_without_groups",
     "fuelvk_rope_cos_sin_cache_neox": "test_rope_with_cos_sin_cache_adapter",
 }
 
@@ -823,8 +825,9 @@ def test_every_solution_has_a_wrong_solution_test():
     """Each solution in SOLUTIONS is listed with the test that feeds the runner a wrong answer of that
     kind and expects INCORRECT_*: a new solution without one fails here."""
     assert set(WRONG_SOLUTION_CAUGHT) == {s.name for s in SOLUTIONS}
-    for test in WRONG_SOLUTION_CAUGHT.values():
-        src = inspect.getsource(globals()[test])
+    for test in WRONG_SOLUTION_CAUGHT.values():   # "test" of this module, or "module::test"
+        module, _, name = test.rpartition("::")
+        src = inspect.getsource(getattr(importlib.import_module(module), name) if module else globals()[name])
         assert "INCORRECT_" in src or "_passes_and_a_wrong_one_fails(" in src, test
 
 

@@ -10,6 +10,7 @@ or no key gives zeros and lse -inf).
 """
 import hashlib
 import math
+import re
 
 import numpy as np
 
@@ -325,49 +326,113 @@ def solve_gdn_prefill(defn, inputs):
 
 # -- mixture of experts ------------------------------------------------------------------------------------
 
-def solve_moe_fp8_renorm(defn, inputs):
-    """FP8 block-scale MoE with Renormalize routing (top-k logits, softmax over them) and SwiGLU:
-    activations dequantized (fp8 * per-token block scale), the top-k found on the device (k rounds
-    of argmax, each winner masked to -inf), then per expert that any token chose: up / gate matmul
-    of its tokens, silu(gate) * up, the down matmul weighted by the routing probability, added into
-    the tokens' rows (index_add).  Both matmuls are fp8_block_matmul (fuelvk/ops/moe.py): the
-    expert's fp8 weight is dequantized block-scale by block-scale inside the kernel as it is read,
-    never expanded; the weight stacks stay one fp8 device array each (over one binding at the
-    dataset's sizes: the kernel binds only the expert's own bytes).
-    Ties at the k-th logit go to the lowest expert index (argmax); torch.topk orders ties as its
-    partial sort leaves them, so a token whose k-th and (k+1)-th bf16 logits are equal may route
-    to another expert than the reference (seen at 128 experts, top 8: 1 token in 4)."""
+def _moe_inputs(inputs):
+    return _dev(inputs, "routing_logits", "hidden_states", "hidden_states_scale", "gemm1_weights",
+                "gemm1_weights_scale", "gemm2_weights", "gemm2_weights_scale")
+
+
+def moe_activations(hs, hs_scale):
+    """fp8 hidden states [T, H] times their per-token block scales [H / block, T]: float32 [T, H]."""
+    t, h = hs.shape
+    return (hs.astype("float32").reshape(t, hs_scale.shape[0], -1) * hs_scale.T[:, :, None]).reshape(t, h)
+
+
+def moe_experts(a, chosen, weights, w13, s13, w2, s2, offset=0):
+    """Routed experts with SwiGLU, summed per token: float32 [T, H] on the device.
+
+    a: activations [T, H] float32; chosen: host [T, K] global expert ids; weights: device [T, K]
+    float32 (the routing weight of each pick).  Local expert e (weight stacks [E_local, ...]) is
+    global expert offset + e; picks outside the local window add nothing (another rank's experts).
+    Per local expert that any token chose: up / gate matmul of its tokens, silu(gate) * up, the
+    down matmul weighted by the routing weight, added into the tokens' rows (index_add).  Both
+    matmuls are fp8_block_matmul (fuelvk/ops/moe.py): the expert's fp8 weight is dequantized block
+    by block inside the kernel as it is read, never expanded; the weight stacks stay one fp8 device
+    array each (over one binding at the dataset's sizes: the kernel binds only the expert's bytes)."""
     from ..ops.moe import fp8_block_matmul
     fv = _fv()
-    logits, hs, hs_scale, w13, s13, w2, s2 = _dev(
-        inputs, "routing_logits", "hidden_states", "hidden_states_scale", "gemm1_weights",
-        "gemm1_weights_scale", "gemm2_weights", "gemm2_weights_scale")
-    t, e = logits.shape
-    h = hs.shape[1]
+    t, h = a.shape
+    k = chosen.shape[1]
     inter = w2.shape[2]
-    block = h // hs_scale.shape[0]
+    block = h // s13.shape[2]
+    flat = weights.reshape(-1)
+    out = fv.zeros((t, h), "float32")
+    for ge in (int(x) for x in np.unique(chosen)):
+        le = ge - offset
+        if not 0 <= le < w13.shape[0]:
+            continue
+        tok, slot = np.nonzero(chosen == ge)          # a token picks an expert at most once
+        tok_d = fv.asarray(tok.astype(np.int32))
+        g1 = fp8_block_matmul(fv.take(a, tok_d, axis=0), w13[le], s13[le], block)          # [n, 2I]
+        c = fv.silu_mul(g1[:, inter:], g1[:, :inter])                                      # SwiGLU, one pass
+        wt = fv.take(flat, fv.asarray((tok * k + slot).astype(np.int32)))[:, None]
+        out = fv.index_add(out, 0, tok_d, fp8_block_matmul(c, w2[le], s2[le], block) * wt)
+    return out
+
+
+def top_k_rows(x, k):
+    """Indices [rows, k] of each row's k largest (a stable descending argsort: ties to the lowest
+    index; the references' torch.topk leaves ties in its partial sort's order)."""
+    return _fv().argsort(x, axis=-1, descending=True)[..., :k]
+
+
+def solve_moe_fp8_renorm(defn, inputs):
+    """FP8 block-scale MoE with Renormalize routing (top-k logits, softmax over them) and SwiGLU:
+    activations dequantized (fp8 * per-token block scale), the top-k found on the device, then
+    moe_experts.  Ties at the k-th logit go to the lowest expert index; torch.topk orders ties as
+    its partial sort leaves them, so a token whose k-th and (k+1)-th bf16 logits are equal may route
+    to another expert than the reference (seen at 128 experts, top 8: 1 token in 4)."""
+    fv = _fv()
+    logits, hs, hs_scale, w13, s13, w2, s2 = _moe_inputs(inputs)
     top_k = defn["axes"]["top_k"]["value"]
-    experts = fv.asarray(np.arange(e, dtype=np.int64)[None])
     odt = np_dtype(defn["outputs"]["output"]["dtype"])
 
     def call():
-        f32 = "float32"
-        a = (hs.astype(f32).reshape(t, hs_scale.shape[0], -1) * hs_scale.T[:, :, None]).reshape(t, h)
-        lg, picks, vals = logits.astype(f32), [], []
-        for _ in range(top_k):
-            i = fv.argmax(lg, axis=-1)[:, None]                                            # [T, 1]
-            vals.append(fv.take_along_axis(lg, i, axis=-1))
-            picks.append(i)
-            lg = fv.masked_fill(lg, fv.equal(experts, i), -math.inf)
-        probs = fv.softmax(fv.concatenate(vals, axis=1), axis=-1).reshape(-1)             # [T * K]
-        chosen = np.concatenate([i.numpy() for i in picks], axis=1)                  # [T, K] on the host
-        out = fv.zeros((t, h), f32)
-        for ex in (int(x) for x in np.unique(chosen)):
-            tok, slot = np.nonzero(chosen == ex)
-            tok_d = fv.asarray(tok.astype(np.int32))
-            g1 = fp8_block_matmul(fv.take(a, tok_d, axis=0), w13[ex], s13[ex], block)        # [n, 2I]
-            c = fv.silu_mul(g1[:, inter:], g1[:, :inter])                                    # SwiGLU, one pass
-            wt = fv.take(probs, fv.asarray((tok * top_k + slot).astype(np.int32)))[:, None]
-            out = fv.index_add(out, 0, tok_d, fp8_block_matmul(c, w2[ex], s2[ex], block) * wt)
+        lg = logits.astype("float32")
+        idx = top_k_rows(lg, top_k)
+        probs = fv.softmax(fv.take_along_axis(lg, idx, axis=-1), axis=-1)                # [T, K]
+        out = moe_experts(moe_activations(hs, hs_scale), idx.numpy(), probs, w13, s13, w2, s2)
+        return (out.astype(odt).numpy(),)
+    return call
+
+
+DS_ROUTING_NAME = r"moe_fp8_block_scale_ds_routing_topk(\d+)_ng(\d+)_kg(\d+)_e\d+_h\d+_i\d+"
+
+
+def ds_routing(logits, bias, top_k, n_group, topk_group, scale):
+    """DeepSeek-V3 no-aux routing on the device: s = sigmoid(logits) [T, E], b = s + bias; a group
+    (E / n_group experts) scores the sum of its two largest b; the topk_group best groups are kept
+    and the top_k largest b among their experts are picked; a pick's weight is its s (no bias) over
+    the sum of the picks' s (+ 1e-20), times scale.  Returns (ids [T, K] int64, weights [T, K] f32)."""
+    fv = _fv()
+    f32 = "float32"
+    t, e = logits.shape
+    s = 1.0 / (1.0 + fv.exp(-logits.astype(f32)))             # the reference's form of the sigmoid
+    b = s + bias.astype(f32)[None]
+    size = e // n_group
+    best2 = fv.sort(b.reshape(t, n_group, size), axis=-1, descending=True)[..., :2]
+    groups = top_k_rows(best2[..., 0] + best2[..., 1], topk_group)                      # [T, kg]
+    kept = fv.any(fv.equal(groups[:, :, None], fv.asarray(np.arange(n_group)[None, None])), axis=1)
+    kept = fv.broadcast_to(kept[:, :, None], (t, n_group, size)).reshape(t, e)
+    ids = top_k_rows(fv.where(kept, b, float(np.finfo(np.float32).min)), top_k)
+    picked = fv.take_along_axis(s, ids, axis=-1)
+    return ids, picked / (fv.sum(picked, axis=-1, keepdims=True) + 1e-20) * scale
+
+
+def solve_moe_fp8_ds_routing(defn, inputs):
+    """FP8 block-scale MoE with DeepSeek-V3 routing (ds_routing; top_k, n_group and topk_group from
+    the Definition's name: topk8_ng8_kg4) over a window of local experts starting at global
+    local_expert_offset, then moe_experts."""
+    logits, hs, hs_scale, w13, s13, w2, s2 = _moe_inputs(inputs)
+    (bias,) = _dev(inputs, "routing_bias")
+    top_k, n_group, topk_group = (int(g) for g in re.fullmatch(DS_ROUTING_NAME, defn["name"]).groups())
+    offset, scale = int(inputs["local_expert_offset"]), float(inputs["routed_scaling_factor"])
+    if logits.shape[1] % n_group or topk_group > n_group or top_k > topk_group * (logits.shape[1] // n_group):
+        raise ValueError(f"{defn['name']}: {logits.shape[1]} experts in {n_group} groups, {topk_group} kept, "
+                         f"cannot give top {top_k}")
+    odt = np_dtype(defn["outputs"]["output"]["dtype"])
+
+    def call():
+        ids, weights = ds_routing(logits, bias, top_k, n_group, topk_group, scale)
+        out = moe_experts(moe_activations(hs, hs_scale), ids.numpy(), weights, w13, s13, w2, s2, offset)
         return (out.astype(odt).numpy(),)
     return call

@@ -118,7 +118,15 @@ def rope_cos_sin(defn, gen):
 
 
 def moe(defn, gen):
-    return {"seq_len": 4}, {}, {}
+    """Four tokens, inputs random; a DeepSeek-routing Definition gets its scalars as the dataset's
+    rows have them: routed_scaling_factor 2.5, local_expert_offset a whole window of local experts
+    inside the global ones (0, 32, ... 224 for 32 of 256)."""
+    if "local_expert_offset" not in defn["inputs"]:
+        return {"seq_len": 4}, {}, {}
+    c = _consts(defn)
+    window = int(torch.randint(c["num_experts"] // c["num_local_experts"], (), generator=gen))
+    return {"seq_len": 4}, {}, {"local_expert_offset": window * c["num_local_experts"],
+                                "routed_scaling_factor": 2.5}
 
 
 KINDS = ((r"gqa_paged_decode_.*", gqa_paged_decode), (r"gqa_paged_prefill_causal_.*", gqa_paged_prefill),
