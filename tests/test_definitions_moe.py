@@ -242,3 +242,71 @@ def test_generated_ds_rows_have_the_datasets_scalars(tmp_path):
             assert ins["routed_scaling_factor"] == {"type": "scalar", "value": 2.5}
             offsets.add(ins["local_expert_offset"]["value"])
         assert len(offsets) > 1 and all(o % window == 0 and 0 <= o <= 384 - window for o in offsets)
+
+
+# -- FlashInfer's trtllm_fp4_block_scale_moe kinds: float32 expert weights in the Definition ------------------
+# (its kernel quantizes them to MxFP4 itself; the Definition and its reference never see fp4.)  The dataset's
+# Definitions (tests/data/flashinfer), their references' constants shrunk (hidden 64, intermediate 32; 8 of
+# the 128 experts, top 2, where the references loop over all E experts).
+
+FP4_RENORM = "trtllm_fp4_block_scale_moe_topk8_e128_h2048_i768"
+FP4_LLAMA4 = "trtllm_fp4_block_scale_moe_topk1_e16_h5120_i8192"
+FP4_ROUTED = "trtllm_fp4_block_scale_routed_moe_topk8_e128_h2048_i768"
+FLOAT_KINDS = {
+    FP4_RENORM: ("fuelvk_moe_float_renorm", {"E = 128": "E = 8", "H = 2048": "H = 64", "I = 768": "I = 32",
+                                             "TOP_K = 8": "TOP_K = 2"}),
+    FP4_LLAMA4: ("fuelvk_moe_float_llama4", {"H = 5120": "H = 64", "I = 8192": "I = 32"}),
+    FP4_ROUTED: ("fuelvk_moe_float_routed", {"E = 128": "E = 8", "H = 2048": "H = 64", "I = 768": "I = 32",
+                                             "TOP_K = 8": "TOP_K = 2"}),
+}
+
+
+def _float_def(name):
+    full = json.loads((DATA / f"{name}.json").read_text())
+    ref = full["reference"]
+    for a, b in FLOAT_KINDS[name][1].items():
+        assert a in ref
+        ref = ref.replace(a, b)
+    consts = {"hidden_size": 64, "intermediate_size": 32, "gemm1_out_size": 64}
+    if "E = 8" in ref:
+        consts.update(num_experts=8, top_k=2)
+    return {**full, "reference": ref,
+            "axes": {k: {**v, "value": consts[k]} if k in consts else v for k, v in full["axes"].items()}}
+
+
+def _wrong_route(name):
+    """A solution routing wrongly: the lowest logits, or the packed weights' bits cleared."""
+    def solution(defn, inputs):
+        if name == FP4_ROUTED:
+            return fuelvk_solution(defn, {**inputs, "topk_ids": inputs["topk_ids"] & ~0xFFFF})
+        return fuelvk_solution(defn, {**inputs, "routing_logits": -inputs["routing_logits"]})
+    return solution
+
+
+@pytest.mark.parametrize("name", list(FLOAT_KINDS))
+def test_moe_float_weight_kinds(name, tmp_path):
+    """Renormalize (TopK -> Softmax), Llama 4 (sigmoid top 1, the token row weighted before gemm1) and
+    pre-computed routing (packed topk_ids, written as a blob by `definitions workloads`) each pass
+    against the Definition's reference; a wrong routing is caught."""
+    d = _float_def(name)
+    assert match_solution(d)[0].name == FLOAT_KINDS[name][0]
+    row = row_for(d, tmp_path, seed=3)
+    ev = evaluate(d, row, root=tmp_path, repeats=1)["evaluation"]
+    assert ev["status"] == "PASSED", ev["log"]
+    bad = evaluate(d, row, root=tmp_path, repeats=1, solution=_wrong_route(name))["evaluation"]
+    assert bad["status"] == "INCORRECT_NUMERICAL", bad["log"]
+
+
+def test_a_float_moe_definition_of_another_signature_gets_no_solution():
+    """A top-8 Definition with a routing_bias (neither the renormalize nor the Llama 4 signature), fp8
+    weights under the fp4 name, or topk_ids int64, match no solution."""
+    llama, renorm, routed = (json.loads((DATA / f"{n}.json").read_text()) for n in (FP4_LLAMA4, FP4_RENORM,
+                                                                                    FP4_ROUTED))
+    biased_top8 = {**renorm, "inputs": {**renorm["inputs"], "routing_bias": llama["inputs"]["routing_bias"]}}
+    fp8 = {**renorm, "inputs": {**renorm["inputs"],
+                                "gemm1_weights": {**renorm["inputs"]["gemm1_weights"], "dtype": "float8_e4m3fn"}}}
+    wide_ids = {**routed, "inputs": {**routed["inputs"], "topk_ids": {**routed["inputs"]["topk_ids"],
+                                                                      "dtype": "int64"}}}
+    for v in (biased_top8, fp8, wide_ids):
+        sol, why = match_solution(v)
+        assert sol is None and v["name"] in why

@@ -3,7 +3,9 @@
 Attention over a paged KV cache (gqa_paged), latent attention (mla_paged, dsa_paged: dims past the
 flash kernels' D <= 256, so matmul + softmax), ragged latent prefill (mla_ragged: v zero-padded to
 the qk dim so the flash kernel takes it), and sampling from probabilities (fuelvk's sampling ops:
-sort, filter and draw on the device).  Each build takes a Definition and its inputs (torch CPU, as
+sort, filter and draw on the device), mixture of experts (fp8 block-scale experts with renormalize or
+DeepSeek-V3 grouped routing; float32 experts with renormalize, Llama 4 or pre-computed routing).  Each
+build takes a Definition and its inputs (torch CPU, as
 run.py generates them) and returns a zero-argument callable that runs the op on the device-resident inputs and returns the outputs on the host: the timed unit.
 Semantics are each Definition's `reference` (lse 2-based where it says so; a sequence with no query
 or no key gives zeros and lse -inf).
@@ -337,36 +339,44 @@ def moe_activations(hs, hs_scale):
     return (hs.astype("float32").reshape(t, hs_scale.shape[0], -1) * hs_scale.T[:, :, None]).reshape(t, h)
 
 
-def moe_experts(a, chosen, weights, w13, s13, w2, s2, offset=0):
+def moe_experts(a, chosen, weights, gemm1, gemm2, n_local, offset=0, weigh_input=False):
     """Routed experts with SwiGLU, summed per token: float32 [T, H] on the device.
 
     a: activations [T, H] float32; chosen: host [T, K] global expert ids; weights: device [T, K]
-    float32 (the routing weight of each pick).  Local expert e (weight stacks [E_local, ...]) is
-    global expert offset + e; picks outside the local window add nothing (another rank's experts).
-    Per local expert that any token chose: up / gate matmul of its tokens, silu(gate) * up, the
-    down matmul weighted by the routing weight, added into the tokens' rows (index_add).  Both
-    matmuls are fp8_block_matmul (fuelvk/ops/moe.py): the expert's fp8 weight is dequantized block
-    by block inside the kernel as it is read, never expanded; the weight stacks stay one fp8 device
-    array each (over one binding at the dataset's sizes: the kernel binds only the expert's bytes)."""
-    from ..ops.moe import fp8_block_matmul
+    float32 (the routing weight of each pick).  Local expert e (of n_local) is global expert
+    offset + e; picks outside the local window add nothing (another rank's experts).  Per local
+    expert that any token chose: gemm1(x, e) [n, 2I] of its tokens, silu(gate) * up (gate the second
+    half), gemm2(c, e) [n, H] weighted by the routing weight (or, weigh_input, the tokens' rows
+    weighted before gemm1: Llama 4's form), added into the tokens' rows (index_add)."""
     fv = _fv()
     t, h = a.shape
     k = chosen.shape[1]
-    inter = w2.shape[2]
-    block = h // s13.shape[2]
     flat = weights.reshape(-1)
     out = fv.zeros((t, h), "float32")
     for ge in (int(x) for x in np.unique(chosen)):
         le = ge - offset
-        if not 0 <= le < w13.shape[0]:
+        if not 0 <= le < n_local:
             continue
         tok, slot = np.nonzero(chosen == ge)          # a token picks an expert at most once
         tok_d = fv.asarray(tok.astype(np.int32))
-        g1 = fp8_block_matmul(fv.take(a, tok_d, axis=0), w13[le], s13[le], block)          # [n, 2I]
-        c = fv.silu_mul(g1[:, inter:], g1[:, :inter])                                      # SwiGLU, one pass
         wt = fv.take(flat, fv.asarray((tok * k + slot).astype(np.int32)))[:, None]
-        out = fv.index_add(out, 0, tok_d, fp8_block_matmul(c, w2[le], s2[le], block) * wt)
+        x = fv.take(a, tok_d, axis=0)
+        g1 = gemm1(x * wt if weigh_input else x, le)                                       # [n, 2I]
+        inter = g1.shape[1] // 2
+        o = gemm2(fv.silu_mul(g1[:, inter:], g1[:, :inter]), le)                           # SwiGLU, one pass
+        out = fv.index_add(out, 0, tok_d, o if weigh_input else o * wt)
     return out
+
+
+def fp8_gemms(w13, s13, w2, s2):
+    """(gemm1, gemm2) of moe_experts over fp8 block-scale stacks: fp8_block_matmul (fuelvk/ops/moe.py)
+    dequantizes the expert's fp8 weight block by block inside the kernel as it reads it, never
+    expanded; each stack stays one fp8 device array (over one binding at the dataset's sizes: the
+    kernel binds only the expert's own bytes)."""
+    from ..ops.moe import fp8_block_matmul
+    block = w13.shape[2] // s13.shape[2]
+    return (lambda x, e: fp8_block_matmul(x, w13[e], s13[e], block),
+            lambda x, e: fp8_block_matmul(x, w2[e], s2[e], block))
 
 
 def top_k_rows(x, k):
@@ -375,22 +385,28 @@ def top_k_rows(x, k):
     return _fv().argsort(x, axis=-1, descending=True)[..., :k]
 
 
+def renorm_routing(logits, top_k):
+    """Renormalize routing (TopK -> Softmax): (ids [T, K], softmax of the picked logits [T, K])."""
+    fv = _fv()
+    lg = logits.astype("float32")
+    ids = top_k_rows(lg, top_k)
+    return ids, fv.softmax(fv.take_along_axis(lg, ids, axis=-1), axis=-1)
+
+
 def solve_moe_fp8_renorm(defn, inputs):
     """FP8 block-scale MoE with Renormalize routing (top-k logits, softmax over them) and SwiGLU:
     activations dequantized (fp8 * per-token block scale), the top-k found on the device, then
     moe_experts.  Ties at the k-th logit go to the lowest expert index; torch.topk orders ties as
     its partial sort leaves them, so a token whose k-th and (k+1)-th bf16 logits are equal may route
     to another expert than the reference (seen at 128 experts, top 8: 1 token in 4)."""
-    fv = _fv()
     logits, hs, hs_scale, w13, s13, w2, s2 = _moe_inputs(inputs)
     top_k = defn["axes"]["top_k"]["value"]
     odt = np_dtype(defn["outputs"]["output"]["dtype"])
 
     def call():
-        lg = logits.astype("float32")
-        idx = top_k_rows(lg, top_k)
-        probs = fv.softmax(fv.take_along_axis(lg, idx, axis=-1), axis=-1)                # [T, K]
-        out = moe_experts(moe_activations(hs, hs_scale), idx.numpy(), probs, w13, s13, w2, s2)
+        ids, probs = renorm_routing(logits, top_k)
+        out = moe_experts(moe_activations(hs, hs_scale), ids.numpy(), probs, *fp8_gemms(w13, s13, w2, s2),
+                          w13.shape[0])
         return (out.astype(odt).numpy(),)
     return call
 
@@ -433,6 +449,65 @@ def solve_moe_fp8_ds_routing(defn, inputs):
 
     def call():
         ids, weights = ds_routing(logits, bias, top_k, n_group, topk_group, scale)
-        out = moe_experts(moe_activations(hs, hs_scale), ids.numpy(), weights, w13, s13, w2, s2, offset)
+        out = moe_experts(moe_activations(hs, hs_scale), ids.numpy(), weights, *fp8_gemms(w13, s13, w2, s2),
+                          w13.shape[0], offset)
         return (out.astype(odt).numpy(),)
     return call
+
+
+# FlashInfer's trtllm_fp4_block_scale_moe Definitions give the expert weights in float32 (their
+# kernel quantizes them to MxFP4 itself; the Definition, and so its reference, never sees fp4): the
+# experts here are float32 matmuls of the expert's weight (a transposed view, nothing expanded).
+
+def float_gemms(w13, w2):
+    """(gemm1, gemm2) of moe_experts over float weight stacks [E, N, K]: x @ W[e].T in float32."""
+    fv = _fv()
+    return (lambda x, e: fv.matmul(x, w13[e].T, "float32"), lambda x, e: fv.matmul(x, w2[e].T, "float32"))
+
+
+def _float_moe(defn, inputs, route, weigh_input=False):
+    """route(device inputs) -> (host ids [T, K], device weights [T, K]); then moe_experts."""
+    hs, w13, w2 = _dev(inputs, "hidden_states", "gemm1_weights", "gemm2_weights")
+    odt = np_dtype(defn["outputs"]["output"]["dtype"])
+
+    def call():
+        ids, weights = route()
+        out = moe_experts(hs.astype("float32"), ids, weights, *float_gemms(w13, w2), w13.shape[0],
+                          weigh_input=weigh_input)
+        return (out.astype(odt).numpy(),)
+    return call
+
+
+def solve_moe_float_renorm(defn, inputs):
+    """Renormalize routing (TopK -> Softmax of the picked logits), float32 experts."""
+    (logits,) = _dev(inputs, "routing_logits")
+    top_k = defn["axes"]["top_k"]["value"]
+
+    def route():
+        ids, probs = renorm_routing(logits, top_k)
+        return ids.numpy(), probs
+    return _float_moe(defn, inputs, route)
+
+
+def solve_moe_float_llama4(defn, inputs):
+    """Llama 4 routing (FlashInfer's routing_method_type 3: routing_bias unused, as the reference):
+    the top-k of sigmoid(logits), each pick's token row scaled by its sigmoid before gemm1."""
+    fv = _fv()
+    (logits,) = _dev(inputs, "routing_logits")
+    top_k = defn["axes"]["top_k"]["value"]
+
+    def route():
+        s = fv.sigmoid(logits.astype("float32"))
+        ids = top_k_rows(s, top_k)
+        return ids.numpy(), fv.take_along_axis(s, ids, axis=-1)
+    return _float_moe(defn, inputs, route, weigh_input=True)
+
+
+def solve_moe_float_routed(defn, inputs):
+    """Pre-computed routing: topk_ids packs each pick as (expert << 16) | bfloat16 bits of its weight
+    (FlashInfer's routed MoE); unpacked on the host, where the expert loop needs the ids anyway."""
+    import ml_dtypes
+    packed = to_numpy(inputs["topk_ids"]).astype(np.int32)
+    ids = (packed >> 16).astype(np.int16).astype(np.int64)
+    weights = (packed & 0xFFFF).astype(np.uint16).view(ml_dtypes.bfloat16).astype(np.float32)
+    return _float_moe(defn, inputs, lambda: (ids, _fv().asarray(weights)))

@@ -356,6 +356,12 @@ _MOE_FP8_TENSORS = {
     "gemm2_weights_scale": "num_local_experts num_hidden_blocks num_intermediate_blocks: float32"}
 _DS_CONSTS = ("num_experts", "num_local_experts", "hidden_size", "intermediate_size", "gemm1_out_size",
               "num_hidden_blocks", "num_intermediate_blocks", "num_gemm1_out_blocks")
+# FlashInfer's trtllm_fp4_block_scale_moe Definitions: bfloat16 activations, float32 expert weights.
+_FLOAT_MOE_AXES = {"seq_len": "var", **dict.fromkeys(
+    ("num_experts", "hidden_size", "intermediate_size", "gemm1_out_size", "top_k"), "const")}
+_FLOAT_MOE_TENSORS = {"hidden_states": "seq_len hidden_size: bfloat16",
+                      "gemm1_weights": "num_experts gemm1_out_size hidden_size: float32",
+                      "gemm2_weights": "num_experts hidden_size intermediate_size: float32"}
 _GDN_HEADS = {"num_q_heads": "const", "num_k_heads": "const", "num_v_heads": "const", "head_size": "const"}
 
 
@@ -468,6 +474,16 @@ SOLUTIONS = (
                {"output": "seq_len hidden_size: bfloat16"}, kinds.solve_moe_fp8_ds_routing)
       # DeepSeek-V3's Definition has top_k in its name only; Kimi K2's has a top_k axis too
       for suffix, consts in (("", _DS_CONSTS), ("_topk_axis", _DS_CONSTS + ("top_k",)))),
+    Solution("fuelvk_moe_float_renorm", r"trtllm_fp4_block_scale_moe_topk\d+_e\d+_h\d+_i\d+", _FLOAT_MOE_AXES,
+             {"routing_logits": "seq_len num_experts: bfloat16", **_FLOAT_MOE_TENSORS},
+             {"output": "seq_len hidden_size: bfloat16"}, kinds.solve_moe_float_renorm),
+    Solution("fuelvk_moe_float_llama4", r"trtllm_fp4_block_scale_moe_topk1_e\d+_h\d+_i\d+", _FLOAT_MOE_AXES,
+             {"routing_logits": "seq_len num_experts: bfloat16", **_FLOAT_MOE_TENSORS,
+              "routing_bias": "num_experts: bfloat16"},
+             {"output": "seq_len hidden_size: bfloat16"}, kinds.solve_moe_float_llama4),
+    Solution("fuelvk_moe_float_routed", r"trtllm_fp4_block_scale_routed_moe_topk\d+_e\d+_h\d+_i\d+",
+             _FLOAT_MOE_AXES, {"topk_ids": "seq_len top_k: int32", **_FLOAT_MOE_TENSORS},
+             {"output": "seq_len hidden_size: bfloat16"}, kinds.solve_moe_float_routed),
     Solution("fuelvk_rope_cos_sin_cache_neox", r"rope_with_cos_sin_cache_neox_style_d\d+_rd\d+",
              {"num_tokens": "var", "num_qo_heads": "var", "num_kv_heads": "var", "head_size": "const",
               "rotary_dim": "const", "max_seq_len": "var"},
