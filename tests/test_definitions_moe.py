@@ -233,15 +233,23 @@ def test_a_ds_routing_definition_of_another_signature_gets_no_solution(monkeypat
 
 
 def test_generated_ds_rows_have_the_datasets_scalars(tmp_path):
-    """`definitions workloads`: the scaling factor 2.5 and a whole local window as the dataset's rows."""
+    """`definitions workloads`: the scaling factor 2.5, a whole local window as the dataset's rows,
+    a small routing_bias blob; a generated row of the (shrunk) DeepSeek Definition passes."""
     for name, window in ((DS, 32), (KIMI, 48)):
         d = _ds_def(name, shrink=False)
         offsets = set()
         for seed in range(8):
             ins = row_for(d, tmp_path, seed)["workload"]["inputs"]
             assert ins["routed_scaling_factor"] == {"type": "scalar", "value": 2.5}
+            assert ins["routing_bias"]["type"] == "safetensors"
             offsets.add(ins["local_expert_offset"]["value"])
         assert len(offsets) > 1 and all(o % window == 0 and 0 <= o <= 384 - window for o in offsets)
+    d = _ds_def()
+    row = row_for(d, tmp_path, seed=1)
+    bias = gen_inputs(d, row["workload"], tmp_path)["routing_bias"]
+    assert bias.dtype == torch.bfloat16 and bias.shape == (256,) and 0 < bias.abs().max() < 0.5
+    ev = evaluate(d, row, root=tmp_path, repeats=1)["evaluation"]
+    assert ev["status"] == "PASSED", ev["log"]
 
 
 # -- FlashInfer's trtllm_fp4_block_scale_moe kinds: float32 expert weights in the Definition ------------------

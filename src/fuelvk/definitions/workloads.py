@@ -119,14 +119,17 @@ def rope_cos_sin(defn, gen):
 
 def moe(defn, gen):
     """Four tokens, inputs random; a DeepSeek-routing Definition gets its scalars as the dataset's
-    rows have them: routed_scaling_factor 2.5, local_expert_offset a whole window of local experts
-    inside the global ones (0, 32, ... 224 for 32 of 256)."""
+    rows have them (routed_scaling_factor 2.5, local_expert_offset a whole window of local experts
+    inside the global ones: 0, 32, ... 224 for 32 of 256) and a small routing_bias blob (the
+    dataset's rows load a captured one): a randn bias would swamp the sigmoid scores in (0, 1) and
+    send every token to the same few experts, most rows none in the local window."""
     if "local_expert_offset" not in defn["inputs"]:
         return {"seq_len": 4}, {}, {}
     c = _consts(defn)
     window = int(torch.randint(c["num_experts"] // c["num_local_experts"], (), generator=gen))
-    return {"seq_len": 4}, {}, {"local_expert_offset": window * c["num_local_experts"],
-                                "routed_scaling_factor": 2.5}
+    bias = (torch.randn(c["num_experts"], generator=gen) * 0.05).to(torch.bfloat16)
+    return ({"seq_len": 4}, {"routing_bias": bias},
+            {"local_expert_offset": window * c["num_local_experts"], "routed_scaling_factor": 2.5})
 
 
 def moe_routed(defn, gen):
