@@ -5,7 +5,9 @@ flash kernels' D <= 256, so matmul + softmax), ragged latent prefill (mla_ragged
 the qk dim so the flash kernel takes it), sampling from probabilities (fuelvk's sampling ops: sort,
 filter and draw on the device), and mixture of experts (fp8 block-scale experts with renormalize or
 DeepSeek-V3 grouped routing; float32 experts with renormalize, Llama 4 or pre-computed routing).
-Each build takes a Definition and its inputs (torch CPU, as run.py generates them) and returns a zero-argument callable that runs the op on the device-resident inputs and returns the outputs on the host: the timed unit.
+Each build takes a Definition and its inputs (torch CPU, as run.py generates them) and returns a
+zero-argument callable that runs the op on the device-resident inputs and returns the outputs on the
+host: the timed unit.
 Semantics are each Definition's `reference` (lse 2-based where it says so; a sequence with no query
 or no key gives zeros and lse -inf).
 """
