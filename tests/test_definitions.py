@@ -817,9 +817,11 @@ WRONG_SOLUTION_CAUGHT = {
     "fuelvk_moe_fp8_block_scale_renorm": "test_moe_fp8_block_scale_renorm",
     "fuelvk_moe_fp8_block_scale_ds_routing": "test_definitions_moe::test_moe_fp8_ds_routing",
     "fuelvk_moe_fp8_block_scale_ds_routing_topk_axis": "test_definitions_moe::test_moe_fp8_ds_routing_without_groups",
-    "fuelvk_moe_float_renorm": "test_definitions_moe::test_moe_float_weight_kinds",
-    "fuelvk_moe_float_llama4": "test_definitions_moe::test_moe_float_weight_kinds",
-    "fuelvk_moe_float_routed": "test_definitions_moe::test_moe_float_weight_kinds",
+    "fuelvk_moe_float_renorm": "test_definitions_moe::test_moe_trtllm_kinds",
+    "fuelvk_moe_float_llama4": "test_definitions_moe::test_moe_trtllm_kinds",
+    "fuelvk_moe_float_routed": "test_definitions_moe::test_moe_trtllm_kinds",
+    "fuelvk_moe_fp8_per_tensor_renorm": "test_definitions_moe::test_moe_trtllm_kinds",
+    "fuelvk_moe_fp8_per_tensor_llama4": "test_definitions_moe::test_moe_trtllm_kinds",
     "fuelvk_rope_cos_sin_cache_neox": "test_rope_with_cos_sin_cache_adapter",
 }
 

@@ -252,27 +252,31 @@ def test_generated_ds_rows_have_the_datasets_scalars(tmp_path):
     assert ev["status"] == "PASSED", ev["log"]
 
 
-# -- FlashInfer's trtllm_fp4_block_scale_moe kinds: float32 expert weights in the Definition ------------------
-# (its kernel quantizes them to MxFP4 itself; the Definition and its reference never see fp4.)  The dataset's
-# Definitions (tests/data/flashinfer), their references' constants shrunk (hidden 64, intermediate 32; 8 of
-# the 128 experts, top 2, where the references loop over all E experts).
+# -- FlashInfer's trtllm MoE kinds: trtllm_fp4_block_scale_moe has float32 expert weights in the Definition
+# (its kernel quantizes them to MxFP4 itself; the Definition and its reference never see fp4), and
+# trtllm_fp8_per_tensor_scale_moe fp8 weights with per-expert output scales.  The dataset's Definitions
+# (tests/data/flashinfer), their references' constants shrunk (hidden 64, intermediate 32; 8 of the 128
+# experts, top 2, where the references loop over all E experts).
 
 FP4_RENORM = "trtllm_fp4_block_scale_moe_topk8_e128_h2048_i768"
 FP4_LLAMA4 = "trtllm_fp4_block_scale_moe_topk1_e16_h5120_i8192"
 FP4_ROUTED = "trtllm_fp4_block_scale_routed_moe_topk8_e128_h2048_i768"
-FLOAT_KINDS = {
-    FP4_RENORM: ("fuelvk_moe_float_renorm", {"E = 128": "E = 8", "H = 2048": "H = 64", "I = 768": "I = 32",
-                                             "TOP_K = 8": "TOP_K = 2"}),
+FP8_RENORM = "trtllm_fp8_per_tensor_scale_moe_topk8_e128_h2048_i768"
+FP8_LLAMA4 = "trtllm_fp8_per_tensor_scale_moe_topk1_e16_h5120_i8192"
+SHRUNK_128 = {"E = 128": "E = 8", "H = 2048": "H = 64", "I = 768": "I = 32", "TOP_K = 8": "TOP_K = 2"}
+TRTLLM_KINDS = {
+    FP4_RENORM: ("fuelvk_moe_float_renorm", SHRUNK_128),
     FP4_LLAMA4: ("fuelvk_moe_float_llama4", {"H = 5120": "H = 64", "I = 8192": "I = 32"}),
-    FP4_ROUTED: ("fuelvk_moe_float_routed", {"E = 128": "E = 8", "H = 2048": "H = 64", "I = 768": "I = 32",
-                                             "TOP_K = 8": "TOP_K = 2"}),
+    FP4_ROUTED: ("fuelvk_moe_float_routed", SHRUNK_128),
+    FP8_RENORM: ("fuelvk_moe_fp8_per_tensor_renorm", SHRUNK_128),
+    FP8_LLAMA4: ("fuelvk_moe_fp8_per_tensor_llama4", {"H = 5120": "H = 64", "I = 8192": "I = 32"}),
 }
 
 
-def _float_def(name):
+def _trtllm_def(name):
     full = json.loads((DATA / f"{name}.json").read_text())
     ref = full["reference"]
-    for a, b in FLOAT_KINDS[name][1].items():
+    for a, b in TRTLLM_KINDS[name][1].items():
         assert a in ref
         ref = ref.replace(a, b)
     consts = {"hidden_size": 64, "intermediate_size": 32, "gemm1_out_size": 64}
@@ -291,13 +295,13 @@ def _wrong_route(name):
     return solution
 
 
-@pytest.mark.parametrize("name", list(FLOAT_KINDS))
-def test_moe_float_weight_kinds(name, tmp_path):
+@pytest.mark.parametrize("name", list(TRTLLM_KINDS))
+def test_moe_trtllm_kinds(name, tmp_path):
     """Renormalize (TopK -> Softmax), Llama 4 (sigmoid top 1, the token row weighted before gemm1) and
-    pre-computed routing (packed topk_ids, written as a blob by `definitions workloads`) each pass
-    against the Definition's reference; a wrong routing is caught."""
-    d = _float_def(name)
-    assert match_solution(d)[0].name == FLOAT_KINDS[name][0]
+    pre-computed routing (packed topk_ids, written as a blob by `definitions workloads`), float32 or
+    per-tensor fp8 experts, each pass against the Definition's reference; a wrong routing is caught."""
+    d = _trtllm_def(name)
+    assert match_solution(d)[0].name == TRTLLM_KINDS[name][0]
     row = row_for(d, tmp_path, seed=3)
     ev = evaluate(d, row, root=tmp_path, repeats=1)["evaluation"]
     assert ev["status"] == "PASSED", ev["log"]
@@ -307,7 +311,8 @@ def test_moe_float_weight_kinds(name, tmp_path):
 
 def test_a_float_moe_definition_of_another_signature_gets_no_solution():
     """A top-8 Definition with a routing_bias (neither the renormalize nor the Llama 4 signature), fp8
-    weights under the fp4 name, or topk_ids int64, match no solution."""
+    weights under the fp4 name, or topk_ids int64, match no solution; nor fp8 per-tensor weights
+    without their output scales."""
     llama, renorm, routed = (json.loads((DATA / f"{n}.json").read_text()) for n in (FP4_LLAMA4, FP4_RENORM,
                                                                                     FP4_ROUTED))
     biased_top8 = {**renorm, "inputs": {**renorm["inputs"], "routing_bias": llama["inputs"]["routing_bias"]}}
@@ -315,6 +320,8 @@ def test_a_float_moe_definition_of_another_signature_gets_no_solution():
                                 "gemm1_weights": {**renorm["inputs"]["gemm1_weights"], "dtype": "float8_e4m3fn"}}}
     wide_ids = {**routed, "inputs": {**routed["inputs"], "topk_ids": {**routed["inputs"]["topk_ids"],
                                                                       "dtype": "int64"}}}
-    for v in (biased_top8, fp8, wide_ids):
+    per_tensor = json.loads((DATA / f"{FP8_RENORM}.json").read_text())
+    unscaled = {**per_tensor, "inputs": {k: v for k, v in per_tensor["inputs"].items() if "scales" not in k}}
+    for v in (biased_top8, fp8, wide_ids, unscaled):
         sol, why = match_solution(v)
         assert sol is None and v["name"] in why

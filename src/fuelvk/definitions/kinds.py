@@ -456,9 +456,12 @@ def solve_moe_fp8_ds_routing(defn, inputs):
     return call
 
 
-# FlashInfer's trtllm_fp4_block_scale_moe Definitions give the expert weights in float32 (their
-# kernel quantizes them to MxFP4 itself; the Definition, and so its reference, never sees fp4): the
-# experts here are float32 matmuls of the expert's weight (a transposed view, nothing expanded).
+# FlashInfer's trtllm MoE Definitions: trtllm_fp4_block_scale_moe gives the expert weights in float32
+# (its kernel quantizes them to MxFP4 itself; the Definition, and so its reference, never sees fp4):
+# the experts are float32 matmuls of the expert's weight (a transposed view, nothing expanded).
+# trtllm_fp8_per_tensor_scale_moe gives fp8 weights and activations with per-expert output scales
+# (gemm1's up and gate halves scaled apart): fp8_block_matmul with the whole matrix one block of
+# scale 1 (dequantized inside the kernel), its outputs scaled.
 
 def float_gemms(w13, w2):
     """(gemm1, gemm2) of moe_experts over float weight stacks [E, N, K]: x @ W[e].T in float32."""
@@ -466,31 +469,48 @@ def float_gemms(w13, w2):
     return (lambda x, e: fv.matmul(x, w13[e].T, "float32"), lambda x, e: fv.matmul(x, w2[e].T, "float32"))
 
 
-def _float_moe(defn, inputs, route, weigh_input=False):
-    """route(device inputs) -> (host ids [T, K], device weights [T, K]); then moe_experts."""
+def per_tensor_fp8_gemms(w13, up_scale, gate_scale, w2, out_scale):
+    """(gemm1, gemm2) of moe_experts over fp8 stacks with per-expert output scales [E]: gemm1's first
+    half times up_scale[e], its second (gate) half times gate_scale[e]; gemm2 times out_scale[e]."""
+    from ..ops.moe import fp8_block_matmul
+    fv = _fv()
+    n_local, g1, h = w13.shape
+    one = fv.asarray(np.ones((1, 1), np.float32))
+    half = g1 // 2
+    cols = fv.concatenate([fv.broadcast_to(up_scale[:, None], (n_local, half)),
+                           fv.broadcast_to(gate_scale[:, None], (n_local, g1 - half))], axis=1)      # [E, 2I]
+    return (lambda x, e: fp8_block_matmul(x, w13[e], one, (g1, h)) * cols[e][None],
+            lambda x, e: fp8_block_matmul(x, w2[e], one, tuple(w2.shape[1:])) * out_scale[e:e + 1][None])
+
+
+def _trtllm_moe(defn, inputs, route, weigh_input=False):
+    """route() -> (host ids [T, K], device weights [T, K]); the experts float32 or per-tensor fp8 as
+    the Definition's gemm1_weights dtype says; then moe_experts."""
     hs, w13, w2 = _dev(inputs, "hidden_states", "gemm1_weights", "gemm2_weights")
+    fp8 = defn["inputs"]["gemm1_weights"]["dtype"] == "float8_e4m3fn"
+    scales = _dev(inputs, "output1_scales_scalar", "output1_scales_gate_scalar", "output2_scales_scalar") if fp8 else ()
     odt = np_dtype(defn["outputs"]["output"]["dtype"])
 
     def call():
         ids, weights = route()
-        out = moe_experts(hs.astype("float32"), ids, weights, *float_gemms(w13, w2), w13.shape[0],
-                          weigh_input=weigh_input)
+        gemms = per_tensor_fp8_gemms(w13, scales[0], scales[1], w2, scales[2]) if fp8 else float_gemms(w13, w2)
+        out = moe_experts(hs.astype("float32"), ids, weights, *gemms, w13.shape[0], weigh_input=weigh_input)
         return (out.astype(odt).numpy(),)
     return call
 
 
-def solve_moe_float_renorm(defn, inputs):
-    """Renormalize routing (TopK -> Softmax of the picked logits), float32 experts."""
+def solve_moe_trtllm_renorm(defn, inputs):
+    """Renormalize routing (TopK -> Softmax of the picked logits)."""
     (logits,) = _dev(inputs, "routing_logits")
     top_k = defn["axes"]["top_k"]["value"]
 
     def route():
         ids, probs = renorm_routing(logits, top_k)
         return ids.numpy(), probs
-    return _float_moe(defn, inputs, route)
+    return _trtllm_moe(defn, inputs, route)
 
 
-def solve_moe_float_llama4(defn, inputs):
+def solve_moe_trtllm_llama4(defn, inputs):
     """Llama 4 routing (FlashInfer's routing_method_type 3: routing_bias unused, as the reference):
     the top-k of sigmoid(logits), each pick's token row scaled by its sigmoid before gemm1."""
     fv = _fv()
@@ -501,14 +521,14 @@ def solve_moe_float_llama4(defn, inputs):
         s = fv.sigmoid(logits.astype("float32"))
         ids = top_k_rows(s, top_k)
         return ids.numpy(), fv.take_along_axis(s, ids, axis=-1)
-    return _float_moe(defn, inputs, route, weigh_input=True)
+    return _trtllm_moe(defn, inputs, route, weigh_input=True)
 
 
-def solve_moe_float_routed(defn, inputs):
+def solve_moe_trtllm_routed(defn, inputs):
     """Pre-computed routing: topk_ids packs each pick as (expert << 16) | bfloat16 bits of its weight
     (FlashInfer's routed MoE); unpacked on the host, where the expert loop needs the ids anyway."""
     import ml_dtypes
     packed = to_numpy(inputs["topk_ids"]).astype(np.int32)
     ids = (packed >> 16).astype(np.int16).astype(np.int64)
     weights = (packed & 0xFFFF).astype(np.uint16).view(ml_dtypes.bfloat16).astype(np.float32)
-    return _float_moe(defn, inputs, lambda: (ids, _fv().asarray(weights)))
+    return _trtllm_moe(defn, inputs, lambda: (ids, _fv().asarray(weights)))

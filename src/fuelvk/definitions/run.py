@@ -356,12 +356,19 @@ _MOE_FP8_TENSORS = {
     "gemm2_weights_scale": "num_local_experts num_hidden_blocks num_intermediate_blocks: float32"}
 _DS_CONSTS = ("num_experts", "num_local_experts", "hidden_size", "intermediate_size", "gemm1_out_size",
               "num_hidden_blocks", "num_intermediate_blocks", "num_gemm1_out_blocks")
-# FlashInfer's trtllm_fp4_block_scale_moe Definitions: bfloat16 activations, float32 expert weights.
-_FLOAT_MOE_AXES = {"seq_len": "var", **dict.fromkeys(
+# FlashInfer's trtllm MoE Definitions: fp4 (float32 weights in the Definition, bfloat16 activations) and
+# fp8 per-tensor (fp8 weights and activations, per-expert output scales).
+_TRTLLM_MOE_AXES = {"seq_len": "var", **dict.fromkeys(
     ("num_experts", "hidden_size", "intermediate_size", "gemm1_out_size", "top_k"), "const")}
 _FLOAT_MOE_TENSORS = {"hidden_states": "seq_len hidden_size: bfloat16",
                       "gemm1_weights": "num_experts gemm1_out_size hidden_size: float32",
                       "gemm2_weights": "num_experts hidden_size intermediate_size: float32"}
+_FP8_TENSOR_MOE_TENSORS = {"hidden_states": "seq_len hidden_size: float8_e4m3fn",
+                           "gemm1_weights": "num_experts gemm1_out_size hidden_size: float8_e4m3fn",
+                           "output1_scales_scalar": "num_experts: float32",
+                           "output1_scales_gate_scalar": "num_experts: float32",
+                           "gemm2_weights": "num_experts hidden_size intermediate_size: float8_e4m3fn",
+                           "output2_scales_scalar": "num_experts: float32"}
 _GDN_HEADS = {"num_q_heads": "const", "num_k_heads": "const", "num_v_heads": "const", "head_size": "const"}
 
 
@@ -474,16 +481,17 @@ SOLUTIONS = (
                {"output": "seq_len hidden_size: bfloat16"}, kinds.solve_moe_fp8_ds_routing)
       # DeepSeek-V3's Definition has top_k in its name only; Kimi K2's has a top_k axis too
       for suffix, consts in (("", _DS_CONSTS), ("_topk_axis", _DS_CONSTS + ("top_k",)))),
-    Solution("fuelvk_moe_float_renorm", r"trtllm_fp4_block_scale_moe_topk\d+_e\d+_h\d+_i\d+", _FLOAT_MOE_AXES,
-             {"routing_logits": "seq_len num_experts: bfloat16", **_FLOAT_MOE_TENSORS},
-             {"output": "seq_len hidden_size: bfloat16"}, kinds.solve_moe_float_renorm),
-    Solution("fuelvk_moe_float_llama4", r"trtllm_fp4_block_scale_moe_topk1_e\d+_h\d+_i\d+", _FLOAT_MOE_AXES,
-             {"routing_logits": "seq_len num_experts: bfloat16", **_FLOAT_MOE_TENSORS,
-              "routing_bias": "num_experts: bfloat16"},
-             {"output": "seq_len hidden_size: bfloat16"}, kinds.solve_moe_float_llama4),
+    *(Solution(f"fuelvk_moe_{fmt}_{routing}", rf"{prefix}_topk{k}_e\d+_h\d+_i\d+", _TRTLLM_MOE_AXES,
+               {"routing_logits": "seq_len num_experts: bfloat16", **tensors, **bias},
+               {"output": "seq_len hidden_size: bfloat16"}, build)
+      for fmt, prefix, tensors in (("float", "trtllm_fp4_block_scale_moe", _FLOAT_MOE_TENSORS),
+                                   ("fp8_per_tensor", "trtllm_fp8_per_tensor_scale_moe", _FP8_TENSOR_MOE_TENSORS))
+      for routing, k, bias, build in (
+          ("renorm", r"\d+", {}, kinds.solve_moe_trtllm_renorm),
+          ("llama4", "1", {"routing_bias": "num_experts: bfloat16"}, kinds.solve_moe_trtllm_llama4))),
     Solution("fuelvk_moe_float_routed", r"trtllm_fp4_block_scale_routed_moe_topk\d+_e\d+_h\d+_i\d+",
-             _FLOAT_MOE_AXES, {"topk_ids": "seq_len top_k: int32", **_FLOAT_MOE_TENSORS},
-             {"output": "seq_len hidden_size: bfloat16"}, kinds.solve_moe_float_routed),
+             _TRTLLM_MOE_AXES, {"topk_ids": "seq_len top_k: int32", **_FLOAT_MOE_TENSORS},
+             {"output": "seq_len hidden_size: bfloat16"}, kinds.solve_moe_trtllm_routed),
     Solution("fuelvk_rope_cos_sin_cache_neox", r"rope_with_cos_sin_cache_neox_style_d\d+_rd\d+",
              {"num_tokens": "var", "num_qo_heads": "var", "num_kv_heads": "var", "head_size": "const",
               "rotary_dim": "const", "max_seq_len": "var"},

@@ -149,7 +149,8 @@ KINDS = ((r"gqa_paged_decode_.*", gqa_paged_decode), (r"gqa_paged_prefill_causal
          (r"gdn_prefill_.*", gdn_prefill), (r"mamba_ssu_decode_.*", mamba_ssu),
          (r"(top_k|top_p|top_k_top_p)_sampling_from_probs_.*", sampling),
          (r"rope_with_cos_sin_cache_.*", rope_cos_sin), (r"moe_.*", moe),
-         (r"trtllm_fp4_block_scale_moe_.*", moe), (r"trtllm_fp4_block_scale_routed_moe_.*", moe_routed))
+         (r"trtllm_fp4_block_scale_moe_.*", moe), (r"trtllm_fp8_per_tensor_scale_moe_.*", moe),
+         (r"trtllm_fp4_block_scale_routed_moe_.*", moe_routed))
 
 
 def row_for(defn, root, seed=0):
