@@ -17,7 +17,7 @@ import torch
 import fuelvk as fv
 from fuelvk import runtime
 from fuelvk.definitions import evaluate, fuelvk_solution, match_solution
-from fuelvk.definitions.kinds import ds_routing
+from fuelvk.definitions.kinds import ds_routing, top_k_rows
 from fuelvk.definitions.run import NO_SOLUTION, gen_inputs, reference_fn
 from fuelvk.definitions.workloads import row_for
 from fuelvk.errors import DTypeError, ShapeError
@@ -156,6 +156,22 @@ def _reference_picks(defn, inputs, monkeypatch):
     out = reference_fn(defn)(**inputs)
     monkeypatch.setattr(torch, "topk", topk)
     return out, [set(r.tolist()) for r in calls[-1]]
+
+
+@pytest.mark.parametrize("n,k", [(128, 8), (128, 10), (256, 8), (8, 4), (32, 2), (16, 1), (128, 1), (640, 8)])
+def test_top_k_rows_keeps_the_experts_torch_keeps_among_ties(n, k):
+    """Rows of few distinct values (ties at the k-th value in most rows; a 3-d batch as the grouped
+    routing passes): the set each row keeps is torch.topk's on the CPU, exactly (its nth_element or,
+    past n >= 64 k, partial_sort, picks among equal values)."""
+    g = torch.Generator().manual_seed(n + k)
+    x = (torch.randn(3, 40, n, generator=g) * 2).round() / 2
+    x[0] = torch.randn(40, n, generator=g).bfloat16().float()      # bf16 router logits: some ties
+    got = top_k_rows(fv.asarray(x.numpy()), k).numpy()
+    want = torch.topk(x, k, dim=-1).indices
+    assert got.shape == (3, 40, k)
+    for r in range(3):
+        assert [set(a) for a in got[r].tolist()] == [set(b) for b in want[r].tolist()]
+    assert (x[1:].sort(-1, descending=True).values[..., k - 1] == x[1:].sort(-1, descending=True).values[..., k]).any()
 
 
 @pytest.mark.parametrize("name", [DS, KIMI])

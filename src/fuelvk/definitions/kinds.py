@@ -381,9 +381,24 @@ def fp8_gemms(w13, s13, w2, s2):
 
 
 def top_k_rows(x, k):
-    """Indices [rows, k] of each row's k largest (a stable descending argsort: ties to the lowest
-    index; the references' torch.topk leaves ties in its partial sort's order)."""
-    return _fv().argsort(x, axis=-1, descending=True)[..., :k]
+    """Indices [..., k] of the k largest along x's last axis, the set the references' torch.topk picks
+    on the CPU: a descending argsort on the device; a row whose k-th and (k+1)-th values tie (torch
+    leaves that choice to its selection algorithm) takes torch's pick, recomputed on the host for
+    that row only (topk_ties.py)."""
+    from .topk_ties import torch_cpu_topk
+    fv = _fv()
+    order = fv.argsort(x, axis=-1, descending=True)
+    ids = order[..., :k]
+    if k >= x.shape[-1]:
+        return ids
+    edge = fv.take_along_axis(x, order[..., k - 1:k + 1], axis=-1)
+    tie = fv.equal(edge[..., 0], edge[..., 1]).numpy()
+    if not tie.any():
+        return ids
+    host, xh = ids.numpy(), x.numpy()
+    for row in zip(*np.nonzero(tie)):
+        host[row] = torch_cpu_topk(xh[row].tolist(), k)
+    return fv.asarray(host)
 
 
 def renorm_routing(logits, top_k):
@@ -397,9 +412,8 @@ def renorm_routing(logits, top_k):
 def solve_moe_fp8_renorm(defn, inputs):
     """FP8 block-scale MoE with Renormalize routing (top-k logits, softmax over them) and SwiGLU:
     activations dequantized (fp8 * per-token block scale), the top-k found on the device, then
-    moe_experts.  Ties at the k-th logit go to the lowest expert index; torch.topk orders ties as
-    its partial sort leaves them, so a token whose k-th and (k+1)-th bf16 logits are equal may route
-    to another expert than the reference (seen at 128 experts, top 8: 1 token in 4)."""
+    moe_experts.  A tie at the k-th logit (bfloat16 logits: often) is broken as the reference's
+    torch.topk breaks it (top_k_rows)."""
     logits, hs, hs_scale, w13, s13, w2, s2 = _moe_inputs(inputs)
     top_k = defn["axes"]["top_k"]["value"]
     odt = np_dtype(defn["outputs"]["output"]["dtype"])
