@@ -197,7 +197,7 @@ def test_ds_routing_picks_the_references_experts(name, monkeypatch):
 def test_moe_fp8_ds_routing(monkeypatch):
     """The DeepSeek-V3 Definition (hidden 256, intermediate 128): passes against its reference with
     the local window at the first, a middle and the last 32 of 256 experts (tokens routed into and
-    out of it); a solution that ignores local_expert_offset, or routes without the bias, is caught."""
+    out of it), and with no tokens; a solution that ignores local_expert_offset, or routes without the bias, is caught."""
     d = _ds_def()
     assert match_solution(d)[0].name == "fuelvk_moe_fp8_block_scale_ds_routing"
     for offset in (0, 96, 224):
@@ -207,6 +207,7 @@ def test_moe_fp8_ds_routing(monkeypatch):
         assert 0 < local < 12 * 8                    # some picks local, some on other ranks
         ev = evaluate(d, row, repeats=1)["evaluation"]
         assert ev["status"] == "PASSED", ev["log"]
+    assert evaluate(d, _ds_row(d, 0, 0), repeats=1)["evaluation"]["status"] == "PASSED"   # no tokens
     row = _ds_row(d, 12, 96, "ds96")
     for wrong in ({"local_expert_offset": 0}, {"routing_bias": lambda b: torch.zeros_like(b)}):
         def solution(defn, inputs, wrong=wrong):

@@ -337,7 +337,8 @@ def _moe_inputs(inputs):
 def moe_activations(hs, hs_scale):
     """fp8 hidden states [T, H] times their per-token block scales [H / block, T]: float32 [T, H]."""
     t, h = hs.shape
-    return (hs.astype("float32").reshape(t, hs_scale.shape[0], -1) * hs_scale.T[:, :, None]).reshape(t, h)
+    nb = hs_scale.shape[0]
+    return (hs.astype("float32").reshape(t, nb, h // nb) * hs_scale.T[:, :, None]).reshape(t, h)
 
 
 def moe_experts(a, chosen, weights, gemm1, gemm2, n_local, offset=0, weigh_input=False):
