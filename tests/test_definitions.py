@@ -254,7 +254,8 @@ MOE = "moe_fp8_block_scale_renorm_topk8_e128_h2048_i768"
 
 def _unsolved():
     """Definitions of kinds (or variants) fuelvk has no solution for, made from the shipped ones as
-    the dataset names them: each must get NO_SOLUTION, never a solution of another signature."""
+    the dataset names them: each must get NO_SOLUTION, never a solution of another signature (the
+    DeepSeek-routing name on the renormalize signature plus a bias: not the kind's signature)."""
     defs = _defs()
     moe, gdn = defs[MOE], defs["gdn_decode_qk4_v8_d128_k_last"]
     ds = {**moe, "name": "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048",
