@@ -217,6 +217,16 @@ def test_moe_fp8_ds_routing(monkeypatch):
         assert bad["status"] == "INCORRECT_NUMERICAL", (wrong, bad["log"])
 
 
+def test_ds_routing_geometry_the_experts_cannot_give_is_an_error():
+    """A name asking for 3 groups of 256 experts (or top 8 from one kept group of 4) is a typed error
+    the runner reports, not a routing made up."""
+    d = _ds_def()
+    for name in ("topk8_ng3_kg1", "topk8_ng64_kg1"):
+        bad = {**d, "name": d["name"].replace("topk8_ng8_kg4", name)}
+        ev = evaluate(bad, _ds_row(bad, 2, 0), repeats=1)["evaluation"]
+        assert ev["status"] == "RUNTIME_ERROR" and "ShapeError" in ev["log"] and "cannot give top 8" in ev["log"]
+
+
 def test_moe_fp8_ds_routing_without_groups():
     """Kimi K2's Definition (384 experts, one group: a plain biased top 8; a top_k axis) passes with
     the window of 48 local experts at 336."""

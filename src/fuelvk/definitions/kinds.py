@@ -459,8 +459,10 @@ def solve_moe_fp8_ds_routing(defn, inputs):
     top_k, n_group, topk_group = (int(g) for g in re.fullmatch(DS_ROUTING_NAME, defn["name"]).groups())
     offset, scale = int(inputs["local_expert_offset"]), float(inputs["routed_scaling_factor"])
     if logits.shape[1] % n_group or topk_group > n_group or top_k > topk_group * (logits.shape[1] // n_group):
-        raise ValueError(f"{defn['name']}: {logits.shape[1]} experts in {n_group} groups, {topk_group} kept, "
-                         f"cannot give top {top_k}")
+        from ..errors import ShapeError
+        raise ShapeError(f"{defn['name']}: {logits.shape[1]} experts in {n_group} groups, {topk_group} kept, "
+                         f"cannot give top {top_k}: needs groups dividing the experts and top_k <= the "
+                         f"kept groups' experts")
     odt = np_dtype(defn["outputs"]["output"]["dtype"])
 
     def call():
