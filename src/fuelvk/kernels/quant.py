@@ -14,7 +14,8 @@ KIND_IDS = {"q4_0": 0, "q8_0": 1, "q4_k": 2, "q6_k": 3}
 # (elements per block, bytes per block): GGML's block sizes (gguf.constants.GGML_QUANT_SIZES)
 BLOCK = {"q4_0": (32, 18), "q8_0": (32, 34), "q4_k": (256, 144), "q6_k": (256, 210)}
 
-DEQUANT_WG, QUANTIZE_WG = 256, 64  # shaders/quant.comp local sizes
+DEQUANT_WG, QUANTIZE_WG = 64, 64   # shaders/quant.comp local sizes (dequant: one 32-element sub-block per lane)
+TEXEL_BYTES = 16                    # an rgba32ui texel (the load path of dequant / qmatvec)
 MATVEC_ROWS = 4                     # output rows per qmatvec workgroup (NR)
 TILE_M, TILE_N = 16, 64
 
