@@ -181,10 +181,12 @@ uint byte_at(uint wb, uint b) { uint w = word(wb + (b >> 1)); return ((b & 1u) !
 #if KIND == KIND_Q4_K
 // llama.cpp get_scale_min_k4: 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes
 // (block bytes 4..15) held as 3 uints.
+// (j is not a constant: bytes are picked by selects, not by indexing the registers.)
+uint sc_byte(uint sc[3], uint i) { return ((i < 4u ? sc[0] : i < 8u ? sc[1] : sc[2]) >> (8u * (i & 3u))) & 0xFFu; }
 uvec2 scale_min_k4(uint sc[3], uint j) {
-    if (j < 4u) return uvec2(BYTE(sc, j) & 63u, BYTE(sc, 4u + j) & 63u);
-    uint hi = BYTE(sc, 4u + j);
-    return uvec2((hi & 0xFu) | ((BYTE(sc, j - 4u) >> 6) << 4), (hi >> 4) | ((BYTE(sc, j) >> 6) << 4));
+    if (j < 4u) return uvec2(sc_byte(sc, j) & 63u, sc_byte(sc, 4u + j) & 63u);
+    uint hi = sc_byte(sc, 4u + j);
+    return uvec2((hi & 0xFu) | ((sc_byte(sc, j - 4u) >> 6) << 4), (hi >> 4) | ((sc_byte(sc, j) >> 6) << 4));
 }
 uvec2 scale_min_k4_words(uint wb, uint j) {
     uint sc[3];
