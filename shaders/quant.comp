@@ -76,7 +76,7 @@ layout(push_constant) uniform Params { uint n_blocks; uint out_elements; uint of
 #elif MODE == MODE_QMATVEC
 // A workgroup owns NR output rows; its 64 lanes stride over the 32-element sub-blocks of K, load
 // each x chunk once (8 vec4) for all NR rows, then reduce (subgroupAdd, then shared memory).
-#define NR 4u
+#define NR 16u
 layout(local_size_x = 64) in;
 layout(set = 0, binding = 0) writeonly buffer Out { float o[]; };
 layout(set = 0, binding = 2) readonly buffer XIn { vec4 x4[]; };   // off_x is a multiple of 4
