@@ -10,8 +10,8 @@
 //                                                             w = (d * sc) * (q - 32)
 // Every block size is even, so blocks are read (and written) as 16-bit words: half the loads of
 // byte access and whole-word writes (no read-modify-write). Offsets are in words / elements.
-// Load paths (issue 18): dequantize and qmatvec fetch the bytes of a block (or of a 32-element
-// sub-block) into registers at once (FETCH), either as 16-byte texels of the blocks' rgba32ui view
+// Load paths (issue 18): dequantize, qmatvec and the tiled kernel fetch the bytes of a block (or of
+// a 32-element sub-block) into registers at once (FETCH), either as 16-byte texels of the blocks' rgba32ui view
 // (TEX bit 0; a block at any even byte offset is a funnel shift over the texels it touches) or as
 // 16-bit storage-buffer words; the decoders then work on those registers, so both paths give the
 // same bits. TEX bit 1: x (qmatvec) / the output (dequantize) through its texel view too.
@@ -55,7 +55,7 @@ layout(push_constant) uniform Params { uint n_elements; uint n_blocks; uint off_
 layout(set = 0, binding = 1) readonly buffer QIn { uint16_t q[]; };
 #endif
 
-#if MODE == MODE_DEQUANT || MODE == MODE_QMATVEC
+#if MODE != MODE_QUANTIZE
 // TEX bit 0: the blocks through q_t (the host binds their buffer's own view: its size a whole number
 // of texels within maxTexelBufferElements); bit 1: x / the output through its view (offset a
 // multiple of 4 elements). A clear bit: storage-buffer access (q_t / o_t / x_t then show a stub).
@@ -85,7 +85,8 @@ layout(push_constant) uniform Params { uint n; uint k; uint blocks_per_row; uint
 shared float red[64][NR];
 #elif MODE == MODE_QMATMUL_TILED
 // Workgroup tile TM x TN of C = A[M,K] . W[N,K]^T; per K chunk of 32 the W tile is decoded once
-// into shared memory and reused by the TM rows; each invocation owns RM x RN outputs.
+// into shared memory (one 32-element sub-block per lane of the first TN) and reused by the TM rows;
+// each invocation owns RM x RN outputs. TEX bit 0 only (x is read through its storage buffer).
 #define TM 16u
 #define TN 64u
 #define RM 2u
@@ -167,12 +168,10 @@ float roundf_away(float v) {
 #endif
 
 // ---------------------------------------------------------------------------------------------
-// Block decoding. weight() (the tiled kernel) reads single 16-bit words (wb = first word of the
-// block); dequantize and qmatvec fetch a block's bytes into registers first (FETCH) and decode
-// those (bb = first byte of the block).
+// Block decoding: every kernel fetches a block's (or sub-block's) bytes into registers first
+// (FETCH) and decodes those (bb = first byte of the block); word(i) is the i-th 16-bit word.
 #if MODE != MODE_QUANTIZE
 uint word(uint i) { return uint(q[i]); }
-uint byte_at(uint wb, uint b) { uint w = word(wb + (b >> 1)); return ((b & 1u) != 0u ? w >> 8 : w) & 0xFFu; }
 // Byte i / 16-bit word i of registers w holding bytes as little-endian uints (i constant after unrolling).
 #define BYTE(w, i) ((w[(i) >> 2] >> (8u * ((i) & 3u))) & 0xFFu)
 #define HALF(w, i) ((w[(i) >> 1] >> (16u * ((i) & 1u))) & 0xFFFFu)
@@ -188,45 +187,8 @@ uvec2 scale_min_k4(uint sc[3], uint j) {
     uint hi = sc_byte(sc, 4u + j);
     return uvec2((hi & 0xFu) | ((sc_byte(sc, j - 4u) >> 6) << 4), (hi >> 4) | ((sc_byte(sc, j) >> 6) << 4));
 }
-uvec2 scale_min_k4_words(uint wb, uint j) {
-    uint sc[3];
-    for (uint i = 0u; i < 3u; ++i) sc[i] = word(wb + 2u + 2u * i) | (word(wb + 3u + 2u * i) << 16);
-    return scale_min_k4(sc, j);
-}
 #endif
 
-// The dequantized value of element e (0 <= e < QK) of the block at word wb, exactly as gguf.
-float weight(uint wb, uint e) {
-#if KIND == KIND_Q4_0
-    float d = half_to_float(word(wb));
-    uint b = byte_at(wb, 2u + (e & 15u));
-    precise float v = d * float(int((e < 16u ? b : b >> 4) & 15u) - 8);
-    return v;
-#elif KIND == KIND_Q8_0
-    float d = half_to_float(word(wb));
-    precise float v = d * float(int(byte_at(wb, 2u + e) << 24) >> 24);
-    return v;
-#elif KIND == KIND_Q4_K
-    float d = half_to_float(word(wb)), dmin = half_to_float(word(wb + 1u));
-    uvec2 sm = scale_min_k4_words(wb, e >> 5);
-    uint b = byte_at(wb, 16u + (e >> 6) * 32u + (e & 31u));
-    precise float ds = d * float(sm.x);
-    precise float dm = dmin * float(sm.y);
-    precise float v = ds * float(((e >> 5) & 1u) != 0u ? b >> 4 : b & 15u) - dm;
-    return v;
-#else
-    uint h = e >> 7, r = e & 127u;
-    uint lo = (byte_at(wb, h * 64u + (r & 63u)) >> (4u * (r >> 6))) & 15u;
-    uint hi = (byte_at(wb, 128u + h * 32u + (r & 31u)) >> (2u * (r >> 5))) & 3u;
-    float d = half_to_float(word(wb + 104u));
-    precise float ds = d * float(int(byte_at(wb, 192u + (e >> 4)) << 24) >> 24);
-    precise float v = ds * float(int(lo | (hi << 4)) - 32);
-    return v;
-#endif
-}
-#endif
-
-#if MODE == MODE_DEQUANT || MODE == MODE_QMATVEC
 // FETCH(fn, NB) defines fn(b, w): w[i] = bytes [b + 4i, b + 4i + 4) of the blocks (a little-endian
 // uint) for the NB bytes from byte b (b and NB even; bytes past NB read as 0). Texel path: the NT
 // texels that can hold them (bytes b .. b + NB - 1 with b % 16 <= 14), then a funnel shift by
@@ -269,8 +231,8 @@ FETCH(fetch16, 16u)
 #endif
 #endif
 
-// v = the 32 values of sub-block sb (elements 32 sb .. 32 sb + 31) of the block at byte bb, each
-// computed exactly as weight() computes it.
+// v = the 32 values of sub-block sb (elements 32 sb .. 32 sb + 31) of the block at byte bb, exactly
+// as gguf computes them.
 void decode32(uint bb, uint sb, out float v[32]) {
 #if KIND == KIND_Q4_0
     uint w[5];
@@ -467,12 +429,14 @@ void main() {
             uint r = t / KC, c = t % KC;
             sa[r][c] = m0 + r < p.m ? x[p.off_x + (m0 + r) * p.ldx + k0 + c] : 0.0;
         }
-        // W tile: TN x KC decoded once, 16 per invocation (one half block per invocation)
-        for (uint t = tid; t < TN * KC; t += 128u) {
-            uint r = t / KC, c = t % KC;
-            uint kk = k0 + c;
-            sw[r][c] = n0 + r < p.n ? weight(p.off_w + (n0 + r) * p.blocks_per_row * BW + (kk / QK) * BW, kk % QK)
-                                     : 0.0;
+        // W tile: TN x KC decoded once: lane r < TN fetches and decodes row r's 32-element sub-block
+        if (tid < TN) {
+            float v[32];
+            if (n0 + tid < p.n)
+                decode32(2u * (p.off_w + (n0 + tid) * p.blocks_per_row * BW + (k0 / QK) * BW), (k0 % QK) / 32u, v);
+            else
+                [[unroll]] for (uint c = 0u; c < KC; ++c) v[c] = 0.0;
+            [[unroll]] for (uint c = 0u; c < KC; ++c) sw[tid][c] = v[c];
         }
         barrier();
         for (uint c = 0u; c < KC; ++c) {

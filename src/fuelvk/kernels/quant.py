@@ -20,8 +20,10 @@ MATVEC_ROWS = 16                    # output rows per qmatvec workgroup (NR; lav
 TILE_M, TILE_N = 16, 64
 
 # Loop iterations per invocation as kernels/matmul.py K_LOOP counts them: qmatvec's lanes stride over
-# 32-element sub-blocks 64 at a time; the tiled kernel per 32-deep chunk runs 4 + 16 load steps and
-# the 32-step FMA loop, 56 in all (docs/MEASUREMENTS.md: where lavapipe's cap falls).
+# 32-element sub-blocks 64 at a time; the tiled kernel per 32-deep chunk runs 4 load steps and the
+# 32-step FMA loop (its W tile's decode was 16 more steps before it became one unrolled sub-block per
+# lane; still counted: the K spans, hence the result bits, stay as they were) (docs/MEASUREMENTS.md:
+# where lavapipe's cap falls).
 K_LOOP = {"matvec": (2048, 1, 64), "tiled": (32, 57, 64)}
 
 _ID_DEFINES = id_defines(MODE=MODES, KIND=KIND_IDS)   # MODE_DEQUANT, KIND_Q4_0, ... for the shader

@@ -273,8 +273,9 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
                            off_x=xa.offset + i * kk + k0, off_w=wk, off_o=dst.offset + i * n, TEX=tex)
         else:
             groups = ctx.groups(-(-m // TILE_M) * -(-n // TILE_N))
-            ctx.launch(kernel("qmatmul_tiled", k), groups, out=dst, qin=w, xin=xa, m=m, n=n, k=k1 - k0,
-                       blocks_per_row=bpr, ldx=kk, off_x=xa.offset + k0, off_w=wk, off_o=dst.offset)
+            qt, q_on = _view(ctx, w, anywhere=True)
+            ctx.launch(kernel("qmatmul_tiled", k), groups, out=dst, qin=w, xin=xa, q_t=qt, m=m, n=n, k=k1 - k0,
+                       blocks_per_row=bpr, ldx=kk, off_x=xa.offset + k0, off_w=wk, off_o=dst.offset, TEX=int(q_on))
 
     out = split_k(op, out, kk, k_per_launch(K_LOOP[picked], ctx.device.loop_budget, qk), run)
     return result(out, x_numpy and w_numpy)
