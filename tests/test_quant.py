@@ -173,12 +173,12 @@ def test_qmatmul_default_routes_views_and_quanttensor():
 
 @pytest.fixture
 def tex_masks(monkeypatch):
-    """(family, TEX) of every dequant / qmatvec launch during the test."""
+    """(family, TEX) of every dequant / qmatvec / tiled qmatmul launch during the test."""
     ctx = runtime.get()
     seen, orig = [], ctx.launch
 
     def spy(v, *a, **k):
-        if v.id.startswith(("dequant", "qmatvec")):
+        if v.id.startswith(("dequant", "qmatvec", "qmatmul_tiled")):
             seen.append((v.id.split(".")[0], k["TEX"]))
         return orig(v, *a, **k)
     monkeypatch.setattr(ctx, "launch", spy)
@@ -209,23 +209,26 @@ PATH_CASES = [(1, 1, 0), (MATVEC_ROWS + 1, 3, 2), (2 * MATVEC_ROWS + 3, 9, 6), (
 
 @pytest.mark.parametrize("kind", ["q4_0", "q8_0", "q4_k", "q6_k"])
 def test_load_paths(kind, monkeypatch, tex_masks):
-    """dequantize (bit-exact with gguf) and qmatvec (within the matmul bound) give the same bits
-    reading the blocks through texel views and through storage buffers."""
+    """dequantize (bit-exact with gguf), qmatvec and the tiled qmatmul (within the matmul bound) give
+    the same bits reading the blocks through texel views and through storage buffers."""
     qk, bs = block_bytes(kind)
     for n, nb, off in PATH_CASES:
         if qk == 256 and nb > 9:
             nb = 9                                          # 72 sub-blocks: lanes still loop
         b = random_blocks(kind, n, nb)
         flat = fv.asarray(np.r_[np.zeros(off, np.uint8), b.reshape(-1)])[off:]
-        xs = rng.standard_normal(nb * qk + 4).astype(np.float32)
-        x = fv.asarray(xs)[4:]                              # an offset (whole-texel) x
+        xs = rng.standard_normal((3, nb * qk + 4)).astype(np.float32)
+        x = fv.asarray(xs)[0, 4:]                           # an offset (whole-texel) x
         want = gguf.quants.dequantize(b, QT[kind])
-        (dq, mv), masks = _on_both_paths(monkeypatch, tex_masks, lambda: (
-            fq.dequantize(flat, kind, (n, nb * qk)), fq.qmatmul(x, flat, kind, (n, nb * qk), route="matvec")))
+        (dq, mv, mm), masks = _on_both_paths(monkeypatch, tex_masks, lambda: (
+            fq.dequantize(flat, kind, (n, nb * qk)), fq.qmatmul(x, flat, kind, (n, nb * qk), route="matvec"),
+            fq.qmatmul(xs[:, 4:], flat, kind, (n, nb * qk), route="tiled")))
         assert_bits(dq, want)
-        ref, bound = _ref_matmul(xs[None, 4:], b, kind, n, nb * qk)
-        _assert_mm(mv[None], ref, bound)
-        assert masks == [("dequant", 3), ("qmatvec", 3)], masks   # blocks and output / x through views
+        ref, bound = _ref_matmul(xs[:, 4:], b, kind, n, nb * qk)
+        _assert_mm(mv[None], ref[:1], bound[:1])
+        _assert_mm(mm, ref, bound)
+        # blocks and output / x through views (the tiled kernel reads x through its storage buffer)
+        assert masks == [("dequant", 3), ("qmatvec", 3), ("qmatmul_tiled", 1)], masks
 
 
 def test_load_path_limits(monkeypatch, tex_masks, device_limits):
