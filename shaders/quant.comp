@@ -58,7 +58,8 @@ layout(set = 0, binding = 1) readonly buffer QIn { uint16_t q[]; };
 #if MODE != MODE_QUANTIZE
 // TEX bit 0: the blocks through q_t (the host binds their buffer's own view: its size a whole number
 // of texels within maxTexelBufferElements); bit 1: x / the output through its view (offset a
-// multiple of 4 elements). A clear bit: storage-buffer access (q_t / o_t / x_t then show a stub).
+// multiple of 4 elements); bit 2 (with bit 0): every fetch starts on a texel (see FETCH). A clear
+// bit: storage-buffer access (q_t / o_t / x_t then show a stub).
 layout(constant_id = 0) const uint TEX = 0;
 #if MODE == MODE_DEQUANT
 layout(set = 0, binding = 2, rgba32ui) uniform readonly uimageBuffer q_t;
@@ -193,11 +194,17 @@ uvec2 scale_min_k4(uint sc[3], uint j) {
 // uint) for the NB bytes from byte b (b and NB even; bytes past NB read as 0). Texel path: the NT
 // texels that can hold them (bytes b .. b + NB - 1 with b % 16 <= 14), then a funnel shift by
 // b % 16 whose word indices are constants (selects on b % 16, no dynamically indexed registers);
-// texels past the view that no wanted byte lies in are clamped to its last one.
+// texels past the view that no wanted byte lies in are clamped to its last one. TEX bit 2 (q4_k
+// blocks at a texel boundary: every fetch starts on a texel): whole texels, no shift.
 #define FETCH(fn, NB) \
 void fn(uint b, out uint w[(NB + 3u) / 4u]) { \
     const uint NU = (NB + 3u) / 4u, NT = (NB + 29u) / 16u, U = 4u * NT; \
-    if ((TEX & 1u) != 0u) { \
+    if ((TEX & 5u) == 5u) { \
+        [[unroll]] for (uint t = 0u; t < (NB + 15u) / 16u; ++t) { \
+            uvec4 v = imageLoad(q_t, int(b >> 4) + int(t)); \
+            [[unroll]] for (uint j = 0u; j < 4u; ++j) if (4u * t + j < NU) w[4u * t + j] = v[j]; \
+        } \
+    } else if ((TEX & 1u) != 0u) { \
         uint u[U]; \
         int last = imageSize(q_t) - 1; \
         [[unroll]] for (uint t = 0u; t < NT; ++t) { \

@@ -203,8 +203,10 @@ def _on_both_paths(monkeypatch, tex_masks, f):
 # (rows, blocks per row, byte offset of the blocks): rows not a multiple of MATVEC_ROWS, rows whose
 # byte length is no whole number of texels (the last texel partial; q4_0 / q8_0 / q6_k blocks start
 # at every even byte of a texel), more sub-blocks per row than the 64 lanes, and offset views that
-# put the blocks at each of the funnel shifts (byte % 16: 2, 4, 6, 8, 14)
-PATH_CASES = [(1, 1, 0), (MATVEC_ROWS + 1, 3, 2), (2 * MATVEC_ROWS + 3, 9, 6), (5, 70, 14), (3, 2, 4), (2, 5, 8)]
+# put the blocks at each of the funnel shifts (byte % 16: 2, 4, 6, 8, 14) or on a later texel (q4_k:
+# every fetch whole texels, TEX bit 2)
+PATH_CASES = [(1, 1, 0), (MATVEC_ROWS + 1, 3, 2), (2 * MATVEC_ROWS + 3, 9, 6), (5, 70, 14), (3, 2, 4), (2, 5, 8),
+              (MATVEC_ROWS + 3, 9, 32)]
 
 
 @pytest.mark.parametrize("kind", ["q4_0", "q8_0", "q4_k", "q6_k"])
@@ -228,7 +230,8 @@ def test_load_paths(kind, monkeypatch, tex_masks):
         _assert_mm(mv[None], ref[:1], bound[:1])
         _assert_mm(mm, ref, bound)
         # blocks and output / x through views (the tiled kernel reads x through its storage buffer)
-        assert masks == [("dequant", 3), ("qmatvec", 3), ("qmatmul_tiled", 1)], masks
+        whole = 4 if kind == "q4_k" and off % 16 == 0 else 0
+        assert masks == [("dequant", 3 | whole), ("qmatvec", 3 | whole), ("qmatmul_tiled", 1 | whole)], masks
 
 
 def test_load_path_limits(monkeypatch, tex_masks, device_limits):

@@ -146,11 +146,19 @@ def _view(ctx, arr, store=False, anywhere=False):
     return loadpath.stub(ctx.pool), False
 
 
-def _texels(ctx, blocks, other, other_name, store=False):
-    """({"q_t": .., other_name: ..} view bindings, TEX bits): bit 0 the blocks through their view (a
-    block at any even byte is read from the texels it touches), bit 1 x / the output through its view."""
-    (qb, q_on), (ob, o_on) = _view(ctx, blocks, anywhere=True), _view(ctx, other, store)
-    return {"q_t": qb, other_name: ob}, int(q_on) | 2 * int(o_on)
+def _block_texels(ctx, kind, blocks):
+    """(q_t binding, TEX bits 0 and 2): the blocks through their view (a block at any even byte is
+    read from the texels it touches); bit 2 where every fetch starts on a texel (q4_k blocks, 144
+    bytes, from a texel boundary: its header and 32-byte nibble runs are whole texels)."""
+    qb, q_on = _view(ctx, blocks, anywhere=True)
+    return qb, int(q_on) | (4 if q_on and kind == "q4_k" and blocks.offset % TEXEL_BYTES == 0 else 0)
+
+
+def _texels(ctx, kind, blocks, other, other_name, store=False):
+    """({"q_t": .., other_name: ..} view bindings, TEX bits): the blocks' (_block_texels), and bit 1:
+    x / the output through its view."""
+    (qb, qtex), (ob, o_on) = _block_texels(ctx, kind, blocks), _view(ctx, other, store)
+    return {"q_t": qb, other_name: ob}, qtex | 2 * int(o_on)
 
 
 def quantize(x, kind="q8_0"):
@@ -201,7 +209,7 @@ def dequantize(blocks, kind=None, shape=None):
                   [data.reshape(n // qk, bs)], out.reshape(n // qk, qk), axes=1)
     elif n:
         ctx = runtime.get()
-        views, tex = _texels(ctx, data, out, "o_t", store=True)
+        views, tex = _texels(ctx, k, data, out, "o_t", store=True)
         ctx.launch(kernel("dequant", k), ctx.groups(-(-n // (32 * DEQUANT_WG))), out=out, qin=data, **views,
                    n_blocks=n // BLOCK[k][0], out_elements=n, off_q=data.offset // 2, off_o=out.offset, TEX=tex)
     return result(out, numpy_out)
@@ -267,15 +275,15 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
         if picked == "matvec":
             groups = ctx.groups(-(-n // MATVEC_ROWS))
             v = kernel("qmatvec", k)
-            views, tex = _texels(ctx, w, xa, "x_t")   # x's chunks start on texels: off_x % 4 == 0
+            views, tex = _texels(ctx, k, w, xa, "x_t")   # x's chunks start on texels: off_x % 4 == 0
             for i in range(m):
                 ctx.launch(v, groups, out=dst, qin=w, xin=xa, **views, n=n, k=k1 - k0, blocks_per_row=bpr,
                            off_x=xa.offset + i * kk + k0, off_w=wk, off_o=dst.offset + i * n, TEX=tex)
         else:
             groups = ctx.groups(-(-m // TILE_M) * -(-n // TILE_N))
-            qt, q_on = _view(ctx, w, anywhere=True)
+            qt, tex = _block_texels(ctx, k, w)
             ctx.launch(kernel("qmatmul_tiled", k), groups, out=dst, qin=w, xin=xa, q_t=qt, m=m, n=n, k=k1 - k0,
-                       blocks_per_row=bpr, ldx=kk, off_x=xa.offset + k0, off_w=wk, off_o=dst.offset, TEX=int(q_on))
+                       blocks_per_row=bpr, ldx=kk, off_x=xa.offset + k0, off_w=wk, off_o=dst.offset, TEX=tex)
 
     out = split_k(op, out, kk, k_per_launch(K_LOOP[picked], ctx.device.loop_budget, qk), run)
     return result(out, x_numpy and w_numpy)
