@@ -10,6 +10,11 @@ flush f32 denormals, and gguf's own result there is NaN-driven casts.
 
 qmatmul(x, w) computes x @ W.T with W [N, K] in GGML's row-major weight layout (llama.cpp's
 convention); M == 1 runs the fused matvec, M > 1 the fused tiled kernel; W is never expanded.
+
+Load path (issue 18): the kernels read the packed blocks as 16-byte texels of an rgba32ui view where
+the device reads texels faster (runtime/loadpath.py's probe; FUELVK_TEXEL_LOADS forces either path),
+from any even byte offset, and through 16-bit storage-buffer words otherwise (views over
+maxTexelBufferElements too); both paths decode the same fetched bytes, so they give the same bits.
 """
 import math
 import operator
