@@ -128,7 +128,8 @@ DRAW cast_bits(RAW x);
 // One unit u: load it (texel view or storage buffer), convert, store its UNIT / 4 groups. A constant
 // input (every stride 0: contig false, c its element) is handled without a branch, which would cost
 // lavapipe ~2x here: the loads read a valid place (texel 0 of the stub bound for it, the group
-// holding its element) and every element is replaced by c.
+// holding its element: bindings are whole 256-byte slots or windows, runtime/memory.py) and every
+// element is replaced by c.
 void unit(uint u, bool contig, RAW c) {
     uvec4 w0, w1 = uvec4(0u);
     if (TEX != 0u) {
