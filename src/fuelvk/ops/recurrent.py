@@ -270,3 +270,96 @@ def gated_delta_rule_prefill(q, k, v, state, A_log, a, dt_bias, b, scale=None, c
                              f"{cu.tolist() if cu.size <= 16 else cu.shape}")
     out, new_state = _gdn(op, q, k, v, state, A_log, a, dt_bias, b, scale, cu, None, True, numpy_out)
     return _results((out, new_state), numpy_out)
+
+
+# -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
+from ._opdef import Meta, OpDef, declare  # noqa: E402
+
+_F32 = np.dtype(np.float32)
+
+
+def _mamba_rule(state, x, dt, A, B, C, D, dt_bias, state_batch_indices=None):
+    return Meta(tuple(x.shape), x.dtype), Meta(tuple(state.shape), state.dtype)
+
+
+def _decode_rule(q, k, v, state, A_log, a, dt_bias, b, scale=None, state_indices=None, *, update_state=True):
+    rows = state.shape[0] if state is not None else q.shape[0]
+    new = Meta((rows, v.shape[2], v.shape[3], q.shape[3]), _F32) if update_state else None
+    return Meta(tuple(q.shape[:2]) + tuple(v.shape[2:]), q.dtype), new
+
+
+def _prefill_rule(q, k, v, state, A_log, a, dt_bias, b, scale=None, cu_seqlens=None):
+    n = state.shape[0] if state is not None else (cu_seqlens.shape[0] - 1 if cu_seqlens is not None else 1)
+    return Meta((q.shape[0], v.shape[1], v.shape[2]), q.dtype), Meta((n, v.shape[1], v.shape[2], q.shape[2]), _F32)
+
+
+# FlashInfer-Bench references (plain torch; the exporter upcasts floating inputs to float32 first).
+_SOFTPLUS = '''
+def _softplus(x):
+    """torch's softplus (beta 1, threshold 20)."""
+    return torch.where(x > 20.0, x, torch.log1p(torch.exp(x)))
+
+
+def _gdn_step(s, q, k, v, g, beta, scale):
+    """One token for every head: s [H, K, V], q / k [H, K], v [H, V], g / beta [H]."""
+    old = g[:, None, None] * s
+    old_v = torch.einsum("hk,hkv->hv", k, old)
+    new_v = beta[:, None] * v + (1 - beta[:, None]) * old_v
+    s = old - k[:, :, None] * old_v[:, None, :] + k[:, :, None] * new_v[:, None, :]
+    return s, scale * torch.einsum("hk,hkv->hv", q, s)
+'''
+_MAMBA_REF = '''\
+dt_f = _softplus(dt + dt_bias)
+d_a = torch.exp(A[None] * dt_f[..., None])
+ratio = x.shape[1] // B.shape[1]
+b_exp, c_exp = B.repeat_interleave(ratio, dim=1), C.repeat_interleave(ratio, dim=1)
+db_x = (dt_f * x)[..., None] * b_exp[:, :, None, :]
+new_state = state.clone()
+output = torch.zeros(x.shape, dtype=torch.float32)
+for i in range(x.shape[0]):
+    slot = i if state_batch_indices is None else int(state_batch_indices[i])
+    if slot < 0:
+        continue
+    s = new_state[slot] * d_a[i] + db_x[i]
+    new_state[slot] = s
+    output[i] = (s * c_exp[i][:, None, :]).sum(-1) + x[i] * D'''
+_GATES = '''\
+g = torch.exp(-torch.exp(A_log) * _softplus(a + dt_bias))
+beta = torch.sigmoid(b)
+sc = 1.0 / math.sqrt(q.shape[-1]) if scale is None or scale == 0.0 else scale
+'''
+_DECODE_REF = _GATES + '''\
+hv, vd = v.shape[2], v.shape[3]
+qe, ke = q.repeat_interleave(hv // q.shape[2], dim=2), k.repeat_interleave(hv // k.shape[2], dim=2)
+new_state = state.clone()
+output = torch.zeros(q.shape[:2] + (hv, vd), dtype=torch.float32)
+for i in range(q.shape[0]):
+    r = i if state_indices is None else int(state_indices[i])
+    s = state[r].transpose(-1, -2)
+    for t in range(q.shape[1]):
+        s, output[i, t] = _gdn_step(s, qe[i, t], ke[i, t], v[i, t], g[i, t], beta[i, t], sc)
+    new_state[r] = s.transpose(-1, -2)
+if not update_state:
+    new_state = None'''
+_PREFILL_REF = _GATES + '''\
+hv, vd = v.shape[1], v.shape[2]
+cu = [0, q.shape[0]] if cu_seqlens is None else [int(c) for c in cu_seqlens]
+qe, ke = q.repeat_interleave(hv // q.shape[1], dim=1), k.repeat_interleave(hv // k.shape[1], dim=1)
+new_state = torch.zeros(len(cu) - 1, hv, vd, q.shape[-1], dtype=torch.float32)
+output = torch.zeros(q.shape[0], hv, vd, dtype=torch.float32)
+for n in range(len(cu) - 1):
+    if cu[n + 1] <= cu[n]:
+        continue   # an empty sequence: its final state stays zeros
+    s = state[n].transpose(-1, -2)
+    for t in range(cu[n], cu[n + 1]):
+        s, output[t] = _gdn_step(s, qe[t], ke[t], v[t], g[t], beta[t], sc)
+    new_state[n] = s.transpose(-1, -2)'''
+
+declare(
+    OpDef("mamba_selective_state_update", mamba_selective_state_update, _mamba_rule,
+          reference=(_SOFTPLUS, _MAMBA_REF), export={"var_dims": ("R", "C_s")}),
+    OpDef("gated_delta_rule_decode", gated_delta_rule_decode, _decode_rule,
+          reference=(_SOFTPLUS, _DECODE_REF), export={"var_dims": ("B", "P")}),
+    OpDef("gated_delta_rule_prefill", gated_delta_rule_prefill, _prefill_rule,
+          reference=(_SOFTPLUS, _PREFILL_REF), export={"var_dims": ("L",)}),
+)
