@@ -357,9 +357,16 @@ for n in range(len(cu) - 1):
 
 declare(
     OpDef("mamba_selective_state_update", mamba_selective_state_update, _mamba_rule,
-          reference=(_SOFTPLUS, _MAMBA_REF), export={"var_dims": ("R", "C_s")}),
+          reference=(_SOFTPLUS, _MAMBA_REF), export={"var_dims": ("R", "C_s")},
+          schema="(Tensor state, Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C, Tensor D, Tensor dt_bias, "
+                 "Tensor? state_batch_indices=None) -> (Tensor, Tensor)"),
     OpDef("gated_delta_rule_decode", gated_delta_rule_decode, _decode_rule,
-          reference=(_SOFTPLUS, _DECODE_REF), export={"var_dims": ("B", "P")}),
+          reference=(_SOFTPLUS, _DECODE_REF), export={"var_dims": ("B", "P")},
+          # (update_state=False, whose state output is None, is left to the Python op)
+          schema="(Tensor q, Tensor k, Tensor v, Tensor? state, Tensor A_log, Tensor a, Tensor dt_bias, Tensor b, "
+                 "float? scale=None, Tensor? state_indices=None) -> (Tensor, Tensor)"),
     OpDef("gated_delta_rule_prefill", gated_delta_rule_prefill, _prefill_rule,
-          reference=(_SOFTPLUS, _PREFILL_REF), export={"var_dims": ("L",)}),
+          reference=(_SOFTPLUS, _PREFILL_REF), export={"var_dims": ("L",)},
+          schema="(Tensor q, Tensor k, Tensor v, Tensor? state, Tensor A_log, Tensor a, Tensor dt_bias, Tensor b, "
+                 "float? scale=None, Tensor? cu_seqlens=None) -> (Tensor, Tensor)"),
 )
