@@ -99,7 +99,7 @@ def test_mamba_shared_and_skipped_slots(dt, sdt):
 
 
 def test_mamba_without_indices_numpy_in_numpy_out_and_views():
-    """No slots (request b is slot b); numpy inputs give numpy outputs; strided views are taken."""
+    """No slots (request b is slot b); numpy inputs give numpy outputs; strided views and offsets are taken."""
     ins = mamba_inputs(3, 4, 5, 8, 4, 3)
     y, s = fv.mamba_selective_state_update(**ins)
     assert isinstance(y, np.ndarray) and isinstance(s, np.ndarray)
@@ -110,7 +110,8 @@ def test_mamba_without_indices_numpy_in_numpy_out_and_views():
     xt = fv.asarray(np.ascontiguousarray(ins["x"].transpose(0, 2, 1))).transpose(0, 2, 1)
     wide = fv.asarray(np.concatenate([ins["B"], rand(ins["B"].shape)], axis=2))[:, :, :8]
     a_big = fv.asarray(np.concatenate([rand((1, 5, 8)), ins["A"]]))[1:]
-    y2, s2 = fv.mamba_selective_state_update(**{**ins, "x": xt, "B": wide, "A": a_big})
+    st_off = fv.asarray(np.concatenate([rand((1, 4, 5, 8)), ins["state"]]))[1:]   # contiguous, offset
+    y2, s2 = fv.mamba_selective_state_update(**{**ins, "x": xt, "B": wide, "A": a_big, "state": st_off})
     np.testing.assert_array_equal(y2.numpy(), y)
     np.testing.assert_array_equal(s2.numpy(), s)
 
