@@ -29,14 +29,20 @@ float softplus(float x) {
 
 #if defined(MAMBA)
 layout(constant_id = 0) const uint STATE_F32 = 1;   // state float32 (else of dtype T)
+layout(constant_id = 1) const uint VEC4 = 0;       // dstate and the state / A / B / C offsets are multiples of 4
 layout(set = 0, binding = 0) buffer State { float st[]; } state;
 layout(set = 0, binding = 0) buffer StateT { T st[]; } state_t;
+layout(set = 0, binding = 0) buffer State4 { vec4 st[]; } state4;
+layout(set = 0, binding = 0) buffer StateT4 { T4 st[]; } state_t4;
 layout(set = 0, binding = 1) writeonly buffer Out { T v[]; } out_;
 layout(set = 0, binding = 2) readonly buffer X { T v[]; } x;
 layout(set = 0, binding = 3) readonly buffer Dt { T v[]; } dt;
 layout(set = 0, binding = 4) readonly buffer Decay { float v[]; } decay;   // A [H, P, N]
+layout(set = 0, binding = 4) readonly buffer Decay4 { vec4 v[]; } decay4;
 layout(set = 0, binding = 5) readonly buffer Bm { T v[]; } b_in;
+layout(set = 0, binding = 5) readonly buffer Bm4 { T4 v[]; } b_in4;
 layout(set = 0, binding = 6) readonly buffer Cm { T v[]; } c_in;
+layout(set = 0, binding = 6) readonly buffer Cm4 { T4 v[]; } c_in4;
 layout(set = 0, binding = 7) readonly buffer Skip { float v[]; } skip;     // D [H, P]
 layout(set = 0, binding = 8) readonly buffer DtBias { float v[]; } dt_bias;
 layout(set = 0, binding = 9) readonly buffer Slots { int v[]; } slots;
@@ -48,9 +54,12 @@ layout(push_constant) uniform Params {
 } p;
 
 void main() {
-    uint gid = linear_group() * WG + gl_LocalInvocationID.x;
-    if (gid >= p.n_heads * p.head_dim) return;
-    uint h = gid / p.head_dim, g = h / p.ratio;
+    // A workgroup per (head, block of WG rows): h and g are uniform, so B / C are read once for all
+    // lanes (lavapipe loads a uniform address once, a varying one lane by lane).
+    uint blocks = (p.head_dim + WG - 1u) / WG, grp = linear_group();
+    uint h = grp / blocks, row_p = (grp % blocks) * WG + gl_LocalInvocationID.x;
+    if (h >= p.n_heads || row_p >= p.head_dim) return;
+    uint gid = h * p.head_dim + row_p, g = h / p.ratio;
     uint ab = p.off_decay + gid * p.dstate;          // A[h, p, :]
     float dtb = dt_bias.v[p.off_dt_bias + gid], dsk = skip.v[p.off_skip + gid];
     for (uint b = p.b0; b < p.b1; ++b) {
@@ -63,7 +72,17 @@ void main() {
         uint sb = p.off_state + (uint(slot) * p.n_heads * p.head_dim + gid) * p.dstate;
         uint gb = (b * p.n_groups + g) * p.dstate;
         float acc = 0.0;
-        for (uint n = 0u; n < p.dstate; ++n) {
+        if (VEC4 != 0u) {   // 4 elements a load (lavapipe pays per load instruction, lane by lane)
+            vec4 acc4 = vec4(0.0);
+            for (uint n = 0u; n < p.dstate / 4u; ++n) {
+                uint s4 = sb / 4u + n, g4 = (p.off_b + gb) / 4u + n;
+                vec4 s0 = STATE_F32 != 0u ? state4.st[s4] : LOAD4(state_t4.st[s4]);
+                vec4 s = s0 * exp(decay4.v[ab / 4u + n] * dtv) + dtx * LOAD4(b_in4.v[g4]);
+                if (STATE_F32 != 0u) state4.st[s4] = s; else state_t4.st[s4] = STORE4(s);
+                acc4 += s * LOAD4(c_in4.v[(p.off_c + gb) / 4u + n]);
+            }
+            acc = ((acc4.x + acc4.y) + acc4.z) + acc4.w;
+        } else for (uint n = 0u; n < p.dstate; ++n) {
             float s0 = STATE_F32 != 0u ? state.st[sb + n] : LOAD(state_t.st[sb + n]);
             float s = s0 * exp(decay.v[ab + n] * dtv) + dtx * LOAD(b_in.v[p.off_b + gb + n]);
             if (STATE_F32 != 0u) state.st[sb + n] = s; else state_t.st[sb + n] = STORE(s);
@@ -96,9 +115,12 @@ layout(push_constant) uniform Params {
 } p;
 
 void main() {
-    uint gid = linear_group() * WG + gl_LocalInvocationID.x;
-    if (gid >= p.n_seq * p.hv * p.dv) return;
-    uint i = gid % p.dv, h = (gid / p.dv) % p.hv, n = gid / (p.dv * p.hv);
+    // A workgroup per (sequence, v head, block of WG rows): n and h are uniform, so the q / k loads of
+    // the inner loops are one load for all lanes (lavapipe loads a varying address lane by lane).
+    uint blocks = (p.dv + WG - 1u) / WG, grp = linear_group();
+    uint nh = grp / blocks, i = (grp % blocks) * WG + gl_LocalInvocationID.x;
+    if (nh >= p.n_seq * p.hv || i >= p.dv) return;
+    uint h = nh % p.hv, n = nh / p.hv;
     uint c0 = uint(cu.v[p.off_cu + n]), len = uint(cu.v[p.off_cu + n + 1u]) - c0;
     uint lo = p.t0, hi = min(p.t1, len);
     uint r_in = p.rows_in != 0u ? uint(rows.v[p.off_rows + n]) : n;

@@ -127,10 +127,11 @@ def mamba_selective_state_update(state, x, dt, A, B, C, D, dt_bias, state_batch_
     sl = asarray((slots if slots is not None else np.zeros(1)).astype(np.int32))
     ctx = runtime.get()
     per = _per_launch(op, MAMBA_LOOP[0] * ns + MAMBA_LOOP[1], LOOP_FIXED) or nb
+    vec4 = int(all(n % 4 == 0 for n in (ns, new_state.offset, A.offset, B.offset, C.offset)))
     v = kernel("mamba_ssu", tag)
     for b0 in range(0, nb, per):
-        ctx.launch(v, ctx.groups(-(-(nh * hd) // RECURRENT_WG)), state=new_state, out=out, x=x, dt=dt, decay=A,
-                   b_in=B, c_in=C, skip=D, dt_bias=dt_bias, slots=sl, STATE_F32=int(state.dtype == _dt.float32),
+        ctx.launch(v, ctx.groups(nh * -(-hd // RECURRENT_WG)), state=new_state, out=out, x=x, dt=dt, decay=A,
+                   b_in=B, c_in=C, skip=D, dt_bias=dt_bias, slots=sl, STATE_F32=int(state.dtype == _dt.float32), VEC4=vec4,
                    n_heads=nh, head_dim=hd, dstate=ns, ratio=nh // ng, n_groups=ng, b0=b0, b1=min(nb, b0 + per),
                    has_slots=int(slots is not None), off_state=new_state.offset, off_out=out.offset,
                    off_x=x.offset, off_dt=dt.offset, off_decay=A.offset, off_b=B.offset, off_c=C.offset,
@@ -203,7 +204,7 @@ def _gdn(op, q, k, v, state, A_log, a, dt_bias, b, scale, cu, rows, update_state
     # (a zero-token q binds a one-element stub: new_like keeps at least one element)
     for t0 in range(0, max(longest, 1), per):
         src = 2 if t0 else (1 if state is not None else 0)
-        ctx.launch(var, ctx.groups(-(-(n * hv * vd) // RECURRENT_WG)), out=out, q=q, k=k, v=v, a=a, b=b,
+        ctx.launch(var, ctx.groups(n * hv * -(-vd // RECURRENT_WG)), out=out, q=q, k=k, v=v, a=a, b=b,
                    a_log=A_log, dt_bias=dt_bias, state_in=st, state_out=new_state, cu=cu_d, rows=rows_d, K=kd,
                    n_seq=n, hq=hq, hk=hk, hv=hv, dv=vd, t0=t0, t1=t0 + per, src=src,
                    rows_in=int(rows is not None), rows_out=int(rows is not None and update_state),
