@@ -288,3 +288,20 @@ def test_gdn_errors():
         g(**d, state=None, state_indices=np.array([0, 1]))
     with pytest.raises(ShapeError, match="must start with q's batch"):
         g(**{**d, "v": d["v"][:1]}, state=None)
+
+
+def test_gdn_mtp_kind_solution():
+    """definitions/kinds.solve_gdn_mtp (the gdn_mtp Definitions: initial_state pool, indices, T > 1):
+    the outputs of the reference; final_state the pool unchanged, as the reference returns it."""
+    from fuelvk.definitions.kinds import solve_gdn_mtp
+    nb, t = 2, 3
+    ins = gdn_inputs(nb * t, 1, 1, 2, 8, 8, BF16)
+    pool = rand((3, 2, 8, 8))
+    rows = np.array([2, 0], np.int32)
+    inputs = {n: torch.tensor(x.astype(np.float32)).to(torch.bfloat16).reshape(nb, t, *x.shape[1:])
+              if x.ndim > 1 else torch.tensor(x) for n, x in ins.items()}
+    inputs.update(initial_state=torch.tensor(pool), initial_state_indices=torch.tensor(rows), scale=0.0)
+    out, final = solve_gdn_mtp(None, inputs)()
+    wo, _ = gdn_ref(**ins, state=pool, scale=None, cu=np.arange(nb + 1) * t, rows=rows)
+    close(out.reshape(nb * t, 2, 8), wo, BF16)
+    np.testing.assert_array_equal(final, pool)
