@@ -305,3 +305,16 @@ def test_gdn_mtp_kind_solution():
     wo, _ = gdn_ref(**ins, state=pool, scale=None, cu=np.arange(nb + 1) * t, rows=rows)
     close(out.reshape(nb * t, 2, 8), wo, BF16)
     np.testing.assert_array_equal(final, pool)
+
+
+def test_a_state_over_one_binding_is_a_typed_error(device_limits):
+    """No split path over the state (one invocation owns a state row for every request / token): a
+    state larger than one binding is FuelVKMemoryError, never a partial update."""
+    from fuelvk.errors import FuelVKMemoryError
+    ins = mamba_inputs(2, 4, 8, 32, 2, 2)                     # state 8 KiB
+    device_limits(maxStorageBufferRange=4096)
+    with pytest.raises(FuelVKMemoryError, match="binding"):
+        fv.mamba_selective_state_update(**ins)
+    g = gdn_inputs(3, 1, 1, 2, 32, 32)                        # state 8 KiB
+    with pytest.raises(FuelVKMemoryError, match="binding"):
+        fv.gated_delta_rule_prefill(**g, state=rand((1, 2, 32, 32)))
