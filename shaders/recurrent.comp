@@ -8,6 +8,9 @@
 //   (dt' x) B[g] with dt' = softplus(dt + dt_bias), state[slot] = s (rounded to the state's dtype),
 //   y = sum(s C[g]) + x D; a negative slot gives y = 0.  One invocation owns a state row for every
 //   request, so a slot two requests share is updated in request order (the reference's loop).
+//   A cache over one binding runs in windows of slots [slot_lo, slot_hi) (state bound from slot_lo):
+//   a launch updates only its window's requests, and writes the zero outputs of skipped requests
+//   when zero_skipped is set (once).
 //   The state is updated in place (ops/recurrent.py passes a copy).
 // GDN: gated delta rule (k-last state [rows, HV, V, K]).  One invocation per (sequence n, v head h,
 //   row i of V) holding its state row (K floats) in registers across tokens t0 .. t1 - 1 of its
@@ -49,6 +52,7 @@ layout(set = 0, binding = 9) readonly buffer Slots { int v[]; } slots;
 
 layout(push_constant) uniform Params {
     uint n_heads; uint head_dim; uint dstate; uint ratio; uint n_groups; uint b0; uint b1; uint has_slots;
+    int slot_lo; int slot_hi; uint zero_skipped;
     uint off_state; uint off_out; uint off_x; uint off_dt; uint off_decay; uint off_b; uint off_c;
     uint off_skip; uint off_dt_bias; uint off_slots;
 } p;
@@ -65,7 +69,9 @@ void main() {
     for (uint b = p.b0; b < p.b1; ++b) {
         uint row = b * p.n_heads * p.head_dim + gid;  // [b, h, p] of x / dt / out
         int slot = p.has_slots != 0u ? slots.v[p.off_slots + b] : int(b);
-        if (slot < 0) { out_.v[p.off_out + row] = STORE(0.0); continue; }
+        if (slot < 0) { if (p.zero_skipped != 0u) out_.v[p.off_out + row] = STORE(0.0); continue; }
+        if (slot < p.slot_lo || slot >= p.slot_hi) continue;   // another window's request
+        slot -= p.slot_lo;
         float dtv = softplus(LOAD(dt.v[p.off_dt + row]) + dtb);
         float xv = LOAD(x.v[p.off_x + row]);
         float dtx = dtv * xv;

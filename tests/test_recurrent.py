@@ -133,6 +133,10 @@ def test_mamba_empty_batch():
     y, s = fv.mamba_selective_state_update(**ins, state_batch_indices=np.zeros(0, np.int32))
     assert y.shape == (0, 2, 3)
     np.testing.assert_array_equal(s, ins["state"])
+    ins = mamba_inputs(2, 2, 3, 4, 1, 2)                      # every request skipped: zeros, state kept
+    y, s = fv.mamba_selective_state_update(**ins, state_batch_indices=np.array([-1, -1], np.int32))
+    assert (y == 0).all()
+    np.testing.assert_array_equal(s, ins["state"])
 
 
 def test_mamba_errors():
@@ -307,14 +311,28 @@ def test_gdn_mtp_kind_solution():
     np.testing.assert_array_equal(final, pool)
 
 
-def test_a_state_over_one_binding_is_a_typed_error(device_limits):
-    """No split path over the state (one invocation owns a state row for every request / token): a
-    state larger than one binding is FuelVKMemoryError, never a partial update."""
+def test_mamba_cache_over_one_binding_runs_in_slot_windows(device_limits):
+    """A state cache larger than one binding (here 4 KiB, one slot each) is updated window by window
+    of slots, the shared slot still in request order and the skipped request zero; a slot larger
+    than one binding is FuelVKMemoryError."""
     from fuelvk.errors import FuelVKMemoryError
-    ins = mamba_inputs(2, 4, 8, 32, 2, 2)                     # state 8 KiB
+    ins = mamba_inputs(5, 4, 8, 32, 2, 4)                     # 4 slots of 4 KiB
+    slots = np.array([3, -1, 0, 3, 2], np.int32)
+    want = mamba_ref(**ins, slots=slots)
     device_limits(maxStorageBufferRange=4096)
-    with pytest.raises(FuelVKMemoryError, match="binding"):
-        fv.mamba_selective_state_update(**ins)
+    y, s = fv.mamba_selective_state_update(**ins, state_batch_indices=slots)
+    close(y, want[0], F32)
+    close(s, want[1], F32)
+    np.testing.assert_array_equal(s[1], ins["state"][1])
+    big = mamba_inputs(1, 2, 8, 128, 1, 1)                    # one slot of 8 KiB
+    with pytest.raises(FuelVKMemoryError, match="one state slot"):
+        fv.mamba_selective_state_update(**big)
+
+
+def test_a_gdn_state_over_one_binding_is_a_typed_error(device_limits):
+    """gdn has no split path over its state: a state larger than one binding is FuelVKMemoryError."""
+    from fuelvk.errors import FuelVKMemoryError
+    device_limits(maxStorageBufferRange=4096)
     g = gdn_inputs(3, 1, 1, 2, 32, 32)                        # state 8 KiB
     with pytest.raises(FuelVKMemoryError, match="binding"):
         fv.gated_delta_rule_prefill(**g, state=rand((1, 2, 32, 32)))

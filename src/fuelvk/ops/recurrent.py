@@ -20,10 +20,10 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import runtime
 from ..array import Array, asarray
-from ..errors import DTypeError, FuelVKIndexError, ShapeError, UnsupportedError
+from ..errors import DTypeError, FuelVKIndexError, FuelVKMemoryError, ShapeError, UnsupportedError
 from ..kernels import kernel
 from ..kernels.recurrent import GDN_LOOP, LOOP_FIXED, MAMBA_LOOP, RECURRENT_WG
-from ._core import contiguous, device_args, new_like, result
+from ._core import binding_limit, contiguous, device_args, new_like, result, windowed
 
 __all__ = ["mamba_selective_state_update", "gated_delta_rule_decode", "gated_delta_rule_prefill"]
 
@@ -127,16 +127,38 @@ def mamba_selective_state_update(state, x, dt, A, B, C, D, dt_bias, state_batch_
     sl = asarray((slots if slots is not None else np.zeros(1)).astype(np.int32))
     ctx = runtime.get()
     per = _per_launch(op, MAMBA_LOOP[0] * ns + MAMBA_LOOP[1], LOOP_FIXED) or nb
-    vec4 = int(all(n % 4 == 0 for n in (ns, new_state.offset, A.offset, B.offset, C.offset)))
     v = kernel("mamba_ssu", tag)
-    for b0 in range(0, nb, per):
-        ctx.launch(v, ctx.groups(nh * -(-hd // RECURRENT_WG)), state=new_state, out=out, x=x, dt=dt, decay=A,
-                   b_in=B, c_in=C, skip=D, dt_bias=dt_bias, slots=sl, STATE_F32=int(state.dtype == _dt.float32), VEC4=vec4,
-                   n_heads=nh, head_dim=hd, dstate=ns, ratio=nh // ng, n_groups=ng, b0=b0, b1=min(nb, b0 + per),
-                   has_slots=int(slots is not None), off_state=new_state.offset, off_out=out.offset,
-                   off_x=x.offset, off_dt=dt.offset, off_decay=A.offset, off_b=B.offset, off_c=C.offset,
-                   off_skip=D.offset, off_dt_bias=dt_bias.offset, off_slots=sl.offset)
+    used = np.unique(slots[slots >= 0]) if slots is not None else np.arange(nb)
+    for w, (s0, s1) in enumerate(_slot_windows(op, new_state, used)):
+        st = windowed(new_state[s0:s1])
+        vec4 = int(all(n % 4 == 0 for n in (ns, st.offset, A.offset, B.offset, C.offset)))
+        for b0 in range(0, nb, per):
+            ctx.launch(v, ctx.groups(nh * -(-hd // RECURRENT_WG)), state=st, out=out, x=x, dt=dt, decay=A,
+                       b_in=B, c_in=C, skip=D, dt_bias=dt_bias, slots=sl, STATE_F32=int(state.dtype == _dt.float32),
+                       VEC4=vec4, n_heads=nh, head_dim=hd, dstate=ns, ratio=nh // ng, n_groups=ng, b0=b0,
+                       b1=min(nb, b0 + per), has_slots=int(slots is not None), slot_lo=s0, slot_hi=s1,
+                       zero_skipped=int(w == 0), off_state=st.offset, off_out=out.offset,
+                       off_x=x.offset, off_dt=dt.offset, off_decay=A.offset, off_b=B.offset, off_c=C.offset,
+                       off_skip=D.offset, off_dt_bias=dt_bias.offset, off_slots=sl.offset)
     return _results((out, new_state), numpy_out)
+
+
+def _slot_windows(op, state, used):
+    """[lo, hi) ranges of state slots, each within one binding, covering the sorted slots `used` (at
+    least one range, so that skipped requests get their zero outputs)."""
+    per_slot = max(1, state.nbytes // max(state.shape[0], 1))
+    fit = binding_limit() // per_slot
+    if fit < 1:
+        raise FuelVKMemoryError(f"{op}: one state slot of {per_slot} bytes is larger than one binding "
+                                f"(maxStorageBufferRange = {binding_limit()} bytes)")
+    if len(used) == 0:
+        return [(0, 0)]
+    out, lo = [], int(used[0])
+    for s in used:
+        if s >= lo + fit:
+            out.append((lo, lo + fit))
+            lo = int(s)
+    return out + [(lo, min(lo + fit, state.shape[0]))]
 
 
 def _fresh_copy(x):
