@@ -329,10 +329,18 @@ def test_mamba_cache_over_one_binding_runs_in_slot_windows(device_limits):
         fv.mamba_selective_state_update(**big)
 
 
-def test_a_gdn_state_over_one_binding_is_a_typed_error(device_limits):
-    """gdn has no split path over its state: a state larger than one binding is FuelVKMemoryError."""
+def test_gdn_states_over_one_binding_run_in_sequence_windows(device_limits):
+    """States larger than one binding (here 4 KiB: one sequence's state each) run window by window of
+    sequences, token windows inside each; a sequence's state over one binding is FuelVKMemoryError."""
     from fuelvk.errors import FuelVKMemoryError
+    cu = np.array([0, 2, 2, 5])
+    g = gdn_inputs(5, 1, 1, 2, 16, 32)                        # a state row set of 4 KiB per sequence
+    state = rand((3, 2, 32, 16))
+    want = gdn_ref(**g, state=state, scale=None, cu=cu)
     device_limits(maxStorageBufferRange=4096)
-    g = gdn_inputs(3, 1, 1, 2, 32, 32)                        # state 8 KiB
-    with pytest.raises(FuelVKMemoryError, match="binding"):
-        fv.gated_delta_rule_prefill(**g, state=rand((1, 2, 32, 32)))
+    out, s = fv.gated_delta_rule_prefill(**g, state=state, cu_seqlens=cu)
+    close(out, want[0], F32)
+    close(s, want[1], F32)
+    big = gdn_inputs(1, 1, 1, 2, 32, 32)                      # 8 KiB for one sequence
+    with pytest.raises(FuelVKMemoryError, match="one sequence's state"):
+        fv.gated_delta_rule_prefill(**big, state=None)

@@ -219,21 +219,32 @@ def _gdn(op, q, k, v, state, A_log, a, dt_bias, b, scale, cu, rows, update_state
     st = contiguous(state) if state is not None else new_state   # (src 0: not read)
     cu_d = asarray(cu.astype(np.int32))
     rows_d = asarray((rows if rows is not None else np.zeros(1)).astype(np.int32))
-    longest = int(np.max(np.diff(cu)))
-    per = _per_launch(op, GDN_LOOP[0] * kd + GDN_LOOP[1], 2 * kd + LOOP_FIXED) or max(longest, 1)
+    per = _per_launch(op, GDN_LOOP[0] * kd + GDN_LOOP[1], 2 * kd + LOOP_FIXED)
     ctx = runtime.get()
     var = kernel("gated_delta_rule", tag)
-    # (a zero-token q binds a one-element stub: new_like keeps at least one element)
-    for t0 in range(0, max(longest, 1), per):
-        src = 2 if t0 else (1 if state is not None else 0)
-        ctx.launch(var, ctx.groups(n * hv * -(-vd // RECURRENT_WG)), out=out, q=q, k=k, v=v, a=a, b=b,
-                   a_log=A_log, dt_bias=dt_bias, state_in=st, state_out=new_state, cu=cu_d, rows=rows_d, K=kd,
-                   n_seq=n, hq=hq, hk=hk, hv=hv, dv=vd, t0=t0, t1=t0 + per, src=src,
-                   rows_in=int(rows is not None), rows_out=int(rows is not None and update_state),
-                   scale=float(scale), off_out=out.offset, off_q=q.offset, off_k=k.offset, off_v=v.offset,
-                   off_a=a.offset, off_b=b.offset, off_a_log=A_log.offset, off_dt_bias=dt_bias.offset,
-                   off_state_in=st.offset, off_state_out=new_state.offset, off_cu=cu_d.offset,
-                   off_rows=rows_d.offset)
+    # States over one binding run in windows of sequences (rows n0 .. n1 - 1 of state and new_state);
+    # a state pool (rows) is bound whole.
+    fit = n if rows is not None else max(1, binding_limit() // max(1, hv * vd * kd * 4))
+    for n0 in range(0, n, fit):
+        n1 = min(n, n0 + fit)
+        whole = rows is not None
+        st_w, new_w = (x if whole else windowed(x[n0:n1]) for x in (st, new_state))
+        if st_w is None or new_w is None:
+            raise FuelVKMemoryError(f"{op}: one sequence's state ({hv * vd * kd * 4} bytes) is larger than one "
+                                    f"binding (maxStorageBufferRange = {binding_limit()} bytes)")
+        longest = int(np.max(np.diff(cu[n0:n1 + 1])))
+        step = per or max(longest, 1)
+        # (a zero-token q binds a one-element stub: new_like keeps at least one element)
+        for t0 in range(0, max(longest, 1), step):
+            src = 2 if t0 else (1 if state is not None else 0)
+            ctx.launch(var, ctx.groups((n1 - n0) * hv * -(-vd // RECURRENT_WG)), out=out, q=q, k=k, v=v, a=a,
+                       b=b, a_log=A_log, dt_bias=dt_bias, state_in=st_w, state_out=new_w, cu=cu_d, rows=rows_d,
+                       K=kd, n_seq=n1 - n0, hq=hq, hk=hk, hv=hv, dv=vd, t0=t0, t1=t0 + step, src=src,
+                       rows_in=int(rows is not None), rows_out=int(rows is not None and update_state),
+                       scale=float(scale), off_out=out.offset, off_q=q.offset, off_k=k.offset, off_v=v.offset,
+                       off_a=a.offset, off_b=b.offset, off_a_log=A_log.offset, off_dt_bias=dt_bias.offset,
+                       off_state_in=st_w.offset, off_state_out=new_w.offset, off_cu=cu_d.offset + n0,
+                       off_rows=rows_d.offset + n0)
     return out, (new_state if update_state else None)
 
 
