@@ -11,7 +11,8 @@ functional: they return the new state and leave the given one as it was.
 Integer index inputs (state slots, cu_seqlens) are read on the host: they are checked (a slot past
 the cache, a sequence running backwards are typed errors, never a read out of bounds) and fix the
 launches.  Long token windows (gdn prefill) are split into launches within Device.loop_budget, the
-state carried between them in the output state.
+state carried between them in the output state; states over one binding (maxStorageBufferRange) run
+in windows of slots (mamba) or sequences (gdn; a gdn state pool is bound whole).
 """
 import math
 
