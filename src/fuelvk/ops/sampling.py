@@ -26,6 +26,7 @@ from ..array import Array, asarray
 from ..errors import DTypeError, ShapeError
 from . import elementwise as ew
 from ._core import device_args
+from .movement import concatenate
 from .reduction import argmax, cumsum, max as row_max, sum as row_sum
 
 __all__ = ["top_k_sampling_from_probs", "top_p_sampling_from_probs", "top_k_top_p_sampling_from_probs"]
@@ -70,16 +71,24 @@ def _bits_of(x):
     return np.asarray(x, np.float32).view(np.int32).astype(np.int64)
 
 
-def _sums(x, t, h0, weights=None):
-    """Per row of x [B, V]: the count of x >= t (h0 = 1) or x > t (h0 = 0), t a [B, 1] column; with
-    weights also the weighted sum; read back to the host as float64 [B] (one wait)."""
-    h = ew.heaviside(ew.subtract(x, t), h0)
-    parts = [row_sum(h, axis=-1, keepdims=True)]
-    if weights is not None:
-        parts.append(row_sum(ew.multiply(h, weights), axis=-1, keepdims=True))
-    from .movement import concatenate
-    got = (concatenate(parts, axis=1) if len(parts) > 1 else parts[0]).numpy().astype(np.float64)
-    return [got[:, i] for i in range(got.shape[1])]
+def _above(x, bits, mass=False, fused=True):
+    """Per row of x [B, V]: the count of x > t (with mass: and their sum), t the float32 of bits [B],
+    read back as float64 [B] (one wait).  fused: the indicator is ceil(x - t) and the mass
+    sum(relu(x - t)) + t * count, one pass each: exact where x - t lies in (-1, 1], i.e. for rows of
+    x in [0, 1] and 0 <= t < 1 (the callers check it); else heaviside chains (three passes)."""
+    t = _float_of(np.maximum(bits, 0))
+    tc = _col(t)
+    if fused:
+        parts = [ew.fused("sampling", x, tc, "subtract", post="ceil")]
+        parts += [ew.fused("sampling", x, tc, "subtract", post="relu")] if mass else []
+    else:
+        h = ew.heaviside(ew.subtract(x, tc), 0.0)
+        parts = [h] + ([ew.multiply(h, x)] if mass else [])
+    sums = [row_sum(q, axis=-1, keepdims=True) for q in parts]
+    got = (concatenate(sums, axis=1) if mass else sums[0]).numpy().astype(np.float64)
+    if not mass:
+        return got[:, 0]
+    return got[:, 0], got[:, 1] + (t.astype(np.float64) * got[:, 0] if fused else 0.0)
 
 
 def _cut(x, t, take):
@@ -101,13 +110,15 @@ def _top_k_cut(p, k, rows):
     take = np.full(b, v, np.int64)
     if not rows.any():
         return t, take
+    mx = row_max(p, axis=-1).numpy()
     lo = np.zeros(b, np.int64)                                  # invariant: count(x >= lo) >= k ...
-    hi = _bits_of(row_max(p, axis=-1).numpy()) + 1              # ... and count(x >= hi) < k
+    hi = _bits_of(mx) + 1                                       # ... and count(x >= hi) < k
     c_lo, c_hi = np.full(b, float(v)), np.zeros(b)
+    fused = bool(np.all(mx[rows] < 1))                          # probes t <= max < 1 (_above)
     live = rows.copy()
     while live.any():
-        mid = (lo + hi) // 2
-        (c,) = _sums(p, _col(_float_of(mid)), 1.0)
+        mid = (lo + hi) // 2                                    # > lo >= 0
+        c = _above(p, mid - 1, fused=fused)                     # x >= mid: x > the float below it
         up = live & (c >= k)
         lo, c_lo = np.where(up, mid, lo), np.where(up, c, c_lo)
         hi, c_hi = np.where(live & ~up, mid, hi), np.where(live & ~up, c, c_hi)
@@ -126,14 +137,16 @@ def _top_p_cut(r, top_p, rows):
     take = np.full(b, v, np.int64)
     if not rows.any():
         return t, take
-    c0, m0 = _sums(r, _col(np.zeros(b)), 0.0, r)
+    mx = row_max(r, axis=-1).numpy()
+    fused = bool(np.all(mx[rows] <= 1))                         # probes 0 <= t < max <= 1 (_above)
+    c0, m0 = _above(r, np.zeros(b, np.int64), True, fused)
     lo = np.full(b, -1, np.int64)                               # invariant: mass(x > lo) > p (lo = -1: all)
-    hi = _bits_of(row_max(r, axis=-1).numpy())                  # mass(x > hi) = 0 <= p
+    hi = _bits_of(mx)                                           # mass(x > hi) = 0 <= p
     c_lo, c_hi, m_hi = c0, np.zeros(b), np.zeros(b)
     live = rows & (m0 > top_p)                                  # rows whose positive mass is <= p keep all
     while live.any():
         mid = (lo + hi) // 2
-        c, m = _sums(r, _col(_float_of(np.maximum(mid, 0))), 0.0, r)
+        c, m = _above(r, mid, True, fused)
         down = live & (m <= top_p)
         hi, c_hi, m_hi = np.where(down, mid, hi), np.where(down, c, c_hi), np.where(down, m, m_hi)
         lo, c_lo = np.where(live & ~down, mid, lo), np.where(live & ~down, c, c_lo)
