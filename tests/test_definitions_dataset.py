@@ -42,6 +42,7 @@ def test_every_dataset_definition_is_matched_to_its_signature():
 
 
 def _run_row(defn, tmp_path, wrong):
+    """The workload builder's row for defn: PASSED, and `wrong` (a change of the outputs) INCORRECT_*."""
     row = row_for(defn, tmp_path)
     ev = _passes_and_a_wrong_one_fails(defn, row, tmp_path, wrong)
     print(defn["name"], "fuelvk", ev["performance"]["latency_ms"], "ms, reference",
@@ -76,7 +77,12 @@ def test_gqa_paged_prefill_last_page_indptr(tmp_path):
 
 def test_gqa_paged_prefill_full_pages(tmp_path):
     """No kv_last_page_len (page size 1: a page is a token), fewer queries than keys, an empty request."""
-    _run_row(DATASET["gqa_paged_prefill_causal_h5_kv1_d128_ps1"], tmp_path, lambda o: (o[0], o[1] * 1.05))
+    d = DATASET["gqa_paged_prefill_causal_h5_kv1_d128_ps1"]
+    row = _run_row(d, tmp_path, lambda o: (o[0], o[1] * 1.05))
+    # the page order is the token order: the same pages reversed are another sequence
+    wrong = evaluate(d, row, root=tmp_path, repeats=1, solution=lambda defn, inp: fuelvk_solution(
+        defn, {**inp, "kv_indices": inp["kv_indices"].flip(0)}))["evaluation"]
+    assert wrong["status"] == "INCORRECT_NUMERICAL"
 
 
 def test_mla_paged_decode_last_page(tmp_path):
