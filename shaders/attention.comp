@@ -1,10 +1,14 @@
 #version 450
-// Scaled-dot-product attention, forward and backward: five kernels from one source, chosen by KIND.
+// Scaled-dot-product attention, forward and backward: seven kernels from one source, chosen by KIND.
 //   KIND_SINGLE      flash_attn_{f32,bf16,f16}   single pass: one workgroup per (b, hq, query row); the
 //           visible score row (<= SKMAX keys) lives in shared memory.
 //   KIND_TILED       flash_attention[_f16,_bf16] FlashAttention-2: one workgroup per (b, hkv, BR rows of
 //           (query, GQA head) pairs), key/value tiles of BC keys streamed with an online softmax;
 //           no score matrix beyond one BR x BC tile (in shared memory) exists anywhere.
+//   KIND_DECODE      flash_decode_{f32,f16,bf16}   flash-decoding: the tiled kernel's online softmax
+//           for few rows per kv head (decode), the keys split over nsplit workgroups per row block;
+//           K and V read in 16-byte chunks (texel views where the device reads them faster).
+//   KIND_COMBINE     flash_decode_combine_{f32,f16,bf16}: the exact log-sum-exp merge of the splits.
 //   KIND_BACKWARD_Q/K/V  flash_attn_backward_{q,k,v}_f32: dQ per query row (also writes delta = rowsum(dO*O)),
 //           dK / dV per key row, recomputing P from the forward's log-sum-exp.
 // Semantics shared by all kinds (ops/attention.py documents them for users):
@@ -50,21 +54,36 @@ float bcast8(float x, uint src) {
     for (; d_ < D; ++d_) acc += SH[d_] * LOAD(BUF[(base) + d_]);                           \
 }
 
-#if KIND == KIND_SINGLE || KIND == KIND_TILED
+#if KIND == KIND_SINGLE || KIND == KIND_TILED || KIND == KIND_DECODE || KIND == KIND_COMBINE
+// nsplit, split_keys: KIND_DECODE's key splits (split s covers keys [jb + s * split_keys, ...)) and
+// the partial states KIND_COMBINE merges; the other kinds take nsplit = 1.
 layout(push_constant) uniform Params {
     uint B; uint Hq; uint Hkv; uint Sq; uint Sk; uint flags; int wl; int wr; float scale; float cap;
     uint off_q; uint off_k; uint off_v; uint off_o; uint off_a; uint sa_b;
     uint q_b; uint q_h; uint q_s; uint k_b; uint k_h; uint k_s; uint v_b; uint v_h; uint v_s;
-    uint jb; uint je;
+    uint jb; uint je; uint nsplit; uint split_keys;
 } p;
 layout(set = 0, binding = 0) writeonly buffer OutO { T o[]; };
 layout(set = 0, binding = 1) writeonly buffer OutLse { float lse[]; };
+#if KIND == KIND_COMBINE
+layout(set = 0, binding = 2) readonly buffer State { float st[]; };
+#else
 layout(set = 0, binding = 2) readonly buffer InQ { T q[]; };
 layout(set = 0, binding = 3) readonly buffer InK { T k[]; };
 layout(set = 0, binding = 4) readonly buffer InV { T v[]; };
 layout(set = 0, binding = 5) readonly buffer InAlibi { float alibi[]; };
+#endif
 #if KIND == KIND_TILED
 layout(set = 0, binding = 6) buffer State { float st[]; };
+#elif KIND == KIND_DECODE
+layout(set = 0, binding = 6) writeonly buffer State { float st[]; };
+// K and V as 16-byte words (whole aligned chunks on the storage-buffer path) and as rgba32ui views.
+layout(set = 0, binding = 3) readonly buffer InK4 { uvec4 k4[]; };
+layout(set = 0, binding = 4) readonly buffer InV4 { uvec4 v4[]; };
+layout(set = 0, binding = 7, rgba32ui) uniform readonly uimageBuffer k_t;
+layout(set = 0, binding = 8, rgba32ui) uniform readonly uimageBuffer v_t;
+#define TEXEL16_NO_X
+#include "common/texel16.glsl"
 #endif
 #else
 // Backward tensors are contiguous [B, H, S, D] (offsets allowed). Each launch covers a range of
@@ -116,9 +135,11 @@ float tanh_stable(float x) {
     return x < 0.0 ? -t : t;
 }
 
+#if KIND != KIND_COMBINE
 float slope_of(uint b, uint h) {
     return (p.flags & FLAG_ALIBI) != 0u ? alibi[p.off_a + b * p.sa_b + h] : 0.0;
 }
+#endif
 
 // The logit of (i, j) from the raw dot product; th receives tanh(.) for the softcap gradient.
 float logit(float dot_qk, uint i, uint j, float slope, out float th) {
@@ -131,7 +152,7 @@ float logit(float dot_qk, uint i, uint j, float slope, out float th) {
     return s - slope * abs(float(int(j) - int(i) - diag()));
 }
 
-#if KIND != KIND_TILED
+#if KIND != KIND_TILED && KIND != KIND_DECODE
 #define WG 128u
 layout(local_size_x = 128) in;
 shared float s_red[WG];
@@ -420,6 +441,248 @@ void main() {
             if (r < nr && d < D) o[p.off_o + orow[r] * D + d] = STORE(acc[r * DPT + x] * inv);
         }
     }
+}
+
+#elif KIND == KIND_DECODE
+// ---------------------------------------------------------------- flash-decoding (split keys)
+// The tiled kernel's online softmax for few rows per kv head (decode: G * Sq <= BR), with the keys
+// of each row block split over nsplit workgroups (flash-decoding, as ggml's split_k): split s covers
+// keys [jb + s * split_keys, jb + (s + 1) * split_keys) of [jb, je). With nsplit = 1 the workgroup
+// writes o and lse itself; else each writes its rows' (m, l, unnormalized acc) to
+// st[(s * rows + row) * (D + 2)] and KIND_COMBINE merges them.
+// K and V rows whose start and stride are whole 16-byte texels are read a chunk at a time: through
+// their rgba32ui views when TEX has their bit (devices where texel reads are faster, the host's
+// probe), else as uvec4 words of the storage buffer; other layouts and the dims past the last whole
+// chunk element by element. Both paths see the same values, so they give the same bits.
+// q.k: invocation t owns key j0 + t of each BC-key tile (8 dims per step; the query values reach
+// the lanes through bcast8). P.V: invocation t owns texel column t % DL (PER dims) of key group
+// t / DL; the NG groups' sums meet in shared memory at the end.
+layout(local_size_x_id = 3) in;
+layout(constant_id = 2) const uint BR = 4;           // rows per workgroup
+layout(constant_id = 3) const uint BC = 64;          // keys per tile = invocations (a multiple of 8)
+layout(constant_id = 5) const uint TEX = 0;          // TEX_K | TEX_V: views bound
+const uint DT = (D + PER - 1u) / PER;                // texel columns of a row
+const uint NG = DT >= BC ? 1u : BC / DT;             // key groups in P.V
+const uint DL = DT >= BC ? BC : DT;                  // texel columns per key group
+const uint DX = (DT + DL - 1u) / DL;                 // texel columns per invocation
+shared float sQ[BR * D];                             // query tile (pre-scaled unless softcap); then the groups' sums
+shared float sS[BR * BC];
+shared float sM[BR];
+shared float sA[BR];
+
+// x = 8 consecutive K values from element e (e % 8 == 0 within the row; al: the row is texel aligned).
+void load8_k(uint e, bool al, out float x[8]) {
+    if (al) {
+        [[unroll]] for (uint h = 0u; h < 8u / PER; ++h) {
+            V c[PER];
+            unpack16((TEX & TEX_K) != 0u ? imageLoad(k_t, int(e / PER + h)) : k4[e / PER + h], c);
+            [[unroll]] for (uint j = 0u; j < PER; ++j) x[h * PER + j] = c[j];
+        }
+    } else {
+        [[unroll]] for (uint j = 0u; j < 8u; ++j) x[j] = LOAD(k[e + j]);
+    }
+}
+
+// x = V row vr's texel column c (dims c * PER ..), zeros past D.
+void load_v(uint vr, uint c, bool al, out float x[PER]) {
+    uint d0 = c * PER;
+    if (al && d0 + PER <= D) {
+        V u[PER];
+        unpack16((TEX & TEX_V) != 0u ? imageLoad(v_t, int((vr + d0) / PER)) : v4[(vr + d0) / PER], u);
+        [[unroll]] for (uint j = 0u; j < PER; ++j) x[j] = u[j];
+    } else {
+        [[unroll]] for (uint j = 0u; j < PER; ++j) x[j] = d0 + j < D ? LOAD(v[vr + min(d0 + j, D - 1u)]) : 0.0;
+    }
+}
+
+void main() {
+    uint G = p.Hq / p.Hkv, nrow = G * p.Sq, nblk = (nrow + BR - 1u) / BR, rows = p.B * p.Hq * p.Sq;
+    uint wgid = linear_group();
+    if (wgid >= p.B * p.Hkv * nblk * p.nsplit) return;   // whole workgroup: uniform
+    uint t = gl_LocalInvocationID.x;
+    uint sp = wgid % p.nsplit, bl = wgid / p.nsplit;
+    uint blk = bl % nblk, bk = bl / nblk, hk = bk % p.Hkv, b = bk / p.Hkv;
+    uint r0 = blk * BR, nr = min(BR, nrow - r0);
+    uint kb = p.off_k + b * p.k_b + hk * p.k_h;
+    uint vb = p.off_v + b * p.v_b + hk * p.v_h;
+    bool kal = (kb % PER) == 0u && (p.k_s % PER) == 0u, val = (vb % PER) == 0u && (p.v_s % PER) == 0u;
+    int sjb = int(p.jb + sp * p.split_keys), sje = int(min(p.je, p.jb + (sp + 1u) * p.split_keys));
+    float qs = p.cap > 0.0 ? 1.0 : p.scale;
+    for (uint e = t; e < BR * D; e += BC) {
+        uint r = e / D, d = e % D, R = r0 + r;
+        sQ[e] = r < nr ? LOAD(q[p.off_q + b * p.q_b + (hk * G + R % G) * p.q_h + (R / G) * p.q_s + d]) * qs : 0.0;
+    }
+    int lo[BR], hi[BR];
+    float slope[BR], acc[BR * DX * PER];
+    uint qi[BR], orow[BR];
+    int wlo = int(p.Sk), whi = -1;
+    [[unroll]] for (uint r = 0u; r < BR; ++r) {
+        uint R = min(r0 + r, nrow - 1u);
+        qi[r] = R / G;
+        orow[r] = (b * p.Hq + hk * G + R % G) * p.Sq + R / G;
+        key_band(qi[r], lo[r], hi[r]);
+        lo[r] = max(lo[r], sjb);
+        hi[r] = min(hi[r], sje - 1);
+        if (r >= nr) hi[r] = -1;                     // padding rows see nothing
+        if (hi[r] >= lo[r]) { wlo = min(wlo, lo[r]); whi = max(whi, hi[r]); }
+        slope[r] = slope_of(b, hk * G + R % G);
+    }
+    [[unroll]] for (uint x = 0u; x < BR * DX * PER; ++x) acc[x] = 0.0;
+    uint Rt = min(r0 + t, nrow - 1u), ro = (b * p.Hq + hk * G + Rt % G) * p.Sq + Rt / G;
+    float m = NEG_INF, l = 0.0;                      // row t's running max and sum (t < BR)
+    uint g = t / DL, dl = t % DL;
+    barrier();
+    for (int j0 = wlo; j0 <= whi; j0 += int(BC)) {
+        int j = j0 + int(t);
+        float s[BR];
+        [[unroll]] for (uint r = 0u; r < BR; ++r) s[r] = 0.0;
+        uint kr = kb + uint(min(j, whi)) * p.k_s;    // past the band: a valid row, masked below
+        uint ln = gl_SubgroupInvocationID & 7u;
+        uint d = 0u;
+        [[dont_unroll]] for (; d < D8; d += 8u) {
+            float qv[BR], kv[8];
+            [[unroll]] for (uint r = 0u; r < BR; ++r) qv[r] = SG8 != 0u ? sQ[r * D + d + ln] : 0.0;
+            load8_k(kr + d, kal, kv);
+            [[unroll]] for (uint x = 0u; x < 8u; ++x)
+                [[unroll]] for (uint r = 0u; r < BR; ++r)
+                    s[r] += (SG8 != 0u ? bcast8(qv[r], x) : sQ[r * D + d + x]) * kv[x];
+        }
+        [[dont_unroll]] for (; d < D; ++d) {
+            float kv = LOAD(k[kr + d]);
+            [[unroll]] for (uint r = 0u; r < BR; ++r) s[r] += sQ[r * D + d] * kv;
+        }
+        float th;
+        [[unroll]] for (uint r = 0u; r < BR; ++r) {
+            bool vis = j >= lo[r] && j <= hi[r];
+            float x = p.cap > 0.0 ? logit(s[r], qi[r], uint(j), slope[r], th)
+                                  : s[r] - slope[r] * abs(float(j - int(qi[r]) - diag()));
+            s[r] = vis ? x : NEG_INF;
+            sS[r * BC + t] = s[r];
+        }
+        barrier();                                   // logits published
+        if (t < BR) {
+            float mn = m;
+            for (uint c = 0u; c < BC; ++c) mn = max(mn, sS[t * BC + c]);
+            sM[t] = mn;
+            sA[t] = m == NEG_INF ? 0.0 : exp(m - mn);
+            m = mn;
+        }
+        barrier();                                   // new max and rescale published
+        [[unroll]] for (uint r = 0u; r < BR; ++r) {
+            sS[r * BC + t] = s[r] == NEG_INF ? 0.0 : exp(s[r] - sM[r]);
+            float a = sA[r];
+            [[unroll]] for (uint x = 0u; x < DX * PER; ++x) acc[r * DX * PER + x] *= a;
+        }
+        barrier();                                   // probabilities published
+        if (t < BR) {
+            float lt = 0.0;
+            for (uint c = 0u; c < BC; ++c) lt += sS[t * BC + c];
+            l = l * sA[t] + lt;
+        }
+        uint nc = uint(min(int(BC), whi - j0 + 1));
+        if (SG8 != 0u && DL % 8u == 0u) {            // uniform loop; idle lanes (g >= NG) add zeros
+            [[dont_unroll]] for (uint c0 = 0u; c0 < nc; c0 += 8u * NG) {
+                uint cl = c0 + g * 8u + ln;
+                float pv[BR];
+                [[unroll]] for (uint r = 0u; r < BR; ++r) pv[r] = cl < nc && g < NG ? sS[r * BC + cl] : 0.0;
+                [[unroll]] for (uint y = 0u; y < 8u; ++y) {
+                    uint vr = vb + (uint(j0) + min(c0 + g * 8u + y, nc - 1u)) * p.v_s;
+                    [[unroll]] for (uint x = 0u; x < DX; ++x) {
+                        float vv[PER];
+                        load_v(vr, dl + x * DL, val, vv);
+                        [[unroll]] for (uint r = 0u; r < BR; ++r) {
+                            float pr = bcast8(pv[r], y);
+                            [[unroll]] for (uint e = 0u; e < PER; ++e) acc[(r * DX + x) * PER + e] += pr * vv[e];
+                        }
+                    }
+                }
+            }
+        } else if (g < NG) {
+            [[dont_unroll]] for (uint c = g; c < nc; c += NG) {
+                uint vr = vb + (uint(j0) + c) * p.v_s;
+                [[unroll]] for (uint x = 0u; x < DX; ++x) {
+                    float vv[PER];
+                    load_v(vr, dl + x * DL, val, vv);
+                    [[unroll]] for (uint r = 0u; r < BR; ++r) {
+                        float pr = sS[r * BC + c];
+                        [[unroll]] for (uint e = 0u; e < PER; ++e) acc[(r * DX + x) * PER + e] += pr * vv[e];
+                    }
+                }
+            }
+        }
+        barrier();                                   // sS consumed before the next tile
+    }
+    // The key groups' sums meet in group 0 (sQ is free now: the loop ended on a barrier).
+    for (uint gg = 1u; gg < NG; ++gg) {
+        if (g == gg)
+            [[unroll]] for (uint r = 0u; r < BR; ++r)
+                [[unroll]] for (uint x = 0u; x < DX; ++x)
+                    [[unroll]] for (uint e = 0u; e < PER; ++e) {
+                        uint d = (dl + x * DL) * PER + e;
+                        if (d < D) sQ[r * D + d] = acc[(r * DX + x) * PER + e];
+                    }
+        barrier();
+        if (g == 0u)
+            [[unroll]] for (uint r = 0u; r < BR; ++r)
+                [[unroll]] for (uint x = 0u; x < DX; ++x)
+                    [[unroll]] for (uint e = 0u; e < PER; ++e) {
+                        uint d = (dl + x * DL) * PER + e;
+                        if (d < D) acc[(r * DX + x) * PER + e] += sQ[r * D + d];
+                    }
+        barrier();
+    }
+    bool mine = g == 0u;
+    if (p.nsplit > 1u) {                             // a partial state for KIND_COMBINE
+        if (t < nr) {
+            st[(sp * rows + ro) * (D + 2u)] = m;
+            st[(sp * rows + ro) * (D + 2u) + 1u] = l;
+        }
+        [[unroll]] for (uint r = 0u; r < BR; ++r)
+            [[unroll]] for (uint x = 0u; x < DX; ++x)
+                [[unroll]] for (uint e = 0u; e < PER; ++e) {
+                    uint d = (dl + x * DL) * PER + e;
+                    if (mine && r < nr && d < D) st[(sp * rows + orow[r]) * (D + 2u) + 2u + d] = acc[(r * DX + x) * PER + e];
+                }
+        return;
+    }
+    if (t < BR) sM[t] = l;
+    if (t < nr) lse[ro] = l > 0.0 ? m + log(l) : NEG_INF;
+    barrier();
+    [[unroll]] for (uint r = 0u; r < BR; ++r) {
+        float inv = sM[r] > 0.0 ? 1.0 / sM[r] : 0.0;
+        [[unroll]] for (uint x = 0u; x < DX; ++x)
+            [[unroll]] for (uint e = 0u; e < PER; ++e) {
+                uint d = (dl + x * DL) * PER + e;
+                if (mine && r < nr && d < D) o[p.off_o + orow[r] * D + d] = STORE(acc[(r * DX + x) * PER + e] * inv);
+            }
+    }
+}
+
+#elif KIND == KIND_COMBINE
+// ---------------------------------------------------------------- merge of KIND_DECODE's splits
+// One workgroup per output row: M = max m_s, L = sum l_s exp(m_s - M), o = sum acc_s exp(m_s - M) / L,
+// lse = M + log L (the exact log-sum-exp merge); splits that saw no key (m_s = -inf) add nothing, a
+// row no split saw gives zeros and lse = -inf.
+void main() {
+    uint row = linear_group(), rows = p.B * p.Hq * p.Sq;
+    if (row >= rows) return;
+    uint t = gl_LocalInvocationID.x;
+    float M = NEG_INF, L = 0.0;
+    for (uint s = 0u; s < p.nsplit; ++s) M = max(M, st[(s * rows + row) * (D + 2u)]);
+    for (uint s = 0u; s < p.nsplit; ++s) {
+        float ms = st[(s * rows + row) * (D + 2u)];
+        L += ms == NEG_INF ? 0.0 : st[(s * rows + row) * (D + 2u) + 1u] * exp(ms - M);
+    }
+    float inv = L > 0.0 ? 1.0 / L : 0.0;
+    for (uint d = t; d < D; d += WG) {
+        float a = 0.0;
+        for (uint s = 0u; s < p.nsplit; ++s) {
+            float ms = st[(s * rows + row) * (D + 2u)];
+            a += ms == NEG_INF ? 0.0 : st[(s * rows + row) * (D + 2u) + 2u + d] * exp(ms - M);
+        }
+        o[p.off_o + row * D + d] = STORE(a * inv);
+    }
+    if (t == 0u) lse[row] = L > 0.0 ? M + log(L) : NEG_INF;
 }
 
 #elif KIND == KIND_BACKWARD_Q

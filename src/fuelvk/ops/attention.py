@@ -36,20 +36,22 @@ from .. import dtypes as _dt
 from .. import runtime
 from ..array import Array, asarray, zeros
 from ..errors import DTypeError, ShapeError, UnsupportedError
-from ..kernels.attention import (D_MAX, FLAGS, SINGLE_SK_MAX, SKMAX_BUCKETS, bwd_span_per_launch,
-                                 single_shared_bytes, tiled_config, tiled_keys_per_launch, tiled_shared_bytes)
+from ..kernels.attention import (D_MAX, DECODE_TEXELS, FLAGS, SINGLE_SK_MAX, SKMAX_BUCKETS, TILED_BR_MAX,
+                                 bwd_span_per_launch, decode_splits, single_shared_bytes, tiled_config,
+                                 tiled_keys_per_launch, tiled_shared_bytes)
 from ..kernels import kernel
 from ._core import contiguous, device_args, fits, new_like, result, spans, windowed
 from .movement import launch_write
 from ._routes import forced_route
+from .reduction import texel_views
 
 __all__ = ["attention_route", "scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
 
-ROUTES = ("single", "tiled")
+ROUTES = ("single", "tiled", "decode")
 ALIGNMENTS = ("top_left", "bottom_right")
 ENV = "FUELVK_ATTENTION_ROUTE"
 FWD_DTYPES = (_dt.float32, _dt.float16, _dt.bfloat16)
-FAMILY = {"single": "flash_attn", "tiled": "flash_attention"}
+FAMILY = {"single": "flash_attn", "tiled": "flash_attention", "decode": "flash_decode"}
 # The single pass is only competitive while each kv head has one query row (G * Sq = 1: decode
 # without GQA), where the tiled kernel's rows cannot share a K/V read; from two rows on the tiled
 # kernel wins (docs/MEASUREMENTS.md).
@@ -197,6 +199,7 @@ def _pick(op, Sq, Sk, D, G, route):
     shared = ctx.device.limits.maxComputeSharedMemorySize
     tiled_ok = tiled_config(D, G * Sq, shared) is not None
     single_ok = Sk <= SINGLE_SK_MAX and single_shared_bytes(D, _skmax(Sk)) <= shared
+    decode_ok = tiled_ok and G * Sq <= TILED_BR_MAX
     if want == "single" and Sk > SINGLE_SK_MAX:
         raise ShapeError(f"{op}: route 'single' (flash_attn_*) takes Sk <= {SINGLE_SK_MAX} keys; got Sk={Sk}, "
                          f"D={D}; use route='tiled'")
@@ -207,8 +210,14 @@ def _pick(op, Sq, Sk, D, G, route):
     if want == "tiled" and not tiled_ok:
         raise UnsupportedError(f"{op}: route 'tiled' needs {tiled_shared_bytes(D, 1, 64)} B of shared memory for "
                                f"D={D}, more than maxComputeSharedMemorySize = {shared} on {ctx.device.name}")
+    if want == "decode" and not decode_ok:
+        raise UnsupportedError(f"{op}: route 'decode' takes at most {TILED_BR_MAX} query rows per kv head "
+                               f"(G * Sq, G = Hq / Hkv) in {shared} B of shared memory; got G * Sq = {G * Sq}, "
+                               f"D={D}; use route='tiled'")
     if want != "auto":
         return want
+    if decode_ok:
+        return "decode"
     if single_ok and (G * Sq <= SINGLE_MAX_ROWS or not tiled_ok):
         return "single"
     if tiled_ok:
@@ -392,6 +401,9 @@ def _fused(op, q, k, v, is_causal, scale, window, alibi_slopes, softcap, route, 
         ctx = runtime.get()
         var = kernel(FAMILY[rt], _dt.FLOAT_TAGS[dt])
         sg8 = _sg8(ctx)
+        if rt == "decode":
+            _decode(ctx, dt, q, qs, k, ks, v, vs, o, lse, slopes, sa_b, B, Hq, Hkv, Sq, Sk, D, wl, wr, scale, cap)
+            return o, lse
         if rt == "single":
             spec = {"D": D, "SKMAX": _skmax(Sk), "SG8": sg8}
             groups = rows
@@ -405,7 +417,7 @@ def _fused(op, q, k, v, is_causal, scale, window, alibi_slopes, softcap, route, 
                     B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Sk=Sk, wl=wl, wr=wr, scale=scale, cap=cap, off_q=q.offset,
                     off_k=k.offset, off_v=v.offset, off_o=o.offset,
                     off_a=slopes.offset if slopes is not None else 0, sa_b=sa_b, **_strides("q", qs),
-                    **_strides("k", ks), **_strides("v", vs), **spec)
+                    **_strides("k", ks), **_strides("v", vs), nsplit=1, split_keys=Sk, **spec)
         if rt == "single":
             ctx.launch(var, ctx.groups(groups), flags=flags, jb=0, je=Sk, **args)
         else:
@@ -415,6 +427,28 @@ def _fused(op, q, k, v, is_causal, scale, window, alibi_slopes, softcap, route, 
                 f = flags | (FLAGS["resume"] if n else 0) | (FLAGS["partial"] if n < len(spans) - 1 else 0)
                 ctx.launch(var, ctx.groups(groups), state=state, flags=f, jb=jb, je=je, **args)
     return o, lse
+
+
+def _decode(ctx, dt, q, qs, k, ks, v, vs, o, lse, slopes, sa_b, B, Hq, Hkv, Sq, Sk, D, wl, wr, scale, cap):
+    """o, lse by flash_decode: each row block's keys split over nsplit workgroups (decode_splits), K and V
+    read through their texel views where the device's load path takes them; with nsplit > 1 the
+    splits' (m, l, acc) go to a state buffer that flash_decode_combine merges into o and lse."""
+    rows, G = B * Hq * Sq, Hq // Hkv
+    br, bc = tiled_config(D, G * Sq, ctx.device.limits.maxComputeSharedMemorySize)
+    blocks = B * Hkv * -(-G * Sq // br)
+    nsplit, per = decode_splits(Sk, blocks, bc, tiled_keys_per_launch(D, br, bc, ctx.device.loop_budget))
+    views, tex = texel_views(DECODE_TEXELS, {"k": k, "v": v})
+    state = new_like((nsplit * rows, D + 2), _dt.float32) if nsplit > 1 else lse   # bound, unused at 1
+    common = dict(B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Sk=Sk, wl=wl, wr=wr, scale=scale, cap=cap, off_q=q.offset,
+                  off_k=k.offset, off_v=v.offset, off_o=o.offset, off_a=slopes.offset if slopes is not None else 0,
+                  sa_b=sa_b, **_strides("q", qs), **_strides("k", ks), **_strides("v", vs), jb=0, je=Sk,
+                  nsplit=nsplit, split_keys=per, flags=FLAGS["alibi"] if slopes is not None else 0, D=D)
+    tag = _dt.FLOAT_TAGS[dt]
+    ctx.launch(kernel("flash_decode", tag), ctx.groups(blocks * nsplit), out_o=o, out_lse=lse, in_q=q, in_k=k,
+               in_v=v, in_alibi=slopes if slopes is not None else lse, state=state, **views, TEX=tex, BR=br, BC=bc,
+               SG8=_sg8(ctx), **common)
+    if nsplit > 1:
+        ctx.launch(kernel("flash_decode_combine", tag), ctx.groups(rows), out_o=o, out_lse=lse, state=state, **common)
 
 
 def _head_blocks(op, q_in, kv_in, q_out, kv_out, slopes, run):
