@@ -457,6 +457,9 @@ void main() {
 // q.k: invocation t owns key j0 + t of each BC-key tile (8 dims per step; the query values reach
 // the lanes through bcast8). P.V: invocation t owns texel column t % DL (PER dims) of key group
 // t / DL; the NG groups' sums meet in shared memory at the end.
+// Shared memory holds the query tile and the score tile as vec4s over 4 rows (row group gi = rows
+// 4 gi .. 4 gi + 3): a CPU driver's shared loads go lane by lane (lavapipe: a loop over the 8 lanes
+// per load instruction), so one vec4 load serves 4 rows.
 layout(local_size_x_id = 3) in;
 layout(constant_id = 2) const uint BR = 4;           // rows per workgroup
 layout(constant_id = 3) const uint BC = 64;          // keys per tile = invocations (a multiple of 8)
@@ -465,10 +468,19 @@ const uint DT = (D + PER - 1u) / PER;                // texel columns of a row
 const uint NG = DT >= BC ? 1u : BC / DT;             // key groups in P.V
 const uint DL = DT >= BC ? BC : DT;                  // texel columns per key group
 const uint DX = (DT + DL - 1u) / DL;                 // texel columns per invocation
-shared float sQ[BR * D];                             // query tile (pre-scaled unless softcap); then the groups' sums
-shared float sS[BR * BC];
+const uint RG = (BR + 3u) / 4u;                      // row groups of 4
+shared vec4 sQ4[RG * D];                             // query tile (pre-scaled unless softcap); then the groups' sums
+shared vec4 sS4[RG * BC];                            // logits, then probabilities, of the tile
 shared float sM[BR];
 shared float sA[BR];
+
+vec4 bcast8v(vec4 x, uint src) {
+    return SG8 == 1u ? subgroupBroadcast(x, src) : subgroupShuffle(x, (gl_SubgroupInvocationID & ~7u) | src);
+}
+
+// Rows 4 gi .. 4 gi + 3 of x[BR] as a vec4 (rows past BR: 0).
+#define ROW4(x, r) ((r) < BR ? x[min((r), BR - 1u)] : 0.0)
+#define rows4(x, gi) vec4(ROW4(x, (gi) * 4u), ROW4(x, (gi) * 4u + 1u), ROW4(x, (gi) * 4u + 2u), ROW4(x, (gi) * 4u + 3u))
 
 // x = 8 consecutive K values from element e (e % 8 == 0 within the row; al: the row is texel aligned).
 void load8_k(uint e, bool al, out float x[8]) {
@@ -508,9 +520,15 @@ void main() {
     bool kal = (kb % PER) == 0u && (p.k_s % PER) == 0u, val = (vb % PER) == 0u && (p.v_s % PER) == 0u;
     int sjb = int(p.jb + sp * p.split_keys), sje = int(min(p.je, p.jb + (sp + 1u) * p.split_keys));
     float qs = p.cap > 0.0 ? 1.0 : p.scale;
-    for (uint e = t; e < BR * D; e += BC) {
-        uint r = e / D, d = e % D, R = r0 + r;
-        sQ[e] = r < nr ? LOAD(q[p.off_q + b * p.q_b + (hk * G + R % G) * p.q_h + (R / G) * p.q_s + d]) * qs : 0.0;
+    for (uint e = t; e < RG * D; e += BC) {
+        uint gi = e / D, d = e % D;
+        vec4 x = vec4(0.0);
+        [[unroll]] for (uint c = 0u; c < 4u; ++c) {
+            uint r = gi * 4u + c, R = min(r0 + r, nrow - 1u);
+            float qv = LOAD(q[p.off_q + b * p.q_b + (hk * G + R % G) * p.q_h + (R / G) * p.q_s + d]) * qs;
+            x[c] = r < nr ? qv : 0.0;
+        }
+        sQ4[e] = x;
     }
     int lo[BR], hi[BR];
     float slope[BR], acc[BR * DX * PER];
@@ -540,16 +558,24 @@ void main() {
         uint ln = gl_SubgroupInvocationID & 7u;
         uint d = 0u;
         [[dont_unroll]] for (; d < D8; d += 8u) {
-            float qv[BR], kv[8];
-            [[unroll]] for (uint r = 0u; r < BR; ++r) qv[r] = SG8 != 0u ? sQ[r * D + d + ln] : 0.0;
+            vec4 qv[RG];
+            float kv[8];
+            [[unroll]] for (uint gi = 0u; gi < RG; ++gi) qv[gi] = SG8 != 0u ? sQ4[gi * D + d + ln] : vec4(0.0);
             load8_k(kr + d, kal, kv);
             [[unroll]] for (uint x = 0u; x < 8u; ++x)
-                [[unroll]] for (uint r = 0u; r < BR; ++r)
-                    s[r] += (SG8 != 0u ? bcast8(qv[r], x) : sQ[r * D + d + x]) * kv[x];
+                [[unroll]] for (uint gi = 0u; gi < RG; ++gi) {
+                    vec4 qx = SG8 != 0u ? bcast8v(qv[gi], x) : sQ4[gi * D + d + x];
+                    [[unroll]] for (uint c = 0u; c < 4u; ++c)
+                        if (gi * 4u + c < BR) s[min(gi * 4u + c, BR - 1u)] += qx[c] * kv[x];
+                }
         }
         [[dont_unroll]] for (; d < D; ++d) {
             float kv = LOAD(k[kr + d]);
-            [[unroll]] for (uint r = 0u; r < BR; ++r) s[r] += sQ[r * D + d] * kv;
+            [[unroll]] for (uint gi = 0u; gi < RG; ++gi) {
+                vec4 qx = sQ4[gi * D + d];
+                [[unroll]] for (uint c = 0u; c < 4u; ++c)
+                    if (gi * 4u + c < BR) s[min(gi * 4u + c, BR - 1u)] += qx[c] * kv;
+            }
         }
         float th;
         [[unroll]] for (uint r = 0u; r < BR; ++r) {
@@ -557,56 +583,60 @@ void main() {
             float x = p.cap > 0.0 ? logit(s[r], qi[r], uint(j), slope[r], th)
                                   : s[r] - slope[r] * abs(float(j - int(qi[r]) - diag()));
             s[r] = vis ? x : NEG_INF;
-            sS[r * BC + t] = s[r];
         }
+        [[unroll]] for (uint gi = 0u; gi < RG; ++gi) sS4[gi * BC + t] = rows4(s, gi);
         barrier();                                   // logits published
         if (t < BR) {
             float mn = m;
-            for (uint c = 0u; c < BC; ++c) mn = max(mn, sS[t * BC + c]);
+            for (uint c = 0u; c < BC; ++c) mn = max(mn, sS4[(t / 4u) * BC + c][t % 4u]);
             sM[t] = mn;
             sA[t] = m == NEG_INF ? 0.0 : exp(m - mn);
             m = mn;
         }
         barrier();                                   // new max and rescale published
         [[unroll]] for (uint r = 0u; r < BR; ++r) {
-            sS[r * BC + t] = s[r] == NEG_INF ? 0.0 : exp(s[r] - sM[r]);
+            s[r] = s[r] == NEG_INF ? 0.0 : exp(s[r] - sM[r]);
             float a = sA[r];
             [[unroll]] for (uint x = 0u; x < DX * PER; ++x) acc[r * DX * PER + x] *= a;
         }
+        [[unroll]] for (uint gi = 0u; gi < RG; ++gi) sS4[gi * BC + t] = rows4(s, gi);
         barrier();                                   // probabilities published
         if (t < BR) {
             float lt = 0.0;
-            for (uint c = 0u; c < BC; ++c) lt += sS[t * BC + c];
+            for (uint c = 0u; c < BC; ++c) lt += sS4[(t / 4u) * BC + c][t % 4u];
             l = l * sA[t] + lt;
         }
         uint nc = uint(min(int(BC), whi - j0 + 1));
         if (SG8 != 0u && DL % 8u == 0u) {            // uniform loop; idle lanes (g >= NG) add zeros
             [[dont_unroll]] for (uint c0 = 0u; c0 < nc; c0 += 8u * NG) {
                 uint cl = c0 + g * 8u + ln;
-                float pv[BR];
-                [[unroll]] for (uint r = 0u; r < BR; ++r) pv[r] = cl < nc && g < NG ? sS[r * BC + cl] : 0.0;
+                vec4 pv[RG];
+                [[unroll]] for (uint gi = 0u; gi < RG; ++gi) {
+                    vec4 x = sS4[gi * BC + min(cl, BC - 1u)];
+                    pv[gi] = cl < nc && g < NG ? x : vec4(0.0);
+                }
                 [[unroll]] for (uint y = 0u; y < 8u; ++y) {
                     uint vr = vb + (uint(j0) + min(c0 + g * 8u + y, nc - 1u)) * p.v_s;
+                    vec4 pr[RG];
+                    [[unroll]] for (uint gi = 0u; gi < RG; ++gi) pr[gi] = bcast8v(pv[gi], y);
                     [[unroll]] for (uint x = 0u; x < DX; ++x) {
                         float vv[PER];
                         load_v(vr, dl + x * DL, val, vv);
-                        [[unroll]] for (uint r = 0u; r < BR; ++r) {
-                            float pr = bcast8(pv[r], y);
-                            [[unroll]] for (uint e = 0u; e < PER; ++e) acc[(r * DX + x) * PER + e] += pr * vv[e];
-                        }
+                        [[unroll]] for (uint r = 0u; r < BR; ++r)
+                            [[unroll]] for (uint e = 0u; e < PER; ++e) acc[(r * DX + x) * PER + e] += pr[r / 4u][r % 4u] * vv[e];
                     }
                 }
             }
         } else if (g < NG) {
             [[dont_unroll]] for (uint c = g; c < nc; c += NG) {
                 uint vr = vb + (uint(j0) + c) * p.v_s;
+                vec4 pr[RG];
+                [[unroll]] for (uint gi = 0u; gi < RG; ++gi) pr[gi] = sS4[gi * BC + c];
                 [[unroll]] for (uint x = 0u; x < DX; ++x) {
                     float vv[PER];
                     load_v(vr, dl + x * DL, val, vv);
-                    [[unroll]] for (uint r = 0u; r < BR; ++r) {
-                        float pr = sS[r * BC + c];
-                        [[unroll]] for (uint e = 0u; e < PER; ++e) acc[(r * DX + x) * PER + e] += pr * vv[e];
-                    }
+                    [[unroll]] for (uint r = 0u; r < BR; ++r)
+                        [[unroll]] for (uint e = 0u; e < PER; ++e) acc[(r * DX + x) * PER + e] += pr[r / 4u][r % 4u] * vv[e];
                 }
             }
         }
@@ -619,7 +649,7 @@ void main() {
                 [[unroll]] for (uint x = 0u; x < DX; ++x)
                     [[unroll]] for (uint e = 0u; e < PER; ++e) {
                         uint d = (dl + x * DL) * PER + e;
-                        if (d < D) sQ[r * D + d] = acc[(r * DX + x) * PER + e];
+                        if (d < D) sQ4[(r / 4u) * D + d][r % 4u] = acc[(r * DX + x) * PER + e];
                     }
         barrier();
         if (g == 0u)
@@ -627,7 +657,7 @@ void main() {
                 [[unroll]] for (uint x = 0u; x < DX; ++x)
                     [[unroll]] for (uint e = 0u; e < PER; ++e) {
                         uint d = (dl + x * DL) * PER + e;
-                        if (d < D) acc[(r * DX + x) * PER + e] += sQ[r * D + d];
+                        if (d < D) acc[(r * DX + x) * PER + e] += sQ4[(r / 4u) * D + d][r % 4u];
                     }
         barrier();
     }
