@@ -469,6 +469,14 @@ const uint NG = DT >= BC ? 1u : BC / DT;             // key groups in P.V
 const uint DL = DT >= BC ? BC : DT;                  // texel columns per key group
 const uint DX = (DT + DL - 1u) / DL;                 // texel columns per invocation
 const uint RG = (BR + 3u) / 4u;                      // row groups of 4
+// QREG: every invocation also holds the whole query tile in registers (RG * D8 vec4s, the same in
+// every lane), so the q.k loop reads neither shared memory nor another lane: on a CPU driver both
+// are lane-by-lane loops (lavapipe's subgroupBroadcast also searches the first active lane each
+// time), costlier than the multiply-adds they feed. Its steps unroll (constant register indices);
+// kept for tiles of at most 128 vec4s per lane (the register file of a GPU lane is small).
+const uint QREG = RG * D8 <= 128u ? 1u : 0u;
+const uint NQR = QREG * RG * D8 + 1u - QREG;
+const bool PV_BCAST = false;
 shared vec4 sQ4[RG * D];                             // query tile (pre-scaled unless softcap); then the groups' sums
 shared vec4 sS4[RG * BC];                            // logits, then probabilities, of the tile
 shared float sM[BR];
@@ -530,6 +538,11 @@ void main() {
         }
         sQ4[e] = x;
     }
+    barrier();
+    vec4 qr[NQR];
+    if (QREG != 0u) {
+        [[unroll]] for (uint i = 0u; i < NQR; ++i) qr[i] = sQ4[(i % RG) * D + i / RG];
+    }
     int lo[BR], hi[BR];
     float slope[BR], acc[BR * DX * PER];
     uint qi[BR], orow[BR];
@@ -557,6 +570,19 @@ void main() {
         uint kr = kb + uint(min(j, whi)) * p.k_s;    // past the band: a valid row, masked below
         uint ln = gl_SubgroupInvocationID & 7u;
         uint d = 0u;
+        if (QREG != 0u) {
+            [[unroll]] for (uint i = 0u; i < D8 / 8u; ++i) {
+                float kv[8];
+                load8_k(kr + i * 8u, kal, kv);
+                [[unroll]] for (uint x = 0u; x < 8u; ++x)
+                    [[unroll]] for (uint gi = 0u; gi < RG; ++gi) {
+                        vec4 qx = qr[(i * 8u + x) * RG + gi];
+                        [[unroll]] for (uint c = 0u; c < 4u; ++c)
+                            if (gi * 4u + c < BR) s[min(gi * 4u + c, BR - 1u)] += qx[c] * kv[x];
+                    }
+            }
+            d = D8;
+        }
         [[dont_unroll]] for (; d < D8; d += 8u) {
             vec4 qv[RG];
             float kv[8];
@@ -607,7 +633,10 @@ void main() {
             l = l * sA[t] + lt;
         }
         uint nc = uint(min(int(BC), whi - j0 + 1));
-        if (SG8 != 0u && DL % 8u == 0u) {            // uniform loop; idle lanes (g >= NG) add zeros
+        // P.V reads the probabilities at addresses uniform in each 8-lane group (DL % 8 == 0), one
+        // vec4 load per 4 rows; PV_BCAST (not taken: lavapipe's broadcasts cost more than that load)
+        // would hand them over by bcast8 instead.
+        if (PV_BCAST && SG8 != 0u && DL % 8u == 0u) {   // uniform loop; idle lanes (g >= NG) add zeros
             [[dont_unroll]] for (uint c0 = 0u; c0 < nc; c0 += 8u * NG) {
                 uint cl = c0 + g * 8u + ln;
                 vec4 pv[RG];
