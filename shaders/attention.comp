@@ -82,6 +82,9 @@ layout(set = 0, binding = 3) readonly buffer InK4 { uvec4 k4[]; };
 layout(set = 0, binding = 4) readonly buffer InV4 { uvec4 v4[]; };
 layout(set = 0, binding = 7, rgba32ui) uniform readonly uimageBuffer k_t;
 layout(set = 0, binding = 8, rgba32ui) uniform readonly uimageBuffer v_t;
+// TEX_P: the score tile goes through this workgroup's slice of a global scratch buffer, read and
+// written through its rgba32ui view, instead of shared memory (see SCORE below).
+layout(set = 0, binding = 9, rgba32ui) uniform coherent uimageBuffer p_t;
 #define TEXEL16_NO_X
 #include "common/texel16.glsl"
 #endif
@@ -469,6 +472,12 @@ const uint NG = DT >= BC ? 1u : BC / DT;             // key groups in P.V
 const uint DL = DT >= BC ? BC : DT;                  // texel columns per key group
 const uint DX = (DT + DL - 1u) / DL;                 // texel columns per invocation
 const uint RG = (BR + 3u) / 4u;                      // row groups of 4
+// The score tile (vec4 of 4 rows per key) is read by every lane at a uniform address. Shared loads
+// at any address go lane by lane on a CPU driver (lavapipe: a loop over the 8 lanes per load, ~4x
+// the cost of the 16 multiply-adds each load feeds); a texel view load is one gather. So where the
+// host's probe picked texel loads (TEX_P), the tile lives in this workgroup's slice of a scratch
+// buffer, stored and loaded through its view (coherent, published by memoryBarrierImage + barrier).
+const bool TEX_P_ON = (TEX & TEX_P) != 0u;
 // QREG: every invocation also holds the whole query tile in registers (RG * D8 vec4s, the same in
 // every lane), so the q.k loop reads neither shared memory nor another lane: on a CPU driver both
 // are lane-by-lane loops (lavapipe's subgroupBroadcast also searches the first active lane each
@@ -478,7 +487,7 @@ const uint QREG = RG * D8 <= 128u ? 1u : 0u;
 const uint NQR = QREG * RG * D8 + 1u - QREG;
 const bool PV_BCAST = false;
 shared vec4 sQ4[RG * D];                             // query tile (pre-scaled unless softcap); then the groups' sums
-shared vec4 sS4[RG * BC];                            // logits, then probabilities, of the tile
+shared vec4 sS4[TEX_P_ON ? 1u : RG * BC];            // logits, then probabilities, of the tile
 shared float sM[BR];
 shared float sA[BR];
 
@@ -489,6 +498,15 @@ vec4 bcast8v(vec4 x, uint src) {
 // Rows 4 gi .. 4 gi + 3 of x[BR] as a vec4 (rows past BR: 0).
 #define ROW4(x, r) ((r) < BR ? x[min((r), BR - 1u)] : 0.0)
 #define rows4(x, gi) vec4(ROW4(x, (gi) * 4u), ROW4(x, (gi) * 4u + 1u), ROW4(x, (gi) * 4u + 2u), ROW4(x, (gi) * 4u + 3u))
+
+// The score tile's entry i (keys of one row group) of the workgroup whose scratch slice starts at spb.
+vec4 get_score(uint spb, uint i) {
+    return TEX_P_ON ? uintBitsToFloat(imageLoad(p_t, int(spb + i))) : sS4[min(i, RG * BC - 1u)];
+}
+void put_score(uint spb, uint i, vec4 x) {
+    if (TEX_P_ON) imageStore(p_t, int(spb + i), floatBitsToUint(x));
+    else sS4[min(i, RG * BC - 1u)] = x;
+}
 
 // x = 8 consecutive K values from element e (e % 8 == 0 within the row; al: the row is texel aligned).
 void load8_k(uint e, bool al, out float x[8]) {
@@ -561,7 +579,7 @@ void main() {
     [[unroll]] for (uint x = 0u; x < BR * DX * PER; ++x) acc[x] = 0.0;
     uint Rt = min(r0 + t, nrow - 1u), ro = (b * p.Hq + hk * G + Rt % G) * p.Sq + Rt / G;
     float m = NEG_INF, l = 0.0;                      // row t's running max and sum (t < BR)
-    uint g = t / DL, dl = t % DL;
+    uint g = t / DL, dl = t % DL, spb = wgid * RG * BC;
     barrier();
     for (int j0 = wlo; j0 <= whi; j0 += int(BC)) {
         int j = j0 + int(t);
@@ -610,11 +628,12 @@ void main() {
                                   : s[r] - slope[r] * abs(float(j - int(qi[r]) - diag()));
             s[r] = vis ? x : NEG_INF;
         }
-        [[unroll]] for (uint gi = 0u; gi < RG; ++gi) sS4[gi * BC + t] = rows4(s, gi);
+        [[unroll]] for (uint gi = 0u; gi < RG; ++gi) put_score(spb, gi * BC + t, rows4(s, gi));
+        if (TEX_P_ON) memoryBarrierImage();
         barrier();                                   // logits published
         if (t < BR) {
             float mn = m;
-            for (uint c = 0u; c < BC; ++c) mn = max(mn, sS4[(t / 4u) * BC + c][t % 4u]);
+            for (uint c = 0u; c < BC; ++c) mn = max(mn, get_score(spb, (t / 4u) * BC + c)[t % 4u]);
             sM[t] = mn;
             sA[t] = m == NEG_INF ? 0.0 : exp(m - mn);
             m = mn;
@@ -625,11 +644,12 @@ void main() {
             float a = sA[r];
             [[unroll]] for (uint x = 0u; x < DX * PER; ++x) acc[r * DX * PER + x] *= a;
         }
-        [[unroll]] for (uint gi = 0u; gi < RG; ++gi) sS4[gi * BC + t] = rows4(s, gi);
+        [[unroll]] for (uint gi = 0u; gi < RG; ++gi) put_score(spb, gi * BC + t, rows4(s, gi));
+        if (TEX_P_ON) memoryBarrierImage();
         barrier();                                   // probabilities published
         if (t < BR) {
             float lt = 0.0;
-            for (uint c = 0u; c < BC; ++c) lt += sS4[(t / 4u) * BC + c][t % 4u];
+            for (uint c = 0u; c < BC; ++c) lt += get_score(spb, (t / 4u) * BC + c)[t % 4u];
             l = l * sA[t] + lt;
         }
         uint nc = uint(min(int(BC), whi - j0 + 1));
@@ -641,7 +661,7 @@ void main() {
                 uint cl = c0 + g * 8u + ln;
                 vec4 pv[RG];
                 [[unroll]] for (uint gi = 0u; gi < RG; ++gi) {
-                    vec4 x = sS4[gi * BC + min(cl, BC - 1u)];
+                    vec4 x = get_score(spb, gi * BC + min(cl, BC - 1u));
                     pv[gi] = cl < nc && g < NG ? x : vec4(0.0);
                 }
                 [[unroll]] for (uint y = 0u; y < 8u; ++y) {
@@ -660,7 +680,7 @@ void main() {
             [[dont_unroll]] for (uint c = g; c < nc; c += NG) {
                 uint vr = vb + (uint(j0) + c) * p.v_s;
                 vec4 pr[RG];
-                [[unroll]] for (uint gi = 0u; gi < RG; ++gi) pr[gi] = sS4[gi * BC + c];
+                [[unroll]] for (uint gi = 0u; gi < RG; ++gi) pr[gi] = get_score(spb, gi * BC + c);
                 [[unroll]] for (uint x = 0u; x < DX; ++x) {
                     float vv[PER];
                     load_v(vr, dl + x * DL, val, vv);

@@ -14,8 +14,9 @@ SRC = "attention.comp"
 # key-range launches; accum is the backward's "add to the gradient of an earlier launch".
 KINDS = {"single": 1, "tiled": 2, "backward_q": 3, "backward_k": 4, "backward_v": 5, "decode": 6, "combine": 7}
 FLAGS = {"alibi": 1, "resume": 2, "partial": 4, "accum": 2}
-# flash_decode's operands with a texel view, as bits of its TEX spec constant (TEX_K, TEX_V).
-DECODE_TEXELS = {"k": 1, "v": 2}
+# flash_decode's operands with a texel view, as bits of its TEX spec constant (TEX_K, TEX_V), and
+# TEX_P: the score tile in a global scratch buffer read through its view instead of shared memory.
+DECODE_TEXELS = {"k": 1, "v": 2, "p": 4}
 _DEFINES = id_defines(KIND=KINDS, FLAG=FLAGS)
 
 WG = 128                  # single pass and backward: invocations per workgroup

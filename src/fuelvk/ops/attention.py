@@ -437,7 +437,8 @@ def _decode(ctx, dt, q, qs, k, ks, v, vs, o, lse, slopes, sa_b, B, Hq, Hkv, Sq, 
     br, bc = tiled_config(D, G * Sq, ctx.device.limits.maxComputeSharedMemorySize)
     blocks = B * Hkv * -(-G * Sq // br)
     nsplit, per = decode_splits(Sk, blocks, bc, tiled_keys_per_launch(D, br, bc, ctx.device.loop_budget))
-    views, tex = texel_views(DECODE_TEXELS, {"k": k, "v": v})
+    scratch = new_like((blocks * nsplit * -(-br // 4) * bc * 4,), _dt.float32)   # TEX_P's score tiles
+    views, tex = texel_views(DECODE_TEXELS, {"k": k, "v": v, "p": scratch})
     state = new_like((nsplit * rows, D + 2), _dt.float32) if nsplit > 1 else lse   # bound, unused at 1
     common = dict(B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Sk=Sk, wl=wl, wr=wr, scale=scale, cap=cap, off_q=q.offset,
                   off_k=k.offset, off_v=v.offset, off_o=o.offset, off_a=slopes.offset if slopes is not None else 0,
