@@ -453,10 +453,12 @@ void main() {
 // keys [jb + s * split_keys, jb + (s + 1) * split_keys) of [jb, je). With nsplit = 1 the workgroup
 // writes o and lse itself; else each writes its rows' (m, l, unnormalized acc) to
 // st[(s * rows + row) * (D + 2)] and KIND_COMBINE merges them.
-// K and V rows whose start and stride are whole 16-byte texels are read a chunk at a time: through
-// their rgba32ui views when TEX has their bit (devices where texel reads are faster, the host's
-// probe), else as uvec4 words of the storage buffer; other layouts and the dims past the last whole
-// chunk element by element. Both paths see the same values, so they give the same bits.
+// K and V rows whose start and stride are whole 16-byte texels (TEX_KC / TEX_VC, from the host,
+// V also needing D a multiple of a texel) are read a chunk at a time: through their rgba32ui views
+// when TEX has their bit (devices where texel reads are faster, the host's probe), else as uvec4
+// words of the storage buffer; other layouts and K's dims past the last 8 element by element. All
+// paths see the same values, so they give the same bits. The choices are specialization constants:
+// a CPU driver runs both sides of a branch it cannot prove uniform.
 // q.k: invocation t owns key j0 + t of each BC-key tile (8 dims per step; the query values reach
 // the lanes through bcast8). P.V: invocation t owns texel column t % DL (PER dims) of key group
 // t / DL; the NG groups' sums meet in shared memory at the end.
@@ -489,6 +491,7 @@ const bool PV_BCAST = false;
 shared vec4 sQ4[RG * D];                             // query tile (pre-scaled unless softcap); then the groups' sums
 shared vec4 sS4[TEX_P_ON ? 1u : RG * BC];            // logits, then probabilities, of the tile
 shared float sM[BR];
+shared uvec4 sIdx[2];
 shared float sA[BR];
 
 vec4 bcast8v(vec4 x, uint src) {
@@ -508,9 +511,9 @@ void put_score(uint spb, uint i, vec4 x) {
     else sS4[min(i, RG * BC - 1u)] = x;
 }
 
-// x = 8 consecutive K values from element e (e % 8 == 0 within the row; al: the row is texel aligned).
-void load8_k(uint e, bool al, out float x[8]) {
-    if (al) {
+// x = 8 consecutive K values from element e (e % 8 == 0 within the row).
+void load8_k(uint e, out float x[8]) {
+    if ((TEX & TEX_KC) != 0u) {
         [[unroll]] for (uint h = 0u; h < 8u / PER; ++h) {
             V c[PER];
             unpack16((TEX & TEX_K) != 0u ? imageLoad(k_t, int(e / PER + h)) : k4[e / PER + h], c);
@@ -521,15 +524,16 @@ void load8_k(uint e, bool al, out float x[8]) {
     }
 }
 
-// x = V row vr's texel column c (dims c * PER ..), zeros past D.
-void load_v(uint vr, uint c, bool al, out float x[PER]) {
-    uint d0 = c * PER;
-    if (al && d0 + PER <= D) {
+// x = V row vr's texel column c (dims c * PER ..; columns past the row read its last one, dims
+// past D its last dim: they feed sums never stored).
+void load_v(uint vr, uint c, out float x[PER]) {
+    uint d0 = min(c, DT - 1u) * PER;
+    if ((TEX & TEX_VC) != 0u) {
         V u[PER];
         unpack16((TEX & TEX_V) != 0u ? imageLoad(v_t, int((vr + d0) / PER)) : v4[(vr + d0) / PER], u);
         [[unroll]] for (uint j = 0u; j < PER; ++j) x[j] = u[j];
     } else {
-        [[unroll]] for (uint j = 0u; j < PER; ++j) x[j] = d0 + j < D ? LOAD(v[vr + min(d0 + j, D - 1u)]) : 0.0;
+        [[unroll]] for (uint j = 0u; j < PER; ++j) x[j] = LOAD(v[vr + min(d0 + j, D - 1u)]);
     }
 }
 
@@ -543,7 +547,6 @@ void main() {
     uint r0 = blk * BR, nr = min(BR, nrow - r0);
     uint kb = p.off_k + b * p.k_b + hk * p.k_h;
     uint vb = p.off_v + b * p.v_b + hk * p.v_h;
-    bool kal = (kb % PER) == 0u && (p.k_s % PER) == 0u, val = (vb % PER) == 0u && (p.v_s % PER) == 0u;
     int sjb = int(p.jb + sp * p.split_keys), sje = int(min(p.je, p.jb + (sp + 1u) * p.split_keys));
     float qs = p.cap > 0.0 ? 1.0 : p.scale;
     for (uint e = t; e < RG * D; e += BC) {
@@ -556,7 +559,24 @@ void main() {
         }
         sQ4[e] = x;
     }
+    // The divisions' results pass through shared memory: a CPU driver's coroutine lowering (lavapipe's
+    // barriers) recomputes arithmetic live across a barrier after every barrier instead of keeping it,
+    // and these are per-lane divisions; a loaded value is kept.
+    if (t == 0u) {
+        sIdx[0] = uvec4(G, b, hk, sp);
+        sIdx[1] = uvec4(r0 / G, r0 % G, nr, 0u);
+    }
     barrier();
+    {
+        uvec4 w0 = sIdx[0], w1 = sIdx[1];
+        G = w0.x; b = w0.y; hk = w0.z; sp = w0.w;
+        nr = w1.z;
+    }
+    uint i0 = sIdx[1].x, g0 = sIdx[1].y;
+    kb = p.off_k + b * p.k_b + hk * p.k_h;
+    vb = p.off_v + b * p.v_b + hk * p.v_h;
+    sjb = int(p.jb + sp * p.split_keys);
+    sje = int(min(p.je, p.jb + (sp + 1u) * p.split_keys));
     vec4 qr[NQR];
     if (QREG != 0u) {
         [[unroll]] for (uint i = 0u; i < NQR; ++i) qr[i] = sQ4[(i % RG) * D + i / RG];
@@ -565,16 +585,20 @@ void main() {
     float slope[BR], acc[BR * DX * PER];
     uint qi[BR], orow[BR];
     int wlo = int(p.Sk), whi = -1;
+    uint iq = i0, gq = g0;                           // row r = (query iq, head hk * G + gq), i-major
     [[unroll]] for (uint r = 0u; r < BR; ++r) {
-        uint R = min(r0 + r, nrow - 1u);
-        qi[r] = R / G;
-        orow[r] = (b * p.Hq + hk * G + R % G) * p.Sq + R / G;
+        if (r > 0u && r < nr) {
+            gq += 1u;
+            if (gq == G) { gq = 0u; iq += 1u; }
+        }
+        qi[r] = iq;
+        orow[r] = (b * p.Hq + hk * G + gq) * p.Sq + iq;
         key_band(qi[r], lo[r], hi[r]);
         lo[r] = max(lo[r], sjb);
         hi[r] = min(hi[r], sje - 1);
         if (r >= nr) hi[r] = -1;                     // padding rows see nothing
         if (hi[r] >= lo[r]) { wlo = min(wlo, lo[r]); whi = max(whi, hi[r]); }
-        slope[r] = slope_of(b, hk * G + R % G);
+        slope[r] = slope_of(b, hk * G + gq);
     }
     [[unroll]] for (uint x = 0u; x < BR * DX * PER; ++x) acc[x] = 0.0;
     uint Rt = min(r0 + t, nrow - 1u), ro = (b * p.Hq + hk * G + Rt % G) * p.Sq + Rt / G;
@@ -591,7 +615,7 @@ void main() {
         if (QREG != 0u) {
             [[unroll]] for (uint i = 0u; i < D8 / 8u; ++i) {
                 float kv[8];
-                load8_k(kr + i * 8u, kal, kv);
+                load8_k(kr + i * 8u, kv);
                 [[unroll]] for (uint x = 0u; x < 8u; ++x)
                     [[unroll]] for (uint gi = 0u; gi < RG; ++gi) {
                         vec4 qx = qr[(i * 8u + x) * RG + gi];
@@ -605,7 +629,7 @@ void main() {
             vec4 qv[RG];
             float kv[8];
             [[unroll]] for (uint gi = 0u; gi < RG; ++gi) qv[gi] = SG8 != 0u ? sQ4[gi * D + d + ln] : vec4(0.0);
-            load8_k(kr + d, kal, kv);
+            load8_k(kr + d, kv);
             [[unroll]] for (uint x = 0u; x < 8u; ++x)
                 [[unroll]] for (uint gi = 0u; gi < RG; ++gi) {
                     vec4 qx = SG8 != 0u ? bcast8v(qv[gi], x) : sQ4[gi * D + d + x];
@@ -670,7 +694,7 @@ void main() {
                     [[unroll]] for (uint gi = 0u; gi < RG; ++gi) pr[gi] = bcast8v(pv[gi], y);
                     [[unroll]] for (uint x = 0u; x < DX; ++x) {
                         float vv[PER];
-                        load_v(vr, dl + x * DL, val, vv);
+                        load_v(vr, dl + x * DL, vv);
                         [[unroll]] for (uint r = 0u; r < BR; ++r)
                             [[unroll]] for (uint e = 0u; e < PER; ++e) acc[(r * DX + x) * PER + e] += pr[r / 4u][r % 4u] * vv[e];
                     }
@@ -683,7 +707,7 @@ void main() {
                 [[unroll]] for (uint gi = 0u; gi < RG; ++gi) pr[gi] = get_score(spb, gi * BC + c);
                 [[unroll]] for (uint x = 0u; x < DX; ++x) {
                     float vv[PER];
-                    load_v(vr, dl + x * DL, val, vv);
+                    load_v(vr, dl + x * DL, vv);
                     [[unroll]] for (uint r = 0u; r < BR; ++r)
                         [[unroll]] for (uint e = 0u; e < PER; ++e) acc[(r * DX + x) * PER + e] += pr[r / 4u][r % 4u] * vv[e];
                 }

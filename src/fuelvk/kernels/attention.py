@@ -17,6 +17,7 @@ FLAGS = {"alibi": 1, "resume": 2, "partial": 4, "accum": 2}
 # flash_decode's operands with a texel view, as bits of its TEX spec constant (TEX_K, TEX_V), and
 # TEX_P: the score tile in a global scratch buffer read through its view instead of shared memory.
 DECODE_TEXELS = {"k": 1, "v": 2, "p": 4}
+DECODE_CHUNKS = {"kc": 8, "vc": 16}      # TEX_KC / TEX_VC: K / V rows are whole 16-byte chunks
 _DEFINES = id_defines(KIND=KINDS, FLAG=FLAGS)
 
 WG = 128                  # single pass and backward: invocations per workgroup
@@ -29,7 +30,7 @@ family("flash_attn", SRC, {"f32": "flash_attn_f32", "bf16": "flash_attn_bf16", "
        GROUP, defines=dict(_DEFINES, KIND=KINDS["single"]))
 family("flash_attention", SRC, {"f32": "flash_attention"}, GROUP, defines=dict(_DEFINES, KIND=KINDS["tiled"]),
        extra=("f16", "bf16"))
-family("flash_decode", SRC, {}, GROUP, defines=dict(_DEFINES, KIND=KINDS["decode"], **id_defines(TEX=DECODE_TEXELS)),
+family("flash_decode", SRC, {}, GROUP, defines=dict(_DEFINES, KIND=KINDS["decode"], **id_defines(TEX=dict(DECODE_TEXELS, **DECODE_CHUNKS))),
        extra=("f32", "f16", "bf16"))
 family("flash_decode_combine", SRC, {}, GROUP, defines=dict(_DEFINES, KIND=KINDS["combine"]),
        extra=("f32", "f16", "bf16"))

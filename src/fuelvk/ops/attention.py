@@ -36,7 +36,7 @@ from .. import dtypes as _dt
 from .. import runtime
 from ..array import Array, asarray, zeros
 from ..errors import DTypeError, ShapeError, UnsupportedError
-from ..kernels.attention import (D_MAX, DECODE_TEXELS, FLAGS, SINGLE_SK_MAX, SKMAX_BUCKETS, TILED_BR_MAX,
+from ..kernels.attention import (D_MAX, DECODE_CHUNKS, DECODE_TEXELS, FLAGS, SINGLE_SK_MAX, SKMAX_BUCKETS, TILED_BR_MAX,
                                  bwd_span_per_launch, decode_splits, single_shared_bytes, tiled_config,
                                  tiled_keys_per_launch, tiled_shared_bytes)
 from ..kernels import kernel
@@ -436,14 +436,19 @@ def _decode(ctx, dt, q, qs, k, ks, v, vs, o, lse, slopes, sa_b, B, Hq, Hkv, Sq, 
     rows, G = B * Hq * Sq, Hq // Hkv
     br, bc = tiled_config(D, G * Sq, ctx.device.limits.maxComputeSharedMemorySize)
     blocks = B * Hkv * -(-G * Sq // br)
-    nsplit, per = decode_splits(Sk, blocks, bc, tiled_keys_per_launch(D, br, bc, ctx.device.loop_budget))
+    nsplit, split_keys = decode_splits(Sk, blocks, bc, tiled_keys_per_launch(D, br, bc, ctx.device.loop_budget))
     scratch = new_like((blocks * nsplit * -(-br // 4) * bc * 4,), _dt.float32)   # TEX_P's score tiles
     views, tex = texel_views(DECODE_TEXELS, {"k": k, "v": v, "p": scratch})
+    per = 16 // k.dtype.itemsize                 # elements of a 16-byte chunk
+    if all(x % per == 0 for x in (k.offset,) + ks):
+        tex |= DECODE_CHUNKS["kc"]
+    if D % per == 0 and all(x % per == 0 for x in (v.offset,) + vs):
+        tex |= DECODE_CHUNKS["vc"]
     state = new_like((nsplit * rows, D + 2), _dt.float32) if nsplit > 1 else lse   # bound, unused at 1
     common = dict(B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Sk=Sk, wl=wl, wr=wr, scale=scale, cap=cap, off_q=q.offset,
                   off_k=k.offset, off_v=v.offset, off_o=o.offset, off_a=slopes.offset if slopes is not None else 0,
                   sa_b=sa_b, **_strides("q", qs), **_strides("k", ks), **_strides("v", vs), jb=0, je=Sk,
-                  nsplit=nsplit, split_keys=per, flags=FLAGS["alibi"] if slopes is not None else 0, D=D)
+                  nsplit=nsplit, split_keys=split_keys, flags=FLAGS["alibi"] if slopes is not None else 0, D=D)
     tag = _dt.FLOAT_TAGS[dt]
     ctx.launch(kernel("flash_decode", tag), ctx.groups(blocks * nsplit), out_o=o, out_lse=lse, in_q=q, in_k=k,
                in_v=v, in_alibi=slopes if slopes is not None else lse, state=state, **views, TEX=tex, BR=br, BC=bc,
