@@ -480,6 +480,9 @@ const uint RG = (BR + 3u) / 4u;                      // row groups of 4
 // host's probe picked texel loads (TEX_P), the tile lives in this workgroup's slice of a scratch
 // buffer, stored and loaded through its view (coherent, published by memoryBarrierImage + barrier).
 const bool TEX_P_ON = (TEX & TEX_P) != 0u;
+// A workgroup's scratch slice (TEX_P): the score tile, then (QREG) the query tile its lanes load
+// into registers (a view load per vec4 instead of a lane-by-lane shared load).
+const uint SPS = RG * (BC + D);
 // QREG: every invocation also holds the whole query tile in registers (RG * D8 vec4s, the same in
 // every lane), so the q.k loop reads neither shared memory nor another lane: on a CPU driver both
 // are lane-by-lane loops (lavapipe's subgroupBroadcast also searches the first active lane each
@@ -558,7 +561,9 @@ void main() {
             x[c] = r < nr ? qv : 0.0;
         }
         sQ4[e] = x;
+        if (TEX_P_ON && QREG != 0u) imageStore(p_t, int(wgid * SPS + RG * BC + e), floatBitsToUint(x));
     }
+    if (TEX_P_ON) memoryBarrierImage();
     // The divisions' results pass through shared memory: a CPU driver's coroutine lowering (lavapipe's
     // barriers) recomputes arithmetic live across a barrier after every barrier instead of keeping it,
     // and these are per-lane divisions; a loaded value is kept.
@@ -579,7 +584,9 @@ void main() {
     sje = int(min(p.je, p.jb + (sp + 1u) * p.split_keys));
     vec4 qr[NQR];
     if (QREG != 0u) {
-        [[unroll]] for (uint i = 0u; i < NQR; ++i) qr[i] = sQ4[(i % RG) * D + i / RG];
+        [[unroll]] for (uint i = 0u; i < NQR; ++i)
+            qr[i] = TEX_P_ON ? uintBitsToFloat(imageLoad(p_t, int(wgid * SPS + RG * BC + (i % RG) * D + i / RG)))
+                             : sQ4[(i % RG) * D + i / RG];
     }
     int lo[BR], hi[BR];
     float slope[BR], acc[BR * DX * PER];
@@ -603,7 +610,7 @@ void main() {
     [[unroll]] for (uint x = 0u; x < BR * DX * PER; ++x) acc[x] = 0.0;
     uint Rt = min(r0 + t, nrow - 1u), ro = (b * p.Hq + hk * G + Rt % G) * p.Sq + Rt / G;
     float m = NEG_INF, l = 0.0;                      // row t's running max and sum (t < BR)
-    uint g = t / DL, dl = t % DL, spb = wgid * RG * BC;
+    uint g = t / DL, dl = t % DL, spb = wgid * SPS;
     barrier();
     for (int j0 = wlo; j0 <= whi; j0 += int(BC)) {
         int j = j0 + int(t);

@@ -37,7 +37,7 @@ from .. import runtime
 from ..array import Array, asarray, zeros
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..kernels.attention import (D_MAX, DECODE_CHUNKS, DECODE_TEXELS, FLAGS, SINGLE_SK_MAX, SKMAX_BUCKETS, TILED_BR_MAX,
-                                 bwd_span_per_launch, decode_splits, single_shared_bytes, tiled_config,
+                                 bwd_span_per_launch, decode_splits, decode_target, single_shared_bytes, tiled_config,
                                  tiled_keys_per_launch, tiled_shared_bytes)
 from ..kernels import kernel
 from ._core import contiguous, device_args, fits, new_like, result, spans, windowed
@@ -436,8 +436,9 @@ def _decode(ctx, dt, q, qs, k, ks, v, vs, o, lse, slopes, sa_b, B, Hq, Hkv, Sq, 
     rows, G = B * Hq * Sq, Hq // Hkv
     br, bc = tiled_config(D, G * Sq, ctx.device.limits.maxComputeSharedMemorySize)
     blocks = B * Hkv * -(-G * Sq // br)
-    nsplit, split_keys = decode_splits(Sk, blocks, bc, tiled_keys_per_launch(D, br, bc, ctx.device.loop_budget))
-    scratch = new_like((blocks * nsplit * -(-br // 4) * bc * 4,), _dt.float32)   # TEX_P's score tiles
+    nsplit, split_keys = decode_splits(Sk, blocks, bc, tiled_keys_per_launch(D, br, bc, ctx.device.loop_budget),
+                                       decode_target(ctx.device))
+    scratch = new_like((blocks * nsplit * -(-br // 4) * (bc + D) * 4,), _dt.float32)   # TEX_P's slices
     views, tex = texel_views(DECODE_TEXELS, {"k": k, "v": v, "p": scratch})
     per = 16 // k.dtype.itemsize                 # elements of a 16-byte chunk
     if all(x % per == 0 for x in (k.offset,) + ks):
