@@ -19,17 +19,17 @@ import torch
 from oracles import assert_close
 
 import fuelvk as fv
+import fuelvk.ops.attention as attention_ops
 from fuelvk import runtime
-from fuelvk.runtime import loadpath
 from fuelvk.errors import DTypeError, ShapeError, UnsupportedError
 from fuelvk.kernels import FAMILIES
 from fuelvk.kernels import attention as attention_kernels
-import fuelvk.ops.attention as attention_ops
 from fuelvk.ops.attention import (
     attention_route,
     scaled_dot_product_attention,
     scaled_dot_product_attention_backward,
 )
+from fuelvk.runtime import loadpath
 
 F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 FWD_SLACK = {F32: 8.0, F16: 1.0, BF16: 1.0}

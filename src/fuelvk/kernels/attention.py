@@ -58,6 +58,12 @@ def tiled_config(d, rows, shared_limit):
     return (br, bc) if tiled_shared_bytes(d, br, bc) <= shared_limit else None
 
 
+def decode_shared_bytes(d, br, bc):
+    """Shared memory of flash_decode: query and score tiles as vec4s over 4 rows, 2 row scalars, 2 uvec4s
+    (the score tile's worst case: in shared memory, without TEX_P)."""
+    return 16 * -(-br // 4) * (d + bc) + 8 * br + 32
+
+
 def single_shared_bytes(d, skmax):
     return 4 * (d + skmax + WG)
 

@@ -18,12 +18,18 @@ Semantics (flash-attn's, so models ported from it keep their numbers):
   float32 [..., Hq, Sq].
 
 Routes: "single" (flash_attn_*: one workgroup per query row, the score row in shared memory,
-Sk <= 4096) and "tiled" (flash_attention*: FlashAttention-2, no Sk limit); "math" (composed of device
+Sk <= 4096), "tiled" (flash_attention*: FlashAttention-2, no Sk limit) and "decode" (flash_decode_*:
+flash-decoding for at most 16 query rows per kv head, G * Sq; the keys split over more workgroups,
+decode_splits, each writing partial (max, sum, acc) that flash_decode_combine merges exactly with a
+log-sum-exp; K / V read in 16-byte chunks, through texel views where the device's load-path probe
+picks them; see _decode); "math" (composed of device
 ops: f32 scores [B, Hq, Sq, Sk], mask, softmax, @ v) takes what the fused kernels cannot express: an
 attn_mask, or a top-left causal mask with Sq < Sk (Sq > Sk is the kernels' band with right = Sq - Sk);
-it is chosen, never forced, and takes no window / ALiBi / softcap. The picker takes the
-single pass when each kv head has one query row (G * Sq = 1: decode without GQA) and Sk fits,
-the tiled kernel otherwise; FUELVK_ATTENTION_ROUTE or route= forces one (auto/single/tiled);
+it is chosen, never forced, and takes no window / ALiBi / softcap. The picker takes decode when
+each kv head has at most 16 query rows (lavapipe, q 1x32x1x128, k 1x8x512x128 f32, CPU time per call:
+tiled 24.8 ms, decode 2.5-2.9 ms; q 1x8x1x128, k 1x8x4096x128: single 95 ms, decode 11.7 ms), else
+the tiled kernel (the single pass where only it fits); FUELVK_ATTENTION_ROUTE or route= forces one
+(auto/single/tiled/decode);
 attention_route() says which a call takes. On lavapipe, whose loops silently stop after ~65535
 iterations per invocation (Device.loop_budget), long key ranges (tiled forward, dQ) and long
 query ranges (dK, dV) are split over several launches that carry or accumulate their state.
@@ -36,13 +42,27 @@ from .. import dtypes as _dt
 from .. import runtime
 from ..array import Array, asarray, zeros
 from ..errors import DTypeError, ShapeError, UnsupportedError
-from ..kernels.attention import (D_MAX, DECODE_CHUNKS, DECODE_TEXELS, FLAGS, SINGLE_SK_MAX, SKMAX_BUCKETS, TILED_BR_MAX,
-                                 bwd_span_per_launch, decode_splits, decode_target, single_shared_bytes, tiled_config,
-                                 tiled_keys_per_launch, tiled_shared_bytes)
 from ..kernels import kernel
+from ..kernels.attention import (
+    D_MAX,
+    DECODE_CHUNKS,
+    DECODE_TEXELS,
+    FLAGS,
+    SINGLE_SK_MAX,
+    SKMAX_BUCKETS,
+    TILED_BR_MAX,
+    bwd_span_per_launch,
+    decode_shared_bytes,
+    decode_splits,
+    decode_target,
+    single_shared_bytes,
+    tiled_config,
+    tiled_keys_per_launch,
+    tiled_shared_bytes,
+)
 from ._core import contiguous, device_args, fits, new_like, result, spans, windowed
-from .movement import launch_write
 from ._routes import forced_route
+from .movement import launch_write
 from .reduction import texel_views
 
 __all__ = ["attention_route", "scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
@@ -52,9 +72,9 @@ ALIGNMENTS = ("top_left", "bottom_right")
 ENV = "FUELVK_ATTENTION_ROUTE"
 FWD_DTYPES = (_dt.float32, _dt.float16, _dt.bfloat16)
 FAMILY = {"single": "flash_attn", "tiled": "flash_attention", "decode": "flash_decode"}
-# The single pass is only competitive while each kv head has one query row (G * Sq = 1: decode
-# without GQA), where the tiled kernel's rows cannot share a K/V read; from two rows on the tiled
-# kernel wins (docs/MEASUREMENTS.md).
+# Without the decode route (a forced route, or shared memory too small for it): the single pass is only
+# competitive while each kv head has one query row (G * Sq = 1), where the tiled kernel's rows cannot
+# share a K/V read; from two rows on the tiled kernel wins (docs/MEASUREMENTS.md).
 SINGLE_MAX_ROWS = 1
 
 
@@ -199,7 +219,8 @@ def _pick(op, Sq, Sk, D, G, route):
     shared = ctx.device.limits.maxComputeSharedMemorySize
     tiled_ok = tiled_config(D, G * Sq, shared) is not None
     single_ok = Sk <= SINGLE_SK_MAX and single_shared_bytes(D, _skmax(Sk)) <= shared
-    decode_ok = tiled_ok and G * Sq <= TILED_BR_MAX
+    cfg = tiled_config(D, G * Sq, shared)
+    decode_ok = cfg is not None and G * Sq <= TILED_BR_MAX and decode_shared_bytes(D, *cfg) <= shared
     if want == "single" and Sk > SINGLE_SK_MAX:
         raise ShapeError(f"{op}: route 'single' (flash_attn_*) takes Sk <= {SINGLE_SK_MAX} keys; got Sk={Sk}, "
                          f"D={D}; use route='tiled'")
@@ -252,7 +273,7 @@ def _needs_math(attn_mask, is_causal, align, Sq, Sk):
 
 
 def attention_route(q, k, *, attn_mask=None, is_causal=False, causal_alignment="top_left", route=None):
-    """The forward route ("single", "tiled" or "math") scaled_dot_product_attention takes for these
+    """The forward route ("single", "tiled", "decode" or "math") scaled_dot_product_attention takes for these
     shapes (q, k: arrays or shape tuples) and options, honouring route= and FUELVK_ATTENTION_ROUTE."""
     op = "attention_route"
     qs, ks = _Layout(op, [_shape_of(q), _shape_of(k)]).shapes4
@@ -345,12 +366,13 @@ def _mask4(op, mask, lay, B, Hq, Sq, Sk):
 def _math(op, q, k, v, mask, causal, scale):
     """(o, lse) of [B, H, S, D] q, k, v by device ops in float32: s = scale q k^T (GQA by grouping the
     query heads of each kv head), masked, softmax with fully masked rows giving zeros and lse = -inf."""
+    from ..api.creation import arange, full
     from .casts import astype
     from .elementwise import exp, log
     from .matmul import matmul
     from .movement import where
-    from .reduction import max as amax, sum as asum
-    from ..api.creation import arange, full
+    from .reduction import max as amax
+    from .reduction import sum as asum
     B, Hq, Sq, D = q.shape
     Hkv, Sk = k.shape[1], k.shape[2]
     dt = q.dtype
@@ -466,7 +488,7 @@ def _head_blocks(op, q_in, kv_in, q_out, kv_out, slopes, run):
     blocks. Keys of one head beyond one binding are a typed error (that would need an lse merge)."""
     B, Hq = q_in[0].shape[:2]
     G = Hq // kv_in[0].shape[1]
-    fit = lambda x: windowed(x) is not None   # noqa: E731
+    fit = lambda x: windowed(x) is not None
     sl = None if slopes is None else (slopes if slopes.ndim == 2 else slopes.broadcast_to((B, Hq)))
     for b in range(B):
         def cut(xs, h0, h1, g):
@@ -527,11 +549,11 @@ def _math_backward(do, q, k, v, o, lse, mask, causal, scale):
     """(dq, dk, dv) of _math's attention by device ops in float32: P = exp(s - lse) recomputed from the
     masked scores (0 in rows that see no key), dV = P^T dO, dS = P (dO V^T - rowsum(dO o)) scale,
     dQ = dS K, dK = dS^T Q; the query heads of a kv head stacked as rows, so dK / dV sum over the group."""
+    from ..api.creation import arange
     from .elementwise import exp
     from .matmul import matmul
     from .movement import where
     from .reduction import sum as asum
-    from ..api.creation import arange
     B, Hq, Sq, D = q.shape
     Hkv, Sk = k.shape[1], k.shape[2]
     rows = (Hq // Hkv) * Sq
