@@ -517,7 +517,7 @@ def test_torch_leading_dims(causal):
 def test_torch_top_left_causal():
     """is_causal is top-left (torch's) when Sq != Sk: Sq < Sk takes the math path, Sq > Sk the fused
     kernels' band; causal_alignment="bottom_right" keeps flash-attn's mask (the kernels' behaviour)."""
-    for Sq, Sk, route in ((3, 7, "math"), (7, 3, "tiled"), (5, 5, "tiled")):
+    for Sq, Sk, route in ((3, 7, "math"), (7, 3, "decode"), (5, 5, "decode")):
         q, k, v = _rand(1, 4, Sq, 16, seed=Sq), _rand(1, 2, Sk, 16, seed=Sk), _rand(1, 2, Sk, 16, seed=9)
         assert attention_route(q, k, is_causal=True) == route
         o, lse = scaled_dot_product_attention(q, k, v, is_causal=True, return_lse=True)
