@@ -310,6 +310,16 @@ def test_decode_splits(monkeypatch, decode_launches, case):
         assert tex & 7 == 7
 
 
+@pytest.mark.parametrize("subgroup", [4, 16])
+def test_decode_other_subgroup_sizes(monkeypatch, subgroup):
+    """16 rows per kv head keep the query tile in shared memory (no QREG), read through bcast8's
+    shuffle form (subgroups of a multiple of 8) or directly (other sizes)."""
+    monkeypatch.setattr(runtime.get().device, "subgroup_size", subgroup)
+    q, k, v = inputs(1, 16, 1, 1, 100, 64, F32, seed=4)
+    got = SDPA(q, k, v, return_lse=True, route="decode")
+    check_forward(got, ref_forward(t64(q), t64(k), t64(v)), F32)
+
+
 def test_decode_unaligned_views(monkeypatch, decode_launches):
     """K / V rows that are no whole 16-byte chunks (a row stride of D + 1, an odd offset) read element by
     element (no TEX_KC / TEX_VC), on both load paths, split."""
