@@ -25,7 +25,8 @@ layout(constant_id = 1) const uint TM = 4;      // rows per invocation (register
 layout(constant_id = 2) const uint KSPLIT = 0;  // matvec: 1 = lanes split K (B contiguous along K)
 layout(constant_id = 3) const uint TNV = 1;     // 4-column groups per invocation (register-tiled)
 // TEXA / TEXB: how A / B are read (matvec / register tile). 0: scalar loads through the strides;
-// TEXA 1: A along K through its texel view; TEXB 1: B along N (its rows), TEXB 2: B along K (its columns).
+// TEXA 1: A along K through its texel view, TEXA 2 (register tile): A along M (its columns: a
+// transposed A, as in a weight gradient dY.T @ X); TEXB 1: B along N (its rows), TEXB 2: B along K (its columns).
 // The host sets them only when the unit stride, offsets and other strides make every texel whole.
 layout(constant_id = 4) const uint TEXA = 0;
 layout(constant_id = 5) const uint TEXB = 0;
@@ -69,6 +70,7 @@ layout(set = 0, binding = 2) readonly buffer B_ { XCAT(ELEM_, B_DT) b[]; };
 layout(set = 0, binding = 3, rgba32ui) uniform readonly uimageBuffer a_t;
 layout(set = 0, binding = 4, rgba32ui) uniform readonly uimageBuffer b_t;
 const uint QB = B_DT == TYPE_F32 ? 1u : 2u;   // 4-column quads per texel of B
+const uint APT = A_DT == TYPE_F32 ? 4u : 8u;  // A elements per texel (TEXA 2: rows per texel)
 const uint LC = 4u * QB;                 // register tile: columns per lane per column group (one B texel)
 vec4 h4_0(uvec2 w) { return vec4(0.0); }   // (unused: f32 texels hold 4 elements)
 vec4 h4_1(uvec2 w) { return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
@@ -157,6 +159,24 @@ void regtile_main() {
                 }
             }
         }
+        if (TEXA == 2u) {   // A along M: per 8-deep K step, TM / APT texels per k (the host: M % APT == 0)
+            [[unroll]] for (uint iq = 0u; iq < TM / APT; ++iq) {
+                int e0 = ba + int(min(m0 + APT * iq, p.M - APT)) + int(k) * p.sa_k;
+                vec4 aq[8][APT / 4u];   // aq[kk][h][r]: A[m0 + APT iq + 4 h + r, k + kk]
+                [[unroll]] for (uint kk = 0u; kk < 8u; ++kk) {
+                    uint e = uint(e0 + int(kk) * p.sa_k);
+                    if (A_DT == TYPE_F32) aq[kk][0] = uintBitsToFloat(imageLoad(a_t, int(e >> 2)));
+                    else {
+                        uvec4 t = imageLoad(a_t, int(e >> 3));
+                        aq[kk][0] = XCAT(h4_, A_DT)(t.xy);
+                        aq[kk][APT / 4u - 1u] = XCAT(h4_, A_DT)(t.zw);
+                    }
+                }
+                [[unroll]] for (uint h = 0u; h < APT / 4u; ++h) [[unroll]] for (uint r = 0u; r < 4u; ++r)
+                    [[unroll]] for (uint kk = 0u; kk < 8u; ++kk) [[unroll]] for (uint j = 0u; j < TNV * QB; ++j)
+                        acc[APT * iq + 4u * h + r][j] = fma(vec4(aq[kk][h][r]), bv[kk][j], acc[APT * iq + 4u * h + r][j]);
+            }
+        } else
         [[unroll]] for (uint i = 0u; i < TM; ++i) {
             vec4 av[2];   // A[m0 + i, k .. k + 7]
             if (TEXA == 1u) { TEX8(a_t, A_DT, arow[i] + int(k), av); }

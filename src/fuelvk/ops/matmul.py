@@ -21,7 +21,8 @@ FUELVK_MATMUL_ROUTE forces one; a route the device, its limits or the shape cann
 typed error. matmul_route() runs the same picker.
 
 Load paths chosen per launch (specialization constants, same kernel): matvec and the register tile
-read A along K and B along N (its rows) or along K (x @ W.T) as 16-byte texels of a storage texel
+read A along K (the register tile also along M: a transposed A, as in a weight gradient dY.T @ X) and
+B along N (its rows) or along K (x @ W.T) as 16-byte texels of a storage texel
 buffer view of the same buffer (4 f32 / 8 f16 or bf16 elements) when the unit stride, offset and
 other strides keep every run whole texels; scalar loads through the strides otherwise.
 """
@@ -283,12 +284,16 @@ def _launch(plan, a, b, out):
             if route == "coop":
                 spec = {}
             elif tm:
-                texa = ta_ok and _texel_ok(a.dtype.itemsize, offa, sa_k, (M, sa_m), *zip(shape, sa))
+                texa = int(ta_ok and _texel_ok(a.dtype.itemsize, offa, sa_k, (M, sa_m), *zip(shape, sa)))
+                per_a = matmul_kernels.TEXEL_BYTES // a.dtype.itemsize
+                if not texa and ta_ok and route == "register_tiled" and tm % per_a == 0 and M % per_a == 0 and \
+                        _texel_ok(a.dtype.itemsize, offa, sa_m, (k1 - k0, sa_k), *zip(shape, sa)):
+                    texa = 2   # A transposed (a weight gradient's dY.T): texels along M
                 along_k = tb_ok and _texel_ok(b.dtype.itemsize, offb, sb_k, (N, sb_n), *zip(shape, sb))
                 along_n = tb_ok and not ksplit and N % lc == 0 and \
                     _texel_ok(b.dtype.itemsize, offb, sb_n, (k1 - k0, sb_k), *zip(shape, sb))
                 texb = 1 if along_n else (2 if along_k else 0)
-                spec = {"SG8": sg8, "TM": tm, "KSPLIT": ksplit, "TNV": tnv, "TEXA": int(texa), "TEXB": texb}
+                spec = {"SG8": sg8, "TM": tm, "KSPLIT": ksplit, "TNV": tnv, "TEXA": texa, "TEXB": texb}
             else:
                 spec = {"SG8": sg8}
             ctx.launch(variant, ctx.groups(tiles * nb), c=dst, a=a, b=b, **texels, M=M, N=N, K=k1 - k0, batch=nb,
