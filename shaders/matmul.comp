@@ -30,6 +30,11 @@ layout(constant_id = 3) const uint TNV = 1;     // 4-column groups per invocatio
 // The host sets them only when the unit stride, offsets and other strides make every texel whole.
 layout(constant_id = 4) const uint TEXA = 0;
 layout(constant_id = 5) const uint TEXB = 0;
+// GN (register tile): 8-lane groups of a workgroup side by side along N (8, 4, 2, 1); the other 8 / GN
+// stack along M, TM rows each. Fewer than 8 when N is narrower than 8 groups' columns (attention's
+// head-dim products, a GQA k/v projection): otherwise those lanes load and multiply clamped columns
+// that are never stored.
+layout(constant_id = 6) const uint GN = 8;
 
 #define DECL_BUF(bind, name, DT) \
     layout(set = 0, binding = bind) readonly buffer name##_ { ELEM_##DT name[]; };
@@ -119,15 +124,16 @@ float share8(float x, uint src) {
 // and the accumulators live in LLVM's registers / stack, never in shared memory.
 void regtile_main() {
     const uint GC = 8u * LC * TNV;                 // columns per 8-lane group; a workgroup has 8 groups
-    uint tiles_n = (p.N + 8u * GC - 1u) / (8u * GC);
-    uint tiles = tiles_n * ((p.M + TM - 1u) / TM);
+    const uint GM = 8u / GN;                       // groups along M
+    uint tiles_n = (p.N + GN * GC - 1u) / (GN * GC);
+    uint tiles = tiles_n * ((p.M + GM * TM - 1u) / (GM * TM));
     uint g = linear_group();
     if (g >= tiles * p.batch) return;
     uint tile = g % tiles, z = g / tiles;
     int ba, bb;
     batch_bases(z, ba, bb);
-    uint l = gl_LocalInvocationID.x, ln = l & 7u;
-    uint m0 = (tile / tiles_n) * TM, nq = (tile % tiles_n) * 8u * GC + (l >> 3) * GC + LC * ln;
+    uint l = gl_LocalInvocationID.x, ln = l & 7u, grp = l >> 3;
+    uint m0 = (tile / tiles_n) * GM * TM + (grp / GN) * TM, nq = (tile % tiles_n) * GN * GC + (grp % GN) * GC + LC * ln;
     int arow[TM];
     [[unroll]] for (uint i = 0u; i < TM; ++i) arow[i] = ba + int(min(m0 + i, p.M - 1u)) * p.sa_m;
     // Element index of each of the lane's columns at k = 0 (clamped; TEXB == 1: N % LC == 0, so a

@@ -239,6 +239,24 @@ def test_register_tile_row_counts(monkeypatch):
     assert sorted({s["TM"] for s in seen}) == [4, 16, 32]
 
 
+@pytest.mark.parametrize("combo", ["f32_f32_f32", "bf16_bf16_bf16"])
+def test_register_tile_narrow_n(combo, monkeypatch):
+    """N narrower than a workgroup's 8 lane groups: GN groups (1, 2, 4) sit along N and the others take
+    further rows (attention's head-dim products, GQA k/v projections), on M and N that leave partial
+    tiles, batched, and a transposed A; results as numpy's."""
+    rng = np.random.default_rng(15)
+    adt, bdt, cdt = COMBO_DTYPES[combo]
+    lc = 16 // bdt.itemsize
+    seen = _specs(monkeypatch)
+    for M, N, batch, trans in ((64, 8 * lc, 1, False), (37, 2 * 8 * lc - 3, 2, False), (70, 4 * 8 * lc, 1, True),
+                               (5, 3 * 8 * lc, 3, False), (64, 8 * 8 * lc, 1, False)):
+        a = rand((batch, 19, M) if trans else (batch, M, 19), adt, rng)
+        b = rand((batch, 19, N), bdt, rng)
+        x = fv.asarray(a).transpose(0, 2, 1) if trans else a
+        check(matmul(x, b, None if cdt == adt else cdt, route="register_tiled"), x, b, cdt)
+    assert [s["GN"] for s in seen] == [1, 2, 4, 4, 8], seen
+
+
 def test_texel_limit_falls_back_to_scalar_loads(monkeypatch, device_limits):
     """Operands whose slot is over maxTexelBufferElements bind a stub texel view and take scalar loads."""
     rng = np.random.default_rng(13)
