@@ -703,28 +703,34 @@ uint input_index(uint i, uint flags, uint off, uint which) {
     return STRIDED == 0u ? off : strided(i, off, which);
 }
 
-// BCAST = 1 (LINEAR only): some input is ROW or COL. A specialization, so that the plain LINEAR path
+// BCAST = 1 (LINEAR only): some input is ROW, COL or a strided unit. A specialization, so that the plain LINEAR path
 // (BCAST = 0) compiles to exactly the loads it had (a uniform branch on p.flags cost lavapipe ~35% of
 // a contiguous f32 multiply).
 layout(constant_id = 6) const uint BCAST = 0;
 // LINEAR: the 4-element unit of a contiguous or ROW input holding elements 4q .. 4q + 3 (a ROW run's
-// length and offset are multiples of 4 there, so the 4 lie in one run).
-uint unit_index(uint q, uint flags, uint off) {
+// length and offset are multiples of 4 there, so the 4 lie in one run), or of a strided unit input
+// (STRIDED != 0 and none of its flags: its innermost stride is 1, and that dim's extent, its offset
+// and its other strides are multiples of 4 -- a transposed view such as the rotary q -- so the 4 are
+// one aligned unit: one strided index per 4 elements).
+uint unit_index(uint q, uint flags, uint off, uint which) {
+    if (STRIDED != 0u && (flags & (FLAG_A_CONTIGUOUS | FLAG_A_ROW)) == 0u) return strided(4u * q, off, which) / 4u;
     uint k = (flags & FLAG_A_ROW) != 0u ? q - div_inner(4u * q) * (p.inner / 4u) : q;
     return off / 4u + k;
 }
 #define LOAD_UNIT(X4, XT, k) (TEX != 0u ? TEXQ(XT, k) : LOADQ(X4[k]))
 // LINEAR: elements 4q .. 4q + 3 of input X (flags at a's positions, offset off; X4 / XT its 4-element
-// and texel views): contiguous and ROW inputs one 4-element load, COL (runs of a multiple of 4
-// elements) and constant ones one element.
-#define LOAD_IN4(X, X4, XT, flags, off, q) \
+// and texel views; which: 0 for a, 1 for b): contiguous, ROW and strided unit inputs one 4-element
+// load, COL (runs of a multiple of 4 elements) and constant ones one element.
+#define LOAD_IN4(X, X4, XT, flags, off, q, which) \
     (BCAST == 0u \
         ? (((flags) & FLAG_A_CONTIGUOUS) != 0u ? LOAD_UNIT(X4, XT, (off) / 4u + (q)) : V4(LOAD(X[off]))) \
-        : (((flags) & (FLAG_A_CONTIGUOUS | FLAG_A_ROW)) != 0u ? LOAD_UNIT(X4, XT, unit_index(q, flags, off)) \
+        : (((flags) & (FLAG_A_CONTIGUOUS | FLAG_A_ROW)) != 0u \
+           || (STRIDED != 0u && ((flags) & (FLAG_A_CONSTANT | FLAG_A_COL)) == 0u) \
+            ? LOAD_UNIT(X4, XT, unit_index(q, flags, off, which)) \
             : V4(LOAD(X[(off) + (((flags) & FLAG_A_COL) != 0u ? div_inner(4u * (q)) : 0u)]))))
 
-// LINEAR path: every input contiguous (offset % 4 == 0), constant, ROW (run and offset multiples of 4)
-// or COL (run a multiple of 4); 4 elements per access.
+// LINEAR path: every input contiguous (offset % 4 == 0), constant, ROW (run and offset multiples of 4),
+// COL (run a multiple of 4) or a strided unit; 4 elements per access.
 void main_linear() {
     uint base = linear_group() * (WG * EPT) + gl_LocalInvocationID.x;
     uint nq = p.n / 4u;
@@ -732,12 +738,12 @@ void main_linear() {
         uint q = base + j * WG;
         if (q < nq) {
 #if NIN == 2
-            V4 x = (p.flags & FLAG_A_SCALAR) != 0u ? V4(scalar_arg(p.s0)) : LOAD_IN4(a, a4, a_t, p.flags, p.off_a, q);
+            V4 x = (p.flags & FLAG_A_SCALAR) != 0u ? V4(scalar_arg(p.s0)) : LOAD_IN4(a, a4, a_t, p.flags, p.off_a, q, 0u);
             V4 y = (p.flags & FLAG_B_SCALAR) != 0u ? V4(scalar_arg(p.s1))
-                 : LOAD_IN4(b, b4, b_t, p.flags >> FLAG_B_SHIFT, p.off_b, q);
+                 : LOAD_IN4(b, b4, b_t, p.flags >> FLAG_B_SHIFT, p.off_b, q, 1u);
             V4 r = V4(apply_binary(x.x, y.x), apply_binary(x.y, y.y), apply_binary(x.z, y.z), apply_binary(x.w, y.w));
 #else
-            V4 x = LOAD_IN4(a, a4, a_t, p.flags, p.off_a, q);
+            V4 x = LOAD_IN4(a, a4, a_t, p.flags, p.off_a, q, 0u);
             V4 r = V4(apply_unary(x.x), apply_unary(x.y), apply_unary(x.z), apply_unary(x.w));
 #endif
             if (TEXW != 0u) { TEXSTORE(p.off_o / 4u + q, r); }

@@ -181,3 +181,39 @@ def test_indexed_without_strided_inputs(strided_modes):
     np.testing.assert_array_equal(fv.add(xd[1:], xd[:-1]).numpy(), x[1:] + x[:-1])
     np.testing.assert_array_equal(fv.multiply(xd[3:30], 2.0).numpy(), x[3:30] * np.float32(2.0))
     assert strided_modes and set(strided_modes) == {0}, strided_modes
+
+
+@pytest.mark.parametrize("dt", FLOATS)
+def test_strided_units_linear(dt, path, monkeypatch):
+    """Strided inputs whose innermost stride is 1 with that dim's extent, the offset and the other
+    strides multiples of 4 (a transposed [B, S, H, D] -> [B, H, S, D] view, a head-sliced one) run
+    LINEAR, one strided index per 4 elements (a quarter of the groups), beside contiguous, ROW and
+    constant operands: numpy's bits; an odd offset or extent keeps the index path."""
+    ctx = runtime.get()
+    monkeypatch.setattr(ctx, "plans", {})
+    groups = []
+    real = _core._plan
+
+    def spy(*a, **k):
+        plan = real(*a, **k)
+        groups.extend(g[0] for _, g, _ in plan[0])
+        return plan
+    monkeypatch.setattr(_core, "_plan", spy)
+    q = rng.standard_normal((2, 16, 4, 64)).astype(dt)      # 8192 elements: LINEAR 2 groups, indexed 8
+    cos = rng.standard_normal((1, 1, 16, 64)).astype(dt)
+    row = rng.standard_normal(64).astype(dt)
+    qd = fv.asarray(q).transpose(0, 2, 1, 3)
+    qn = q.transpose(0, 2, 1, 3)
+    cases = [(fv.multiply, qd, fv.asarray(cos), qn, cos), (fv.add, fv.asarray(row), qd, row, qn),
+             (fv.subtract, qd, qd[:, ::-1], qn, qn[:, ::-1]), (fv.multiply, qd[..., 4:36], 3.0, qn[..., 4:36], 3.0),
+             (fv.multiply, qd, fv.copy(qd), qn, qn)]
+    for f, x, y, xn, yn in cases:
+        groups.clear()
+        got = f(x, y)
+        w = want(getattr(np, f.__name__), xn, np.asarray(yn, dt) if np.ndim(yn) == 0 else yn, dt)
+        assert bits(got.numpy(), dt).tobytes() == bits(w, dt).tobytes(), f.__name__
+        assert groups and groups[0] == -(-w.size // (_core.WG * _core.EPT * 4)), (f.__name__, groups)
+    for x, xn in ((qd[..., 1:33], qn[..., 1:33]), (qd[..., :30], qn[..., :30])):   # odd offset / extent
+        groups.clear()
+        assert bits(fv.negative(x).numpy(), dt).tobytes() == bits(-xn, dt).tobytes()
+        assert groups[0] == -(-xn.size // (_core.WG * _core.EPT))
