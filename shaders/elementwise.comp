@@ -656,7 +656,7 @@ V apply_binary(V x, V y) {
 #endif
 #endif
 
-// STRIDED (the indexed path only; the host sets it per launch): 0 when no input is strided (the
+// STRIDED (the indexed path and LINEAR's BCAST one; the host sets it per launch): 0 when no input is strided (the
 // strided index is not compiled in: lavapipe runs every side of a branch), 1 strided with integer
 // division, 2 strided with p.n <= 2**20: i / n from a float estimate corrected by one either way
 // (exact: the estimate is within 0.4 of i / n for i <= 2**20 at the spec's 2.5 ulp division), since
