@@ -10,10 +10,15 @@ number of 16-element dependent adds, recorded and run in one batch -- what the s
 dispatch did no work.
 
     PYTHONPATH=src python benches/bench_torch_llama.py [--reps 5] [--hidden 256] [--seq 32] [--json f]
+
+--profile: instead, one forward and one forward+backward with a device timestamp around every dispatch:
+device ms and dispatches per kernel family and per aten op (where the time goes), then exits.
 """
 import argparse
+import collections
 import copy
 import json
+import sys
 import time
 
 import numpy as np
@@ -68,6 +73,63 @@ def dispatch_floor(n, reps):
     return timed(chain, reps, fv.synchronize)[0]
 
 
+def profiled(fn, reps=3, top=25):
+    """Run fn() reps times with a device timestamp before and after each dispatch; print device ms
+    (each dispatch's least over the runs: the machine is shared) and dispatch counts per kernel family
+    (variant name) and per aten op (the fuelvk kernel that launched it)."""
+    from fuelvk.runtime.vk import consts, ffi, lib
+    ctx = runtime.get()
+    stream, dev = ctx.stream, ctx.device
+    n_max = 1 << 14
+    info = ffi.new("VkQueryPoolCreateInfo*", {"sType": consts.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                              "queryType": consts.VK_QUERY_TYPE_TIMESTAMP, "queryCount": n_max})
+    qp = ffi.new("VkQueryPool*")
+    lib.vkCreateQueryPool(dev.handle, info, ffi.NULL, qp)
+    dispatch = stream.dispatch
+
+    def aten_op():
+        f = sys._getframe(2)
+        while f is not None:
+            if f.f_code.co_name == "k" and "op" in f.f_locals and f.f_code.co_filename.endswith("_aten.py"):
+                return str(f.f_locals["op"]).replace("aten.", "")
+            f = f.f_back
+        return "?"
+
+    best = None
+    for _ in range(reps):
+        tags = []
+
+        def timed_dispatch(pipe, groups, buffers, writes, push):
+            i = len(tags)
+            stream.timestamp(qp[0], 2 * i)
+            dispatch(pipe, groups, buffers, writes, push)
+            stream.timestamp(qp[0], 2 * i + 1)
+            tags.append((str(pipe.variant.name), aten_op()))
+        fv.synchronize()
+        stream.dispatch = timed_dispatch
+        try:
+            fn()
+            fv.synchronize()
+        finally:
+            del stream.dispatch
+        data = ffi.new("uint64_t[]", 2 * len(tags))
+        lib.vkGetQueryPoolResults(dev.handle, qp[0], 0, 2 * len(tags), 16 * len(tags), data, 8,
+                                  consts.VK_QUERY_RESULT_64_BIT | consts.VK_QUERY_RESULT_WAIT_BIT)
+        ms = [(data[2 * i + 1] - data[2 * i]) * dev.timestamp_period_ns / 1e6 for i in range(len(tags))]
+        best = ms if best is None else [min(a, b) for a, b in zip(best, ms)]
+    lib.vkDestroyQueryPool(dev.handle, qp[0], ffi.NULL)
+    total = sum(best)
+    print(f"  {len(tags)} dispatches, {total:.2f} device ms (each dispatch's best of {reps})")
+    for k, what in ((0, "kernel family"), (1, "aten op")):
+        agg = collections.defaultdict(lambda: [0.0, 0])
+        for t, m in zip(tags, best):
+            agg[t[k]][0] += m
+            agg[t[k]][1] += 1
+        print(f"  by {what}:")
+        for name, (m, c) in sorted(agg.items(), key=lambda kv: -kv[1][0])[:top]:
+            print(f"    {name:40s} {m:8.2f} ms {100 * m / total:5.1f}%  {c:4d} dispatches")
+
+
 def main():
     from transformers import LlamaConfig, LlamaForCausalLM
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -78,6 +140,7 @@ def main():
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     ap.add_argument("--json")
+    ap.add_argument("--profile", action="store_true", help="device ms per kernel family and aten op")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -100,6 +163,12 @@ def main():
         model.zero_grad(set_to_none=True)
         model(x, labels=x).loss.backward()
 
+    if args.profile:
+        for name, fn in (("forward", fwd), ("forward+backward", fwd_bwd)):
+            fn(dev, idd)
+            print(name)
+            profiled(lambda: fn(dev, idd), args.reps)
+        return
     for name, fn in (("forward", fwd), ("forward+backward", fwd_bwd)):
         c, c_cpu = timed(lambda: fn(cpu, ids), args.reps, lambda: None)
         d, d_cpu = timed(lambda: fn(dev, idd), args.reps, fv.synchronize)

@@ -656,12 +656,29 @@ V apply_binary(V x, V y) {
 #endif
 #endif
 
-uint strided(uint i, uint off, int st[6]) {
+// STRIDED (the indexed path and LINEAR's BCAST one; the host sets it per launch): 0 when no input is strided (the
+// strided index is not compiled in: lavapipe runs every side of a branch), 1 strided with integer
+// division, 2 strided with p.n <= 2**20: i / n from a float estimate corrected by one either way
+// (exact: the estimate is within 0.4 of i / n for i <= 2**20 at the spec's 2.5 ulp division), since
+// lavapipe has no vector integer divide (8 scalar divisions per 8 lanes, per dim and input).
+layout(constant_id = 7) const uint STRIDED = 1;
+// The strides are read from the push constants where they are used (which 0: p.sa, 1: p.sb; a constant
+// at every call): passed as an array argument they became a per-lane local copy, indexed per dim
+// through scratch memory on lavapipe.
+uint strided(uint i, uint off, uint which) {
     int idx = int(off);
     for (int d = int(p.rank) - 1; d >= 0; --d) {
         uint n = uint(p.shape[d]);
-        idx += int(i % n) * st[d];
-        i /= n;
+        uint q;
+        if (STRIDED == 2u) {
+            q = uint(float(i) * (1.0 / float(n)));
+            int r = int(i) - int(q * n);
+            q = r < 0 ? q - 1u : (r >= int(n) ? q + 1u : q);
+        } else {
+            q = i / n;
+        }
+        idx += int(i - q * n) * (which == 0u ? p.sa[d] : p.sb[d]);
+        i = q;
     }
     return uint(idx);
 }
@@ -678,36 +695,42 @@ uint div_inner(uint i) {
 // one contiguous run of p.inner elements (w [H] against x [T, H]: index i % inner), a COL operand
 // holds one element per run (v [T, 1] against x [T, H]: index i / inner).
 // (LINEAR's tail never sees ROW / COL inputs: their runs are multiples of 4 there, so n is.)
-uint input_index(uint i, uint flags, uint off, int st[6]) {
+uint input_index(uint i, uint flags, uint off, uint which) {
     if ((flags & FLAG_A_CONTIGUOUS) != 0u) return off + i;
     if ((flags & FLAG_A_CONSTANT) != 0u || LINEAR != 0u) return off;
     if ((flags & FLAG_A_ROW) != 0u) return off + (i - div_inner(i) * p.inner);
     if ((flags & FLAG_A_COL) != 0u) return off + div_inner(i);
-    return strided(i, off, st);
+    return STRIDED == 0u ? off : strided(i, off, which);
 }
 
-// BCAST = 1 (LINEAR only): some input is ROW or COL. A specialization, so that the plain LINEAR path
+// BCAST = 1 (LINEAR only): some input is ROW, COL or a strided unit. A specialization, so that the plain LINEAR path
 // (BCAST = 0) compiles to exactly the loads it had (a uniform branch on p.flags cost lavapipe ~35% of
 // a contiguous f32 multiply).
 layout(constant_id = 6) const uint BCAST = 0;
 // LINEAR: the 4-element unit of a contiguous or ROW input holding elements 4q .. 4q + 3 (a ROW run's
-// length and offset are multiples of 4 there, so the 4 lie in one run).
-uint unit_index(uint q, uint flags, uint off) {
+// length and offset are multiples of 4 there, so the 4 lie in one run), or of a strided unit input
+// (STRIDED != 0 and none of its flags: its innermost stride is 1, and that dim's extent, its offset
+// and its other strides are multiples of 4 -- a transposed view such as the rotary q -- so the 4 are
+// one aligned unit: one strided index per 4 elements).
+uint unit_index(uint q, uint flags, uint off, uint which) {
+    if (STRIDED != 0u && (flags & (FLAG_A_CONTIGUOUS | FLAG_A_ROW)) == 0u) return strided(4u * q, off, which) / 4u;
     uint k = (flags & FLAG_A_ROW) != 0u ? q - div_inner(4u * q) * (p.inner / 4u) : q;
     return off / 4u + k;
 }
 #define LOAD_UNIT(X4, XT, k) (TEX != 0u ? TEXQ(XT, k) : LOADQ(X4[k]))
 // LINEAR: elements 4q .. 4q + 3 of input X (flags at a's positions, offset off; X4 / XT its 4-element
-// and texel views): contiguous and ROW inputs one 4-element load, COL (runs of a multiple of 4
-// elements) and constant ones one element.
-#define LOAD_IN4(X, X4, XT, flags, off, q) \
+// and texel views; which: 0 for a, 1 for b): contiguous, ROW and strided unit inputs one 4-element
+// load, COL (runs of a multiple of 4 elements) and constant ones one element.
+#define LOAD_IN4(X, X4, XT, flags, off, q, which) \
     (BCAST == 0u \
         ? (((flags) & FLAG_A_CONTIGUOUS) != 0u ? LOAD_UNIT(X4, XT, (off) / 4u + (q)) : V4(LOAD(X[off]))) \
-        : (((flags) & (FLAG_A_CONTIGUOUS | FLAG_A_ROW)) != 0u ? LOAD_UNIT(X4, XT, unit_index(q, flags, off)) \
+        : (((flags) & (FLAG_A_CONTIGUOUS | FLAG_A_ROW)) != 0u \
+           || (STRIDED != 0u && ((flags) & (FLAG_A_CONSTANT | FLAG_A_COL)) == 0u) \
+            ? LOAD_UNIT(X4, XT, unit_index(q, flags, off, which)) \
             : V4(LOAD(X[(off) + (((flags) & FLAG_A_COL) != 0u ? div_inner(4u * (q)) : 0u)]))))
 
-// LINEAR path: every input contiguous (offset % 4 == 0), constant, ROW (run and offset multiples of 4)
-// or COL (run a multiple of 4); 4 elements per access.
+// LINEAR path: every input contiguous (offset % 4 == 0), constant, ROW (run and offset multiples of 4),
+// COL (run a multiple of 4) or a strided unit; 4 elements per access.
 void main_linear() {
     uint base = linear_group() * (WG * EPT) + gl_LocalInvocationID.x;
     uint nq = p.n / 4u;
@@ -715,12 +738,12 @@ void main_linear() {
         uint q = base + j * WG;
         if (q < nq) {
 #if NIN == 2
-            V4 x = (p.flags & FLAG_A_SCALAR) != 0u ? V4(scalar_arg(p.s0)) : LOAD_IN4(a, a4, a_t, p.flags, p.off_a, q);
+            V4 x = (p.flags & FLAG_A_SCALAR) != 0u ? V4(scalar_arg(p.s0)) : LOAD_IN4(a, a4, a_t, p.flags, p.off_a, q, 0u);
             V4 y = (p.flags & FLAG_B_SCALAR) != 0u ? V4(scalar_arg(p.s1))
-                 : LOAD_IN4(b, b4, b_t, p.flags >> FLAG_B_SHIFT, p.off_b, q);
+                 : LOAD_IN4(b, b4, b_t, p.flags >> FLAG_B_SHIFT, p.off_b, q, 1u);
             V4 r = V4(apply_binary(x.x, y.x), apply_binary(x.y, y.y), apply_binary(x.z, y.z), apply_binary(x.w, y.w));
 #else
-            V4 x = LOAD_IN4(a, a4, a_t, p.flags, p.off_a, q);
+            V4 x = LOAD_IN4(a, a4, a_t, p.flags, p.off_a, q, 0u);
             V4 r = V4(apply_unary(x.x), apply_unary(x.y), apply_unary(x.z), apply_unary(x.w));
 #endif
             if (TEXW != 0u) { TEXSTORE(p.off_o / 4u + q, r); }
@@ -730,11 +753,11 @@ void main_linear() {
     if (linear_group() == 0u && gl_LocalInvocationID.x == 0u) {
         for (uint i = nq * 4u; i < p.n; ++i) {   // the < 4 tail elements (kept out of the hot loop)
 #if NIN == 2
-            V x = (p.flags & FLAG_A_SCALAR) != 0u ? scalar_arg(p.s0) : LOAD(a[input_index(i, p.flags, p.off_a, p.sa)]);
-            V y = (p.flags & FLAG_B_SCALAR) != 0u ? scalar_arg(p.s1) : LOAD(b[input_index(i, p.flags >> FLAG_B_SHIFT, p.off_b, p.sb)]);
+            V x = (p.flags & FLAG_A_SCALAR) != 0u ? scalar_arg(p.s0) : LOAD(a[input_index(i, p.flags, p.off_a, 0u)]);
+            V y = (p.flags & FLAG_B_SCALAR) != 0u ? scalar_arg(p.s1) : LOAD(b[input_index(i, p.flags >> FLAG_B_SHIFT, p.off_b, 1u)]);
             o[p.off_o + i] = STORE(apply_binary(x, y));
 #else
-            o[p.off_o + i] = STORE(apply_unary(LOAD(a[input_index(i, p.flags, p.off_a, p.sa)])));
+            o[p.off_o + i] = STORE(apply_unary(LOAD(a[input_index(i, p.flags, p.off_a, 0u)])));
 #endif
         }
     }
@@ -747,11 +770,11 @@ void main() {
         uint i = base + j * WG;
         if (i >= p.n) return;
 #if NIN == 2
-        V x = (p.flags & FLAG_A_SCALAR) != 0u ? scalar_arg(p.s0) : LOAD(a[input_index(i, p.flags, p.off_a, p.sa)]);
-        V y = (p.flags & FLAG_B_SCALAR) != 0u ? scalar_arg(p.s1) : LOAD(b[input_index(i, p.flags >> FLAG_B_SHIFT, p.off_b, p.sb)]);
+        V x = (p.flags & FLAG_A_SCALAR) != 0u ? scalar_arg(p.s0) : LOAD(a[input_index(i, p.flags, p.off_a, 0u)]);
+        V y = (p.flags & FLAG_B_SCALAR) != 0u ? scalar_arg(p.s1) : LOAD(b[input_index(i, p.flags >> FLAG_B_SHIFT, p.off_b, 1u)]);
         o[p.off_o + i] = STORE(apply_binary(x, y));
 #else
-        V x = LOAD(a[input_index(i, p.flags, p.off_a, p.sa)]);
+        V x = LOAD(a[input_index(i, p.flags, p.off_a, 0u)]);
         o[p.off_o + i] = STORE(apply_unary(x));
 #endif
     }

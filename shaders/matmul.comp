@@ -25,10 +25,16 @@ layout(constant_id = 1) const uint TM = 4;      // rows per invocation (register
 layout(constant_id = 2) const uint KSPLIT = 0;  // matvec: 1 = lanes split K (B contiguous along K)
 layout(constant_id = 3) const uint TNV = 1;     // 4-column groups per invocation (register-tiled)
 // TEXA / TEXB: how A / B are read (matvec / register tile). 0: scalar loads through the strides;
-// TEXA 1: A along K through its texel view; TEXB 1: B along N (its rows), TEXB 2: B along K (its columns).
+// TEXA 1: A along K through its texel view, TEXA 2 (register tile): A along M (its columns: a
+// transposed A, as in a weight gradient dY.T @ X); TEXB 1: B along N (its rows), TEXB 2: B along K (its columns).
 // The host sets them only when the unit stride, offsets and other strides make every texel whole.
 layout(constant_id = 4) const uint TEXA = 0;
 layout(constant_id = 5) const uint TEXB = 0;
+// GN (register tile): 8-lane groups of a workgroup side by side along N (8, 4, 2, 1); the other 8 / GN
+// stack along M, TM rows each. Fewer than 8 when N is narrower than 8 groups' columns (attention's
+// head-dim products, a GQA k/v projection): otherwise those lanes load and multiply clamped columns
+// that are never stored.
+layout(constant_id = 6) const uint GN = 8;
 
 #define DECL_BUF(bind, name, DT) \
     layout(set = 0, binding = bind) readonly buffer name##_ { ELEM_##DT name[]; };
@@ -69,6 +75,7 @@ layout(set = 0, binding = 2) readonly buffer B_ { XCAT(ELEM_, B_DT) b[]; };
 layout(set = 0, binding = 3, rgba32ui) uniform readonly uimageBuffer a_t;
 layout(set = 0, binding = 4, rgba32ui) uniform readonly uimageBuffer b_t;
 const uint QB = B_DT == TYPE_F32 ? 1u : 2u;   // 4-column quads per texel of B
+const uint APT = A_DT == TYPE_F32 ? 4u : 8u;  // A elements per texel (TEXA 2: rows per texel)
 const uint LC = 4u * QB;                 // register tile: columns per lane per column group (one B texel)
 vec4 h4_0(uvec2 w) { return vec4(0.0); }   // (unused: f32 texels hold 4 elements)
 vec4 h4_1(uvec2 w) { return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
@@ -117,15 +124,16 @@ float share8(float x, uint src) {
 // and the accumulators live in LLVM's registers / stack, never in shared memory.
 void regtile_main() {
     const uint GC = 8u * LC * TNV;                 // columns per 8-lane group; a workgroup has 8 groups
-    uint tiles_n = (p.N + 8u * GC - 1u) / (8u * GC);
-    uint tiles = tiles_n * ((p.M + TM - 1u) / TM);
+    const uint GM = 8u / GN;                       // groups along M
+    uint tiles_n = (p.N + GN * GC - 1u) / (GN * GC);
+    uint tiles = tiles_n * ((p.M + GM * TM - 1u) / (GM * TM));
     uint g = linear_group();
     if (g >= tiles * p.batch) return;
     uint tile = g % tiles, z = g / tiles;
     int ba, bb;
     batch_bases(z, ba, bb);
-    uint l = gl_LocalInvocationID.x, ln = l & 7u;
-    uint m0 = (tile / tiles_n) * TM, nq = (tile % tiles_n) * 8u * GC + (l >> 3) * GC + LC * ln;
+    uint l = gl_LocalInvocationID.x, ln = l & 7u, grp = l >> 3;
+    uint m0 = (tile / tiles_n) * GM * TM + (grp / GN) * TM, nq = (tile % tiles_n) * GN * GC + (grp % GN) * GC + LC * ln;
     int arow[TM];
     [[unroll]] for (uint i = 0u; i < TM; ++i) arow[i] = ba + int(min(m0 + i, p.M - 1u)) * p.sa_m;
     // Element index of each of the lane's columns at k = 0 (clamped; TEXB == 1: N % LC == 0, so a
@@ -157,6 +165,24 @@ void regtile_main() {
                 }
             }
         }
+        if (TEXA == 2u) {   // A along M: per 8-deep K step, TM / APT texels per k (the host: M % APT == 0)
+            [[unroll]] for (uint iq = 0u; iq < TM / APT; ++iq) {
+                int e0 = ba + int(min(m0 + APT * iq, p.M - APT)) + int(k) * p.sa_k;
+                vec4 aq[8][APT / 4u];   // aq[kk][h][r]: A[m0 + APT iq + 4 h + r, k + kk]
+                [[unroll]] for (uint kk = 0u; kk < 8u; ++kk) {
+                    uint e = uint(e0 + int(kk) * p.sa_k);
+                    if (A_DT == TYPE_F32) aq[kk][0] = uintBitsToFloat(imageLoad(a_t, int(e >> 2)));
+                    else {
+                        uvec4 t = imageLoad(a_t, int(e >> 3));
+                        aq[kk][0] = XCAT(h4_, A_DT)(t.xy);
+                        aq[kk][APT / 4u - 1u] = XCAT(h4_, A_DT)(t.zw);
+                    }
+                }
+                [[unroll]] for (uint h = 0u; h < APT / 4u; ++h) [[unroll]] for (uint r = 0u; r < 4u; ++r)
+                    [[unroll]] for (uint kk = 0u; kk < 8u; ++kk) [[unroll]] for (uint j = 0u; j < TNV * QB; ++j)
+                        acc[APT * iq + 4u * h + r][j] = fma(vec4(aq[kk][h][r]), bv[kk][j], acc[APT * iq + 4u * h + r][j]);
+            }
+        } else
         [[unroll]] for (uint i = 0u; i < TM; ++i) {
             vec4 av[2];   // A[m0 + i, k .. k + 7]
             if (TEXA == 1u) { TEX8(a_t, A_DT, arow[i] + int(k), av); }

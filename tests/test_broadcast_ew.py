@@ -2,6 +2,7 @@
 x [T, H] reads index i % H, v [T, 1] reads i // H through one multiply-high): numpy's bits on both load
 paths, either operand, runs of 1, 3, 4, 1000, 1024 elements, offsets and views; and the plans take the
 ROW / COL flags (on the LINEAR path where runs and offsets are multiples of 4)."""
+import math
 import struct
 
 import ml_dtypes
@@ -130,3 +131,89 @@ def test_divider_exact():
         for i in [n - 1, n - 2, 0, 1] + [k * d + e for k in (1, (n - 1) // d) for e in (-1, 0, 1)]:
             if 0 <= i < n:
                 assert (i * magic) >> shift == i // d, (d, n, i)
+
+
+@pytest.fixture
+def strided_modes(monkeypatch):
+    """The STRIDED specialization (elementwise.comp) of every indexed launch planned during the test."""
+    seen = []
+    real = _core._strided_mode
+
+    def spy(strided, n):
+        seen.append(real(strided, n))
+        return seen[-1]
+    monkeypatch.setattr(_core, "_strided_mode", spy)
+    monkeypatch.setattr(runtime.get(), "plans", {})
+    return seen
+
+
+@pytest.mark.parametrize("fast_max", [None, 0])
+def test_strided_index_division(fast_max, strided_modes, monkeypatch):
+    """The indexed path's strided inputs (transposed, sliced views): with up to 2**20 elements the index
+    divides through a float estimate corrected by one (STRIDED 2), beyond it (here: the limit lowered to
+    0) by integer division (STRIDED 1). Values equal to their own index: any misplaced element shows.
+    Shapes: the largest quotients (2 and 3 columns over 2**20 elements), a dim of 41 (float32(1 / 41)
+    rounds down: through a rounded reciprocal i * (1 / 41) lands below k for thousands of multiples
+    i = 41 k; lavapipe divides exactly, drivers with the spec's 2.5 ulp division need the correction), odd and power-of-two dims, rank 4 (a rotary q view times a broadcast cos)."""
+    if fast_max is not None:
+        monkeypatch.setattr(_core, "_FAST_DIV_MAX", fast_max)
+    for shape in ((2, 1 << 19), (3, 349525), (25575, 41), (7, 5, 3)):
+        if fast_max is not None and math.prod(shape) > 4096:
+            continue     # the integer division needs no size to prove it: keep CI small
+        n = math.prod(shape)
+        x = np.arange(n, dtype=np.float32).reshape(shape)
+        got = fv.negative(fv.asarray(x).T)
+        np.testing.assert_array_equal(got.numpy(), -x.T)
+    q = rng.standard_normal((2, 6, 3, 10)).astype(np.float32)          # [B, S, H, D] -> [B, H, S, D]
+    cos = rng.standard_normal((1, 1, 6, 10)).astype(np.float32)
+    qd = fv.asarray(q).transpose(0, 2, 1, 3)
+    np.testing.assert_array_equal(fv.multiply(qd, fv.asarray(cos)).numpy(), q.transpose(0, 2, 1, 3) * cos)
+    np.testing.assert_array_equal(fv.negative(qd[..., 5:]).numpy(), -q.transpose(0, 2, 1, 3)[..., 5:])
+    want_mode = 2 if fast_max is None else 1
+    assert strided_modes and set(strided_modes) == {want_mode}, strided_modes
+
+
+def test_indexed_without_strided_inputs(strided_modes):
+    """An indexed launch whose inputs are all contiguous or constant (too small for LINEAR, or an odd
+    offset) compiles no strided index (STRIDED 0), with the same bits."""
+    x = rng.standard_normal(40).astype(np.float32)
+    xd = fv.asarray(x)
+    np.testing.assert_array_equal(fv.add(xd[1:], xd[:-1]).numpy(), x[1:] + x[:-1])
+    np.testing.assert_array_equal(fv.multiply(xd[3:30], 2.0).numpy(), x[3:30] * np.float32(2.0))
+    assert strided_modes and set(strided_modes) == {0}, strided_modes
+
+
+@pytest.mark.parametrize("dt", FLOATS)
+def test_strided_units_linear(dt, path, monkeypatch):
+    """Strided inputs whose innermost stride is 1 with that dim's extent, the offset and the other
+    strides multiples of 4 (a transposed [B, S, H, D] -> [B, H, S, D] view, a head-sliced one) run
+    LINEAR, one strided index per 4 elements (a quarter of the groups), beside contiguous, ROW and
+    constant operands: numpy's bits; an odd offset or extent keeps the index path."""
+    ctx = runtime.get()
+    monkeypatch.setattr(ctx, "plans", {})
+    groups = []
+    real = _core._plan
+
+    def spy(*a, **k):
+        plan = real(*a, **k)
+        groups.extend(g[0] for _, g, _ in plan[0])
+        return plan
+    monkeypatch.setattr(_core, "_plan", spy)
+    q = rng.standard_normal((2, 16, 4, 64)).astype(dt)      # 8192 elements: LINEAR 2 groups, indexed 8
+    cos = rng.standard_normal((1, 1, 16, 64)).astype(dt)
+    row = rng.standard_normal(64).astype(dt)
+    qd = fv.asarray(q).transpose(0, 2, 1, 3)
+    qn = q.transpose(0, 2, 1, 3)
+    cases = [(fv.multiply, qd, fv.asarray(cos), qn, cos), (fv.add, fv.asarray(row), qd, row, qn),
+             (fv.subtract, qd, qd[:, ::-1], qn, qn[:, ::-1]), (fv.multiply, qd[..., 4:36], 3.0, qn[..., 4:36], 3.0),
+             (fv.multiply, qd, fv.copy(qd), qn, qn)]
+    for f, x, y, xn, yn in cases:
+        groups.clear()
+        got = f(x, y)
+        w = want(getattr(np, f.__name__), xn, np.asarray(yn, dt) if np.ndim(yn) == 0 else yn, dt)
+        assert bits(got.numpy(), dt).tobytes() == bits(w, dt).tobytes(), f.__name__
+        assert groups and groups[0] == -(-w.size // (_core.WG * _core.EPT * 4)), (f.__name__, groups)
+    for x, xn in ((qd[..., 1:33], qn[..., 1:33]), (qd[..., :30], qn[..., :30])):   # odd offset / extent
+        groups.clear()
+        assert bits(fv.negative(x).numpy(), dt).tobytes() == bits(-xn, dt).tobytes()
+        assert groups[0] == -(-xn.size // (_core.WG * _core.EPT))

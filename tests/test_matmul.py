@@ -202,7 +202,8 @@ def _specs(monkeypatch):
 def test_texel_load_paths(combo, monkeypatch):
     """matvec / register tile read A along K, B along N (its rows) or along K (x @ W.T) as 16-byte
     texels when every run is whole texels (unit stride; offset and the other strides multiples of the
-    elements per texel), scalar loads otherwise. Each case checks the path its launch took and the
+    elements per texel), scalar loads otherwise; the register tile reads a transposed A along M
+    (TEXA 2) when M is whole texels too. Each case checks the path its launch took and the
     result; K = 37 leaves a K % 8 tail, column counts leave partial column groups."""
     rng = np.random.default_rng(12)
     adt, bdt, cdt = COMBO_DTYPES[combo]
@@ -217,7 +218,10 @@ def test_texel_load_paths(combo, monkeypatch):
     w_t, w_odd = big_w[:, :37].T, big_w[:, 3:40].T
     cases = [(a, b_rows, (1, 1)), (a_odd, b_odd, (0, 0)), (a, w_t, (1, 2)), (a_odd, w_odd, (0, 0)),
              (a[:1], b_rows, (1, 1)), (a[:1], w_t, (1, 2)), (a_odd[:1], w_odd, (0, 0)),   # M = 1: matvec
-             (big_a[:, :4, :37], b_rows, (1, 1))]                                        # batch stride 9 * 48
+             (big_a[:, :4, :37], b_rows, (1, 1)),                                       # batch stride 9 * 48
+             (big_a[0, :5, :4 * pa].T, b_rows[:5], (2, 1)),       # A transposed (dY.T @ X): texels along M
+             (big_a[0, :5, 1:4 * pa + 1].T, b_rows[:5], (0, 1)),  # ... offset by one element: scalar loads
+             (big_a[0, :5, :4 * pa - 1].T, b_rows[:5], (0, 1))]   # ... M not whole texels: scalar loads
     for x, y, (ta, tb) in cases:
         seen.clear()
         route = "matvec" if x.shape[-2] == 1 else "register_tiled"   # auto may pick coop / tiled on GPUs
@@ -233,6 +237,24 @@ def test_register_tile_row_counts(monkeypatch):
         a, b = rand((M, 45), F32, rng), rand((45, 300), F32, rng)
         check(matmul(a, b, route="register_tiled"), a, b, F32)
     assert sorted({s["TM"] for s in seen}) == [4, 16, 32]
+
+
+@pytest.mark.parametrize("combo", ["f32_f32_f32", "bf16_bf16_bf16"])
+def test_register_tile_narrow_n(combo, monkeypatch):
+    """N narrower than a workgroup's 8 lane groups: GN groups (1, 2, 4) sit along N and the others take
+    further rows (attention's head-dim products, GQA k/v projections), on M and N that leave partial
+    tiles, batched, and a transposed A; results as numpy's."""
+    rng = np.random.default_rng(15)
+    adt, bdt, cdt = COMBO_DTYPES[combo]
+    lc = 16 // bdt.itemsize
+    seen = _specs(monkeypatch)
+    for M, N, batch, trans in ((64, 8 * lc, 1, False), (37, 2 * 8 * lc - 3, 2, False), (70, 4 * 8 * lc, 1, True),
+                               (5, 3 * 8 * lc, 3, False), (64, 8 * 8 * lc, 1, False)):
+        a = rand((batch, 19, M) if trans else (batch, M, 19), adt, rng)
+        b = rand((batch, 19, N), bdt, rng)
+        x = fv.asarray(a).transpose(0, 2, 1) if trans else a
+        check(matmul(x, b, None if cdt == adt else cdt, route="register_tiled"), x, b, cdt)
+    assert [s["GN"] for s in seen] == [1, 2, 4, 4, 8], seen
 
 
 def test_texel_limit_falls_back_to_scalar_loads(monkeypatch, device_limits):

@@ -13,6 +13,7 @@ LINEAR = "LINEAR"  # the specialization constant of the LINEAR (all inputs conti
 TEX = "TEX"        # LINEAR's loads through the inputs' rgba32ui texel views (Device.texel_loads)
 TEXW = "TEXW"      # LINEAR's stores through the output's rgba32ui texel view (f32 / f64)
 BCAST = "BCAST"    # LINEAR with a ROW or COL broadcast input (FLAGS a_row ...)
+STRIDED = "STRIDED"  # the indexed path: 0 no strided input, 1 strided, 2 strided with fast division (ops/_core)
 # Those views, bound after the storage buffers: one per input, then the output's (kernels without
 # TEXW, e.g. casts, have only the inputs' views).
 TEXEL_BINDINGS = ("a_t", "b_t", "o_t")

@@ -16,7 +16,7 @@ from ..array import Array, asarray
 from ..errors import FuelVKError, FuelVKMemoryError, LaunchError
 from ..runtime import loadpath
 from ..runtime.loadpath import TEXEL_BYTES
-from ..kernels.elementwise import BCAST, EPT, FLAGS, LINEAR, MAX_RANK, TEX, TEXEL_BINDINGS, TEXW, WG
+from ..kernels.elementwise import BCAST, EPT, FLAGS, LINEAR, MAX_RANK, STRIDED, TEX, TEXEL_BINDINGS, TEXW, WG
 from ..kernels.movement_core import copy_variant
 from ..kernels.registry import storage_twin
 
@@ -203,6 +203,7 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
         chunks = _chunks(cshape, cstrides, [x.offset for x in inputs])
     linear_ok = LINEAR is not None and LINEAR in sig.spec_ids
     bcast_ok = any(f[0] == "inner" for f in sig.fields)    # the kernel reads ROW / COL inputs
+    strided_ok = STRIDED in sig.spec_ids
     plan, view_src = [], None
     for sub, st, offs, o in chunks:
         m = math.prod(sub)
@@ -210,6 +211,7 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
         flags = flags_extra
         linear = linear_ok and m >= linear_min
         inner = 0                       # the ROW / COL inputs' run length (one per chunk)
+        strided = False                 # some input takes the general strided index
         for k, s in enumerate(st):
             if tuple(s) == contig:
                 flags |= _CONTIGUOUS[k]
@@ -219,18 +221,20 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
             else:
                 kind, run = _broadcast_kind(sub, s) if bcast_ok and m <= _DIV_MAX else (None, 0)
                 if kind is None or inner not in (0, run):
-                    linear = False
+                    strided = True     # LINEAR still, where it reads as 4-element units
+                    linear = linear and bcast_ok and strided_ok and _strided_unit(sub, s, offs[k])
                     continue
                 inner = run
                 flags |= _ROW[k] if kind == "row" else _COL[k]
                 linear = linear and run % 4 == 0 and (kind == "col" or offs[k] % 4 == 0)
         off_o = out.offset + o
         linear = linear and off_o % 4 == 0
+        bcast_linear = linear and bool(inner or strided)   # BCAST: ROW / COL / strided unit inputs
         # Texel loads: LINEAR chunks whose contiguous (and ROW) inputs all have views covering what
         # they read.
         contig_in = [k for k in range(len(inputs)) if flags & (_CONTIGUOUS[k] | _ROW[k])]
         big = m * out.dtype.itemsize >= min_bytes
-        tex = bool(views) and linear and big and texels and texels[0] and bool(contig_in) and all(
+        tex = bool(views) and linear and not strided and big and texels and texels[0] and bool(contig_in) and all(
             _texel_ok(offs[k], inputs[k].dtype.itemsize, inner if flags & _ROW[k] else m, texels[3 + k])
             for k in contig_in)
         # Texel stores: the same, for an output whose 4-element units are whole texels (f32, f64).
@@ -240,8 +244,9 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
             view_src = tuple(1 + k if tex and k in contig_in else None for k in range(len(inputs))) \
                 + (((0 if texw else None),) if out_view else ())
         bcast = dict(zip(("inner", "magic", "shift"), (inner,) + divider(inner, m))) if bcast_ok else {}
+        index = {STRIDED: _strided_mode(strided, m)} if strided_ok and (bcast_linear or not linear) else {}
         _, _, push, spec_ids = sig.bind(dict(
-            named, **spec, **bcast, **({LINEAR: 1} if linear else {}), **({BCAST: 1} if linear and inner else {}), **({TEX: 1} if tex else {}), **({TEXW: 1} if texw else {}), n=m, rank=len(sub), flags=flags, off_o=off_o,
+            named, **spec, **bcast, **index, **({LINEAR: 1} if linear else {}), **({BCAST: 1} if bcast_linear else {}), **({TEX: 1} if tex else {}), **({TEXW: 1} if texw else {}), n=m, rank=len(sub), flags=flags, off_o=off_o,
             off_a=offs[0] if offs else 0, off_b=offs[1] if len(offs) > 1 else 0, s0=s0, s1=s1, shape=sub,
             sa=st[0] if st else (), sb=st[1] if len(st) > 1 else ()))
         per_group = WG * EPT * (4 if linear else 1)
@@ -266,6 +271,22 @@ _CONSTANT = (FLAGS["a_constant"], FLAGS["b_constant"])
 _ROW = (FLAGS["a_row"], FLAGS["b_row"])
 _COL = (FLAGS["a_col"], FLAGS["b_col"])
 _DIV_MAX = 1 << 31      # divider is exact for indices below 2**31 (larger chunks: the general index)
+
+
+def _strided_unit(shape, strides, offset):
+    """Whether a strided input can be read on the LINEAR path as 4-element units (elementwise.comp's
+    unit_index): unit innermost stride, that dim's extent, the offset and the other strides multiples
+    of 4 (a transposed or head-sliced view of a contiguous array: the rotary q)."""
+    return strides[-1] == 1 and shape[-1] % 4 == 0 and offset % 4 == 0 and all(s % 4 == 0 for s in strides[:-1])
+
+
+def _strided_mode(strided, n):
+    """The STRIDED specialization of an indexed launch of n elements (elementwise.comp): 0 when no
+    input is strided, 2 (float-estimate division, exact below _FAST_DIV_MAX) or 1 (integer division)."""
+    return 0 if not strided else (2 if n <= _FAST_DIV_MAX else 1)
+
+
+_FAST_DIV_MAX = 1 << 20
 
 
 def _broadcast_kind(shape, strides):

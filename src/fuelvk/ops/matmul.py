@@ -21,7 +21,8 @@ FUELVK_MATMUL_ROUTE forces one; a route the device, its limits or the shape cann
 typed error. matmul_route() runs the same picker.
 
 Load paths chosen per launch (specialization constants, same kernel): matvec and the register tile
-read A along K and B along N (its rows) or along K (x @ W.T) as 16-byte texels of a storage texel
+read A along K (the register tile also along M: a transposed A, as in a weight gradient dY.T @ X) and
+B along N (its rows) or along K (x @ W.T) as 16-byte texels of a storage texel
 buffer view of the same buffer (4 f32 / 8 f16 or bf16 elements) when the unit stride, offset and
 other strides keep every run whole texels; scalar loads through the strides otherwise.
 """
@@ -211,15 +212,23 @@ def _sg8(dev):
     return 1 if s == 8 else (2 if s % 8 == 0 else 0)
 
 
-def _reg_tile(M, N, lc):
-    """(rows, column groups) per invocation of the register tile, whose lanes own `lc` columns (one
-    texel of B) per group: 32 rows x 8 columns per lane, fewer rows when M is smaller, one group when
-    N fits one workgroup, two groups for matvec (one row, B [K, N]) -- the best of the sweeps in
-    docs/MEASUREMENTS.md."""
-    tm = next((t for t in matmul_kernels.REG_TM if t >= M), matmul_kernels.REG_TM[-1])
+def _reg_tile(M, N, lc, matvec=False, min_rows=1):
+    """(rows, column groups, 8-lane groups along N) per invocation / workgroup of the register tile,
+    whose lanes own `lc` columns (one texel of B) per group: 32 rows x 8 columns per lane, fewer rows
+    when M is smaller, one group when N fits one workgroup, two groups for matvec (one row, B [K, N])
+    -- the best of the sweeps in docs/MEASUREMENTS.md. When N is narrower than a workgroup's 8 lane
+    groups (8 x 8 lc columns), only as many groups as N needs sit along N (a power of two) and the
+    others take further rows, each fewer (M split between them), so no lane works on columns past N;
+    at least min_rows (a transposed A reads whole texels of rows)."""
+    if matvec or N > 32 * lc:
+        gn = 8
+    else:
+        gn = 1 << max(0, (-(-N // (8 * lc)) - 1).bit_length())
+    rows = max(-(-M // (8 // gn)), min_rows)
+    tm = next((t for t in matmul_kernels.REG_TM if t >= rows), matmul_kernels.REG_TM[-1])
     if N <= 64 * lc:
-        return tm, 1
-    return tm, matmul_kernels.REG_MATVEC_GROUPS if tm == 1 else max(1, matmul_kernels.REG_LANE_TARGET // lc)
+        return tm, 1, gn
+    return tm, matmul_kernels.REG_MATVEC_GROUPS if tm == 1 else max(1, matmul_kernels.REG_LANE_TARGET // lc), gn
 
 
 def _texel_ok(itemsize, offset, unit, *dims):
@@ -264,8 +273,12 @@ def _launch(plan, a, b, out):
         # matvec with B contiguous along K (x @ W.T): lanes split K; otherwise the register tile, 1 row.
         ksplit = int(route == "matvec" and sg8 != 0 and abs(sb_k) == 1 and abs(sb_n) != 1)
         lc = matmul_kernels.REG_LANE_COLS[plan.combo.split("_")[1]]
-        tm, tnv = _reg_tile(1 if route == "matvec" else M, N, lc)
-        tiles = -(-N // matmul_kernels.MATVEC_KSPLIT_COLS) if ksplit else -(-N // (64 * lc * tnv)) * -(-M // tm)
+        per_a = matmul_kernels.TEXEL_BYTES // a.dtype.itemsize
+        along_m = route == "register_tiled" and sa_m == 1 and sa_k != 1 and M % per_a == 0   # TEXA 2 candidate
+        tm, tnv, gn = _reg_tile(1 if route == "matvec" else M, N, lc, matvec=route == "matvec",
+                                min_rows=per_a if along_m else 1)
+        tiles = -(-N // matmul_kernels.MATVEC_KSPLIT_COLS) if ksplit else \
+            -(-N // (gn * 8 * lc * tnv)) * -(-M // (tm * (8 // gn)))
         (ta_buf, ta_ok), (tb_buf, tb_ok) = (_texel_binding(ctx.pool, x) for x in (a, b))
         texels = {"a_t": ta_buf, "b_t": tb_buf}
     else:
@@ -283,12 +296,15 @@ def _launch(plan, a, b, out):
             if route == "coop":
                 spec = {}
             elif tm:
-                texa = ta_ok and _texel_ok(a.dtype.itemsize, offa, sa_k, (M, sa_m), *zip(shape, sa))
+                texa = int(ta_ok and _texel_ok(a.dtype.itemsize, offa, sa_k, (M, sa_m), *zip(shape, sa)))
+                if not texa and ta_ok and along_m and tm % per_a == 0 and \
+                        _texel_ok(a.dtype.itemsize, offa, sa_m, (k1 - k0, sa_k), *zip(shape, sa)):
+                    texa = 2   # A transposed (a weight gradient's dY.T): texels along M
                 along_k = tb_ok and _texel_ok(b.dtype.itemsize, offb, sb_k, (N, sb_n), *zip(shape, sb))
                 along_n = tb_ok and not ksplit and N % lc == 0 and \
                     _texel_ok(b.dtype.itemsize, offb, sb_n, (k1 - k0, sb_k), *zip(shape, sb))
                 texb = 1 if along_n else (2 if along_k else 0)
-                spec = {"SG8": sg8, "TM": tm, "KSPLIT": ksplit, "TNV": tnv, "TEXA": int(texa), "TEXB": texb}
+                spec = {"SG8": sg8, "TM": tm, "KSPLIT": ksplit, "TNV": tnv, "TEXA": texa, "TEXB": texb, "GN": gn}
             else:
                 spec = {"SG8": sg8}
             ctx.launch(variant, ctx.groups(tiles * nb), c=dst, a=a, b=b, **texels, M=M, N=N, K=k1 - k0, batch=nb,
