@@ -10,7 +10,7 @@ import pytest
 
 import fuelvk as fv
 from fuelvk import runtime
-from fuelvk.kernels.norm import LANE_ROWS_MIN_ROWS, ROW_TEXELS
+from fuelvk.kernels.norm import LANE_ROWS_MIN_ROWS, ROW_SPLIT_MIN_ELEMS, ROW_TEXELS, row_split_parts
 from fuelvk.kernels.reduction import CUMSUM_TEXELS
 from fuelvk.runtime import loadpath
 from oracles import FLOATS, TOL
@@ -33,7 +33,7 @@ def launches(monkeypatch):
 
     def spy(v, *a, **k):
         if "TEX" in k and not v.id.startswith("reduce"):
-            seen.append((v.id, k["TEX"], k.get("LANE_ROWS", 0)))
+            seen.append((v.id, k["TEX"], k.get("LANE_ROWS", 0), k.get("SPLIT", 0)))
         return orig(v, *a, **k)
     monkeypatch.setattr(ctx, "launch", spy)
     return seen
@@ -52,11 +52,11 @@ def on_both_paths(monkeypatch, launches, f):
         monkeypatch.setenv(loadpath.ENV, flag)
         launches.clear()
         out[flag] = [np.asarray(r.numpy() if isinstance(r, fv.Array) else r) for r in f()]
-        masks[flag] = [t for _, t, _ in launches]
+        masks[flag] = [t for _, t, *_ in launches]
     for a, b in zip(out["1"], out["0"]):
         assert a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8))
     assert masks["1"] and not any(masks["0"]), masks
-    return out["1"], masks["1"], [lane for _, _, lane in launches]
+    return out["1"], masks["1"], [lane for _, _, lane, _ in launches]
 
 
 def close(got, want, dt, scale=1.0):
@@ -87,6 +87,38 @@ def test_softmax_paths(dt, monkeypatch, launches):
         close(dx, x64 * (g64 - (x64 * g64).sum(-1, keepdims=True)), dt, scale=cols ** 0.5)
         assert all(m & ROW_TEXELS["x"] for m in masks), masks          # every row has whole texels
         assert set(lanes) == {int(rows >= LANE_ROWS_MIN_ROWS)}, (rows, lanes)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_softmax_split_paths(dt, monkeypatch, launches):
+    """Softmax over long rows split across invocations (SPLIT 1: per-part max and sum, SPLIT 2: combine
+    and apply) on both load paths: one row, rows not divisible by the parts' chunks, offset by one
+    element; rows of -inf (NaN, as torch), with a NaN or +inf (NaN), -inf in whole parts only."""
+    n = 2 * ROW_SPLIT_MIN_ELEMS
+    for rows, cols, off in [(1, n, 0), (3, n + 37, 1), (2, 2 * n + 5, 0)]:
+        parts = row_split_parts(rows, cols)
+        assert parts >= 2, (rows, cols, parts)
+        (x,) = inputs(dt, rows, cols, off, 1)
+        (y,), masks, _ = on_both_paths(monkeypatch, launches, lambda: (fv.softmax(rows_of(x, rows, cols, off)),))
+        assert [s for *_, s in launches] == [1, 2], launches
+        x64 = sl(x, rows, cols, off)
+        e = np.exp(x64 - x64.max(-1, keepdims=True))
+        close(y, e / e.sum(-1, keepdims=True), dt)
+        assert all(m & ROW_TEXELS["x"] for m in masks), masks
+    x = rng.standard_normal((5, n)).astype(dt)
+    x[0] = -np.inf
+    x[1, 77] = np.nan
+    x[2, n - 3] = np.inf
+    x[3, :n // 2 + 3] = -np.inf           # the first parts all -inf: they add nothing
+    x[4, ::3] = -np.inf
+    (y,), _, _ = on_both_paths(monkeypatch, launches, lambda: (fv.softmax(fv.asarray(x)),))
+    assert [s for *_, s in launches] == [1, 2], launches
+    assert np.isnan(y[:3].astype(np.float64)).all()
+    for r in (3, 4):
+        x64 = x[r].astype(np.float64)
+        e = np.exp(x64 - x64.max())
+        close(y[r], e / e.sum(), dt)
+        assert (y[r][np.isneginf(x64)] == 0).all()
 
 
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)
@@ -128,11 +160,11 @@ def test_texel_limit_falls_back(monkeypatch, launches, device_limits):
     x = fv.asarray(rng.standard_normal((64, 128)).astype(np.float32))
     monkeypatch.setenv(loadpath.ENV, "1")
     want = fv.softmax(x).numpy(), fv.rms_norm(x).numpy()
-    assert all(t & ROW_TEXELS["x"] for _, t, _ in launches)
+    assert all(t & ROW_TEXELS["x"] for _, t, *_ in launches)
     launches.clear()
     device_limits(maxTexelBufferElements=100)
     got = fv.softmax(x).numpy(), fv.rms_norm(x).numpy()
-    assert launches and not any(t for _, t, _ in launches), launches
+    assert launches and not any(t for _, t, *_ in launches), launches
     for a, b in zip(got, want):
         assert np.array_equal(a, b)
 
