@@ -214,3 +214,28 @@ def test_cumsum_paths(dt, monkeypatch, launches):
             fv.cumsum(rows_of(x, rows, cols, off), axis=0),))
         close(cs, np.cumsum(sl(x, rows, cols, off), 0), dt, scale=rows ** 0.5)
         assert all(bool(m & CUMSUM_TEXELS["x"]) == views for m in masks), (rows, cols, off, masks)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_cumsum_split_paths(dt, monkeypatch, launches):
+    """cumsum / cumulative_prod over long axes of few slices, split in segments (SPLIT 1: segment totals,
+    SPLIT 2: each segment from its slice's earlier totals) on both load paths: axes not divisible by
+    the segments, offset by one element, one slice, a strided axis (element by element). Integer
+    values: every prefix is exact, so the carry across segments must be too (bit-exact to numpy)."""
+    from fuelvk.ops.reduction import _CUMSUM_SPLIT_MIN, _cumsum_parts, cumulative_prod_along
+    n = 2 * _CUMSUM_SPLIT_MIN
+    for rows, cols, off in [(1, n, 0), (3, n + 37, 1), (2, 2 * n + 5, 0)]:
+        assert _cumsum_parts(rows, cols, None) >= 2
+        x = rng.integers(-8, 9, size=rows * cols + off).astype(dt)
+        (cs,), masks, _ = on_both_paths(monkeypatch, launches, lambda: (fv.cumsum(rows_of(x, rows, cols, off), axis=-1),))
+        assert [s for *_, s in launches] == [1, 2], launches
+        assert np.array_equal(cs, np.cumsum(sl(x, rows, cols, off), -1).astype(dt)), (rows, cols, off)
+        assert all(m & CUMSUM_TEXELS["x"] for m in masks), masks
+    x = (rng.uniform(-1, 1, n + 3) / 256 + 1).astype(dt)
+    (cp,), _, _ = on_both_paths(monkeypatch, launches, lambda: (cumulative_prod_along(fv.asarray(x)[3:], 0),))
+    assert [s for *_, s in launches] == [1, 2], launches
+    np.testing.assert_allclose(cp.astype(np.float64), np.cumprod(x[3:].astype(np.float64)), rtol=2 * TOL[np.dtype(dt)][0] * n)
+    x = rng.integers(-8, 9, size=(n + 3, 3)).astype(dt)      # along a leading axis: strided, no views
+    (cs,), masks, _ = on_both_paths(monkeypatch, launches, lambda: (fv.cumsum(fv.asarray(x), axis=0),))
+    assert [s for *_, s in launches] == [1, 2] and not any(masks), launches
+    assert np.array_equal(cs, np.cumsum(x.astype(np.float64), 0).astype(dt))
