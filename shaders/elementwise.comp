@@ -231,7 +231,9 @@ V exp2_v(V x) {                     // as for f64; the builtin's polynomial is o
 }
 V log2_v(V x) { return log2(x); }
 V log10_v(V x) { return log2(x) * V(0.30102999566398120); }
-V tan_v(V x) { return tan(x); }
+V tan_v(V x) {                      // as sin / cos: the builtin only where its argument is not reduced badly
+    return abs(x) < V(256.0) || isnan(x) || isinf(x) ? tan(x) : sincos32(x, false) / sincos32(x, true);
+}
 V asinh_v(V x) {
     V a = abs(x);
     V r = a > V(1e18) ? log(a) + V(0.69314718055994531) : log1p_v(a + a * a / (V(1.0) + sqrt(V(1.0) + a * a)));

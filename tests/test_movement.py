@@ -156,12 +156,14 @@ def test_flip_sizes(n):
 @pytest.mark.parametrize("dt", WIDTH_DTYPES + OTHER_DTYPES[:1], ids=IDS)
 def test_roll(dt):
     a = bits((4, 5, 6), dt, np.random.default_rng(3))
-    for shift, axis in ((1, 0), (-2, 1), (13, 2), (7, None), (0, 0), ((1, -3), (0, 2)), ((2, 3), 1), (-100, -1)):
+    for shift, axis in ((1, 0), (-2, 1), (13, 2), (7, None), (0, 0), ((1, -3), (0, 2)), ((2, 3), 1), (-100, -1), ((2, -7), None)):
         assert_bits(fv.roll(a, shift, axis), np.roll(a, shift, axis))
     for name, nv, dv in views(a[0]):
         assert_bits(fv.roll(dv, 3, -1), np.roll(nv, 3, -1))
         assert_bits(fv.roll(dv, -5, None), np.roll(nv, -5, None))
     assert_bits(fv.roll(np.zeros((0, 3), dt), 2, 1), np.zeros((0, 3), dt))
+    with pytest.raises(fv.ShapeError, match="shifts must be integers"):
+        fv.roll(a, 1.5)
 
 
 def test_roll_and_flip_rank_above_six():

@@ -157,3 +157,43 @@ def test_flip_and_roll(dt, path, texel_launches):
                               ((1,), (2,), False), ((1, 1, p), (0, 1, 2), False), (5, None, False)):
         same_bits(fv.roll(X, shift, axis), np.roll(x, shift, axis))
         expect(path, texel_launches, runs)
+
+
+@pytest.fixture
+def remap_launches(monkeypatch):
+    """The remap.comp families launched during the test (`flip` or its storage-only twin `flip_ssbo`)."""
+    ctx = runtime.get()
+    seen, real = [], ctx.launch
+
+    def spy(variant, *a, **k):
+        if variant.source == "remap.comp":
+            seen.append(variant.family)
+        return real(variant, *a, **k)
+    monkeypatch.setattr(ctx, "launch", spy)
+    return seen
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_remap_load_paths(dt, path, remap_launches):
+    """remap.comp (last-axis flip, triu / tril, pad in every mode, pad backward constant) reads its
+    source through a one-element-per-texel view on the texel paths and through the storage buffer
+    (its `_ssbo` twin) otherwise; numpy's bits either way, on offset and strided views, rows shorter
+    and longer than a run of 8."""
+    x = data((3, 5, 19), dt)
+    X = fv.asarray(x)
+    views = [(x, X), (x[1:, 1:, 2:], X[1:, 1:, 2:]), (x[:, ::-2, ::3], X[:, ::-2, ::3])]
+    for xv, Xv in views:
+        same_bits(fv.flip(Xv, 2), np.flip(xv, 2))
+        for k in (-1, 0, 2):
+            same_bits(fv.triu(Xv, k), np.triu(xv, k))
+            same_bits(fv.tril(Xv, k), np.tril(xv, k))
+        pw = ((1, 0), (0, 2), (3, 1))
+        same_bits(fv.pad(Xv, pw, mode="constant", constant_values=np.array(7).astype(dt)[()]),
+                  np.pad(xv, pw, mode="constant", constant_values=np.array(7).astype(dt)[()]))
+        same_bits(fv.pad(Xv, pw, mode="reflect"), np.pad(xv, pw, mode="reflect"))
+        same_bits(fv.pad(Xv, pw, mode="edge"), np.pad(xv, pw, mode="edge"))
+        same_bits(fv.pad_backward(Xv, pw), xv[1:xv.shape[0], 0:xv.shape[1] - 2, 3:xv.shape[2] - 1])
+    texel = path != "ssbo"
+    assert remap_launches and all(f.endswith("_ssbo") != texel for f in remap_launches), remap_launches
+    assert {f.removesuffix("_ssbo") for f in remap_launches} == {"flip", "triu", "tril", "pad_const", "pad_reflect",
+                                                                  "pad_replicate", "pad_backward_const"}

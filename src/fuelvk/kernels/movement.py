@@ -6,11 +6,12 @@ concat_along_dim (dtype-keyed names in the inventory; the kernel still moves raw
 add_assign_scaled (f32 math). b1 variants of flip/roll/triu/tril are fuelvk additions.
 """
 from .elementwise import EPT as EW_EPT, FLAG_DEFINES, WG as EW_WG
-from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family, id_defines, width_variants
+from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family, id_defines, texel_twins, width_variants
 
 GROUP = "Layout / data-movement (byte-width-keyed, dtype-agnostic)"
 MAX_RANK = 6      # remap.comp / write.comp: the Params' shape and stride arrays
-WG, EPT = 256, 4  # remap.comp / write.comp / pad_backward.comp: elements per workgroup = WG * EPT
+WG, EPT = 256, 4  # write.comp / pad_backward.comp: elements per workgroup = WG * EPT
+RUN = 8           # remap.comp: consecutive elements of a row per invocation (one index split per run)
 # write.comp and add_assign_scaled.comp (a src view written into a dst view of the same shape): the
 # bits of their Params' flags (FLAG_* in the shaders).
 WRITE_FLAGS = {"src_contiguous": 1, "src_constant": 2, "dst_contiguous": 4}
@@ -20,9 +21,15 @@ _WRITE_DEFINES = {**_SIZES, **id_defines(FLAG=WRITE_FLAGS)}
 _W = dict(tag_defines=WIDTH_DEFINES, tag_features=WIDTH_FEATURES)
 
 
+# remap.comp reads its source through a uniform texel buffer of one element per texel (binding 2, a_t)
+# where the device reads texels faster (Device.texel_loads), else its storage-only twin (<name>_ssbo).
+REMAP_TEXEL_FORMATS = {"b1": {2: "R8_UINT"}, "b2": {2: "R16_UINT"}, "b4": {2: "R32_UINT"}, "b8": {2: "R32G32_UINT"}}
+
+
 def remap_family(name, mode, variants, group=GROUP, extra=()):
-    family(name, "remap.comp", variants, group, defines={**_SIZES, **id_defines(MODE=REMAP_MODES), "MODE": REMAP_MODES[mode]},
-           extra=extra, **_W)
+    texel_twins(name, "remap.comp", variants, group,
+                defines={"WG": WG, "RUN": RUN, **id_defines(MODE=REMAP_MODES), "MODE": REMAP_MODES[mode]},
+                extra=extra, tag_texel_formats=REMAP_TEXEL_FORMATS, **_W)
 
 
 remap_family("flip", "gather", width_variants("flip", ("b2", "b4", "b8")), extra=("b1",))

@@ -100,7 +100,7 @@ def texel_twins(name, source, variants, group, defines=None, **kw):
     fam = family(name, source, variants, group, defines=defines, **kw)
     family(name + SSBO_TWIN, source, {t: tuple(f"{n}{SSBO_TWIN}" for n in v.names) for t, v in fam.variants.items()},
            group, defines={**(defines or {}), "NO_TEXEL": 1},
-           **{k: v for k, v in kw.items() if k != "extra"})
+           **{k: v for k, v in kw.items() if k not in ("extra", "tag_texel_formats")})
     return fam
 
 

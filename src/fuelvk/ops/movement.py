@@ -17,7 +17,8 @@ from .. import runtime
 from ..array import Array, asarray, complex_part
 from ..errors import DTypeError, FuelVKIndexError, ShapeError
 from ..kernels import kernel
-from ..kernels.movement import EPT, MAX_RANK, WG, WRITE_FLAGS
+from ..kernels.registry import storage_twin
+from ..kernels.movement import EPT, MAX_RANK, RUN as REMAP_RUN, WG, WRITE_FLAGS
 from ._core import (blocks, contiguous, device_args, divider, element_words, fits, launch_strided, new_like,
                     result, spans, tiles, windowed)
 from ..kernels.movement_core import copy_variant
@@ -68,6 +69,9 @@ def launch_remap(op, variant, out, src, sa, lo=None, dim=None, k=0, fill=(0, 0),
             d = r - ow.ndim
             launch_remap(op, variant, ow, sw, sw.strides, lo[d:], dim[d:], k, fill, mode, fixed_tail)
         return
+    texel = variant.texel_formats and _remap_texels(src)     # remap.comp: through a_t, else the twin
+    if variant.texel_formats and not texel:
+        variant = storage_twin(variant)
     dims = []   # [n, stride, lo, dim, identity]
     for d in range(r):
         ident = lo[d] == 0 and dim[d] == shape[d] and d < r - fixed_tail
@@ -90,15 +94,28 @@ def launch_remap(op, variant, out, src, sa, lo=None, dim=None, k=0, fill=(0, 0),
                 c, row_fill = _source_coord(mode, P, lo0, dim0)
                 go(ds[1:], off_o + P * inner, off_a + (c * s0 if not row_fill else 0), fill_row or row_fill)
             return
+        ds = ds or [[1, 1, 0, 1, True]]      # rank 0: one element
         m = math.prod(d[0] for d in ds)
         los = [d[2] for d in ds]
         dms = [d[3] for d in ds]
         if fill_row:       # a whole row of constant padding (rank > 6 only): force every read outside
             los[0], dms[0] = -ds[0][0], 0
-        ctx.launch(variant, ctx.groups(-(-m // _PER_GROUP)), out=out, a=src, n=m, rank=len(ds), off_o=off_o,
+        if variant.source == "remap.comp":    # an invocation per RUN elements of a row
+            groups = -(-(m // ds[-1][0]) * -(-ds[-1][0] // REMAP_RUN) // WG)
+        else:
+            groups = -(-m // _PER_GROUP)
+        ctx.launch(variant, ctx.groups(groups), out=out, a=src, **({"a_t": src} if texel else {}), n=m, rank=len(ds), off_o=off_o,
                    off_a=off_a, k=k, fill=fill, shape=[d[0] for d in ds], sa=[d[1] for d in ds], lo=los, dim=dms)
 
     go(dims, out.offset, src.offset, False)
+
+
+def _remap_texels(src):
+    """remap.comp reads src through a one-element-per-texel view: the device reads texels faster
+    (Device.texel_loads, FUELVK_TEXEL_LOADS) and the view holds the whole buffer."""
+    ctx = runtime.get()
+    return loadpath.texel_paths(ctx)[0] and \
+        0 < src.buffer.size // src.dtype.itemsize <= ctx.device.limits.maxTexelBufferElements
 
 
 def _source_coord(mode, P, lo, dim):
@@ -234,18 +251,20 @@ def flip(x, axis=None):
 def roll(x, shift, axis=None):
     """numpy.roll: elements shifted cyclically along axis (axis None: over the flattened array)."""
     (xa,), numpy_out = device_args("roll", x)
+    if axis is None:             # numpy: the flattened array rolled by every shift in turn (their sum)
+        try:
+            shift = sum(operator.index(s) for s in shift) if isinstance(shift, (tuple, list)) else operator.index(shift)
+        except TypeError:
+            raise ShapeError(f"roll: shifts must be integers, got {shift!r}") from None
     if xa.dtype.kind == "c":     # complex: the (re, im) float pairs view rolled on the same axes
         if axis is None:
             flat = _cx.as_pairs(xa).reshape(-1, 2)
-            return result(_cx.from_pairs(roll(flat, operator.index(shift), 0)).reshape(xa.shape), numpy_out)
+            return result(_cx.from_pairs(roll(flat, shift, 0)).reshape(xa.shape), numpy_out)
         axes = tuple(_axes_allow_repeat("roll", axis, xa.ndim))
         return result(_cx.from_pairs(roll(_cx.as_pairs(xa), shift, axes)), numpy_out)
     tag = _width_tag("roll", xa.dtype)
     if axis is None:
-        try:
-            s = operator.index(shift)
-        except TypeError:
-            raise ShapeError(f"roll: with axis=None the shift must be one integer, got {shift!r}") from None
+        s = shift
         flat = xa.reshape(-1)
         if not fits(flat):
             return result(_roll_by_writes(contiguous(flat), [s]).reshape(xa.shape), numpy_out)
