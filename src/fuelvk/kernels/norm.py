@@ -27,13 +27,15 @@ LANE_ROWS_MIN_ROWS = 8
 # Softmax over long rows splits each row across `parts` invocations (SPLIT: a partials pass and a
 # combine + apply pass, no barriers) instead of one invocation or one workgroup per row: parts is the
 # largest power of two with at least ROW_SPLIT_MIN_ELEMS elements per invocation, at most
-# ROW_SPLIT_MAX_PARTS (each invocation of the second pass combines its row's parts partials) and no
-# more than needed for ROW_SPLIT_INVOCATIONS invocations in all (the strided reductions' device-filling
-# count). Measured on lavapipe (f32 softmax, ms, one row per workgroup or invocation -> split):
-# [4, 128256] 4.0 -> 2.8, [4, 32768] 1.1 -> 0.78, [64, 16384] 23 -> 4.9, [32, 4096] 0.82 -> 0.75,
-# [1, 4096] 0.09 -> 0.076, [512, 2048] 3.3 -> 3.0; 64 parts per row of 4096 took 4.0 (the combine).
+# ROW_SPLIT_MAX_PARTS (each invocation of the second pass reads and combines its row's parts
+# partials: storage-buffer loads and an exp each) and no more than needed for ROW_SPLIT_INVOCATIONS
+# invocations in all (the strided reductions' device-filling count). Measured on lavapipe (f32
+# softmax, ms, best of 4 interleaved rounds on a loaded host; one row per workgroup or invocation ->
+# split): [4, 128256] 4.4 -> 2.0 (8 parts; 16: 2.6-2.9), [32, 4096] 0.81 -> 0.74 (2-4 parts; 16:
+# 0.95), [64, 16384] 23 -> 4.9, [4, 32768] 1.1 -> 0.78, [1, 4096] 0.072 -> 0.077 (4 parts; 8: 0.060);
+# [4096, 64] split in 4+ parts of 16 elements took 6-100 ms (the combine), so short rows never split.
 ROW_SPLIT_MIN_ELEMS = 1024
-ROW_SPLIT_MAX_PARTS = 16
+ROW_SPLIT_MAX_PARTS = 8
 ROW_SPLIT_INVOCATIONS = ANY_DIM_INVOCATIONS
 ROW_SPLIT_WG = 8          # invocations per workgroup of the split passes (no barriers: small is free)
 
