@@ -4,7 +4,7 @@ arg-reductions.
 shaders/reduce.comp serves the value families (`reduce` is the one-row case of the last-dim
 kernel, workgroup-per-chunk with a second pass over per-chunk partials for long rows;
 reduce_any_dim is the strided one: one invocation per output element and chunk of the reduced dim,
-for short rows and leading / middle axes);
+for rows of any length and leading / middle axes; the row kernels take what its loop budget cannot);
 shaders/arg_reduce.comp serves arg_reduce_last_dim (workgroup per row, tree on (value, index)
 pairs) and arg_reduce_any_dim (strided, one invocation per output element).
 Op and mode ids are the tables below; the shaders see them as defines (OP_SUM, MODE_PARTIAL, ...).
