@@ -341,6 +341,35 @@ def test_load_paths(dt, texel, tex_seen, monkeypatch):
 
 
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_sum_runs_same_bits(dt, tex_seen, monkeypatch):
+    """sum / mean add runs of one texel's worth of elements plainly and the runs compensated: the same
+    runs on the texel paths (rows TEX 2, columns TEX 1, short rows TEX 3) and on storage-buffer loads,
+    so both give the same bits; chunked rows and a ragged last run (storage buffer only) stay close."""
+    from fuelvk.ops import reduction as R
+    per = 16 // np.dtype(dt).itemsize
+    r = np.random.default_rng(15)
+    flat = (r.uniform(-1, 1, 9000 * per + 8) * 100).astype(dt)
+    af = fv.asarray(flat)
+    cases = [(af[:50 * 9 * per].reshape(50, 9 * per), 1, 2), (af[:30 * 2 * per].reshape(30, 2 * per), 0, 1),
+             (af[:2100 * per].reshape(2100, per), 0, 1), (af[:4 * 1000 * per].reshape(4, 1000 * per), 1, 2)]
+    if per > 2:
+        cases.append((af[:41 * (per // 2)].reshape(41, per // 2), 1, 3))
+    for v, axis, tex in cases:
+        got = {}
+        for texel in (True, False):
+            monkeypatch.setattr(R, "TEXEL_LOADS", texel)
+            tex_seen.clear()
+            got[texel] = [np.asarray(f(v, axis=axis)) for f in (fv.sum, fv.mean)]
+            assert {t for _, t in tex_seen} == {tex if texel else 0}, (v.shape, axis, tex_seen)
+        for a, b in zip(got[True], got[False]):
+            assert_bits(a, b)
+        ref = np.asarray(v.numpy(), np.float64)
+        _sum_close(got[True][0], ref, axis, dt, "sum")
+    ragged = af[1:1 + 3 * (1000 * per + 3)].reshape(3, 1000 * per + 3)     # unaligned, a partial last run
+    _sum_close(fv.sum(ragged, axis=1), np.asarray(ragged.numpy(), np.float64), 1, dt, "sum")
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
 def test_load_paths_prod(dt, tex_seen):
     """prod on the texel paths (values near 1: no overflow): columns, rows, short rows, row kernel."""
     per = 16 // np.dtype(dt).itemsize
