@@ -5,10 +5,15 @@
     matvec of the same shape; effective GB/s counts the weight bytes each variant reads.
 (b) conv2d [8,64,56,56] x [64,64,3,3] pad 1 beside torch CPU (same inputs, same run).
 (c) rope on [1,32,2048,128] f32 beside a device copy of the same bytes.
---small scales every shape down (for a quick check on a busy machine).
+(d) per GGML kind (issue 18): dequantize and qmatvec (M=1) on each load path (FUELVK_TEXEL_LOADS=1:
+    blocks through texel views, 0: storage buffers), % of the copy roof (vkCmdCopyBuffer of the
+    op's own bytes, same run), beside numpy (gguf.quants.dequantize; x @ W.T on the dequantized f32
+    weight) and torch CPU (x @ W.T on the f32 weight); ratio = baseline ms / fuelvk ms.
+--small scales every shape down (for a quick check on a busy machine); --only kinds runs (d) alone.
 """
 import argparse
 import json
+import os
 
 import numpy as np
 
@@ -71,23 +76,75 @@ def bench_rope(shape, reps):
             "copy_GBps": copy_gbps(nbytes, repeats=reps)}
 
 
+def _kind_blocks(kind, n, k, rng):
+    """(block bytes [n, ...], gguf type): q4_0 / q8_0 quantized from normal data, k-quants random
+    bytes with small finite f16 scales (fuelvk has no k-quant quantizer)."""
+    import gguf
+    qt = getattr(gguf.GGMLQuantizationType, kind.upper())
+    if kind in ("q4_0", "q8_0"):
+        return gguf.quants.quantize(rng.standard_normal((n, k)).astype(np.float32), qt), qt
+    qk, bs = gguf.GGML_QUANT_SIZES[qt]
+    b = rng.integers(0, 256, (n, k // qk, bs), dtype=np.uint8)
+    at = slice(208, 210) if kind == "q6_k" else slice(0, 4)
+    b[..., at] = rng.uniform(-0.02, 0.02, b.shape[:2] + (2,)).astype(np.float16).view(np.uint8)[..., : at.stop - at.start]
+    return b.reshape(n, -1), qt
+
+
+def bench_kinds(n, k, reps, kinds=("q4_0", "q8_0", "q4_k", "q6_k"), paths=("1", "0")):
+    """Rows of (d): dequantize and qmatvec per kind and load path, with the copy roof of the same
+    bytes and the numpy / torch baselines (timed once per kind, shared by both paths' rows)."""
+    import gguf
+    import torch
+    rng = np.random.default_rng(3)
+    rows = []
+    for kind in kinds:
+        blocks, qt = _kind_blocks(kind, n, k, rng)
+        wq = fq.QuantTensor(fv.asarray(blocks.reshape(-1)), kind, (n, k))
+        xn = rng.standard_normal((1, k)).astype(np.float32)
+        x = fv.asarray(xn)
+        wn = gguf.quants.dequantize(blocks, qt)
+        xt, wt = torch.from_numpy(xn), torch.from_numpy(wn)
+        base = {"dequantize": {"numpy": host_ms(lambda: gguf.quants.dequantize(blocks, qt), reps)},
+                "qmatvec": {"numpy": host_ms(lambda: xn @ wn.T, reps), "torch": host_ms(lambda: xt @ wt.T, reps)}}
+        nbytes = {"dequantize": blocks.nbytes + 4 * n * k, "qmatvec": blocks.nbytes + 4 * k + 4 * n}
+        for path in paths:
+            os.environ["FUELVK_TEXEL_LOADS"] = path
+            for op, fn in (("dequantize", lambda: fq.dequantize(wq)), ("qmatvec", lambda: fq.qmatmul(x, wq))):
+                ms = measure(fn, repeats=reps)["median_ms"]
+                roof = copy_gbps(nbytes[op], repeats=reps)
+                r = {"kind": kind, "op": op, "shape": f"N={n} K={k}", "path": "texel" if path == "1" else "ssbo",
+                     "ms": ms, "GBps": nbytes[op] / ms / 1e6, "copy_GBps": roof,
+                     "pct_copy_roof": 100 * nbytes[op] / ms / 1e6 / roof}
+                for lib, t in base[op].items():
+                    r[f"{lib}_ms"], r[f"{lib}_ratio"] = t, t / ms
+                rows.append(r)
+        os.environ.pop("FUELVK_TEXEL_LOADS", None)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--only", default="", help="comma-separated GGML kinds: run (d) alone for them")
     args = ap.parse_args()
     s = 4 if args.small else 1
+    if args.only:
+        rows = bench_kinds(4096 // s, 4096 // s, args.reps, tuple(args.only.split(",")))
+        print(json.dumps(rows, indent=1) if args.json else f"device: {fv.device_info()['name']}\n" + table(rows))
+        return
     res = {"device": fv.device_info()["name"],
            "qmatmul_q4_0": bench_qmatmul(4096 // s, 4096 // s, args.reps),
            "conv2d": bench_conv((8 // s, 64, 56 // s, 56 // s), (64, 64, 3, 3), max(2, args.reps // 2)),
-           "rope": bench_rope((1, 32 // s, 2048 // s, 128), args.reps)}
+           "rope": bench_rope((1, 32 // s, 2048 // s, 128), args.reps),
+           "kinds": bench_kinds(4096 // s, 4096 // s, args.reps)}
     if args.json:
         print(json.dumps(res, indent=1))
         return
     print(f"device: {res.pop('device')}")
     for name, r in res.items():
-        print(f"\n{name}\n" + table([r]))
+        print(f"\n{name}\n" + table(r if isinstance(r, list) else [r]))
 
 
 if __name__ == "__main__":

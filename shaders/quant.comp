@@ -10,6 +10,11 @@
 //                                                             w = (d * sc) * (q - 32)
 // Every block size is even, so blocks are read (and written) as 16-bit words: half the loads of
 // byte access and whole-word writes (no read-modify-write). Offsets are in words / elements.
+// Load paths (issue 18): dequantize, qmatvec and the tiled kernel fetch the bytes of a block (or of
+// a 32-element sub-block) into registers at once (FETCH), either as 16-byte texels of the blocks' rgba32ui view
+// (TEX bit 0; a block at any even byte offset is a funnel shift over the texels it touches) or as
+// 16-bit storage-buffer words; the decoders then work on those registers, so both paths give the
+// same bits. TEX bit 1: x (qmatvec) / the output (dequantize) through its texel view too.
 // The products that define a dequantized value are `precise` (no fma contraction), so the values
 // are bit-identical to gguf-py's numpy float32 arithmetic. f16 <-> f32 conversions and the
 // divisions of quantize are done in integer arithmetic: Vulkan allows 2.5 ulp for OpFDiv and an
@@ -50,22 +55,39 @@ layout(push_constant) uniform Params { uint n_elements; uint n_blocks; uint off_
 layout(set = 0, binding = 1) readonly buffer QIn { uint16_t q[]; };
 #endif
 
+#if MODE != MODE_QUANTIZE
+// TEX bit 0: the blocks through q_t (the host binds their buffer's own view: its size a whole number
+// of texels within maxTexelBufferElements); bit 1: x / the output through its view (offset a
+// multiple of 4 elements); bit 2 (with bit 0): every fetch starts on a texel (see FETCH). A clear
+// bit: storage-buffer access (q_t / o_t / x_t then show a stub).
+layout(constant_id = 0) const uint TEX = 0;
 #if MODE == MODE_DEQUANT
-layout(local_size_x = 256) in;
-layout(set = 0, binding = 0) writeonly buffer Out { float o[]; };
+layout(set = 0, binding = 2, rgba32ui) uniform readonly uimageBuffer q_t;
+#else
+layout(set = 0, binding = 3, rgba32ui) uniform readonly uimageBuffer q_t;
+#endif
+#endif
+
+#if MODE == MODE_DEQUANT
+// One invocation per 32-element sub-block: fetch its bytes, decode, store 8 vec4.
+layout(local_size_x = 64) in;
+layout(set = 0, binding = 0) writeonly buffer Out { vec4 o4[]; };   // off_o is a multiple of 4
+layout(set = 0, binding = 3, rgba32ui) uniform writeonly uimageBuffer o_t;
 layout(push_constant) uniform Params { uint n_blocks; uint out_elements; uint off_q; uint off_o; } p;
 #elif MODE == MODE_QMATVEC
 // A workgroup owns NR output rows; its 64 lanes stride over the 32-element sub-blocks of K, load
 // each x chunk once (8 vec4) for all NR rows, then reduce (subgroupAdd, then shared memory).
-#define NR 4u
+#define NR 16u
 layout(local_size_x = 64) in;
 layout(set = 0, binding = 0) writeonly buffer Out { float o[]; };
 layout(set = 0, binding = 2) readonly buffer XIn { vec4 x4[]; };   // off_x is a multiple of 4
+layout(set = 0, binding = 4, rgba32ui) uniform readonly uimageBuffer x_t;
 layout(push_constant) uniform Params { uint n; uint k; uint blocks_per_row; uint off_x; uint off_w; uint off_o; } p;
 shared float red[64][NR];
 #elif MODE == MODE_QMATMUL_TILED
 // Workgroup tile TM x TN of C = A[M,K] . W[N,K]^T; per K chunk of 32 the W tile is decoded once
-// into shared memory and reused by the TM rows; each invocation owns RM x RN outputs.
+// into shared memory (one 32-element sub-block per lane of the first TN) and reused by the TM rows;
+// each invocation owns RM x RN outputs. TEX bit 0 only (x is read through its storage buffer).
 #define TM 16u
 #define TN 64u
 #define RM 2u
@@ -147,97 +169,189 @@ float roundf_away(float v) {
 #endif
 
 // ---------------------------------------------------------------------------------------------
-// Block decoding (word-addressed; wb = first word of the block)
+// Block decoding: every kernel fetches a block's (or sub-block's) bytes into registers first
+// (FETCH) and decodes those (bb = first byte of the block); word(i) is the i-th 16-bit word.
 #if MODE != MODE_QUANTIZE
 uint word(uint i) { return uint(q[i]); }
-uint byte_at(uint wb, uint b) { uint w = word(wb + (b >> 1)); return ((b & 1u) != 0u ? w >> 8 : w) & 0xFFu; }
+// Byte i / 16-bit word i of registers w holding bytes as little-endian uints (i constant after unrolling).
+#define BYTE(w, i) ((w[(i) >> 2] >> (8u * ((i) & 3u))) & 0xFFu)
+#define HALF(w, i) ((w[(i) >> 1] >> (16u * ((i) & 1u))) & 0xFFFFu)
+#define INT8(b) (int((b) << 24) >> 24)
 
 #if KIND == KIND_Q4_K
-// llama.cpp get_scale_min_k4: 6-bit scale and min of sub-block j (0..7), scales at bytes 4..15
-uvec2 scale_min_k4(uint wb, uint j) {
-    if (j < 4u) return uvec2(byte_at(wb, 4u + j) & 63u, byte_at(wb, 8u + j) & 63u);
-    uint hi = byte_at(wb, 8u + j);
-    return uvec2((hi & 0xFu) | ((byte_at(wb, j) >> 6) << 4), (hi >> 4) | ((byte_at(wb, 4u + j) >> 6) << 4));
+// llama.cpp get_scale_min_k4: 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes
+// (block bytes 4..15) held as 3 uints.
+// (j is not a constant: bytes are picked by selects, not by indexing the registers.)
+uint sc_byte(uint sc[3], uint i) { return ((i < 4u ? sc[0] : i < 8u ? sc[1] : sc[2]) >> (8u * (i & 3u))) & 0xFFu; }
+uvec2 scale_min_k4(uint sc[3], uint j) {
+    if (j < 4u) return uvec2(sc_byte(sc, j) & 63u, sc_byte(sc, 4u + j) & 63u);
+    uint hi = sc_byte(sc, 4u + j);
+    return uvec2((hi & 0xFu) | ((sc_byte(sc, j - 4u) >> 6) << 4), (hi >> 4) | ((sc_byte(sc, j) >> 6) << 4));
 }
 #endif
 
-// The dequantized value of element e (0 <= e < QK) of the block at word wb, exactly as gguf.
-float weight(uint wb, uint e) {
+// FETCH(fn, NB) defines fn(b, w): w[i] = bytes [b + 4i, b + 4i + 4) of the blocks (a little-endian
+// uint) for the NB bytes from byte b (b and NB even; bytes past NB read as 0). Texel path: the NT
+// texels that can hold them (bytes b .. b + NB - 1 with b % 16 <= 14), then a funnel shift by
+// b % 16 whose word indices are constants (selects on b % 16, no dynamically indexed registers);
+// texels past the view that no wanted byte lies in are clamped to its last one. TEX bit 2 (q4_k
+// blocks at a texel boundary: every fetch starts on a texel): whole texels, no shift.
+#define FETCH(fn, NB) \
+void fn(uint b, out uint w[(NB + 3u) / 4u]) { \
+    const uint NU = (NB + 3u) / 4u, NT = (NB + 29u) / 16u, U = 4u * NT; \
+    if ((TEX & 5u) == 5u) { \
+        [[unroll]] for (uint t = 0u; t < (NB + 15u) / 16u; ++t) { \
+            uvec4 v = imageLoad(q_t, int(b >> 4) + int(t)); \
+            [[unroll]] for (uint j = 0u; j < 4u; ++j) if (4u * t + j < NU) w[4u * t + j] = v[j]; \
+        } \
+    } else if ((TEX & 1u) != 0u) { \
+        uint u[U]; \
+        int last = imageSize(q_t) - 1; \
+        [[unroll]] for (uint t = 0u; t < NT; ++t) { \
+            uvec4 v = imageLoad(q_t, min(int(b >> 4) + int(t), last)); \
+            u[4u * t] = v.x; u[4u * t + 1u] = v.y; u[4u * t + 2u] = v.z; u[4u * t + 3u] = v.w; \
+        } \
+        uint c = (b >> 2) & 3u; \
+        bool odd = (b & 2u) != 0u; \
+        [[unroll]] for (uint i = 0u; i < NU; ++i) { \
+            uint lo = c == 0u ? u[i] : c == 1u ? u[i + 1u] : c == 2u ? u[i + 2u] : u[min(i + 3u, U - 1u)]; \
+            uint hi = c == 0u ? u[i + 1u] : c == 1u ? u[i + 2u] : c == 2u ? u[min(i + 3u, U - 1u)] \
+                                                                         : u[min(i + 4u, U - 1u)]; \
+            w[i] = odd ? (lo >> 16) | (hi << 16) : lo; \
+        } \
+    } else { \
+        uint wo = b >> 1; \
+        [[unroll]] for (uint i = 0u; i < NU; ++i) \
+            w[i] = word(wo + 2u * i) | (2u * i + 1u < NB / 2u ? word(wo + 2u * i + 1u) << 16 : 0u); \
+    } \
+    if ((NB & 2u) != 0u) w[NU - 1u] &= 0xFFFFu; \
+}
+FETCH(fetch2, 2u)
 #if KIND == KIND_Q4_0
-    float d = half_to_float(word(wb));
-    uint b = byte_at(wb, 2u + (e & 15u));
-    precise float v = d * float(int((e < 16u ? b : b >> 4) & 15u) - 8);
-    return v;
+FETCH(fetch18, 18u)
 #elif KIND == KIND_Q8_0
-    float d = half_to_float(word(wb));
-    precise float v = d * float(int(byte_at(wb, 2u + e) << 24) >> 24);
-    return v;
+FETCH(fetch34, 34u)
+#else
+FETCH(fetch32, 32u)
+#if KIND == KIND_Q4_K
+FETCH(fetch16, 16u)
+#endif
+#endif
+
+// v = the 32 values of sub-block sb (elements 32 sb .. 32 sb + 31) of the block at byte bb, exactly
+// as gguf computes them.
+void decode32(uint bb, uint sb, out float v[32]) {
+#if KIND == KIND_Q4_0
+    uint w[5];
+    fetch18(bb, w);
+    float d = half_to_float(w[0] & 0xFFFFu);
+    [[unroll]] for (uint e = 0u; e < 32u; ++e) {
+        uint b = BYTE(w, 2u + (e & 15u));
+        precise float x = d * float(int((e < 16u ? b : b >> 4) & 15u) - 8);
+        v[e] = x;
+    }
+#elif KIND == KIND_Q8_0
+    uint w[9];
+    fetch34(bb, w);
+    float d = half_to_float(w[0] & 0xFFFFu);
+    [[unroll]] for (uint e = 0u; e < 32u; ++e) {
+        precise float x = d * float(INT8(BYTE(w, 2u + e)));
+        v[e] = x;
+    }
 #elif KIND == KIND_Q4_K
-    float d = half_to_float(word(wb)), dmin = half_to_float(word(wb + 1u));
-    uvec2 sm = scale_min_k4(wb, e >> 5);
-    uint b = byte_at(wb, 16u + (e >> 6) * 32u + (e & 31u));
+    uint h[4], n[8];
+    fetch16(bb, h);
+    fetch32(bb + 16u + (sb >> 1) * 32u, n);
+    uint sc[3] = uint[3](h[1], h[2], h[3]);
+    uvec2 sm = scale_min_k4(sc, sb);
+    float d = half_to_float(h[0] & 0xFFFFu), dmin = half_to_float(h[0] >> 16);
     precise float ds = d * float(sm.x);
     precise float dm = dmin * float(sm.y);
-    precise float v = ds * float(((e >> 5) & 1u) != 0u ? b >> 4 : b & 15u) - dm;
-    return v;
+    uint shift = (sb & 1u) * 4u;
+    [[unroll]] for (uint e = 0u; e < 32u; ++e) {
+        precise float x = ds * float((BYTE(n, e) >> shift) & 15u) - dm;
+        v[e] = x;
+    }
 #else
-    uint h = e >> 7, r = e & 127u;
-    uint lo = (byte_at(wb, h * 64u + (r & 63u)) >> (4u * (r >> 6))) & 15u;
-    uint hi = (byte_at(wb, 128u + h * 32u + (r & 31u)) >> (2u * (r >> 5))) & 3u;
-    float d = half_to_float(word(wb + 104u));
-    precise float ds = d * float(int(byte_at(wb, 192u + (e >> 4)) << 24) >> 24);
-    precise float v = ds * float(int(lo | (hi << 4)) - 32);
-    return v;
+    uint hh = sb >> 2, r0 = (sb & 3u) * 32u;       // the 128-element half and the sub-block's place in it
+    uint lo[8], hi[8], sc[1], dw[1];
+    fetch32(bb + hh * 64u + (r0 & 63u), lo);
+    fetch32(bb + 128u + hh * 32u, hi);
+    fetch2(bb + 192u + 2u * sb, sc);
+    fetch2(bb + 208u, dw);
+    float d = half_to_float(dw[0]);
+    uint ls = 4u * (r0 >> 6), hs = 2u * (r0 >> 5);
+    [[unroll]] for (uint e = 0u; e < 32u; ++e) {
+        uint q6 = ((BYTE(lo, e) >> ls) & 15u) | (((BYTE(hi, e) >> hs) & 3u) << 4);
+        precise float ds = d * float(INT8(BYTE(sc, e >> 4)));
+        precise float x = ds * float(int(q6) - 32);
+        v[e] = x;
+    }
 #endif
 }
 #endif
 
 #if MODE == MODE_QMATVEC
-// sum_j w[e0 + j] * xv[j] over the 32-element sub-block starting at element e0 of block wb.
+// sum_j w[32 sb + j] * xv[j] over sub-block sb of the block at byte bb.
 float xe(vec4 xv[8], uint j) { return xv[j >> 2][j & 3u]; }
-float dot32(uint wb, uint e0, vec4 xv[8]) {
+float dot32(uint bb, uint sb, vec4 xv[8]) {
 #if KIND == KIND_Q4_0
+    uint q4[5];
+    fetch18(bb, q4);
     float acc = 0.0;
     [[unroll]] for (uint w = 0u; w < 8u; ++w) {
-        uint v = word(wb + 1u + w);
+        uint v = HALF(q4, 1u + w);
         uint j = 2u * w;
         acc += float(int(v & 15u) - 8) * xe(xv, j) + float(int((v >> 8) & 15u) - 8) * xe(xv, j + 1u)
              + float(int((v >> 4) & 15u) - 8) * xe(xv, j + 16u) + float(int((v >> 12) & 15u) - 8) * xe(xv, j + 17u);
     }
-    return half_to_float(word(wb)) * acc;
+    return half_to_float(q4[0] & 0xFFFFu) * acc;
 #elif KIND == KIND_Q8_0
+    uint q8[9];
+    fetch34(bb, q8);
     float acc = 0.0;
     [[unroll]] for (uint w = 0u; w < 16u; ++w) {
-        uint v = word(wb + 1u + w);
+        uint v = HALF(q8, 1u + w);
         acc += float(int(v << 24) >> 24) * xe(xv, 2u * w) + float(int(v << 16) >> 24) * xe(xv, 2u * w + 1u);
     }
-    return half_to_float(word(wb)) * acc;
+    return half_to_float(q8[0] & 0xFFFFu) * acc;
 #elif KIND == KIND_Q4_K
-    uint sb = e0 >> 5;
-    uvec2 sm = scale_min_k4(wb, sb);
-    uint shift = (sb & 1u) * 4u, base = 8u + (sb >> 1) * 16u;
+    uint h[4], n[8];
+    fetch16(bb, h);
+    fetch32(bb + 16u + (sb >> 1) * 32u, n);
+    uint sc[3] = uint[3](h[1], h[2], h[3]);
+    uvec2 sm = scale_min_k4(sc, sb);
+    uint shift = (sb & 1u) * 4u;
     float acc = 0.0, xs = 0.0;
     [[unroll]] for (uint w = 0u; w < 16u; ++w) {
-        uint v = word(wb + base + w) >> shift;
+        uint v = HALF(n, w) >> shift;
         float x0 = xe(xv, 2u * w), x1 = xe(xv, 2u * w + 1u);
         acc += float(v & 15u) * x0 + float((v >> 8) & 15u) * x1;
         xs += x0 + x1;
     }
-    return half_to_float(word(wb)) * float(sm.x) * acc - half_to_float(word(wb + 1u)) * float(sm.y) * xs;
+    return half_to_float(h[0] & 0xFFFFu) * float(sm.x) * acc - half_to_float(h[0] >> 16) * float(sm.y) * xs;
 #else
+    float v[32];
+    decode32(bb, sb, v);
     float acc = 0.0;
-    [[unroll]] for (uint j = 0u; j < 32u; ++j) acc += weight(wb, e0 + j) * xe(xv, j);
+    [[unroll]] for (uint j = 0u; j < 32u; ++j) acc += v[j] * xe(xv, j);
     return acc;
 #endif
 }
 #endif
-
 // ---------------------------------------------------------------------------------------------
 void main() {
 #if MODE == MODE_DEQUANT
-    uint i = linear_group() * 256u + gl_LocalInvocationID.x;
-    if (i >= p.out_elements) return;
-    o[p.off_o + i] = weight(p.off_q + (i / QK) * BW, i % QK);
+    uint i = linear_group() * 64u + gl_LocalInvocationID.x;     // sub-block
+    if (i >= p.out_elements / 32u) return;
+    float v[32];
+    decode32(2u * p.off_q + (i / (QK / 32u)) * (2u * BW), i % (QK / 32u), v);
+    uint o0 = p.off_o / 4u + i * 8u;
+    [[unroll]] for (uint t = 0u; t < 8u; ++t) {
+        vec4 v4 = vec4(v[4u * t], v[4u * t + 1u], v[4u * t + 2u], v[4u * t + 3u]);
+        if ((TEX & 2u) != 0u) imageStore(o_t, int(o0 + t), floatBitsToUint(v4));
+        else o4[o0 + t] = v4;
+    }
 
 #elif MODE == MODE_QUANTIZE
     // One invocation per 32-element block (gguf's arithmetic, serial over the block).
@@ -283,18 +397,19 @@ void main() {
     uint l = gl_LocalInvocationID.x;
     uint r0 = linear_group() * NR;
     uint subs = p.k / 32u;                        // 32-element sub-blocks per row
-    uint rb[NR];
+    uint rb[NR];                                  // first byte of each row's blocks
     float acc[NR];
-    for (uint r = 0u; r < NR; ++r) {
-        rb[r] = p.off_w + min(r0 + r, p.n - 1u) * p.blocks_per_row * BW;   // rows past N: clamped loads
+    [[unroll]] for (uint r = 0u; r < NR; ++r) {
+        rb[r] = 2u * (p.off_w + min(r0 + r, p.n - 1u) * p.blocks_per_row * BW);   // rows past N: clamped loads
         acc[r] = 0.0;
     }
     for (uint s = l; s < subs; s += 64u) {
         vec4 xv[8];
         uint xo = p.off_x / 4u + s * 8u;
-        [[unroll]] for (uint j = 0u; j < 8u; ++j) xv[j] = x4[xo + j];
-        uint boff = (s / (QK / 32u)) * BW, e0 = (s % (QK / 32u)) * 32u;
-        [[unroll]] for (uint r = 0u; r < NR; ++r) acc[r] += dot32(rb[r] + boff, e0, xv);
+        [[unroll]] for (uint j = 0u; j < 8u; ++j)
+            xv[j] = (TEX & 2u) != 0u ? uintBitsToFloat(imageLoad(x_t, int(xo + j))) : x4[xo + j];
+        uint boff = (s / (QK / 32u)) * (2u * BW), sb = s % (QK / 32u);
+        [[unroll]] for (uint r = 0u; r < NR; ++r) acc[r] += dot32(rb[r] + boff, sb, xv);
     }
     for (uint r = 0u; r < NR; ++r) acc[r] = subgroupAdd(acc[r]);
     if (subgroupElect())
@@ -321,12 +436,14 @@ void main() {
             uint r = t / KC, c = t % KC;
             sa[r][c] = m0 + r < p.m ? x[p.off_x + (m0 + r) * p.ldx + k0 + c] : 0.0;
         }
-        // W tile: TN x KC decoded once, 16 per invocation (one half block per invocation)
-        for (uint t = tid; t < TN * KC; t += 128u) {
-            uint r = t / KC, c = t % KC;
-            uint kk = k0 + c;
-            sw[r][c] = n0 + r < p.n ? weight(p.off_w + (n0 + r) * p.blocks_per_row * BW + (kk / QK) * BW, kk % QK)
-                                     : 0.0;
+        // W tile: TN x KC decoded once: lane r < TN fetches and decodes row r's 32-element sub-block
+        if (tid < TN) {
+            float v[32];
+            if (n0 + tid < p.n)
+                decode32(2u * (p.off_w + (n0 + tid) * p.blocks_per_row * BW + (k0 / QK) * BW), (k0 % QK) / 32u, v);
+            else
+                [[unroll]] for (uint c = 0u; c < KC; ++c) v[c] = 0.0;
+            [[unroll]] for (uint c = 0u; c < KC; ++c) sw[tid][c] = v[c];
         }
         barrier();
         for (uint c = 0u; c < KC; ++c) {

@@ -254,7 +254,8 @@ MOE = "moe_fp8_block_scale_renorm_topk8_e128_h2048_i768"
 
 def _unsolved():
     """Definitions of kinds (or variants) fuelvk has no solution for, made from the shipped ones as
-    the dataset names them: each must get NO_SOLUTION, never a solution of another signature."""
+    the dataset names them: each must get NO_SOLUTION, never a solution of another signature (the
+    DeepSeek-routing name on the renormalize signature plus a bias: not the kind's signature)."""
     defs = _defs()
     moe, gdn = defs[MOE], defs["gdn_decode_qk4_v8_d128_k_last"]
     ds = {**moe, "name": "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048",
@@ -815,6 +816,13 @@ WRONG_SOLUTION_CAUGHT = {
     "fuelvk_gdn_decode": "test_gdn_decode_and_prefill",
     "fuelvk_gdn_prefill": "test_gdn_decode_and_prefill",
     "fuelvk_moe_fp8_block_scale_renorm": "test_moe_fp8_block_scale_renorm",
+    "fuelvk_moe_fp8_block_scale_ds_routing": "test_definitions_moe::test_moe_fp8_ds_routing",
+    "fuelvk_moe_fp8_block_scale_ds_routing_topk_axis": "test_definitions_moe::test_moe_fp8_ds_routing_without_groups",
+    "fuelvk_moe_float_renorm": "test_definitions_moe::test_moe_trtllm_kinds",
+    "fuelvk_moe_float_llama4": "test_definitions_moe::test_moe_trtllm_kinds",
+    "fuelvk_moe_float_routed": "test_definitions_moe::test_moe_trtllm_kinds",
+    "fuelvk_moe_fp8_per_tensor_renorm": "test_definitions_moe::test_moe_trtllm_kinds",
+    "fuelvk_moe_fp8_per_tensor_llama4": "test_definitions_moe::test_moe_trtllm_kinds",
     "fuelvk_rope_cos_sin_cache_neox": "test_rope_with_cos_sin_cache_adapter",
 }
 
@@ -823,8 +831,9 @@ def test_every_solution_has_a_wrong_solution_test():
     """Each solution in SOLUTIONS is listed with the test that feeds the runner a wrong answer of that
     kind and expects INCORRECT_*: a new solution without one fails here."""
     assert set(WRONG_SOLUTION_CAUGHT) == {s.name for s in SOLUTIONS}
-    for test in WRONG_SOLUTION_CAUGHT.values():
-        src = inspect.getsource(globals()[test])
+    for test in WRONG_SOLUTION_CAUGHT.values():   # "test" of this module, or "module::test"
+        module, _, name = test.rpartition("::")
+        src = inspect.getsource(getattr(importlib.import_module(module), name) if module else globals()[name])
         assert "INCORRECT_" in src or "_passes_and_a_wrong_one_fails(" in src, test
 
 

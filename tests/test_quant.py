@@ -1,11 +1,15 @@
 """GGML quantization vs PyPI gguf (bit-exact both ways), fused qmatmul vs float64 dequant-then-matmul,
-the GGUF loader, and typed errors on bad input."""
+dequantize / qmatvec on both load paths (texel views and storage buffers: the same bits), the GGUF
+loader, and typed errors on bad input."""
 import numpy as np
 import pytest
 
 import fuelvk as fv
+from fuelvk import runtime
 from fuelvk.errors import DTypeError, ShapeError, UnsupportedError
+from fuelvk.kernels.quant import MATVEC_ROWS
 from fuelvk.ops import quant as fq
+from fuelvk.runtime import loadpath
 from oracles import assert_bits
 
 gguf = pytest.importorskip("gguf")
@@ -165,6 +169,91 @@ def test_qmatmul_default_routes_views_and_quanttensor():
     x1 = fv.asarray(x.reshape(6, k))[4]                                    # offset vector, M = 1: matvec
     _assert_mm(fq.qmatmul(x1, qt).numpy()[None], ref[4:5], bound[4:5])
     assert fq.qmatmul(np.zeros((0, k), np.float32), blocks, "q4_0", (n, k)).shape == (0, n)
+
+
+@pytest.fixture
+def tex_masks(monkeypatch):
+    """(family, TEX) of every dequant / qmatvec / tiled qmatmul launch during the test."""
+    ctx = runtime.get()
+    seen, orig = [], ctx.launch
+
+    def spy(v, *a, **k):
+        if v.id.startswith(("dequant", "qmatvec", "qmatmul_tiled")):
+            seen.append((v.id.split(".")[0], k["TEX"]))
+        return orig(v, *a, **k)
+    monkeypatch.setattr(ctx, "launch", spy)
+    return seen
+
+
+def _on_both_paths(monkeypatch, tex_masks, f):
+    """f()'s arrays with texel loads forced on and off: asserts identical bits, returns the texel
+    path's results and its TEX masks (the storage-buffer path must launch with TEX 0)."""
+    out, masks = {}, {}
+    for flag in ("1", "0"):
+        monkeypatch.setenv(loadpath.ENV, flag)
+        tex_masks.clear()
+        out[flag] = [np.asarray(r.numpy() if isinstance(r, fv.Array) else r) for r in f()]
+        masks[flag] = list(tex_masks)
+    for a, b in zip(out["1"], out["0"]):
+        assert a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8))
+    assert masks["0"] and not any(t for _, t in masks["0"]), masks
+    return out["1"], masks["1"]
+
+
+# (rows, blocks per row, byte offset of the blocks): rows not a multiple of MATVEC_ROWS, rows whose
+# byte length is no whole number of texels (the last texel partial; q4_0 / q8_0 / q6_k blocks start
+# at every even byte of a texel), more sub-blocks per row than the 64 lanes, and offset views that
+# put the blocks at each of the funnel shifts (byte % 16: 2, 4, 6, 8, 14) or on a later texel (q4_k:
+# every fetch whole texels, TEX bit 2)
+PATH_CASES = [(1, 1, 0), (MATVEC_ROWS + 1, 3, 2), (2 * MATVEC_ROWS + 3, 9, 6), (5, 70, 14), (3, 2, 4), (2, 5, 8),
+              (MATVEC_ROWS + 3, 9, 32)]
+
+
+@pytest.mark.parametrize("kind", ["q4_0", "q8_0", "q4_k", "q6_k"])
+def test_load_paths(kind, monkeypatch, tex_masks):
+    """dequantize (bit-exact with gguf), qmatvec and the tiled qmatmul (within the matmul bound) give
+    the same bits reading the blocks through texel views and through storage buffers."""
+    qk, bs = block_bytes(kind)
+    for n, nb, off in PATH_CASES:
+        if qk == 256 and nb > 9:
+            nb = 9                                          # 72 sub-blocks: lanes still loop
+        b = random_blocks(kind, n, nb)
+        flat = fv.asarray(np.r_[np.zeros(off, np.uint8), b.reshape(-1)])[off:]
+        xs = rng.standard_normal((3, nb * qk + 4)).astype(np.float32)
+        x = fv.asarray(xs)[0, 4:]                           # an offset (whole-texel) x
+        want = gguf.quants.dequantize(b, QT[kind])
+        (dq, mv, mm), masks = _on_both_paths(monkeypatch, tex_masks, lambda: (
+            fq.dequantize(flat, kind, (n, nb * qk)), fq.qmatmul(x, flat, kind, (n, nb * qk), route="matvec"),
+            fq.qmatmul(xs[:, 4:], flat, kind, (n, nb * qk), route="tiled")))
+        assert_bits(dq, want)
+        ref, bound = _ref_matmul(xs[:, 4:], b, kind, n, nb * qk)
+        _assert_mm(mv[None], ref[:1], bound[:1])
+        _assert_mm(mm, ref, bound)
+        # blocks and output / x through views (the tiled kernel reads x through its storage buffer)
+        whole = 4 if kind == "q4_k" and off % 16 == 0 else 0
+        assert masks == [("dequant", 3 | whole), ("qmatvec", 3 | whole), ("qmatmul_tiled", 1 | whole)], masks
+
+
+def test_load_path_limits(monkeypatch, tex_masks, device_limits):
+    """Slots past maxTexelBufferElements bind the stub view (TEX bit clear) with the same results; an x
+    that starts mid-texel is copied (the matvec's x chunks are whole texels either way)."""
+    n, nb = 5, 4
+    b = random_blocks("q4_0", n, nb)
+    xs = rng.standard_normal(nb * 32 + 1).astype(np.float32)
+    monkeypatch.setenv(loadpath.ENV, "1")
+
+    def run():
+        bd = fv.asarray(b)
+        return [fq.dequantize(bd, "q4_0").numpy(), fq.qmatmul(fv.asarray(xs)[1:], bd, "q4_0", (n, nb * 32)).numpy()]
+    want = run()
+    assert tex_masks == [("dequant", 3), ("qmatvec", 3)], tex_masks
+    tex_masks.clear()
+    device_limits(maxTexelBufferElements=16)      # the stub slot (256 B) fits, no operand does
+    got = run()
+    assert tex_masks == [("dequant", 0), ("qmatvec", 0)], tex_masks
+    for a, w in zip(got, want):
+        assert_bits(a, w)
+    assert_bits(got[0], gguf.quants.dequantize(b, Q.Q4_0))
 
 
 def test_gguf_loader(tmp_path):

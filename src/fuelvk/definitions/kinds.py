@@ -2,14 +2,18 @@
 
 Attention over a paged KV cache (gqa_paged), latent attention (mla_paged, dsa_paged: dims past the
 flash kernels' D <= 256, so matmul + softmax), ragged latent prefill (mla_ragged: v zero-padded to
-the qk dim so the flash kernel takes it), and sampling from probabilities (fuelvk's sampling ops:
-sort, filter and draw on the device).  Each build takes a Definition and its inputs (torch CPU, as
-run.py generates them) and returns a zero-argument callable that runs the op on the device-resident inputs and returns the outputs on the host: the timed unit.
+the qk dim so the flash kernel takes it), sampling from probabilities (fuelvk's sampling ops: sort,
+filter and draw on the device), and mixture of experts (fp8 block-scale experts with renormalize or
+DeepSeek-V3 grouped routing; float32 experts with renormalize, Llama 4 or pre-computed routing).
+Each build takes a Definition and its inputs (torch CPU, as run.py generates them) and returns a
+zero-argument callable that runs the op on the device-resident inputs and returns the outputs on the
+host: the timed unit.
 Semantics are each Definition's `reference` (lse 2-based where it says so; a sequence with no query
 or no key gives zeros and lse -inf).
 """
 import hashlib
 import math
+import re
 
 import numpy as np
 
@@ -325,49 +329,223 @@ def solve_gdn_prefill(defn, inputs):
 
 # -- mixture of experts ------------------------------------------------------------------------------------
 
+def _moe_inputs(inputs):
+    return _dev(inputs, "routing_logits", "hidden_states", "hidden_states_scale", "gemm1_weights",
+                "gemm1_weights_scale", "gemm2_weights", "gemm2_weights_scale")
+
+
+def moe_activations(hs, hs_scale):
+    """fp8 hidden states [T, H] times their per-token block scales [H / block, T]: float32 [T, H]."""
+    t, h = hs.shape
+    nb = hs_scale.shape[0]
+    return (hs.astype("float32").reshape(t, nb, h // nb) * hs_scale.T[:, :, None]).reshape(t, h)
+
+
+def moe_experts(a, chosen, weights, gemm1, gemm2, n_local, offset=0, weigh_input=False):
+    """Routed experts with SwiGLU, summed per token: float32 [T, H] on the device.
+
+    a: activations [T, H] float32; chosen: host [T, K] global expert ids; weights: device [T, K]
+    float32 (the routing weight of each pick).  Local expert e (of n_local) is global expert
+    offset + e; picks outside the local window add nothing (another rank's experts).  Per local
+    expert that any token chose: gemm1(x, e) [n, 2I] of its tokens, silu(gate) * up (gate the second
+    half), gemm2(c, e) [n, H] weighted by the routing weight (or, weigh_input, the tokens' rows
+    weighted before gemm1: Llama 4's form), added into the tokens' rows (index_add)."""
+    fv = _fv()
+    t, h = a.shape
+    k = chosen.shape[1]
+    flat = weights.reshape(-1)
+    out = fv.zeros((t, h), "float32")
+    for ge in (int(x) for x in np.unique(chosen)):
+        le = ge - offset
+        if not 0 <= le < n_local:
+            continue
+        tok, slot = np.nonzero(chosen == ge)          # a token picks an expert at most once
+        tok_d = fv.asarray(tok.astype(np.int32))
+        wt = fv.take(flat, fv.asarray((tok * k + slot).astype(np.int32)))[:, None]
+        x = fv.take(a, tok_d, axis=0)
+        g1 = gemm1(x * wt if weigh_input else x, le)                                       # [n, 2I]
+        inter = g1.shape[1] // 2
+        o = gemm2(fv.silu_mul(g1[:, inter:], g1[:, :inter]), le)                           # SwiGLU, one pass
+        out = fv.index_add(out, 0, tok_d, o if weigh_input else o * wt)
+    return out
+
+
+def fp8_gemms(w13, s13, w2, s2):
+    """(gemm1, gemm2) of moe_experts over fp8 block-scale stacks: fp8_block_matmul (fuelvk/ops/moe.py)
+    dequantizes the expert's fp8 weight block by block inside the kernel as it reads it, never
+    expanded; each stack stays one fp8 device array (over one binding at the dataset's sizes: the
+    kernel binds only the expert's own bytes)."""
+    from ..ops.moe import fp8_block_matmul
+    block = w13.shape[2] // s13.shape[2]
+    return (lambda x, e: fp8_block_matmul(x, w13[e], s13[e], block),
+            lambda x, e: fp8_block_matmul(x, w2[e], s2[e], block))
+
+
+def top_k_rows(x, k):
+    """Indices [..., k] of the k largest along x's last axis, the set the references' torch.topk picks
+    on the CPU: a descending argsort on the device; a row whose k-th and (k+1)-th values tie (torch
+    leaves that choice to its selection algorithm) takes torch's pick, recomputed on the host for
+    that row only (topk_ties.py)."""
+    from .topk_ties import torch_cpu_topk
+    fv = _fv()
+    order = fv.argsort(x, axis=-1, descending=True)
+    ids = order[..., :k]
+    if k >= x.shape[-1]:
+        return ids
+    edge = fv.take_along_axis(x, order[..., k - 1:k + 1], axis=-1)
+    tie = fv.equal(edge[..., 0], edge[..., 1]).numpy()
+    if not tie.any():
+        return ids
+    host, xh = ids.numpy(), x.numpy()
+    for row in zip(*np.nonzero(tie)):
+        host[row] = torch_cpu_topk(xh[row].tolist(), k)
+    return fv.asarray(host)
+
+
+def renorm_routing(logits, top_k):
+    """Renormalize routing (TopK -> Softmax): (ids [T, K], softmax of the picked logits [T, K])."""
+    fv = _fv()
+    lg = logits.astype("float32")
+    ids = top_k_rows(lg, top_k)
+    return ids, fv.softmax(fv.take_along_axis(lg, ids, axis=-1), axis=-1)
+
+
 def solve_moe_fp8_renorm(defn, inputs):
     """FP8 block-scale MoE with Renormalize routing (top-k logits, softmax over them) and SwiGLU:
-    activations dequantized (fp8 * per-token block scale), the top-k found on the device (k rounds
-    of argmax, each winner masked to -inf), then per expert that any token chose: up / gate matmul
-    of its tokens, silu(gate) * up, the down matmul weighted by the routing probability, added into
-    the tokens' rows (index_add).  Both matmuls are fp8_block_matmul (fuelvk/ops/moe.py): the
-    expert's fp8 weight is dequantized block-scale by block-scale inside the kernel as it is read,
-    never expanded; the weight stacks stay one fp8 device array each (over one binding at the
-    dataset's sizes: the kernel binds only the expert's own bytes).
-    Ties at the k-th logit go to the lowest expert index (argmax); torch.topk orders ties as its
-    partial sort leaves them, so a token whose k-th and (k+1)-th bf16 logits are equal may route
-    to another expert than the reference (seen at 128 experts, top 8: 1 token in 4)."""
-    from ..ops.moe import fp8_block_matmul
-    fv = _fv()
-    logits, hs, hs_scale, w13, s13, w2, s2 = _dev(
-        inputs, "routing_logits", "hidden_states", "hidden_states_scale", "gemm1_weights",
-        "gemm1_weights_scale", "gemm2_weights", "gemm2_weights_scale")
-    t, e = logits.shape
-    h = hs.shape[1]
-    inter = w2.shape[2]
-    block = h // hs_scale.shape[0]
+    activations dequantized (fp8 * per-token block scale), the top-k found on the device, then
+    moe_experts.  A tie at the k-th logit (bfloat16 logits: often) is broken as the reference's
+    torch.topk breaks it (top_k_rows)."""
+    logits, hs, hs_scale, w13, s13, w2, s2 = _moe_inputs(inputs)
     top_k = defn["axes"]["top_k"]["value"]
-    experts = fv.asarray(np.arange(e, dtype=np.int64)[None])
     odt = np_dtype(defn["outputs"]["output"]["dtype"])
 
     def call():
-        f32 = "float32"
-        a = (hs.astype(f32).reshape(t, hs_scale.shape[0], -1) * hs_scale.T[:, :, None]).reshape(t, h)
-        lg, picks, vals = logits.astype(f32), [], []
-        for _ in range(top_k):
-            i = fv.argmax(lg, axis=-1)[:, None]                                            # [T, 1]
-            vals.append(fv.take_along_axis(lg, i, axis=-1))
-            picks.append(i)
-            lg = fv.masked_fill(lg, fv.equal(experts, i), -math.inf)
-        probs = fv.softmax(fv.concatenate(vals, axis=1), axis=-1).reshape(-1)             # [T * K]
-        chosen = np.concatenate([i.numpy() for i in picks], axis=1)                  # [T, K] on the host
-        out = fv.zeros((t, h), f32)
-        for ex in (int(x) for x in np.unique(chosen)):
-            tok, slot = np.nonzero(chosen == ex)
-            tok_d = fv.asarray(tok.astype(np.int32))
-            g1 = fp8_block_matmul(fv.take(a, tok_d, axis=0), w13[ex], s13[ex], block)        # [n, 2I]
-            c = fv.silu_mul(g1[:, inter:], g1[:, :inter])                                    # SwiGLU, one pass
-            wt = fv.take(probs, fv.asarray((tok * top_k + slot).astype(np.int32)))[:, None]
-            out = fv.index_add(out, 0, tok_d, fp8_block_matmul(c, w2[ex], s2[ex], block) * wt)
+        ids, probs = renorm_routing(logits, top_k)
+        out = moe_experts(moe_activations(hs, hs_scale), ids.numpy(), probs, *fp8_gemms(w13, s13, w2, s2),
+                          w13.shape[0])
         return (out.astype(odt).numpy(),)
     return call
+
+
+DS_ROUTING_NAME = r"moe_fp8_block_scale_ds_routing_topk(\d+)_ng(\d+)_kg(\d+)_e\d+_h\d+_i\d+"
+
+
+def ds_routing(logits, bias, top_k, n_group, topk_group, scale):
+    """DeepSeek-V3 no-aux routing on the device: s = sigmoid(logits) [T, E], b = s + bias; a group
+    (E / n_group experts) scores the sum of its two largest b; the topk_group best groups are kept
+    and the top_k largest b among their experts are picked; a pick's weight is its s (no bias) over
+    the sum of the picks' s (+ 1e-20), times scale.  Returns (ids [T, K] int64, weights [T, K] f32)."""
+    fv = _fv()
+    f32 = "float32"
+    t, e = logits.shape
+    s = 1.0 / (1.0 + fv.exp(-logits.astype(f32)))             # the reference's form of the sigmoid
+    b = s + bias.astype(f32)[None]
+    size = e // n_group
+    best2 = fv.sort(b.reshape(t, n_group, size), axis=-1, descending=True)[..., :2]
+    groups = top_k_rows(best2[..., 0] + best2[..., 1], topk_group)                      # [T, kg]
+    kept = fv.any(fv.equal(groups[:, :, None], fv.asarray(np.arange(n_group)[None, None])), axis=1)
+    kept = fv.broadcast_to(kept[:, :, None], (t, n_group, size)).reshape(t, e)
+    ids = top_k_rows(fv.where(kept, b, float(np.finfo(np.float32).min)), top_k)
+    picked = fv.take_along_axis(s, ids, axis=-1)
+    return ids, picked / (fv.sum(picked, axis=-1, keepdims=True) + 1e-20) * scale
+
+
+def solve_moe_fp8_ds_routing(defn, inputs):
+    """FP8 block-scale MoE with DeepSeek-V3 routing (ds_routing; top_k, n_group and topk_group from
+    the Definition's name: topk8_ng8_kg4) over a window of local experts starting at global
+    local_expert_offset, then moe_experts."""
+    logits, hs, hs_scale, w13, s13, w2, s2 = _moe_inputs(inputs)
+    (bias,) = _dev(inputs, "routing_bias")
+    top_k, n_group, topk_group = (int(g) for g in re.fullmatch(DS_ROUTING_NAME, defn["name"]).groups())
+    offset, scale = int(inputs["local_expert_offset"]), float(inputs["routed_scaling_factor"])
+    if logits.shape[1] % n_group or topk_group > n_group or top_k > topk_group * (logits.shape[1] // n_group):
+        from ..errors import ShapeError
+        raise ShapeError(f"{defn['name']}: {logits.shape[1]} experts in {n_group} groups, {topk_group} kept, "
+                         f"cannot give top {top_k}: needs groups dividing the experts and top_k <= the "
+                         f"kept groups' experts")
+    odt = np_dtype(defn["outputs"]["output"]["dtype"])
+
+    def call():
+        ids, weights = ds_routing(logits, bias, top_k, n_group, topk_group, scale)
+        out = moe_experts(moe_activations(hs, hs_scale), ids.numpy(), weights, *fp8_gemms(w13, s13, w2, s2),
+                          w13.shape[0], offset)
+        return (out.astype(odt).numpy(),)
+    return call
+
+
+# FlashInfer's trtllm MoE Definitions: trtllm_fp4_block_scale_moe gives the expert weights in float32
+# (its kernel quantizes them to MxFP4 itself; the Definition, and so its reference, never sees fp4):
+# the experts are float32 matmuls of the expert's weight (a transposed view, nothing expanded).
+# trtllm_fp8_per_tensor_scale_moe gives fp8 weights and activations with per-expert output scales
+# (gemm1's up and gate halves scaled apart): fp8_block_matmul with the whole matrix one block of
+# scale 1 (dequantized inside the kernel), its outputs scaled.
+
+def float_gemms(w13, w2):
+    """(gemm1, gemm2) of moe_experts over float weight stacks [E, N, K]: x @ W[e].T in float32."""
+    fv = _fv()
+    return (lambda x, e: fv.matmul(x, w13[e].T, "float32"), lambda x, e: fv.matmul(x, w2[e].T, "float32"))
+
+
+def per_tensor_fp8_gemms(w13, up_scale, gate_scale, w2, out_scale):
+    """(gemm1, gemm2) of moe_experts over fp8 stacks with per-expert output scales [E]: gemm1's first
+    half times up_scale[e], its second (gate) half times gate_scale[e]; gemm2 times out_scale[e]."""
+    from ..ops.moe import fp8_block_matmul
+    fv = _fv()
+    n_local, g1, h = w13.shape
+    one = fv.asarray(np.ones((1, 1), np.float32))
+    half = g1 // 2
+    cols = fv.concatenate([fv.broadcast_to(up_scale[:, None], (n_local, half)),
+                           fv.broadcast_to(gate_scale[:, None], (n_local, g1 - half))], axis=1)      # [E, 2I]
+    return (lambda x, e: fp8_block_matmul(x, w13[e], one, (g1, h)) * cols[e][None],
+            lambda x, e: fp8_block_matmul(x, w2[e], one, tuple(w2.shape[1:])) * out_scale[e:e + 1][None])
+
+
+def _trtllm_moe(defn, inputs, route, weigh_input=False):
+    """route() -> (host ids [T, K], device weights [T, K]); the experts float32 or per-tensor fp8 as
+    the Definition's gemm1_weights dtype says; then moe_experts."""
+    hs, w13, w2 = _dev(inputs, "hidden_states", "gemm1_weights", "gemm2_weights")
+    fp8 = defn["inputs"]["gemm1_weights"]["dtype"] == "float8_e4m3fn"
+    scales = _dev(inputs, "output1_scales_scalar", "output1_scales_gate_scalar", "output2_scales_scalar") if fp8 else ()
+    odt = np_dtype(defn["outputs"]["output"]["dtype"])
+
+    def call():
+        ids, weights = route()
+        gemms = per_tensor_fp8_gemms(w13, scales[0], scales[1], w2, scales[2]) if fp8 else float_gemms(w13, w2)
+        out = moe_experts(hs.astype("float32"), ids, weights, *gemms, w13.shape[0], weigh_input=weigh_input)
+        return (out.astype(odt).numpy(),)
+    return call
+
+
+def solve_moe_trtllm_renorm(defn, inputs):
+    """Renormalize routing (TopK -> Softmax of the picked logits)."""
+    (logits,) = _dev(inputs, "routing_logits")
+    top_k = defn["axes"]["top_k"]["value"]
+
+    def route():
+        ids, probs = renorm_routing(logits, top_k)
+        return ids.numpy(), probs
+    return _trtllm_moe(defn, inputs, route)
+
+
+def solve_moe_trtllm_llama4(defn, inputs):
+    """Llama 4 routing (FlashInfer's routing_method_type 3: routing_bias unused, as the reference):
+    the top-k of sigmoid(logits), each pick's token row scaled by its sigmoid before gemm1."""
+    fv = _fv()
+    (logits,) = _dev(inputs, "routing_logits")
+    top_k = defn["axes"]["top_k"]["value"]
+
+    def route():
+        s = fv.sigmoid(logits.astype("float32"))
+        ids = top_k_rows(s, top_k)
+        return ids.numpy(), fv.take_along_axis(s, ids, axis=-1)
+    return _trtllm_moe(defn, inputs, route, weigh_input=True)
+
+
+def solve_moe_trtllm_routed(defn, inputs):
+    """Pre-computed routing: topk_ids packs each pick as (expert << 16) | bfloat16 bits of its weight
+    (FlashInfer's routed MoE); unpacked on the host, where the expert loop needs the ids anyway."""
+    import ml_dtypes
+    packed = to_numpy(inputs["topk_ids"]).astype(np.int32)
+    ids = (packed >> 16).astype(np.int16).astype(np.int64)
+    weights = (packed & 0xFFFF).astype(np.uint16).view(ml_dtypes.bfloat16).astype(np.float32)
+    return _trtllm_moe(defn, inputs, lambda: (ids, _fv().asarray(weights)))

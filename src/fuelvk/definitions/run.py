@@ -346,6 +346,29 @@ _MLA_CACHE = {"ckv_cache": "num_pages page_size head_dim_ckv: =q_nope",
 
 _MOE_CONSTS = ("num_local_experts", "hidden_size", "intermediate_size", "gemm1_out_size", "top_k",
                "num_hidden_blocks", "num_intermediate_blocks", "num_gemm1_out_blocks")
+# The fp8 block-scale activations and expert weight stacks every fp8 MoE kind shares.
+_MOE_FP8_TENSORS = {
+    "hidden_states": "seq_len hidden_size: float8_e4m3fn",
+    "hidden_states_scale": "num_hidden_blocks seq_len: float32",
+    "gemm1_weights": "num_local_experts gemm1_out_size hidden_size: float8_e4m3fn",
+    "gemm1_weights_scale": "num_local_experts num_gemm1_out_blocks num_hidden_blocks: float32",
+    "gemm2_weights": "num_local_experts hidden_size intermediate_size: float8_e4m3fn",
+    "gemm2_weights_scale": "num_local_experts num_hidden_blocks num_intermediate_blocks: float32"}
+_DS_CONSTS = ("num_experts", "num_local_experts", "hidden_size", "intermediate_size", "gemm1_out_size",
+              "num_hidden_blocks", "num_intermediate_blocks", "num_gemm1_out_blocks")
+# FlashInfer's trtllm MoE Definitions: fp4 (float32 weights in the Definition, bfloat16 activations) and
+# fp8 per-tensor (fp8 weights and activations, per-expert output scales).
+_TRTLLM_MOE_AXES = {"seq_len": "var", **dict.fromkeys(
+    ("num_experts", "hidden_size", "intermediate_size", "gemm1_out_size", "top_k"), "const")}
+_FLOAT_MOE_TENSORS = {"hidden_states": "seq_len hidden_size: bfloat16",
+                      "gemm1_weights": "num_experts gemm1_out_size hidden_size: float32",
+                      "gemm2_weights": "num_experts hidden_size intermediate_size: float32"}
+_FP8_TENSOR_MOE_TENSORS = {"hidden_states": "seq_len hidden_size: float8_e4m3fn",
+                           "gemm1_weights": "num_experts gemm1_out_size hidden_size: float8_e4m3fn",
+                           "output1_scales_scalar": "num_experts: float32",
+                           "output1_scales_gate_scalar": "num_experts: float32",
+                           "gemm2_weights": "num_experts hidden_size intermediate_size: float8_e4m3fn",
+                           "output2_scales_scalar": "num_experts: float32"}
 _GDN_HEADS = {"num_q_heads": "const", "num_k_heads": "const", "num_v_heads": "const", "head_size": "const"}
 
 
@@ -448,14 +471,27 @@ SOLUTIONS = (
              kinds.solve_gdn_prefill),
     Solution("fuelvk_moe_fp8_block_scale_renorm", r"moe_fp8_block_scale_renorm_topk\d+_e\d+_h\d+_i\d+",
              {"seq_len": "var", **dict.fromkeys(_MOE_CONSTS, "const")},
-             {"routing_logits": "seq_len num_local_experts: bfloat16",
-              "hidden_states": "seq_len hidden_size: float8_e4m3fn",
-              "hidden_states_scale": "num_hidden_blocks seq_len: float32",
-              "gemm1_weights": "num_local_experts gemm1_out_size hidden_size: float8_e4m3fn",
-              "gemm1_weights_scale": "num_local_experts num_gemm1_out_blocks num_hidden_blocks: float32",
-              "gemm2_weights": "num_local_experts hidden_size intermediate_size: float8_e4m3fn",
-              "gemm2_weights_scale": "num_local_experts num_hidden_blocks num_intermediate_blocks: float32"},
+             {"routing_logits": "seq_len num_local_experts: bfloat16", **_MOE_FP8_TENSORS},
              {"output": "seq_len hidden_size: bfloat16"}, kinds.solve_moe_fp8_renorm),
+    *(Solution(f"fuelvk_moe_fp8_block_scale_ds_routing{suffix}", kinds.DS_ROUTING_NAME,
+               {"seq_len": "var", **dict.fromkeys(consts, "const")},
+               {"routing_logits": "seq_len num_experts: float32", "routing_bias": "num_experts: bfloat16",
+                **_MOE_FP8_TENSORS,
+                "local_expert_offset": "scalar: int32", "routed_scaling_factor": "scalar: float32"},
+               {"output": "seq_len hidden_size: bfloat16"}, kinds.solve_moe_fp8_ds_routing)
+      # DeepSeek-V3's Definition has top_k in its name only; Kimi K2's has a top_k axis too
+      for suffix, consts in (("", _DS_CONSTS), ("_topk_axis", _DS_CONSTS + ("top_k",)))),
+    *(Solution(f"fuelvk_moe_{fmt}_{routing}", rf"{prefix}_topk{k}_e\d+_h\d+_i\d+", _TRTLLM_MOE_AXES,
+               {"routing_logits": "seq_len num_experts: bfloat16", **tensors, **bias},
+               {"output": "seq_len hidden_size: bfloat16"}, build)
+      for fmt, prefix, tensors in (("float", "trtllm_fp4_block_scale_moe", _FLOAT_MOE_TENSORS),
+                                   ("fp8_per_tensor", "trtllm_fp8_per_tensor_scale_moe", _FP8_TENSOR_MOE_TENSORS))
+      for routing, k, bias, build in (
+          ("renorm", r"\d+", {}, kinds.solve_moe_trtllm_renorm),
+          ("llama4", "1", {"routing_bias": "num_experts: bfloat16"}, kinds.solve_moe_trtllm_llama4))),
+    Solution("fuelvk_moe_float_routed", r"trtllm_fp4_block_scale_routed_moe_topk\d+_e\d+_h\d+_i\d+",
+             _TRTLLM_MOE_AXES, {"topk_ids": "seq_len top_k: int32", **_FLOAT_MOE_TENSORS},
+             {"output": "seq_len hidden_size: bfloat16"}, kinds.solve_moe_trtllm_routed),
     Solution("fuelvk_rope_cos_sin_cache_neox", r"rope_with_cos_sin_cache_neox_style_d\d+_rd\d+",
              {"num_tokens": "var", "num_qo_heads": "var", "num_kv_heads": "var", "head_size": "const",
               "rotary_dim": "const", "max_seq_len": "var"},
@@ -476,7 +512,9 @@ def match_solution(defn, solutions=SOLUTIONS):
     if found:
         raise RuntimeError(f"{defn['name']}: several solutions match ({', '.join(s.name for s in found)})")
     named = [f"{s.name} refused: {s.refuses(defn)}" for s in solutions if s.pattern.fullmatch(defn["name"])]
-    return None, "; ".join(named) or f"no fuelvk solution for {defn['name']} (op_type {defn['op_type']})"
+    if named:
+        return None, f"no fuelvk solution for {defn['name']}: " + "; ".join(named)
+    return None, f"no fuelvk solution for {defn['name']} (op_type {defn['op_type']})"
 
 
 def fuelvk_solution(defn, inputs):

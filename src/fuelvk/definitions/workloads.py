@@ -118,7 +118,29 @@ def rope_cos_sin(defn, gen):
 
 
 def moe(defn, gen):
-    return {"seq_len": 4}, {}, {}
+    """Four tokens, inputs random; a DeepSeek-routing Definition gets its scalars as the dataset's
+    rows have them (routed_scaling_factor 2.5, local_expert_offset a whole window of local experts
+    inside the global ones: 0, 32, ... 224 for 32 of 256) and a small routing_bias blob (the
+    dataset's rows load a captured one): a randn bias would swamp the sigmoid scores in (0, 1) and
+    send every token to the same few experts, most rows none in the local window."""
+    if "local_expert_offset" not in defn["inputs"]:
+        return {"seq_len": 4}, {}, {}
+    c = _consts(defn)
+    window = int(torch.randint(c["num_experts"] // c["num_local_experts"], (), generator=gen))
+    bias = (torch.randn(c["num_experts"], generator=gen) * 0.05).to(torch.bfloat16)
+    return ({"seq_len": 4}, {"routing_bias": bias},
+            {"local_expert_offset": window * c["num_local_experts"], "routed_scaling_factor": 2.5})
+
+
+def moe_routed(defn, gen):
+    """Pre-computed routing (FlashInfer's routed MoE): per token top_k distinct experts, weights a
+    softmax of randn, packed as (expert << 16) | the weight's bfloat16 bits."""
+    c = _consts(defn)
+    t = 4
+    ids = torch.stack([torch.randperm(c["num_experts"], generator=gen)[:c["top_k"]] for _ in range(t)])
+    w = torch.softmax(torch.randn(t, c["top_k"], generator=gen), dim=-1).to(torch.bfloat16)
+    packed = (ids.to(torch.int32) << 16) | (w.view(torch.int16).to(torch.int32) & 0xFFFF)
+    return {"seq_len": t}, {"topk_ids": packed}, {}
 
 
 KINDS = ((r"gqa_paged_decode_.*", gqa_paged_decode), (r"gqa_paged_prefill_causal_.*", gqa_paged_prefill),
@@ -126,7 +148,9 @@ KINDS = ((r"gqa_paged_decode_.*", gqa_paged_decode), (r"gqa_paged_prefill_causal
          (r"mla_ragged_prefill_causal_.*", mla_ragged), (r"gdn_decode_.*", gdn_decode),
          (r"gdn_prefill_.*", gdn_prefill), (r"mamba_ssu_decode_.*", mamba_ssu),
          (r"(top_k|top_p|top_k_top_p)_sampling_from_probs_.*", sampling),
-         (r"rope_with_cos_sin_cache_.*", rope_cos_sin), (r"moe_.*", moe))
+         (r"rope_with_cos_sin_cache_.*", rope_cos_sin), (r"moe_.*", moe),
+         (r"trtllm_fp4_block_scale_moe_.*", moe), (r"trtllm_fp8_per_tensor_scale_moe_.*", moe),
+         (r"trtllm_fp4_block_scale_routed_moe_.*", moe_routed))
 
 
 def row_for(defn, root, seed=0):

@@ -14,13 +14,16 @@ KIND_IDS = {"q4_0": 0, "q8_0": 1, "q4_k": 2, "q6_k": 3}
 # (elements per block, bytes per block): GGML's block sizes (gguf.constants.GGML_QUANT_SIZES)
 BLOCK = {"q4_0": (32, 18), "q8_0": (32, 34), "q4_k": (256, 144), "q6_k": (256, 210)}
 
-DEQUANT_WG, QUANTIZE_WG = 256, 64  # shaders/quant.comp local sizes
-MATVEC_ROWS = 4                     # output rows per qmatvec workgroup (NR)
+DEQUANT_WG, QUANTIZE_WG = 64, 64   # shaders/quant.comp local sizes (dequant: one 32-element sub-block per lane)
+TEXEL_BYTES = 16                    # an rgba32ui texel (the load path of dequant / qmatvec)
+MATVEC_ROWS = 16                    # output rows per qmatvec workgroup (NR; lavapipe CPU time per matvec, 1792 x 4096: NR 4 > 8 > 16)
 TILE_M, TILE_N = 16, 64
 
 # Loop iterations per invocation as kernels/matmul.py K_LOOP counts them: qmatvec's lanes stride over
-# 32-element sub-blocks 64 at a time; the tiled kernel per 32-deep chunk runs 4 + 16 load steps and
-# the 32-step FMA loop, 56 in all (docs/MEASUREMENTS.md: where lavapipe's cap falls).
+# 32-element sub-blocks 64 at a time; the tiled kernel per 32-deep chunk runs 4 load steps and the
+# 32-step FMA loop (its W tile's decode was 16 more steps before it became one unrolled sub-block per
+# lane; still counted: the K spans, hence the result bits, stay as they were) (docs/MEASUREMENTS.md:
+# where lavapipe's cap falls).
 K_LOOP = {"matvec": (2048, 1, 64), "tiled": (32, 57, 64)}
 
 _ID_DEFINES = id_defines(MODE=MODES, KIND=KIND_IDS)   # MODE_DEQUANT, KIND_Q4_0, ... for the shader

@@ -1,11 +1,12 @@
-"""Contiguize and copy: the strided_copy kernel behind every dispatcher's layout fix-up."""
+"""Contiguize and copy behind every dispatcher's layout fix-up: whole texel runs through copy_texels,
+contiguous sources through strided_copy, other views gathered by remap.comp."""
 from .. import dtypes as _dt
 from .. import runtime
 from ..array import Array
 from ..kernels.movement_core import copy_variant
 from ._core import device_args, fits, launch_strided, new_like, result
 from ..kernels import kernel
-from .movement import launch_write, texel_runs
+from .movement import launch_remap, launch_write, texel_runs
 
 __all__ = ["ascontiguousarray", "copy"]
 
@@ -21,7 +22,11 @@ def _copy_into_new(x):
     if not fits(src, dst):   # larger than one binding: the write kernel, which moves 2-D tiles of a transpose
         launch_write(kernel("write_slice", _dt.width_tag(src.dtype)), dst, src)
         return out
-    launch_strided(copy_variant(_dt.width_tag(src.dtype), runtime.get().device.features), dst, [src])
+    tag = _dt.width_tag(src.dtype)
+    if src.is_contiguous or not any(src.strides):   # strided_copy's LINEAR path: 4 elements per access
+        launch_strided(copy_variant(tag, runtime.get().device.features), dst, [src])
+    else:                    # a gather (transposes, steps, broadcasts): remap.comp splits indices per run
+        launch_remap("copy", kernel("flip", tag), dst, src, src.strides)
     return out
 
 

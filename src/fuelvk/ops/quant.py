@@ -10,6 +10,11 @@ flush f32 denormals, and gguf's own result there is NaN-driven casts.
 
 qmatmul(x, w) computes x @ W.T with W [N, K] in GGML's row-major weight layout (llama.cpp's
 convention); M == 1 runs the fused matvec, M > 1 the fused tiled kernel; W is never expanded.
+
+Load path (issue 18): the kernels read the packed blocks as 16-byte texels of an rgba32ui view where
+the device reads texels faster (runtime/loadpath.py's probe; FUELVK_TEXEL_LOADS forces either path),
+from any even byte offset, and through 16-bit storage-buffer words otherwise (views over
+maxTexelBufferElements too); both paths decode the same fetched bytes, so they give the same bits.
 """
 import math
 import operator
@@ -22,7 +27,8 @@ from .. import runtime
 from ..array import Array, asarray, empty
 from ..errors import DTypeError, FormatError, FuelVKError, ShapeError, UnsupportedError
 from ..kernels import kernel
-from ..kernels.quant import BLOCK, DEQUANT_WG, K_LOOP, MATVEC_ROWS, QUANTIZE_WG, TILE_M, TILE_N
+from ..kernels.quant import BLOCK, DEQUANT_WG, K_LOOP, MATVEC_ROWS, QUANTIZE_WG, TEXEL_BYTES, TILE_M, TILE_N
+from ..runtime import loadpath
 from ._core import blockwise, contiguous, device_args, fits, k_per_launch, result, spans, split_k, windowed
 from .movement import launch_write
 from .movement_core import copy
@@ -131,6 +137,35 @@ def _blocks(op, blocks, kind, shape):
     return data.reshape(-1), k, shape, numpy_out
 
 
+def _view(ctx, arr, store=False, anywhere=False):
+    """(buffer for a texel-view binding, whether the kernel may use it): arr's own slot where the
+    device reads (store: writes) faster through texel views (loadpath.texel_paths: the probe, or
+    FUELVK_TEXEL_LOADS), arr starts on a texel (unless `anywhere`: the kernel reads from any even
+    byte) and its slot is whole texels within maxTexelBufferElements; else the 16-byte stub (the
+    kernel then takes storage-buffer access)."""
+    buf = arr.buffer
+    if (loadpath.texel_paths(ctx)[1 if store else 0]
+            and (anywhere or arr.offset * arr.dtype.itemsize % TEXEL_BYTES == 0)
+            and buf.size % TEXEL_BYTES == 0 and buf.size // TEXEL_BYTES <= ctx.device.limits.maxTexelBufferElements):
+        return buf, True
+    return loadpath.stub(ctx.pool), False
+
+
+def _block_texels(ctx, kind, blocks):
+    """(q_t binding, TEX bits 0 and 2): the blocks through their view (a block at any even byte is
+    read from the texels it touches); bit 2 where every fetch starts on a texel (q4_k blocks, 144
+    bytes, from a texel boundary: its header and 32-byte nibble runs are whole texels)."""
+    qb, q_on = _view(ctx, blocks, anywhere=True)
+    return qb, int(q_on) | (4 if q_on and kind == "q4_k" and blocks.offset % TEXEL_BYTES == 0 else 0)
+
+
+def _texels(ctx, kind, blocks, other, other_name, store=False):
+    """({"q_t": .., other_name: ..} view bindings, TEX bits): the blocks' (_block_texels), and bit 1:
+    x / the output through its view."""
+    (qb, qtex), (ob, o_on) = _block_texels(ctx, kind, blocks), _view(ctx, other, store)
+    return {"q_t": qb, other_name: ob}, qtex | 2 * int(o_on)
+
+
 def quantize(x, kind="q8_0"):
     """float32 [..., K] -> uint8 blocks [..., K / 32 * bytes_per_block], bit-exact with gguf.quants.quantize.
 
@@ -179,8 +214,9 @@ def dequantize(blocks, kind=None, shape=None):
                   [data.reshape(n // qk, bs)], out.reshape(n // qk, qk), axes=1)
     elif n:
         ctx = runtime.get()
-        ctx.launch(kernel("dequant", k), ctx.groups(-(-n // DEQUANT_WG)), out=out, qin=data,
-                   n_blocks=n // BLOCK[k][0], out_elements=n, off_q=data.offset // 2, off_o=0)
+        views, tex = _texels(ctx, k, data, out, "o_t", store=True)
+        ctx.launch(kernel("dequant", k), ctx.groups(-(-n // (32 * DEQUANT_WG))), out=out, qin=data, **views,
+                   n_blocks=n // BLOCK[k][0], out_elements=n, off_q=data.offset // 2, off_o=out.offset, TEX=tex)
     return result(out, numpy_out)
 
 
@@ -244,13 +280,15 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
         if picked == "matvec":
             groups = ctx.groups(-(-n // MATVEC_ROWS))
             v = kernel("qmatvec", k)
+            views, tex = _texels(ctx, k, w, xa, "x_t")   # x's chunks start on texels: off_x % 4 == 0
             for i in range(m):
-                ctx.launch(v, groups, out=dst, qin=w, xin=xa, n=n, k=k1 - k0, blocks_per_row=bpr,
-                           off_x=xa.offset + i * kk + k0, off_w=wk, off_o=dst.offset + i * n)
+                ctx.launch(v, groups, out=dst, qin=w, xin=xa, **views, n=n, k=k1 - k0, blocks_per_row=bpr,
+                           off_x=xa.offset + i * kk + k0, off_w=wk, off_o=dst.offset + i * n, TEX=tex)
         else:
             groups = ctx.groups(-(-m // TILE_M) * -(-n // TILE_N))
-            ctx.launch(kernel("qmatmul_tiled", k), groups, out=dst, qin=w, xin=xa, m=m, n=n, k=k1 - k0,
-                       blocks_per_row=bpr, ldx=kk, off_x=xa.offset + k0, off_w=wk, off_o=dst.offset)
+            qt, tex = _block_texels(ctx, k, w)
+            ctx.launch(kernel("qmatmul_tiled", k), groups, out=dst, qin=w, xin=xa, q_t=qt, m=m, n=n, k=k1 - k0,
+                       blocks_per_row=bpr, ldx=kk, off_x=xa.offset + k0, off_w=wk, off_o=dst.offset, TEX=tex)
 
     out = split_k(op, out, kk, k_per_launch(K_LOOP[picked], ctx.device.loop_budget, qk), run)
     return result(out, x_numpy and w_numpy)
