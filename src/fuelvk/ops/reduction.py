@@ -255,6 +255,41 @@ def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, all_ro
                MODE=MODE_FINAL, TEX=0)
 
 
+def _long_rows_strided(tag, op_id, s2, rows, cols, o1, lim):
+    """Rows longer than one binding on the strided kernel, as the unsplit launch would run them (the
+    same chunks of each row, any_dim_chunks(rows, cols), hence the same bits): the chunks' partials of
+    each window of whole chunks are gathered in one [rows, chunks] array and combined by one final
+    pass. False (nothing launched) when the row kernels take these rows (VALUE_ROW_MAX, loop budget)."""
+    ctx = runtime.get()
+    chunks = any_dim_chunks(ctx, rows, cols) if VALUE_ROW_MAX is None else None
+    if chunks is None:
+        return False
+    chunk, total = chunks
+    span = (lim - 512) // s2.dtype.itemsize // chunk * chunk     # columns per window: whole chunks
+    ow = windowed(o1)
+    acc = accum_dtype(s2.dtype)
+    if not span or ow is None or rows * total * acc.itemsize + 512 > lim:
+        return False
+    v, wg = kernel("reduce_any_dim", tag), row_wg(ctx)
+    part = new_like((rows, total), acc)
+    copy = copy_variant(_dt.width_tag(acc), ctx.device.features)
+    args = dict(n_out=1, denom=cols, WG=wg, OP=op_id, n_inner=1, s_outer=0, s_d=1, s_inner=0, off_out=0,
+                chunk=chunk, MODE=MODE_PARTIAL)
+    for r in range(rows):
+        for c0 in range(0, cols, span):
+            sw = windowed(s2[r, c0:builtins.min(c0 + span, cols)])
+            nc = -(-sw.size // chunk)
+            x_t, tex, width = _texel_plan(sw, (1, sw.size, 1, 0, 1, sw.size), chunk)
+            tmp = new_like((nc,), acc)
+            ctx.launch(v, ctx.groups(-(-nc // width // wg)), out=tmp, x=sw, part=tmp, x_t=x_t, d=sw.size,
+                       off_in=sw.offset, n_chunks=nc, TEX=tex, **args)
+            launch_strided(copy, part[r, c0 // chunk:c0 // chunk + nc], [tmp])
+    ctx.launch(v, ctx.groups(-(-rows // wg)), out=ow, x=ow, part=part, x_t=texel_source(ow, False)[0],
+               **dict(args, n_out=rows, d=total, off_in=0, s_outer=total, chunk=total, n_chunks=1, off_out=ow.offset,
+                      MODE=MODE_FINAL, TEX=0))
+    return True
+
+
 def _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out):
     """launch_reduce over operands larger than one binding: blocks of whole rows through windows; a row
     larger than one binding is summed as column blocks whose workgroup partials (accumulator dtype) are
@@ -266,6 +301,8 @@ def _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out):
     if cols * src.dtype.itemsize + 512 <= lim:
         for sw, ow in blocks([s2, o1], axes=1, op="reduce"):
             launch_reduce(fam, tag, op_id, sw, ow.size, cols, ow, all_rows=rows)
+        return
+    if _long_rows_strided(tag, op_id, s2, rows, cols, o1, lim):
         return
     v = kernel(fam, tag)
     wg = row_wg(ctx)
