@@ -255,7 +255,8 @@ MOE = "moe_fp8_block_scale_renorm_topk8_e128_h2048_i768"
 def _unsolved():
     """Definitions of kinds (or variants) fuelvk has no solution for, made from the shipped ones as
     the dataset names them: each must get NO_SOLUTION, never a solution of another signature (the
-    DeepSeek-routing name on the renormalize signature plus a bias: not the kind's signature)."""
+    DeepSeek-routing name on the renormalize signature plus a bias, the multi-token gdn name on the
+    decode signature: not those kinds' signatures, which have solutions)."""
     defs = _defs()
     moe, gdn = defs[MOE], defs["gdn_decode_qk4_v8_d128_k_last"]
     ds = {**moe, "name": "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048",
@@ -264,6 +265,7 @@ def _unsolved():
     return {d["name"]: d for d in (ds, mtp)}
 
 
+DATA = Path(__file__).parent / "data" / "flashinfer" / "definitions"   # dataset Definitions (README there)
 UNSOLVED = ["moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048", "gdn_mtp_qk4_v8_d128_k_last"]
 
 
@@ -651,6 +653,17 @@ def test_gdn_decode_and_prefill(tmp_path):
     _passes_and_a_wrong_one_fails(pre, row, tmp_path, lambda o: (o[0] * 1.05, o[1]))
 
 
+def test_gdn_mtp(tmp_path):
+    """The dataset's multi-token verification Definition (tests/data/flashinfer): three sequences of
+    two tokens against slots 4, 0, 2 of a pool of five; its final_state is the pool unchanged (the
+    reference's disable_state_update), the optional intermediate_states_buffer an input only."""
+    d = json.loads((DATA / "gdn_mtp_qk4_v8_d128_k_last.json").read_text())
+    assert match_solution(d)[0].name == "fuelvk_gdn_mtp"
+    row = _blob_row(tmp_path, d, "gdnm", {"batch_size": 3, "seq_len": 2, "pool_size": 5},
+                    {"initial_state_indices": _i32([4, 0, 2]), "A_log": torch.randn(8) * 0.5}, {"scale": 0.0})
+    _passes_and_a_wrong_one_fails(d, row, tmp_path, lambda o: (o[0][:, ::-1], o[1]))
+
+
 def test_mamba_selective_state_update(tmp_path):
     """A shared slot (the last request wins), a request without one (-1: output zeros), untouched
     cache rows kept.  A = -exp(randn) as in a model (random positive A makes the state explode)."""
@@ -815,6 +828,7 @@ WRONG_SOLUTION_CAUGHT = {
     "fuelvk_mamba_ssu_decode": "test_mamba_selective_state_update",
     "fuelvk_gdn_decode": "test_gdn_decode_and_prefill",
     "fuelvk_gdn_prefill": "test_gdn_decode_and_prefill",
+    "fuelvk_gdn_mtp": "test_gdn_mtp",
     "fuelvk_moe_fp8_block_scale_renorm": "test_moe_fp8_block_scale_renorm",
     "fuelvk_moe_fp8_block_scale_ds_routing": "test_definitions_moe::test_moe_fp8_ds_routing",
     "fuelvk_moe_fp8_block_scale_ds_routing_topk_axis": "test_definitions_moe::test_moe_fp8_ds_routing_without_groups",

@@ -129,6 +129,22 @@ def test_greedy_single_token_and_device_arrays():
     assert out.numpy().tolist() == [int(np.argmax(probs[0])), 0, 0, 0]
 
 
+def test_rows_outside_the_unit_interval_take_the_unfused_counts():
+    """The cut searches count with ceil(x - t), exact for x in [0, 1] and t < 1; a one-hot top-k row
+    (its maximum 1.0 is probed) and an unnormalized top-p row (values over 1) take the heaviside
+    passes instead: the one-hot row always gives its token, the top-p row keeps only its largest
+    (sorted cdf 2, 3, 4: the reference removes all but the first for p = 0.5)."""
+    hot = np.zeros(V, np.float32)
+    hot[5] = 1.0
+    big = np.zeros(V, np.float32)
+    big[[2, 7, 9]] = [1.0, 2.0, 1.0]
+    for seed in range(3):
+        a = fv.top_k_sampling_from_probs(np.stack([hot, PROBS[0]]), np.array([2, 3], np.int32), seed=seed)
+        assert a[0] == 5 and a[1] in np.argsort(-PROBS[0], kind="stable")[:3]
+        b = fv.top_p_sampling_from_probs(np.stack([big, PROBS[0]]), np.array([0.5, 1e-9], np.float32), seed=seed)
+        assert b.tolist() == [7, int(np.argmax(PROBS[0]))]
+
+
 def test_full_vocabulary():
     """Llama 3's vocabulary (128,256 tokens, padded to 2^17 in the sort): samples stay in the top 50."""
     rng = np.random.default_rng(11)

@@ -293,6 +293,64 @@ def _paged_ref(q, kc, vc, ptr, idx, last):
 CASES.append(Case("paged_attention", _paged_args, _paged_ref, scale=4.0))
 
 
+def _mamba_args(dt):
+    """Two requests over a cache of 3 slots (request 1 skipped: -1), 4 heads in 2 groups."""
+    return (rnd(3, 4, 2, 4, dt=dt), rnd(2, 4, 2, dt=dt, seed=1), rnd(2, 4, 2, dt=dt, seed=2),
+            -rnd(4, 2, 4, lo=0.5, hi=1.5, seed=3), rnd(2, 2, 4, dt=dt, seed=4), rnd(2, 2, 4, dt=dt, seed=5),
+            rnd(4, 2, dt=dt, seed=6), rnd(4, 2, dt=dt, seed=7), torch.tensor([2, -1], dtype=torch.int32))
+
+
+def _mamba_ref(state, x, dt, a, b, c, d, dt_bias, slots):
+    st, out = state.double().clone(), torch.zeros(x.shape, dtype=F64)
+    dtf = TF.softplus(dt.double() + dt_bias.double())
+    for i, slot in enumerate(slots.tolist()):
+        if slot >= 0:
+            s = st[slot] * torch.exp(a.double() * dtf[i][..., None]) + (dtf[i] * x[i].double())[..., None] * \
+                b[i].double().repeat_interleave(2, 0)[:, None, :]
+            st[slot] = s
+            out[i] = (s * c[i].double().repeat_interleave(2, 0)[:, None, :]).sum(-1) + x[i].double() * d.double()
+    return out.to(x.dtype), st.to(state.dtype)
+
+
+def _gdn_ref(q, k, v, state, a_log, a, dt_bias, b, scale, cu):
+    """Packed tokens q / k [T, H, K], v [T, HV, V]; sequence n the tokens cu[n] .. cu[n + 1]."""
+    hv = v.shape[1]
+    g = torch.exp(-torch.exp(a_log.double()) * TF.softplus(a.double() + dt_bias.double()))
+    beta = torch.sigmoid(b.double())
+    qe, ke = (t.double().repeat_interleave(hv // t.shape[1], 1) for t in (q, k))
+    out, fin = torch.zeros(v.shape, dtype=F64), torch.zeros(state.shape, dtype=F64)
+    for n in range(len(cu) - 1):
+        s = state[n].double().mT
+        for t in range(cu[n], cu[n + 1]):
+            old = g[t][:, None, None] * s
+            old_v = torch.einsum("hk,hkv->hv", ke[t], old)
+            new_v = beta[t][:, None] * v[t].double() + (1 - beta[t][:, None]) * old_v
+            s = old + ke[t][:, :, None] * (new_v - old_v)[:, None, :]
+            out[t] = scale * torch.einsum("hk,hkv->hv", qe[t], s)
+        fin[n] = s.mT
+    return out.to(q.dtype), fin.float()
+
+
+def _gdn_args(dt, lead):
+    """q / k [*lead, 1 head, 4], v [*lead, 2 heads, 3], a / b [*lead, 2]; state [rows, 2, 3, 4]."""
+    rows = lead[0] if len(lead) == 2 else 2
+    return (rnd(*lead, 1, 4, dt=dt), rnd(*lead, 1, 4, dt=dt, seed=1) / 2, rnd(*lead, 2, 3, dt=dt, seed=2),
+            rnd(rows, 2, 3, 4, seed=3), rnd(2, seed=4) / 2, rnd(*lead, 2, dt=dt, seed=5), rnd(2, seed=6) / 2,
+            rnd(*lead, 2, dt=dt, seed=7), 0.5)
+
+
+def _gdn_decode_ref(q, k, v, state, a_log, a, dt_bias, b, scale):
+    flat = (t.reshape(-1, *t.shape[2:]) for t in (q, k, v))
+    o, s = _gdn_ref(*flat, state, a_log, a.reshape(-1, 2), dt_bias, b.reshape(-1, 2), scale, [0, 2, 4])
+    return o.reshape(v.shape), s
+
+
+CASES += [Case("mamba_selective_state_update", _mamba_args, _mamba_ref, scale=4.0),
+          Case("gated_delta_rule_decode", lambda dt: _gdn_args(dt, (2, 2)), _gdn_decode_ref, scale=4.0),
+          Case("gated_delta_rule_prefill", lambda dt: (*_gdn_args(dt, (5,)), torch.tensor([0, 3, 5])),
+               lambda *a: _gdn_ref(*a[:9], a[9].tolist()), scale=4.0)]
+
+
 IDS = [c.op + (f"-{c.id}" if c.id else "") for c in CASES]
 MUTATING = {"add_assign_scaled", "slice_write_", "scatter_add_", "index_add_"}
 

@@ -196,134 +196,66 @@ def solve_sampling(defn, inputs):
 
 # -- recurrent updates -----------------------------------------------------------------------------------
 
-def softplus(x):
-    """torch's softplus (beta 1): max(x, 0) + log(1 + exp(-|x|)), no overflow for large x."""
-    fv = _fv()
-    return fv.relu(x) + fv.log(fv.affine(fv.exp(-fv.abs(x)), 1.0, 1.0))
-
-
-def _heads_of(n_src, n_dst):
-    """Index of the source head each of n_dst heads reads (repeat_interleave by n_dst // n_src)."""
-    return _fv().asarray(np.arange(n_dst, dtype=np.int32) // (n_dst // n_src))
-
-
 def solve_mamba_ssu(defn, inputs):
-    """Mamba2 selective state update (decode): per request b with slot = state_batch_indices[b] >= 0,
-    s = state[slot] * exp(A * dt') + dt' x B (dt' = softplus(dt + dt_bias), B / C shared by the heads
-    of a group), y = sum(s C) + x D, and state[slot] = s rounded to the state's dtype; a negative
-    slot leaves y zero.  The reference loops over requests, so a request reading a slot an earlier
-    one wrote sees that write: requests go in waves (a slot's n-th request in wave n), each wave one
-    gather of its slots and one gather rewriting them (fuelvk.take from [state; s])."""
+    """Mamba2 selective state update (decode): fuelvk.mamba_selective_state_update, one kernel (requests
+    sharing a slot update it in order, -1 skips a request with zero output, as the reference)."""
     fv = _fv()
-    state, x, dt, a, bm, cm, dd, dtb = _dev(inputs, "state", "x", "dt", "A", "B", "C", "D", "dt_bias")
-    slots = _ints(inputs["state_batch_indices"])
-    nb, nh, hd = x.shape
-    cache = state.shape[0]
-    heads = _heads_of(bm.shape[1], nh)
-    waves, seen = [], {}
-    for b in range(nb):
-        if slots[b] >= 0:
-            n = seen[slots[b]] = seen.get(slots[b], -1) + 1
-            waves += [[]] * (n + 1 - len(waves))
-            waves[n] = waves[n] + [b]
-    plans = []
-    for w in waves:
-        src = np.arange(cache, dtype=np.int32)
-        src[[slots[b] for b in w]] = cache + np.arange(len(w))
-        ints = (np.asarray(x, np.int32) for x in (w, [slots[b] for b in w], src))
-        plans.append((*(fv.asarray(x) for x in ints), w))
-    odt = np_dtype(defn["outputs"]["output"]["dtype"])
+    args = _dev(inputs, "state", "x", "dt", "A", "B", "C", "D", "dt_bias")
+    slots = to_numpy(inputs["state_batch_indices"])
 
     def call():
-        f32 = "float32"
-        dtf = softplus(dt.astype(f32) + dtb.astype(f32))                                  # [B, H, D]
-        da = fv.exp(a[None] * dtf[..., None])                                             # [B, H, D, S]
-        be, ce = (fv.take(m.astype(f32), heads, axis=1) for m in (bm, cm))                # [B, H, S]
-        xf = x.astype(f32)
-        dbx = (dtf * xf)[..., None] * be[:, :, None, :]
-        xd = xf * dd.astype(f32)[None]
-        y = np.zeros((nb, nh, hd), odt)
-        new = state
-        for reqs, rows, src, w in plans:
-            s = fv.take(new, rows, axis=0).astype(f32) * fv.take(da, reqs, axis=0)
-            s = s + fv.take(dbx, reqs, axis=0)
-            yw = fv.sum(s * fv.take(ce, reqs, axis=0)[:, :, None, :], axis=-1) + fv.take(xd, reqs, axis=0)
-            y[w] = yw.astype(odt).numpy()
-            new = fv.take(fv.concatenate([new, s.astype(state.dtype)], axis=0), src, axis=0)
-        return y, new.numpy()
+        y, s = fv.mamba_selective_state_update(*args, state_batch_indices=slots)
+        return y.numpy(), s.numpy()
     return call
 
 
-def _gdn_gates(a_log, a, dt_bias, b):
-    """g = exp(-exp(A_log) * softplus(a + dt_bias)), beta = sigmoid(b): float32 [..., HV]."""
-    fv = _fv()
-    f32 = "float32"
-    g = fv.exp(-(fv.exp(a_log) * softplus(a.astype(f32) + dt_bias)))
-    return g, fv.sigmoid(b.astype(f32))
-
-
-def gdn_step(s, q, k, v, g, beta, scale):
-    """One gated delta-rule step for N (sequence, head) states in k-last layout: s [N, H, V, K],
-    q / k [N, H, K], v [N, H, V] (float32), g / beta [N, H].  old = g s; old_v = old k;
-    new_v = beta v + (1 - beta) old_v; s' = old + (new_v - old_v) k^T; o = scale s' q.
-    Returns (s', o [N, H, V])."""
-    fv = _fv()
-    old = s * g[..., None, None]
-    old_v = fv.matmul(old, k[..., None])                                     # [N, H, V, 1]
-    bt = beta[..., None, None]
-    new_v = bt * v[..., None] + (1.0 - bt) * old_v
-    s = old + (new_v - old_v) * k[:, :, None, :]
-    return s, fv.matmul(s, q[..., None])[..., 0] * scale
-
-
-def _gdn_scale(inputs, k_dim):
+def _gdn_scale(inputs):
     scale = inputs["scale"]
-    return 1.0 / math.sqrt(k_dim) if scale is None or scale == 0.0 else float(scale)
+    return None if scale is None else float(scale)   # None / 0.0: 1 / sqrt(K), in the op as the reference
+
+
+def _gdn_args(inputs, state="state"):
+    names = ("q", "k", "v", state, "A_log", "a", "dt_bias", "b")
+    present = [n for n in names if inputs.get(n) is not None]
+    got = dict(zip(present, _dev(inputs, *present)))
+    return [got.get(n) for n in names]
 
 
 def solve_gdn_decode(defn, inputs):
-    """Gated delta-net decode (one token per sequence, state [B, HV, V, K]): gdn_step over every
-    (sequence, v head) at once; q / k heads shared by HV / Hq v heads (repeat_interleave)."""
+    """Gated delta-net decode (one token per sequence, state [B, HV, V, K]): fuelvk.gated_delta_rule_decode."""
     fv = _fv()
-    q, k, v, state, a_log, a, dt_bias, b = _dev(inputs, "q", "k", "v", "state", "A_log", "a", "dt_bias", "b")
-    hv, kd = v.shape[2], q.shape[-1]
-    qh, kh = _heads_of(q.shape[2], hv), _heads_of(k.shape[2], hv)
-    scale, odt = _gdn_scale(inputs, kd), np_dtype(defn["outputs"]["output"]["dtype"])
+    args, scale = _gdn_args(inputs), _gdn_scale(inputs)
 
     def call():
-        f32 = "float32"
-        g, beta = _gdn_gates(a_log, a[:, 0], dt_bias, b[:, 0])
-        qe, ke = (fv.take(x[:, 0].astype(f32), h, axis=1) for x, h in ((q, qh), (k, kh)))
-        s, o = gdn_step(state, qe, ke, v[:, 0].astype(f32), g, beta, scale)
-        return o[:, None].astype(odt).numpy(), s.numpy()
+        o, s = fv.gated_delta_rule_decode(*args, scale=scale)
+        return o.numpy(), s.numpy()
+    return call
+
+
+def solve_gdn_mtp(defn, inputs):
+    """Gated delta-net multi-token verification over a state pool (initial_state_indices): outputs from
+    fuelvk.gated_delta_rule_decode with update_state=False; the final state is the pool unchanged, as
+    the reference returns it (FlashInfer's disable_state_update)."""
+    fv = _fv()
+    args, scale = _gdn_args(inputs, "initial_state"), _gdn_scale(inputs)
+    rows = to_numpy(inputs["initial_state_indices"])
+
+    def call():
+        o, _ = fv.gated_delta_rule_decode(*args, scale=scale, state_indices=rows, update_state=False)
+        return o.numpy(), args[3].numpy()
     return call
 
 
 def solve_gdn_prefill(defn, inputs):
-    """Gated delta-net prefill over packed sequences (cu_seqlens): each sequence's state [HV, V, K]
-    stepped token by token (gdn_step over its heads); output per token, the final states out."""
+    """Gated delta-net prefill over packed sequences (cu_seqlens): fuelvk.gated_delta_rule_prefill, every
+    sequence's tokens stepped inside one kernel (windows within the loop budget)."""
     fv = _fv()
-    q, k, v, state, a_log, a, dt_bias, b = _dev(inputs, "q", "k", "v", "state", "A_log", "a", "dt_bias", "b")
-    cu = _ints(inputs["cu_seqlens"])
-    hv, kd = v.shape[1], q.shape[-1]
-    qh, kh = _heads_of(q.shape[1], hv), _heads_of(k.shape[1], hv)
-    scale, odt = _gdn_scale(inputs, kd), np_dtype(defn["outputs"]["output"]["dtype"])
+    args, scale = _gdn_args(inputs), _gdn_scale(inputs)
+    cu = to_numpy(inputs["cu_seqlens"])
 
     def call():
-        f32 = "float32"
-        g, beta = _gdn_gates(a_log, a, dt_bias, b)                                       # [T, HV]
-        qe, ke = (fv.take(x.astype(f32), h, axis=1) for x, h in ((q, qh), (k, kh)))     # [T, HV, K]
-        vf = v.astype(f32)
-        out = np.zeros((q.shape[0], hv, v.shape[-1]), odt)
-        new = np.zeros(state.shape, np.float32)
-        for n in range(len(cu) - 1):
-            s = state[n:n + 1]
-            for t in range(cu[n], cu[n + 1]):
-                s, o = gdn_step(s, qe[t:t + 1], ke[t:t + 1], vf[t:t + 1], g[t:t + 1], beta[t:t + 1], scale)
-                out[t] = o[0].astype(odt).numpy()
-            if cu[n + 1] > cu[n]:
-                new[n] = s[0].numpy()
-        return out, new
+        o, s = fv.gated_delta_rule_prefill(*args, scale=scale, cu_seqlens=cu)
+        return o.numpy(), s.numpy()
     return call
 
 

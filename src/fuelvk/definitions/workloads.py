@@ -84,6 +84,13 @@ def gdn_decode(defn, gen):
     return {"batch_size": 3}, {"A_log": a_log}, {"scale": 0.0}
 
 
+def gdn_mtp(defn, gen):
+    """Three sequences of two tokens verified against slots of a pool of five (one left unused)."""
+    a_log = torch.randn(_consts(defn)["num_v_heads"], generator=gen) * 0.5
+    return ({"batch_size": 3, "seq_len": 2, "pool_size": 5},
+            {"initial_state_indices": _i32([4, 0, 2]), "A_log": a_log}, {"scale": 0.0})
+
+
 def gdn_prefill(defn, gen):
     a_log = torch.randn(_consts(defn)["num_v_heads"], generator=gen) * 0.5
     return ({"total_seq_len": 5, "num_seqs": 3, "len_cu_seqlens": 4},
@@ -145,7 +152,7 @@ def moe_routed(defn, gen):
 
 KINDS = ((r"gqa_paged_decode_.*", gqa_paged_decode), (r"gqa_paged_prefill_causal_.*", gqa_paged_prefill),
          (r"mla_paged_decode_.*", mla_paged_decode), (r"dsa_sparse_attention_.*", dsa_sparse),
-         (r"mla_ragged_prefill_causal_.*", mla_ragged), (r"gdn_decode_.*", gdn_decode),
+         (r"mla_ragged_prefill_causal_.*", mla_ragged), (r"gdn_decode_.*", gdn_decode), (r"gdn_mtp_.*", gdn_mtp),
          (r"gdn_prefill_.*", gdn_prefill), (r"mamba_ssu_decode_.*", mamba_ssu),
          (r"(top_k|top_p|top_k_top_p)_sampling_from_probs_.*", sampling),
          (r"rope_with_cos_sin_cache_.*", rope_cos_sin), (r"moe_.*", moe),

@@ -1,17 +1,21 @@
 """Sampling from probabilities (FlashInfer's top_k / top_p / top_k_top_p_sampling_from_probs), seeded.
 
-On the device, per row of probs [B, V] (float32): one stable descending sort (fuelvk's bitonic sort:
-ties in index order), then over the sorted row, as the FlashInfer-Bench Definitions' reference does:
-  top-k (0 < k < V): the first k sorted tokens kept, the row renormalized by their sum;
-  top-p (0 < p < 1): the sorted prefix whose exclusive cumulative sum is <= p kept (at least one);
-  p <= 0 (top_p rows only): greedy, the first largest token (torch.argmax);
-then one inverse-CDF draw: with u uniform in [0, 1), the first kept sorted position whose cumulative
-kept mass reaches u * total, mapped back through the sort.  Only the per-row k / p switches and the
-B uniforms are made on the host (numpy's PCG64, seeded by `seed`; None: fresh entropy per call).
-k / p outside those ranges leave the row unfiltered, as the reference.
-Cost: the sort's log2(P)(log2(P)+1)/2 passes over rows padded to P = 2^k dominate (153 passes at
-Llama 3's 128,256 tokens; on lavapipe about 0.7 s of CPU per row there).  FlashInfer's rejection
-sampling, which needs no sort, is not done here.
+The semantics are the FlashInfer-Bench Definitions' reference, per row of probs [B, V] (float32):
+  top-k (0 < k < V): the k largest kept (ties at the k-th value in index order), the row renormalized;
+  top-p (0 < p < 1): the tokens a descending sort keeps while the exclusive cumulative sum is <= p
+  (at least one); p <= 0 (top_p rows only): greedy, the first largest token (torch.argmax);
+then one draw from the kept weights.  k / p outside those ranges leave the row unfiltered.
+
+No sort (a bitonic sort of 128,256 tokens is 153 passes; it cost seconds on lavapipe): the cut of
+each filter is a value threshold found by bisection over float32 bit patterns (for values >= 0 the
+bit order is the value order), each step one pass on the device counting (top-k: tokens >= t) or
+summing (top-p: the mass and count of tokens > t) per row, the B results read back to pick the next
+bits; a row stops as soon as its kept set is known (at most 31 steps).  Ties at the cut are kept in
+index order through one row scan.  The draw is an inverse CDF in index order over the kept weights
+(one row scan: the first position whose cumulative weight passes u * total), the B uniforms from
+numpy's PCG64 (seeded by `seed`; None: fresh entropy per call).  The top-p cut compares masses
+summed in another order than the reference's sorted scan: a token whose exclusive mass is within
+float32 rounding of p may fall on the other side.
 """
 import threading
 
@@ -22,12 +26,8 @@ from ..array import Array, asarray
 from ..errors import DTypeError, ShapeError
 from . import elementwise as ew
 from ._core import device_args
-from .casts import astype
-from .comparison import less, less_equal
-from .indexing import take_along_axis
-from .movement import concatenate, where
-from .reduction import cumsum
-from .sorting import argsort
+from .movement import concatenate
+from .reduction import argmax, cumsum, max as row_max, sum as row_sum
 
 __all__ = ["top_k_sampling_from_probs", "top_p_sampling_from_probs", "top_k_top_p_sampling_from_probs"]
 
@@ -55,10 +55,112 @@ def _uniforms(rows, seed):
     return np.random.default_rng(seed).random(rows)
 
 
-def _row_sums(x):
-    """[B, 1] row sums as the last column of the row scan (one launch: the scan kernel takes short
-    rows of many rows faster than the row reduction does)."""
-    return cumsum(x, axis=-1)[:, x.shape[1] - 1:]
+_LAST_BELOW = np.float32(1 - 2.0 ** -23)   # keeps a draw's target below the row's total
+
+
+def _col(v):
+    """A host [B] vector as a float32 [B, 1] device column."""
+    return asarray(np.asarray(v, np.float32)[:, None])
+
+
+def _float_of(bits):
+    return np.asarray(bits, np.int64).astype(np.int32).view(np.float32)
+
+
+def _bits_of(x):
+    return np.asarray(x, np.float32).view(np.int32).astype(np.int64)
+
+
+def _above(x, bits, mass=False, fused=True):
+    """Per row of x [B, V]: the count of x > t (with mass: and their sum), t the float32 of bits [B],
+    read back as float64 [B] (one wait).  fused: the indicator is ceil(x - t) and the mass
+    sum(relu(x - t)) + t * count, one pass each: exact where x - t lies in (-1, 1], i.e. for rows of
+    x in [0, 1] and 0 <= t < 1 (the callers check it); else heaviside chains (three passes)."""
+    t = _float_of(np.maximum(bits, 0))
+    tc = _col(t)
+    if fused:
+        parts = [ew.fused("sampling", x, tc, "subtract", post="ceil")]
+        parts += [ew.fused("sampling", x, tc, "subtract", post="relu")] if mass else []
+    else:
+        h = ew.heaviside(ew.subtract(x, tc), 0.0)
+        parts = [h] + ([ew.multiply(h, x)] if mass else [])
+    sums = [row_sum(q, axis=-1, keepdims=True) for q in parts]
+    got = (concatenate(sums, axis=1) if mass else sums[0]).numpy().astype(np.float64)
+    if not mass:
+        return got[:, 0]
+    return got[:, 0], got[:, 1] + (t.astype(np.float64) * got[:, 0] if fused else 0.0)
+
+
+def _cut(x, t, take):
+    """Mask of x > t plus, in index order, the first take[r] tokens of row r equal to t (t [B] host
+    float32, take [B] host counts; rows needing no tie cut pass take >= V)."""
+    tc = _col(t)
+    gt = ew.heaviside(ew.subtract(x, tc), 0.0)
+    if np.all(take >= x.shape[1]):
+        return ew.heaviside(ew.subtract(x, tc), 1.0)
+    eq = ew.subtract(ew.heaviside(ew.subtract(x, tc), 1.0), gt)
+    rank = cumsum(eq, axis=-1)                                  # 1-based rank among the ties (exact < 2^24)
+    return ew.add(gt, ew.multiply(eq, ew.heaviside(ew.subtract(_col(take), rank), 1.0)))
+
+
+def _top_k_cut(p, k, rows):
+    """Threshold and tie count of the top-k rows: (t [B], take [B]) for _cut (others: keep all)."""
+    b, v = p.shape
+    t = np.zeros(b, np.float32)                                 # rows not cut: every x >= 0 kept
+    take = np.full(b, v, np.int64)
+    if not rows.any():
+        return t, take
+    mx = row_max(p, axis=-1).numpy()
+    lo = np.zeros(b, np.int64)                                  # invariant: count(x >= lo) >= k ...
+    hi = _bits_of(mx) + 1                                       # ... and count(x >= hi) < k
+    c_lo, c_hi = np.full(b, float(v)), np.zeros(b)
+    fused = bool(np.all(mx[rows] < 1))                          # probes t <= max < 1 (_above)
+    live = rows.copy()
+    while live.any():
+        mid = (lo + hi) // 2                                    # > lo >= 0
+        c = _above(p, mid - 1, fused=fused)                     # x >= mid: x > the float below it
+        up = live & (c >= k)
+        lo, c_lo = np.where(up, mid, lo), np.where(up, c, c_lo)
+        hi, c_hi = np.where(live & ~up, mid, hi), np.where(live & ~up, c, c_hi)
+        live &= ~((c_lo == k) | (hi - lo <= 1))             # the set x >= lo is the top k, or lo is the k-th value
+    t = np.where(rows, _float_of(lo), t)
+    take = np.where(rows & (c_lo > k), k - c_hi, take).astype(np.int64)   # ties at the k-th value: k - count(x > t)
+    return t, take
+
+
+def _top_p_cut(r, top_p, rows):
+    """Threshold and tie count of the top-p rows over r [B, V] (kept: the sorted prefix whose
+    exclusive mass is <= p).  The cut is w, the least value whose mass above it is <= p; of its ties
+    floor((p - mass above w) / w) + 1 are kept."""
+    b, v = r.shape
+    t = np.full(b, -np.inf, np.float32)                         # rows not cut: everything kept
+    take = np.full(b, v, np.int64)
+    if not rows.any():
+        return t, take
+    mx = row_max(r, axis=-1).numpy()
+    fused = bool(np.all(mx[rows] <= 1))                         # probes 0 <= t < max <= 1 (_above)
+    c0, m0 = _above(r, np.zeros(b, np.int64), True, fused)
+    lo = np.full(b, -1, np.int64)                               # invariant: mass(x > lo) > p (lo = -1: all)
+    hi = _bits_of(mx)                                           # mass(x > hi) = 0 <= p
+    c_lo, c_hi, m_hi = c0, np.zeros(b), np.zeros(b)
+    live = rows & (m0 > top_p)                                  # rows whose positive mass is <= p keep all
+    while live.any():
+        mid = (lo + hi) // 2
+        c, m = _above(r, mid, True, fused)
+        down = live & (m <= top_p)
+        hi, c_hi, m_hi = np.where(down, mid, hi), np.where(down, c, c_hi), np.where(down, m, m_hi)
+        lo, c_lo = np.where(live & ~down, mid, lo), np.where(live & ~down, c, c_lo)
+        live &= ~((c_lo - c_hi <= 1) | (hi - lo <= 1))     # one token in (lo, hi], or hi is the cut value
+    one = rows & (m0 > top_p) & (c_lo - c_hi <= 1)          # keep x > lo (x >= the next float): the one token in (lo, hi] too
+    t = np.where(one, _float_of(lo + 1), t)
+    ties = rows & (m0 > top_p) & ~one                       # hi - lo == 1: w = hi, its c_lo - c_hi ties
+    if ties.any():
+        w = _float_of(hi).astype(np.float64)
+        keep = np.floor((top_p - m_hi) / np.where(ties, w, 1.0)) + 1
+        t = np.where(ties, _float_of(hi), t)
+        take = np.where(ties, np.clip(keep, 1, c_lo - c_hi), take).astype(np.int64)
+        # x > w plus the first `keep` ties: _cut's x > t with t = w, ties at t counted by take
+    return t, take
 
 
 def _sample(op, probs, top_k, top_p, seed):
@@ -75,31 +177,28 @@ def _sample(op, probs, top_k, top_p, seed):
     pp = _per_row(op, "top_p", top_p, b, np.float64) if top_p is not None else np.ones(b)
     k_rows = (k > 0) & (k < v)
     greedy = pp <= 0
-    u = np.where(greedy, 0.0, _uniforms(b, seed)).astype(np.float32)[:, None]   # greedy: position 0
+    u = _uniforms(b, seed).astype(np.float32)
 
-    ids = argsort(p, axis=-1, descending=True)                              # [B, V] int64
-    s = take_along_axis(p, ids, axis=-1)
-    pos = asarray(np.arange(v, dtype=np.int32)[None])
-    kk = np.where(k_rows, k, v).astype(np.int32)[:, None]
-    s = where(less(pos, asarray(kk)), s, np.float32(0))
-    if k_rows.any():   # renormalize the rows top-k cut (the reference leaves the others as given)
-        den = where(asarray(k_rows[:, None]), _row_sums(s), np.float32(1))
-        s = ew.divide(s, den)
+    r = p
+    if k_rows.any():   # top-k, renormalized (the reference leaves the other rows as given)
+        t, take = _top_k_cut(p, k, k_rows)
+        kept = ew.multiply(p, _cut(p, t, take))
+        den = row_sum(kept, axis=-1, keepdims=True)
+        r = ew.divide(kept, ew.add(ew.multiply(den, _col(k_rows)), _col(~k_rows)))
     p_rows = (pp > 0) & (pp < 1)
+    w = r
     if p_rows.any():
-        cdf = cumsum(s, axis=-1)
-        excl = concatenate([asarray(np.zeros((b, 1), np.float32)), cdf[:, :v - 1]], axis=1)
-        limit = np.where(p_rows, pp, np.inf).astype(np.float32)[:, None]
-        s = where(less_equal(excl, asarray(limit)), s, np.float32(0))
-    cdf = cumsum(s, axis=-1)
-    target = ew.multiply(cdf[:, v - 1:], asarray(u))                      # [B, 1]
-    # kept positions (mass > 0) whose cumulative mass is below the target: the draw's position
-    below = where(less(cdf, target), ew.heaviside(s, 0.0), np.float32(0))
-    m = _row_sums(below)                                                    # exact counts (< 2^24)
-    last = ew.subtract(_row_sums(ew.heaviside(s, 0.0)), 1.0)
-    m = ew.minimum(m, ew.maximum(last, 0.0))   # rounding in the scan can never step past the kept tokens
-    out = take_along_axis(ids, astype(m, _dt.int32), axis=-1).reshape(b)
-    return out.numpy() if numpy_out else out
+        t, take = _top_p_cut(r, pp, p_rows)
+        w = ew.multiply(r, _cut(r, t, take))
+    cdf = cumsum(w, axis=-1)
+    total = cdf[:, v - 1:]
+    target = ew.minimum(ew.multiply(total, _col(u)), ew.multiply(total, _LAST_BELOW))
+    # the draw: the first position whose cumulative weight passes the target (its weight is > 0)
+    m = row_sum(ew.heaviside(ew.subtract(target, cdf), 1.0), axis=-1).numpy()
+    out = np.minimum(m, v - 1).astype(np.int64)
+    if greedy.any():
+        out = np.where(greedy, argmax(r, axis=-1).numpy().astype(np.int64), out)
+    return out if numpy_out else asarray(out)
 
 
 def top_k_sampling_from_probs(probs, top_k, seed=None):
