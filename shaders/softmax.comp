@@ -82,8 +82,11 @@ void split_main() {
                 c *= f;
                 m = nm;
             }
-            if (m != neg_inf())                        // else every element so far is -inf: adds 0
-                for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) kahan_add(s, c, exp_a(v[j] - m));
+            if (m != neg_inf()) {                      // else every element so far is -inf: adds 0
+                A g = A(0);
+                for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) g += exp_a(v[j] - m);
+                kahan_add(s, c, g);
+            }
         }
         part[2u * gid] = m;
         part[2u * gid + 1u] = s;
@@ -147,7 +150,9 @@ void main() {
     for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
         chunk_span(ch, bx, n, lo, hi);
         load_x(ch * PER, lo, hi, v);
-        for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) kahan_add(s, c, exp_a(v[j] - m));
+        A g = A(0);
+        for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) g += exp_a(v[j] - m);
+        kahan_add(s, c, g);
     }
     s = row_reduce(s, R_SUM);
     for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
