@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Attention on the device (single-pass vs tiled FlashAttention-2) vs torch CPU SDPA, one run.
+"""Attention on the device (single-pass vs tiled FlashAttention-2 vs flash-decoding) vs torch CPU SDPA, one run.
 
     python benches/bench_attention.py              # issue 7's shapes
     python benches/bench_attention.py --repeats 5  # more repeats on a quiet machine
 
 Shapes: B=1, H=8, S=1024, D=64, causal and not, f32 and f16; decode Sq=1, Sk=4096, Hq=32, Hkv=8,
-D=128 (causal, i.e. the one row sees every key). GFLOP/s use the TileOPs attention count of the
+D=128 (causal, i.e. the one row sees every key), and the same without GQA (Hq=Hkv=8). Each route
+runs where it applies (decode: at most 16 query rows per kv head; single: Sk <= 4096). GFLOP/s use the TileOPs attention count of the
 matmul work on visible scores only: 4 * D per visible (query, key) pair (QK^T and PV). Device
 times are timestamp-query medians (fuelvk.bench.timing); torch runs float32 SDPA on the CPU
 (GQA by repeating k/v heads, outside the timed region) with its own thread count.
@@ -18,12 +19,14 @@ import torch
 
 import fuelvk as fv
 from fuelvk.bench.timing import measure
+from fuelvk.kernels.attention import TILED_BR_MAX
 from fuelvk.ops.attention import attention_route, scaled_dot_product_attention
 
 CASES = [  # (label, B, Hq, Hkv, Sq, Sk, D, causal)
     ("prefill", 1, 8, 8, 1024, 1024, 64, False),
     ("prefill causal", 1, 8, 8, 1024, 1024, 64, True),
     ("decode gqa", 1, 32, 8, 1, 4096, 128, True),
+    ("decode", 1, 8, 8, 1, 4096, 128, True),
 ]
 
 
@@ -57,16 +60,20 @@ def torch_time(q, k, v, causal, repeats):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--filter", default="", help="run only the cases whose label contains this text")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     rows = []
     for label, B, Hq, Hkv, Sq, Sk, D, causal in CASES:
+        if args.filter not in label:
+            continue
         flops = 4 * D * B * Hq * visible_pairs(Sq, Sk, causal)
         for dt in (np.float32, np.float16):
             host = [rng.standard_normal(s).astype(dt) for s in ((B, Hq, Sq, D), (B, Hkv, Sk, D), (B, Hkv, Sk, D))]
             q, k, v = (fv.asarray(x) for x in host)
             auto = attention_route(q, k)
-            for route in ("single", "tiled"):
+            routes = ("single", "tiled") + (("decode",) if (Hq // Hkv) * Sq <= TILED_BR_MAX else ())
+            for route in routes:
                 def run(q=q, k=k, v=v, causal=causal, route=route):
                     return scaled_dot_product_attention(q, k, v, is_causal=causal, route=route,
                                                         causal_alignment="bottom_right")

@@ -1,10 +1,14 @@
 #version 450
-// Scaled-dot-product attention, forward and backward: five kernels from one source, chosen by KIND.
+// Scaled-dot-product attention, forward and backward: seven kernels from one source, chosen by KIND.
 //   KIND_SINGLE      flash_attn_{f32,bf16,f16}   single pass: one workgroup per (b, hq, query row); the
 //           visible score row (<= SKMAX keys) lives in shared memory.
 //   KIND_TILED       flash_attention[_f16,_bf16] FlashAttention-2: one workgroup per (b, hkv, BR rows of
 //           (query, GQA head) pairs), key/value tiles of BC keys streamed with an online softmax;
 //           no score matrix beyond one BR x BC tile (in shared memory) exists anywhere.
+//   KIND_DECODE      flash_decode_{f32,f16,bf16}   flash-decoding: the tiled kernel's online softmax
+//           for few rows per kv head (decode), the keys split over nsplit workgroups per row block;
+//           K and V read in 16-byte chunks (texel views where the device reads them faster).
+//   KIND_COMBINE     flash_decode_combine_{f32,f16,bf16}: the exact log-sum-exp merge of the splits.
 //   KIND_BACKWARD_Q/K/V  flash_attn_backward_{q,k,v}_f32: dQ per query row (also writes delta = rowsum(dO*O)),
 //           dK / dV per key row, recomputing P from the forward's log-sum-exp.
 // Semantics shared by all kinds (ops/attention.py documents them for users):
@@ -50,21 +54,39 @@ float bcast8(float x, uint src) {
     for (; d_ < D; ++d_) acc += SH[d_] * LOAD(BUF[(base) + d_]);                           \
 }
 
-#if KIND == KIND_SINGLE || KIND == KIND_TILED
+#if KIND == KIND_SINGLE || KIND == KIND_TILED || KIND == KIND_DECODE || KIND == KIND_COMBINE
+// nsplit, split_keys: KIND_DECODE's key splits (split s covers keys [jb + s * split_keys, ...)) and
+// the partial states KIND_COMBINE merges; the other kinds take nsplit = 1.
 layout(push_constant) uniform Params {
     uint B; uint Hq; uint Hkv; uint Sq; uint Sk; uint flags; int wl; int wr; float scale; float cap;
     uint off_q; uint off_k; uint off_v; uint off_o; uint off_a; uint sa_b;
     uint q_b; uint q_h; uint q_s; uint k_b; uint k_h; uint k_s; uint v_b; uint v_h; uint v_s;
-    uint jb; uint je;
+    uint jb; uint je; uint nsplit; uint split_keys;
 } p;
 layout(set = 0, binding = 0) writeonly buffer OutO { T o[]; };
 layout(set = 0, binding = 1) writeonly buffer OutLse { float lse[]; };
+#if KIND == KIND_COMBINE
+layout(set = 0, binding = 2) readonly buffer State { float st[]; };
+#else
 layout(set = 0, binding = 2) readonly buffer InQ { T q[]; };
 layout(set = 0, binding = 3) readonly buffer InK { T k[]; };
 layout(set = 0, binding = 4) readonly buffer InV { T v[]; };
 layout(set = 0, binding = 5) readonly buffer InAlibi { float alibi[]; };
+#endif
 #if KIND == KIND_TILED
 layout(set = 0, binding = 6) buffer State { float st[]; };
+#elif KIND == KIND_DECODE
+layout(set = 0, binding = 6) writeonly buffer State { float st[]; };
+// K and V as 16-byte words (whole aligned chunks on the storage-buffer path) and as rgba32ui views.
+layout(set = 0, binding = 3) readonly buffer InK4 { uvec4 k4[]; };
+layout(set = 0, binding = 4) readonly buffer InV4 { uvec4 v4[]; };
+layout(set = 0, binding = 7, rgba32ui) uniform readonly uimageBuffer k_t;
+layout(set = 0, binding = 8, rgba32ui) uniform readonly uimageBuffer v_t;
+// TEX_P: the score tile goes through this workgroup's slice of a global scratch buffer, read and
+// written through its rgba32ui view, instead of shared memory (see SCORE below).
+layout(set = 0, binding = 9, rgba32ui) uniform coherent uimageBuffer p_t;
+#define TEXEL16_NO_X
+#include "common/texel16.glsl"
 #endif
 #else
 // Backward tensors are contiguous [B, H, S, D] (offsets allowed). Each launch covers a range of
@@ -116,9 +138,11 @@ float tanh_stable(float x) {
     return x < 0.0 ? -t : t;
 }
 
+#if KIND != KIND_COMBINE
 float slope_of(uint b, uint h) {
     return (p.flags & FLAG_ALIBI) != 0u ? alibi[p.off_a + b * p.sa_b + h] : 0.0;
 }
+#endif
 
 // The logit of (i, j) from the raw dot product; th receives tanh(.) for the softcap gradient.
 float logit(float dot_qk, uint i, uint j, float slope, out float th) {
@@ -131,7 +155,7 @@ float logit(float dot_qk, uint i, uint j, float slope, out float th) {
     return s - slope * abs(float(int(j) - int(i) - diag()));
 }
 
-#if KIND != KIND_TILED
+#if KIND != KIND_TILED && KIND != KIND_DECODE
 #define WG 128u
 layout(local_size_x = 128) in;
 shared float s_red[WG];
@@ -420,6 +444,355 @@ void main() {
             if (r < nr && d < D) o[p.off_o + orow[r] * D + d] = STORE(acc[r * DPT + x] * inv);
         }
     }
+}
+
+#elif KIND == KIND_DECODE
+// ---------------------------------------------------------------- flash-decoding (split keys)
+// The tiled kernel's online softmax for few rows per kv head (decode: G * Sq <= BR), with the keys
+// of each row block split over nsplit workgroups (flash-decoding, as ggml's split_k): split s covers
+// keys [jb + s * split_keys, jb + (s + 1) * split_keys) of [jb, je). With nsplit = 1 the workgroup
+// writes o and lse itself; else each writes its rows' (m, l, unnormalized acc) to
+// st[(s * rows + row) * (D + 2)] and KIND_COMBINE merges them.
+// K and V rows whose start and stride are whole 16-byte texels (TEX_KC / TEX_VC, from the host,
+// V also needing D a multiple of a texel) are read a chunk at a time: through their rgba32ui views
+// when TEX has their bit (devices where texel reads are faster, the host's probe), else as uvec4
+// words of the storage buffer; other layouts and K's dims past the last 8 element by element. All
+// paths see the same values, so they give the same bits. The choices are specialization constants:
+// a CPU driver runs both sides of a branch it cannot prove uniform.
+// q.k: invocation t owns key j0 + t of each BC-key tile (8 dims per step; the query values reach
+// the lanes through bcast8). P.V: invocation t owns texel column t % DL (PER dims) of key group
+// t / DL; the NG groups' sums meet in shared memory at the end.
+// Shared memory holds the query tile and the score tile as vec4s over 4 rows (row group gi = rows
+// 4 gi .. 4 gi + 3): a CPU driver's shared loads go lane by lane (lavapipe: a loop over the 8 lanes
+// per load instruction), so one vec4 load serves 4 rows.
+layout(local_size_x_id = 3) in;
+layout(constant_id = 2) const uint BR = 4;           // rows per workgroup
+layout(constant_id = 3) const uint BC = 64;          // keys per tile = invocations (a multiple of 8)
+layout(constant_id = 5) const uint TEX = 0;          // TEX_K | TEX_V: views bound
+const uint DT = (D + PER - 1u) / PER;                // texel columns of a row
+const uint NG = DT >= BC ? 1u : BC / DT;             // key groups in P.V
+const uint DL = DT >= BC ? BC : DT;                  // texel columns per key group
+const uint DX = (DT + DL - 1u) / DL;                 // texel columns per invocation
+const uint RG = (BR + 3u) / 4u;                      // row groups of 4
+// The score tile (vec4 of 4 rows per key) is read by every lane at a uniform address. Shared loads
+// at any address go lane by lane on a CPU driver (lavapipe: a loop over the 8 lanes per load, ~4x
+// the cost of the 16 multiply-adds each load feeds); a texel view load is one gather. So where the
+// host's probe picked texel loads (TEX_P), the tile lives in this workgroup's slice of a scratch
+// buffer, stored and loaded through its view (coherent, published by memoryBarrierImage + barrier).
+const bool TEX_P_ON = (TEX & TEX_P) != 0u;
+// A workgroup's scratch slice (TEX_P): the score tile, then (QREG) the query tile its lanes load
+// into registers (a view load per vec4 instead of a lane-by-lane shared load).
+const uint SPS = RG * (BC + D);
+// QREG: every invocation also holds the whole query tile in registers (RG * D8 vec4s, the same in
+// every lane), so the q.k loop reads neither shared memory nor another lane: on a CPU driver both
+// are lane-by-lane loops (lavapipe's subgroupBroadcast also searches the first active lane each
+// time), costlier than the multiply-adds they feed. Its steps unroll (constant register indices);
+// kept for tiles of at most 128 vec4s per lane (the register file of a GPU lane is small).
+const uint QREG = RG * D8 <= 128u ? 1u : 0u;
+const uint NQR = QREG * RG * D8 + 1u - QREG;
+const bool PV_BCAST = false;
+shared vec4 sQ4[RG * D];                             // query tile (pre-scaled unless softcap); then the groups' sums
+shared vec4 sS4[TEX_P_ON ? 1u : RG * BC];            // logits, then probabilities, of the tile
+shared float sM[BR];
+shared uvec4 sIdx[2];
+shared float sA[BR];
+
+vec4 bcast8v(vec4 x, uint src) {
+    return SG8 == 1u ? subgroupBroadcast(x, src) : subgroupShuffle(x, (gl_SubgroupInvocationID & ~7u) | src);
+}
+
+// Rows 4 gi .. 4 gi + 3 of x[BR] as a vec4 (rows past BR: 0).
+#define ROW4(x, r) ((r) < BR ? x[min((r), BR - 1u)] : 0.0)
+#define rows4(x, gi) vec4(ROW4(x, (gi) * 4u), ROW4(x, (gi) * 4u + 1u), ROW4(x, (gi) * 4u + 2u), ROW4(x, (gi) * 4u + 3u))
+
+// The score tile's entry i (keys of one row group) of the workgroup whose scratch slice starts at spb.
+vec4 get_score(uint spb, uint i) {
+    return TEX_P_ON ? uintBitsToFloat(imageLoad(p_t, int(spb + i))) : sS4[min(i, RG * BC - 1u)];
+}
+void put_score(uint spb, uint i, vec4 x) {
+    if (TEX_P_ON) imageStore(p_t, int(spb + i), floatBitsToUint(x));
+    else sS4[min(i, RG * BC - 1u)] = x;
+}
+
+// x = 8 consecutive K values from element e (e % 8 == 0 within the row).
+void load8_k(uint e, out float x[8]) {
+    if ((TEX & TEX_KC) != 0u) {
+        [[unroll]] for (uint h = 0u; h < 8u / PER; ++h) {
+            V c[PER];
+            unpack16((TEX & TEX_K) != 0u ? imageLoad(k_t, int(e / PER + h)) : k4[e / PER + h], c);
+            [[unroll]] for (uint j = 0u; j < PER; ++j) x[h * PER + j] = c[j];
+        }
+    } else {
+        [[unroll]] for (uint j = 0u; j < 8u; ++j) x[j] = LOAD(k[e + j]);
+    }
+}
+
+// x = V row vr's texel column c (dims c * PER ..; columns past the row read its last one, dims
+// past D its last dim: they feed sums never stored).
+void load_v(uint vr, uint c, out float x[PER]) {
+    uint d0 = min(c, DT - 1u) * PER;
+    if ((TEX & TEX_VC) != 0u) {
+        V u[PER];
+        unpack16((TEX & TEX_V) != 0u ? imageLoad(v_t, int((vr + d0) / PER)) : v4[(vr + d0) / PER], u);
+        [[unroll]] for (uint j = 0u; j < PER; ++j) x[j] = u[j];
+    } else {
+        [[unroll]] for (uint j = 0u; j < PER; ++j) x[j] = LOAD(v[vr + min(d0 + j, D - 1u)]);
+    }
+}
+
+void main() {
+    uint G = p.Hq / p.Hkv, nrow = G * p.Sq, nblk = (nrow + BR - 1u) / BR, rows = p.B * p.Hq * p.Sq;
+    uint wgid = linear_group();
+    if (wgid >= p.B * p.Hkv * nblk * p.nsplit) return;   // whole workgroup: uniform
+    uint t = gl_LocalInvocationID.x;
+    uint sp = wgid % p.nsplit, bl = wgid / p.nsplit;
+    uint blk = bl % nblk, bk = bl / nblk, hk = bk % p.Hkv, b = bk / p.Hkv;
+    uint r0 = blk * BR, nr = min(BR, nrow - r0);
+    uint kb = p.off_k + b * p.k_b + hk * p.k_h;
+    uint vb = p.off_v + b * p.v_b + hk * p.v_h;
+    int sjb = int(p.jb + sp * p.split_keys), sje = int(min(p.je, p.jb + (sp + 1u) * p.split_keys));
+    float qs = p.cap > 0.0 ? 1.0 : p.scale;
+    for (uint e = t; e < RG * D; e += BC) {
+        uint gi = e / D, d = e % D;
+        vec4 x = vec4(0.0);
+        [[unroll]] for (uint c = 0u; c < 4u; ++c) {
+            uint r = gi * 4u + c, R = min(r0 + r, nrow - 1u);
+            float qv = LOAD(q[p.off_q + b * p.q_b + (hk * G + R % G) * p.q_h + (R / G) * p.q_s + d]) * qs;
+            x[c] = r < nr ? qv : 0.0;
+        }
+        sQ4[e] = x;
+        if (TEX_P_ON && QREG != 0u) imageStore(p_t, int(wgid * SPS + RG * BC + e), floatBitsToUint(x));
+    }
+    if (TEX_P_ON) memoryBarrierImage();
+    // The divisions' results pass through shared memory: a CPU driver's coroutine lowering (lavapipe's
+    // barriers) recomputes arithmetic live across a barrier after every barrier instead of keeping it,
+    // and these are per-lane divisions; a loaded value is kept.
+    if (t == 0u) {
+        sIdx[0] = uvec4(G, b, hk, sp);
+        sIdx[1] = uvec4(r0 / G, r0 % G, nr, 0u);
+    }
+    barrier();
+    {
+        uvec4 w0 = sIdx[0], w1 = sIdx[1];
+        G = w0.x; b = w0.y; hk = w0.z; sp = w0.w;
+        nr = w1.z;
+    }
+    uint i0 = sIdx[1].x, g0 = sIdx[1].y;
+    kb = p.off_k + b * p.k_b + hk * p.k_h;
+    vb = p.off_v + b * p.v_b + hk * p.v_h;
+    sjb = int(p.jb + sp * p.split_keys);
+    sje = int(min(p.je, p.jb + (sp + 1u) * p.split_keys));
+    vec4 qr[NQR];
+    if (QREG != 0u) {
+        [[unroll]] for (uint i = 0u; i < NQR; ++i)
+            qr[i] = TEX_P_ON ? uintBitsToFloat(imageLoad(p_t, int(wgid * SPS + RG * BC + (i % RG) * D + i / RG)))
+                             : sQ4[(i % RG) * D + i / RG];
+    }
+    int lo[BR], hi[BR];
+    float slope[BR], acc[BR * DX * PER];
+    uint qi[BR], orow[BR];
+    int wlo = int(p.Sk), whi = -1;
+    uint iq = i0, gq = g0;                           // row r = (query iq, head hk * G + gq), i-major
+    [[unroll]] for (uint r = 0u; r < BR; ++r) {
+        if (r > 0u && r < nr) {
+            gq += 1u;
+            if (gq == G) { gq = 0u; iq += 1u; }
+        }
+        qi[r] = iq;
+        orow[r] = (b * p.Hq + hk * G + gq) * p.Sq + iq;
+        key_band(qi[r], lo[r], hi[r]);
+        lo[r] = max(lo[r], sjb);
+        hi[r] = min(hi[r], sje - 1);
+        if (r >= nr) hi[r] = -1;                     // padding rows see nothing
+        if (hi[r] >= lo[r]) { wlo = min(wlo, lo[r]); whi = max(whi, hi[r]); }
+        slope[r] = slope_of(b, hk * G + gq);
+    }
+    [[unroll]] for (uint x = 0u; x < BR * DX * PER; ++x) acc[x] = 0.0;
+    uint Rt = min(r0 + t, nrow - 1u), ro = (b * p.Hq + hk * G + Rt % G) * p.Sq + Rt / G;
+    float m = NEG_INF, l = 0.0;                      // row t's running max and sum (t < BR)
+    uint g = t / DL, dl = t % DL, spb = wgid * SPS;
+    barrier();
+    for (int j0 = wlo; j0 <= whi; j0 += int(BC)) {
+        int j = j0 + int(t);
+        float s[BR];
+        [[unroll]] for (uint r = 0u; r < BR; ++r) s[r] = 0.0;
+        uint kr = kb + uint(min(j, whi)) * p.k_s;    // past the band: a valid row, masked below
+        uint ln = gl_SubgroupInvocationID & 7u;
+        uint d = 0u;
+        if (QREG != 0u) {
+            [[unroll]] for (uint i = 0u; i < D8 / 8u; ++i) {
+                float kv[8];
+                load8_k(kr + i * 8u, kv);
+                [[unroll]] for (uint x = 0u; x < 8u; ++x)
+                    [[unroll]] for (uint gi = 0u; gi < RG; ++gi) {
+                        vec4 qx = qr[(i * 8u + x) * RG + gi];
+                        [[unroll]] for (uint c = 0u; c < 4u; ++c)
+                            if (gi * 4u + c < BR) s[min(gi * 4u + c, BR - 1u)] += qx[c] * kv[x];
+                    }
+            }
+            d = D8;
+        }
+        [[dont_unroll]] for (; d < D8; d += 8u) {
+            vec4 qv[RG];
+            float kv[8];
+            [[unroll]] for (uint gi = 0u; gi < RG; ++gi) qv[gi] = SG8 != 0u ? sQ4[gi * D + d + ln] : vec4(0.0);
+            load8_k(kr + d, kv);
+            [[unroll]] for (uint x = 0u; x < 8u; ++x)
+                [[unroll]] for (uint gi = 0u; gi < RG; ++gi) {
+                    vec4 qx = SG8 != 0u ? bcast8v(qv[gi], x) : sQ4[gi * D + d + x];
+                    [[unroll]] for (uint c = 0u; c < 4u; ++c)
+                        if (gi * 4u + c < BR) s[min(gi * 4u + c, BR - 1u)] += qx[c] * kv[x];
+                }
+        }
+        [[dont_unroll]] for (; d < D; ++d) {
+            float kv = LOAD(k[kr + d]);
+            [[unroll]] for (uint gi = 0u; gi < RG; ++gi) {
+                vec4 qx = sQ4[gi * D + d];
+                [[unroll]] for (uint c = 0u; c < 4u; ++c)
+                    if (gi * 4u + c < BR) s[min(gi * 4u + c, BR - 1u)] += qx[c] * kv;
+            }
+        }
+        float th;
+        [[unroll]] for (uint r = 0u; r < BR; ++r) {
+            bool vis = j >= lo[r] && j <= hi[r];
+            float x = p.cap > 0.0 ? logit(s[r], qi[r], uint(j), slope[r], th)
+                                  : s[r] - slope[r] * abs(float(j - int(qi[r]) - diag()));
+            s[r] = vis ? x : NEG_INF;
+        }
+        [[unroll]] for (uint gi = 0u; gi < RG; ++gi) put_score(spb, gi * BC + t, rows4(s, gi));
+        if (TEX_P_ON) memoryBarrierImage();
+        barrier();                                   // logits published
+        if (t < BR) {
+            float mn = m;
+            for (uint c = 0u; c < BC; ++c) mn = max(mn, get_score(spb, (t / 4u) * BC + c)[t % 4u]);
+            sM[t] = mn;
+            sA[t] = m == NEG_INF ? 0.0 : exp(m - mn);
+            m = mn;
+        }
+        barrier();                                   // new max and rescale published
+        [[unroll]] for (uint r = 0u; r < BR; ++r) {
+            s[r] = s[r] == NEG_INF ? 0.0 : exp(s[r] - sM[r]);
+            float a = sA[r];
+            [[unroll]] for (uint x = 0u; x < DX * PER; ++x) acc[r * DX * PER + x] *= a;
+        }
+        [[unroll]] for (uint gi = 0u; gi < RG; ++gi) put_score(spb, gi * BC + t, rows4(s, gi));
+        if (TEX_P_ON) memoryBarrierImage();
+        barrier();                                   // probabilities published
+        if (t < BR) {
+            float lt = 0.0;
+            for (uint c = 0u; c < BC; ++c) lt += get_score(spb, (t / 4u) * BC + c)[t % 4u];
+            l = l * sA[t] + lt;
+        }
+        uint nc = uint(min(int(BC), whi - j0 + 1));
+        // P.V reads the probabilities at addresses uniform in each 8-lane group (DL % 8 == 0), one
+        // vec4 load per 4 rows; PV_BCAST (not taken: lavapipe's broadcasts cost more than that load)
+        // would hand them over by bcast8 instead.
+        if (PV_BCAST && SG8 != 0u && DL % 8u == 0u) {   // uniform loop; idle lanes (g >= NG) add zeros
+            [[dont_unroll]] for (uint c0 = 0u; c0 < nc; c0 += 8u * NG) {
+                uint cl = c0 + g * 8u + ln;
+                vec4 pv[RG];
+                [[unroll]] for (uint gi = 0u; gi < RG; ++gi) {
+                    vec4 x = get_score(spb, gi * BC + min(cl, BC - 1u));
+                    pv[gi] = cl < nc && g < NG ? x : vec4(0.0);
+                }
+                [[unroll]] for (uint y = 0u; y < 8u; ++y) {
+                    uint vr = vb + (uint(j0) + min(c0 + g * 8u + y, nc - 1u)) * p.v_s;
+                    vec4 pr[RG];
+                    [[unroll]] for (uint gi = 0u; gi < RG; ++gi) pr[gi] = bcast8v(pv[gi], y);
+                    [[unroll]] for (uint x = 0u; x < DX; ++x) {
+                        float vv[PER];
+                        load_v(vr, dl + x * DL, vv);
+                        [[unroll]] for (uint r = 0u; r < BR; ++r)
+                            [[unroll]] for (uint e = 0u; e < PER; ++e) acc[(r * DX + x) * PER + e] += pr[r / 4u][r % 4u] * vv[e];
+                    }
+                }
+            }
+        } else if (g < NG) {
+            [[dont_unroll]] for (uint c = g; c < nc; c += NG) {
+                uint vr = vb + (uint(j0) + c) * p.v_s;
+                vec4 pr[RG];
+                [[unroll]] for (uint gi = 0u; gi < RG; ++gi) pr[gi] = get_score(spb, gi * BC + c);
+                [[unroll]] for (uint x = 0u; x < DX; ++x) {
+                    float vv[PER];
+                    load_v(vr, dl + x * DL, vv);
+                    [[unroll]] for (uint r = 0u; r < BR; ++r)
+                        [[unroll]] for (uint e = 0u; e < PER; ++e) acc[(r * DX + x) * PER + e] += pr[r / 4u][r % 4u] * vv[e];
+                }
+            }
+        }
+        barrier();                                   // sS consumed before the next tile
+    }
+    // The key groups' sums meet in group 0 (sQ is free now: the loop ended on a barrier).
+    for (uint gg = 1u; gg < NG; ++gg) {
+        if (g == gg)
+            [[unroll]] for (uint r = 0u; r < BR; ++r)
+                [[unroll]] for (uint x = 0u; x < DX; ++x)
+                    [[unroll]] for (uint e = 0u; e < PER; ++e) {
+                        uint d = (dl + x * DL) * PER + e;
+                        if (d < D) sQ4[(r / 4u) * D + d][r % 4u] = acc[(r * DX + x) * PER + e];
+                    }
+        barrier();
+        if (g == 0u)
+            [[unroll]] for (uint r = 0u; r < BR; ++r)
+                [[unroll]] for (uint x = 0u; x < DX; ++x)
+                    [[unroll]] for (uint e = 0u; e < PER; ++e) {
+                        uint d = (dl + x * DL) * PER + e;
+                        if (d < D) acc[(r * DX + x) * PER + e] += sQ4[(r / 4u) * D + d][r % 4u];
+                    }
+        barrier();
+    }
+    bool mine = g == 0u;
+    if (p.nsplit > 1u) {                             // a partial state for KIND_COMBINE
+        if (t < nr) {
+            st[(sp * rows + ro) * (D + 2u)] = m;
+            st[(sp * rows + ro) * (D + 2u) + 1u] = l;
+        }
+        [[unroll]] for (uint r = 0u; r < BR; ++r)
+            [[unroll]] for (uint x = 0u; x < DX; ++x)
+                [[unroll]] for (uint e = 0u; e < PER; ++e) {
+                    uint d = (dl + x * DL) * PER + e;
+                    if (mine && r < nr && d < D) st[(sp * rows + orow[r]) * (D + 2u) + 2u + d] = acc[(r * DX + x) * PER + e];
+                }
+        return;
+    }
+    if (t < BR) sM[t] = l;
+    if (t < nr) lse[ro] = l > 0.0 ? m + log(l) : NEG_INF;
+    barrier();
+    [[unroll]] for (uint r = 0u; r < BR; ++r) {
+        float inv = sM[r] > 0.0 ? 1.0 / sM[r] : 0.0;
+        [[unroll]] for (uint x = 0u; x < DX; ++x)
+            [[unroll]] for (uint e = 0u; e < PER; ++e) {
+                uint d = (dl + x * DL) * PER + e;
+                if (mine && r < nr && d < D) o[p.off_o + orow[r] * D + d] = STORE(acc[(r * DX + x) * PER + e] * inv);
+            }
+    }
+}
+
+#elif KIND == KIND_COMBINE
+// ---------------------------------------------------------------- merge of KIND_DECODE's splits
+// One workgroup per output row: M = max m_s, L = sum l_s exp(m_s - M), o = sum acc_s exp(m_s - M) / L,
+// lse = M + log L (the exact log-sum-exp merge); splits that saw no key (m_s = -inf) add nothing, a
+// row no split saw gives zeros and lse = -inf.
+void main() {
+    uint row = linear_group(), rows = p.B * p.Hq * p.Sq;
+    if (row >= rows) return;
+    uint t = gl_LocalInvocationID.x;
+    float M = NEG_INF, L = 0.0;
+    for (uint s = 0u; s < p.nsplit; ++s) M = max(M, st[(s * rows + row) * (D + 2u)]);
+    for (uint s = 0u; s < p.nsplit; ++s) {
+        float ms = st[(s * rows + row) * (D + 2u)];
+        L += ms == NEG_INF ? 0.0 : st[(s * rows + row) * (D + 2u) + 1u] * exp(ms - M);
+    }
+    float inv = L > 0.0 ? 1.0 / L : 0.0;
+    for (uint d = t; d < D; d += WG) {
+        float a = 0.0;
+        for (uint s = 0u; s < p.nsplit; ++s) {
+            float ms = st[(s * rows + row) * (D + 2u)];
+            a += ms == NEG_INF ? 0.0 : st[(s * rows + row) * (D + 2u) + 2u + d] * exp(ms - M);
+        }
+        o[p.off_o + row * D + d] = STORE(a * inv);
+    }
+    if (t == 0u) lse[row] = L > 0.0 ? M + log(L) : NEG_INF;
 }
 
 #elif KIND == KIND_BACKWARD_Q

@@ -5,44 +5,15 @@
 // sign- or zero-extended value; int -> float rounds to nearest even; bool -> 0 / 1. float -> int
 // truncates toward zero and, where numpy's result is undefined (NaN, inf, out of range), gives 0
 // for NaN and saturates the rest to the dtype's range. Computes in 64-bit integers (shaderInt64).
-// Input: strided + broadcast + offset view (the EW Params and FLAG_* of elementwise.comp); output contiguous.
+// Input: strided + broadcast + offset view, output contiguous; loads, stores and the LINEAR / texel
+// paths are common/castio.glsl's (shared with cast.comp).
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
-#include "common/index.glsl"
-
-layout(local_size_x = WG) in;
-const uint WGU = WG, EPTU = EPT;
-
-#if SBITS == 8
-#define ST uint8_t
-#elif SBITS == 16
-#define ST uint16_t
-#elif SBITS == 32
-#define ST uint
-#else
-#define ST uint64_t
-#endif
-#if DBITS == 8
-#define DT uint8_t
-#elif DBITS == 16
-#define DT uint16_t
-#elif DBITS == 32
-#define DT uint
-#else
-#define DT uint64_t
-#endif
-
-layout(set = 0, binding = 0) writeonly buffer Out { DT o[]; };
-layout(set = 0, binding = 1) readonly buffer A { ST a[]; };
-
-layout(push_constant) uniform Params {
-    uint n; uint rank; uint flags; uint off_o;
-    uint off_a; uint off_b; uint s0[2]; uint s1[2];
-    int shape[6]; int sa[6]; int sb[6];
-} p;
+#define W64 1                              // every icast variant has shaderInt64: 64-bit-word groups
+#include "common/castio.glsl"
 
 #if SKIND == 2 && SBITS == 64 || DKIND == 2 && DBITS == 64
 #define F double
@@ -109,22 +80,5 @@ DT convert(uint64_t raw) {
 #endif
 }
 
-uint strided(uint i, uint off, int st[6]) {
-    int idx = int(off);
-    for (int d = int(p.rank) - 1; d >= 0; --d) {
-        uint n = uint(p.shape[d]);
-        idx += int(i % n) * st[d];
-        i /= n;
-    }
-    return uint(idx);
-}
-
-void main() {
-    uint base = linear_group() * (WGU * EPTU) + gl_LocalInvocationID.x;
-    for (uint j = 0u; j < EPTU; ++j) {
-        uint i = base + j * WGU;
-        if (i >= p.n) return;
-        uint src = (p.flags & FLAG_A_CONTIGUOUS) != 0u ? p.off_a + i : ((p.flags & FLAG_A_CONSTANT) != 0u ? p.off_a : strided(i, p.off_a, p.sa));
-        o[p.off_o + i] = convert(uint64_t(a[src]));
-    }
-}
+// Raw source bits -> raw destination bits (castio.glsl's RAW -> DRAW).
+DRAW cast_bits(RAW x) { return DRAW(convert(uint64_t(x))); }

@@ -19,6 +19,7 @@ import torch
 from oracles import assert_close
 
 import fuelvk as fv
+import fuelvk.ops.attention as attention_ops
 from fuelvk import runtime
 from fuelvk.errors import DTypeError, ShapeError, UnsupportedError
 from fuelvk.kernels import FAMILIES
@@ -28,6 +29,7 @@ from fuelvk.ops.attention import (
     scaled_dot_product_attention,
     scaled_dot_product_attention_backward,
 )
+from fuelvk.runtime import loadpath
 
 F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 FWD_SLACK = {F32: 8.0, F16: 1.0, BF16: 1.0}
@@ -242,6 +244,117 @@ def test_split_launches_small_budget(monkeypatch, opt):
     _check_backward(q, k, v, o, lse, opt, want_g, seed=11)
 
 
+# ------------------------------------------------------------------------------- flash-decoding
+
+# (B, Hq, Hkv, Sq, Sk, D, dtype, options, splits): the decode route with its key splits forced down to
+# one tile each (a CPU device would take one split here). Splits of 64 keys (32 for D <= 32): 200 keys
+# end in a split of 8; the window leaves the first 4 of 5 splits of every row without a visible key (m = -inf merged);
+# one key, with rows that see nothing (Sq > Sk); D = 20 (dims past the last 8 and a partial texel
+# column); 16 rows per kv head (RG * D8 > 128: the query tile stays in shared memory, read through
+# bcast8).
+DECODE_CASES = [
+    (1, 8, 2, 1, 200, 64, F32, {"is_causal": True}, 4),
+    (1, 4, 1, 1, 300, 128, F16, {"window": (40, -1)}, 5),
+    (2, 2, 1, 3, 1, 32, BF16, {"is_causal": True, "softcap": 3.0, "alibi_slopes": [0.1, 0.2]}, 1),
+    (1, 2, 2, 5, 150, 20, F32, {"alibi_slopes": "bh"}, 5),                   # D <= 32: tiles of 32 keys
+    (1, 16, 1, 1, 100, 64, F16, {}, 2),
+]
+
+
+@pytest.fixture
+def decode_launches(monkeypatch):
+    """Forces one tile per split (decode_target huge, DECODE_MIN_SPLIT_TILES 1) and records
+    (variant id, TEX, nsplit) of every flash_decode / combine launch."""
+    monkeypatch.setattr(attention_ops, "decode_target", lambda device: 1 << 20)
+    monkeypatch.setattr(attention_kernels, "DECODE_MIN_SPLIT_TILES", 1)
+    ctx = runtime.get()
+    seen, orig = [], ctx.launch
+
+    def spy(v, *a, **k):
+        if v.id.startswith("flash_decode"):
+            seen.append((v.id, k.get("TEX"), k["nsplit"]))
+        return orig(v, *a, **k)
+    monkeypatch.setattr(ctx, "launch", spy)
+    return seen
+
+
+def _decode_both_paths(monkeypatch, launches, run):
+    """run() on the decode route with texel loads forced on and off: the results must carry identical
+    bits; returns path 1's results and its launches."""
+    out, seen = {}, {}
+    for flag in ("1", "0"):
+        monkeypatch.setenv(loadpath.ENV, flag)
+        launches.clear()
+        out[flag] = [r.numpy() if isinstance(r, fv.Array) else np.asarray(r) for r in run()]
+        seen[flag] = list(launches)
+    for a, b in zip(out["1"], out["0"]):
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), "texel and storage-buffer paths differ"
+    tex_views = attention_kernels.DECODE_TEXELS["k"] | attention_kernels.DECODE_TEXELS["v"]
+    assert all(t & tex_views == 0 for i, t, _ in seen["0"] if t is not None)
+    return out["1"], seen["1"]
+
+
+@pytest.mark.parametrize("case", DECODE_CASES, ids=lambda c: _case_id(c[:8]))
+def test_decode_splits(monkeypatch, decode_launches, case):
+    B, Hq, Hkv, Sq, Sk, D, dt, opt, splits = case
+    opt = _opts(opt, B, Hq)
+    q, k, v = inputs(B, Hq, Hkv, Sq, Sk, D, dt, seed=Sk)
+    assert attention_route(q, k, is_causal=opt.get("is_causal", False), causal_alignment="bottom_right") == "decode"
+    got, seen = _decode_both_paths(monkeypatch, decode_launches, lambda: SDPA(q, k, v, return_lse=True, **opt))
+    check_forward(got, ref_forward(t64(q), t64(k), t64(v), **opt), dt)
+    main = [x for x in seen if not x[0].startswith("flash_decode_combine")]
+    assert [n for _, _, n in main] == [splits]
+    assert any(x[0].startswith("flash_decode_combine") for x in seen) == (splits > 1)
+    tex = main[0][1]
+    if loadpath.texel_paths(runtime.get())[0]:   # forced on: K, V and the score tile through views
+        assert tex & 7 == 7
+
+
+@pytest.mark.parametrize("subgroup", [4, 16])
+def test_decode_other_subgroup_sizes(monkeypatch, subgroup):
+    """16 rows per kv head keep the query tile in shared memory (no QREG), read through bcast8's
+    shuffle form (subgroups of a multiple of 8) or directly (other sizes)."""
+    monkeypatch.setattr(runtime.get().device, "subgroup_size", subgroup)
+    q, k, v = inputs(1, 16, 1, 1, 100, 64, F32, seed=4)
+    got = SDPA(q, k, v, return_lse=True, route="decode")
+    check_forward(got, ref_forward(t64(q), t64(k), t64(v)), F32)
+
+
+def test_decode_unaligned_views(monkeypatch, decode_launches):
+    """K / V rows that are no whole 16-byte chunks (a row stride of D + 1, an odd offset) read element by
+    element (no TEX_KC / TEX_VC), on both load paths, split."""
+    B, Hq, Hkv, Sq, Sk, D = 1, 4, 1, 1, 140, 64
+    rng = np.random.default_rng(9)
+    q = rng.standard_normal((B, Hq, Sq, D)).astype(F32)
+    kbig = rng.standard_normal((B, Hkv, Sk, D + 1)).astype(F32)
+    vflat = rng.standard_normal(B * Hkv * Sk * D + 1).astype(F32)
+    k, v = fv.asarray(kbig)[..., 1:], fv.asarray(vflat)[1:].reshape(B, Hkv, Sk, D)
+    assert k.strides[2] % 4 and v.offset % 4
+    got, seen = _decode_both_paths(monkeypatch, decode_launches, lambda: SDPA(q, k, v, return_lse=True))
+    check_forward(got, ref_forward(t64(q), t64(kbig[..., 1:]), t64(vflat[1:].reshape(B, Hkv, Sk, D))), F32)
+    chunks = attention_kernels.DECODE_CHUNKS["kc"] | attention_kernels.DECODE_CHUNKS["vc"]
+    assert seen[0][2] == 3 and seen[0][1] & chunks == 0
+
+
+def test_decode_split_count():
+    """decode_splits: splits of whole tiles covering every key, about `target` workgroups, at least
+    DECODE_MIN_SPLIT_TILES tiles each, more where the loop budget caps a split's keys."""
+    m = attention_kernels.DECODE_MIN_SPLIT_TILES
+    for sk, blocks, cap, target in ((1, 1, None, 64), (200, 1, None, 64), (4096, 8, None, 128), (4096, 8, None, 2),
+                                    (5000, 1, 640, 1), (513, 3, None, 1000)):
+        n, per = attention_kernels.decode_splits(sk, blocks, 64, cap, target)
+        assert per % 64 == 0 and n * per >= sk > (n - 1) * per
+        assert n == 1 or per >= m * 64 or (cap is not None and per <= cap)
+        if cap is not None:
+            assert per <= cap
+        if cap is None and sk >= 64 * m * 2:
+            assert n > 1 or blocks >= target
+    assert attention_kernels.decode_splits(4096, 8, 64, None, 128) == (16, 256)
+    dev = runtime.get().device
+    want = len(__import__("os").sched_getaffinity(0)) if dev.device_type == "cpu" else attention_kernels.DECODE_TARGET_GROUPS
+    assert attention_kernels.decode_target(dev) == want
+
+
 # ---------------------------------------------------------------------------------- backward
 
 def _ref_backward(q, k, v, opt, seed):
@@ -297,10 +410,14 @@ def test_backward_zero_size():
 # ------------------------------------------------------------------------------------- routes
 
 def test_route_picker():
-    assert attention_route((1, 8, 1, 128), (1, 8, 4096, 128)) == "single"      # decode, one row per kv head
-    assert attention_route((1, 32, 1, 128), (1, 8, 4096, 128)) == "tiled"       # GQA decode: 4 rows share K/V
-    assert attention_route((1, 8, 1, 128), (1, 8, 5000, 128)) == "tiled"        # past the score row
+    assert attention_route((1, 8, 1, 128), (1, 8, 4096, 128)) == "decode"      # decode, one row per kv head
+    assert attention_route((1, 32, 1, 128), (1, 8, 4096, 128)) == "decode"     # GQA decode: 4 rows share K/V
+    assert attention_route((1, 8, 1, 128), (1, 8, 5000, 128)) == "decode"      # no score row limit
+    assert attention_route((1, 64, 1, 128), (1, 2, 5000, 128)) == "tiled"      # 32 rows per kv head
     assert attention_route((1, 8, 512, 64), (1, 8, 512, 64)) == "tiled"         # prefill
+    assert attention_route((1, 8, 1, 128), (1, 8, 4096, 128), route="single") == "single"
+    with pytest.raises(UnsupportedError, match="route 'decode'"):
+        attention_route((1, 8, 512, 64), (1, 8, 512, 64), route="decode")
     assert attention_route((1, 8, 512, 64), (1, 8, 512, 64), route="single") == "single"
     assert attention_route((1, 8, 1, 64), (1, 8, 9, 64), route="TILED") == "tiled"
 
@@ -314,10 +431,12 @@ def test_route_env(monkeypatch):
 
 def test_kernels_listed():
     names = {v.name for fam in ("flash_attn", "flash_attention", "flash_attn_backward_q", "flash_attn_backward_k",
-                                "flash_attn_backward_v") for v in FAMILIES[fam].variants.values()}
+                                "flash_attn_backward_v", "flash_decode", "flash_decode_combine")
+             for v in FAMILIES[fam].variants.values()}
     assert {"flash_attn_f32", "flash_attn_bf16", "flash_attn_f16", "flash_attention", "flash_attention_f16",
             "flash_attention_bf16", "flash_attn_backward_q_f32", "flash_attn_backward_k_f32",
-            "flash_attn_backward_v_f32"} <= names
+            "flash_attn_backward_v_f32", "flash_decode_f32", "flash_decode_f16", "flash_decode_bf16",
+            "flash_decode_combine_f32", "flash_decode_combine_f16", "flash_decode_combine_bf16"} <= names
 
 
 # -------------------------------------------------------------------------------- bad input
@@ -408,7 +527,7 @@ def test_torch_leading_dims(causal):
 def test_torch_top_left_causal():
     """is_causal is top-left (torch's) when Sq != Sk: Sq < Sk takes the math path, Sq > Sk the fused
     kernels' band; causal_alignment="bottom_right" keeps flash-attn's mask (the kernels' behaviour)."""
-    for Sq, Sk, route in ((3, 7, "math"), (7, 3, "tiled"), (5, 5, "tiled")):
+    for Sq, Sk, route in ((3, 7, "math"), (7, 3, "decode"), (5, 5, "decode")):
         q, k, v = _rand(1, 4, Sq, 16, seed=Sq), _rand(1, 2, Sk, 16, seed=Sk), _rand(1, 2, Sk, 16, seed=9)
         assert attention_route(q, k, is_causal=True) == route
         o, lse = scaled_dot_product_attention(q, k, v, is_causal=True, return_lse=True)

@@ -146,3 +146,84 @@ def test_cast_large():
     assert np.array_equal(fv.astype(d, np.float16).numpy().view(np.uint16), x.astype(np.float16).view(np.uint16))
     assert np.array_equal(fv.astype(d, ml_dtypes.bfloat16).numpy().view(np.uint16),
                           x.astype(ml_dtypes.bfloat16).view(np.uint16))
+
+
+# -- casts with an integer or bool side (icast.comp) ---------------------------------------------------
+from fuelvk.kernels.casts import INT_FORMATS, INT_PAIRS
+
+I = {"bool": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16), "i32": np.dtype(np.int32),
+     "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8), "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32),
+     "u64": np.dtype(np.uint64), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
+
+
+def int_sources(src, dst, n, rng):
+    """n values of src: every bit pattern mix for integers, in-range values (with fractions) of dst for
+    a float source (numpy leaves out-of-range float -> int undefined: test_float_to_int_specials)."""
+    dt = I[src]
+    if src == "bool":
+        return rng.integers(0, 2, n).astype(bool)
+    if dt.kind in "iu":
+        return rng.integers(0, 256, n * dt.itemsize, dtype=np.uint8).view(dt)
+    if I[dst].kind == "b":
+        return np.where(rng.random(n) < 0.2, 0.0, rng.standard_normal(n)).astype(dt)
+    info = np.iinfo(I[dst])
+    lo, hi = float(info.min), float(info.max)
+    x = np.concatenate([rng.uniform(lo, hi, n // 2) * 0.999, rng.standard_normal(n - n // 2) * 50])
+    x = np.clip(x, lo, hi).astype(dt)
+    return x[(x.astype(np.float64) >= lo) & (x.astype(np.float64) < hi + 1 if hi < 2 ** 53 else x < hi * 0.999)]
+
+
+@pytest.mark.parametrize("pair", INT_PAIRS, ids=lambda p: f"{p[0]}_to_{p[1]}")
+def test_int_cast_matches_numpy(pair):
+    """Every icast pair against numpy, on a LINEAR launch (offset 4, a tail) and a strided view."""
+    src, dst = pair
+    rng = np.random.default_rng(sum(map(ord, src + dst)))
+    x = int_sources(src, dst, 2100, rng)
+    d = fv.asarray(x)
+    for nv, dv in ((x[4:-3], d[4:-3]), (x[::-3], d[::-3])):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = np.ascontiguousarray(nv).astype(I[dst])
+        assert_bits(fv.astype(dv, I[dst]), want)
+
+
+@pytest.mark.parametrize("src", ["f32", "f64"])
+@pytest.mark.parametrize("dst", ["i8", "u16", "i32", "u32", "i64", "u64"])
+def test_float_to_int_specials(src, dst):
+    """icast's rule where numpy's is undefined: NaN -> 0, out of range and inf saturate, trunc toward 0."""
+    info = np.iinfo(I[dst])
+    x = np.array([np.nan, -np.nan, np.inf, -np.inf, 1e30, -1e30, 2.0 ** 64, -2.0 ** 63, -0.9, 0.9, -2.5, 7.99],
+                 I[src])
+    want = [0, 0, info.max, info.min, info.max, info.min, info.max, info.min if info.min == -2 ** 63 else info.min,
+            0, 0, -2 if info.min < 0 else 0, 7]
+    got = fv.astype(np.tile(x, 30), I[dst])
+    assert np.array_equal(got, np.tile(np.array(want, I[dst]), 30)), got[:12]
+
+
+@pytest.mark.parametrize("fam", ["cast", "cast_ssbo", "cast_w64", "cast_w64_ssbo", "icast", "icast_ssbo"])
+def test_cast_kernels_declare_the_features_their_spirv_needs(fam):
+    """A capability without its feature would fail pipeline creation where the device lacks it: the
+    plain float casts without an f64 side must stay free of Int64 (cast_w64 is their 64-bit twin)."""
+    from fuelvk.kernels import FAMILIES
+    from fuelvk.runtime.pipelines import spv_dir
+    from test_elementwise_w64 import CAP_FEATURE, _capabilities
+    for v in FAMILIES[fam].variants.values():
+        caps = _capabilities(spv_dir() / v.spv)
+        assert {CAP_FEATURE[c] for c in caps if c in CAP_FEATURE} <= set(v.features), (v.id, v.features)
+        if fam in ("cast", "cast_ssbo") and "f64" not in v.tag:
+            assert 11 not in caps, f"{v.id} declares Int64"
+
+
+def test_plain_cast_without_int64(monkeypatch):
+    """Without shaderInt64 the float casts run the plain family (32-bit words), with the same bits."""
+    from fuelvk import runtime
+    from fuelvk.ops.casts import cast_variant
+    ctx = runtime.get()
+    assert cast_variant(np.dtype(np.float32), F["bf16"]).family == ("cast_w64" if "int64" in ctx.device.features
+                                                                     else "cast")
+    monkeypatch.setattr(ctx.device, "features", set(ctx.device.features) - {"int64"})
+    monkeypatch.setattr(ctx, "plans", {})
+    for src, dst in (("f32", "bf16"), ("f16", "f32"), ("f8e4m3", "f16")):
+        assert cast_variant(F[src], F[dst]).id == f"cast.{src}_to_{dst}"
+        x = sources(src, np.random.default_rng(3))[:2051]
+        assert_bits(fv.astype(fv.asarray(x)[4:], F[dst]), oracle(x[4:], dst))

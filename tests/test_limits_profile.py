@@ -244,7 +244,7 @@ def test_every_family_under_the_small_profile():
     assert out["auto_64"] == "register_tiled"
     assert "16640" in out["forced_tiled"] and "maxComputeSharedMemorySize = 16384" in out["forced_tiled"]
     assert not any(v.startswith("matmul_tiled") for v in out["created"])
-    assert out["attn_route_2048"] == "tiled" and out["attn_route_512"] == "single"   # 4096-key row > 16 KiB
+    assert out["attn_route_2048"] == "decode" and out["attn_route_512"] == "decode"  # decode: no score row
     assert "17152 B" in out["forced_single"] and "maxComputeSharedMemorySize = 16384" in out["forced_single"]
     # bindings hold at most 64 MiB: an array over it is split at that size (issue 20 item 1)
     assert out["max_binding"] == 64 << 20

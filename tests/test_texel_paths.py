@@ -43,11 +43,11 @@ def bits(a, dt):
     return np.asarray(a).astype(dt, copy=False).view(np.uint8)
 
 
-def _cases(dt):
+def _cases(dt, offsets=OFFSETS):
     for n in SIZES:
-        a = (rng.standard_normal(n + 8) * 3).astype(dt)
-        b = (rng.standard_normal(n + 8) * 3).astype(dt)
-        for off in OFFSETS:
+        a = (rng.standard_normal(n + 16) * 3).astype(dt)
+        b = (rng.standard_normal(n + 16) * 3).astype(dt)
+        for off in offsets:
             yield n, off, a, b
 
 
@@ -92,13 +92,81 @@ CAST_DTS = [np.float32, np.float16, BF16, np.float64, F8]
 
 @pytest.mark.parametrize("src", CAST_DTS, ids=lambda d: np.dtype(d).name)
 def test_cast_bits(src, path, seen):
-    for n, off, a, _ in _cases(src):
+    for n, off, a, _ in _cases(src, OFFSETS + ((12,) if src is F8 else ())):
         A = fv.asarray(a)[off:off + n]
         for dst in CAST_DTS:
             if dst is not src:
                 got = A.astype(dst).numpy()
                 assert np.array_equal(bits(got, dst), bits(a[off:off + n].astype(dst), dst)), (dst, n, off)
     assert bool([v for v in seen if any(k is not None for k in v)]) == (path == "texel"), seen
+
+
+# One icast pair per (source bits, destination bits): every unit / group shape of common/castio.glsl.
+ICAST_PAIRS = [("u8", "i8"), ("u8", "i16"), ("i8", "f32"), ("bool", "f64"), ("i16", "u8"), ("u16", "i16"),
+               ("i16", "f32"), ("u16", "i64"), ("f32", "i8"), ("i32", "u16"), ("f32", "i32"), ("i32", "f64"),
+               ("f64", "u8"), ("i64", "i16"), ("f64", "u32"), ("f64", "i64")]
+ICAST_DTS = {"bool": np.bool_, "i8": np.int8, "u8": np.uint8, "i16": np.int16, "u16": np.uint16, "i32": np.int32,
+             "i64": np.int64, "u32": np.uint32, "f32": np.float32, "f64": np.float64}
+
+
+@pytest.mark.parametrize("pair", ICAST_PAIRS, ids=lambda p: f"{p[0]}_to_{p[1]}")
+def test_icast_bits(pair, path, seen):
+    """Integer / bool casts on both paths: sizes with tails of every unit (16 / 8 / 4 elements),
+    offsets at each 4-byte word of a texel (a narrow source's unit then spans two texels)."""
+    src, dst = (np.dtype(ICAST_DTS[t]) for t in pair)
+    if src.kind == "f":     # in dst's range (numpy's float -> int is undefined outside: test_casts)
+        info = np.iinfo(dst)
+        a = rng.uniform(max(info.min, -1e6), min(info.max, 1e6), 1029 + 16).astype(src)
+    elif src.kind == "b":
+        a = rng.random(1029 + 16) < 0.5
+    else:
+        a = rng.integers(0, 256, (1029 + 16) * src.itemsize, dtype=np.uint8).view(src)
+    A = fv.asarray(a)
+    for n in SIZES + (29, 1029):
+        for off in OFFSETS + (12,):
+            with np.errstate(all="ignore"):
+                want = a[off:off + n].astype(dst)
+            assert np.array_equal(bits(A[off:off + n].astype(dst).numpy(), dst), bits(want, dst)), (pair, n, off)
+    assert bool([v for v in seen if any(k is not None for k in v)]) == (path == "texel"), seen
+
+
+@pytest.mark.parametrize("pair", [("f32", "bf16"), ("f8e4m3fn", "f16"), ("f64", "f32"), ("i16", "f32"), ("f32", "u8")])
+def test_cast_constant_input(pair, path):
+    """A constant (all strides 0) input takes the LINEAR path with no texel view: every element is
+    its one element's cast, whatever its offset."""
+    names = {"f32": np.float32, "bf16": BF16, "f8e4m3fn": F8, "f16": np.float16, "f64": np.float64, "i16": np.int16,
+             "u8": np.uint8}
+    src, dst = names[pair[0]], names[pair[1]]
+    a = (np.arange(40) * 1.7 * (-1) ** np.arange(40) % 100).astype(src)   # in [0, 100): u8 too
+    A = fv.asarray(a)
+    for off in (0, 3, 37):
+        for n in (5, 300, 1029):
+            got = A[off].broadcast_to((n,)).astype(dst).numpy()
+            assert np.array_equal(bits(got, dst), bits(np.broadcast_to(a[off], (n,)).astype(dst), dst)), (off, n)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16, np.float64, np.uint8], ids=lambda d: np.dtype(d).name)
+def test_take_rows_bits(dt, path, launched):
+    """take / index_select: rows of whole texels read through x's texel view on the texel path (one
+    texel per invocation, at x's texel offset), other rows (not whole texels, an offset inside a
+    texel) and the storage path through the view-less twin; numpy's bits, i32 / i64 / negative ids."""
+    per = 16 // np.dtype(dt).itemsize
+    flat = (rng.integers(0, 255, 7 * 9 * 3 * per + per + 2) if np.dtype(dt).kind == "u"
+            else rng.standard_normal(7 * 9 * 3 * per + per + 2) * 3).astype(dt)
+    F = fv.asarray(flat)
+    n = 7 * 9 * 3 * per
+    cases = [(flat[:n].reshape(7, 9, 3 * per), F[:n].reshape(7, 9, 3 * per)),             # whole texels
+             (flat[per:per + n].reshape(7, 9, 3 * per), F[per:per + n].reshape(7, 9, 3 * per)),   # texel offset
+             (flat[1:1 + n].reshape(7, 9, 3 * per), F[1:1 + n].reshape(7, 9, 3 * per)),   # inside a texel
+             (flat[:7 * 9 * (per + 1)].reshape(7, 9, per + 1), F[:7 * 9 * (per + 1)].reshape(7, 9, per + 1))]
+    ids = [np.array([3, -1, 0, 3, 6], np.int64), np.array([[2, 0], [5, 5]], np.int32), np.array([], np.int32)]
+    for v, V in cases:
+        for axis in (0, 1):
+            for idx in ids:
+                got = fv.take(V, fv.asarray(idx), axis).numpy()
+                assert np.array_equal(bits(got, dt), bits(np.take(v, idx, axis), dt)), (v.shape, axis, idx)
+    assert any(i.startswith("index_select.") for i in launched) == (path == "texel"), launched
+    assert any(i.startswith("index_select_ssbo.") for i in launched)
 
 
 def test_plan_choice(monkeypatch):

@@ -97,12 +97,14 @@ def solve_mla_ragged(defn, inputs):
 
 def solve_gqa_paged(defn, inputs):
     """Decode (one query per request) or prefill (qo_indptr) over a paged cache: fuelvk.paged_attention
-    (pages gathered per request, the last cut to kv_last_page_len where the Definition has it, SDPA
-    causal bottom-right)."""
+    (pages gathered per request, the last cut to kv_last_page_len where the Definition has it, every
+    page full where it has none, SDPA causal bottom-right)."""
     fv = _fv()
     q, kc, vc = _dev(inputs, "q", "k_cache", "v_cache")
     tables = [to_numpy(inputs[n]) if n in inputs else None
               for n in ("kv_indptr", "kv_indices", "kv_last_page_len", "qo_indptr")]
+    if tables[2] is not None:   # some Definitions size it len_indptr: the reference reads the first B
+        tables[2] = tables[2][:len(tables[0]) - 1]
     scale, odt, log2 = _attn_options(defn, inputs)
 
     def call():
@@ -111,34 +113,49 @@ def solve_gqa_paged(defn, inputs):
     return call
 
 
-def latent_attention(qn, qp, kc, kp, scale):
+def latent_attention(qn, qp, kc, kp, scale, mask=None):
     """MLA with the absorbed projection: logits = qn kc^T + qp kp^T (float32), softmax, out = p kc.
-    qn [H, Dc], qp [H, Dp], kc [T, Dc], kp [T, Dp] -> (out [H, Dc] float32, lse [H] natural)."""
+    qn [R, Dc], qp [R, Dp], kc [T, Dc], kp [T, Dp], mask None or device bool [R, T] (True: attend)
+    -> (out [R, Dc] float32, lse [R] natural)."""
     fv = _fv()
     s = (fv.matmul(qn, kc.T, "float32") + fv.matmul(qp, kp.T, "float32")) * scale
+    if mask is not None:
+        s = fv.where(mask, s, -np.inf)
     m = fv.max(s, axis=-1, keepdims=True)
     lse = m + fv.log(fv.sum(fv.exp(s - m), axis=-1, keepdims=True))
     return fv.matmul(fv.softmax(s, axis=-1), kc), lse.reshape(-1)
 
 
-def _latent_rows(defn, inputs, rows):
-    """rows: per output row, the device ids of its cache tokens (None: no key).  Host (out, lse)."""
+def _latent_segments(defn, inputs, segments):
+    """segments: (q0, q1, host token rows or None) per request: query rows q0:q1 attend to those cache
+    rows, causal bottom-right aligned (query i of n sees keys j <= T - n + i, the references' prefix
+    rule; one query sees all).  Host (out, lse); rows of no segment or no key: zeros, lse -inf."""
     qn, qp, ckv, kpe = _dev(inputs, "q_nope", "q_pe", "ckv_cache", "kpe_cache")
     ckv, kpe = ckv.reshape(-1, ckv.shape[-1]), kpe.reshape(-1, kpe.shape[-1])   # token rows
     scale, odt, log2 = _attn_options(defn, inputs)
     fv = _fv()
+    n_all, h, dc = qn.shape
+    prepared = []   # (q0, q1, device token rows, device mask or None): built once, outside the timed call
+    for q0, q1, ids in segments:
+        if ids is None or len(ids) == 0 or q1 <= q0:
+            continue
+        n, t = q1 - q0, len(ids)
+        mask = None
+        if n > 1:
+            seen = np.arange(t)[None, :] <= np.arange(n)[:, None] + (t - n)           # [n, T]
+            mask = fv.asarray(np.ascontiguousarray(np.broadcast_to(seen[:, None], (n, h, t)).reshape(n * h, t)))
+        prepared.append((q0, q1, fv.asarray(np.asarray(ids, np.int32)), mask))
 
     def call():
-        n, h, dc = qn.shape
-        out = np.zeros((n, h, dc), odt)
-        lse = np.full((n, h), -np.inf, np.float32)
-        for t, ids in enumerate(rows):
-            if ids is None:
-                continue
+        out = np.zeros((n_all, h, dc), odt)
+        lse = np.full((n_all, h), -np.inf, np.float32)
+        for q0, q1, ids, mask in prepared:
             kc, kp = fv.take(ckv, ids, axis=0), fv.take(kpe, ids, axis=0)
-            o, l_ = latent_attention(qn[t], qp[t], kc, kp, scale)
-            out[t] = o.astype(odt).numpy()
-            lse[t] = l_.numpy() / (LN2 if log2 else 1.0)
+            rows = (q1 - q0) * h
+            o, l_ = latent_attention(qn[q0:q1].reshape(rows, dc), qp[q0:q1].reshape(rows, qp.shape[-1]),
+                                     kc, kp, scale, mask)
+            out[q0:q1] = o.astype(odt).numpy().reshape(q1 - q0, h, dc)
+            lse[q0:q1] = l_.numpy().reshape(q1 - q0, h) / (LN2 if log2 else 1.0)
         return out, lse
     return call
 
@@ -148,34 +165,86 @@ def _page_tokens(pages, ps):
     return (pages.astype(np.int64)[:, None] * ps + np.arange(ps)).reshape(-1).astype(np.int32)
 
 
-def _token_ids(fv, ptr, idx, ps, b):
-    """Cache token rows of request b's pages (every page full: the Definitions without a last-page
-    length; page_size 1 makes pages tokens, as their references read them)."""
-    if ptr[b + 1] <= ptr[b]:
-        return None
-    pages = idx[ptr[b]:ptr[b + 1]]
-    return fv.asarray(_page_tokens(np.asarray(pages), ps))
+def _request_tokens(inputs, ps):
+    """Per request: host int32 cache token rows of its pages in order, the last page cut to
+    kv_last_page_len[b] where the Definition has one (every page full where it has none: page_size
+    1 makes pages tokens, as those references read them); None for a request with no page."""
+    ptr, idx = _ints(inputs["kv_indptr"]), to_numpy(inputs["kv_indices"])
+    last = _ints(inputs["kv_last_page_len"]) if "kv_last_page_len" in inputs else None
+    out = []
+    for b in range(len(ptr) - 1):
+        if ptr[b + 1] <= ptr[b]:
+            out.append(None)
+            continue
+        toks = _page_tokens(np.asarray(idx[ptr[b]:ptr[b + 1]]), ps)
+        if last is not None:
+            if not 0 <= last[b] <= ps:
+                from ..errors import ShapeError
+                raise ShapeError(f"kv_last_page_len[{b}] = {last[b]} must lie in [0, page_size {ps}]")
+            toks = toks[:len(toks) - ps + last[b]]
+        out.append(toks)
+    return out
 
 
 def solve_mla_paged(defn, inputs):
-    """MLA decode over a paged compressed-KV cache: per request its pages' ckv / kpe rows."""
-    fv = _fv()
-    ptr, idx = _ints(inputs["kv_indptr"]), _ints(inputs["kv_indices"])
-    ps = inputs["ckv_cache"].shape[1]
-    return _latent_rows(defn, inputs, [_token_ids(fv, ptr, idx, ps, b) for b in range(len(ptr) - 1)])
+    """MLA decode (one query per request) or causal prefill (qo_indptr) over a paged compressed-KV
+    cache: per request its pages' ckv / kpe rows, the last page cut to kv_last_page_len where the
+    Definition has it."""
+    toks = _request_tokens(inputs, inputs["ckv_cache"].shape[1])
+    qo = _ints(inputs["qo_indptr"]) if "qo_indptr" in inputs else list(range(len(toks) + 1))
+    return _latent_segments(defn, inputs, [(qo[b], qo[b + 1], toks[b]) for b in range(len(toks))])
 
 
 def solve_dsa_paged(defn, inputs):
     """DeepSeek sparse attention: per token, MLA over its top-k cache rows (sparse_indices, -1 =
     padding, dropped wherever it stands, as the reference's mask does)."""
-    fv = _fv()
     sel = to_numpy(inputs["sparse_indices"])
     ps = inputs["ckv_cache"].shape[1]
+    return _latent_segments(defn, inputs, [(t, t + 1, _page_tokens(r[r != -1], ps)) for t, r in enumerate(sel)])
+
+
+def solve_dsa_topk_indexer(defn, inputs):
+    """DeepSeek sparse-attention indexer: per request, scores of its first seq_len cache tokens
+    (block_table pages in order) = sum over heads of weights * relu(q k^T) with k the fp8 key times
+    its per-token float32 scale; the top min(topk, seq_len) tokens, largest first, as global cache
+    token ids (page * page_size + offset), the rest -1.  The cache's deep_gemm byte layout (per page
+    page_size * D fp8 bytes, then page_size float32 scales) is reinterpreted on the host as the
+    reference's torch views do (numpy views, no arithmetic); dequantizing, scoring and top-k run on
+    the device (top_k_rows: a tie at the k-th place takes torch's pick).  Scores that differ only by
+    float32 summation order may rank differently from torch's CPU sum."""
+    import ml_dtypes
+    fv = _fv()
+    cache = to_numpy(inputs["k_index_cache_fp8"]).view(np.uint8)
+    pages, ps, heads, dsf = cache.shape
+    d = dsf - 4
+    if heads != 1 or d != inputs["q_index_fp8"].shape[-1]:
+        from ..errors import ShapeError
+        raise ShapeError(f"k_index_cache_fp8 {cache.shape}: one head of {d} fp8 bytes + a float32 scale per "
+                         f"token wanted for index_head_dim {inputs['q_index_fp8'].shape[-1]}")
+    flat = cache.reshape(pages, ps * dsf)
+    keys = fv.asarray(np.ascontiguousarray(flat[:, :ps * d]).view(ml_dtypes.float8_e4m3fn).reshape(pages * ps, d))
+    scales = fv.asarray(np.ascontiguousarray(flat[:, ps * d:]).view(np.float32).reshape(pages * ps, 1))
+    q, w = _dev(inputs, "q_index_fp8", "weights")
+    lens, table = to_numpy(inputs["seq_lens"]), to_numpy(inputs["block_table"])
+    topk = defn["axes"]["topk"]["value"]
     rows = []
-    for r in sel:
-        ids = r[r != -1]
-        rows.append(fv.asarray(_page_tokens(ids, ps)) if ids.size else None)
-    return _latent_rows(defn, inputs, rows)
+    for b, n in enumerate(int(x) for x in lens):
+        if n > table.shape[1] * ps or n < 0:
+            from ..errors import ShapeError
+            raise ShapeError(f"seq_lens[{b}] = {n} outside [0, {table.shape[1] * ps}] (max_num_pages * page_size)")
+        if n:
+            rows.append((b, fv.asarray(_page_tokens(table[b, :-(-n // ps)], ps)[:n])))
+
+    def call():
+        out = np.full((len(lens), topk), -1, np.int32)
+        for b, ids in rows:
+            k = fv.take(keys, ids, axis=0).astype("float32") * fv.take(scales, ids, axis=0)      # [T, D]
+            s = fv.maximum(fv.matmul(q[b].astype("float32"), k.T, "float32"), 0.0) * w[b][:, None]
+            score = fv.sum(s, axis=0)                                                           # [T]
+            pick = top_k_rows(score[None], min(topk, ids.shape[0]))[0]
+            out[b, :pick.shape[0]] = fv.take(ids, pick).numpy()
+        return (out,)
+    return call
 
 
 # -- sampling ------------------------------------------------------------------------------------------

@@ -341,6 +341,19 @@ _KV_CACHE = {"k_cache": "num_pages page_size num_kv_heads head_dim: =q",
 _PAGES = {"kv_indptr": "len_indptr: int32", "kv_indices": "num_kv_indices: int32"}
 _MLA_AXES = {"batch_size": "var", "num_qo_heads": "const", "head_dim_ckv": "const", "head_dim_kpe": "const",
              "page_size": "const", "num_pages": "var", "len_indptr": "var", "num_kv_indices": "var"}
+_LAST_PAGE = {"kv_last_page_len": "batch_size: int32"}
+
+
+def _PREFILL_VARIANTS(axes):
+    """(suffix, axes, last-page input) of the paged prefill signatures: kv_last_page_len [batch_size]
+    with a batch_size axis; kv_last_page_len [len_indptr] (the reference reads the first batch_size)
+    or none at all (every page full) without one."""
+    no_batch = {a: t for a, t in axes.items() if a != "batch_size"}
+    return (("", axes, _LAST_PAGE),
+            ("_last_page_indptr", no_batch, {"kv_last_page_len": "len_indptr: int32"}),
+            ("_full_pages", no_batch, {}))
+
+
 _MLA_CACHE = {"ckv_cache": "num_pages page_size head_dim_ckv: =q_nope",
               "kpe_cache": "num_pages page_size head_dim_kpe: =q_nope"}
 
@@ -372,12 +385,12 @@ _FP8_TENSOR_MOE_TENSORS = {"hidden_states": "seq_len hidden_size: float8_e4m3fn"
 _GDN_HEADS = {"num_q_heads": "const", "num_k_heads": "const", "num_v_heads": "const", "head_size": "const"}
 
 
-def _MLA_Q(rows):  # noqa: N802 (a signature fragment, as the constants above)
+def _MLA_Q(rows):
     return {"q_nope": f"{rows} num_qo_heads head_dim_ckv: float",
             "q_pe": f"{rows} num_qo_heads head_dim_kpe: =q_nope"}
 
 
-def _MLA_OUT(rows):  # noqa: N802
+def _MLA_OUT(rows):
     return {"output": f"{rows} num_qo_heads head_dim_ckv: =q_nope", "lse": f"{rows} num_qo_heads: float32"}
 
 
@@ -398,27 +411,46 @@ SOLUTIONS = (
               "sm_scale": "scalar: float32"},
              {"output": "total_q num_qo_heads head_dim: =q", "lse": "total_q num_qo_heads: float32"},
              kinds.solve_gqa_ragged),
-    Solution("fuelvk_gqa_paged_decode", r"gqa_paged_decode_h\d+_kv\d+_d\d+_ps\d+", _PAGED_AXES,
-             {"q": "batch_size num_qo_heads head_dim: float", **_KV_CACHE, **_PAGES,
-              "sm_scale": "scalar: float32"},
-             {"output": "batch_size num_qo_heads head_dim: =q", "lse": "batch_size num_qo_heads: float32"},
-             kinds.solve_gqa_paged),
-    Solution("fuelvk_gqa_paged_prefill_causal", r"gqa_paged_prefill_causal_h\d+_kv\d+_d\d+_ps\d+",
-             {**_PAGED_AXES, "total_q": "var"},
-             {"q": "total_q num_qo_heads head_dim: float", **_KV_CACHE, "qo_indptr": "len_indptr: int32",
-              **_PAGES, "kv_last_page_len": "batch_size: int32",
-              "sm_scale": "scalar: float32"},
-             {"output": "total_q num_qo_heads head_dim: =q", "lse": "total_q num_qo_heads: float32"},
-             kinds.solve_gqa_paged),
-    Solution("fuelvk_mla_paged_decode", r"mla_paged_decode_h\d+_ckv\d+_kpe\d+_ps\d+", _MLA_AXES,
-             {**_MLA_Q("batch_size"), **_MLA_CACHE, **_PAGES, "sm_scale": "scalar: float32"},
-             _MLA_OUT("batch_size"), kinds.solve_mla_paged),
+    # Paged kinds come in the dataset's signature variants (kv_last_page_len or not, sized batch_size or
+    # len_indptr, a batch_size axis or not): one Solution each, one build (the reference's rule for each).
+    *(Solution(f"fuelvk_gqa_paged_decode{suffix}", r"gqa_paged_decode_h\d+_kv\d+_d\d+_ps\d+", _PAGED_AXES,
+               {"q": "batch_size num_qo_heads head_dim: float", **_KV_CACHE, **_PAGES, **last,
+                "sm_scale": "scalar: float32"},
+               {"output": "batch_size num_qo_heads head_dim: =q", "lse": "batch_size num_qo_heads: float32"},
+               kinds.solve_gqa_paged)
+      for suffix, last in (("", {}), ("_last_page", _LAST_PAGE))),
+    *(Solution(f"fuelvk_gqa_paged_prefill_causal{suffix}", r"gqa_paged_prefill_causal_h\d+_kv\d+_d\d+_ps\d+",
+               {**axes, "total_q": "var"},
+               {"q": "total_q num_qo_heads head_dim: float", **_KV_CACHE, "qo_indptr": "len_indptr: int32",
+                **_PAGES, **last, "sm_scale": "scalar: float32"},
+               {"output": "total_q num_qo_heads head_dim: =q", "lse": "total_q num_qo_heads: float32"},
+               kinds.solve_gqa_paged)
+      for suffix, axes, last in _PREFILL_VARIANTS(_PAGED_AXES)),
+    *(Solution(f"fuelvk_mla_paged_decode{suffix}", r"mla_paged_decode_h\d+_ckv\d+_kpe\d+_ps\d+", _MLA_AXES,
+               {**_MLA_Q("batch_size"), **_MLA_CACHE, **_PAGES, **last, "sm_scale": "scalar: float32"},
+               _MLA_OUT("batch_size"), kinds.solve_mla_paged)
+      for suffix, last in (("", {}), ("_last_page", _LAST_PAGE))),
+    *(Solution(f"fuelvk_mla_paged_prefill_causal{suffix}", r"mla_paged_prefill_causal_h\d+_ckv\d+_kpe\d+_ps\d+",
+               {**axes, "total_q": "var"},
+               {**_MLA_Q("total_q"), **_MLA_CACHE, "qo_indptr": "len_indptr: int32", **_PAGES, **last,
+                "sm_scale": "scalar: float32"},
+               _MLA_OUT("total_q"), kinds.solve_mla_paged)
+      for suffix, axes, last in _PREFILL_VARIANTS(_MLA_AXES) if suffix != "_last_page_indptr"),
     Solution("fuelvk_dsa_sparse_attention", r"dsa_sparse_attention_h\d+_ckv\d+_kpe\d+_topk\d+_ps\d+",
              {"num_tokens": "var", "num_qo_heads": "const", "head_dim_ckv": "const", "head_dim_kpe": "const",
               "page_size": "const", "topk": "const", "num_pages": "var"},
              {**_MLA_Q("num_tokens"), **_MLA_CACHE, "sparse_indices": "num_tokens topk: int32",
               "sm_scale": "scalar: float32"},
              _MLA_OUT("num_tokens"), kinds.solve_dsa_paged),
+    Solution("fuelvk_dsa_topk_indexer_fp8", r"dsa_topk_indexer_fp8_h\d+_d\d+_topk\d+_ps\d+",
+             {"batch_size": "var", "num_index_heads": "const", "index_head_dim": "const", "page_size": "const",
+              "topk": "const", "max_num_pages": "var", "num_pages": "var", "kv_cache_num_heads": "const",
+              "head_dim_with_scale": "const"},
+             {"q_index_fp8": "batch_size num_index_heads index_head_dim: float8_e4m3fn",
+              "k_index_cache_fp8": "num_pages page_size kv_cache_num_heads head_dim_with_scale: int8",
+              "weights": "batch_size num_index_heads: float32", "seq_lens": "batch_size: int32",
+              "block_table": "batch_size max_num_pages: int32"},
+             {"topk_indices": "batch_size topk: int32"}, kinds.solve_dsa_topk_indexer),
     Solution("fuelvk_mla_ragged_causal", r"mla_ragged_prefill_causal_h\d+_qk\d+_vo\d+",
              {"num_qo_heads": "const", "num_kv_heads": "const", "qk_dim": "const", "vo_dim": "const",
               "total_q": "var", "total_kv": "var", "len_indptr": "var"},

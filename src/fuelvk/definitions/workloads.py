@@ -33,32 +33,59 @@ def _pages(gen, counts, num_pages):
     return _i32(ptr), torch.randperm(num_pages, generator=gen)[:ptr[-1]].to(torch.int32)
 
 
-def gqa_paged_decode(defn, gen):
-    c = _consts(defn)
-    ptr, idx = _pages(gen, [3, 0, 5, 1], 16)
-    return ({"batch_size": 4, "num_pages": 16, "len_indptr": 5, "num_kv_indices": len(idx)},
-            {"kv_indptr": ptr, "kv_indices": idx}, {"sm_scale": 1 / math.sqrt(c["head_dim"])})
+def _last_page(defn, last):
+    """{kv_last_page_len} where the Definition has it (sized batch_size, or len_indptr: an unread last
+    entry 0), else {} (its reference reads every page full)."""
+    spec = defn["inputs"].get("kv_last_page_len")
+    if spec is None:
+        return {}
+    return {"kv_last_page_len": _i32(list(last) + [0] * (spec["shape"] == ["len_indptr"]))}
 
 
-def gqa_paged_prefill(defn, gen):
-    """Three requests: two pages with a partial last one, one with no query, one page."""
+def _scale(c):
+    return 1 / math.sqrt(c["head_dim"] if "head_dim" in c else c["head_dim_ckv"] + c["head_dim_kpe"])
+
+
+def paged_decode(defn, gen):
+    """Four requests (gqa_paged / mla_paged decode): 3, 0, 5 and 1 random pages of 16; with a
+    kv_last_page_len, partial last pages (5 and 1 tokens where page_size allows)."""
     c = _consts(defn)
     ps = c["page_size"]
-    counts, last = [2, 1, 1], [min(5, ps), ps, min(4, ps)]
+    ptr, idx = _pages(gen, [3, 0, 5, 1], 16)
+    return ({"batch_size": 4, "num_pages": 16, "len_indptr": 5, "num_kv_indices": len(idx)},
+            {"kv_indptr": ptr, "kv_indices": idx, **_last_page(defn, [min(5, ps), 1, ps, 1])}, {"sm_scale": _scale(c)})
+
+
+def paged_prefill(defn, gen):
+    """Three requests (gqa_paged / mla_paged causal prefill): two pages with a partial last one (where
+    the Definition has kv_last_page_len), one with no query, one page; fewer queries than keys."""
+    c = _consts(defn)
+    ps = c["page_size"]
+    counts = [2, 1, 1]
+    last = [min(5, ps), ps, min(4, ps)] if "kv_last_page_len" in defn["inputs"] else [ps] * 3
     ptr, idx = _pages(gen, counts, 8)
     tokens = [(n - 1) * ps + e for n, e in zip(counts, last)]
     q = [min(3, tokens[0]), 0, min(4, tokens[2])]
     qo = [0, q[0], q[0] + q[1], sum(q)]
-    return ({"batch_size": 3, "num_pages": 8, "len_indptr": 4, "num_kv_indices": len(idx), "total_q": qo[-1]},
-            {"qo_indptr": _i32(qo), "kv_indptr": ptr, "kv_indices": idx, "kv_last_page_len": _i32(last)},
-            {"sm_scale": 1 / math.sqrt(c["head_dim"])})
+    axes = {"num_pages": 8, "len_indptr": 4, "num_kv_indices": len(idx), "total_q": qo[-1]}
+    if "batch_size" in defn["axes"]:
+        axes["batch_size"] = 3
+    return (axes, {"qo_indptr": _i32(qo), "kv_indptr": ptr, "kv_indices": idx, **_last_page(defn, last)},
+            {"sm_scale": _scale(c)})
 
 
-def mla_paged_decode(defn, gen):
+def dsa_indexer(defn, gen):
+    """Three requests over a cache in deep_gemm's fp8 layout (per page: page_size * D fp8 bytes, then
+    page_size float32 scales in [0.5, 1)): 70 tokens (a partial second page), none, 5; pages random."""
     c = _consts(defn)
-    ptr, idx = _pages(gen, [4, 0, 5], 20)
-    return ({"batch_size": 3, "num_pages": 20, "len_indptr": 4, "num_kv_indices": len(idx)},
-            {"kv_indptr": ptr, "kv_indices": idx}, {"sm_scale": 1 / math.sqrt(c["head_dim_ckv"] + c["head_dim_kpe"])})
+    ps, d = c["page_size"], c["index_head_dim"]
+    pages = 6
+    fp8 = torch.randn(pages, ps * d, generator=gen).clamp(-2, 2).to(torch.float8_e4m3fn).view(torch.uint8)
+    scale = (torch.rand(pages, ps, generator=gen) * 0.5 + 0.5).view(torch.uint8)
+    cache = torch.cat([fp8, scale], dim=1).view(torch.int8).reshape(pages, ps, 1, d + 4)
+    table = torch.randperm(pages, generator=gen)[:6].reshape(3, 2).to(torch.int32)
+    return ({"batch_size": 3, "max_num_pages": 2, "num_pages": pages},
+            {"k_index_cache_fp8": cache, "seq_lens": _i32([min(70, 2 * ps), 0, 5]), "block_table": table}, {})
 
 
 def dsa_sparse(defn, gen):
@@ -150,8 +177,8 @@ def moe_routed(defn, gen):
     return {"seq_len": t}, {"topk_ids": packed}, {}
 
 
-KINDS = ((r"gqa_paged_decode_.*", gqa_paged_decode), (r"gqa_paged_prefill_causal_.*", gqa_paged_prefill),
-         (r"mla_paged_decode_.*", mla_paged_decode), (r"dsa_sparse_attention_.*", dsa_sparse),
+KINDS = ((r"(gqa|mla)_paged_decode_.*", paged_decode), (r"(gqa|mla)_paged_prefill_causal_.*", paged_prefill),
+         (r"dsa_sparse_attention_.*", dsa_sparse), (r"dsa_topk_indexer_.*", dsa_indexer),
          (r"mla_ragged_prefill_causal_.*", mla_ragged), (r"gdn_decode_.*", gdn_decode), (r"gdn_mtp_.*", gdn_mtp),
          (r"gdn_prefill_.*", gdn_prefill), (r"mamba_ssu_decode_.*", mamba_ssu),
          (r"(top_k|top_p|top_k_top_p)_sampling_from_probs_.*", sampling),

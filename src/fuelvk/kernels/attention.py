@@ -1,6 +1,7 @@
-"""Attention kernels: single-pass and FlashAttention-2 forward, dQ/dK/dV backward (shaders/attention.comp).
+"""Attention kernels: single-pass, FlashAttention-2 and flash-decoding forward (split keys + combine),
+dQ/dK/dV backward (shaders/attention.comp).
 
-One GLSL source serves all five families; KIND picks the kernel, DT_* the storage dtype, and the
+One GLSL source serves all seven families; KIND picks the kernel, DT_* the storage dtype, and the
 head dim D is a specialization constant (each D gets its own exactly-sized pipeline).
 """
 from .registry import family, id_defines
@@ -11,8 +12,12 @@ SRC = "attention.comp"
 # Kernels of the one source (define KIND) and the Params flag bits; the shader sees both as defines
 # (KIND_SINGLE, FLAG_ALIBI, ...). resume/partial are the tiled forward's (m, l, acc) carried between
 # key-range launches; accum is the backward's "add to the gradient of an earlier launch".
-KINDS = {"single": 1, "tiled": 2, "backward_q": 3, "backward_k": 4, "backward_v": 5}
+KINDS = {"single": 1, "tiled": 2, "backward_q": 3, "backward_k": 4, "backward_v": 5, "decode": 6, "combine": 7}
 FLAGS = {"alibi": 1, "resume": 2, "partial": 4, "accum": 2}
+# flash_decode's operands with a texel view, as bits of its TEX spec constant (TEX_K, TEX_V), and
+# TEX_P: the score tile in a global scratch buffer read through its view instead of shared memory.
+DECODE_TEXELS = {"k": 1, "v": 2, "p": 4}
+DECODE_CHUNKS = {"kc": 8, "vc": 16}      # TEX_KC / TEX_VC: K / V rows are whole 16-byte chunks
 _DEFINES = id_defines(KIND=KINDS, FLAG=FLAGS)
 
 WG = 128                  # single pass and backward: invocations per workgroup
@@ -25,6 +30,10 @@ family("flash_attn", SRC, {"f32": "flash_attn_f32", "bf16": "flash_attn_bf16", "
        GROUP, defines=dict(_DEFINES, KIND=KINDS["single"]))
 family("flash_attention", SRC, {"f32": "flash_attention"}, GROUP, defines=dict(_DEFINES, KIND=KINDS["tiled"]),
        extra=("f16", "bf16"))
+family("flash_decode", SRC, {}, GROUP, defines=dict(_DEFINES, KIND=KINDS["decode"], **id_defines(TEX=dict(DECODE_TEXELS, **DECODE_CHUNKS))),
+       extra=("f32", "f16", "bf16"))
+family("flash_decode_combine", SRC, {}, GROUP, defines=dict(_DEFINES, KIND=KINDS["combine"]),
+       extra=("f32", "f16", "bf16"))
 for _g in ("q", "k", "v"):
     family(f"flash_attn_backward_{_g}", SRC, {"f32": f"flash_attn_backward_{_g}_f32"}, GROUP,
            defines=dict(_DEFINES, KIND=KINDS[f"backward_{_g}"]))
@@ -49,6 +58,12 @@ def tiled_config(d, rows, shared_limit):
     return (br, bc) if tiled_shared_bytes(d, br, bc) <= shared_limit else None
 
 
+def decode_shared_bytes(d, br, bc):
+    """Shared memory of flash_decode: query and score tiles as vec4s over 4 rows, 2 row scalars, 2 uvec4s
+    (the score tile's worst case: in shared memory, without TEX_P)."""
+    return 16 * -(-br // 4) * (d + bc) + 8 * br + 32
+
+
 def single_shared_bytes(d, skmax):
     return 4 * (d + skmax + WG)
 
@@ -64,3 +79,34 @@ def bwd_span_per_launch(d, budget):
     """Pairs (keys for dQ, GQA-group rows for dK/dV) one backward launch may cover: WG per
     chunk, each chunk D + ceil(D / WG) * WG loop steps."""
     return None if budget is None else max(1, (budget - 512) // (d + -(-d // WG) * WG)) * WG
+
+
+# flash_decode's key splits. A decode launch has few row blocks (B * Hkv of them), too few workgroups
+# to occupy a GPU; the keys are split until the launch has about `target` workgroups (decode_target:
+# the host's cores for a CPU device, whose workgroups run one per thread; DECODE_TARGET_GROUPS on a
+# GPU, whose core count Vulkan does not report), each split keeping at least DECODE_MIN_SPLIT_TILES
+# tiles of keys (a split's fixed cost: loading the query tile, one state row per row written and
+# merged) and at most the keys one invocation's loops may cover on this device (Device.loop_budget,
+# via tiled_keys_per_launch). Measured on lavapipe (2 cores, q 1x32x1x128, k 1x8x512x128 f32, CPU
+# time per call): 1 split (8 workgroups) 2.9 ms, 2 splits 3.8 ms, 4 splits 5.1 ms.
+DECODE_TARGET_GROUPS = 128
+DECODE_MIN_SPLIT_TILES = 4
+
+
+def decode_target(device):
+    """Workgroups a decode launch aims for on `device` (see above)."""
+    if device.device_type == "cpu":
+        import os
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return DECODE_TARGET_GROUPS
+
+
+def decode_splits(sk, blocks, bc, keys_cap, target):
+    """(nsplit, split_keys) for Sk = sk keys over `blocks` row blocks, BC = bc keys per tile, aiming
+    at `target` workgroups: split_keys a multiple of bc, nsplit = ceil(sk / split_keys)."""
+    tiles = max(1, -(-sk // bc))
+    n = max(1, min(-(-target // max(blocks, 1)), tiles // DECODE_MIN_SPLIT_TILES))
+    if keys_cap is not None:
+        n = max(n, -(-sk // keys_cap))
+    per = -(-tiles // n) * bc
+    return -(-max(sk, 1) // per), per

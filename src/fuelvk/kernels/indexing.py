@@ -6,7 +6,7 @@ index_select keeps the inventory's dtype tags (f32 = 4-byte words, f16/bf16 = 2,
 portable compare-and-swap variant (the inventory names) and a native-float-atomics variant
 (`*_native`, needs VK_EXT_shader_atomic_float); both never drop a value.
 """
-from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family, id_defines, width_variants
+from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family, id_defines, texel_twins, width_variants
 
 GROUP = "Indexing / scatter / gather"
 INDEX_KINDS = {"uint32": 0, "int32": 1, "int64": 2}
@@ -18,7 +18,8 @@ SCATTER_MODES = {"accumulate": 0, "init": 1, "finish": 2}
 _IDX_DEFINES = id_defines(IDX=INDEX_KINDS)
 
 _SEL_WIDTH = {"f32": "b4", "f16": "b2", "bf16": "b2", "f64": "b8", "b1": "b1"}
-family("index_select", "index_select.comp", {"f32": "index_select", "f16": "index_select_f16", "bf16": "index_select_bf16", "f64": "index_select_f64"},
+# index_select reads whole-texel rows through a texel view (TEX); index_select_ssbo is its view-less twin.
+texel_twins("index_select", "index_select.comp", {"f32": "index_select", "f16": "index_select_f16", "bf16": "index_select_bf16", "f64": "index_select_f64"},
        GROUP, extra=("b1",), defines=_IDX_DEFINES, tag_defines={t: WIDTH_DEFINES[w] for t, w in _SEL_WIDTH.items()},
        tag_features={t: WIDTH_FEATURES[w] for t, w in _SEL_WIDTH.items()})
 family("gather", "gather.comp", width_variants("gather"), GROUP, defines=_IDX_DEFINES, tag_defines=WIDTH_DEFINES,

@@ -18,12 +18,18 @@ Semantics (flash-attn's, so models ported from it keep their numbers):
   float32 [..., Hq, Sq].
 
 Routes: "single" (flash_attn_*: one workgroup per query row, the score row in shared memory,
-Sk <= 4096) and "tiled" (flash_attention*: FlashAttention-2, no Sk limit); "math" (composed of device
+Sk <= 4096), "tiled" (flash_attention*: FlashAttention-2, no Sk limit) and "decode" (flash_decode_*:
+flash-decoding for at most 16 query rows per kv head, G * Sq; the keys split over more workgroups,
+decode_splits, each writing partial (max, sum, acc) that flash_decode_combine merges exactly with a
+log-sum-exp; K / V read in 16-byte chunks, through texel views where the device's load-path probe
+picks them; see _decode); "math" (composed of device
 ops: f32 scores [B, Hq, Sq, Sk], mask, softmax, @ v) takes what the fused kernels cannot express: an
 attn_mask, or a top-left causal mask with Sq < Sk (Sq > Sk is the kernels' band with right = Sq - Sk);
-it is chosen, never forced, and takes no window / ALiBi / softcap. The picker takes the
-single pass when each kv head has one query row (G * Sq = 1: decode without GQA) and Sk fits,
-the tiled kernel otherwise; FUELVK_ATTENTION_ROUTE or route= forces one (auto/single/tiled);
+it is chosen, never forced, and takes no window / ALiBi / softcap. The picker takes decode when
+each kv head has at most 16 query rows (lavapipe, q 1x32x1x128, k 1x8x512x128 f32, CPU time per call:
+tiled 24.8 ms, decode 2.5-2.9 ms; q 1x8x1x128, k 1x8x4096x128: single 95 ms, decode 11.7 ms), else
+the tiled kernel (the single pass where only it fits); FUELVK_ATTENTION_ROUTE or route= forces one
+(auto/single/tiled/decode);
 attention_route() says which a call takes. On lavapipe, whose loops silently stop after ~65535
 iterations per invocation (Device.loop_budget), long key ranges (tiled forward, dQ) and long
 query ranges (dK, dV) are split over several launches that carry or accumulate their state.
@@ -36,23 +42,39 @@ from .. import dtypes as _dt
 from .. import runtime
 from ..array import Array, asarray, zeros
 from ..errors import DTypeError, ShapeError, UnsupportedError
-from ..kernels.attention import (D_MAX, FLAGS, SINGLE_SK_MAX, SKMAX_BUCKETS, bwd_span_per_launch,
-                                 single_shared_bytes, tiled_config, tiled_keys_per_launch, tiled_shared_bytes)
 from ..kernels import kernel
+from ..kernels.attention import (
+    D_MAX,
+    DECODE_CHUNKS,
+    DECODE_TEXELS,
+    FLAGS,
+    SINGLE_SK_MAX,
+    SKMAX_BUCKETS,
+    TILED_BR_MAX,
+    bwd_span_per_launch,
+    decode_shared_bytes,
+    decode_splits,
+    decode_target,
+    single_shared_bytes,
+    tiled_config,
+    tiled_keys_per_launch,
+    tiled_shared_bytes,
+)
 from ._core import contiguous, device_args, fits, new_like, result, spans, windowed
-from .movement import launch_write
 from ._routes import forced_route
+from .movement import launch_write
+from .reduction import texel_views
 
 __all__ = ["attention_route", "scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
 
-ROUTES = ("single", "tiled")
+ROUTES = ("single", "tiled", "decode")
 ALIGNMENTS = ("top_left", "bottom_right")
 ENV = "FUELVK_ATTENTION_ROUTE"
 FWD_DTYPES = (_dt.float32, _dt.float16, _dt.bfloat16)
-FAMILY = {"single": "flash_attn", "tiled": "flash_attention"}
-# The single pass is only competitive while each kv head has one query row (G * Sq = 1: decode
-# without GQA), where the tiled kernel's rows cannot share a K/V read; from two rows on the tiled
-# kernel wins (docs/MEASUREMENTS.md).
+FAMILY = {"single": "flash_attn", "tiled": "flash_attention", "decode": "flash_decode"}
+# Without the decode route (a forced route, or shared memory too small for it): the single pass is only
+# competitive while each kv head has one query row (G * Sq = 1), where the tiled kernel's rows cannot
+# share a K/V read; from two rows on the tiled kernel wins (docs/MEASUREMENTS.md).
 SINGLE_MAX_ROWS = 1
 
 
@@ -197,6 +219,8 @@ def _pick(op, Sq, Sk, D, G, route):
     shared = ctx.device.limits.maxComputeSharedMemorySize
     tiled_ok = tiled_config(D, G * Sq, shared) is not None
     single_ok = Sk <= SINGLE_SK_MAX and single_shared_bytes(D, _skmax(Sk)) <= shared
+    cfg = tiled_config(D, G * Sq, shared)
+    decode_ok = cfg is not None and G * Sq <= TILED_BR_MAX and decode_shared_bytes(D, *cfg) <= shared
     if want == "single" and Sk > SINGLE_SK_MAX:
         raise ShapeError(f"{op}: route 'single' (flash_attn_*) takes Sk <= {SINGLE_SK_MAX} keys; got Sk={Sk}, "
                          f"D={D}; use route='tiled'")
@@ -207,8 +231,14 @@ def _pick(op, Sq, Sk, D, G, route):
     if want == "tiled" and not tiled_ok:
         raise UnsupportedError(f"{op}: route 'tiled' needs {tiled_shared_bytes(D, 1, 64)} B of shared memory for "
                                f"D={D}, more than maxComputeSharedMemorySize = {shared} on {ctx.device.name}")
+    if want == "decode" and not decode_ok:
+        raise UnsupportedError(f"{op}: route 'decode' takes at most {TILED_BR_MAX} query rows per kv head "
+                               f"(G * Sq, G = Hq / Hkv) in {shared} B of shared memory; got G * Sq = {G * Sq}, "
+                               f"D={D}; use route='tiled'")
     if want != "auto":
         return want
+    if decode_ok:
+        return "decode"
     if single_ok and (G * Sq <= SINGLE_MAX_ROWS or not tiled_ok):
         return "single"
     if tiled_ok:
@@ -243,7 +273,7 @@ def _needs_math(attn_mask, is_causal, align, Sq, Sk):
 
 
 def attention_route(q, k, *, attn_mask=None, is_causal=False, causal_alignment="top_left", route=None):
-    """The forward route ("single", "tiled" or "math") scaled_dot_product_attention takes for these
+    """The forward route ("single", "tiled", "decode" or "math") scaled_dot_product_attention takes for these
     shapes (q, k: arrays or shape tuples) and options, honouring route= and FUELVK_ATTENTION_ROUTE."""
     op = "attention_route"
     qs, ks = _Layout(op, [_shape_of(q), _shape_of(k)]).shapes4
@@ -336,12 +366,13 @@ def _mask4(op, mask, lay, B, Hq, Sq, Sk):
 def _math(op, q, k, v, mask, causal, scale):
     """(o, lse) of [B, H, S, D] q, k, v by device ops in float32: s = scale q k^T (GQA by grouping the
     query heads of each kv head), masked, softmax with fully masked rows giving zeros and lse = -inf."""
+    from ..api.creation import arange, full
     from .casts import astype
     from .elementwise import exp, log
     from .matmul import matmul
     from .movement import where
-    from .reduction import max as amax, sum as asum
-    from ..api.creation import arange, full
+    from .reduction import max as amax
+    from .reduction import sum as asum
     B, Hq, Sq, D = q.shape
     Hkv, Sk = k.shape[1], k.shape[2]
     dt = q.dtype
@@ -392,6 +423,9 @@ def _fused(op, q, k, v, is_causal, scale, window, alibi_slopes, softcap, route, 
         ctx = runtime.get()
         var = kernel(FAMILY[rt], _dt.FLOAT_TAGS[dt])
         sg8 = _sg8(ctx)
+        if rt == "decode":
+            _decode(ctx, dt, q, qs, k, ks, v, vs, o, lse, slopes, sa_b, B, Hq, Hkv, Sq, Sk, D, wl, wr, scale, cap)
+            return o, lse
         if rt == "single":
             spec = {"D": D, "SKMAX": _skmax(Sk), "SG8": sg8}
             groups = rows
@@ -405,7 +439,7 @@ def _fused(op, q, k, v, is_causal, scale, window, alibi_slopes, softcap, route, 
                     B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Sk=Sk, wl=wl, wr=wr, scale=scale, cap=cap, off_q=q.offset,
                     off_k=k.offset, off_v=v.offset, off_o=o.offset,
                     off_a=slopes.offset if slopes is not None else 0, sa_b=sa_b, **_strides("q", qs),
-                    **_strides("k", ks), **_strides("v", vs), **spec)
+                    **_strides("k", ks), **_strides("v", vs), nsplit=1, split_keys=Sk, **spec)
         if rt == "single":
             ctx.launch(var, ctx.groups(groups), flags=flags, jb=0, je=Sk, **args)
         else:
@@ -417,6 +451,35 @@ def _fused(op, q, k, v, is_causal, scale, window, alibi_slopes, softcap, route, 
     return o, lse
 
 
+def _decode(ctx, dt, q, qs, k, ks, v, vs, o, lse, slopes, sa_b, B, Hq, Hkv, Sq, Sk, D, wl, wr, scale, cap):
+    """o, lse by flash_decode: each row block's keys split over nsplit workgroups (decode_splits), K and V
+    read through their texel views where the device's load path takes them; with nsplit > 1 the
+    splits' (m, l, acc) go to a state buffer that flash_decode_combine merges into o and lse."""
+    rows, G = B * Hq * Sq, Hq // Hkv
+    br, bc = tiled_config(D, G * Sq, ctx.device.limits.maxComputeSharedMemorySize)
+    blocks = B * Hkv * -(-G * Sq // br)
+    nsplit, split_keys = decode_splits(Sk, blocks, bc, tiled_keys_per_launch(D, br, bc, ctx.device.loop_budget),
+                                       decode_target(ctx.device))
+    scratch = new_like((blocks * nsplit * -(-br // 4) * (bc + D) * 4,), _dt.float32)   # TEX_P's slices
+    views, tex = texel_views(DECODE_TEXELS, {"k": k, "v": v, "p": scratch})
+    per = 16 // k.dtype.itemsize                 # elements of a 16-byte chunk
+    if all(x % per == 0 for x in (k.offset,) + ks):
+        tex |= DECODE_CHUNKS["kc"]
+    if D % per == 0 and all(x % per == 0 for x in (v.offset,) + vs):
+        tex |= DECODE_CHUNKS["vc"]
+    state = new_like((nsplit * rows, D + 2), _dt.float32) if nsplit > 1 else lse   # bound, unused at 1
+    common = dict(B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Sk=Sk, wl=wl, wr=wr, scale=scale, cap=cap, off_q=q.offset,
+                  off_k=k.offset, off_v=v.offset, off_o=o.offset, off_a=slopes.offset if slopes is not None else 0,
+                  sa_b=sa_b, **_strides("q", qs), **_strides("k", ks), **_strides("v", vs), jb=0, je=Sk,
+                  nsplit=nsplit, split_keys=split_keys, flags=FLAGS["alibi"] if slopes is not None else 0, D=D)
+    tag = _dt.FLOAT_TAGS[dt]
+    ctx.launch(kernel("flash_decode", tag), ctx.groups(blocks * nsplit), out_o=o, out_lse=lse, in_q=q, in_k=k,
+               in_v=v, in_alibi=slopes if slopes is not None else lse, state=state, **views, TEX=tex, BR=br, BC=bc,
+               SG8=_sg8(ctx), **common)
+    if nsplit > 1:
+        ctx.launch(kernel("flash_decode_combine", tag), ctx.groups(rows), out_o=o, out_lse=lse, state=state, **common)
+
+
 def _head_blocks(op, q_in, kv_in, q_out, kv_out, slopes, run):
     """An attention call over operands larger than one binding: per batch entry, spans of kv heads (with
     their G query heads) whose blocks of every operand fit one binding. q_in / kv_in / q_out / kv_out:
@@ -425,7 +488,7 @@ def _head_blocks(op, q_in, kv_in, q_out, kv_out, slopes, run):
     blocks. Keys of one head beyond one binding are a typed error (that would need an lse merge)."""
     B, Hq = q_in[0].shape[:2]
     G = Hq // kv_in[0].shape[1]
-    fit = lambda x: windowed(x) is not None   # noqa: E731
+    fit = lambda x: windowed(x) is not None
     sl = None if slopes is None else (slopes if slopes.ndim == 2 else slopes.broadcast_to((B, Hq)))
     for b in range(B):
         def cut(xs, h0, h1, g):
@@ -486,11 +549,11 @@ def _math_backward(do, q, k, v, o, lse, mask, causal, scale):
     """(dq, dk, dv) of _math's attention by device ops in float32: P = exp(s - lse) recomputed from the
     masked scores (0 in rows that see no key), dV = P^T dO, dS = P (dO V^T - rowsum(dO o)) scale,
     dQ = dS K, dK = dS^T Q; the query heads of a kv head stacked as rows, so dK / dV sum over the group."""
+    from ..api.creation import arange
     from .elementwise import exp
     from .matmul import matmul
     from .movement import where
     from .reduction import sum as asum
-    from ..api.creation import arange
     B, Hq, Sq, D = q.shape
     Hkv, Sk = k.shape[1], k.shape[2]
     rows = (Hq // Hkv) * Sq

@@ -11,7 +11,9 @@ NaN payloads follow numpy/ml_dtypes (kernels/casts.py nan_rule).
 """
 from .. import dtypes as _dt
 from ..errors import DTypeError
+from .. import runtime
 from ..kernels import kernel
+from ..kernels.registry import wide_or_plain
 from . import complex as _cx
 from ._core import device_args, launch_strided, new_like, result
 from .._device import check_device
@@ -55,7 +57,7 @@ def cast_variant(src, dst):
         ok = ", ".join(str(t) for t in _FMT)
         raise DTypeError(f"astype: no cast kernel from {src} to {dst}; casts are supported between {ok} "
                          "(and from any dtype to itself, which copies)")
-    return kernel("cast", f"{s}_to_{d}")
+    return wide_or_plain("cast", "cast_w64", f"{s}_to_{d}", runtime.get().device.features)
 
 
 def astype(x, dtype, *, copy=True, device=None):

@@ -27,7 +27,9 @@ from ..array import Array, asarray, complex_part, empty
 from ..errors import DTypeError, FuelVKIndexError, ShapeError, UnsupportedError
 from ..kernels import kernel
 from ..kernels.indexing import INDEX_KINDS, NATIVE_FEATURE, SCATTER_MODES
-from ._core import blockwise, contiguous, device_args, fits, new_like, result, spans, windowed
+from ..runtime import loadpath
+from ..runtime.loadpath import TEXEL_BYTES
+from ._core import blockwise, contiguous, device_args, divider, fits, new_like, result, spans, windowed
 from .movement import launch_write
 from .movement_core import copy
 
@@ -110,10 +112,34 @@ def take(x, indices, axis=None):
         inner = math.prod(x.shape[ax + 1:])
         n_idx = ids.size
         ctx = runtime.get()
-        ctx.launch(kernel("index_select", tag), ctx.groups(-(-out.size // _WG)), out=out, x=x, ids=ids,
-                   n=out.size, inner=inner, n_idx=n_idx, axis_in=n, off_out=0, off_in=x.offset, off_idx=ids.offset,
-                   pad=0, IDX=kind)
+        per = _texels_per_row(ctx, x, inner, out)
+        if per:        # whole-texel rows, read through x's texel view: one invocation per texel
+            nt = out.size // per
+            (mr, sr), (ma, sa) = divider(inner // per, nt), divider(n_idx, nt // (inner // per))
+            ctx.launch(kernel("index_select", tag), ctx.groups(-(-nt // _WG)), out=out, x=x, ids=ids,
+                       x_t=x, n=nt, inner=inner // per, n_idx=n_idx, axis_in=n, off_out=0,
+                       off_in=x.offset // per, off_idx=ids.offset, pad=0, IDX=kind, TEX=1,
+                       magic_r=mr, shift_r=sr, magic_a=ma, shift_a=sa)
+        else:
+            ctx.launch(kernel("index_select_ssbo", tag), ctx.groups(-(-out.size // _WG)), out=out, x=x, ids=ids,
+                       n=out.size, inner=inner, n_idx=n_idx, axis_in=n, off_out=0, off_in=x.offset,
+                       off_idx=ids.offset, pad=0, IDX=kind, magic_r=0, shift_r=0, magic_a=0, shift_a=0)
     return result(out, numpy_out)
+
+
+def _texels_per_row(ctx, x, inner, out):
+    """Elements per 16-byte texel when take may read x's rows through its texel view: the device reads
+    texels faster (loadpath, or FUELVK_TEXEL_LOADS), rows and x's offset are whole texels, the view
+    holds x's slot (maxTexelBufferElements) and the result is not below loadpath.TEXEL_MIN_BYTES
+    (unless forced); else 0 (the element path of the view-less twin)."""
+    per = TEXEL_BYTES // x.dtype.itemsize
+    if inner % per or x.offset % per or out.size // per > 2 ** 31 or not loadpath.texel_paths(ctx)[0]:
+        return 0        # (the kernel's dividers are exact below 2^31 texels)
+    if x.buffer.size // TEXEL_BYTES > ctx.device.limits.maxTexelBufferElements:
+        return 0
+    if not loadpath.forced() and out.size * x.dtype.itemsize < loadpath.TEXEL_MIN_BYTES:
+        return 0
+    return per
 
 
 def _take_blocks(x, ih, ax, out):

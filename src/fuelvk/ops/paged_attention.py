@@ -7,8 +7,9 @@ with qo_indptr [B + 1] (ragged queries).  GQA: Hq a multiple of Hkv.  Causal mas
 aligned (query i of n sees the first kv_len - n + i + 1 keys), as FlashInfer's.
 
 A composition, one request at a time: the request's pages are gathered (fuelvk.take) into
-contiguous K / V, cut to its length, and run through scaled_dot_product_attention (the flash kernel,
-f32 accumulation).  The page table is read on the host (it fixes the launches).  A request with no
+contiguous K / V, cut to its length, and run through scaled_dot_product_attention (f32 accumulation;
+a request with at most 16 query rows per kv head takes its flash-decoding route: keys split over
+workgroups, K / V through texel views where the device reads them faster).  The page table is read on the host (it fixes the launches).  A request with no
 query contributes nothing; one with no key gives zeros and lse -inf.
 """
 import math
