@@ -18,8 +18,9 @@ import numpy as np
 from fuelvk.bench.suite import main
 
 OPS = "sum,max,mean,argmax,softmax,rms_norm,layer_norm,cumsum"
+# (the last three: long rows over few outputs, chunks of each row over invocations + a final pass)
 LAYOUTS = [((2, 64, 128), 0), ((2, 8192), 0), ((64, 128, 2), -1), ((4096, 512), 0), ((4096, 512), -1),
-           ((1024, 2048), -1)]
+           ((1024, 2048), -1), ((64, 32768), -1), ((4, 128256), -1), ((1 << 20,), 0)]
 
 
 def layouts(repeats=5):

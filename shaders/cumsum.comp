@@ -23,6 +23,10 @@ layout(constant_id = 4) const uint TEX = 0;
 // strides and whole texels, as the axis stride and the offsets: the host checks), one 16-byte chunk
 // per step along the axis; each slice's sum is the element-by-element walk's.
 layout(constant_id = 5) const uint COLS = 0;
+// 1 / 2 (long axes, few slices): each slice cut in `parts` segments, one invocation each, no barriers.
+// SPLIT 1 writes each segment's total to part; SPLIT 2 (the next dispatch) starts each segment from
+// the sum of its slice's earlier totals (compensated, in order) and walks it writing every prefix.
+layout(constant_id = 6) const uint SPLIT = 0;
 layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
@@ -32,6 +36,7 @@ layout(set = 0, binding = 0) writeonly buffer Out4 { uvec4 o4[]; };
 layout(set = 0, binding = 1) readonly buffer X4 { uvec4 x4[]; };
 layout(set = 0, binding = 2, rgba32ui) uniform readonly uimageBuffer x_t;
 layout(set = 0, binding = 3, rgba32ui) uniform writeonly uimageBuffer o_t;
+layout(set = 0, binding = 4) buffer Part { A part[]; };      // SPLIT: segment totals [n_slices, parts]
 #include "common/texel16.glsl"
 #include "common/rowchunks.glsl"
 CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u)
@@ -39,7 +44,7 @@ CHUNK_STORER(store_o, o, o4, o_t, (TEX & TEX_O) != 0u)
 
 layout(push_constant) uniform Params {
     uint n_slices; uint d; uint rank; uint off_in;
-    uint off_out; int s_ax; uint so_ax; int shape[MAX_RANK];
+    uint off_out; int s_ax; uint so_ax; uint parts; int shape[MAX_RANK];
     int s_in[MAX_RANK]; int s_out[MAX_RANK];
 } p;
 
@@ -85,7 +90,37 @@ void walk(int bi, int bo, uint k0, uint k1, inout A s, inout A comp, bool write)
 
 shared A scan_s[WG];
 
+// The segment [k0, k1) of part k of a slice cut in `parts` (SCAN and SPLIT; whole chunks with ROWS).
+void segment(uint k, uint parts, out uint k0, out uint k1) {
+    uint len = (p.d + parts - 1u) / parts;
+    if (ROWS != 0u) len = (len + PER - 1u) / PER * PER;    // segments of whole chunks (from the slice's start)
+    k0 = min(k * len, p.d);
+    k1 = min(k0 + len, p.d);
+}
+
+void split_main() {
+    uint gid = linear_group() * WG + gl_LocalInvocationID.x, e = gid / p.parts, k = gid - e * p.parts, k0, k1;
+    if (e >= p.n_slices) return;
+    int bi, bo;
+    slice_base(e, bi, bo);
+    segment(k, p.parts, k0, k1);
+    A s = PROD != 0u ? A(1) : A(0), comp = A(0);
+    if (SPLIT == 1u) {
+        walk(bi, bo, k0, k1, s, comp, false);
+        part[gid] = s - comp;
+        return;
+    }
+    for (uint i = e * p.parts; i < gid; ++i) {
+        if (PROD != 0u) s *= part[i];
+        else kahan_add(s, comp, part[i]);
+    }
+    s -= comp;
+    comp = A(0);
+    walk(bi, bo, k0, k1, s, comp, true);
+}
+
 void main() {
+    if (SPLIT != 0u) { split_main(); return; }
     int bi, bo;
     if (SCAN == 0u && COLS != 0u) {
         uint e = (linear_group() * WG + gl_LocalInvocationID.x) * PER;
@@ -118,9 +153,8 @@ void main() {
     uint e = linear_group(), t = gl_LocalInvocationID.x;
     if (e >= p.n_slices) return;                       // uniform per workgroup
     slice_base(e, bi, bo);
-    uint len = (p.d + WG - 1u) / WG;
-    if (ROWS != 0u) len = (len + PER - 1u) / PER * PER;    // segments of whole chunks (from the slice's start)
-    uint k0 = min(t * len, p.d), k1 = min(k0 + len, p.d);
+    uint k0, k1;
+    segment(t, WG, k0, k1);
     A s = PROD != 0u ? A(1) : A(0), comp = A(0);
     walk(bi, bo, k0, k1, s, comp, false);
     scan_s[t] = s - comp;

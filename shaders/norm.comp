@@ -115,7 +115,9 @@ void main() {
         for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
             chunk_span(ch, bx, n, lo, hi);
             load_x(ch * PER, lo, hi, v);
-            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) kahan_add(s, c, v[j]);
+            A g = A(0);
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) g += v[j];
+            kahan_add(s, c, g);
         }
         mu = row_sum(s) * inv_n;
 #endif
@@ -178,7 +180,9 @@ void main() {
             chunk_span(ch, bx, n, lo, hi);
             load_x(e0, lo, hi, v);
             load_r(e0 - bx + br, lo, hi, rv);
-            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) { A d = v[j] + rv[j]; kahan_add(ss, cs, d * d); }
+            A g = A(0);
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) { A d = v[j] + rv[j]; g += d * d; }
+            kahan_add(ss, cs, g);
         }
         A r = A(1) / sqrt(row_sum(ss) * inv_n + eps);
         for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
@@ -197,7 +201,9 @@ void main() {
         for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
             chunk_span(ch, bx, n, lo, hi);
             load_x(ch * PER, lo, hi, v);
-            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) { A d = v[j] - mu; kahan_add(ss, cs, d * d); }
+            A g = A(0);
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) { A d = v[j] - mu; g += d * d; }
+            kahan_add(ss, cs, g);
         }
         A r = A(1) / sqrt(row_sum(ss) * inv_n + eps);
         for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {

@@ -3,6 +3,13 @@
 // workgroup per row (LANE_ROWS: one invocation per row, for many short rows; no barriers): row max (NaN-propagating tree), compensated sum of exp(x - max), then
 // exp(x - max) / sum. Stable for large values; a row of all -inf gives NaN (as torch: -inf - -inf).
 // BACKWARD: dx = y * (g - dot(y, g)) with the dot product compensated + tree-reduced.
+// SPLIT (forward; few long rows): each row is cut across `parts` invocations, no barriers. Invocation k
+// of a row takes the row's chunks k, k + parts, ... (neighbouring invocations read neighbouring
+// texels). SPLIT 1 writes its chunks' max m_k and compensated sum of exp(x - m_k) to part (one read:
+// the running sum is rescaled by exp(m_old - m_new) when a chunk raises the max); SPLIT 2
+// (the next dispatch) combines the row's partials in order 0 .. parts-1 into M = max m_k and
+// S = sum s_k exp(m_k - M) (every invocation of a row the same bits) and writes exp(x - M) / S over
+// its chunks. A part with no finite maximum adds nothing; -inf / NaN / +inf rows give NaN as above.
 // Half types compute in f32; f64 uses a double-precision exp (rows.glsl).
 // Rows are read and written in texel chunks (common/rowchunks.glsl): TEX's bits (TEX_* defines from
 // kernels/norm.py) say which operands have their texel view bound.
@@ -12,6 +19,7 @@
 layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint TEX = 0;        // TEX_X | TEX_G | TEX_O
 layout(constant_id = 2) const uint LANE_ROWS = 0;  // 1: one invocation per row
+layout(constant_id = 3) const uint SPLIT = 0;      // 1: per-part partials, 2: combine + apply (forward)
 layout(local_size_x_id = 0) in;
 #include "rows.glsl"
 
@@ -27,6 +35,7 @@ layout(set = 0, binding = 5, rgba32ui) uniform readonly uimageBuffer g_t;
 #define VIEWS 3                       // the first binding of the views below
 #else
 #define VIEWS 2
+layout(set = 0, binding = 4) buffer Part { A part[]; };      // SPLIT: (m_k, s_k) per row and part
 #endif
 layout(set = 0, binding = VIEWS, rgba32ui) uniform readonly uimageBuffer x_t;
 layout(set = 0, binding = VIEWS + 1, rgba32ui) uniform writeonly uimageBuffer o_t;
@@ -39,12 +48,70 @@ CHUNK_LOADER(load_g, g, g4, g_t, (TEX & TEX_G) != 0u)
 #endif
 
 layout(push_constant) uniform Params {
-    uint n_rows; uint n_cols; uint off_out; uint off_x; uint off_g; uint pad;
+    uint n_rows; uint n_cols; uint off_out; uint off_x; uint off_g; uint parts;
 } p;
 
 A row_reduce(A v, uint op) { return LANE_ROWS != 0u ? v : block_reduce(v, op); }
 
+A neg_inf() {
+#if defined(DT_F64)
+    return -packDouble2x32(uvec2(0u, 0x7FF00000u));
+#else
+    return -uintBitsToFloat(0x7F800000u);
+#endif
+}
+
+#ifndef BACKWARD
+void split_main() {
+    uint parts = p.parts, gid = linear_group() * WG + gl_LocalInvocationID.x;
+    uint row = gid / parts, k = gid - row * parts;
+    if (row >= p.n_rows) return;
+    uint n = p.n_cols;
+    uint bx = p.off_x + row * n, bo = p.off_out + row * n, ce = chunks_end(bx, n), lo, hi;
+    A v[PER], y[PER];
+    A m = neg_inf(), s = A(0), c = A(0);
+    if (SPLIT == 1u) {                                 // one read: the running sum rescaled as m grows
+        for (uint ch = bx / PER + k; ch < ce; ch += parts) {
+            chunk_span(ch, bx, n, lo, hi);
+            load_x(ch * PER, lo, hi, v);
+            A nm = m;
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) nm = combine(nm, v[j], R_MAX);
+            if (nm != m) {                             // a larger max (or NaN: then s is NaN too)
+                A f = exp_a(m - nm);
+                s *= f;
+                c *= f;
+                m = nm;
+            }
+            if (m != neg_inf()) {                      // else every element so far is -inf: adds 0
+                A g = A(0);
+                for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) g += exp_a(v[j] - m);
+                kahan_add(s, c, g);
+            }
+        }
+        part[2u * gid] = m;
+        part[2u * gid + 1u] = s;
+        return;
+    }
+    uint b = 2u * row * parts;
+    for (uint i = 0u; i < parts; ++i) m = combine(m, part[b + 2u * i], R_MAX);
+    for (uint i = 0u; i < parts; ++i) {
+        A mi = part[b + 2u * i];
+        if (mi != neg_inf()) kahan_add(s, c, part[b + 2u * i + 1u] * exp_a(mi - m));
+    }
+    for (uint ch = bx / PER + k; ch < ce; ch += parts) {
+        uint e0 = ch * PER;
+        chunk_span(ch, bx, n, lo, hi);
+        load_x(e0, lo, hi, v);
+        for (uint j = 0u; j < PER; ++j) y[j] = exp_a(v[j] - m) / s;
+        store_o(e0 - bx + bo, lo, hi, y);
+    }
+}
+#endif
+
 void main() {
+#ifndef BACKWARD
+    if (SPLIT != 0u) { split_main(); return; }
+#endif
     uint lane = LANE_ROWS != 0u ? 0u : gl_LocalInvocationID.x, lanes = LANE_ROWS != 0u ? 1u : WG;
     uint row = LANE_ROWS != 0u ? linear_group() * WG + gl_LocalInvocationID.x : linear_group();
     if (row >= p.n_rows) return;                      // uniform per workgroup unless LANE_ROWS (no barriers)
@@ -72,11 +139,7 @@ void main() {
         store_o(e0 - bx + bo, lo, hi, y);
     }
 #else
-#if defined(DT_F64)
-    A m = -packDouble2x32(uvec2(0u, 0x7FF00000u));
-#else
-    A m = -uintBitsToFloat(0x7F800000u);
-#endif
+    A m = neg_inf();
     for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
         chunk_span(ch, bx, n, lo, hi);
         load_x(ch * PER, lo, hi, v);
@@ -87,7 +150,9 @@ void main() {
     for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
         chunk_span(ch, bx, n, lo, hi);
         load_x(ch * PER, lo, hi, v);
-        for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) kahan_add(s, c, exp_a(v[j] - m));
+        A g = A(0);
+        for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) g += exp_a(v[j] - m);
+        kahan_add(s, c, g);
     }
     s = row_reduce(s, R_SUM);
     for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {

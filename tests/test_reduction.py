@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import fuelvk as fv
+from fuelvk.kernels.reduction import SHORT_ROW_MAX
 from oracles import FLOATS, TOL, assert_bits, assert_close
 
 rng = np.random.default_rng(1234)
@@ -93,8 +94,37 @@ def test_nan_propagates():
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
 
 
+@pytest.fixture
+def row_kernels(monkeypatch):
+    """Value reductions of contiguous rows past SHORT_ROW_MAX on the row kernels (reduce,
+    reduce_last_dim) instead of the strided kernel (their default)."""
+    from fuelvk.ops import reduction as R
+    monkeypatch.setattr(R, "VALUE_ROW_MAX", SHORT_ROW_MAX)
+
+
+@pytest.mark.parametrize("route", ["strided", "rows"])
+def test_long_row_routes(route, launched, monkeypatch):
+    """1M+ elements, and several rows past SHORT_ROW_MAX, on the strided kernel (chunks of the row over
+    invocations + a final pass; the default) and on the row kernels: within tolerance of float64."""
+    from fuelvk.ops import reduction as R
+    if route == "rows":
+        monkeypatch.setattr(R, "VALUE_ROW_MAX", SHORT_ROW_MAX)
+    x = rng.uniform(0.5, 1.5, size=(1 << 20) + 3).astype(np.float32)
+    y = rng.uniform(-1, 1, size=(3, 3 * SHORT_ROW_MAX + 5)).astype(np.float32)
+    for a in (x, y):
+        want = a.astype(np.float64).sum(-1)
+        np.testing.assert_allclose(np.asarray(fv.sum(a, axis=-1), np.float64), want, rtol=TOL[np.dtype(np.float32)][0],
+                                   atol=1e-5 * a.shape[-1] ** 0.5)
+        assert_bits(np.asarray(fv.max(a, axis=-1)), np.asarray(a.max(-1)))
+        p = rng.uniform(0.99, 1.01, size=a[..., :9999].shape).astype(np.float32)   # products stay finite
+        np.testing.assert_allclose(np.asarray(fv.prod(p, axis=-1), np.float64),
+                                   np.prod(p.astype(np.float64), axis=-1), rtol=1e-4)
+    fams = {"strided": {"reduce_any_dim.f32"}, "rows": {"reduce.f32", "reduce_last_dim.f32"}}[route]
+    assert fams <= set(launched), launched
+
+
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)
-def test_long_row_accuracy(dt, launched):
+def test_long_row_accuracy(dt, launched, row_kernels):
     """1M+ elements, all positive (worst case for a serial sum): within tolerance of a float64 sum."""
     n = (1 << 20) + 3
     scale = 1 / 32 if dt == np.float16 else 1.0  # keep the f16 sum below 65504
@@ -113,7 +143,7 @@ def test_long_row_accuracy(dt, launched):
     assert launched.count(f"arg_reduce_last_dim.{tag}") >= 4
 
 
-def test_partials_multi_row():
+def test_partials_multi_row(row_kernels):
     """rows longer than a chunk on several rows: the MODE 1/2 passes with row > 0."""
     x = rng.uniform(-1, 1, size=(3, 70001)).astype(np.float16)
     _sum_close(fv.sum(x, axis=1), x.astype(np.float64), 1, np.float16, "sum")
@@ -124,7 +154,7 @@ def test_partials_multi_row():
 # (shape, axis): leading axes, short rows, a long leading dim (chunks + a final pass over partials),
 # a middle axis split in chunks, two reduced axes that collapse, rows past SHORT_ROW_MAX.
 srng = np.random.default_rng(77)     # (the module's rng keeps its sequence for the tests below)
-STRIDED = [((2, 64, 128), 0), ((2, 300), 0), ((64, 12, 2), -1), ((700, 9), 0), ((5, 600, 3), 1),
+STRIDED = [((2, 64, 128), 0), ((2, 300), 0), ((64, 12, 2), -1), ((2100, 9), 0), ((5, 1100, 3), 1),
            ((4, 5, 6), (0, 1)), ((3, 8200), 1)]
 
 
@@ -140,7 +170,7 @@ def _check_all_ops(x, axis, dt):
 
 
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)
-def test_strided_routes(dt, launched):
+def test_strided_routes(dt, launched, row_kernels):
     for shape, axis in STRIDED:
         x = srng.integers(-8, 8, size=shape).astype(dt)     # many ties for the arg-reductions
         x += srng.uniform(-0.5, 0.5, size=shape).astype(dt) * (srng.uniform(size=shape) < 0.5)
@@ -156,7 +186,7 @@ def test_strided_routes(dt, launched):
 
 def test_strided_one_pass_vs_chunks(launched):
     """A long leading dim runs in chunks + a final pass (two dispatches of one variant per call)."""
-    x = srng.uniform(-1, 1, size=(700, 9)).astype(np.float32)
+    x = srng.uniform(-1, 1, size=(2100, 9)).astype(np.float32)
     launched.clear()
     _sum_close(fv.sum(x, axis=0), x.astype(np.float64), 0, np.float32, "sum")
     assert launched == ["reduce_any_dim.f32"] * 2
@@ -185,11 +215,14 @@ def test_strided_views(dt, launched):
     launched.clear()
     for v, ref in views:
         for axis in (0, 1, (0, 1)):
+            n0 = len(launched)
             r64 = ref.astype(np.float64)
             _sum_close(fv.sum(v, axis=axis).numpy(), r64, axis, dt, "sum")
             assert_bits(fv.max(v, axis=axis).numpy(), np.asarray(np.max(r64, axis=axis).astype(dt)))
             if not isinstance(axis, tuple):
                 assert_bits(fv.argmax(v, axis=axis).numpy(), np.argmax(r64, axis=axis))
+            else:   # two reduced axes that do not collapse in these views: one copy first (remap's, a launch)
+                del launched[n0:]
     assert not [k for k in launched if not k.startswith(("reduce", "arg_reduce"))], launched   # no copies
 
 
@@ -300,6 +333,7 @@ def test_load_paths(dt, texel, tex_seen, monkeypatch):
         direct = {t for fam, t in tex_seen if fam.endswith("any_dim")}
         assert direct == {want if texel else 0}, (v.shape, v.strides, v.offset, tex_seen)
     tex_seen.clear()
+    monkeypatch.setattr(R, "VALUE_ROW_MAX", SHORT_ROW_MAX)         # a long row on the row kernels
     _all_ops(af[3:-1], flat[3:-1], None, dt)                     # row kernel: ends through x
     assert ("reduce", 1 if texel else 0) in tex_seen, tex_seen
     assert ("arg_reduce_last_dim", 1 if texel else 0) in tex_seen, tex_seen
@@ -307,6 +341,35 @@ def test_load_paths(dt, texel, tex_seen, monkeypatch):
     for op in ("argmax", "argmin"):                              # a reversed row: storage-buffer loads
         assert_bits(getattr(fv, op)(af[-2:2:-1]), getattr(np, op)(flat[-2:2:-1]))
     assert tex_seen == [("arg_reduce_last_dim", 0)] * 2, tex_seen
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_sum_runs_same_bits(dt, tex_seen, monkeypatch):
+    """sum / mean add runs of one texel's worth of elements plainly and the runs compensated: the same
+    runs on the texel paths (rows TEX 2, columns TEX 1, short rows TEX 3) and on storage-buffer loads,
+    so both give the same bits; chunked rows and a ragged last run (storage buffer only) stay close."""
+    from fuelvk.ops import reduction as R
+    per = 16 // np.dtype(dt).itemsize
+    r = np.random.default_rng(15)
+    flat = (r.uniform(-1, 1, 9000 * per + 8) * 100).astype(dt)
+    af = fv.asarray(flat)
+    cases = [(af[:50 * 9 * per].reshape(50, 9 * per), 1, 2), (af[:30 * 2 * per].reshape(30, 2 * per), 0, 1),
+             (af[:2100 * per].reshape(2100, per), 0, 1), (af[:4 * 1000 * per].reshape(4, 1000 * per), 1, 2)]
+    if per > 2:
+        cases.append((af[:41 * (per // 2)].reshape(41, per // 2), 1, 3))
+    for v, axis, tex in cases:
+        got = {}
+        for texel in (True, False):
+            monkeypatch.setattr(R, "TEXEL_LOADS", texel)
+            tex_seen.clear()
+            got[texel] = [np.asarray(f(v, axis=axis)) for f in (fv.sum, fv.mean)]
+            assert {t for _, t in tex_seen} == {tex if texel else 0}, (v.shape, axis, tex_seen)
+        for a, b in zip(got[True], got[False]):
+            assert_bits(a, b)
+        ref = np.asarray(v.numpy(), np.float64)
+        _sum_close(got[True][0], ref, axis, dt, "sum")
+    ragged = af[1:1 + 3 * (1000 * per + 3)].reshape(3, 1000 * per + 3)     # unaligned, a partial last run
+    _sum_close(fv.sum(ragged, axis=1), np.asarray(ragged.numpy(), np.float64), 1, dt, "sum")
 
 
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)

@@ -10,7 +10,7 @@ import pytest
 
 import fuelvk as fv
 from fuelvk import runtime
-from fuelvk.kernels.norm import LANE_ROWS_MIN_ROWS, ROW_TEXELS
+from fuelvk.kernels.norm import LANE_ROWS_MIN_ROWS, ROW_SPLIT_MIN_ELEMS, ROW_TEXELS, row_split_parts
 from fuelvk.kernels.reduction import CUMSUM_TEXELS
 from fuelvk.runtime import loadpath
 from oracles import FLOATS, TOL
@@ -33,7 +33,7 @@ def launches(monkeypatch):
 
     def spy(v, *a, **k):
         if "TEX" in k and not v.id.startswith("reduce"):
-            seen.append((v.id, k["TEX"], k.get("LANE_ROWS", 0)))
+            seen.append((v.id, k["TEX"], k.get("LANE_ROWS", 0), k.get("SPLIT", 0)))
         return orig(v, *a, **k)
     monkeypatch.setattr(ctx, "launch", spy)
     return seen
@@ -52,11 +52,11 @@ def on_both_paths(monkeypatch, launches, f):
         monkeypatch.setenv(loadpath.ENV, flag)
         launches.clear()
         out[flag] = [np.asarray(r.numpy() if isinstance(r, fv.Array) else r) for r in f()]
-        masks[flag] = [t for _, t, _ in launches]
+        masks[flag] = [t for _, t, *_ in launches]
     for a, b in zip(out["1"], out["0"]):
         assert a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8))
     assert masks["1"] and not any(masks["0"]), masks
-    return out["1"], masks["1"], [lane for _, _, lane in launches]
+    return out["1"], masks["1"], [lane for _, _, lane, _ in launches]
 
 
 def close(got, want, dt, scale=1.0):
@@ -87,6 +87,38 @@ def test_softmax_paths(dt, monkeypatch, launches):
         close(dx, x64 * (g64 - (x64 * g64).sum(-1, keepdims=True)), dt, scale=cols ** 0.5)
         assert all(m & ROW_TEXELS["x"] for m in masks), masks          # every row has whole texels
         assert set(lanes) == {int(rows >= LANE_ROWS_MIN_ROWS)}, (rows, lanes)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_softmax_split_paths(dt, monkeypatch, launches):
+    """Softmax over long rows split across invocations (SPLIT 1: per-part max and sum, SPLIT 2: combine
+    and apply) on both load paths: one row, rows not divisible by the parts' chunks, offset by one
+    element; rows of -inf (NaN, as torch), with a NaN or +inf (NaN), -inf in whole parts only."""
+    n = 2 * ROW_SPLIT_MIN_ELEMS
+    for rows, cols, off in [(1, n, 0), (3, n + 37, 1), (2, 2 * n + 5, 0)]:
+        parts = row_split_parts(rows, cols)
+        assert parts >= 2, (rows, cols, parts)
+        (x,) = inputs(dt, rows, cols, off, 1)
+        (y,), masks, _ = on_both_paths(monkeypatch, launches, lambda: (fv.softmax(rows_of(x, rows, cols, off)),))
+        assert [s for *_, s in launches] == [1, 2], launches
+        x64 = sl(x, rows, cols, off)
+        e = np.exp(x64 - x64.max(-1, keepdims=True))
+        close(y, e / e.sum(-1, keepdims=True), dt)
+        assert all(m & ROW_TEXELS["x"] for m in masks), masks
+    x = rng.standard_normal((5, n)).astype(dt)
+    x[0] = -np.inf
+    x[1, 77] = np.nan
+    x[2, n - 3] = np.inf
+    x[3, :n // 2 + 3] = -np.inf           # the first parts all -inf: they add nothing
+    x[4, ::3] = -np.inf
+    (y,), _, _ = on_both_paths(monkeypatch, launches, lambda: (fv.softmax(fv.asarray(x)),))
+    assert [s for *_, s in launches] == [1, 2], launches
+    assert np.isnan(y[:3].astype(np.float64)).all()
+    for r in (3, 4):
+        x64 = x[r].astype(np.float64)
+        e = np.exp(x64 - x64.max())
+        close(y[r], e / e.sum(), dt)
+        assert (y[r][np.isneginf(x64)] == 0).all()
 
 
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)
@@ -128,11 +160,11 @@ def test_texel_limit_falls_back(monkeypatch, launches, device_limits):
     x = fv.asarray(rng.standard_normal((64, 128)).astype(np.float32))
     monkeypatch.setenv(loadpath.ENV, "1")
     want = fv.softmax(x).numpy(), fv.rms_norm(x).numpy()
-    assert all(t & ROW_TEXELS["x"] for _, t, _ in launches)
+    assert all(t & ROW_TEXELS["x"] for _, t, *_ in launches)
     launches.clear()
     device_limits(maxTexelBufferElements=100)
     got = fv.softmax(x).numpy(), fv.rms_norm(x).numpy()
-    assert launches and not any(t for _, t, _ in launches), launches
+    assert launches and not any(t for _, t, *_ in launches), launches
     for a, b in zip(got, want):
         assert np.array_equal(a, b)
 
@@ -182,3 +214,28 @@ def test_cumsum_paths(dt, monkeypatch, launches):
             fv.cumsum(rows_of(x, rows, cols, off), axis=0),))
         close(cs, np.cumsum(sl(x, rows, cols, off), 0), dt, scale=rows ** 0.5)
         assert all(bool(m & CUMSUM_TEXELS["x"]) == views for m in masks), (rows, cols, off, masks)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_cumsum_split_paths(dt, monkeypatch, launches):
+    """cumsum / cumulative_prod over long axes of few slices, split in segments (SPLIT 1: segment totals,
+    SPLIT 2: each segment from its slice's earlier totals) on both load paths: axes not divisible by
+    the segments, offset by one element, one slice, a strided axis (element by element). Integer
+    values: every prefix is exact, so the carry across segments must be too (bit-exact to numpy)."""
+    from fuelvk.ops.reduction import _CUMSUM_SPLIT_MIN, _cumsum_parts, cumulative_prod_along
+    n = 2 * _CUMSUM_SPLIT_MIN
+    for rows, cols, off in [(1, n, 0), (3, n + 37, 1), (2, 2 * n + 5, 0)]:
+        assert _cumsum_parts(rows, cols, None) >= 2
+        x = rng.integers(-8, 9, size=rows * cols + off).astype(dt)
+        (cs,), masks, _ = on_both_paths(monkeypatch, launches, lambda: (fv.cumsum(rows_of(x, rows, cols, off), axis=-1),))
+        assert [s for *_, s in launches] == [1, 2], launches
+        assert np.array_equal(cs, np.cumsum(sl(x, rows, cols, off), -1).astype(dt)), (rows, cols, off)
+        assert all(m & CUMSUM_TEXELS["x"] for m in masks), masks
+    x = (rng.uniform(-1, 1, n + 3) / 256 + 1).astype(dt)
+    (cp,), _, _ = on_both_paths(monkeypatch, launches, lambda: (cumulative_prod_along(fv.asarray(x)[3:], 0),))
+    assert [s for *_, s in launches] == [1, 2], launches
+    np.testing.assert_allclose(cp.astype(np.float64), np.cumprod(x[3:].astype(np.float64)), rtol=2 * TOL[np.dtype(dt)][0] * n)
+    x = rng.integers(-8, 9, size=(n + 3, 3)).astype(dt)      # along a leading axis: strided, no views
+    (cs,), masks, _ = on_both_paths(monkeypatch, launches, lambda: (fv.cumsum(fv.asarray(x), axis=0),))
+    assert [s for *_, s in launches] == [1, 2] and not any(masks), launches
+    assert np.array_equal(cs, np.cumsum(x.astype(np.float64), 0).astype(dt))

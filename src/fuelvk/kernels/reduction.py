@@ -4,11 +4,13 @@ arg-reductions.
 shaders/reduce.comp serves the value families (`reduce` is the one-row case of the last-dim
 kernel, workgroup-per-chunk with a second pass over per-chunk partials for long rows;
 reduce_any_dim is the strided one: one invocation per output element and chunk of the reduced dim,
-for short rows and leading / middle axes);
+for rows of any length and leading / middle axes; the row kernels take what its loop budget cannot);
 shaders/arg_reduce.comp serves arg_reduce_last_dim (workgroup per row, tree on (value, index)
 pairs) and arg_reduce_any_dim (strided, one invocation per output element).
 Op and mode ids are the tables below; the shaders see them as defines (OP_SUM, MODE_PARTIAL, ...).
 """
+import math
+
 from .registry import family, float_variants, id_defines
 
 GROUP = "Reductions / arg-reductions / norms"
@@ -25,7 +27,11 @@ CHUNK_PER_INVOCATION = 64
 # chunk of the reduced dim. The dim is split into chunks of at least ANY_DIM_MIN_CHUNK elements until
 # about ANY_DIM_INVOCATIONS invocations run (enough to fill a device), and always into chunks within
 # Device.loop_budget.
-ANY_DIM_MIN_CHUNK = 64
+# Chunks also hold at least sqrt(d) elements, so that the final pass over a long dim (one invocation
+# per output) reads at most sqrt(d) partials. Measured on lavapipe (f32 sum, ms; chunks of >= 64
+# without the sqrt bound -> now): [1024, 1024] axis -1 1.19 -> 0.45, all 1.23 -> 0.43, [4, 128256]
+# axis -1 0.58 -> 0.43, [64, 32768] axis -1 1.85 -> 1.39 (short chunks: more partials and loop setup).
+ANY_DIM_MIN_CHUNK = 512
 ANY_DIM_INVOCATIONS = 16384
 ANY_DIM_CHUNK_STEP = 8       # elements per texel of the narrowest dtype (f16 / bf16)
 # Contiguous rows up to this long run one row per invocation (the strided kernels: no barriers, the
@@ -34,6 +40,10 @@ ANY_DIM_CHUNK_STEP = 8       # elements per texel of the narrowest dtype (f16 / 
 # coalesced across invocations, a tree per chunk). Below one such chunk the row kernels spend their
 # time in the tree's barriers: measured on lavapipe, one row per invocation is 13x faster for sum
 # over [1024, 2048] (2 ms vs 27 ms) and 30x for argmax over [256, 8192] (2 ms vs 68 ms).
+# The value reductions (sum, mean, max, min, prod) send rows of any length to the strided kernel
+# (ops/reduction.py's VALUE_ROW_MAX): chunks of a long row over invocations beat the row kernel's
+# trees there too (lavapipe, f32 sum: [64, 32768] 11-25 ms -> 1.4 ms, the whole of [1024, 1024] 2.1
+# -> 0.43 ms); arg-reductions keep this bound.
 SHORT_ROW_MAX = 8192
 
 
@@ -44,7 +54,7 @@ def any_dim_chunks(ctx, n_out, d):
     layout, so each output's summation order is the same on every route (a multiple of
     ANY_DIM_CHUNK_STEP, so that rows read as texels split at whole texels)."""
     step = ANY_DIM_CHUNK_STEP
-    want = max(1, min(-(-ANY_DIM_INVOCATIONS // max(n_out, 1)), d // ANY_DIM_MIN_CHUNK))
+    want = max(1, min(-(-ANY_DIM_INVOCATIONS // max(n_out, 1)), d // ANY_DIM_MIN_CHUNK, math.isqrt(d)))
     chunk = -(-d // want // step) * step
     budget = ctx.device.loop_budget
     if budget is not None:

@@ -25,7 +25,7 @@ from .. import layout
 from .. import runtime
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError
 from ..kernels import kernel
-from ..kernels.norm import LANE_ROWS_MAX_COLS, LANE_ROWS_MIN_ROWS, ROW_TEXELS
+from ..kernels.norm import LANE_ROWS_MAX_COLS, LANE_ROWS_MIN_ROWS, ROW_SPLIT_WG, ROW_TEXELS, row_split_parts
 from ..kernels.reduction import row_wg
 from ._core import binding_limit, contiguous, device_args, fits, new_like, result, rowwise, scalar_words
 from .casts import astype
@@ -114,12 +114,22 @@ def _softmax_launch(fam, op, y_or_x, g, axis):
     out = new_like(v.shape, x.dtype)
     if rows and cols:
         ctx = runtime.get()
-        wg, lane, per_group = _row_plan(ctx, op, fam, tag, rows, cols, 2 if g is not None else 3)
         grad = {} if g is None else {"grad": gv}
         views, tex = texel_views(ROW_TEXELS, {"x": v, **({} if g is None else {"g": gv})}, {"o": out})
-        ctx.launch(kernel(fam, tag), ctx.groups(-(-rows // per_group)), out=out, x=v, **grad, **views, n_rows=rows,
-                   n_cols=cols, off_out=0, off_x=v.offset, off_g=gv.offset if g is not None else 0, pad=0, WG=wg,
-                   TEX=tex, LANE_ROWS=lane)
+        args = dict(out=out, x=v, **grad, **views, n_rows=rows, n_cols=cols, off_out=0, off_x=v.offset,
+                    off_g=gv.offset if g is not None else 0, TEX=tex)
+        parts = row_split_parts(rows, cols, ctx.device.loop_budget) if g is None else 0
+        if parts:
+            wg = ROW_SPLIT_WG
+            part = new_like((2 * rows * parts,), accum_dtype(x.dtype))
+            for split in (1, 2):
+                ctx.launch(kernel(fam, tag), ctx.groups(-(-rows * parts // wg)), **args, part=part, parts=parts,
+                           WG=wg, LANE_ROWS=0, SPLIT=split)
+        else:
+            wg, lane, per_group = _row_plan(ctx, op, fam, tag, rows, cols, 2 if g is not None else 3)
+            extra = {} if g is not None else {"part": out, "SPLIT": 0}
+            ctx.launch(kernel(fam, tag), ctx.groups(-(-rows // per_group)), **args, **extra, parts=0, WG=wg,
+                       LANE_ROWS=lane)
     return result(_restore(out, v.shape, perm, numpy_out), numpy_out)
 
 

@@ -2,12 +2,14 @@
 
 Layout choice (`strided_plan`): when the kept axes collapse to at most two dims and the reduced ones
 to one, the input is read in place as an [outer, d, inner] strided view. Leading / middle axes (a
-reduced dim of stride other than +-1) and short rows (d <= SHORT_ROW_MAX) run the strided kernels:
-one invocation per output element and chunk of d (coalesced across outputs, no transpose copy, no
-barriers; a long d in chunks plus a final pass over the partials). Longer contiguous rows run the
-row kernels, a workgroup per row (or per chunk of a row, plus a partials pass for 1M+ element rows).
-What fits neither (axes that do not collapse so, operands larger than one binding) has its reduced
-axes moved last by one strided copy and runs the row kernels (rows in blocks through windows).
+reduced dim of stride other than +-1) and contiguous rows (any length for the value reductions,
+VALUE_ROW_MAX; up to SHORT_ROW_MAX for argmax / argmin) run the strided kernels: one invocation per
+output element and chunk of d (coalesced across outputs, no transpose copy, no barriers; a long d in
+chunks plus a final pass over the partials). Longer contiguous rows of the arg-reductions (and rows
+past the strided kernels' loop budget) run the row kernels, a workgroup per row (or per chunk of a
+row, plus a partials pass for 1M+ element rows). What fits neither (axes that do not collapse so,
+operands larger than one binding) has its reduced axes moved last by one strided copy and runs as
+rows (in blocks through windows).
 Both families read x through 16-byte texel views where the runs they read are whole texels
 (TEXEL_LOADS; storage-buffer loads for the rest), in the same summation order either way for the
 strided kernels.
@@ -34,7 +36,8 @@ from ..errors import DTypeError, FuelVKMemoryError, ShapeError
 from ..kernels import kernel
 from ..kernels.movement_core import copy_variant
 from ..kernels.reduction import (ARG_OPS, CHUNK_PER_INVOCATION, CUMSUM_MAX_RANK, CUMSUM_TEXELS, MODE_DIRECT,
-                                 MODE_FINAL, MODE_PARTIAL, REDUCE_OPS, SHORT_ROW_MAX, any_dim_chunks, row_wg)
+                                 MODE_FINAL, MODE_PARTIAL, REDUCE_OPS, SHORT_ROW_MAX, ANY_DIM_INVOCATIONS,
+                                 any_dim_chunks, row_wg)
 from ._core import (binding_limit, blocks, contiguous, device_args, fits, launch_strided, new_like, result, rowwise,
                     spans, windowed)
 from .casts import astype
@@ -125,10 +128,16 @@ def strided_plan(x, axes):
     return ks[0], d, ks[1], sk[0], s_d, sk[1]
 
 
-def _strided_route(x, axes):
+# Contiguous rows longer than this take the row kernels (a workgroup per chunk, trees) in the value
+# reductions; None: rows of any length take the strided kernel (kernels/reduction.py: measured faster).
+# Tests set it to SHORT_ROW_MAX to run the row kernels on long rows.
+VALUE_ROW_MAX = None
+
+
+def _strided_route(x, axes, row_max=SHORT_ROW_MAX):
     """The [outer, d, inner] plan when the strided kernels should reduce x over axes, else None."""
     plan = strided_plan(x, axes) if fits(x) else None
-    if plan is None or (abs(plan[4]) == 1 and plan[1] > SHORT_ROW_MAX):   # long contiguous rows
+    if plan is None or (abs(plan[4]) == 1 and row_max is not None and plan[1] > row_max):   # long rows
         return None
     return plan
 
@@ -212,8 +221,8 @@ def sum_over_groups(part, n_groups, dtype):
 
 
 def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, all_rows=None):
-    """Reduce each row of the contiguous [rows, cols] `src` into out[row] (one or two passes); rows up
-    to SHORT_ROW_MAX one per invocation (the strided kernel), longer ones a workgroup each.
+    """Reduce each row of the contiguous [rows, cols] `src` into out[row] (one or two passes): the
+    strided kernel (rows up to VALUE_ROW_MAX, if set), else (or past its loop budget) a workgroup each.
 
     all_rows: the whole reduction's row count when this call is a block of it (the strided kernel's
     chunks, hence the summation order, follow it).
@@ -222,7 +231,7 @@ def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, all_ro
     off_out = out.offset if out_offset is None else out_offset
     if not fits(src, out):
         return _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out)
-    if cols <= SHORT_ROW_MAX and launch_reduce_strided(
+    if (VALUE_ROW_MAX is None or cols <= VALUE_ROW_MAX) and launch_reduce_strided(
             tag, op_id, src, (1, cols, rows, 0, 1, cols), out, off_out, all_rows or rows):
         return
     v = kernel(fam, tag)
@@ -246,6 +255,41 @@ def launch_reduce(fam, tag, op_id, src, rows, cols, out, out_offset=None, all_ro
                MODE=MODE_FINAL, TEX=0)
 
 
+def _long_rows_strided(tag, op_id, s2, rows, cols, o1, lim):
+    """Rows longer than one binding on the strided kernel, as the unsplit launch would run them (the
+    same chunks of each row, any_dim_chunks(rows, cols), hence the same bits): the chunks' partials of
+    each window of whole chunks are gathered in one [rows, chunks] array and combined by one final
+    pass. False (nothing launched) when the row kernels take these rows (VALUE_ROW_MAX, loop budget)."""
+    ctx = runtime.get()
+    chunks = any_dim_chunks(ctx, rows, cols) if VALUE_ROW_MAX is None else None
+    if chunks is None:
+        return False
+    chunk, total = chunks
+    span = (lim - 512) // s2.dtype.itemsize // chunk * chunk     # columns per window: whole chunks
+    ow = windowed(o1)
+    acc = accum_dtype(s2.dtype)
+    if not span or ow is None or rows * total * acc.itemsize + 512 > lim:
+        return False
+    v, wg = kernel("reduce_any_dim", tag), row_wg(ctx)
+    part = new_like((rows, total), acc)
+    copy = copy_variant(_dt.width_tag(acc), ctx.device.features)
+    args = dict(n_out=1, denom=cols, WG=wg, OP=op_id, n_inner=1, s_outer=0, s_d=1, s_inner=0, off_out=0,
+                chunk=chunk, MODE=MODE_PARTIAL)
+    for r in range(rows):
+        for c0 in range(0, cols, span):
+            sw = windowed(s2[r, c0:builtins.min(c0 + span, cols)])
+            nc = -(-sw.size // chunk)
+            x_t, tex, width = _texel_plan(sw, (1, sw.size, 1, 0, 1, sw.size), chunk)
+            tmp = new_like((nc,), acc)
+            ctx.launch(v, ctx.groups(-(-nc // width // wg)), out=tmp, x=sw, part=tmp, x_t=x_t, d=sw.size,
+                       off_in=sw.offset, n_chunks=nc, TEX=tex, **args)
+            launch_strided(copy, part[r, c0 // chunk:c0 // chunk + nc], [tmp])
+    ctx.launch(v, ctx.groups(-(-rows // wg)), out=ow, x=ow, part=part, x_t=texel_source(ow, False)[0],
+               **dict(args, n_out=rows, d=total, off_in=0, s_outer=total, chunk=total, n_chunks=1, off_out=ow.offset,
+                      MODE=MODE_FINAL, TEX=0))
+    return True
+
+
 def _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out):
     """launch_reduce over operands larger than one binding: blocks of whole rows through windows; a row
     larger than one binding is summed as column blocks whose workgroup partials (accumulator dtype) are
@@ -257,6 +301,8 @@ def _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out):
     if cols * src.dtype.itemsize + 512 <= lim:
         for sw, ow in blocks([s2, o1], axes=1, op="reduce"):
             launch_reduce(fam, tag, op_id, sw, ow.size, cols, ow, all_rows=rows)
+        return
+    if _long_rows_strided(tag, op_id, s2, rows, cols, o1, lim):
         return
     v = kernel(fam, tag)
     wg = row_wg(ctx)
@@ -327,7 +373,7 @@ def _reduce(op, x, axis, keepdims, dtype=None):
                              f"(shape {x.shape}, axis {axis}); kernel reduce_last_dim.{tag}")
         return result(_fill(out_shape, x.dtype, {"mean": np.nan, "prod": 1}.get(op, 0)), numpy_out)
     out = new_like(out_shape, x.dtype)
-    plan = _strided_route(x, axes)
+    plan = _strided_route(x, axes, VALUE_ROW_MAX)
     if plan is not None and launch_reduce_strided(tag, REDUCE_OPS[op], x, plan, out):
         return result(out, numpy_out)
     src, rows, cols = rows_view(x, axes)
@@ -544,6 +590,28 @@ _CUMSUM_WG = 64
 _CUMSUM_SERIAL_MAX_D = 16384
 
 
+# Long axes over few slices (what would take a workgroup per slice, SCAN) run split: each slice in
+# `parts` segments of at least _CUMSUM_SPLIT_MIN elements, one invocation each (SPLIT 1: segment
+# totals; SPLIT 2: each segment from its slice's earlier totals), parts a power of two up to
+# _CUMSUM_SPLIT_MAX_PARTS (SPLIT 2 sums up to parts totals per invocation) and no more than needed for
+# ANY_DIM_INVOCATIONS invocations in all: from the axis length and the device-filling count, never the
+# device's name. Measured on lavapipe (f32, ms, a workgroup per slice -> split): [4, 128256] 2.9 ->
+# 2.3 (16 parts), [64, 16384] 8.3 -> 2.5 (4 parts; 16 parts of 1024: 4.4, 64 parts: 9.6).
+_CUMSUM_SPLIT_MIN = 4096
+_CUMSUM_SPLIT_MAX_PARTS = 64
+_CUMSUM_SPLIT_WG = 8
+
+
+def _cumsum_parts(n_slices, d, budget):
+    """Segments per slice for the split scan (>= 2), or 0 (one workgroup per slice)."""
+    cap = builtins.min(d // _CUMSUM_SPLIT_MIN, _CUMSUM_SPLIT_MAX_PARTS, -(-ANY_DIM_INVOCATIONS // n_slices))
+    if cap < 2:
+        return 0
+    parts = 1 << (cap.bit_length() - 1)
+    per = -(-d // parts) + TEXEL_BYTES
+    return parts if budget is None or (per <= budget // 2 and parts <= budget) else 0
+
+
 def _adjacent_slices(x, out, ax, shape, s_in, s_out):
     """True when cumsum's slices come in runs of whole 16-byte texels of x and out (COLS): the innermost
     collapsed outer dim has unit strides and a multiple of PER elements, and the offsets, the axis
@@ -606,6 +674,14 @@ def _cumulative(op, x, axis, prod):
     args = dict(out=out, x=x, n_slices=n_slices, d=d, rank=len(shape), off_in=x.offset, off_out=out.offset,
                 s_ax=x.strides[ax], so_ax=out.strides[ax], shape=shape, s_in=s_in, s_out=s_out, PROD=prod,
                 ROWS=int(rows), COLS=int(cols), TEX=tex, **views)
+    parts = 0 if cols or (serial_ok and (n_slices >= 256 or d < 1024)) else _cumsum_parts(n_slices, d, budget)
+    if parts:         # long axes, few slices: segments of each slice over invocations, two passes
+        part = new_like((n_slices * parts,), accum_dtype(x.dtype))
+        for split in (1, 2):
+            ctx.launch(kernel("cumsum", tag), ctx.groups(-(-n_slices * parts // _CUMSUM_SPLIT_WG)), **args, part=part,
+                       parts=parts, WG=_CUMSUM_SPLIT_WG, SCAN=0, SPLIT=split)
+        return result(out, numpy_out)
+    args.update(part=out, parts=0, SPLIT=0)
     if cols:          # PER slices per invocation, no barriers (a workgroup per slice is barrier-bound)
         per = TEXEL_BYTES // x.dtype.itemsize
         ctx.launch(kernel("cumsum", tag), ctx.groups(-(-n_slices // per // _CUMSUM_WG)), **args, WG=_CUMSUM_WG,
