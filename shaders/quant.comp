@@ -269,8 +269,11 @@ void decode32(uint bb, uint sb, out float v[32]) {
     precise float dm = dmin * float(sm.y);
     uint shift = (sb & 1u) * 4u;
     [[unroll]] for (uint e = 0u; e < 32u; ++e) {
-        precise float x = ds * float((BYTE(n, e) >> shift) & 15u) - dm;
-        v[e] = x;
+        precise float p = ds * float((BYTE(n, e) >> shift) & 15u);
+        precise float x = p - dm;
+        // a NaN operand's bits as gguf's (x86) subtraction returns them: p's if p is NaN, else dm's, its
+        // sign kept (the driver may lower p - dm to p + (-dm), which would flip a NaN dm's sign)
+        v[e] = isnan(p) ? p : isnan(dm) ? dm : x;
     }
 #else
     uint hh = sb >> 2, r0 = (sb & 3u) * 32u;       // the 128-element half and the sub-block's place in it

@@ -97,6 +97,17 @@ def test_dequantize_matches_gguf(kind):
         assert_bits(fq.dequantize(b.reshape(-1), kind, want.shape), want)    # explicit shape
 
 
+@pytest.mark.parametrize("kind", ["q4_0", "q8_0", "q4_k", "q6_k"])
+def test_dequantize_nonfinite_scales_bit_exact(kind):
+    """Random scale bits (NaN / inf scales, both signs) give gguf's bits, NaN signs and payloads included:
+    ~1 q4_k block in 6 has both a NaN d * sc * q and a NaN dmin * m, or only the latter (whose sign a
+    driver that lowers a - b to a + (-b) flips)."""
+    b = random_blocks(kind, 4, 24, finite=False)
+    with np.errstate(all="ignore"):
+        want = gguf.quants.dequantize(b, QT[kind])
+    assert_bits(fq.dequantize(b, kind), want)
+
+
 @pytest.mark.parametrize("kind", ["q4_0", "q4_k"])
 def test_dequantize_large_and_views(kind):
     qk, bs = block_bytes(kind)
