@@ -123,7 +123,7 @@ SETTINGS = {s.name: s for s in (
             "where the disk caches live (default `~/.cache/fuelvk`)"),
     Setting("FUELVK_MATMUL_ROUTE", Text("a route of fuelvk.matmul_route"), None, "per call",
             "force matmul's route (tests, benchmarks); `route=` wins"),
-    Setting("FUELVK_ATTENTION_ROUTE", Text("auto, single, tiled"), None, "per call",
+    Setting("FUELVK_ATTENTION_ROUTE", Text("auto, single, tiled, decode"), None, "per call",
             "force attention's route (tests, benchmarks); `route=` wins"),
     Setting("FUELVK_QMATMUL_ROUTE", Text("matvec, tiled"), None, "per call",
             "force qmatmul's route (tests, benchmarks); `route=` wins"),
