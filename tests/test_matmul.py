@@ -366,7 +366,7 @@ def test_realistic_size():
 @pytest.mark.parametrize("op, env, accepted, pick", [
     ("matmul", "FUELVK_MATMUL_ROUTE", "matvec, register_tiled, tiled, small, coop, auto",
      lambda route: fv.matmul_route(np.zeros((2, 3), F32), np.zeros((3, 2), F32), route=route)),
-    ("attention_route", "FUELVK_ATTENTION_ROUTE", "single, tiled, auto",
+    ("attention_route", "FUELVK_ATTENTION_ROUTE", "single, tiled, decode, auto",
      lambda route: fv.attention_route((1, 2, 3, 32), (1, 2, 5, 32), route=route)),
     ("qmatmul_route", "FUELVK_QMATMUL_ROUTE", "matvec, tiled, auto",
      lambda route: fv.qmatmul_route((2, 64), (4, 64), route=route)),
