@@ -25,18 +25,24 @@ def path(request, monkeypatch):
     return request.param
 
 
-@pytest.fixture
-def texel_launches(monkeypatch):
-    """The TEXW specialization of every copy_texels launch during the test."""
+def spy_launches(monkeypatch, record):
+    """The list record(variant, launch keywords) fills, one entry per launch (None: not recorded)."""
     ctx = runtime.get()
     seen, real = [], ctx.launch
 
     def spy(variant, *a, **k):
-        if variant.family == "copy_texels":
-            seen.append(k["TEXW"])
+        entry = record(variant, k)
+        if entry is not None:
+            seen.append(entry)
         return real(variant, *a, **k)
     monkeypatch.setattr(ctx, "launch", spy)
     return seen
+
+
+@pytest.fixture
+def texel_launches(monkeypatch):
+    """The TEXW specialization of every copy_texels launch during the test."""
+    return spy_launches(monkeypatch, lambda v, k: k["TEXW"] if v.family == "copy_texels" else None)
 
 
 def data(shape, dt):
@@ -162,15 +168,7 @@ def test_flip_and_roll(dt, path, texel_launches):
 @pytest.fixture
 def remap_launches(monkeypatch):
     """The remap.comp families launched during the test (`flip` or its storage-only twin `flip_ssbo`)."""
-    ctx = runtime.get()
-    seen, real = [], ctx.launch
-
-    def spy(variant, *a, **k):
-        if variant.source == "remap.comp":
-            seen.append(variant.family)
-        return real(variant, *a, **k)
-    monkeypatch.setattr(ctx, "launch", spy)
-    return seen
+    return spy_launches(monkeypatch, lambda v, k: v.family if v.source == "remap.comp" else None)
 
 
 @pytest.mark.parametrize("dt", DTYPES, ids=lambda d: np.dtype(d).name)

@@ -249,6 +249,19 @@ def _gdn(op, q, k, v, state, A_log, a, dt_bias, b, scale, cu, rows, update_state
     return out, (new_state if update_state else None)
 
 
+def _gdn_operands(op, lead, q, k, v, a, b, A_log, dt_bias, state):
+    """The gated delta-net operands on the device, their ranks checked: q / k / v [*lead, H, D], a / b
+    [*lead, HV] (lead: "B, T" or "T"); the state uploaded when given."""
+    (q, k, v, a, b, A_log, dt_bias), numpy_out = device_args(op, q, k, v, a, b, A_log, dt_bias)
+    if state is not None:
+        (state,), _ = device_args(op, state)
+    r = len(lead.split(","))
+    if q.ndim != r + 2 or k.ndim != r + 2 or v.ndim != r + 2 or a.ndim != r + 1 or b.ndim != r + 1:
+        raise ShapeError(f"{op}: needs q / k / v [{lead}, H, D] and a / b [{lead}, HV]; got q {q.shape}, "
+                         f"k {k.shape}, v {v.shape}, a {a.shape}, b {b.shape}")
+    return q, k, v, a, b, A_log, dt_bias, state, numpy_out
+
+
 def gated_delta_rule_decode(q, k, v, state, A_log, a, dt_bias, b, scale=None, state_indices=None, *,
                             update_state=True):
     """Gated delta-net decode (T = 1) or multi-token verification (T > 1), k-last state, as FlashInfer's
@@ -260,12 +273,7 @@ def gated_delta_rule_decode(q, k, v, state, A_log, a, dt_bias, b, scale=None, st
     0: 1 / sqrt(K)).  Returns (output [B, T, HV, V] of q's dtype, new_state: the state with each
     batch's slot replaced by its final state, float32; None when update_state is False)."""
     op = "gated_delta_rule_decode"
-    (q, k, v, a, b, A_log, dt_bias), numpy_out = device_args(op, q, k, v, a, b, A_log, dt_bias)
-    if state is not None:
-        (state,), _ = device_args(op, state)
-    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4 or a.ndim != 3 or b.ndim != 3:
-        raise ShapeError(f"{op}: needs q / k / v [B, T, H, D] and a / b [B, T, HV]; got q {q.shape}, k {k.shape}, "
-                         f"v {v.shape}, a {a.shape}, b {b.shape}")
+    q, k, v, a, b, A_log, dt_bias, state, numpy_out = _gdn_operands(op, "B, T", q, k, v, a, b, A_log, dt_bias, state)
     nb, t = q.shape[:2]
     for name, arr in (("k", k), ("v", v), ("a", a), ("b", b)):
         if tuple(arr.shape[:2]) != (nb, t):
@@ -298,12 +306,7 @@ def gated_delta_rule_prefill(q, k, v, state, A_log, a, dt_bias, b, scale=None, c
     as gated_delta_rule_decode does.  Returns (output [T, HV, V] of q's dtype, new_state [N, HV, V, K]
     float32: each sequence's final state; an empty sequence's is zeros, as the reference leaves it)."""
     op = "gated_delta_rule_prefill"
-    (q, k, v, a, b, A_log, dt_bias), numpy_out = device_args(op, q, k, v, a, b, A_log, dt_bias)
-    if state is not None:
-        (state,), _ = device_args(op, state)
-    if q.ndim != 3 or k.ndim != 3 or v.ndim != 3 or a.ndim != 2 or b.ndim != 2:
-        raise ShapeError(f"{op}: needs q / k / v [T, H, D] and a / b [T, HV]; got q {q.shape}, k {k.shape}, "
-                         f"v {v.shape}, a {a.shape}, b {b.shape}")
+    q, k, v, a, b, A_log, dt_bias, state, numpy_out = _gdn_operands(op, "T", q, k, v, a, b, A_log, dt_bias, state)
     total = q.shape[0]
     if cu_seqlens is None:
         cu = np.array([0, total], np.int64)
