@@ -300,6 +300,9 @@ OPS = {
     "silu": lambda t: TF.silu(t["a"]), "relu": lambda t: TF.relu(t["a"]),
     "gelu_tanh": lambda t: TF.gelu(t["a"], approximate="tanh"), "pow2": lambda t: t["a"] ** 2,
     "pow3": lambda t: t["a"].pow(3), "pow_half": lambda t: t["p"] ** 0.5, "abs": lambda t: t["a"].abs(),
+    "pow_tensor": lambda t: t["p"] ** t["a"], "pow_float": lambda t: t["p"] ** 1.7,
+    "pow_base": lambda t: 2.0 ** t["a"], "pow_inplace": lambda t: t["p"].clone().pow_(t["b"]),
+    "pow_neg_base": lambda t: t["a"] ** torch.tensor([2.0, 3.0, -1.0, 0.5]).to(t["a"].device),
     "maximum": lambda t: torch.maximum(t["a"], t["b"]),
     "mm": lambda t: t["a"] @ t["m"], "addmm": lambda t: torch.addmm(t["bias"], t["a"], t["m"], beta=0.5, alpha=2),
     "bmm": lambda t: torch.bmm(t["bm"], t["bn"]), "matmul3d": lambda t: t["x3"] @ t["m"],
@@ -354,6 +357,18 @@ def test_op_matches_cpu(name, no_fallback):
     want = OPS[name](t)
     got = OPS[name]({k: v.to(DEV) for k, v in t.items()})
     close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_pow_with_a_tensor_exponent_backward(no_fallback):
+    """aten's pow derivatives (pow, log, mul) on the device: both gradients as torch CPU's."""
+    a, b = torch.rand(3, 4) + 0.5, torch.randn(3, 4)
+
+    def grads(dev):
+        x, y = a.to(dev).requires_grad_(), b.to(dev).requires_grad_()
+        (x ** y).sum().backward()
+        return x.grad, y.grad
+    for got, want in zip(grads(DEV), grads("cpu")):
+        close(got, want)
 
 
 def test_where_is_exact(no_fallback):

@@ -431,7 +431,21 @@ def pow_scalar(self, exponent):
         return tensor_of(fv.reciprocal(x))
     if float(e).is_integer() and x.dtype == np.float32:
         return tensor_of(fv.power(x, int(e)))
-    raise Unhandled(f"exponent {e!r} for {self.dtype}")
+    return tensor_of(fv.pow(x, float(e)))          # the array API's pow (IEEE special cases)
+
+
+def _float_pow(x, y):
+    """aten.pow of floats through fuelvk.pow (exp(y log x) with exact integer powers); integer operands
+    stay with torch (its errors for negative integer exponents)."""
+    arr = x if isinstance(x, Array) else y
+    if not np.issubdtype(arr.dtype, np.floating) and arr.dtype.name != "bfloat16":
+        raise Unhandled(f"pow of {arr.dtype}")
+    return fv.pow(x, y)
+
+
+_pow_op, _pow_iop = _binaries("pow", _float_pow)
+KERNELS["pow.Tensor_Tensor"], KERNELS["pow_.Tensor"], KERNELS["pow_.Scalar"] = _pow_op, _pow_iop, _pow_iop
+KERNELS["pow.Scalar"] = lambda self, exponent: tensor_of(_binary(_float_pow, self, exponent))
 
 
 # -- comparisons, masks --------------------------------------------------------------------------------
