@@ -10,6 +10,7 @@ os.environ.setdefault("FUELVK_PIPELINE_CACHE", "1")
 
 import fuelvk  # noqa: E402
 from fuelvk import runtime  # noqa: E402
+from fuelvk.runtime import loadpath  # noqa: E402
 
 
 # FUELVK_CHECK_FAMILIES=1 (scripts/setup.sh's second-driver subset): record each kernel family whose
@@ -89,3 +90,12 @@ def device_limits(monkeypatch):
                 return values[name] if name in values else getattr(real, name)
         monkeypatch.setattr(dev, "limits", Limits())
     return override
+
+
+@pytest.fixture(params=["texel", "ssbo"])
+def path(request, monkeypatch):
+    """The load path forced (FUELVK_TEXEL_LOADS=1 / 0), the plan cache emptied so launches re-plan; test
+    files that force more paths define their own `path`."""
+    monkeypatch.setenv(loadpath.ENV, "1" if request.param == "texel" else "0")
+    monkeypatch.setattr(runtime.get(), "plans", {})
+    return request.param

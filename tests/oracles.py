@@ -1,6 +1,6 @@
 """Tolerances (one per-dtype table) and comparison helpers shared by all tests."""
-import numpy as np
 import ml_dtypes
+import numpy as np
 
 import fuelvk as fv
 
@@ -64,3 +64,19 @@ def assert_bits(got, want):
 
 def rand(shape, dt, rng, lo=-2.0, hi=2.0):
     return rng.uniform(lo, hi, size=shape).astype(dt)
+
+
+def spy_plans(monkeypatch, take):
+    """A list extended with take(plan) for every launch_strided plan built while the test runs (the plan
+    cache emptied so every launch plans)."""
+    from fuelvk import runtime
+    from fuelvk.ops import _core
+    seen, real = [], _core._plan
+
+    def spy(*a, **k):
+        plan = real(*a, **k)
+        seen.extend(take(plan))
+        return plan
+    monkeypatch.setattr(_core, "_plan", spy)
+    monkeypatch.setattr(runtime.get(), "plans", {})
+    return seen

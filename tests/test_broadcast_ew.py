@@ -8,6 +8,7 @@ import struct
 import ml_dtypes
 import numpy as np
 import pytest
+from oracles import spy_plans
 
 import fuelvk as fv
 from fuelvk import runtime
@@ -22,25 +23,10 @@ INNERS = (1, 3, 4, 1000, 1024)
 T = 5                                   # rows: one LINEAR workgroup and a part (inner 1024)
 
 
-@pytest.fixture(params=["texel", "ssbo"])
-def path(request, monkeypatch):
-    monkeypatch.setenv(loadpath.ENV, "1" if request.param == "texel" else "0")
-    return request.param
-
-
 @pytest.fixture
 def flags(monkeypatch):
     """The Params flags word of every launch_strided chunk planned during the test."""
-    seen = []
-    real = _core._plan
-
-    def spy(*a, **k):
-        plan = real(*a, **k)
-        seen.extend(struct.unpack_from("<I", push, 8)[0] for _, _, push in plan[0])
-        return plan
-    monkeypatch.setattr(_core, "_plan", spy)
-    monkeypatch.setattr(runtime.get(), "plans", {})
-    return seen
+    return spy_plans(monkeypatch, lambda plan: [struct.unpack_from("<I", push, 8)[0] for _, _, push in plan[0]])
 
 
 def bits(a, dt):

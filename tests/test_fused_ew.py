@@ -11,20 +11,12 @@ import pytest
 from oracles import FLOATS, TRANS_TOL, assert_close
 
 import fuelvk as fv
-from fuelvk.kernels import kernel
 from fuelvk import runtime
 from fuelvk.errors import DTypeError
+from fuelvk.kernels import kernel
 from fuelvk.ops.elementwise import fused
-from fuelvk.runtime import loadpath
 
 RNG = np.random.default_rng(4)
-
-
-@pytest.fixture(params=["texel", "ssbo"])
-def path(request, monkeypatch):
-    monkeypatch.setenv(loadpath.ENV, "1" if request.param == "texel" else "0")
-    monkeypatch.setattr(runtime.get(), "plans", {})
-    return request.param
 
 
 def _np_silu(x):

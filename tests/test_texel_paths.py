@@ -4,6 +4,7 @@ a multiple of 4 / 8), half-texel ends and the stub view bound past maxTexelBuffe
 import ml_dtypes
 import numpy as np
 import pytest
+from oracles import spy_plans
 
 import fuelvk as fv
 from fuelvk import runtime
@@ -18,25 +19,10 @@ SIZES = (1, 7, 12, 13, 1029)        # < 4, tail 3, one texel and a half (f16), o
 OFFSETS = (0, 4, 8)                 # 4: half a texel for f16 / bf16, a whole one for f32
 
 
-@pytest.fixture(params=["texel", "ssbo"])
-def path(request, monkeypatch):
-    monkeypatch.setenv(loadpath.ENV, "1" if request.param == "texel" else "0")
-    return request.param
-
-
 @pytest.fixture
 def seen(monkeypatch):
     """The texel views' sources of every launch_strided plan built during the test."""
-    views = []
-    real = _core._plan
-
-    def spy(*a, **k):
-        plan = real(*a, **k)
-        views.append(plan[2])
-        return plan
-    monkeypatch.setattr(_core, "_plan", spy)
-    monkeypatch.setattr(runtime.get(), "plans", {})
-    return views
+    return spy_plans(monkeypatch, lambda plan: [plan[2]])
 
 
 def bits(a, dt):
