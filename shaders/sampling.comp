@@ -1,6 +1,8 @@
 #version 450
-// Sampling from probabilities (ops/sampling.py): top-k, top-p, top-k-top-p and greedy, one workgroup
-// per row of probs [rows, vocab] (float32) doing the whole cut search and the draw on the device.
+// Sampling from probabilities (ops/sampling.py): top-k, top-p, top-k-top-p and greedy, LANES invocations
+// per row of probs [rows, vocab] (float32) doing the whole cut search and the draw on the device:
+// LANES = WG (one row a workgroup, sums and scans through shared memory) or, for short rows, LANES = 1
+// (one row an invocation, WG rows a workgroup, no barrier ever reached).
 //
 // Each row is a small state machine (its words in `state`, set up by the host) advanced one pass over
 // the row at a time, at most `passes` passes a launch (the host splits the passes over launches within
@@ -20,7 +22,8 @@
 //             weight passes u * total (u from the host's seeded generator), written as int64.
 // Ordered passes (ties, draw) give each invocation a contiguous chunk of the row and scan the chunk
 // sums across the workgroup; the unordered ones read the row strided (coalesced).
-layout(constant_id = 0) const uint WG = 64;        // invocations per row (a power of two, <= MAX_WG)
+layout(constant_id = 0) const uint WG = 64;        // a power of two, <= MAX_WG
+layout(constant_id = 1) const uint LANES = 64;     // invocations per row: WG or 1
 layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) readonly buffer Probs { float x[]; };
@@ -30,6 +33,7 @@ layout(set = 0, binding = 3) writeonly buffer Out { uint o[]; };              //
 
 layout(push_constant) uniform Params {
     uint vocab; uint row0; uint off; uint passes;   // row0: the first row of this window; off: x's offset
+    uint n_rows;                                    // rows in this window
 } pc;
 
 // Word layout of a row's state (ops/sampling.py writes the initial words).
@@ -58,7 +62,8 @@ const float LAST_BELOW = 1.0 - 1.0 / 8388608.0;   // keeps a draw's target below
 
 uint gid;    // the row
 uint base;   // its first element in x
-uint lid;
+uint lid;    // the invocation in the workgroup
+uint lane;   // ... in its row (0 when LANES = 1)
 bool krow;
 int kt, k_end;
 float den;
@@ -84,6 +89,7 @@ void clear_buckets() {
 
 // Sums of (f, c) over the workgroup, returned to every invocation.
 void reduce_sum(inout float f, inout uint c) {
+    if (LANES == 1u) return;
     s_f[lid] = f; s_u[lid] = c;
     barrier();
     for (uint s = WG / 2u; s > 0u; s >>= 1) {
@@ -96,6 +102,7 @@ void reduce_sum(inout float f, inout uint c) {
 
 // Sums of every bucket (and the one above the edges) over the workgroup, in one tree.
 void reduce_buckets() {
+    if (LANES == 1u) return;
     for (uint j = 0u; j < NT; j++) { s_bm[j * WG + lid] = g_mass[j]; s_bc[j * WG + lid] = g_cnt[j]; }
     s_bm[NT * WG + lid] = g_mabove; s_bc[NT * WG + lid] = g_above;
     barrier();
@@ -109,9 +116,10 @@ void reduce_buckets() {
     barrier();
 }
 
-// Inclusive scans of (f, c) over the invocations (Hillis-Steele: monotone in float for f >= 0, each
-// step's sums never smaller than the previous invocation's); s_f / s_u hold them afterwards.
-void scan(float f, uint c) {
+// Inclusive scans of (f, c) over the lanes (Hillis-Steele: monotone in float for f >= 0, each step's
+// sums never smaller than the previous lane's): this lane's inclusive and exclusive sums, the total.
+void scan(float f, uint c, out float f_incl, out float f_excl, out float f_total, out uint c_incl) {
+    if (LANES == 1u) { f_incl = f_total = f; f_excl = 0.0; c_incl = c; return; }
     s_f[lid] = f; s_u[lid] = c;
     barrier();
     for (uint s = 1u; s < WG; s <<= 1) {
@@ -121,33 +129,41 @@ void scan(float f, uint c) {
         s_f[lid] += tf; s_u[lid] += tc;
         barrier();
     }
+    f_incl = s_f[lid]; f_excl = lid > 0u ? s_f[lid - 1u] : 0.0; f_total = s_f[WG - 1u]; c_incl = s_u[lid];
+    barrier();
 }
 
 // The index of the take-th (1-based) token of value bits `t` in index order (of r when use_r, else
 // of x), or vocab - 1 when there are fewer.
 int nth_tie(int t, uint take, bool use_r, uint c0, uint c1) {
-    uint c = 0u;
+    uint c = 0u, incl;
+    float unused;
     for (uint i = c0; i < c1; i++) c += uint(floatBitsToInt(use_r ? r_of(i) : x[base + i]) == t);
-    scan(0.0, c);
-    uint incl = s_u[lid], excl = incl - c;
-    if (lid == 0u) s_found = pc.vocab - 1u;
-    barrier();
+    scan(0.0, c, unused, unused, unused, incl);
+    uint excl = incl - c, found = pc.vocab - 1u;
     if (excl < take && take <= incl) {
         uint need = take - excl;
         for (uint i = c0; i < c1; i++) {
-            if (floatBitsToInt(use_r ? r_of(i) : x[base + i]) == t && --need == 0u) { s_found = i; break; }
+            if (floatBitsToInt(use_r ? r_of(i) : x[base + i]) == t && --need == 0u) { found = i; break; }
         }
     }
+    if (LANES == 1u) return int(found);
+    if (lid == 0u) s_found = pc.vocab - 1u;
     barrier();
-    int found = int(s_found);
+    if (excl < take && take <= incl) s_found = found;
     barrier();
-    return found;
+    found = s_found;
+    barrier();
+    return int(found);
 }
 
 void main() {
     lid = gl_LocalInvocationID.x;
-    gid = pc.row0 + gl_WorkGroupID.x;
-    base = pc.off + gl_WorkGroupID.x * pc.vocab;
+    lane = LANES == 1u ? 0u : lid;
+    uint rw = LANES == 1u ? gl_GlobalInvocationID.x : gl_WorkGroupID.x;   // the row in this window
+    if (rw >= pc.n_rows) return;                  // LANES = 1 only: a whole row a workgroup otherwise
+    gid = pc.row0 + rw;
+    base = pc.off + rw * pc.vocab;
     uint sb = gid * STATE_WORDS;
     uvec4 a = row_arg[gid];
     uint k = a.x;
@@ -159,15 +175,15 @@ void main() {
     float m_hi = uintBitsToFloat(st[sb + S_MHI]);
     kt = int(st[sb + S_KT]); k_end = int(st[sb + S_KEND]); den = uintBitsToFloat(st[sb + S_DEN]);
     int pt = int(st[sb + S_PT]), p_end = int(st[sb + S_PEND]);
-    uint chunk = (pc.vocab + WG - 1u) / WG;
-    uint c0 = min(lid * chunk, pc.vocab), c1 = min(c0 + chunk, pc.vocab);   // this invocation's ordered chunk
+    uint chunk = (pc.vocab + LANES - 1u) / LANES;
+    uint c0 = min(lane * chunk, pc.vocab), c1 = min(c0 + chunk, pc.vocab);   // this lane's ordered chunk
 
     for (uint pass = 0u; pass < pc.passes && phase != PH_DONE; pass++) {
         if (phase == PH_K_BISECT) {
             // NT-way split of [lo, hi): edge j = lo + j step; count(x >= edge j) from the buckets
             int step = (hi - lo + NT - 1) / NT;
             clear_buckets();
-            for (uint i = lid; i < pc.vocab; i += WG) {
+            for (uint i = lane; i < pc.vocab; i += LANES) {
                 int b = floatBitsToInt(x[base + i]);
                 if (b >= hi) g_above++;
                 else if (b >= lo) g_cnt[(b - lo) / step]++;
@@ -192,7 +208,7 @@ void main() {
             // kept: x > kt and the first `take` ties at kt; den = their sum
             float m = 0.0;
             uint c = 0u;
-            for (uint i = lid; i < pc.vocab; i += WG) {
+            for (uint i = lane; i < pc.vocab; i += LANES) {
                 float xi = x[base + i];
                 if (floatBitsToInt(xi) > kt) m += xi;
             }
@@ -207,26 +223,28 @@ void main() {
         } else if (phase == PH_P_START) {
             float mx = -1.0 / 0.0, m = 0.0;
             uint arg = pc.vocab - 1u, c = 0u;
-            for (uint i = lid; i < pc.vocab; i += WG) {
+            for (uint i = lane; i < pc.vocab; i += LANES) {
                 float ri = r_of(i);
                 if (ri > mx) { mx = ri; arg = i; }       // strided ascending: the first of this invocation's maxima
                 if (floatBitsToInt(ri) > 0) { m += ri; c++; }
             }
-            s_f[lid] = mx; s_i[lid] = arg;
-            barrier();
-            for (uint s = WG / 2u; s > 0u; s >>= 1) {
-                if (lid < s) {
-                    float om = s_f[lid + s];
-                    uint oa = s_i[lid + s];
-                    if (om > s_f[lid] || (om == s_f[lid] && oa < s_i[lid])) { s_f[lid] = om; s_i[lid] = oa; }
+            if (LANES > 1u) {
+                s_f[lid] = mx; s_i[lid] = arg;
+                barrier();
+                for (uint s = WG / 2u; s > 0u; s >>= 1) {
+                    if (lid < s) {
+                        float om = s_f[lid + s];
+                        uint oa = s_i[lid + s];
+                        if (om > s_f[lid] || (om == s_f[lid] && oa < s_i[lid])) { s_f[lid] = om; s_i[lid] = oa; }
+                    }
+                    barrier();
                 }
+                mx = s_f[0]; arg = s_i[0];
                 barrier();
             }
-            mx = s_f[0]; arg = s_i[0];
-            barrier();
             reduce_sum(m, c);
             if ((a.w & FLAG_GREEDY) != 0u) {
-                if (lid == 0u) { o[2u * gid] = arg; o[2u * gid + 1u] = 0u; }
+                if (lane == 0u) { o[2u * gid] = arg; o[2u * gid + 1u] = 0u; }
                 phase = PH_DONE;
             } else if ((a.w & FLAG_P) != 0u && m > top_p) {
                 lo = -1; hi = floatBitsToInt(mx); c_lo = c; c_hi = 0u; m_hi = 0.0;   // mass(r > lo) > p >= mass(r > hi)
@@ -239,7 +257,7 @@ void main() {
             // NT-way split of (lo, hi]: edge j = lo + j step; mass and count of r > edge j from the buckets
             int step = (hi - lo + NT - 1) / NT;
             clear_buckets();
-            for (uint i = lid; i < pc.vocab; i += WG) {
+            for (uint i = lane; i < pc.vocab; i += LANES) {
                 float ri = r_of(i);
                 int b = floatBitsToInt(ri);
                 if (b > hi) { g_above++; g_mabove += ri; }
@@ -276,11 +294,11 @@ void main() {
                 int b = floatBitsToInt(ri);
                 if (b > pt || (b == pt && int(i) <= p_end)) w += ri;
             }
-            scan(w, 0u);
-            float incl = s_f[lid], excl = lid > 0u ? s_f[lid - 1u] : 0.0, total = s_f[WG - 1u];
+            float incl, excl, total;
+            uint unused;
+            scan(w, 0u, incl, excl, total, unused);
             float target = min(total * u, total * LAST_BELOW);
-            barrier();
-            if (lid == 0u && !(total > 0.0)) { o[2u * gid] = pc.vocab - 1u; o[2u * gid + 1u] = 0u; }
+            if (lane == 0u && !(total > 0.0)) { o[2u * gid] = pc.vocab - 1u; o[2u * gid + 1u] = 0u; }
             if (total > 0.0 && excl <= target && target < incl) {
                 float acc = excl;
                 uint pick = c1 - 1u;
@@ -298,7 +316,7 @@ void main() {
             phase = PH_DONE;
         }
     }
-    if (lid == 0u) {
+    if (lane == 0u) {
         st[sb + S_PHASE] = phase; st[sb + S_LO] = uint(lo); st[sb + S_HI] = uint(hi);
         st[sb + S_CLO] = c_lo; st[sb + S_CHI] = c_hi; st[sb + S_TAKE] = take; st[sb + S_MHI] = floatBitsToUint(m_hi);
         st[sb + S_KT] = uint(kt); st[sb + S_KEND] = uint(k_end); st[sb + S_DEN] = floatBitsToUint(den);

@@ -5,7 +5,8 @@ PHASES and FLAGS are shared with the shader as defines (PH_*, FLAG_*)."""
 from .registry import family, id_defines
 
 GROUP = "Sampling"
-MAX_WG = 64      # invocations per row (a specialization constant): NT + 1 bucket sums in shared memory
+MAX_WG = 64      # invocations a workgroup (a specialization constant): NT + 1 bucket sums in shared memory
+SERIAL_VOCAB = 256   # rows up to this long: one invocation a row (LANES = 1), MAX_WG rows a workgroup
 PHASES = {"k_bisect": 0, "k_ties": 1, "p_start": 2, "p_bisect": 3, "p_ties": 4, "draw": 5, "done": 6}
 FLAGS = {"k": 1, "p": 2, "greedy": 4}       # a row's filters (bits of its row_arg's w)
 STATE_WORDS = 12

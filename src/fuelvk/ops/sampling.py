@@ -26,7 +26,7 @@ from .. import runtime
 from ..array import Array, asarray
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError, UnsupportedError
 from ..kernels import kernel
-from ..kernels.sampling import FLAGS, MAX_PASSES, MAX_WG, PASS_LOOP, PHASES, STATE_WORDS
+from ..kernels.sampling import FLAGS, MAX_PASSES, MAX_WG, PASS_LOOP, PHASES, SERIAL_VOCAB, STATE_WORDS
 from ._core import binding_limit, contiguous, device_args, new_like, result, windowed
 
 __all__ = ["top_k_sampling_from_probs", "top_p_sampling_from_probs", "top_k_top_p_sampling_from_probs"]
@@ -76,22 +76,26 @@ def _initial_state(b, v, k_rows):
     return st
 
 
-def _workgroup(v):
-    """Invocations per row: about 16 tokens each, a power of two in [8, MAX_WG] (a small row wastes
-    no barriers on idle invocations)."""
-    return min(MAX_WG, max(8, 1 << (-(-v // 16) - 1).bit_length()))
+def _lanes(v):
+    """(invocations a workgroup, invocations a row): rows up to SERIAL_VOCAB tokens one invocation each
+    (no barrier, MAX_WG rows a workgroup); longer rows a workgroup each, about 16 tokens an invocation
+    (a power of two in [8, MAX_WG])."""
+    if v <= SERIAL_VOCAB:
+        return MAX_WG, 1
+    wg = min(MAX_WG, max(8, 1 << (-(-v // 16) - 1).bit_length()))
+    return wg, wg
 
 
-def _passes_per_launch(op, v, wg):
+def _passes_per_launch(op, v, lanes):
     """Passes one launch may run within Device.loop_budget (MAX_PASSES when there is no cap)."""
     budget = runtime.get().device.loop_budget
     if budget is None:
         return MAX_PASSES
-    cost = PASS_LOOP[0] * -(-v // wg) + PASS_LOOP[1]
+    cost = PASS_LOOP[0] * -(-v // lanes) + PASS_LOOP[1]
     if cost > budget:
         raise UnsupportedError(f"{op}: one pass over a row of {v} tokens needs {cost} loop iterations per "
                                f"invocation, over this device's loop budget of {budget} (accepted: vocab <= "
-                               f"{(budget - PASS_LOOP[1]) // PASS_LOOP[0] * wg})")
+                               f"{(budget - PASS_LOOP[1]) // PASS_LOOP[0] * lanes})")
     return min(MAX_PASSES, budget // cost)
 
 
@@ -112,8 +116,8 @@ def _sample(op, probs, top_k, top_p, seed):
     p_rows = (pp > 0) & (pp < 1)
     args = asarray(_row_args(k, k_rows, pp, p_rows, greedy, _uniforms(b, seed)))
     state = asarray(_initial_state(b, v, k_rows))
-    wg = _workgroup(v)
-    passes = _passes_per_launch(op, v, wg)
+    wg, lanes = _lanes(v)
+    passes = _passes_per_launch(op, v, lanes)
     if v * 4 > binding_limit():
         raise FuelVKMemoryError(f"{op}: one row of {v} float32 tokens is over one storage binding "
                                 f"({binding_limit()} bytes)")
@@ -124,8 +128,9 @@ def _sample(op, probs, top_k, top_p, seed):
         r1 = min(b, r0 + rows_per)
         window = windowed(p[r0:r1])
         for _ in range(-(-MAX_PASSES // passes)):      # finished rows return at once
-            ctx.launch(kernel("sampling", "f32"), (r1 - r0, 1, 1), probs=window, row_args=args, state=state,
-                       out=out, vocab=v, row0=r0, off=window.offset, passes=passes, WG=wg)
+            ctx.launch(kernel("sampling", "f32"), (-(-(r1 - r0) * lanes // wg), 1, 1), probs=window, row_args=args,
+                       state=state, out=out, vocab=v, row0=r0, off=window.offset, passes=passes, n_rows=r1 - r0,
+                       WG=wg, LANES=lanes)
     return result(out, numpy_out)
 
 
