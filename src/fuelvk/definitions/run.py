@@ -832,7 +832,7 @@ def check_sampling(defn, inputs, solution, first):
     tvd = 0.5 * (freqs - expected).abs().sum(-1)
     err = (freqs - expected).abs()
     corr = {"max_relative_error": float((err / (expected.abs() + 1e-8)).max()),
-            "max_absolute_error": float(err.max()), "extra": {"tvd": float(tvd.max())}}
+            "max_absolute_error": float(err.max()), "extra": {"tvd": float(tvd.max()), "tvds_per_batch": tvd.tolist()}}
     if tvd.max() > cfg["tvd_threshold"]:
         return corr, (f"samples: total variation distance {float(tvd.max()):.3f} > {cfg['tvd_threshold']} "
                       f"(row {int(tvd.argmax())}, {trials * repeat} draws per row)")
