@@ -32,9 +32,9 @@ layout(set = 0, binding = 2) buffer State { uint st[]; };                     //
 layout(set = 0, binding = 3) writeonly buffer Out { uint o[]; };              // int64 words
 
 layout(push_constant) uniform Params {
-    uint vocab; uint row0; uint off; uint passes;   // row0: the first row of this window; off: x's offset
-    uint n_rows;                                    // rows in this window
-} pc;
+    uint vocab; uint off; uint passes; uint n_rows;   // off: x's offset; n_rows: the rows of this window
+    uint off_args; uint off_state; uint off_out;      // the window's first row in row_arg / st / o (words: uvec4s
+} pc;                                                 // for row_arg)
 
 // Word layout of a row's state (ops/sampling.py writes the initial words).
 #define S_PHASE 0u
@@ -60,7 +60,7 @@ shared uint s_bc[(NT + 1) * WG];
 
 const float LAST_BELOW = 1.0 - 1.0 / 8388608.0;   // keeps a draw's target below the row's total
 
-uint gid;    // the row
+uint ow;     // the row's int64 result in o
 uint base;   // its first element in x
 uint lid;    // the invocation in the workgroup
 uint lane;   // ... in its row (0 when LANES = 1)
@@ -162,10 +162,10 @@ void main() {
     lane = LANES == 1u ? 0u : lid;
     uint rw = LANES == 1u ? gl_GlobalInvocationID.x : gl_WorkGroupID.x;   // the row in this window
     if (rw >= pc.n_rows) return;                  // LANES = 1 only: a whole row a workgroup otherwise
-    gid = pc.row0 + rw;
+    ow = pc.off_out + 2u * rw;
     base = pc.off + rw * pc.vocab;
-    uint sb = gid * STATE_WORDS;
-    uvec4 a = row_arg[gid];
+    uint sb = pc.off_state + rw * STATE_WORDS;
+    uvec4 a = row_arg[pc.off_args + rw];
     uint k = a.x;
     float top_p = uintBitsToFloat(a.y), u = uintBitsToFloat(a.z);
     krow = (a.w & FLAG_K) != 0u;
@@ -244,7 +244,7 @@ void main() {
             }
             reduce_sum(m, c);
             if ((a.w & FLAG_GREEDY) != 0u) {
-                if (lane == 0u) { o[2u * gid] = arg; o[2u * gid + 1u] = 0u; }
+                if (lane == 0u) { o[ow] = arg; o[ow + 1u] = 0u; }
                 phase = PH_DONE;
             } else if ((a.w & FLAG_P) != 0u && m > top_p) {
                 lo = -1; hi = floatBitsToInt(mx); c_lo = c; c_hi = 0u; m_hi = 0.0;   // mass(r > lo) > p >= mass(r > hi)
@@ -298,7 +298,7 @@ void main() {
             uint unused;
             scan(w, 0u, incl, excl, total, unused);
             float target = min(total * u, total * LAST_BELOW);
-            if (lane == 0u && !(total > 0.0)) { o[2u * gid] = pc.vocab - 1u; o[2u * gid + 1u] = 0u; }
+            if (lane == 0u && !(total > 0.0)) { o[ow] = pc.vocab - 1u; o[ow + 1u] = 0u; }
             if (total > 0.0 && excl <= target && target < incl) {
                 float acc = excl;
                 uint pick = c1 - 1u;
@@ -311,7 +311,7 @@ void main() {
                         if (acc > target) break;
                     }
                 }
-                o[2u * gid] = pick; o[2u * gid + 1u] = 0u;
+                o[ow] = pick; o[ow + 1u] = 0u;
             }
             phase = PH_DONE;
         }

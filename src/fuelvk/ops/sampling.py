@@ -26,6 +26,7 @@ from .. import runtime
 from ..array import Array, asarray
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError, UnsupportedError
 from ..kernels import kernel
+from ..runtime.memory import MIN_BYTES
 from ..kernels.sampling import FLAGS, MAX_PASSES, MAX_WG, PASS_LOOP, PHASES, SERIAL_VOCAB, STATE_WORDS
 from ._core import binding_limit, contiguous, device_args, new_like, result, windowed
 
@@ -118,19 +119,23 @@ def _sample(op, probs, top_k, top_p, seed):
     state = asarray(_initial_state(b, v, k_rows))
     wg, lanes = _lanes(v)
     passes = _passes_per_launch(op, v, lanes)
-    if v * 4 > binding_limit():
-        raise FuelVKMemoryError(f"{op}: one row of {v} float32 tokens is over one storage binding "
-                                f"({binding_limit()} bytes)")
     p = contiguous(p)
     ctx = runtime.get()
-    rows_per = min(binding_limit() // (v * 4), ctx.device.limits.maxComputeWorkGroupCount[0])
-    for r0 in range(0, b, rows_per):
-        r1 = min(b, r0 + rows_per)
-        window = windowed(p[r0:r1])
-        for _ in range(-(-MAX_PASSES // passes)):      # finished rows return at once
-            ctx.launch(kernel("sampling", "f32"), (-(-(r1 - r0) * lanes // wg), 1, 1), probs=window, row_args=args,
-                       state=state, out=out, vocab=v, row0=r0, off=window.offset, passes=passes, n_rows=r1 - r0,
-                       WG=wg, LANES=lanes)
+    lim = binding_limit()
+    slack = 2 * MIN_BYTES                                 # a window's ends are aligned out
+    most = min(ctx.device.limits.maxComputeWorkGroupCount[0] * wg // lanes,   # rows one launch may take
+               b if p.nbytes <= lim else max(1, (lim - slack) // (v * 4)))
+    for r0 in range(0, b, most):                           # rows in windows of one binding
+        rows = slice(r0, r0 + most)
+        window, a_w, s_w, o_w = (windowed(x[rows]) for x in (p, args, state, out))
+        if window is None:
+            raise FuelVKMemoryError(f"{op}: one row of {v} float32 tokens is over one binding "
+                                    f"(maxStorageBufferRange = {lim} bytes)")
+        n = window.shape[0]
+        for _ in range(-(-MAX_PASSES // passes)):          # finished rows return at once
+            ctx.launch(kernel("sampling", "f32"), (-(-n * lanes // wg), 1, 1), probs=window, row_args=a_w,
+                       state=s_w, out=o_w, vocab=v, off=window.offset, passes=passes, n_rows=n,
+                       off_args=a_w.offset // 4, off_state=s_w.offset, off_out=2 * o_w.offset, WG=wg, LANES=lanes)
     return result(out, numpy_out)
 
 
