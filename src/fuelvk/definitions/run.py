@@ -1,14 +1,16 @@
 """Evaluate fuelvk as a FlashInfer-Bench Solution: Definitions + workload JSONL -> Trace JSONL.
 
 Per workload row: inputs as the row says (random: FlashInfer-Bench's generator, seeded by the
-workload uuid, `probs` of a sampling Definition softmax-normalized as FlashInfer-Bench does;
+workload uuid, `probs` of a sampling Definition softmax-normalized and a DSA indexer's fp8 key cache
+packed from bfloat16 randn keys, as FlashInfer-Bench does;
 scalar: the value; safetensors: resolved against the dataset root as FlashInfer-Bench does,
 loaded when the file and the safetensors package are there, else derived when the Definition's
 constraints fix it, else status INPUT_UNAVAILABLE), the Definition's `reference` run in torch (CPU),
 the same inputs through fuelvk, and FlashInfer-Bench's correctness rule: an element fails only if
 BOTH its absolute error and its relative error |x - y| / (|y| + 1e-8) exceed the tolerance (1e-2
 each), and a row fails when more than 1 - required_matched_ratio of the elements fail (ratio 1.0,
-0.95 for moe: TOLERANCES; sampling: sample frequencies, check_sampling).  fuelvk's addition:
+0.95 for moe: TOLERANCES; sampling: sample frequencies, check_sampling; the DSA top-k indexer: the
+scores at its indices, sorted, check_dsa_indexer).  fuelvk's addition:
 NaN/inf must match position by position (FlashInfer-Bench fails any non-finite solution output,
 even where the reference has one).
 
