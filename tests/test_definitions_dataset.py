@@ -12,8 +12,16 @@ import torch
 from test_definitions import DATA, _log_lse, _passes_and_a_wrong_one_fails, _with_consts
 
 from fuelvk.definitions import evaluate, fuelvk_solution, match_solution
-from fuelvk.definitions.run import (SOLUTIONS, _dsa_scores, check_dsa_indexer, gen_inputs, load_definitions,
-                                    normalize, pack_fp8_k_cache, reference_fn)
+from fuelvk.definitions.run import (
+    SOLUTIONS,
+    _dsa_scores,
+    check_dsa_indexer,
+    gen_inputs,
+    load_definitions,
+    normalize,
+    pack_fp8_k_cache,
+    reference_fn,
+)
 from fuelvk.definitions.workloads import row_for
 
 DATASET = load_definitions(DATA)
@@ -117,8 +125,8 @@ def test_dsa_topk_indexer(tmp_path):
     d = DATASET["dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"]
     _run_row(d, tmp_path, lambda o: (o[0][::-1],))
     small = _shrunk_topk(d, 16)
-    dup = lambda o: (np.concatenate([o[0][:, :1], o[0][:, :-1]], axis=1),)   # noqa: E731 (a token twice)
-    row = _run_row(small, tmp_path / "k16", dup)
+    row = _run_row(small, tmp_path / "k16", lambda o: (np.concatenate([o[0][:, :1], o[0][:, :-1]], axis=1),))
+    # (the wrong answer: a token twice)
     # a solution that ignores the page table (tokens in cache order) is caught
     wrong = evaluate(small, row, root=tmp_path / "k16", repeats=1, solution=lambda defn, inp: fuelvk_solution(
         defn, {**inp, "block_table": inp["block_table"].flip(1)}))["evaluation"]

@@ -177,7 +177,10 @@ def test_loop_budget_and_binding_windows(monkeypatch, device_limits):
         want = fv.top_k_top_p_sampling_from_probs(probs, k, p, seed=9)
         launches = []
         real = runtime.get().launch
-        monkeypatch.setattr(runtime.get(), "launch", lambda *a, **kw: (launches.append(kw["passes"]), real(*a, **kw))[1])
+        def spy(*a, launches=launches, real=real, **kw):
+            launches.append(kw["passes"])
+            return real(*a, **kw)
+        monkeypatch.setattr(runtime.get(), "launch", spy)
         lanes = sampling._lanes(v)[1]
         one_pass = sampling.PASS_LOOP[0] * -(-v // lanes) + sampling.PASS_LOOP[1]
         monkeypatch.setattr(dev, "loop_budget", 2 * one_pass)

@@ -26,8 +26,8 @@ from .. import runtime
 from ..array import Array, asarray
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError, UnsupportedError
 from ..kernels import kernel
-from ..runtime.memory import MIN_BYTES
 from ..kernels.sampling import FLAGS, MAX_PASSES, MAX_WG, PASS_LOOP, PHASES, SERIAL_VOCAB, STATE_WORDS
+from ..runtime.memory import MIN_BYTES
 from ._core import binding_limit, contiguous, device_args, new_like, result, windowed
 
 __all__ = ["top_k_sampling_from_probs", "top_p_sampling_from_probs", "top_k_top_p_sampling_from_probs"]
