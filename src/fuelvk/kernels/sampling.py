@@ -1,5 +1,6 @@
-"""Sampling from probabilities (shaders/sampling.comp): one workgroup per row runs the top-k / top-p
-cut searches and the draw as a state machine over passes of the row (ops/sampling.py).
+"""Sampling from probabilities (shaders/sampling.comp): a workgroup per row (or, for rows up to
+SERIAL_VOCAB tokens, an invocation per row) runs the top-k / top-p cut searches and the draw as a
+state machine over passes of the row (ops/sampling.py).
 
 PHASES and FLAGS are shared with the shader as defines (PH_*, FLAG_*)."""
 from .registry import family, id_defines
