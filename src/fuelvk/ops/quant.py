@@ -9,7 +9,11 @@ range (max |x| < ~1.5e-36) or that hold inf/NaN are outside that promise: Vulkan
 flush f32 denormals, and gguf's own result there is NaN-driven casts.
 
 qmatmul(x, w) computes x @ W.T with W [N, K] in GGML's row-major weight layout (llama.cpp's
-convention); M == 1 runs the fused matvec, M > 1 the fused tiled kernel; W is never expanded.
+convention). Routes: "matvec" (the fused qmatvec, once per row of x) for M < DEQUANT_MIN_M; "dequant"
+above (W dequantized to f32 in chunks of weight rows, then the f32 matmul: the decode is paid once
+per weight element, not once per tile of rows, and the matmul's register tile is the fast kernel);
+"tiled" (the fused tiled kernel, W never expanded) only when forced: it lost to the dequant route at
+every M measured (q4_0 M=64 N=2048 K=4096: 8.8 s vs 0.17 s; q4_k M=4: 1.16 s vs 18 ms).
 
 Load path (issue 18): the kernels read the packed blocks as 16-byte texels of an rgba32ui view where
 the device reads texels faster (runtime/loadpath.py's probe; FUELVK_TEXEL_LOADS forces either path),
@@ -38,7 +42,13 @@ __all__ = ["qmatmul", "qmatmul_route"]  # quantize/dequantize stay module-level 
 
 KINDS = tuple(BLOCK)
 QUANTIZE_KINDS = ("q8_0", "q4_0")
-ROUTES = ("matvec", "tiled")
+ROUTES = ("matvec", "tiled", "dequant")
+# M from which dequantize + f32 matmul beats one qmatvec per row of x: the measured crossover lay at
+# M ~ 4-5 for q4_0 / q4_k (N=2048, K=4096; the dequant costs ~4x a matvec row); 8 keeps the matvec
+# where the two are close (its memory stays the packed blocks).
+DEQUANT_MIN_M = 8
+# f32 bytes of W dequantized at once by the dequant route (chunks of whole weight rows).
+DEQUANT_CHUNK_BYTES = 64 << 20
 ENV = "FUELVK_QMATMUL_ROUTE"
 
 
@@ -221,12 +231,12 @@ def dequantize(blocks, kind=None, shape=None):
 
 
 def _route(op, m, route):
-    """matvec for one row of x (M == 1), the tiled kernel otherwise, unless route= or ENV forces one."""
-    return forced_route(op, route, ENV, ROUTES) or ("matvec" if m == 1 else "tiled")
+    """matvec for M < DEQUANT_MIN_M rows of x, dequant from there, unless route= or ENV forces one."""
+    return forced_route(op, route, ENV, ROUTES) or ("matvec" if m < DEQUANT_MIN_M else "dequant")
 
 
 def qmatmul_route(x, shape, *, route=None):
-    """The route ("matvec" or "tiled") qmatmul(x, w, ...) takes for x (an array or its shape) and the
+    """The route ("matvec", "dequant" or "tiled") qmatmul(x, w, ...) takes for x (an array or its shape) and the
     weight's logical shape (N, K) (or the QuantTensor), honouring route= and FUELVK_QMATMUL_ROUTE;
     nothing is uploaded or launched."""
     op = "qmatmul_route"
@@ -242,8 +252,9 @@ def qmatmul_route(x, shape, *, route=None):
 def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
     """x [..., K] float32 @ W.T for W [N, K] given as GGML blocks (uint8 bytes or a QuantTensor).
 
-    M (= prod of x's leading dims) == 1 runs the fused qmatvec, M > 1 the fused tiled kernel;
-    route="matvec"/"tiled" (or FUELVK_QMATMUL_ROUTE) forces one. Returns float32 [..., N].
+    M (= prod of x's leading dims) < DEQUANT_MIN_M runs the fused qmatvec per row, larger M the
+    dequant route (module docstring); route="matvec"/"dequant"/"tiled" (or FUELVK_QMATMUL_ROUTE)
+    forces one. Returns float32 [..., N].
     """
     op = "qmatmul"
     (xa,), x_numpy = device_args(op, x)
@@ -267,6 +278,9 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
     xa = contiguous(xa)
     qk, bs = BLOCK[k]
     bpr = kk // qk
+    if picked == "dequant":
+        r = _qmatmul_dequant(xa.reshape(m, kk), w.reshape(n, bpr * bs), k, kk, out.reshape(m, n))
+        return result(r.reshape(lead + (n,)), x_numpy and w_numpy)
     if not fits(xa, w, out):
         _qmatmul_blocks(xa.reshape(m, kk), w.reshape(n, bpr * bs), k, kk, out.reshape(m, n), route)
         return result(out, x_numpy and w_numpy)
@@ -292,6 +306,21 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
 
     out = split_k(op, out, kk, k_per_launch(K_LOOP[picked], ctx.device.loop_budget, qk), run)
     return result(out, x_numpy and w_numpy)
+
+
+def _qmatmul_dequant(x2, w2, k, kk, o2):
+    """The dequant route: x @ W.T with W dequantized to f32 in chunks of DEQUANT_CHUNK_BYTES of weight
+    rows, each chunk's product written into its columns of o2 (one chunk: the product itself is the
+    result). Returns the [M, N] result."""
+    from .matmul import matmul
+    n = w2.shape[0]
+    rows = max(1, DEQUANT_CHUNK_BYTES // (4 * kk))
+    if rows >= n:
+        return matmul(x2, dequantize(w2, k, (n, kk)).T)
+    for n0 in range(0, n, rows):
+        n1 = min(n, n0 + rows)
+        launch_write(kernel("write_slice", "b4"), o2[:, n0:n1], matmul(x2, dequantize(w2[n0:n1], k, (n1 - n0, kk)).T))
+    return o2
 
 
 def _qmatmul_blocks(x2, w2, k, kk, o2, route):
