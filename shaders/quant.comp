@@ -237,6 +237,8 @@ FETCH(fetch34, 34u)
 FETCH(fetch32, 32u)
 #if KIND == KIND_Q4_K
 FETCH(fetch16, 16u)
+#else
+FETCH(fetch18, 18u)
 #endif
 #endif
 
@@ -297,13 +299,20 @@ void decode32(uint bb, uint sb, out float v[32]) {
 #endif
 
 #if MODE == MODE_QMATVEC
-// sum_j w[32 sb + j] * xv[j] over the SPS sub-blocks from sb of the block at byte bb (q4_k: a pair,
-// which shares its 32 nibble bytes and the block header: one fetch of each for 64 elements); xs[i]
-// = sum of sub-block i's x (q4_k's min term; the same for every row, so summed once per step).
-#if KIND == KIND_Q4_K
+// sum_j w[32 sb + j] * xv[j] over the SPS sub-blocks of a lane step, from sb, of the block at byte bb;
+// xs[i] = sum of sub-block i's x (q4_k's min term; the same for every row, so summed once per step).
+// k-quants take pairs that share their fetches: q4_k sub-blocks sb, sb + 1 (one 32-byte nibble run,
+// low and high nibbles, one header); q6_k sb, sb + 2 (one 32-byte low-nibble run, one 32-byte
+// high-bit run and the scales + d in one 18-byte fetch), XSTEP vec4 of x apart.
+#if KIND == KIND_Q4_K || KIND == KIND_Q6_K
 #define SPS 2u
 #else
 #define SPS 1u
+#endif
+#if KIND == KIND_Q6_K
+#define XSTEP 16u
+#else
+#define XSTEP 8u
 #endif
 #define XV (8u * SPS)
 float xe(vec4 xv[XV], uint j) { return xv[j >> 2][j & 3u]; }
@@ -345,23 +354,27 @@ float dot32(uint bb, uint sb, vec4 xv[XV], vec2 xs) {
     float d = half_to_float(h[0] & 0xFFFFu), dmin = half_to_float(h[0] >> 16);
     return (d * float(sm0.x) * a0 - dmin * float(sm0.y) * xs.x) + (d * float(sm1.x) * a1 - dmin * float(sm1.y) * xs.y);
 #else
-    // 4 elements a step: low nibbles and high 2-bit pairs combined per byte in one word; the two
-    // 16-element halves have their own scale, applied to each half's sum
-    uint hh = sb >> 2, r0 = (sb & 3u) * 32u;
-    uint lo[8], hi[8], sc[1], dw[1];
-    fetch32(bb + hh * 64u + (r0 & 63u), lo);
+    // 4 elements a word: low nibbles and high 2-bit pairs combined per byte; each 16-element quarter
+    // of the pair has its own scale, applied to that quarter's sum
+    uint hh = sb >> 2, k = sb & 1u;                // sb = 4 hh + k, k < 2: the pair is sb, sb + 2
+    uint lo[8], hi[8], sd[5];
+    fetch32(bb + hh * 64u + k * 32u, lo);
     fetch32(bb + 128u + hh * 32u, hi);
-    fetch2(bb + 192u + 2u * sb, sc);
-    fetch2(bb + 208u, dw);
-    uint ls = 4u * (r0 >> 6), hs = 2u * (r0 >> 5);
-    float a[2] = float[2](0.0, 0.0);
+    fetch18(bb + 192u, sd);                        // 16 int8 scales, f16 d
+    float a[4] = float[4](0.0, 0.0, 0.0, 0.0);
     [[unroll]] for (uint w = 0u; w < 8u; ++w) {
-        uint q = ((lo[w] >> ls) & 0x0F0F0F0Fu) | (((hi[w] >> hs) & 0x03030303u) << 4);
-        [[unroll]] for (uint j = 0u; j < 4u; ++j)
-            a[w >> 2] += float(int((q >> (8u * j)) & 0xFFu) - 32) * xe(xv, 4u * w + j);
+        uint qa = (lo[w] & 0x0F0F0F0Fu) | (((hi[w] >> (2u * k)) & 0x03030303u) << 4);
+        uint qb = ((lo[w] >> 4) & 0x0F0F0F0Fu) | (((hi[w] >> (2u * k + 4u)) & 0x03030303u) << 4);
+        [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+            a[w >> 2] += float(int((qa >> (8u * j)) & 0xFFu) - 32) * xe(xv, 4u * w + j);
+            a[2u + (w >> 2)] += float(int((qb >> (8u * j)) & 0xFFu) - 32) * xe(xv, 32u + 4u * w + j);
+        }
     }
-    float d = half_to_float(dw[0]);
-    float acc = (d * float(INT8(sc[0] & 0xFFu))) * a[0] + (d * float(INT8(sc[0] >> 8))) * a[1];
+    // scales 2 sb, 2 sb + 1 (word 2 hh, bytes 2k, 2k + 1) and 2 sb + 4, 2 sb + 5 (word 2 hh + 1)
+    uint ca = (hh == 0u ? sd[0] : sd[2]) >> (16u * k), cb = (hh == 0u ? sd[1] : sd[3]) >> (16u * k);
+    float d = half_to_float(sd[4] & 0xFFFFu);
+    float acc = ((d * float(INT8(ca & 0xFFu))) * a[0] + (d * float(INT8((ca >> 8) & 0xFFu))) * a[1])
+              + ((d * float(INT8(cb & 0xFFu))) * a[2] + (d * float(INT8((cb >> 8) & 0xFFu))) * a[3]);
     return acc;
 #endif
 }
@@ -432,16 +445,24 @@ void main() {
     }
     for (uint s = l; s < subs / SPS; s += 64u) {   // a lane step: SPS sub-blocks (subs % SPS == 0: whole blocks)
         vec4 xv[XV];
-        uint xo = p.off_x / 4u + s * XV;
-        [[unroll]] for (uint j = 0u; j < XV; ++j)
-            xv[j] = (TEX & 2u) != 0u ? uintBitsToFloat(imageLoad(x_t, int(xo + j))) : x4[xo + j];
-        uint boff = (s * SPS / (QK / 32u)) * (2u * BW), sb = s * SPS % (QK / 32u);
+        uint blk = s / (QK / 32u / SPS), t = s % (QK / 32u / SPS);
+#if KIND == KIND_Q6_K
+        uint sb = (t >> 1) * 4u + (t & 1u);
+#else
+        uint sb = t * SPS;
+#endif
+        uint xo = p.off_x / 4u + blk * (QK / 4u) + sb * 8u;
+        [[unroll]] for (uint j = 0u; j < XV; ++j) {
+            uint xj = xo + (j >> 3) * XSTEP + (j & 7u);
+            xv[j] = (TEX & 2u) != 0u ? uintBitsToFloat(imageLoad(x_t, int(xj))) : x4[xj];
+        }
+        uint boff = blk * (2u * BW);
         vec2 xs = vec2(0.0);
 #if KIND == KIND_Q4_K
         [[unroll]] for (uint i = 0u; i < SPS; ++i) {
-            vec4 t = ((xv[8u * i] + xv[8u * i + 1u]) + (xv[8u * i + 2u] + xv[8u * i + 3u]))
-                   + ((xv[8u * i + 4u] + xv[8u * i + 5u]) + (xv[8u * i + 6u] + xv[8u * i + 7u]));
-            xs[i] = (t.x + t.y) + (t.z + t.w);
+            vec4 xt = ((xv[8u * i] + xv[8u * i + 1u]) + (xv[8u * i + 2u] + xv[8u * i + 3u]))
+                    + ((xv[8u * i + 4u] + xv[8u * i + 5u]) + (xv[8u * i + 6u] + xv[8u * i + 7u]));
+            xs[i] = (xt.x + xt.y) + (xt.z + xt.w);
         }
 #endif
         [[unroll]] for (uint r = 0u; r < NR; ++r) acc[r] += dot32(rb[r] + boff, sb, xv, xs);
