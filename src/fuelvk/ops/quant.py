@@ -13,7 +13,11 @@ convention). Routes: "matvec" (the fused qmatvec, once per row of x) for M < DEQ
 above (W dequantized to f32 in chunks of weight rows, then the f32 matmul: the decode is paid once
 per weight element, not once per tile of rows, and the matmul's register tile is the fast kernel);
 "tiled" (the fused tiled kernel, W never expanded) only when forced: it lost to the dequant route at
-every M measured (q4_0 M=64 N=2048 K=4096: 8.8 s vs 0.17 s; q4_k M=4: 1.16 s vs 18 ms).
+every M measured (q4_0 M=64 N=2048 K=4096: 8.8 s vs 0.17 s; q4_k M=4: 1.16 s vs 18 ms). Its cost is
+not the decode but its shared-memory FMA loop (q4_0 M=16 N=1024 K=4096, process CPU: 564 ms; 550
+without the decode, 60 with one of the 32 FMA steps per chunk): on CPU drivers shared memory is
+per-lane scalar loads and barriers are coroutine switches, which the texel-reading register tile of
+ops/matmul.py avoids.
 
 Load path (issue 18): the kernels read the packed blocks as 16-byte texels of an rgba32ui view where
 the device reads texels faster (runtime/loadpath.py's probe; FUELVK_TEXEL_LOADS forces either path),
