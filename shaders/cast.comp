@@ -197,6 +197,24 @@ DRAW cast_bits(RAW x) {
     bool nan = h > 0x7C00u;
 #endif
     return ((x >> 8) & 0x80u) | (nan ? 0x7Fu : f8_from_f32_abs(a));
+#elif SRC == FMT_F16 && DST == FMT_BF16
+    // straight from the 16-bit pattern: a normal f16 magnitude h is the f32 (h << 13) + (112 << 23),
+    // whose bf16 rounding (at f32 bit 16) is h's at bit 3, the bias added after it (a carry into the
+    // exponent is right; 65504 rounds to 65536); an f16 subnormal is the exact f32 m * 2^-24 rounded
+    // to bf16; inf stays inf, NaN is bf16's canonical quiet NaN (NAN_RULE 2), signs kept
+    uint h = x & 0x7FFFu;
+    uint nrm = ((h + 3u + ((h >> 3) & 1u)) >> 3) + (112u << 7);
+    uint f = floatBitsToUint(float(h) * 5.9604644775390625e-8);
+    uint sub = (f + 0x7FFFu + ((f >> 16) & 1u)) >> 16;
+    uint r = h < 0x400u ? sub : (h == 0x7C00u ? 0x7F80u : (h > 0x7C00u ? 0x7FC0u : nrm));
+    return (x & 0x8000u) | r;
+#elif SRC == FMT_F8 && DST == FMT_BF16
+    // straight from the 8-bit pattern: a normal f8e4m3fn magnitude h is bf16 (h << 4) + (120 << 7)
+    // exactly; a subnormal (and zero) is the exact f32 m * 2^-9's top half; 0x7F is NaN (canonical quiet)
+    uint h = x & 0x7Fu;
+    uint sub = floatBitsToUint(float(h) * 0.001953125) >> 16;
+    uint r = h < 8u ? sub : (h == 0x7Fu ? 0x7FC0u : (h << 4) + (120u << 7));
+    return ((x & 0x80u) << 8) | r;
 #else
 #if SRC == FMT_F32
     uint f = x;
