@@ -285,6 +285,11 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
     lead = xa.shape[:-1]
     m = math.prod(lead)
     picked = _route(op, m, k, route)
+    qk, bs = BLOCK[k]
+    bpr = kk // qk
+    if picked == "dequant" and m and n and kk:   # the product is the result: no output allocated here
+        r = _qmatmul_dequant(contiguous(xa).reshape(m, kk), w.reshape(n, bpr * bs), k, kk)
+        return result(r.reshape(lead + (n,)), x_numpy and w_numpy)
     out = empty(lead + (n,), _dt.float32)
     if m == 0 or n == 0:
         return result(out, x_numpy and w_numpy)
@@ -292,11 +297,6 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
         runtime.get().stream.fill(out.buffer, out.nbytes)
         return result(out, x_numpy and w_numpy)
     xa = contiguous(xa)
-    qk, bs = BLOCK[k]
-    bpr = kk // qk
-    if picked == "dequant":
-        r = _qmatmul_dequant(xa.reshape(m, kk), w.reshape(n, bpr * bs), k, kk, out.reshape(m, n))
-        return result(r.reshape(lead + (n,)), x_numpy and w_numpy)
     if not fits(xa, w, out):
         _qmatmul_blocks(xa.reshape(m, kk), w.reshape(n, bpr * bs), k, kk, out.reshape(m, n), route)
         return result(out, x_numpy and w_numpy)
@@ -324,15 +324,16 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
     return result(out, x_numpy and w_numpy)
 
 
-def _qmatmul_dequant(x2, w2, k, kk, o2):
+def _qmatmul_dequant(x2, w2, k, kk):
     """The dequant route: x @ W.T with W dequantized to f32 in chunks of DEQUANT_CHUNK_BYTES of weight
-    rows, each chunk's product written into its columns of o2 (one chunk: the product itself is the
-    result). Returns the [M, N] result."""
+    rows, each chunk's product written into its columns of the result (one chunk: the product itself
+    is the result). Returns the [M, N] result."""
     from .matmul import matmul
     n = w2.shape[0]
     rows = max(1, DEQUANT_CHUNK_BYTES // (4 * kk))
     if rows >= n:
         return matmul(x2, dequantize(w2, k, (n, kk)).T)
+    o2 = empty((x2.shape[0], n), _dt.float32)
     for n0 in range(0, n, rows):
         n1 = min(n, n0 + rows)
         launch_write(kernel("write_slice", "b4"), o2[:, n0:n1], matmul(x2, dequantize(w2[n0:n1], k, (n1 - n0, kk)).T))
