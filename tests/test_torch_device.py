@@ -864,3 +864,60 @@ def test_sdpa_head_dim_past_the_fused_kernel_takes_the_math_path(no_fallback):
     qd = q.to(DEV)
     assert torch.ops.aten._fused_sdp_choice(qd, qd, qd) == int(SDPBackend.MATH)
     close(TF.scaled_dot_product_attention(qd, qd, qd), TF.scaled_dot_product_attention(q, q, q), rtol=1e-5, atol=1e-5)
+
+
+# -- index bounds: checked on the device, raised at the next synchronize --------------------------------
+def _host_waits(fn):
+    """(fn()'s result, host waits (stream synchronizes) while fn ran)."""
+    stream = fuelvk.runtime.get().stream
+    fuelvk.synchronize()
+    waits = [0]
+    sync = stream.synchronize
+
+    def counting():
+        waits[0] += 1
+        return sync()
+    stream.synchronize = counting
+    try:
+        out = fn()
+    finally:
+        del stream.synchronize
+    return out, waits[0]
+
+
+def test_index_bounds_checked_without_a_host_wait(no_fallback):
+    """In range: embedding and cross_entropy (forward and backward) never wait for the device; the
+    results match CPU torch."""
+    torch.manual_seed(0)
+    w = torch.randn(10, 4, requires_grad=True)
+    ids, target = torch.tensor([[0, 9, 3], [3, 3, 1]]), torch.tensor([2, 9, 0, 5, 5, 1])
+    wd = w.detach().to(DEV).requires_grad_()
+
+    def step(weight, i, t):
+        logits = TF.embedding(i, weight).reshape(6, 4) @ weight.t()
+        loss = TF.cross_entropy(logits, t)
+        loss.backward()
+        return loss
+    loss, waits = _host_waits(lambda: step(wd, ids.to(DEV), target.to(DEV)))
+    assert waits == 0
+    want = step(w, ids, target)
+    close(loss.detach(), want.detach(), rtol=1e-5)
+    close(wd.grad, w.grad, rtol=1e-5)
+
+
+@pytest.mark.parametrize("bad", [10, -11])
+def test_index_out_of_range_raises_at_the_next_sync(bad):
+    """An out-of-range index raises FuelVKIndexError (an IndexError) at the next synchronize, before any
+    result computed from it reaches the host; later work is unaffected."""
+    w = torch.randn(10, 4).to(DEV)
+    ids = torch.tensor([1, bad]).to(DEV)
+    out, waits = _host_waits(lambda: TF.embedding(ids, w) * 2)
+    assert waits == 0
+    with pytest.raises(fuelvk.FuelVKIndexError, match=rf"index {bad} .*out of bounds for an axis of size 10"):
+        out.cpu()
+    target = torch.tensor([0, 7]).to(DEV)   # nll_loss: targets in [0, classes)
+    loss = TF.cross_entropy(torch.randn(2, 5).to(DEV), target)
+    with pytest.raises(IndexError, match="index 7 .*size 5"):
+        loss.item()
+    ok = TF.embedding(torch.tensor([9, 0]).to(DEV), w)   # the check is not sticky
+    torch.testing.assert_close(ok.cpu(), w.cpu()[[9, 0]])
