@@ -24,7 +24,7 @@ from .. import dtypes as _dt
 from ..array import Array
 from ..errors import DeviceError, DTypeError, UnsupportedError
 from ..ops import elementwise as fv_elementwise
-from . import device as fuelvk_device
+from . import _plans, device as fuelvk_device
 from ._bridge import numpy_dtype
 from ._fallback import FallbackError, Unhandled, run_on_cpu
 
@@ -74,6 +74,8 @@ def _guarded(fn, op):
 
 def register(lib):
     for name, fn in {**KERNELS, **_out_variants()}.items():
+        if name in KERNELS and _plans.plannable(name):
+            fn = _plans.planned(fn, name)
         lib.impl(name, _guarded(fn, _overload(name)), "PrivateUse1")
     for name, fn in COMPOSITES.items():
         for key in ("AutogradPrivateUse1", "PrivateUse1"):
