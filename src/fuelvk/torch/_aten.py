@@ -11,7 +11,8 @@ that meets a case fuelvk does not cover (an integer dtype, gelu without the tanh
 raises Unhandled, or fuelvk raises DTypeError / UnsupportedError, and the op runs on the CPU through
 the fallback (_fallback.py), counted and warned about like any op without a kernel.
 Host work, said plainly: random factories draw on torch's CPU generator and upload (so a seeded
-device run draws exactly the CPU run's numbers); arange is computed on the host and uploaded.
+device run draws exactly the CPU run's numbers); dropout's masks are drawn on the device, keyed from
+torch's CPU generator (_aten_nn.native_dropout); arange is computed on the host and uploaded.
 """
 
 import math
