@@ -926,3 +926,32 @@ def test_index_out_of_range_raises_at_the_next_sync(bad):
         loss.item()
     ok = TF.embedding(torch.tensor([9, 0]).to(DEV), w)   # the check is not sticky
     torch.testing.assert_close(ok.cpu(), w.cpu()[[9, 0]])
+
+
+# -- launch plans (_plans.py) -----------------------------------------------------------------------------
+def test_plans_replay_with_new_operands_and_values(no_fallback):
+    """The third call of a kernel on the same layouts replays its plan: results follow the new operands,
+    scalars key plans (-0.0 is not 0.0), and operands sharing a buffer key their own plan."""
+    from fuelvk.torch import _plans
+    a, b = torch.randn(3, 40), torch.randn(3, 40)
+    before = _plans.stats["replayed"]
+    for scale in (2.0, 2.0, 2.0, 3.0, -0.0, 0.0, -0.0):
+        x, y = a.to(DEV), (b * scale).to(DEV)
+        close(x * y + x @ y.t().contiguous()[:, :1], a * (b * scale) + a @ (b * scale).t()[:, :1], rtol=1e-5)
+        close(y * scale, b * scale * scale, rtol=0, atol=0)
+        got = (x * -0.0 if scale == -0.0 else x * 0.0).cpu()
+        assert torch.equal(torch.signbit(got), torch.signbit(a * (-0.0 if scale == -0.0 else 0.0)))
+    x = a.to(DEV)
+    for y in (x, b.to(DEV), x, b.to(DEV)):   # x * x and x * y share a key only with their own kind
+        close(x * y, a * y.cpu(), rtol=0, atol=0)
+    assert _plans.stats["replayed"] > before
+
+
+def test_plans_keep_value_checks(no_fallback):
+    """Kernels that check values (index bounds) are never planned: a bad index after many good calls of
+    the same layout still raises."""
+    w = torch.randn(6, 3).to(DEV)
+    for i in range(4):
+        close(torch.index_select(w, 0, torch.tensor([i, 5]).to(DEV)), w.cpu()[[i, 5]], rtol=0, atol=0)
+    with pytest.raises(IndexError, match="index 6"):
+        torch.index_select(w, 0, torch.tensor([1, 6]).to(DEV)).cpu()
