@@ -39,6 +39,9 @@ def test_registered():
     ft.register_device()   # idempotent
     x = torch.ones(2, device=DEV)
     assert x.device == torch.device("fuelvk:0") and x.is_fuelvk
+    for make in (lambda: torch.ones(2, device="fuelvk:1"), lambda: torch.ones(2).to("fuelvk:1")):
+        with pytest.raises(fuelvk.DeviceError, match="fuelvk:1: the torch device has one index"):
+            make()   # never silently on fuelvk:0
 
 
 VIEWS = {

@@ -180,8 +180,20 @@ def _into(self, arr):
 
 
 # -- factories, copies, scalars ---------------------------------------------------------------------
+def _one_device(device):
+    """Refuse "fuelvk:N" for N > 0 (every new tensor is made through these factories, .to() included):
+    torch's Python device API makes each PrivateUse1 tensor on index 0, so a tensor cannot say it lives
+    on another fuelvk device (see device.py)."""
+    if device is not None and device.index not in (None, 0):
+        raise DeviceError(f"{fuelvk_device.NAME}:{device.index}: the torch device has one index, "
+                          f"{fuelvk_device.NAME}:0 (fuelvk's default device, of {len(fv.devices())} fuelvk "
+                          "sees): torch's Python backend API (torch._C._acc.create_empty_tensor) makes every "
+                          "tensor on index 0; use fuelvk Arrays (fuelvk.Device(i)) for the other devices")
+
+
 @kernel("empty.memory_format")
 def empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    _one_device(device)
     if memory_format not in (None, torch.contiguous_format, torch.preserve_format):
         raise Unhandled(f"memory_format {memory_format}")
     return fuelvk_device.empty(size, dtype or torch.get_default_dtype())
@@ -189,6 +201,7 @@ def empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=N
 
 @kernel("empty_strided")
 def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+    _one_device(device)
     return fuelvk_device.empty(size, dtype or torch.get_default_dtype(), list(stride))
 
 
