@@ -16,8 +16,9 @@ When a call is planned: the kernel ran twice with one key, both runs only dispat
 download, copy, fill, deferred check or CPU fallback), every bound buffer was an operand or allocated
 by the call (or read-only and held by the op: texel stubs), the results are fresh tensors on the call's allocations, and the two runs recorded the
 same launches (a first call may differ: it creates lazily made read-only buffers). Anything else marks the key unplannable (the kernel always runs). In-place, out=,
-view, factory and random kernels are never planned (PLANNED). `clear()` drops every plan (after a
-change of FUELVK_* settings that pick kernels or routes); ENABLED = False turns planning off.
+view, factory and random kernels are never planned (plannable()). A plan keeps the kernels and routes
+chosen when it was made: after changing a FUELVK_* setting that is read per call (a route, a load path),
+call fuelvk.torch.clear_plans(); ENABLED = False turns planning off.
 """
 import threading
 import weakref
@@ -50,7 +51,7 @@ _VALUES = (int, str, torch.dtype, torch.device, torch.memory_format, torch.layou
 
 def _key(name, args, kwargs):
     """(key, the operands' buffers in first-seen order) or (None, None) when an argument cannot be keyed."""
-    parts, bufs = [name], []
+    parts, bufs = [name, torch.get_default_dtype()], []   # (the result dtype of integer division)
     try:
         for a in args:
             _add(a, parts, bufs)
