@@ -958,3 +958,18 @@ def test_plans_keep_value_checks(no_fallback):
         close(torch.index_select(w, 0, torch.tensor([i, 5]).to(DEV)), w.cpu()[[i, 5]], rtol=0, atol=0)
     with pytest.raises(IndexError, match="index 6"):
         torch.index_select(w, 0, torch.tensor([1, 6]).to(DEV)).cpu()
+
+
+@pytest.mark.parametrize("shape, dim, start, end", [((4, 10, 6), 1, 2, 7), ((4, 10, 6), -1, -4, None), ((5,), 0, 0, 5),
+                                                    ((3, 8), 1, 6, 100), ((3, 8), 1, -100, 3), ((3, 0, 2), 1, 0, 0),
+                                                    ((2, 6), 1, 4, 2)])
+def test_slice_backward_pads(no_fallback, shape, dim, start, end):
+    """The gradient of a slice is one zero-pad kernel; bit-exact against CPU torch, empty slices included."""
+    x = torch.randn(shape, requires_grad=True)
+    xd = x.detach().to(DEV).requires_grad_()
+    key = [slice(None)] * len(shape)
+    key[dim] = slice(start, end)
+    for t in (x, xd):
+        y = t[tuple(key)]
+        (y * torch.arange(y.numel(), dtype=torch.float32).reshape(y.shape).to(t.device)).sum().backward()
+    close(xd.grad, x.grad, rtol=0, atol=0)

@@ -959,6 +959,24 @@ def index_select(self, dim, index):
     return tensor_of(fv.take(array_of(self), _index(index.reshape(-1)), axis=dim))
 
 
+@kernel("slice_backward")
+def slice_backward(grad_output, input_sizes, dim, start, end, step):
+    """The gradient of x[..., start:end, ...] (step 1): grad_output zero-padded to x's size along dim, one
+    pad kernel (torch's decomposition is a zero fill, a slice and a copy). Other steps: Unhandled."""
+    if step != 1 or grad_output.dim() == 0:
+        raise Unhandled(f"slice_backward with step {step}")
+    d = dim % grad_output.dim()
+    n = int(input_sizes[d])
+    lo = range(n)[slice(start, end)].start if n else 0
+    before = min(lo, n)
+    after = n - before - grad_output.shape[d]
+    if after < 0 or list(input_sizes) != [n if i == d else m for i, m in enumerate(grad_output.shape)]:
+        raise Unhandled("a slice_backward whose sizes do not match its slice")
+    pads = [(0, 0)] * grad_output.dim()
+    pads[d] = (before, after)
+    return tensor_of(fv.pad(array_of(grad_output), pads))
+
+
 @kernel("embedding_dense_backward")
 def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
     if scale_grad_by_freq:
