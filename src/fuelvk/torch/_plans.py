@@ -67,8 +67,8 @@ def _add(a, parts, bufs):
     """Append argument a's key part. (A module function, not a closure: a recursive closure is a reference
     cycle, which would keep the operands' buffers alive until the garbage collector runs.)"""
     if isinstance(a, torch.Tensor):
-        if fuelvk_device.is_fuelvk(a):
-            buf = fuelvk_device.buffer_of(a)
+        buf = None if a.is_cpu else getattr(a.untyped_storage(), fuelvk_device._ATTR, None)
+        if buf is not None:
             for i, b in enumerate(bufs):
                 if b is buf:
                     break
@@ -76,7 +76,7 @@ def _add(a, parts, bufs):
                 i = len(bufs)
                 bufs.append(buf)
             parts.append((a.dtype, tuple(a.shape), a.stride(), a.storage_offset(), buf.size, i))
-        elif a.dim() == 0 and not a.is_complex():
+        elif a.is_cpu and a.dim() == 0 and not a.is_complex():
             parts.append((a.dtype, repr(a.item())))
         else:
             raise _NotPlannable
