@@ -214,21 +214,29 @@ class Stream:
         """Record one dispatch of `pipe` binding `buffers` (writes[i] true for outputs).
 
         The hot path of every op: hazard check, descriptor bytes, and the flush test are inlined, and no
-        cffi object is created (the descriptor structs are the pipeline's, filled by one byte copy)."""
+        cffi object is created (the descriptor structs are the pipeline's, filled by one byte copy). One
+        pass over the buffers gathers their packed descriptors and tests for a hazard; the lock is taken
+        with acquire / release (a `with` block costs twice as much)."""
         if self.check_pools:
             pool = self.pool
             for b in buffers:
                 if b.pool is not pool:
                     self._foreign(f"kernel {pipe.variant.id}", buffers)
-        with self.lock:
+        lock = self.lock
+        lock.acquire()
+        try:
             if self.cur is None:
                 self._begin()
             written, read = self.written, self.read
+            descriptors = b""
+            hazard = False
             for b, w in zip(buffers, writes):
                 h = b.key
+                descriptors += b.descriptor
                 if h in written or w and h in read:
-                    self._full_barrier()
-                    break
+                    hazard = True
+            if hazard:
+                self._full_barrier()
             for b, w in zip(buffers, writes):
                 if w:
                     written.add(b.key)
@@ -239,13 +247,13 @@ class Stream:
                 lib.vkCmdBindPipeline(cb, COMPUTE, pipe.handle)
                 self.bound = pipe
             if self.push_descriptor is not None:
-                pipe.infos_bytes[:] = b"".join([b.descriptor for b in buffers])
+                pipe.infos_bytes[:] = descriptors      # a binding-count mismatch raises here
                 if pipe.texel:
                     self._views(pipe, buffers)
                 self.push_descriptor(cb, COMPUTE, pipe.layout, 0, pipe.n_bindings, pipe.writes)
             else:
-                self._bind_set(cb, pipe, buffers)
-            if push and (push != self.pushed or pipe is not self.pushed_by):
+                self._bind_set(cb, pipe, buffers, descriptors)
+            if push and (pipe is not self.pushed_by or push != self.pushed):
                 # Push constants stay set in the command buffer: a repeat of the last pipeline's values
                 # (the same op over new arrays) needs no new call. Each pipeline has its own layout.
                 lib.vkCmdPushConstants(cb, pipe.layout, STAGE_COMPUTE, 0, len(push), push)
@@ -257,6 +265,8 @@ class Stream:
             if count >= FLUSH_EVERY or self.pool.fresh >= PIN_BYTES or (
                     count % EARLY_SUBMIT == 0 and self._device_idle()):
                 self.flush()
+        finally:
+            lock.release()
 
     @staticmethod
     def _views(pipe, buffers):
@@ -265,11 +275,11 @@ class Stream:
             b = buffers[i]
             pipe.views[i] = b.pool.texel_view(b, fmt, kind, what)
 
-    def _bind_set(self, cb, pipe, buffers):
-        """Bind a descriptor set holding `buffers`, written once per batch for each (pipeline, bindings):
-        split launches over the same arrays reuse it. (With push descriptors, dispatch() pushes the
-        pipeline's write structs after one copy of the buffers' packed descriptors into them.)"""
-        descriptors = b"".join([b.descriptor for b in buffers])
+    def _bind_set(self, cb, pipe, buffers, descriptors):
+        """Bind a descriptor set holding `buffers` (their packed descriptors joined), written once per
+        batch for each (pipeline, bindings): split launches over the same arrays reuse it. (With push
+        descriptors, dispatch() pushes the pipeline's write structs after one copy of the buffers'
+        packed descriptors into them.)"""
         key = (pipe, descriptors)
         ds = self.sets.get(key)
         if ds is None:
