@@ -211,6 +211,71 @@ def test_batching_and_barriers():
     np.testing.assert_array_equal(outs[-1].numpy(), 2 * np.arange(16, dtype=np.float32))
 
 
+def test_cached_whole_op_plans(monkeypatch):
+    """Elementwise ops on fresh outputs plan once per (op, dtype, load paths, input geometry) and then
+    run the cached plan: the same bits as numpy, a plan of its own for every geometry that differs (an
+    offset view, a broadcast, another dtype, a forced load path), and barriers where a cached launch
+    reads the previous one's output."""
+    from oracles import spy_plans
+    planned = spy_plans(monkeypatch, lambda plan: [1])
+    st = runtime.get().stream
+    rng = np.random.default_rng(0)
+    h = rng.standard_normal(40).astype(np.float32)
+    x = fv.asarray(h)
+    fv.synchronize()
+    a, b = x[:16], x[1:17]
+    np.testing.assert_array_equal(fv.add(a, a).numpy(), h[:16] + h[:16])
+    n = len(planned)
+    assert n >= 1
+    for _ in range(2):
+        np.testing.assert_array_equal(fv.add(a, a).numpy(), h[:16] + h[:16])
+    assert len(planned) == n, "a repeated geometry runs its cached plan"
+    cases = [(lambda: fv.add(a, b), h[:16] + h[1:17]),                       # another offset
+             (lambda: fv.multiply(a, a), h[:16] * h[:16]),                   # another op
+             (lambda: fv.add(x[:16].reshape(4, 4), x[:4]), h[:16].reshape(4, 4) + h[:4]),   # broadcast
+             (lambda: fv.exp(a), np.exp(h[:16])),                            # unary
+             (lambda: fv.add(a.astype(fv.float16), a.astype(fv.float16)),   # another dtype
+              h[:16].astype(np.float16) + h[:16].astype(np.float16))]
+    for f, want in cases:
+        for i in range(2):
+            n = len(planned)
+            got = f().numpy()
+            if want.dtype == np.float32 and f is not cases[3][0]:
+                np.testing.assert_array_equal(got, want)
+            else:
+                np.testing.assert_allclose(got, want, rtol=2e-3 if want.dtype == np.float16 else 1e-6)
+            assert (len(planned) > n) == (i == 0), "planned on the first call only"
+    n = len(planned)
+    monkeypatch.setenv("FUELVK_TEXEL_LOADS", "1")     # the load path is part of the key
+    np.testing.assert_array_equal(fv.add(a, b).numpy(), h[:16] + h[1:17])
+    assert len(planned) > n
+    monkeypatch.delenv("FUELVK_TEXEL_LOADS")
+    fv.synchronize()
+    b0 = st.barriers
+    y, want = a, h[:16]
+    for _ in range(6):                                  # a chain through the cached plan
+        y, want = fv.add(y, a), want + h[:16]
+    assert st.barriers - b0 >= 5, "each link reads the last one's output"
+    np.testing.assert_array_equal(y.numpy(), want)
+
+
+def test_cached_plans_give_memory_back():
+    """Outputs of cached whole-op plans go back to the pool when they die (slot records reused)."""
+    pool = runtime.get().pool
+    a = fv.asarray(np.ones(64, np.float32))
+    fv.add(a, a)
+    fv.synchronize()
+    base = fv.memory_info()["in_use_bytes"]
+    for _ in range(300):
+        fv.add(a, a)
+    fv.synchronize()
+    assert fv.memory_info()["in_use_bytes"] == base
+    outs = [fv.add(a, a) for _ in range(10)]
+    fv.synchronize()
+    assert fv.memory_info()["in_use_bytes"] == base + sum(o.buffer.size for o in outs)
+    assert len({o.buffer.key for o in outs}) == 10 and all(o.buffer.pool is pool for o in outs)
+
+
 def test_many_dispatches_cross_flush_threshold():
     from fuelvk.runtime.commands import FLUSH_EVERY
     x = fv.asarray(np.zeros(8, np.float32))

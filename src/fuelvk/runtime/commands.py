@@ -225,8 +225,10 @@ class Stream:
         lock = self.lock
         lock.acquire()
         try:
-            if self.cur is None:
+            cur = self.cur
+            if cur is None:
                 self._begin()
+                cur = self.cur
             written, read = self.written, self.read
             descriptors = b""
             hazard = False
@@ -246,11 +248,12 @@ class Stream:
             if self.bound is not pipe:
                 lib.vkCmdBindPipeline(cb, COMPUTE, pipe.handle)
                 self.bound = pipe
-            if self.push_descriptor is not None:
+            push_descriptor = self.push_descriptor
+            if push_descriptor is not None:
                 pipe.infos_bytes[:] = descriptors      # a binding-count mismatch raises here
                 if pipe.texel:
                     self._views(pipe, buffers)
-                self.push_descriptor(cb, COMPUTE, pipe.layout, 0, pipe.n_bindings, pipe.writes)
+                push_descriptor(cb, COMPUTE, pipe.layout, 0, pipe.n_bindings, pipe.writes)
             else:
                 self._bind_set(cb, pipe, buffers, descriptors)
             if push and (pipe is not self.pushed_by or push != self.pushed):
@@ -260,7 +263,7 @@ class Stream:
                 self.pushed, self.pushed_by = push, pipe
             lib.vkCmdDispatch(cb, *groups)
             self.dispatches += 1
-            self.cur.resources.append(buffers)
+            cur.resources.append(buffers)
             self.count = count = self.count + 1
             if count >= FLUSH_EVERY or self.pool.fresh >= PIN_BYTES or (
                     count % EARLY_SUBMIT == 0 and self._device_idle()):

@@ -335,12 +335,18 @@ class MemoryPool:
     def _reclaim(self):
         """Put the slots of dead Buffers back on their free lists (under the lock)."""
         dead, free = self.dead, self.free
+        freed = 0
         while dead:
             slot = dead.popleft()
             slot[0].n_free += 1
             size = slot[2]
-            self.in_use -= size
-            free.setdefault((size, slot[3]), []).append(slot)
+            freed += size
+            key = (size, slot[3])
+            items = free.get(key)
+            if items is None:
+                items = free[key] = []
+            items.append(slot)
+        self.in_use -= freed
 
     def _grow(self, size, host):
         if self.allocated - self.in_use > self.high_water:
