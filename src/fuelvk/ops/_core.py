@@ -178,7 +178,8 @@ def _remember(plans, limits, key, plan):
 # An op whose output is a new contiguous array (every elementwise op, unary and binary, of one dtype)
 # caches, next to launch_strided's plan, what its wrapper would work out again on every call: the
 # output's shape, strides, dtype and slot size, and the launch plan itself, under the op's own key
-# (its name and dtype: what picks the variant, spec and scalars) plus the inputs' geometry. A repeat
+# (its name and dtype: what picks the variant, spec and scalars on this context's device, whose
+# features are fixed; tests that change them reset Context.plans) plus the inputs' geometry. A repeat
 # call (the common case: the same op over arrays of the same layout) is one key, one dict lookup,
 # one allocation and the dispatches. Plans live in Context.plans (cleared with launch_strided's).
 
@@ -204,14 +205,7 @@ def cached_new(op_key, inputs):
     plans = ctx.plans
     if plans.get(_LIMITS) is not ctx.device.limits:
         return None
-    key = (op_key, loadpath.texel_paths(ctx))      # (_fresh_key, inlined: this runs on every elementwise op)
-    for x in inputs:
-        buf = x.buffer
-        pool = buf.pool
-        if pool is None or pool.closed:
-            return None
-        key += (x.shape, x.strides, x.offset, buf.size)
-    hit = plans.get(key)
+    hit = plans.get(_fresh_key(ctx, op_key, inputs))
     if hit is None:
         return None
     nbytes, shape, strides, dtype, (pipes, writes, bind, stub) = hit
