@@ -16,8 +16,9 @@ Binding a kernel's buffers takes one of two paths, picked once per stream: push 
 slot's batch retired, written once per (pipeline, buffers) within a batch. Push descriptors are
 taken wherever the extension is present, as measured (benches/bench_dispatch.py --breakdown, and
 with FUELVK_NO_PUSH_DESCRIPTOR=1): on lavapipe Stream.dispatch records a tiny add in ~5.5 us with
-them against ~9.6 us with sets (vkUpdateDescriptorSets for each new output), the driver records
-either binding in ~1 us, and executes a dispatch in the same ~24 us of CPU after either.
+them against ~9.6 us with sets (vkUpdateDescriptorSets for each new output; 4.8 against 8.6 us after
+the single-pass dispatch, and a whole fv.add 9.8 against 15.4 us), the driver records either binding
+in ~1 us, and executes a dispatch in the same ~24 us of CPU after either.
 """
 from collections import deque
 
