@@ -259,6 +259,37 @@ def test_cached_whole_op_plans(monkeypatch):
     np.testing.assert_array_equal(y.numpy(), want)
 
 
+def test_cached_scalar_plans(monkeypatch):
+    """An Array OP a Python scalar caches its plan per scalar side, type and value: -0.0 and 0.0 (equal,
+    but x + -0.0 keeps -0.0 where x + 0.0 does not), an int and a float, NaN and the reflected side each
+    give numpy's bits, repeated or not; integer division of an int array (cast first) is never cached."""
+    from fuelvk.ops import _core
+    planned, real = [], _core.launch_strided
+    monkeypatch.setattr(_core, "launch_strided", lambda *a, **k: (planned.append(1), real(*a, **k))[1])
+    monkeypatch.setattr(runtime.get(), "plans", {})
+    h = np.array([-0.0, 0.0, 1.5, -2.25, np.inf, np.nan, 3.0, -7.0], np.float32)
+    x = fv.asarray(h)
+    for _ in range(2):
+        for s_ in (0.0, -0.0, 2, 2.0, 0.5, float("nan")):
+            for f, want in ((lambda: fv.add(x, s_), lambda: h + np.float32(s_)),
+                            (lambda: fv.subtract(s_, x), lambda: np.float32(s_) - h),
+                            (lambda: fv.multiply(x, s_), lambda: h * np.float32(s_))):
+                got = f().numpy()
+                with np.errstate(invalid="ignore"):
+                    want = want()
+                np.testing.assert_array_equal(got.view(np.uint32)[~np.isnan(got)],
+                                              want.view(np.uint32)[~np.isnan(want)])
+                np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        if _ == 0:
+            n = len(planned)
+    assert len(planned) == n + 3, "only the NaN launches take the general path again"
+    hi = np.arange(-4, 4, dtype=np.int32)
+    xi = fv.asarray(hi)
+    for _ in range(2):
+        np.testing.assert_array_equal(fv.divide(xi, 2).numpy(), hi / 2)
+        np.testing.assert_array_equal(fv.add(xi, 3).numpy(), hi + 3)
+
+
 def test_cached_plans_give_memory_back():
     """Outputs of cached whole-op plans go back to the pool when they die (slot records reused)."""
     pool = runtime.get().pool
