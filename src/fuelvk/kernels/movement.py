@@ -11,7 +11,7 @@ from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family, id_defines, texel_t
 GROUP = "Layout / data-movement (byte-width-keyed, dtype-agnostic)"
 MAX_RANK = 6      # remap.comp / write.comp: the Params' shape and stride arrays
 WG, EPT = 256, 4  # write.comp / pad_backward.comp: elements per workgroup = WG * EPT
-RUN = 8           # remap.comp: consecutive elements of a row per invocation (one index split per run)
+WORDS = 2         # remap.comp: 16-byte output words per invocation (one row-index split per invocation)
 # write.comp and add_assign_scaled.comp (a src view written into a dst view of the same shape): the
 # bits of their Params' flags (FLAG_* in the shaders).
 WRITE_FLAGS = {"src_contiguous": 1, "src_constant": 2, "dst_contiguous": 4}
@@ -28,7 +28,7 @@ REMAP_TEXEL_FORMATS = {"b1": {2: "R8_UINT"}, "b2": {2: "R16_UINT"}, "b4": {2: "R
 
 def remap_family(name, mode, variants, group=GROUP, extra=()):
     texel_twins(name, "remap.comp", variants, group,
-                defines={"WG": WG, "RUN": RUN, **id_defines(MODE=REMAP_MODES), "MODE": REMAP_MODES[mode]},
+                defines={"WG": WG, "WORDS": WORDS, **id_defines(MODE=REMAP_MODES), "MODE": REMAP_MODES[mode]},
                 extra=extra, tag_texel_formats=REMAP_TEXEL_FORMATS, **_W)
 
 

@@ -18,7 +18,7 @@ from ..array import Array, asarray, complex_part
 from ..errors import DTypeError, FuelVKIndexError, ShapeError
 from ..kernels import kernel
 from ..kernels.registry import storage_twin
-from ..kernels.movement import EPT, MAX_RANK, RUN as REMAP_RUN, WG, WRITE_FLAGS
+from ..kernels.movement import EPT, MAX_RANK, WORDS as REMAP_WORDS, WG, WRITE_FLAGS
 from ._core import (blocks, contiguous, device_args, divider, element_words, fits, launch_strided, new_like,
                     result, spans, tiles, windowed)
 from ..kernels.movement_core import copy_variant
@@ -100,11 +100,14 @@ def launch_remap(op, variant, out, src, sa, lo=None, dim=None, k=0, fill=(0, 0),
         dms = [d[3] for d in ds]
         if fill_row:       # a whole row of constant padding (rank > 6 only): force every read outside
             los[0], dms[0] = -ds[0][0], 0
-        if variant.source == "remap.comp":    # an invocation per RUN elements of a row
-            groups = -(-(m // ds[-1][0]) * -(-ds[-1][0] // REMAP_RUN) // WG)
+        if variant.source == "remap.comp":    # an invocation per REMAP_WORDS 16-byte words of out
+            vec = TEXEL_BYTES // out.dtype.itemsize
+            groups = -(-(-(-(off_o % vec + m) // vec)) // (REMAP_WORDS * WG))
+            words = {"out_words": out}
         else:
             groups = -(-m // _PER_GROUP)
-        ctx.launch(variant, ctx.groups(groups), out=out, a=src, **({"a_t": src} if texel else {}), n=m, rank=len(ds), off_o=off_o,
+            words = {}
+        ctx.launch(variant, ctx.groups(groups), out=out, **words, a=src, **({"a_t": src} if texel else {}), n=m, rank=len(ds), off_o=off_o,
                    off_a=off_a, k=k, fill=fill, shape=[d[0] for d in ds], sa=[d[1] for d in ds], lo=los, dim=dms)
 
     go(dims, out.offset, src.offset, False)
