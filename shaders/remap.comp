@@ -26,12 +26,12 @@ const uint WGU = WG, WORDSU = WORDS;
 
 layout(set = 0, binding = 0) writeonly buffer Out { W o[]; };
 layout(set = 0, binding = 1) readonly buffer A { W a[]; };
-layout(set = 0, binding = 3) writeonly buffer OutWords { uvec4 o4[]; };   // binding out, as words
+layout(set = 0, binding = 2) writeonly buffer OutWords { uvec4 o4[]; };   // binding out, as words
 #ifndef NO_TEXEL
 // The same source as one element per texel (R8/R16/R32_UINT, R32G32_UINT by width): where the device
 // reads texels faster, a's reads come through here (binding a stays bound, unread).
 #extension GL_EXT_samplerless_texture_functions : require
-layout(set = 0, binding = 2) uniform utextureBuffer a_t;
+layout(set = 0, binding = 3) uniform utextureBuffer a_t;
 W load_a(uint i) {
 #if WIDTH == 8
     return texelFetch(a_t, int(i)).xy;

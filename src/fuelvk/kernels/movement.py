@@ -21,9 +21,9 @@ _WRITE_DEFINES = {**_SIZES, **id_defines(FLAG=WRITE_FLAGS)}
 _W = dict(tag_defines=WIDTH_DEFINES, tag_features=WIDTH_FEATURES)
 
 
-# remap.comp reads its source through a uniform texel buffer of one element per texel (binding 2, a_t)
+# remap.comp reads its source through a uniform texel buffer of one element per texel (binding 3, a_t; binding 2 is the output again as 16-byte words)
 # where the device reads texels faster (Device.texel_loads), else its storage-only twin (<name>_ssbo).
-REMAP_TEXEL_FORMATS = {"b1": {2: "R8_UINT"}, "b2": {2: "R16_UINT"}, "b4": {2: "R32_UINT"}, "b8": {2: "R32G32_UINT"}}
+REMAP_TEXEL_FORMATS = {"b1": {3: "R8_UINT"}, "b2": {3: "R16_UINT"}, "b4": {3: "R32_UINT"}, "b8": {3: "R32G32_UINT"}}
 
 
 def remap_family(name, mode, variants, group=GROUP, extra=()):
