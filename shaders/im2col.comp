@@ -3,12 +3,34 @@
 // [batch * groups, cin_per_g * k_h * k_w, h_out * w_out], contiguous, zero where the window reads
 // padding. A pure move, so it is keyed by element width (b2 serves bf16 and f16, b4 f32, b8 f64).
 // Padding may be asymmetric: pad_t/pad_l are the top/left pads; h_out/w_out carry the rest.
+// One invocation per WORDS 16-byte words of the output (common/words.glsl: built in registers, one
+// uvec4 store each): a patch row's (image, channel, kernel tap) and the first output pixel are
+// split out of the index once per invocation, later pixels stepped (integer division is the
+// expensive part on CPU drivers); words crossing patch rows and the output's last partial word go
+// element by element. x is read through a one-element-per-texel view where the device reads texels
+// faster (Device.texel_loads), else through the storage buffer (the `_ssbo` twin, NO_TEXEL).
 #include "common/width.glsl"
+#include "common/words.glsl"
 #include "common/index.glsl"
 
-layout(local_size_x = WG) in;   // WG: a define from kernels/conv.py
+layout(local_size_x = WG) in;   // WG, WORDS: defines from kernels/conv.py
+const uint WGU = WG, WORDSU = WORDS;
 layout(set = 0, binding = 0) writeonly buffer Out { W o[]; };
 layout(set = 0, binding = 1) readonly buffer X { W x[]; };
+layout(set = 0, binding = 2) writeonly buffer OutWords { uvec4 o4[]; };   // binding out, as words
+#ifndef NO_TEXEL
+#extension GL_EXT_samplerless_texture_functions : require
+layout(set = 0, binding = 3) uniform utextureBuffer x_t;
+W load_x(int i) {
+#if WIDTH == 8
+    return texelFetch(x_t, i).xy;
+#else
+    return W(texelFetch(x_t, i).x);
+#endif
+}
+#else
+W load_x(int i) { return x[i]; }
+#endif
 
 layout(push_constant) uniform Params {
     uint batch; uint c_in; uint h; uint w; uint h_out; uint w_out; uint k_h; uint k_w;
@@ -16,25 +38,63 @@ layout(push_constant) uniform Params {
     uint n_groups; uint cin_per_g; uint total; uint off_x; int xs[4];
 } p;
 
-void main() {
-    uint i = linear_group() * WG + gl_LocalInvocationID.x;
-    if (i >= p.total) return;
-    uint hw = p.h_out * p.w_out, kk = p.k_h * p.k_w;
-    uint col = i % hw;
-    uint t = i / hw;
+// Where patch row t (over batch * groups * cin_per_g * k_h * k_w) reads: its channel plane's offset
+// and the tap's input position at output pixel (0, 0).
+void row_state(uint t, out int plane, out int y0, out int x0) {
+    uint kk = p.k_h * p.k_w;
     uint row = t % (p.cin_per_g * kk);
     uint bg = t / (p.cin_per_g * kk);
     uint b = bg / p.n_groups, g = bg % p.n_groups;
     uint c = g * p.cin_per_g + row / kk;
-    uint ki = (row % kk) / p.k_w, kj = row % p.k_w;
-    int iy = int((col / p.w_out) * p.stride_h + ki * p.dil_h) - int(p.pad_t);
-    int ix = int((col % p.w_out) * p.stride_w + kj * p.dil_w) - int(p.pad_l);
-#if WIDTH == 8
-    W v = uvec2(0u);
-#else
-    W v = W(0);
-#endif
+    uint tap = row % kk;
+    uint ki = tap / p.k_w, kj = tap - ki * p.k_w;
+    plane = int(p.off_x) + int(b) * p.xs[0] + int(c) * p.xs[1];
+    y0 = int(ki * p.dil_h) - int(p.pad_t);
+    x0 = int(kj * p.dil_w) - int(p.pad_l);
+}
+
+W value_at(int plane, int y0, int x0, uint oy, uint ox) {
+    int iy = y0 + int(oy * p.stride_h), ix = x0 + int(ox * p.stride_w);
     if (iy >= 0 && iy < int(p.h) && ix >= 0 && ix < int(p.w))
-        v = x[int(p.off_x) + int(b) * p.xs[0] + int(c) * p.xs[1] + iy * p.xs[2] + ix * p.xs[3]];
-    o[i] = v;
+        return load_x(plane + iy * p.xs[2] + ix * p.xs[3]);
+    return zero_word();
+}
+
+void main() {
+    uint hw = p.h_out * p.w_out;
+    uint i = (linear_group() * WGU + gl_LocalInvocationID.x) * WORDSU * VEC;
+    if (i >= p.total) return;
+    uint t = i / hw, col = i - t * hw;
+    uint oy = col / p.w_out, ox = col - oy * p.w_out;
+    int plane, y0, x0;
+    row_state(t, plane, y0, x0);
+    if (i + WORDSU * VEC <= p.total && col + WORDSU * VEC <= hw) {
+        // the common case: whole words inside one patch row, straight-line code
+        [[unroll]] for (uint w = 0u; w < WORDSU; ++w) {
+            uvec4 word = uvec4(0u);
+            [[unroll]] for (uint j = 0u; j < VEC; ++j) {
+                put_word(word, j, value_at(plane, y0, x0, oy, ox));
+                if (++ox == p.w_out) { ox = 0u; ++oy; }
+            }
+            o4[i / VEC + w] = word;
+        }
+        return;
+    }
+    for (uint w = 0u; w < WORDSU; ++w) {      // words crossing patch rows, or the output's last one
+        uint e0 = i + w * VEC;
+        if (e0 >= p.total) return;
+        bool whole = e0 + VEC <= p.total;
+        uvec4 word = uvec4(0u);
+        for (uint j = 0u; j < VEC && e0 + j < p.total; ++j) {
+            W v = value_at(plane, y0, x0, oy, ox);
+            if (whole) put_word(word, j, v);
+            else o[e0 + j] = v;
+            if (++ox == p.w_out) { ox = 0u; ++oy; }
+            if (++col == hw) {                    // into the next patch row
+                col = 0u; ox = 0u; oy = 0u;
+                if (e0 + j + 1u < p.total) row_state(++t, plane, y0, x0);
+            }
+        }
+        if (whole) o4[e0 / VEC] = word;
+    }
 }
