@@ -69,8 +69,11 @@ def test_take_device_indices_and_embedding():
 
 
 # -- take_along_axis -------------------------------------------------------------------------------
+@pytest.mark.parametrize("path", ["texel", "ssbo"], indirect=True)
 @pytest.mark.parametrize("dt", MOVE_DTYPES, ids=[str(d) for d in MOVE_DTYPES])
-def test_take_along_axis(dt, launched):
+def test_take_along_axis(dt, path, launched):
+    """Both load paths (x and the indices through texel views, or the storage buffers), rows shorter
+    and longer than the kernel's output words, strided views, each device index dtype."""
     x = data((4, 5, 6), dt)
     for axis in (0, 1, 2):
         shp = list(x.shape)
@@ -84,11 +87,12 @@ def test_take_along_axis(dt, launched):
     idx = rng.integers(0, x.size, size=11)
     assert_bits(fv.take_along_axis(x, idx, None), np.take_along_axis(x.reshape(-1), idx, 0))
     a = fv.asarray(x)
-    ids = fv.asarray(rng.integers(0, 3, size=(6, 5, 4)).astype(np.int64))
-    got = fv.take_along_axis(a[:, ::-1, 1:4].transpose(2, 1, 0), ids[:3, :, ::-1], 2)
-    want = np.take_along_axis(x[:, ::-1, 1:4].transpose(2, 1, 0), ids.numpy()[:3, :, ::-1], 2)
-    assert_bits(got.numpy(), want)
-    assert f"gather.b{np.dtype(dt).itemsize}" in launched
+    for idt in (np.int64, np.int32, np.uint32):
+        ids = fv.asarray(rng.integers(0, 3, size=(6, 5, 4)).astype(idt))
+        got = fv.take_along_axis(a[:, ::-1, 1:4].transpose(2, 1, 0), ids[:3, :, ::-1], 2)
+        want = np.take_along_axis(x[:, ::-1, 1:4].transpose(2, 1, 0), ids.numpy()[:3, :, ::-1], 2)
+        assert_bits(got.numpy(), want)
+    assert f"gather{'' if path == 'texel' else '_ssbo'}.b{np.dtype(dt).itemsize}" in launched
 
 
 # -- scatter_add / index_add -----------------------------------------------------------------------

@@ -26,7 +26,8 @@ from .. import runtime
 from ..array import Array, asarray, complex_part, empty
 from ..errors import DTypeError, FuelVKIndexError, ShapeError, UnsupportedError
 from ..kernels import kernel
-from ..kernels.indexing import INDEX_KINDS, NATIVE_FEATURE, SCATTER_MODES
+from ..kernels.indexing import GATHER_WG, GATHER_WORDS, INDEX_KINDS, NATIVE_FEATURE, SCATTER_MODES
+from ..kernels.registry import storage_twin
 from ..runtime import loadpath
 from ..runtime.loadpath import TEXEL_BYTES
 from ._core import blockwise, contiguous, device_args, divider, fits, new_like, result, spans, windowed
@@ -233,8 +234,15 @@ def gather_along(x, ids, kind, ax, tag):
             raise ShapeError(f"take_along_axis: rank {len(shape)} after merging dims exceeds {MAX_RANK} "
                              f"(kernel {fam}); shapes {x.shape} and {ids.shape}")
         ctx = runtime.get()
-        ctx.launch(kernel("gather", tag), ctx.groups(-(-out.size // _WG)), out=out, x=x, ids=ids, n=out.size,
-                   rank=len(shape), axis=new_ax, axis_len=n, off_out=0, off_x=x.offset, off_idx=ids.offset, pad=0,
+        v = kernel("gather", tag)
+        limit = ctx.device.limits.maxTexelBufferElements
+        texel = loadpath.texel_paths(ctx)[0] and x.buffer.size // x.dtype.itemsize <= limit and ids.buffer.size // 4 <= limit
+        views = {"x_t": x, "ids_t": ids} if texel else {}
+        if not texel:
+            v = storage_twin(v)
+        per_group = GATHER_WG * GATHER_WORDS * (TEXEL_BYTES // x.dtype.itemsize)
+        ctx.launch(v, ctx.groups(-(-out.size // per_group)), out=out, out_words=out, x=x, ids=ids, **views, n=out.size,
+                   rank=len(shape), axis=new_ax, axis_len=n, off_x=x.offset, off_idx=ids.offset,
                    shape=list(shape), sx=list(sx), si=list(si), IDX=kind)
     return out
 
