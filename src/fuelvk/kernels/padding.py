@@ -1,10 +1,11 @@
 """Padding: pad_const / pad_reflect / pad_replicate and pad_backward_const (byte-width keyed, remap.comp),
 pad_backward_reflect / pad_backward_replicate (dtype keyed, pad_backward.comp: a deterministic gather
 of each input element's preimage instead of the inventory's atomic CAS scatter)."""
-from .movement import REMAP_MODES, WG, EPT, remap_family
+from .movement import REMAP_MODES, WG, remap_family
 from .registry import family, id_defines, width_variants
 
 GROUP = "Padding (forward + backward)"
+BACKWARD_RUN = 8   # pad_backward.comp: consecutive elements of a row per invocation
 
 remap_family("pad_const", "pad_const", width_variants("pad_const"), GROUP)
 remap_family("pad_reflect", "pad_reflect", width_variants("pad_reflect"), GROUP)
@@ -13,5 +14,5 @@ remap_family("pad_backward_const", "pad_const", width_variants("pad_backward_con
 
 for _mode in ("reflect", "replicate"):
     family(f"pad_backward_{_mode}", "pad_backward.comp", {t: f"pad_backward_{_mode}_{t}" for t in ("f32", "f64", "f16", "bf16")}, GROUP,
-           defines={"WG": WG, "EPT": EPT, "MODE": REMAP_MODES[f"pad_{_mode}"],
+           defines={"WG": WG, "RUN": BACKWARD_RUN, "MODE": REMAP_MODES[f"pad_{_mode}"],
                     **id_defines(MODE={m: REMAP_MODES[m] for m in ("pad_reflect", "pad_replicate")})})
