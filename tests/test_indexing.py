@@ -96,8 +96,11 @@ def test_take_along_axis(dt, path, launched):
 
 
 # -- scatter_add / index_add -----------------------------------------------------------------------
+@pytest.mark.parametrize("path", ["texel", "ssbo"], indirect=True)
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)
-def test_scatter_add_index_add(dt, launched, monkeypatch):
+def test_scatter_add_index_add(dt, path, launched, monkeypatch):
+    """Both load paths (src and the indices through texel views, or the storage buffers), each
+    accumulation variant, strided views, host and device indices."""
     tag = TAGS[np.dtype(dt)]
     for mode in atomics_modes(dt):
         monkeypatch.setattr(I, "ATOMICS", mode)
@@ -129,7 +132,8 @@ def test_scatter_add_index_add(dt, launched, monkeypatch):
             0, torch.tensor([4, 0, 4]), torch.tensor(src[:4, :3, :6].transpose(1, 0, 2).astype(np.float64)))
         assert_bits(got.numpy(), want.numpy().astype(dt))
         suffix = "" if mode == "cas" else "_native"
-        assert f"scatter_add.{tag}{suffix}" in launched and f"index_add.{tag}{suffix}" in launched
+        twin = "" if path == "texel" else "_ssbo"
+        assert f"scatter_add{twin}.{tag}{suffix}" in launched and f"index_add{twin}.{tag}{suffix}" in launched
         launched.clear()
 
 

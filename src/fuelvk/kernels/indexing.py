@@ -40,8 +40,15 @@ _ACC_FEATURES = {"f32": (), "f16": ("storage16",), "bf16": ("storage16",),
                  "f64_native": ("float64", "float64_atomic_add")}
 NATIVE_FEATURE = {"f32": "float32_atomic_add", "f16": "float32_atomic_add", "bf16": "float32_atomic_add",
                   "f64": "float64_atomic_add"}
+# The accumulate pass: SCATTER_RUN consecutive row elements per invocation; src (binding 4, one element
+# per texel) and the index words (binding 5) through texel views where the device reads texels faster,
+# else the storage-only twins scatter_add_ssbo / index_add_ssbo (which the init / finish passes take).
+SCATTER_WG, SCATTER_RUN = 128, 8
+_SRC_TEXELS = {"f32": "R32_UINT", "f64": "R32G32_UINT", "bf16": "R16_UINT", "f16": "R16_UINT"}
+_SRC_TEXELS.update({f"{t}_native": f for t, f in list(_SRC_TEXELS.items())})
 for _fam in ("scatter_add", "index_add"):
-    family(_fam, "scatter_add.comp", {t: f"{_fam}_{t}" for t in ("f32", "f64", "bf16", "f16")},
-           GROUP, extra=("f32_native", "f64_native", "bf16_native", "f16_native"),
-           defines=dict(_IDX_DEFINES, **id_defines(MODE=SCATTER_MODES)),
-           tag_defines=_ACC_DEFINES, tag_features=_ACC_FEATURES)
+    texel_twins(_fam, "scatter_add.comp", {t: f"{_fam}_{t}" for t in ("f32", "f64", "bf16", "f16")},
+                GROUP, extra=("f32_native", "f64_native", "bf16_native", "f16_native"),
+                defines=dict(_IDX_DEFINES, **id_defines(MODE=SCATTER_MODES), WG=SCATTER_WG, RUN=SCATTER_RUN),
+                tag_defines=_ACC_DEFINES, tag_features=_ACC_FEATURES,
+                tag_texel_formats={t: {4: f, 5: "R32_UINT"} for t, f in _SRC_TEXELS.items()})

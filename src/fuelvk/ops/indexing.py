@@ -26,7 +26,8 @@ from .. import runtime
 from ..array import Array, asarray, complex_part, empty
 from ..errors import DTypeError, FuelVKIndexError, ShapeError, UnsupportedError
 from ..kernels import kernel
-from ..kernels.indexing import GATHER_WG, GATHER_WORDS, INDEX_KINDS, NATIVE_FEATURE, SCATTER_MODES
+from ..kernels.indexing import (GATHER_WG, GATHER_WORDS, INDEX_KINDS, NATIVE_FEATURE, SCATTER_MODES, SCATTER_RUN,
+                                SCATTER_WG)
 from ..kernels.registry import storage_twin
 from ..runtime import loadpath
 from ..runtime.loadpath import TEXEL_BYTES
@@ -269,6 +270,7 @@ def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, n
     tag = _dt.float_tag(op, base.dtype)
     vtag = _atomic_tag(op, fam, tag)
     v = kernel(fam, vtag)
+    plain = storage_twin(v)       # the element-wise init / finish passes read no texels
     ctx = runtime.get()
     half = tag in ("f16", "bf16")
     n_base = base.size
@@ -277,7 +279,7 @@ def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, n
         out = new_like(base.shape, base.dtype)
         acc = empty((max(n_base, 1),), _dt.float32)
         if n_base:
-            ctx.launch(v, ctx.groups(-(-n_base // _WG)), out=out, src=base_c, ids=ids, acc=acc, **_NO_WALK,
+            ctx.launch(plain, ctx.groups(-(-n_base // SCATTER_WG)), out=out, src=base_c, ids=ids, acc=acc, **_NO_WALK,
                        n=n_base, off_src=base_c.offset, IDX=kind, MODE=SCATTER_MODES["init"])
     else:
         out = copy(base)
@@ -289,12 +291,17 @@ def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, n
                                                        tuple(s_dst))
         if len(shape) > MAX_RANK:
             raise ShapeError(f"{op}: rank {len(shape)} after merging dims exceeds {MAX_RANK} (kernel {fam}.{vtag})")
-        ctx.launch(v, ctx.groups(-(-n // _WG)), out=out, src=src, ids=ids, acc=acc, n=n, rank=len(shape),
+        limit = ctx.device.limits.maxTexelBufferElements
+        texel = loadpath.texel_paths(ctx)[0] and src.buffer.size // src.dtype.itemsize <= limit \
+            and ids.buffer.size // 4 <= limit
+        groups = -(-(n // shape[-1]) * -(-shape[-1] // SCATTER_RUN) // SCATTER_WG)
+        ctx.launch(v if texel else plain, ctx.groups(groups), out=out, src=src, ids=ids, acc=acc,
+                   **({"src_t": src, "ids_t": ids} if texel else {}), n=n, rank=len(shape),
                    axis=new_ax, dst_axis_len=base.shape[axis], off_src=src.offset, off_idx=ids.offset, off_acc=0,
                    shape=list(shape), s_src=list(ss), s_idx=list(si), s_dst=list(sd), IDX=kind,
                    MODE=SCATTER_MODES["accumulate"])
     if half and n_base:
-        ctx.launch(v, ctx.groups(-(-n_base // _WG)), out=out, src=src, ids=ids, acc=acc, **_NO_WALK, n=n_base,
+        ctx.launch(plain, ctx.groups(-(-n_base // SCATTER_WG)), out=out, src=src, ids=ids, acc=acc, **_NO_WALK, n=n_base,
                    off_src=0, IDX=kind, MODE=SCATTER_MODES["finish"])
     return result(out, numpy_out)
 
