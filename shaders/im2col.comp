@@ -53,11 +53,13 @@ void row_state(uint t, out int plane, out int y0, out int x0) {
     x0 = int(kj * p.dil_w) - int(p.pad_l);
 }
 
+// The padding test is a select after a load at the clamped position (always inside x), not a
+// branch: straight-line code for the lanes of a SIMD CPU driver.
 W value_at(int plane, int y0, int x0, uint oy, uint ox) {
     int iy = y0 + int(oy * p.stride_h), ix = x0 + int(ox * p.stride_w);
-    if (iy >= 0 && iy < int(p.h) && ix >= 0 && ix < int(p.w))
-        return load_x(plane + iy * p.xs[2] + ix * p.xs[3]);
-    return zero_word();
+    bool inside = iy >= 0 && iy < int(p.h) && ix >= 0 && ix < int(p.w);
+    W v = load_x(plane + clamp(iy, 0, int(p.h) - 1) * p.xs[2] + clamp(ix, 0, int(p.w) - 1) * p.xs[3]);
+    return inside ? v : zero_word();
 }
 
 void main() {

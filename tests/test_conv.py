@@ -68,6 +68,12 @@ def test_im2col_matches_numpy(dt, path, im2col_families):
     assert im2col_families == {"im2col" if path == "texel" else "im2col_ssbo"}
 
 
+def test_im2col_empty_image_all_padding():
+    """h = 0 with padding: every patch element is padding (zeros), nothing is read from x."""
+    x = np.zeros((1, 2, 0, 3), np.float32)
+    assert_bits(im2col(x, (2, 3), 1, 1), np_im2col(x, 2, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1))
+
+
 def test_im2col_large():
     x = rng.standard_normal((2, 8, 33, 31)).astype(np.float32)
     assert_bits(im2col(x, (3, 3), 1, 1), np_im2col(x, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1))
