@@ -32,6 +32,12 @@ def remap_family(name, mode, variants, group=GROUP, extra=()):
                 extra=extra, tag_texel_formats=REMAP_TEXEL_FORMATS, **_W)
 
 
+# transpose.comp: copies whose source is contiguous along the output's second-to-last dim (x.T to
+# contiguous), a block of 16-byte-word rows per invocation; source view as remap's.
+TRANSPOSE_WG = 128
+texel_twins("transpose", "transpose.comp", width_variants("transpose"), GROUP,
+            defines={"WG": TRANSPOSE_WG}, tag_texel_formats=REMAP_TEXEL_FORMATS, **_W)
+
 remap_family("flip", "gather", width_variants("flip", ("b2", "b4", "b8")), extra=("b1",))
 remap_family("roll", "roll", width_variants("roll", ("b2", "b4", "b8")), extra=("b1",))
 remap_family("triu", "triu", width_variants("triu", ("b2", "b4", "b8")), extra=("b1",))
