@@ -18,6 +18,25 @@ const uint WGU = WG, RUNU = RUN;
 
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
 layout(set = 0, binding = 1) readonly buffer A { T a[]; };
+#ifndef NO_TEXEL
+// grad_out as one element per texel (R32_UINT, R32G32_UINT, R16_UINT by dtype): where the device
+// reads texels faster, a's reads come through here (binding a stays bound, unread).
+#extension GL_EXT_samplerless_texture_functions : require
+layout(set = 0, binding = 2) uniform utextureBuffer a_t;
+V load_a(uint i) {
+#if defined(DT_F64)
+    return packDouble2x32(texelFetch(a_t, int(i)).xy);
+#elif defined(DT_F16)
+    return unpackHalf2x16(texelFetch(a_t, int(i)).x).x;
+#elif defined(DT_BF16)
+    return uintBitsToFloat(texelFetch(a_t, int(i)).x << 16);
+#else
+    return uintBitsToFloat(texelFetch(a_t, int(i)).x);
+#endif
+}
+#else
+V load_a(uint i) { return LOAD(a[i]); }
+#endif
 
 layout(push_constant) uniform Params {
     uint n; uint rank; uint off_o; uint off_a; int k; uint fill[2];
@@ -57,7 +76,7 @@ V gather_element(uint i) {
     while (true) {
         int src = int(p.off_a);
         for (int d = 0; d < r; ++d) src += (rs[d][ri[d]] + int(t[d])) * p.sa[d];
-        acc += LOAD(a[uint(src)]);
+        acc += load_a(uint(src));
         int d = r - 1;
         for (; d >= 0; --d) {
             if (int(++t[d]) < rl[d][ri[d]]) break;
@@ -109,13 +128,13 @@ void main() {
         int c = int(col);
         V acc = V(0.0);
 #if MODE == MODE_PAD_REFLECT
-        if (c >= 1 && c <= lo) acc += LOAD(a[uint(src + (lo - c) * s)]);
-        acc += LOAD(a[uint(src + (lo + c) * s)]);
-        if (c <= nin - 2 && c >= nin - 1 - hi) acc += LOAD(a[uint(src + (lo + 2 * (nin - 1) - c) * s)]);
+        if (c >= 1 && c <= lo) acc += load_a(uint(src + (lo - c) * s));
+        acc += load_a(uint(src + (lo + c) * s));
+        if (c <= nin - 2 && c >= nin - 1 - hi) acc += load_a(uint(src + (lo + 2 * (nin - 1) - c) * s));
 #else
         int s0 = c == 0 ? 0 : lo + c;
         int e0 = c == nin - 1 ? p.dim[r - 1] : lo + c + 1;
-        for (int t = s0; t < e0; ++t) acc += LOAD(a[uint(src + t * s)]);
+        for (int t = s0; t < e0; ++t) acc += load_a(uint(src + t * s));
 #endif
         o[out_i + col] = STORE(acc);
     }
