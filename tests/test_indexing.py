@@ -54,6 +54,26 @@ def test_take(dt, launched):
     assert any(i.startswith(("index_select.", "index_select_ssbo.")) for i in launched)
 
 
+@pytest.mark.parametrize("path", ["texel", "ssbo"], indirect=True)
+@pytest.mark.parametrize("dt", [np.float32, np.float16, np.int8, np.float64], ids=str)
+def test_take_rows_not_texels(dt, path, launched):
+    """take along an axis whose rows are not whole texels: through gather (texel reads, word stores)
+    where texel loads are faster, index_select's element path otherwise; numpy's bits either way, for
+    strided x, negative and device indices."""
+    x = data((6, 7, 5), dt)
+    a = fv.asarray(x)
+    for axis in (0, 1, 2):
+        n = x.shape[axis]
+        idx = rng.integers(-n, n, size=(2, 3))
+        assert_bits(fv.take(x, idx, axis), np.take(x, idx, axis))
+        assert_bits(fv.take(a[::-1, 1:], idx % x.shape[axis] if axis != 1 else idx % 6, axis).numpy(),
+                    np.take(x[::-1, 1:], idx % x.shape[axis] if axis != 1 else idx % 6, axis))
+    dev = fv.asarray(np.array([4, -1, 0, -7], np.int64))
+    assert_bits(fv.take(a, dev, 1).numpy(), np.take(x, [4, -1, 0, -7], 1))
+    want = "gather." if path == "texel" else "index_select_ssbo."
+    assert any(i.startswith(want) for i in launched), launched
+
+
 def test_take_device_indices_and_embedding():
     table = data((50, 16), np.float32)
     tok = rng.integers(0, 50, size=(3, 7))

@@ -105,6 +105,13 @@ def take(x, indices, axis=None):
     ids, kind = _indices("take", f"index_select.{tag}", indices, n, True)
     ids = contiguous(ids)
     out_shape = x.shape[:ax] + tuple(idx_shape) + x.shape[ax + 1:]
+    if _take_as_gather(x, ax, out_shape):
+        # rows that are not whole texels, where texel loads are faster: gather's texel reads and word
+        # stores (the indices broadcast along every other dim), not index_select's per-element path
+        shape = [1] * x.ndim
+        shape[ax] = ids.size
+        out = gather_along(x, ids.reshape(-1).reshape(tuple(shape)), kind, ax, f"b{x.dtype.itemsize}")
+        return result(out.reshape(out_shape), numpy_out)
     out = new_like(out_shape, x.dtype)
     if out.size and not fits(x, ids, out):
         h = ids.numpy().astype(np.int64).reshape(-1)
@@ -127,6 +134,19 @@ def take(x, indices, axis=None):
                        n=out.size, inner=inner, n_idx=n_idx, axis_in=n, off_out=0, off_in=x.offset,
                        off_idx=ids.offset, pad=0, IDX=kind, magic_r=0, shift_r=0, magic_a=0, shift_a=0)
     return result(out, numpy_out)
+
+
+def _take_as_gather(x, ax, out_shape):
+    """Whether take runs as gather_along: the device reads texels faster (loadpath, or FUELVK_TEXEL_LOADS),
+    the result is at least loadpath.TEXEL_MIN_BYTES (unless forced), and x's rows after the axis are not
+    whole texels (index_select's texel-row path takes those)."""
+    size = math.prod(out_shape)
+    if not size or not loadpath.texel_paths(runtime.get())[0]:
+        return False
+    if not loadpath.forced() and size * x.dtype.itemsize < loadpath.TEXEL_MIN_BYTES:
+        return False
+    per = TEXEL_BYTES // x.dtype.itemsize
+    return math.prod(x.shape[ax + 1:]) % per != 0 or (x.is_contiguous and x.offset % per != 0)
 
 
 def _texels_per_row(ctx, x, inner, out):
