@@ -38,27 +38,53 @@ layout(push_constant) uniform Params {
     uint n_groups; uint cin_per_g; uint total; uint off_x; int xs[4];
 } p;
 
-// Where patch row t (over batch * groups * cin_per_g * k_h * k_w) reads: its channel plane's offset
-// and the tap's input position at output pixel (0, 0).
-void row_state(uint t, out int plane, out int y0, out int x0) {
+// A patch row (over batch * groups * cin_per_g * k_h * k_w): image b, group g, channel cl within the
+// group, kernel tap (ki, kj); where it reads: its channel plane's offset and the tap's input position
+// at output pixel (0, 0).
+struct Row { uint b, g, cl, ki, kj; int plane, y0, x0; };
+
+void place(inout Row q) {
+    q.plane = int(p.off_x) + int(q.b) * p.xs[0] + int(q.g * p.cin_per_g + q.cl) * p.xs[1];
+    q.y0 = int(q.ki * p.dil_h) - int(p.pad_t);
+    q.x0 = int(q.kj * p.dil_w) - int(p.pad_l);
+}
+
+Row row_at(uint t) {
+    Row q;
     uint kk = p.k_h * p.k_w;
-    uint row = t % (p.cin_per_g * kk);
-    uint bg = t / (p.cin_per_g * kk);
-    uint b = bg / p.n_groups, g = bg % p.n_groups;
-    uint c = g * p.cin_per_g + row / kk;
-    uint tap = row % kk;
-    uint ki = tap / p.k_w, kj = tap - ki * p.k_w;
-    plane = int(p.off_x) + int(b) * p.xs[0] + int(c) * p.xs[1];
-    y0 = int(ki * p.dil_h) - int(p.pad_t);
-    x0 = int(kj * p.dil_w) - int(p.pad_l);
+    uint row = t % (p.cin_per_g * kk), bg = t / (p.cin_per_g * kk);
+    q.b = bg / p.n_groups;
+    q.g = bg - q.b * p.n_groups;
+    q.cl = row / kk;
+    uint tap = row - q.cl * kk;
+    q.ki = tap / p.k_w;
+    q.kj = tap - q.ki * p.k_w;
+    place(q);
+    return q;
+}
+
+// The next patch row, by carrying through the tap, channel, group and image (no division: rows
+// shorter than a word cross often).
+void next_row(inout Row q) {
+    if (++q.kj == p.k_w) {
+        q.kj = 0u;
+        if (++q.ki == p.k_h) {
+            q.ki = 0u;
+            if (++q.cl == p.cin_per_g) {
+                q.cl = 0u;
+                if (++q.g == p.n_groups) { q.g = 0u; ++q.b; }
+            }
+        }
+    }
+    place(q);
 }
 
 // The padding test is a select after a load at the clamped position (always inside x), not a
 // branch: straight-line code for the lanes of a SIMD CPU driver.
-W value_at(int plane, int y0, int x0, uint oy, uint ox) {
-    int iy = y0 + int(oy * p.stride_h), ix = x0 + int(ox * p.stride_w);
+W value_at(Row q, uint oy, uint ox) {
+    int iy = q.y0 + int(oy * p.stride_h), ix = q.x0 + int(ox * p.stride_w);
     bool inside = iy >= 0 && iy < int(p.h) && ix >= 0 && ix < int(p.w);
-    W v = load_x(plane + clamp(iy, 0, int(p.h) - 1) * p.xs[2] + clamp(ix, 0, int(p.w) - 1) * p.xs[3]);
+    W v = load_x(q.plane + clamp(iy, 0, int(p.h) - 1) * p.xs[2] + clamp(ix, 0, int(p.w) - 1) * p.xs[3]);
     return inside ? v : zero_word();
 }
 
@@ -68,14 +94,13 @@ void main() {
     if (i >= p.total) return;
     uint t = i / hw, col = i - t * hw;
     uint oy = col / p.w_out, ox = col - oy * p.w_out;
-    int plane, y0, x0;
-    row_state(t, plane, y0, x0);
+    Row q = row_at(t);
     if (i + WORDSU * VEC <= p.total && col + WORDSU * VEC <= hw) {
         // the common case: whole words inside one patch row, straight-line code
         [[unroll]] for (uint w = 0u; w < WORDSU; ++w) {
             uvec4 word = uvec4(0u);
             [[unroll]] for (uint j = 0u; j < VEC; ++j) {
-                put_word(word, j, value_at(plane, y0, x0, oy, ox));
+                put_word(word, j, value_at(q, oy, ox));
                 if (++ox == p.w_out) { ox = 0u; ++oy; }
             }
             o4[i / VEC + w] = word;
@@ -87,14 +112,15 @@ void main() {
         if (e0 >= p.total) return;
         bool whole = e0 + VEC <= p.total;
         uvec4 word = uvec4(0u);
-        for (uint j = 0u; j < VEC && e0 + j < p.total; ++j) {
-            W v = value_at(plane, y0, x0, oy, ox);
+        [[unroll]] for (uint j = 0u; j < VEC; ++j) {
+            if (e0 + j >= p.total) break;
+            W v = value_at(q, oy, ox);
             if (whole) put_word(word, j, v);
             else o[e0 + j] = v;
             if (++ox == p.w_out) { ox = 0u; ++oy; }
             if (++col == hw) {                    // into the next patch row
                 col = 0u; ox = 0u; oy = 0u;
-                if (e0 + j + 1u < p.total) row_state(++t, plane, y0, x0);
+                next_row(q);
             }
         }
         if (whole) o4[e0 / VEC] = word;

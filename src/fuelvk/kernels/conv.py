@@ -6,7 +6,7 @@ b2 its conv2d_im2col_bf16 (and serves f16), b8 (f64) is a fuelvk addition.
 from .registry import WIDTH_DEFINES, WIDTH_FEATURES, texel_twins
 
 IM2COL_WG = 128
-IM2COL_WORDS = 2   # 16-byte output words per invocation
+IM2COL_WORDS = 8   # 16-byte output words per invocation
 # x read through a one-element-per-texel view (binding 3, x_t) where the device reads texels faster
 # (Device.texel_loads), else the storage-only twin im2col_ssbo.
 IM2COL_TEXEL_FORMATS = {"b2": {3: "R16_UINT"}, "b4": {3: "R32_UINT"}, "b8": {3: "R32G32_UINT"}}
