@@ -25,7 +25,7 @@ texel_twins("index_select", "index_select.comp", {"f32": "index_select", "f16": 
 # gather writes whole 16-byte output words, GATHER_WORDS per invocation; it reads x (binding 4, one
 # element per texel) and the index words (binding 5) through texel views where the device reads
 # texels faster, else its storage-only twin gather_ssbo.
-GATHER_WG, GATHER_WORDS = 128, 2
+GATHER_WG, GATHER_WORDS = 128, 4
 _GATHER_TEXELS = {"b1": "R8_UINT", "b2": "R16_UINT", "b4": "R32_UINT", "b8": "R32G32_UINT"}
 texel_twins("gather", "gather.comp", width_variants("gather"), GROUP,
             defines={**_IDX_DEFINES, "WG": GATHER_WG, "WORDS": GATHER_WORDS}, tag_defines=WIDTH_DEFINES,

@@ -11,7 +11,7 @@ from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family, id_defines, texel_t
 GROUP = "Layout / data-movement (byte-width-keyed, dtype-agnostic)"
 MAX_RANK = 6      # remap.comp / write.comp: the Params' shape and stride arrays
 WG, EPT = 256, 4  # write.comp / pad_backward.comp: elements per workgroup = WG * EPT
-WORDS = 2         # remap.comp: 16-byte output words per invocation (one row-index split per invocation)
+WORDS = 4         # remap.comp: 16-byte output words per invocation (one row-index split per invocation)
 # write.comp and add_assign_scaled.comp (a src view written into a dst view of the same shape): the
 # bits of their Params' flags (FLAG_* in the shaders).
 WRITE_FLAGS = {"src_contiguous": 1, "src_constant": 2, "dst_contiguous": 4}
