@@ -212,23 +212,38 @@ def _sg8(dev):
     return 1 if s == 8 else (2 if s % 8 == 0 else 0)
 
 
-def _reg_tile(M, N, lc, matvec=False, min_rows=1):
-    """(rows, column groups, 8-lane groups along N) per invocation / workgroup of the register tile,
-    whose lanes own `lc` columns (one texel of B) per group: 32 rows x 8 columns per lane, fewer rows
-    when M is smaller, one group when N fits one workgroup, two groups for matvec (one row, B [K, N])
-    -- the best of the sweeps in docs/MEASUREMENTS.md. When N is narrower than a workgroup's 8 lane
-    groups (8 x 8 lc columns), only as many groups as N needs sit along N (a power of two) and the
-    others take further rows, each fewer (M split between them), so no lane works on columns past N;
-    at least min_rows (a transposed A reads whole texels of rows)."""
-    if matvec or N > 32 * lc:
-        gn = 8
-    else:
-        gn = 1 << max(0, (-(-N // (8 * lc)) - 1).bit_length())
-    rows = max(-(-M // (8 // gn)), min_rows)
-    tm = next((t for t in matmul_kernels.REG_TM if t >= rows), matmul_kernels.REG_TM[-1])
-    if N <= 64 * lc:
-        return tm, 1, gn
-    return tm, matmul_kernels.REG_MATVEC_GROUPS if tm == 1 else max(1, matmul_kernels.REG_LANE_TARGET // lc), gn
+def _reg_tile(M, N, lc, matvec=False, min_rows=1, batch=1, groups=1):
+    """(rows TM, column groups TNV, 8-lane groups along N GN) per invocation / workgroup of the register
+    tile, whose lanes own `lc` columns (one texel of B) per column group.
+
+    matvec (one row, B [K, N]): 1 row, two column groups once N fills a workgroup (docs/MEASUREMENTS.md).
+    Otherwise the candidate with the least modelled time: the launch's `batch` x tiles run in waves of
+    `groups` workgroups at once (the device's parallel_groups), each wave as long as one tile's padded
+    rows x columns times (1 + load cost per FMA): an A texel feeds 4 k x columns-per-lane FMAs and a B
+    texel 4 k x TM, at REG_LOAD_COST FMAs a load. So small M x N take smaller tiles (more workgroups
+    than cores: the Llama's 64-row products) and N that is no multiple of a wide tile (640) a narrower
+    one instead of padded columns; large products keep the 32 x 8 tile (8 columns per lane at most,
+    the register budget measured best). Ties: fewer workgroups. At least min_rows rows (a transposed
+    A reads whole texels of rows)."""
+    if matvec:
+        return 1, 1 if N <= 64 * lc else matmul_kernels.REG_MATVEC_GROUPS, 8
+    load = matmul_kernels.REG_LOAD_COST
+    best = None
+    for gn in matmul_kernels.REG_GN:
+        for tnv in matmul_kernels.REG_TNV:
+            c = lc * tnv
+            if c > matmul_kernels.REG_LANE_TARGET and tnv > 1:
+                continue
+            cols = gn * 8 * c
+            for tm in matmul_kernels.REG_TM[1:]:
+                if tm < min_rows or tm * c > matmul_kernels.REG_MAX_ACC:
+                    continue
+                rows = (8 // gn) * tm
+                tiles = -(-M // rows) * -(-N // cols) * batch
+                cost = -(-tiles // groups) * rows * cols * (1 + load / (4 * c) + load / (4 * tm))
+                if best is None or (cost, tiles) < best[0]:
+                    best = (cost, tiles), (tm, tnv, gn)
+    return best[1]
 
 
 def _texel_ok(itemsize, offset, unit, *dims):
@@ -276,7 +291,8 @@ def _launch(plan, a, b, out):
         per_a = matmul_kernels.TEXEL_BYTES // a.dtype.itemsize
         along_m = route == "register_tiled" and sa_m == 1 and sa_k != 1 and M % per_a == 0   # TEXA 2 candidate
         tm, tnv, gn = _reg_tile(1 if route == "matvec" else M, N, lc, matvec=route == "matvec",
-                                min_rows=per_a if along_m else 1)
+                                min_rows=per_a if along_m else 1, batch=math.prod(batch),
+                                groups=matmul_kernels.parallel_groups(dev))
         tiles = -(-N // matmul_kernels.MATVEC_KSPLIT_COLS) if ksplit else \
             -(-N // (gn * 8 * lc * tnv)) * -(-M // (tm * (8 // gn)))
         (ta_buf, ta_ok), (tb_buf, tb_ok) = (_texel_binding(ctx.pool, x) for x in (a, b))
