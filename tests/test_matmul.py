@@ -4,6 +4,7 @@ Error bound per element: f32 accumulation of K products (K * 2^-24 * (|A| @ |B|)
 slack) plus the output dtype's rounding (rtol/atol of the per-dtype table).
 """
 import json
+import math
 import shutil
 import subprocess
 from pathlib import Path
@@ -279,6 +280,47 @@ def test_register_tile_forced_tiles(combo, tile, monkeypatch):
     assert {(s["TM"], s["TNV"], s["GN"]) for s in seen} == {tile}
     texa = {s["TEXA"] for s in seen}
     assert {0, 1} <= texa and (2 in texa) == (tm % (16 // COMBO_DTYPES[combo][0].itemsize) == 0)
+
+
+@pytest.mark.parametrize("route", ["register_tiled", "tiled", "small"])
+def test_split_k(route, monkeypatch):
+    """Few workgroups and a long K: K spans side by side in one launch (an extra batch dim), float32
+    partials summed in a fixed order and rounded once. Thresholds lowered so small inputs split; a
+    remainder span, transposed / offset / batched operands, half types in and out; same bits on a
+    repeat; no split once the launch has as many workgroups as the device runs at once."""
+    monkeypatch.setattr(matmul_kernels, "KSPLIT_MIN_K", 64)
+    monkeypatch.setattr(matmul_kernels, "KSPLIT_MIN_WORK", 0)
+    monkeypatch.setattr(matmul_kernels, "parallel_groups", lambda dev: 8)
+    rng = np.random.default_rng(17)
+    big = fv.asarray(rand((2, 310, 48), F32, rng))
+    w = fv.asarray(rand((21, 310), F32, rng))
+    cases = [(rand((5, 300), F32, rng), rand((300, 17), F32, rng), None),   # register tile: spans 80, 80, 80 + 60
+             (big[0, 3:303, :8].T, rand((300, 9), F32, rng), None),          # A transposed (dW = X.T @ dY)
+             (big[1, 1:301, 5:11].T, w[:, 2:302].T, None),                  # offset views, x @ W.T
+             (rand((3, 4, 256), F32, rng), rand((256, 12), F32, rng), None),  # batched
+             (rand((4, 520), BF16, rng), rand((520, 24), BF16, rng), None),    # bf16 -> bf16, rounded once
+             (rand((4, 520), F16, rng), rand((520, 24), F16, rng), F32)]
+    seen = []
+    orig = runtime.get().launch
+
+    def launch(v, groups, **args):
+        if "sa_k" in args:   # matmul launches, not the partials' sum
+            seen.append((args["batch"], args["K"]))
+        return orig(v, groups, **args)
+    monkeypatch.setattr(runtime.get(), "launch", launch)
+    for x, y, out in cases:
+        seen.clear()
+        cdt = np.dtype(out) if out is not None else _np(x).dtype
+        got = matmul(x, y, out, route=route)
+        check(got, x, y, cdt)
+        K, nb = _np(x).shape[-1], math.prod(_np(got).shape[:-2])
+        assert all(k < K for _, k in seen) and sum(b * k for b, k in seen) == K * nb, (x.shape, seen)
+        np.testing.assert_array_equal(_np(matmul(x, y, out, route=route)), _np(got))
+    monkeypatch.setattr(matmul_kernels, "parallel_groups", lambda dev: 1)
+    seen.clear()
+    x, y = cases[0][:2]
+    check(matmul(x, y, route=route), x, y, F32)
+    assert seen == [(1, 300)]
 
 
 def test_texel_limit_falls_back_to_scalar_loads(monkeypatch, device_limits):

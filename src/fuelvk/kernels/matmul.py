@@ -51,6 +51,13 @@ COOP_TILE = 16                                 # M, N, K must be multiples of it
 # the 2 x 2 MMA loops.
 K_LOOP = {"matvec": (8, 1, 32), "matvec_ksplit": (64, 1, 32), "register_tiled": (8, 1, 32),
           "tiled": (32, 101, 64), "small": (1, 4, 32), "coop": (32, 96, 64)}
+# Split-K for occupancy: a launch with fewer workgroups than the device runs at once (parallel_groups)
+# and a long K sums K spans of at least this depth side by side (one launch, the spans an extra batch
+# dim), into float32 partials added in a fixed order (deterministic, one rounding to the output dtype).
+# Only where one workgroup's share is large (tile rows x columns x K >= KSPLIT_MIN_WORK multiply-adds):
+# below it the partials' extra dispatch (~0.05-0.1 ms on lavapipe) costs more than the spread gains.
+KSPLIT_MIN_K = 256
+KSPLIT_MIN_WORK = 1 << 22
 K_SPAN_ALIGN = 8   # K spans keep the 16-byte texel alignment of K-contiguous operands (8 half / 2 x 4 f32)
 
 

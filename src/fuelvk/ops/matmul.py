@@ -20,6 +20,11 @@ is skipped (the register tile instead); available_routes() lists what remains. `
 FUELVK_MATMUL_ROUTE forces one; a route the device, its limits or the shape cannot take raises a
 typed error. matmul_route() runs the same picker.
 
+The register tile's shape (rows, columns per lane, lane groups along N) comes from a cost model of
+the shape and the device's parallel workgroups (_reg_tile). A launch with fewer workgroups than the
+device runs at once and a long K (a small layer's weight gradient) sums K spans side by side in the
+same launch, as an extra batch dim, into float32 partials added in a fixed order (_k_splits).
+
 Load paths chosen per launch (specialization constants, same kernel): matvec and the register tile
 read A along K (the register tile also along M: a transposed A, as in a weight gradient dY.T @ X) and
 B along N (its rows) or along K (x @ W.T) as 16-byte texels of a storage texel
@@ -295,17 +300,25 @@ def _launch(plan, a, b, out):
                                 groups=matmul_kernels.parallel_groups(dev))
         tiles = -(-N // matmul_kernels.MATVEC_KSPLIT_COLS) if ksplit else \
             -(-N // (gn * 8 * lc * tnv)) * -(-M // (tm * (8 // gn)))
+        area = gn * 8 * lc * tnv * tm * (8 // gn)   # one workgroup's rows x columns
         (ta_buf, ta_ok), (tb_buf, tb_ok) = (_texel_binding(ctx.pool, x) for x in (a, b))
         texels = {"a_t": ta_buf, "b_t": tb_buf}
     else:
         bm, bn = {"tiled": matmul_kernels.TILED_BLOCK, "small": matmul_kernels.SMALL_BLOCK, "coop": matmul_kernels.COOP_BLOCK}[route]
         tiles = -(-N // bn) * -(-M // bm)
+        area = bm * bn
     nd = matmul_kernels.MAX_BATCH_DIMS
     a_dt, b_dt, _ = plan.combo.split("_")
 
-    def run(k0, k1, dst):
+    def run(k0, k1, dst, splits=1):
+        """Launch C[k0:k1 span] into dst; splits > 1: that many consecutive spans of k1 - k0 at once,
+        as an outermost batch dim whose partials land in dst[0 .. splits - 1]."""
         variant = kernel(matmul_kernels.ROUTES[route], f"{a_dt}_{b_dt}_{_TAG[dst.dtype]}")
-        for shape, sa, sb, oa, ob, oc in _batch_chunks(tuple(batch), tuple(sa_b), tuple(sb_b), so):
+        bat, sab, sbb, sob = tuple(batch), tuple(sa_b), tuple(sb_b), tuple(so)
+        if splits > 1:
+            bat, sab, sbb = (splits,) + bat, ((k1 - k0) * sa_k,) + sab, ((k1 - k0) * sb_k,) + sbb
+            sob = (math.prod(batch) * M * N,) + sob
+        for shape, sa, sb, oa, ob, oc in _batch_chunks(bat, sab, sbb, sob):
             nb = math.prod(shape)
             pad = nd - len(shape)
             offa, offb = a.offset + oa + k0 * sa_k, b.offset + ob + k0 * sb_k
@@ -329,7 +342,35 @@ def _launch(plan, a, b, out):
                        sb_batch=[0] * pad + list(sb), **spec)
 
     k_loop = matmul_kernels.K_LOOP["matvec_ksplit" if ksplit else route]
-    return split_k("matmul", out, K, k_per_launch(k_loop, dev.loop_budget, matmul_kernels.K_SPAN_ALIGN), run)
+    align = matmul_kernels.K_SPAN_ALIGN
+    if route == "coop":
+        align = math.lcm(align, matmul_kernels.COOP_TILE)
+    budget = k_per_launch(k_loop, dev.loop_budget, align)
+    splits = 1 if route == "matvec" else _k_splits(tiles * math.prod(batch), area * K, K,
+                                                   matmul_kernels.parallel_groups(dev))
+    if splits == 1:
+        return split_k("matmul", out, K, budget, run)
+    span = -(-K // splits)
+    span = -(-span // align) * align
+    if budget is not None:
+        span = min(span, budget)
+    full, rem = divmod(K, span)
+    part = new_like((full + (rem > 0),) + out.shape, _dt.float32)
+    run(0, span, part, splits=full)
+    if rem:
+        run(full * span, K, part[full])
+    total = part.sum(axis=0)
+    return total if out.dtype == _dt.float32 else total.astype(out.dtype)
+
+
+def _k_splits(workgroups, work, K, groups):
+    """K spans to run side by side (1: none): enough to give the device's `groups` parallel workgroups
+    work when the launch has fewer and each has `work` >= KSPLIT_MIN_WORK multiply-adds (small M x N,
+    long K: a weight gradient over many tokens), each span at least KSPLIT_MIN_K deep."""
+    if workgroups >= groups or work < matmul_kernels.KSPLIT_MIN_WORK:
+        return 1
+    n = min(-(-groups // workgroups), K // matmul_kernels.KSPLIT_MIN_K)
+    return n if n >= 2 else 1
 
 
 def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):
