@@ -236,7 +236,7 @@ def test_register_tile_picker():
     cover N = 640 without padded columns; narrow N puts fewer lane groups along N; every tile respects
     min_rows, the accumulator budget and covers the product."""
     from fuelvk.ops.matmul import _reg_tile
-    pick = lambda M, N, lc=4, **kw: _reg_tile(M, N, lc, groups=kw.pop("groups", 2), **kw)   # noqa: E731
+    pick = lambda M, N, lc=4, **kw: _reg_tile(M, N, lc, groups=kw.pop("groups", 2), **kw)
     assert pick(1024, 1024) == (32, 2, 8) and pick(1024, 1024, 8) == (32, 1, 8)
     assert pick(64, 256) == (16, 2, 4)              # 2 workgroups of 32 x 256 (was 2 of 32 x 4 per lane)
     assert pick(64, 640) == (8, 2, 2)               # 10 of 32 x 128: no padded columns (was 512 + 512)
@@ -316,6 +316,10 @@ def test_split_k(route, monkeypatch):
         K, nb = _np(x).shape[-1], math.prod(_np(got).shape[:-2])
         assert all(k < K for _, k in seen) and sum(b * k for b, k in seen) == K * nb, (x.shape, seen)
         np.testing.assert_array_equal(_np(matmul(x, y, out, route=route)), _np(got))
+    x3, y3 = rand((2, 2, 2, 3, 300), F32, rng), rand((300, 5), F32, rng)   # 3 batch dims: no room for spans
+    seen.clear()
+    check(matmul(x3, y3, route=route), x3, y3, F32)
+    assert [k for _, k in seen] == [300]
     monkeypatch.setattr(matmul_kernels, "parallel_groups", lambda dev: 1)
     seen.clear()
     x, y = cases[0][:2]

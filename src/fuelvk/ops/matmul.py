@@ -346,8 +346,10 @@ def _launch(plan, a, b, out):
     if route == "coop":
         align = math.lcm(align, matmul_kernels.COOP_TILE)
     budget = k_per_launch(k_loop, dev.loop_budget, align)
-    splits = 1 if route == "matvec" else _k_splits(tiles * math.prod(batch), area * K, K,
-                                                   matmul_kernels.parallel_groups(dev))
+    # (no split past the kernel's batch dims: the host would loop over the spans one launch each)
+    splits = 1
+    if route != "matvec" and len(batch) < matmul_kernels.MAX_BATCH_DIMS:
+        splits = _k_splits(tiles * math.prod(batch), area * K, K, matmul_kernels.parallel_groups(dev))
     if splits == 1:
         return split_k("matmul", out, K, budget, run)
     span = -(-K // splits)
