@@ -317,6 +317,7 @@ def test_split_k(route, monkeypatch):
         assert all(k < K for _, k in seen) and sum(b * k for b, k in seen) == K * nb, (x.shape, seen)
         np.testing.assert_array_equal(_np(matmul(x, y, out, route=route)), _np(got))
     x3, y3 = rand((2, 2, 2, 3, 300), F32, rng), rand((300, 5), F32, rng)   # 3 batch dims: no room for spans
+    monkeypatch.setattr(matmul_kernels, "parallel_groups", lambda dev: 64)
     seen.clear()
     check(matmul(x3, y3, route=route), x3, y3, F32)
     assert [k for _, k in seen] == [300]
