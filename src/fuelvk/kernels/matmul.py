@@ -54,7 +54,7 @@ K_LOOP = {"matvec": (8, 1, 32), "matvec_ksplit": (64, 1, 32), "register_tiled": 
 # Split-K for occupancy: a launch with fewer workgroups than the device runs at once (parallel_groups)
 # and a long K sums K spans of at least this depth side by side (one launch, the spans an extra batch
 # dim), into float32 partials added in a fixed order (deterministic, one rounding to the output dtype).
-# Only where one workgroup's share is large (tile rows x columns x K >= KSPLIT_MIN_WORK multiply-adds):
+# Only where one workgroup's share is large (its rows x columns of the product x K >= KSPLIT_MIN_WORK):
 # below it the partials' extra dispatch (~0.05-0.1 ms on lavapipe) costs more than the spread gains.
 KSPLIT_MIN_K = 256
 KSPLIT_MIN_WORK = 1 << 22

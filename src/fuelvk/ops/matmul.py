@@ -349,7 +349,7 @@ def _launch(plan, a, b, out):
     # (no split past the kernel's batch dims: the host would loop over the spans one launch each)
     splits = 1
     if route != "matvec" and len(batch) < matmul_kernels.MAX_BATCH_DIMS:
-        splits = _k_splits(tiles * math.prod(batch), area * K, K, matmul_kernels.parallel_groups(dev))
+        splits = _k_splits(tiles * math.prod(batch), min(area, M * N) * K, K, matmul_kernels.parallel_groups(dev))
     if splits == 1:
         return split_k("matmul", out, K, budget, run)
     span = -(-K // splits)
@@ -367,8 +367,9 @@ def _launch(plan, a, b, out):
 
 def _k_splits(workgroups, work, K, groups):
     """K spans to run side by side (1: none): enough to give the device's `groups` parallel workgroups
-    work when the launch has fewer and each has `work` >= KSPLIT_MIN_WORK multiply-adds (small M x N,
-    long K: a weight gradient over many tokens), each span at least KSPLIT_MIN_K deep."""
+    work when the launch has fewer and each has `work` >= KSPLIT_MIN_WORK multiply-adds over the
+    product's own (not padded) rows x columns (small M x N, long K: a weight gradient over many
+    tokens), each span at least KSPLIT_MIN_K deep."""
     if workgroups >= groups or work < matmul_kernels.KSPLIT_MIN_WORK:
         return 1
     n = min(-(-groups // workgroups), K // matmul_kernels.KSPLIT_MIN_K)
