@@ -154,6 +154,12 @@ def launch_strided(variant, out, inputs, spec=None, s0=ZERO2, s1=ZERO2, flags_ex
         order = tuple(range(1 + len(inputs))) + tuple(len(inputs) + 1 if k is None else k for k in views or ())
         plan = (tuple(pipes), writes, operator.itemgetter(*order) if len(order) > 1 else lambda t: t[:1], stub)
         _remember(plans, limits, key, plan)
+    _run(ctx, plan, ob, inputs)
+    return plan
+
+
+def _run(ctx, plan, ob, inputs):
+    """Record a launch plan's dispatches with ob as the output buffer and inputs' buffers bound."""
     pipes, writes, bind, stub = plan
     if pipes:
         if len(inputs) == 2:
@@ -163,7 +169,6 @@ def launch_strided(variant, out, inputs, spec=None, s0=ZERO2, s1=ZERO2, flags_ex
         dispatch = ctx.stream.dispatch
         for pipe, groups, push in pipes:
             dispatch(pipe, groups, bufs, writes, push)
-    return plan
 
 
 def _remember(plans, limits, key, plan):
@@ -208,17 +213,10 @@ def cached_new(op_key, inputs):
     hit = plans.get(_fresh_key(ctx, op_key, inputs))
     if hit is None:
         return None
-    nbytes, shape, strides, dtype, (pipes, writes, bind, stub) = hit
+    nbytes, shape, strides, dtype, plan = hit
     buf = ctx.pool.alloc(nbytes)
     out = Array(buf, shape, strides, 0, dtype)
-    if pipes:
-        if len(inputs) == 2:
-            bufs = bind((buf, inputs[0].buffer, inputs[1].buffer, stub))
-        else:
-            bufs = bind((buf,) + tuple(x.buffer for x in inputs) + (stub,))
-        dispatch = ctx.stream.dispatch
-        for pipe, groups, push in pipes:
-            dispatch(pipe, groups, bufs, writes, push)
+    _run(ctx, plan, buf, inputs)
     return out
 
 
