@@ -32,7 +32,7 @@ from ..kernels.indexing import (GATHER_WG, GATHER_WORDS, INDEX_KINDS, NATIVE_FEA
 from ..kernels.registry import storage_twin
 from ..runtime import loadpath
 from ..runtime.loadpath import TEXEL_BYTES
-from ._core import blockwise, contiguous, device_args, divider, fits, new_like, result, spans, windowed
+from ._core import binding_limit, blockwise, contiguous, device_args, divider, fits, new_like, result, spans, windowed
 from .movement import launch_write
 from .movement_core import copy
 
@@ -175,9 +175,12 @@ def take(x, indices, axis=None):
 def _take_as_gather(x, ax, out_shape):
     """Whether take runs as gather_along: the device reads texels faster (loadpath, or FUELVK_TEXEL_LOADS),
     the result is at least loadpath.TEXEL_MIN_BYTES (unless forced), and x's rows after the axis are not
-    whole texels (index_select's texel-row path takes those)."""
+    whole texels (index_select's texel-row path takes those). Operands over one binding stay on
+    index_select, which splits the source along the taken axis (gather_along cannot)."""
     size = math.prod(out_shape)
     if not size or not loadpath.texel_paths(runtime.get())[0]:
+        return False
+    if not fits(x) or size * x.dtype.itemsize > binding_limit():
         return False
     if not loadpath.forced() and size * x.dtype.itemsize < loadpath.TEXEL_MIN_BYTES:
         return False
