@@ -93,8 +93,8 @@ def markdown(traces, defs):
     for op, s in summary.items():
         lines.append(f"| {op} | {sum(s['rows'].values())} | "
                      + " | ".join(str(s["rows"].get(c, 0) or ".") for c in row_cols) + " |")
-    lines += ["", "Fastest and slowest PASSED workload per op_type (fuelvk ms vs torch CPU reference ms, "
-              "median of the timed runs; x = reference / fuelvk):", "",
+    lines += ["", ("Fastest and slowest PASSED workload per op_type (fuelvk ms vs torch CPU reference ms, "
+                   "median of the timed runs; x = reference / fuelvk):"), "",
               "| op_type | fastest | slowest |", "|---|---|---|"]
     for op, s in summary.items():
         lines.append(f"| {op} | {_cell(s['fastest'])} | {_cell(s['slowest'])} |")
