@@ -4,8 +4,9 @@ index_add.
 Indices: any integer numpy array / list (checked and normalized on the host, uploaded as u32), or
 a device Array of int32 / uint32 / int64 (read by the kernels as is). take / take_along_axis accept
 negative indices (numpy); scatter_add / index_add accept 0 <= i < n only (torch). Out-of-range
-indices raise FuelVKIndexError (an IndexError) before anything is launched. For device-resident
-indices that check downloads them (a synchronization); set CHECK_DEVICE_INDICES = False to skip it,
+indices raise FuelVKIndexError (an IndexError) before anything is launched; device-resident indices
+are checked on the device, without a host wait, and the error is raised at the next synchronize, before
+any result reaches the host (see _bounds); set CHECK_DEVICE_INDICES = False to skip it,
 and then the kernels' own guard applies: take / take_along_axis clamp an out-of-range index into
 the axis (and wrap negatives), scatter_add / index_add skip it — no kernel ever reads or writes
 outside a buffer.
@@ -53,7 +54,7 @@ def _indices(op, fam, idx, n, negative_ok):
                              f"(kernel {fam}); cast them first or pass a numpy array")
         runtime.check_alive(idx.buffer)
         if CHECK_DEVICE_INDICES and idx.size:
-            _bounds(op, fam, idx.numpy(), lo, n, accepted)
+            _bounds(op, fam, idx, lo, n, accepted)
         return idx, INDEX_KINDS[idx.dtype.name]
     host = np.asarray(idx)
     if host.dtype == np.bool_ or host.dtype.kind not in "iu":
@@ -67,11 +68,46 @@ def _indices(op, fam, idx, n, negative_ok):
 
 
 def _bounds(op, fam, host, lo, n, accepted):
-    bad = (host < lo) | (host >= n)
-    if bad.any():
-        first = host.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]]
-        raise FuelVKIndexError(f"{op}: index {int(first)} is out of bounds for an axis of size {n} "
-                               f"({int(bad.sum())} bad of {host.size}; accepted {accepted}; kernel {fam})")
+    """Raise FuelVKIndexError when an index is outside [lo, n).
+
+    host: a numpy array (checked now), or a device Array, checked without a host wait (a device-side
+    assert): its min and max are reduced on the device and copied into a host-visible slot, and the
+    comparison is deferred to the stream's next synchronize (Stream.defer_check). Contract: every host
+    read of device memory (Array.numpy/item, downloads, torch's .cpu()) synchronizes first, so the error
+    is raised there, before any result derived from the bad indices reaches the host (three small
+    dispatches: a float64 cast, min, max; a device without float64 checks on the host); meanwhile the
+    kernel has clamped (take) or skipped (scatter_add / index_add) the bad indices, so no memory outside
+    a buffer is touched, and the arrays computed from them must be discarded (as after a CUDA device
+    assert). The error names the op, the offending extreme and the accepted range."""
+    if not isinstance(host, Array):
+        bad = (host < lo) | (host >= n)
+        if bad.any():
+            first = host.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]]
+            raise FuelVKIndexError(f"{op}: index {int(first)} is out of bounds for an axis of size {n} "
+                                   f"({int(bad.sum())} bad of {host.size}; accepted {accepted}; kernel {fam})")
+        return
+    from ..runtime.vk import ffi
+    from .reduction import max as _max, min as _min
+    ctx = runtime.get()
+    try:   # float64 holds every index below 2^53 exactly and rounds monotonically above: same verdict
+        wide = host.astype(_dt.float64)
+        ends = [_min(wide), _max(wide)]
+    except (DTypeError, UnsupportedError):   # a device without float64: the check on the host (a wait)
+        return _bounds(op, fam, host.numpy(), lo, n, accepted)
+    size = 8
+    slot = ctx.pool.alloc(2 * size, host=True)
+    for i, a in enumerate(ends):
+        ctx.stream.copy(a.buffer, slot, size, a.offset * size, i * size)
+    count = host.size
+
+    def check():
+        first, last = np.frombuffer(ffi.buffer(slot.mapped, 2 * size)[:], np.float64)   # synchronized: done
+        if first < lo or last >= n:
+            worst, which = (int(first), "smallest") if first < lo else (int(last), "largest")
+            raise FuelVKIndexError(f"{op}: index {worst} (the {which} of {count} device indices) is out of bounds "
+                                   f"for an axis of size {n} (accepted {accepted}; kernel {fam}; found by the "
+                                   "device-side check at this synchronize)")
+    ctx.stream.defer_check(check)
 
 
 def _tag_bytes(op, fam, dt):

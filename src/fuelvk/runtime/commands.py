@@ -153,6 +153,7 @@ class Stream:
         self.cb = None
         self.count = 0
         self.dispatches = 0  # total recorded, for tests/benchmarks
+        self.checks = []     # deferred device-side checks (defer_check), run by the next synchronize
         self.barriers = 0
         self.bound = None
         self.pushed = self.pushed_by = None
@@ -385,13 +386,32 @@ class Stream:
             self.free.append(slot)
             n += 1
 
+    def defer_check(self, check):
+        """Run check() (no arguments; it raises when what the device found is wrong) right after the next
+        synchronize: every host read of device memory goes through synchronize, so a failed check surfaces
+        before any result recorded after it reaches the host (device-side asserts without a host wait)."""
+        with self.lock:
+            self.checks.append(check)
+
     def synchronize(self):
         self.flush(wait=True)
+        if self.checks:
+            with self.lock:
+                checks, self.checks = self.checks, []
+            failed = []
+            for check in checks:   # each runs once; the first failure is the error raised
+                try:
+                    check()
+                except Exception as e:   # noqa: BLE001 - re-raised below
+                    failed.append(e)
+            if failed:
+                raise failed[0]
 
     def destroy(self):
         with self.lock:
             if self.destroyed:
                 return
+            self.checks.clear()   # closing: nothing will read the results they guard
             self.flush(wait=True)
             self.destroyed = True
             for slot in self.free:
