@@ -17,6 +17,9 @@ Building test-backend-ops (Debian bookworm: apt-get install libvulkan-dev spirv-
     cmake -S ggml -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_VULKAN=ON -DGGML_BUILD_EXAMPLES=OFF
     cmake --build build -j2 --target test-backend-ops
 
+(with headers older than 1.3.261, ggml-vulkan.cpp's VK_EXT_layer_settings block in the instance creation
+needs an `#if defined(VK_EXT_layer_settings)` around it, else an InstanceCreateInfo without that pNext.)
+
 test-backend-ops sizes each perf graph for a GPU at 32 GB of traffic (or 100 GFLOP): on a CPU
 device such as lavapipe that is minutes per case.  The numbers in the note came from a build whose
 tests/test-backend-ops.cpp reads those two targets from GGML_PERF_TARGET_GB / GGML_PERF_TARGET_GFLOP
