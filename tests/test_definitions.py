@@ -681,23 +681,43 @@ def _sampling_def(vocab):
             "axes": {**full["axes"], "vocab_size": {"type": "const", "value": vocab}}}
 
 
+# FlashInfer-Bench's sampling check at its own level (100 validation calls, 500,000 draws a row, total
+# variation <= 0.2), the draws batched 100,000 rows a call instead of its 10,000 (the same draws in
+# 5 launches, not 50: what lavapipe affords); the definitions runner keeps the 10,000 (TOLERANCES).
+REAL_LEVEL = {"validation_trials": 100, "draws": 500_000, "batch_rows": 100_000, "tvd_threshold": 0.2}
+
+
 def test_fuelvk_sampling_passes_the_statistical_check(tmp_path, monkeypatch):
-    """fuelvk's sampler (device thresholds + inverse CDF) under FlashInfer-Bench's rule, fewer draws.
+    """fuelvk's sampler (the cut search and the draw on the device) under FlashInfer-Bench's rule at
+    its full draw count, a vocabulary of 64: every sample inside the mask, total variation <= 0.2,
+    and (stricter, ours) total variation under 0.01 on the rows the mask describes exactly.
     Rows where top-k and top-p both cut are left out: the check's nucleus is taken on the original
     probs, the reference's on the top-k renormalized ones, and the two distributions differ there
-    (total variation 0.19 for k = 30, p = 0.8 over 64 tokens) whatever the sampler."""
-    fewer = {"validation_trials": 10, "batch_rows": 100, "draws": 1500}
-    monkeypatch.setitem(run_mod.TOLERANCES, "sampling", {**run_mod.TOLERANCES["sampling"], **fewer})
+    (total variation 0.19 for k = 30, p = 0.8 over 64 tokens) whatever the sampler.  Wrong samplers
+    are caught: top-k dropped (samples outside the mask), weights sharpened (probs squared: inside
+    the mask, the frequencies off: caught at 20,000 draws)."""
+    monkeypatch.setitem(run_mod.TOLERANCES, "sampling", {**run_mod.TOLERANCES["sampling"], **REAL_LEVEL})
     d = _sampling_def(64)
     row = _blob_row(tmp_path, d, "smp", {"batch_size": 5},
                     {"top_k": _i32([5, 12, -1, -1, 3]), "top_p": torch.tensor([1.0, 1.0, 1.0, 0.5, 0.9])})
     ev = evaluate(d, row, root=tmp_path, repeats=1)["evaluation"]
     assert ev["status"] == "PASSED", ev["log"]
-    assert ev["correctness"]["extra"]["tvd"] < 0.12
+    tvds = ev["correctness"]["extra"]["tvds_per_batch"]
+    assert max(tvds[:3]) < 0.01, tvds     # rows whose mask is their exact distribution: our 1% level
+    # (rows 3 and 4 cut by top-p: the check's mask keeps the nucleus to p + 0.05, a wider distribution;
+    # their frequencies are held to 1% of the reference's in test_sampling)
     # top-k dropped: samples fall outside the mask
     off = evaluate(d, row, root=tmp_path, repeats=1, solution=_perturbed_inputs(
         fuelvk_solution, top_k=torch.full((5,), -1, dtype=torch.int32)))["evaluation"]
     assert off["status"] == "INCORRECT_NUMERICAL" and "outside the valid mask" in off["log"]
+
+    def sharpened(defn, inputs):   # inside the mask, total variation 0.27 from the right distribution
+        p = inputs["probs"] ** 2
+        return fuelvk_solution(defn, {**inputs, "probs": p / p.sum(-1, keepdim=True)})
+    fewer = {"validation_trials": 2, "draws": 20_000}
+    monkeypatch.setitem(run_mod.TOLERANCES, "sampling", {**run_mod.TOLERANCES["sampling"], **fewer})
+    sharp = evaluate(d, row, root=tmp_path, repeats=1, solution=sharpened)["evaluation"]
+    assert sharp["status"] == "INCORRECT_NUMERICAL" and "total variation" in sharp["log"], sharp["log"]
 
 
 def test_fuelvk_sampling_thresholds_are_exact():

@@ -6,12 +6,22 @@ len_indptr or absent, paged MLA prefill, the DSA top-k indexer; page sizes 1 and
 partial last pages, empty requests.  Rows come from fuelvk's workload builders (workloads.py)."""
 from collections import Counter
 
+import numpy as np
 import pytest
 import torch
 from test_definitions import DATA, _log_lse, _passes_and_a_wrong_one_fails, _with_consts
 
 from fuelvk.definitions import evaluate, fuelvk_solution, match_solution
-from fuelvk.definitions.run import SOLUTIONS, load_definitions
+from fuelvk.definitions.run import (
+    SOLUTIONS,
+    _dsa_scores,
+    check_dsa_indexer,
+    gen_inputs,
+    load_definitions,
+    normalize,
+    pack_fp8_k_cache,
+    reference_fn,
+)
 from fuelvk.definitions.workloads import row_for
 
 DATASET = load_definitions(DATA)
@@ -115,8 +125,58 @@ def test_dsa_topk_indexer(tmp_path):
     d = DATASET["dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"]
     _run_row(d, tmp_path, lambda o: (o[0][::-1],))
     small = _shrunk_topk(d, 16)
-    row = _run_row(small, tmp_path / "k16", lambda o: (o[0][:, ::-1],))
+    row = _run_row(small, tmp_path / "k16", lambda o: (np.concatenate([o[0][:, :1], o[0][:, :-1]], axis=1),))
+    # (the wrong answer: a token twice)
     # a solution that ignores the page table (tokens in cache order) is caught
     wrong = evaluate(small, row, root=tmp_path / "k16", repeats=1, solution=lambda defn, inp: fuelvk_solution(
         defn, {**inp, "block_table": inp["block_table"].flip(1)}))["evaluation"]
     assert wrong["status"] == "INCORRECT_NUMERICAL"
+
+
+def test_dsa_indexer_rule_compares_scores_not_order(tmp_path):
+    """FlashInfer-Bench's DSA top-k indexer evaluator compares the scores at the indices, sorted, not
+    the indices: any order passes, and so does a token whose score ties the k-th (the reference's
+    torch.topk may pick either); a lower-scored token, a token twice, a token of another request
+    fail.  The tie is exact here: a key copied byte for byte in the fp8 cache."""
+    d = _shrunk_topk(DATASET["dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"], 16)
+    row = row_for(d, tmp_path)
+    inputs = gen_inputs(d, row["workload"], tmp_path)
+    run = reference_fn(d)
+    want = normalize(d, run(**inputs))["topk_indices"].long()
+    ps = inputs["k_index_cache_fp8"].shape[1]
+    table, n0 = inputs["block_table"][0].long(), int(inputs["seq_lens"][0])
+    tokens = table[torch.arange(n0) // ps] * ps + torch.arange(n0) % ps          # request 0's global ids
+    a = int(want[0, -1])                                                          # the k-th
+    b = int(next(t for t in tokens.tolist() if t not in want[0].tolist()))
+    cache = inputs["k_index_cache_fp8"].view(torch.uint8).reshape(-1, ps * (d["axes"]["index_head_dim"]["value"] + 4))
+    dd = d["axes"]["index_head_dim"]["value"]
+    for lo, width in ((0, dd), (ps * dd, 4)):                                    # its fp8 bytes, its scale
+        src, dst = (lo + (t % ps) * width for t in (a, b))
+        cache[b // ps, dst:dst + width] = cache[a // ps, src:src + width]
+    want = normalize(d, run(**inputs))["topk_indices"].long()
+    kept, other = (a, b) if a in want[0].tolist() else (b, a)
+    swapped = torch.where(want == kept, torch.full_like(want, other), want)
+    assert check_dsa_indexer(inputs, want.flip(1), want)[1] is None
+    assert check_dsa_indexer(inputs, swapped, want)[1] is None
+    assert not torch.equal(swapped, want)
+    scores = _dsa_scores(inputs, tokens[None].expand(len(want), -1).clone())[0]
+    low = int(tokens[scores.argmin()])
+    assert "differ" in check_dsa_indexer(inputs, torch.where(want == kept, torch.full_like(want, low), want), want)[1]
+    twice = want.clone()
+    twice[0, 1] = twice[0, 0]
+    assert "duplicate" in check_dsa_indexer(inputs, twice, want)[1]
+    assert "out-of-range" in check_dsa_indexer(inputs, want.flip(0), want)[1]
+
+
+def test_dsa_indexer_random_key_cache_is_packed_as_flashinfer_bench_does():
+    """A random k_index_cache_fp8 is bfloat16 randn keys packed into deep_gemm's fp8 page layout (fp8
+    bytes, then float32 scales amax / 448): it dequantizes back to the keys within fp8's precision."""
+    k = torch.randn(3, 64, 1, 128, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
+    packed = pack_fp8_k_cache(k)
+    assert packed.dtype == torch.int8 and packed.shape == (3, 64, 1, 132)
+    flat = packed.view(torch.uint8).reshape(3, 64 * 132)
+    fp8 = flat[:, :64 * 128].contiguous().view(torch.float8_e4m3fn).float().reshape(3, 64, 128)
+    scale = flat[:, 64 * 128:].contiguous().view(torch.float32).reshape(3, 64, 1)
+    back, ref = fp8 * scale, k.float()[:, :, 0]
+    assert torch.allclose(scale[..., 0], ref.abs().amax(-1) / 448)
+    assert ((back - ref).abs() <= ref.abs() * 2 ** -3 + scale * 2 ** -9).all()

@@ -4,6 +4,7 @@ Error bound per element: f32 accumulation of K products (K * 2^-24 * (|A| @ |B|)
 slack) plus the output dtype's rounding (rtol/atol of the per-dtype table).
 """
 import json
+import math
 import shutil
 import subprocess
 from pathlib import Path
@@ -229,32 +230,102 @@ def test_texel_load_paths(combo, monkeypatch):
         assert [(s["TEXA"], s["TEXB"]) for s in seen] == [(ta, tb)], (x.shape, x.strides, y.strides, seen)
 
 
-def test_register_tile_row_counts(monkeypatch):
-    """Every rows-per-invocation count of the register tile, on M that leave partial row tiles."""
-    rng = np.random.default_rng(14)
-    seen = _specs(monkeypatch)
-    for M in (3, 15, 33, 65):
-        a, b = rand((M, 45), F32, rng), rand((45, 300), F32, rng)
-        check(matmul(a, b, route="register_tiled"), a, b, F32)
-    assert sorted({s["TM"] for s in seen}) == [4, 16, 32]
+def test_register_tile_picker():
+    """The tile picker's cost model (ops.matmul._reg_tile) at a fixed core count: large products keep
+    the 32 x 8 tile; the tiny Llama's 64-row products take tiles that give every core a workgroup and
+    cover N = 640 without padded columns; narrow N puts fewer lane groups along N; every tile respects
+    min_rows, the accumulator budget and covers the product."""
+    from fuelvk.ops.matmul import _reg_tile
+    pick = lambda M, N, lc=4, **kw: _reg_tile(M, N, lc, groups=kw.pop("groups", 2), **kw)
+    assert pick(1024, 1024) == (32, 2, 8) and pick(1024, 1024, 8) == (32, 1, 8)
+    assert pick(64, 256) == (16, 2, 4)              # 2 workgroups of 32 x 256 (was 2 of 32 x 4 per lane)
+    assert pick(64, 640) == (8, 2, 2)               # 10 of 32 x 128: no padded columns (was 512 + 512)
+    assert pick(64, 32, batch=4)[2] == 1            # N = 32 f32: one lane group along N
+    assert pick(1, 4096, matvec=True) == (1, 2, 8)
+    for M, N, lc, batch, groups, min_rows in ((3, 300, 4, 1, 2, 1), (640, 256, 4, 1, 2, 4), (70, 256, 8, 1, 4, 8),
+                                               (5, 192, 8, 3, 128, 1), (4096, 14336, 8, 1, 16, 1)):
+        tm, tnv, gn = pick(M, N, lc, batch=batch, groups=groups, min_rows=min_rows)
+        c = lc * tnv
+        assert tm in matmul_kernels.REG_TM and gn in matmul_kernels.REG_GN and tm >= min_rows
+        assert tm * c <= matmul_kernels.REG_MAX_ACC and c <= max(lc, matmul_kernels.REG_LANE_TARGET)
+    assert pick(64, 256, groups=128)[0] < 16        # a GPU-sized target: more, smaller workgroups
 
 
-@pytest.mark.parametrize("combo", ["f32_f32_f32", "bf16_bf16_bf16"])
-def test_register_tile_narrow_n(combo, monkeypatch):
-    """N narrower than a workgroup's 8 lane groups: GN groups (1, 2, 4) sit along N and the others take
-    further rows (attention's head-dim products, GQA k/v projections), on M and N that leave partial
-    tiles, batched, and a transposed A; results as numpy's."""
-    rng = np.random.default_rng(15)
+# Tiles the picker can return that the other tests' shapes do not all reach here: (TM, TNV, GN).
+FORCED_TILES = [(4, 1, 1), (8, 2, 2), (8, 1, 4), (16, 2, 4), (32, 2, 8), (16, 1, 8)]
+
+
+@pytest.mark.parametrize("combo, tile", [(c, t) for c in ("f32_f32_f32", "bf16_bf16_bf16") for t in FORCED_TILES
+                                         if t[1] == 1 or c.startswith("f32")])   # half types: one column group
+def test_register_tile_forced_tiles(combo, tile, monkeypatch):
+    """Each tile shape, forced, on M / N / K that leave partial row, column and K tiles, batched, with
+    A along K (texels), A transposed (texels along M where TM allows), x @ W.T (B along K) and offset
+    views (scalar loads); results within the f32-accumulation bound of numpy's."""
+    from fuelvk.ops import matmul as mm
+    tm = tile[0]
+    monkeypatch.setattr(mm, "_reg_tile", lambda *a, **k: tile)
+    rng = np.random.default_rng(16)
     adt, bdt, cdt = COMBO_DTYPES[combo]
-    lc = 16 // bdt.itemsize
+    out = None if cdt == adt else cdt
     seen = _specs(monkeypatch)
-    for M, N, batch, trans in ((64, 8 * lc, 1, False), (37, 2 * 8 * lc - 3, 2, False), (70, 4 * 8 * lc, 1, True),
-                               (5, 3 * 8 * lc, 3, False), (64, 8 * 8 * lc, 1, False)):
-        a = rand((batch, 19, M) if trans else (batch, M, 19), adt, rng)
-        b = rand((batch, 19, N), bdt, rng)
-        x = fv.asarray(a).transpose(0, 2, 1) if trans else a
-        check(matmul(x, b, None if cdt == adt else cdt, route="register_tiled"), x, b, cdt)
-    assert [s["GN"] for s in seen] == [1, 2, 4, 4, 8], seen
+    big_a = fv.asarray(rand((2, 40, 72), adt, rng))
+    big_w = fv.asarray(rand((150, 72), bdt, rng))
+    b = rand((2, 37, 133), bdt, rng)
+    cases = [(big_a[:, :37, :37], b),                          # A along K, K % 8 tail, N partial
+             (big_a[0, :37, :40].T, b[0, :37, :91]),           # A transposed: 40 rows along M
+             (big_a[0, 3:36, :37], big_w[:131, :37].T),        # x @ W.T
+             (big_a[1, 1:30, 1:38], big_w[1:100, 2:39].T)]     # offset by one: scalar loads
+    for x, y in cases:
+        check(matmul(x, y, out, route="register_tiled"), x, y, cdt)
+    assert {(s["TM"], s["TNV"], s["GN"]) for s in seen} == {tile}
+    texa = {s["TEXA"] for s in seen}
+    assert {0, 1} <= texa and (2 in texa) == (tm % (16 // COMBO_DTYPES[combo][0].itemsize) == 0)
+
+
+@pytest.mark.parametrize("route", ["register_tiled", "tiled", "small"])
+def test_split_k(route, monkeypatch):
+    """Few workgroups and a long K: K spans side by side in one launch (an extra batch dim), float32
+    partials summed in a fixed order and rounded once. Thresholds lowered so small inputs split; a
+    remainder span, transposed / offset / batched operands, half types in and out; same bits on a
+    repeat; no split once the launch has as many workgroups as the device runs at once."""
+    monkeypatch.setattr(matmul_kernels, "KSPLIT_MIN_K", 64)
+    monkeypatch.setattr(matmul_kernels, "KSPLIT_MIN_WORK", 0)
+    monkeypatch.setattr(matmul_kernels, "parallel_groups", lambda dev: 8)
+    rng = np.random.default_rng(17)
+    big = fv.asarray(rand((2, 310, 48), F32, rng))
+    w = fv.asarray(rand((21, 310), F32, rng))
+    cases = [(rand((5, 300), F32, rng), rand((300, 17), F32, rng), None),   # register tile: spans 80, 80, 80 + 60
+             (big[0, 3:303, :8].T, rand((300, 9), F32, rng), None),          # A transposed (dW = X.T @ dY)
+             (big[1, 1:301, 5:11].T, w[:, 2:302].T, None),                  # offset views, x @ W.T
+             (rand((3, 4, 256), F32, rng), rand((256, 12), F32, rng), None),  # batched
+             (rand((4, 520), BF16, rng), rand((520, 24), BF16, rng), None),    # bf16 -> bf16, rounded once
+             (rand((4, 520), F16, rng), rand((520, 24), F16, rng), F32)]
+    seen = []
+    orig = runtime.get().launch
+
+    def launch(v, groups, **args):
+        if "sa_k" in args:   # matmul launches, not the partials' sum
+            seen.append((args["batch"], args["K"]))
+        return orig(v, groups, **args)
+    monkeypatch.setattr(runtime.get(), "launch", launch)
+    for x, y, out in cases:
+        seen.clear()
+        cdt = np.dtype(out) if out is not None else _np(x).dtype
+        got = matmul(x, y, out, route=route)
+        check(got, x, y, cdt)
+        K, nb = _np(x).shape[-1], math.prod(_np(got).shape[:-2])
+        assert all(k < K for _, k in seen) and sum(b * k for b, k in seen) == K * nb, (x.shape, seen)
+        np.testing.assert_array_equal(_np(matmul(x, y, out, route=route)), _np(got))
+    x3, y3 = rand((2, 2, 2, 3, 300), F32, rng), rand((300, 5), F32, rng)   # 3 batch dims: no room for spans
+    monkeypatch.setattr(matmul_kernels, "parallel_groups", lambda dev: 64)
+    seen.clear()
+    check(matmul(x3, y3, route=route), x3, y3, F32)
+    assert [k for _, k in seen] == [300]
+    monkeypatch.setattr(matmul_kernels, "parallel_groups", lambda dev: 1)
+    seen.clear()
+    x, y = cases[0][:2]
+    check(matmul(x, y, route=route), x, y, F32)
+    assert seen == [(1, 300)]
 
 
 def test_texel_limit_falls_back_to_scalar_loads(monkeypatch, device_limits):

@@ -103,6 +103,24 @@ def test_page_table_matters_and_full_pages_by_default():
     assert not np.allclose(got, want)
 
 
+@pytest.mark.parametrize("ps", [1, 16])
+def test_last_page_of_zero_tokens_is_dropped(ps):
+    """kv_last_page_len 0 drops the request's last page, as the FlashInfer-Bench references read it
+    (`k_cache[last_page, :0]`): a one-page request then has no key (zeros, lse -inf); decode and
+    causal prefill against the float64 reference."""
+    lens = [2 * ps + 3, ps, 3 * ps]
+    ptr, idx, last, pages = layout(lens, ps)
+    last = np.array([last[0], 0, 0], np.int32)           # request 1: its only page dropped; 2: its third
+    kc, vc = (rng.standard_normal((pages, ps, 2, 16)).astype(np.float32) for _ in range(2))
+    for qo in (np.arange(4), np.array([0, 3, 4, 6])):
+        q = rng.standard_normal((int(qo[-1]), 4, 16)).astype(np.float32)
+        out, lse = fv.paged_attention(q, kc, vc, ptr, idx, last, None if len(q) == 3 else qo, return_lse=True)
+        want_o, want_l = reference(q, kc, vc, ptr, idx, last, qo, 0.25, True)
+        check(out, want_o, np.float32)
+        check(lse, want_l, np.float32)
+        assert np.isneginf(lse[qo[1]:qo[2]]).all() and not np.isneginf(lse[qo[2]:]).any()
+
+
 def test_bad_page_tables_are_typed_errors():
     ptr, idx, last, pages = layout([5, 3], 4)
     q = np.zeros((2, 2, 8), np.float32)
@@ -113,6 +131,8 @@ def test_bad_page_tables_are_typed_errors():
         fv.paged_attention(q, kc, kc, ptr[::-1].copy(), idx, last)
     with pytest.raises(ShapeError, match="kv_last_page_len must lie in"):
         fv.paged_attention(q, kc, kc, ptr, idx, np.array([5, 1], np.int32))
+    with pytest.raises(ShapeError, match=r"kv_last_page_len must lie in \[0, 4\]"):
+        fv.paged_attention(q, kc, kc, ptr, idx, np.array([-1, 1], np.int32))
     with pytest.raises(ShapeError, match="query rows"):
         fv.paged_attention(q[:1], kc, kc, ptr, idx, last)
     with pytest.raises(ShapeError, match="multiple of Hkv"):

@@ -344,3 +344,32 @@ def test_gdn_states_over_one_binding_run_in_sequence_windows(device_limits):
     big = gdn_inputs(1, 1, 1, 2, 32, 32)                      # 8 KiB for one sequence
     with pytest.raises(FuelVKMemoryError, match="one sequence's state"):
         fv.gated_delta_rule_prefill(**big, state=None)
+
+
+def test_gdn_state_pool_over_one_binding_runs_in_slot_windows(device_limits, budget):
+    """A gdn_mtp state pool larger than one binding (here 8 slots of 2 KiB, 4 KiB bindings: two slots
+    a window) runs as launches over runs of sequences whose slots fit one window, token windows
+    (a tiny loop budget) inside each: the slots far apart, adjacent, the last; the slots not named
+    keep their state, update_state=False gives the same outputs; one slot over a binding is
+    FuelVKMemoryError."""
+    from fuelvk.errors import FuelVKMemoryError
+    nb, t = 4, 3
+    ins = gdn_inputs(nb * t, 1, 1, 2, 8, 32)                  # a state slot of 2 * 32 * 8 * 4 = 2 KiB
+    pool = rand((8, 2, 32, 8))
+    rows = np.array([7, 0, 1, 5], np.int32)
+    shaped = {n: x.reshape(nb, t, *x.shape[1:]) if x.ndim > 1 else x for n, x in ins.items()}
+    wo, ws = gdn_ref(**ins, state=pool, scale=0.5, cu=np.arange(nb + 1) * t, rows=rows)
+    device_limits(maxStorageBufferRange=4096)
+    budget(2 * 8 * 2 + 4 * 2 + 2 * 8 + 16)                   # two tokens a launch
+    out, s = fv.gated_delta_rule_decode(**shaped, state=pool, scale=0.5, state_indices=rows)
+    close(out.reshape(nb * t, 2, 32), wo, F32)
+    close(s[rows], ws, F32)
+    np.testing.assert_array_equal(s[[2, 3, 4, 6]], pool[[2, 3, 4, 6]])
+    out2, none = fv.gated_delta_rule_decode(**shaped, state=pool, scale=0.5, state_indices=rows, update_state=False)
+    assert none is None
+    np.testing.assert_array_equal(out2, out)
+    big = rand((2, 2, 64, 8))                                 # 4 KiB + 1 slot: 4 KiB each, over 4 KiB - 4
+    device_limits(maxStorageBufferRange=4092)
+    with pytest.raises(FuelVKMemoryError, match="one sequence's state"):
+        fv.gated_delta_rule_decode(**{**shaped, "v": rand((nb, t, 2, 64))}, state=big, scale=0.5,
+                                   state_indices=np.array([1, 0, 1, 0], np.int32), update_state=False)

@@ -157,6 +157,47 @@ def test_full_vocabulary():
         assert all(s[i] in top[i] for i in range(2))
 
 
+def test_loop_budget_and_binding_windows(monkeypatch, device_limits):
+    """The passes of a row run as several launches within a small loop budget (the row state kept on
+    the device between them) and the rows in windows of one binding, both on the per-row-workgroup
+    path (vocab > 256) and the invocation-per-row path: the same draws as one launch; a budget
+    below one pass is UnsupportedError, a row over one binding FuelVKMemoryError."""
+    from fuelvk import runtime
+    from fuelvk.errors import FuelVKMemoryError, UnsupportedError
+    from fuelvk.ops import sampling
+    rng = np.random.default_rng(5)
+    dev = runtime.get().device
+    real_budget = dev.loop_budget                         # probed before the monkeypatch
+    for v in (V, 1000):
+        device_limits()
+        monkeypatch.setattr(dev, "loop_budget", real_budget)
+        probs = rng.dirichlet(np.full(v, 0.3), size=40).astype(np.float32)
+        k = np.tile(np.array([3, 0, 7, 1, 0, 40, 2, 5], np.int32), 5)
+        p = np.tile(np.array([0.6, 0.5, 1.0, 0.9, 0.0, 0.8, 0.3, 0.95], np.float32), 5)
+        want = fv.top_k_top_p_sampling_from_probs(probs, k, p, seed=9)
+        launches = []
+        real = runtime.get().launch
+        def spy(*a, launches=launches, real=real, **kw):
+            launches.append(kw["passes"])
+            return real(*a, **kw)
+        monkeypatch.setattr(runtime.get(), "launch", spy)
+        lanes = sampling._lanes(v)[1]
+        one_pass = sampling.PASS_LOOP[0] * -(-v // lanes) + sampling.PASS_LOOP[1]
+        monkeypatch.setattr(dev, "loop_budget", 2 * one_pass)
+        device_limits(maxStorageBufferRange=v * 4 * 4 + 512)     # four rows a window (ends aligned out)
+        got = fv.top_k_top_p_sampling_from_probs(probs, k, p, seed=9)
+        np.testing.assert_array_equal(got, want)
+        assert set(launches) == {2} and len(launches) == 10 * -(-sampling.MAX_PASSES // 2), launches
+        monkeypatch.setattr(runtime.get(), "launch", real)
+        monkeypatch.setattr(dev, "loop_budget", one_pass - 1)
+        with pytest.raises(UnsupportedError, match="loop budget"):
+            fv.top_k_sampling_from_probs(probs, 2)
+        monkeypatch.setattr(dev, "loop_budget", None)
+        device_limits(maxStorageBufferRange=v * 4 - 4)
+        with pytest.raises(FuelVKMemoryError, match="one row"):
+            fv.top_k_sampling_from_probs(probs, 2)
+
+
 def test_empty_batch_and_bad_inputs():
     assert fv.top_k_sampling_from_probs(np.zeros((0, 5), np.float32), 2).shape == (0,)
     with pytest.raises(DTypeError, match="float32"):

@@ -250,8 +250,8 @@ def solve_dsa_topk_indexer(defn, inputs):
 # -- sampling ------------------------------------------------------------------------------------------
 
 def solve_sampling(defn, inputs):
-    """top_k / top_p / top_k_top_p sampling from probabilities: fuelvk's public ops (sort, filter and
-    inverse-CDF draw on the device, the reference's semantics), a fresh seed per call from a
+    """top_k / top_p / top_k_top_p sampling from probabilities: fuelvk's public ops (the cut search and
+    the inverse-CDF draw on the device, the reference's semantics), a fresh seed per call from a
     generator seeded by the Definition's name (reproducible runs, independent draws)."""
     fv = _fv()
     (probs,) = _dev(inputs, "probs")

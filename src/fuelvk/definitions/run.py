@@ -1,14 +1,16 @@
 """Evaluate fuelvk as a FlashInfer-Bench Solution: Definitions + workload JSONL -> Trace JSONL.
 
 Per workload row: inputs as the row says (random: FlashInfer-Bench's generator, seeded by the
-workload uuid, `probs` of a sampling Definition softmax-normalized as FlashInfer-Bench does;
+workload uuid, `probs` of a sampling Definition softmax-normalized and a DSA indexer's fp8 key cache
+packed from bfloat16 randn keys, as FlashInfer-Bench does;
 scalar: the value; safetensors: resolved against the dataset root as FlashInfer-Bench does,
 loaded when the file and the safetensors package are there, else derived when the Definition's
 constraints fix it, else status INPUT_UNAVAILABLE), the Definition's `reference` run in torch (CPU),
 the same inputs through fuelvk, and FlashInfer-Bench's correctness rule: an element fails only if
 BOTH its absolute error and its relative error |x - y| / (|y| + 1e-8) exceed the tolerance (1e-2
 each), and a row fails when more than 1 - required_matched_ratio of the elements fail (ratio 1.0,
-0.95 for moe: TOLERANCES; sampling: sample frequencies, check_sampling).  fuelvk's addition:
+0.95 for moe: TOLERANCES; sampling: sample frequencies, check_sampling; the DSA top-k indexer: the
+scores at its indices, sorted, check_dsa_indexer).  fuelvk's addition:
 NaN/inf must match position by position (FlashInfer-Bench fails any non-finite solution output,
 even where the reference has one).
 
@@ -171,6 +173,10 @@ def gen_inputs(defn, wl, root="."):
             out[name] = rand_tensor(shp[name], TORCH_DTYPES[t["dtype"]], gen)
             if defn["op_type"] == "sampling" and name == "probs":
                 out[name] = torch.softmax(out[name], dim=-1)
+            if is_dsa_indexer(defn) and name == "k_index_cache_fp8":   # as DsaTopkIndexerEvaluator
+                c = {a: x.get("value") for a, x in defn["axes"].items()}
+                k = torch.randn(shp[name][0], c["page_size"], 1, c["index_head_dim"], generator=gen)
+                out[name] = pack_fp8_k_cache(k.to(torch.bfloat16))
     return out
 
 
@@ -666,7 +672,11 @@ def evaluate(defn, row, root=".", solution=fuelvk_solution, repeats=5, atol=ATOL
         if g.dtype != TORCH_DTYPES[spec["dtype"]]:
             ev.update(status="INCORRECT_DTYPE", log=f"{name}: dtype {g.dtype}, defined {spec['dtype']}")
             return trace
-    if defn["op_type"] == "sampling":
+    if is_dsa_indexer(defn):
+        ev["correctness"], why = check_dsa_indexer(inputs, got["topk_indices"], want["topk_indices"], atol, rtol)
+        if why:
+            ev.update(status="INCORRECT_NUMERICAL", log=why)
+    elif defn["op_type"] == "sampling":
         try:
             ev["correctness"], why = check_sampling(defn, inputs, solution, got["samples"])
         except Exception as e:  # noqa: BLE001 -- as above: the solution failing is a result
@@ -690,6 +700,67 @@ def evaluate(defn, row, root=".", solution=fuelvk_solution, repeats=5, atol=ATOL
         ev["performance"] = {"latency_ms": ms, "reference_latency_ms": ref_ms,
                              "speedup_factor": ref_ms / ms if ms > 0 else 0.0}
     return trace
+
+
+# -- DSA top-k indexer: FlashInfer-Bench's sorted-score check (bench/evaluators/dsa_topk_indexer.py) --------
+# The indices are not compared as such: each must be a reachable token of its request (or -1), none twice,
+# and the scores at the solution's indices, sorted, must match the scores at the reference's within atol or
+# rtol -- so two tokens whose scores tie within rounding may come in either order, or either be chosen.
+
+def is_dsa_indexer(defn):
+    return defn["name"].startswith("dsa_topk_indexer")
+
+
+def pack_fp8_k_cache(k):
+    """bfloat16 keys [pages, page_size, 1, D] in deep_gemm's fp8 page layout [pages, page_size, 1, D + 4]
+    int8 (per page: page_size * D fp8 bytes, then page_size float32 scales amax / 448), as
+    FlashInfer-Bench's _pack_fp8_k_cache generates a random k_index_cache_fp8."""
+    pages, ps, _, d = k.shape
+    scale = k.abs().float().amax(dim=3, keepdim=True).clamp(1e-4) / 448.0
+    fp8 = (k * (1.0 / scale)).to(torch.float8_e4m3fn).view(torch.uint8).reshape(pages, ps * d)
+    packed = torch.cat([fp8, scale.reshape(pages, ps).contiguous().view(torch.uint8)], dim=1)
+    return packed.view(torch.int8).reshape(pages, ps, 1, d + 4)
+
+
+def _dsa_scores(inputs, indices):
+    """[B, N] float32 scores sum_h w_h relu(q_h . k) at global token ids (-1: -inf), as the evaluator."""
+    cache = inputs["k_index_cache_fp8"].view(torch.uint8)
+    pages, ps, _, dw = cache.shape
+    d = dw - 4
+    flat = cache.reshape(pages, ps * dw)
+    k_all = (flat[:, :ps * d].contiguous().view(torch.float8_e4m3fn).float().reshape(pages, ps, d)
+             * flat[:, ps * d:].contiguous().view(torch.float32).reshape(pages, ps, 1))
+    safe = indices.clamp(min=0).long()
+    k = k_all[safe // ps, safe % ps]                                       # [B, N, D]
+    per_head = torch.relu(torch.bmm(inputs["q_index_fp8"].float(), k.transpose(1, 2)))
+    scores = (per_head * inputs["weights"].float().unsqueeze(2)).sum(dim=1)
+    scores[indices < 0] = float("-inf")
+    return scores
+
+
+def check_dsa_indexer(inputs, got, want, atol=ATOL, rtol=RTOL):
+    """(correctness, None if passed else why) under FlashInfer-Bench's DSA top-k indexer rule."""
+    inf = {"max_relative_error": math.inf, "max_absolute_error": math.inf}
+    got, want = got.to(torch.int64), want.to(torch.int64)
+    ps = inputs["k_index_cache_fp8"].shape[1]
+    table, lens = inputs["block_table"].long(), inputs["seq_lens"].long()
+    valid, safe = got >= 0, got.clamp(min=0)
+    match = (safe // ps).unsqueeze(2) == table.unsqueeze(1)               # [B, K, pages of the request]
+    pos = match.long().argmax(dim=2) * ps + safe % ps
+    bad = (valid & ~(match.any(dim=2) & (pos < lens.unsqueeze(1)))).any(dim=1)
+    if bad.any():
+        return inf, f"topk_indices: out-of-range indices in batch {bad.nonzero()[:, 0].tolist()}"
+    srt = got.sort(dim=1).values
+    dup = ((srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)).any(dim=1)
+    if dup.any():
+        return inf, f"topk_indices: duplicate indices in batch {dup.nonzero()[:, 0].tolist()}"
+    k = want.shape[1]
+    scores = _dsa_scores(inputs, torch.cat([want, got], dim=1))
+    ref, sol = (x.sort(dim=1, descending=True).values for x in scores.split(k, dim=1))
+    a, r, ok = compare(sol, ref, atol, rtol)
+    corr = {"max_relative_error": r, "max_absolute_error": a}
+    return corr, None if ok else (f"topk_indices: the scores at the indices, sorted, differ from the reference's "
+                                  f"beyond atol={atol} and rtol={rtol} (max abs {a:.3g}, max rel {r:.3g})")
 
 
 # -- sampling: FlashInfer-Bench's statistical check (bench/evaluators/sampling.py) ---------------------------
@@ -763,7 +834,7 @@ def check_sampling(defn, inputs, solution, first):
     tvd = 0.5 * (freqs - expected).abs().sum(-1)
     err = (freqs - expected).abs()
     corr = {"max_relative_error": float((err / (expected.abs() + 1e-8)).max()),
-            "max_absolute_error": float(err.max()), "extra": {"tvd": float(tvd.max())}}
+            "max_absolute_error": float(err.max()), "extra": {"tvd": float(tvd.max()), "tvds_per_batch": tvd.tolist()}}
     if tvd.max() > cfg["tvd_threshold"]:
         return corr, (f"samples: total variation distance {float(tvd.max()):.3f} > {cfg['tvd_threshold']} "
                       f"(row {int(tvd.argmax())}, {trials * repeat} draws per row)")

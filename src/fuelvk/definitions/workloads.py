@@ -47,29 +47,32 @@ def _scale(c):
 
 
 def paged_decode(defn, gen):
-    """Four requests (gqa_paged / mla_paged decode): 3, 0, 5 and 1 random pages of 16; with a
-    kv_last_page_len, partial last pages (5 and 1 tokens where page_size allows)."""
+    """Five requests (gqa_paged / mla_paged decode): 3, 0, 5, 1 and 2 random pages of 16; with a
+    kv_last_page_len, partial last pages (5 and 1 tokens where page_size allows) and a last page of 0
+    tokens (the references drop it: `[:0]`)."""
     c = _consts(defn)
     ps = c["page_size"]
-    ptr, idx = _pages(gen, [3, 0, 5, 1], 16)
-    return ({"batch_size": 4, "num_pages": 16, "len_indptr": 5, "num_kv_indices": len(idx)},
-            {"kv_indptr": ptr, "kv_indices": idx, **_last_page(defn, [min(5, ps), 1, ps, 1])}, {"sm_scale": _scale(c)})
+    ptr, idx = _pages(gen, [3, 0, 5, 1, 2], 16)
+    return ({"batch_size": 5, "num_pages": 16, "len_indptr": 6, "num_kv_indices": len(idx)},
+            {"kv_indptr": ptr, "kv_indices": idx, **_last_page(defn, [min(5, ps), 1, ps, 1, 0])},
+            {"sm_scale": _scale(c)})
 
 
 def paged_prefill(defn, gen):
-    """Three requests (gqa_paged / mla_paged causal prefill): two pages with a partial last one (where
-    the Definition has kv_last_page_len), one with no query, one page; fewer queries than keys."""
+    """Four requests (gqa_paged / mla_paged causal prefill): two pages with a partial last one (where
+    the Definition has kv_last_page_len), one with no query, one page, three pages the last of 0
+    tokens (dropped, as the references read it); fewer queries than keys."""
     c = _consts(defn)
     ps = c["page_size"]
-    counts = [2, 1, 1]
-    last = [min(5, ps), ps, min(4, ps)] if "kv_last_page_len" in defn["inputs"] else [ps] * 3
+    counts = [2, 1, 1, 3]
+    last = [min(5, ps), ps, min(4, ps), 0] if "kv_last_page_len" in defn["inputs"] else [ps] * 4
     ptr, idx = _pages(gen, counts, 8)
     tokens = [(n - 1) * ps + e for n, e in zip(counts, last)]
-    q = [min(3, tokens[0]), 0, min(4, tokens[2])]
-    qo = [0, q[0], q[0] + q[1], sum(q)]
-    axes = {"num_pages": 8, "len_indptr": 4, "num_kv_indices": len(idx), "total_q": qo[-1]}
+    q = [min(3, tokens[0]), 0, min(4, tokens[2]), min(2, tokens[3])]
+    qo = [sum(q[:i]) for i in range(len(q) + 1)]
+    axes = {"num_pages": 8, "len_indptr": 5, "num_kv_indices": len(idx), "total_q": qo[-1]}
     if "batch_size" in defn["axes"]:
-        axes["batch_size"] = 3
+        axes["batch_size"] = 4
     return (axes, {"qo_indptr": _i32(qo), "kv_indptr": ptr, "kv_indices": idx, **_last_page(defn, last)},
             {"sm_scale": _scale(c)})
 

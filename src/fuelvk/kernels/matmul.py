@@ -23,8 +23,16 @@ COMBO_FEATURES = {t: ("storage16",) if any(x != "f32" for x in t.split("_")) els
 # Geometry the host needs to size grids (must match shaders/matmul.comp and matmul_coop.slang).
 WG = 64
 REG_LANE_COLS = {"f32": 4, "f16": 8, "bf16": 8}  # register tile: columns per lane per TNV (one texel of B)
-REG_TM = (1, 4, 16, 32)                        # rows per invocation (specialization constant TM)
-REG_LANE_TARGET = 8                            # columns per lane once N fills a workgroup
+REG_TM = (1, 4, 8, 16, 32)                     # rows per invocation (specialization constant TM)
+REG_TNV = (1, 2)                               # column groups (texels of B) per lane (constant TNV)
+REG_GN = (8, 4, 2, 1)                          # 8-lane groups side by side along N (constant GN)
+REG_LANE_TARGET = 8                            # columns per lane at most (more column groups only up to it)
+REG_MAX_ACC = 256                              # accumulators per lane (TM x columns): 32 x 8 f32 measured best
+# Relative cost of one texel load against one 8-lane FMA in the register tile's loop, for the tile
+# picker's cost model (ops/matmul.py _reg_tile): each A texel feeds 4 k x (columns per lane) FMAs, each
+# B texel 4 x TM; lavapipe measured ~half of a 32 x 4 tile's time in its A loads (the same kernel with
+# A loaded once per step ran 1.7-2x faster), i.e. a load ~8 FMAs.
+REG_LOAD_COST = 8
 REG_MATVEC_GROUPS = 2                          # column groups per lane of the one-row (matvec) tile
 MATVEC_KSPLIT_COLS = 8 * 8                     # matvec with K-contiguous B: 8 groups x NCG columns
 TEXEL_BYTES = 16                               # matvec / register tile texel views: rgba32ui
@@ -43,6 +51,13 @@ COOP_TILE = 16                                 # M, N, K must be multiples of it
 # the 2 x 2 MMA loops.
 K_LOOP = {"matvec": (8, 1, 32), "matvec_ksplit": (64, 1, 32), "register_tiled": (8, 1, 32),
           "tiled": (32, 101, 64), "small": (1, 4, 32), "coop": (32, 96, 64)}
+# Split-K for occupancy: a launch with fewer workgroups than the device runs at once (parallel_groups)
+# and a long K sums K spans of at least this depth side by side (one launch, the spans an extra batch
+# dim), into float32 partials added in a fixed order (deterministic, one rounding to the output dtype).
+# Only where one workgroup's share is large (its rows x columns of the product x K >= KSPLIT_MIN_WORK):
+# below it the partials' extra dispatch (~0.05-0.1 ms on lavapipe) costs more than the spread gains.
+KSPLIT_MIN_K = 256
+KSPLIT_MIN_WORK = 1 << 22
 K_SPAN_ALIGN = 8   # K spans keep the 16-byte texel alignment of K-contiguous operands (8 half / 2 x 4 f32)
 
 
@@ -73,6 +88,13 @@ family("matmul_coop", "matmul_coop.slang", {"f32_bf16_f32": "matmul_coop", "bf16
 ROUTES = {"matvec": "matvec", "register_tiled": "matmul", "tiled": "matmul_tiled", "small": "matmul_small",
           "coop": "matmul_coop"}
 ROUTE_FEATURES = {"coop": COOP_FEATURES}
+
+
+def parallel_groups(device):
+    """Workgroups a launch needs to occupy `device`: the host's cores on a CPU device (its workgroups run
+    one per thread), attention.DECODE_TARGET_GROUPS on a GPU (Vulkan reports no core count)."""
+    from .attention import decode_target
+    return decode_target(device)
 
 
 def route_variant_tag(route):

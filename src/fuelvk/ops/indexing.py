@@ -27,7 +27,9 @@ from .. import runtime
 from ..array import Array, asarray, complex_part, empty
 from ..errors import DTypeError, FuelVKIndexError, ShapeError, UnsupportedError
 from ..kernels import kernel
-from ..kernels.indexing import INDEX_KINDS, NATIVE_FEATURE, SCATTER_MODES
+from ..kernels.indexing import (GATHER_WG, GATHER_WORDS, INDEX_KINDS, NATIVE_FEATURE, SCATTER_MODES, SCATTER_RUN,
+                                SCATTER_WG)
+from ..kernels.registry import storage_twin
 from ..runtime import loadpath
 from ..runtime.loadpath import TEXEL_BYTES
 from ._core import blockwise, contiguous, device_args, divider, fits, new_like, result, spans, windowed
@@ -139,6 +141,13 @@ def take(x, indices, axis=None):
     ids, kind = _indices("take", f"index_select.{tag}", indices, n, True)
     ids = contiguous(ids)
     out_shape = x.shape[:ax] + tuple(idx_shape) + x.shape[ax + 1:]
+    if _take_as_gather(x, ax, out_shape):
+        # rows that are not whole texels, where texel loads are faster: gather's texel reads and word
+        # stores (the indices broadcast along every other dim), not index_select's per-element path
+        shape = [1] * x.ndim
+        shape[ax] = ids.size
+        out = gather_along(x, ids.reshape(-1).reshape(tuple(shape)), kind, ax, f"b{x.dtype.itemsize}")
+        return result(out.reshape(out_shape), numpy_out)
     out = new_like(out_shape, x.dtype)
     if out.size and not fits(x, ids, out):
         h = ids.numpy().astype(np.int64).reshape(-1)
@@ -161,6 +170,19 @@ def take(x, indices, axis=None):
                        n=out.size, inner=inner, n_idx=n_idx, axis_in=n, off_out=0, off_in=x.offset,
                        off_idx=ids.offset, pad=0, IDX=kind, magic_r=0, shift_r=0, magic_a=0, shift_a=0)
     return result(out, numpy_out)
+
+
+def _take_as_gather(x, ax, out_shape):
+    """Whether take runs as gather_along: the device reads texels faster (loadpath, or FUELVK_TEXEL_LOADS),
+    the result is at least loadpath.TEXEL_MIN_BYTES (unless forced), and x's rows after the axis are not
+    whole texels (index_select's texel-row path takes those)."""
+    size = math.prod(out_shape)
+    if not size or not loadpath.texel_paths(runtime.get())[0]:
+        return False
+    if not loadpath.forced() and size * x.dtype.itemsize < loadpath.TEXEL_MIN_BYTES:
+        return False
+    per = TEXEL_BYTES // x.dtype.itemsize
+    return math.prod(x.shape[ax + 1:]) % per != 0 or (x.is_contiguous and x.offset % per != 0)
 
 
 def _texels_per_row(ctx, x, inner, out):
@@ -269,8 +291,15 @@ def gather_along(x, ids, kind, ax, tag):
             raise ShapeError(f"take_along_axis: rank {len(shape)} after merging dims exceeds {MAX_RANK} "
                              f"(kernel {fam}); shapes {x.shape} and {ids.shape}")
         ctx = runtime.get()
-        ctx.launch(kernel("gather", tag), ctx.groups(-(-out.size // _WG)), out=out, x=x, ids=ids, n=out.size,
-                   rank=len(shape), axis=new_ax, axis_len=n, off_out=0, off_x=x.offset, off_idx=ids.offset, pad=0,
+        v = kernel("gather", tag)
+        limit = ctx.device.limits.maxTexelBufferElements
+        texel = loadpath.texel_paths(ctx)[0] and x.buffer.size // x.dtype.itemsize <= limit and ids.buffer.size // 4 <= limit
+        views = {"x_t": x, "ids_t": ids} if texel else {}
+        if not texel:
+            v = storage_twin(v)
+        per_group = GATHER_WG * GATHER_WORDS * (TEXEL_BYTES // x.dtype.itemsize)
+        ctx.launch(v, ctx.groups(-(-out.size // per_group)), out=out, out_words=out, x=x, ids=ids, **views, n=out.size,
+                   rank=len(shape), axis=new_ax, axis_len=n, off_x=x.offset, off_idx=ids.offset,
                    shape=list(shape), sx=list(sx), si=list(si), IDX=kind)
     return out
 
@@ -297,6 +326,7 @@ def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, n
     tag = _dt.float_tag(op, base.dtype)
     vtag = _atomic_tag(op, fam, tag)
     v = kernel(fam, vtag)
+    plain = storage_twin(v)       # the element-wise init / finish passes read no texels
     ctx = runtime.get()
     half = tag in ("f16", "bf16")
     n_base = base.size
@@ -305,7 +335,7 @@ def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, n
         out = new_like(base.shape, base.dtype)
         acc = empty((max(n_base, 1),), _dt.float32)
         if n_base:
-            ctx.launch(v, ctx.groups(-(-n_base // _WG)), out=out, src=base_c, ids=ids, acc=acc, **_NO_WALK,
+            ctx.launch(plain, ctx.groups(-(-n_base // SCATTER_WG)), out=out, src=base_c, ids=ids, acc=acc, **_NO_WALK,
                        n=n_base, off_src=base_c.offset, IDX=kind, MODE=SCATTER_MODES["init"])
     else:
         out = copy(base)
@@ -317,12 +347,17 @@ def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, n
                                                        tuple(s_dst))
         if len(shape) > MAX_RANK:
             raise ShapeError(f"{op}: rank {len(shape)} after merging dims exceeds {MAX_RANK} (kernel {fam}.{vtag})")
-        ctx.launch(v, ctx.groups(-(-n // _WG)), out=out, src=src, ids=ids, acc=acc, n=n, rank=len(shape),
+        limit = ctx.device.limits.maxTexelBufferElements
+        texel = loadpath.texel_paths(ctx)[0] and src.buffer.size // src.dtype.itemsize <= limit \
+            and ids.buffer.size // 4 <= limit
+        groups = -(-(n // shape[-1]) * -(-shape[-1] // SCATTER_RUN) // SCATTER_WG)
+        ctx.launch(v if texel else plain, ctx.groups(groups), out=out, src=src, ids=ids, acc=acc,
+                   **({"src_t": src, "ids_t": ids} if texel else {}), n=n, rank=len(shape),
                    axis=new_ax, dst_axis_len=base.shape[axis], off_src=src.offset, off_idx=ids.offset, off_acc=0,
                    shape=list(shape), s_src=list(ss), s_idx=list(si), s_dst=list(sd), IDX=kind,
                    MODE=SCATTER_MODES["accumulate"])
     if half and n_base:
-        ctx.launch(v, ctx.groups(-(-n_base // _WG)), out=out, src=src, ids=ids, acc=acc, **_NO_WALK, n=n_base,
+        ctx.launch(plain, ctx.groups(-(-n_base // SCATTER_WG)), out=out, src=src, ids=ids, acc=acc, **_NO_WALK, n=n_base,
                    off_src=0, IDX=kind, MODE=SCATTER_MODES["finish"])
     return result(out, numpy_out)
 

@@ -20,6 +20,11 @@ is skipped (the register tile instead); available_routes() lists what remains. `
 FUELVK_MATMUL_ROUTE forces one; a route the device, its limits or the shape cannot take raises a
 typed error. matmul_route() runs the same picker.
 
+The register tile's shape (rows, columns per lane, lane groups along N) comes from a cost model of
+the shape and the device's parallel workgroups (_reg_tile). A launch with fewer workgroups than the
+device runs at once and a long K (a small layer's weight gradient) sums K spans side by side in the
+same launch, as an extra batch dim, into float32 partials added in a fixed order (_k_splits).
+
 Load paths chosen per launch (specialization constants, same kernel): matvec and the register tile
 read A along K (the register tile also along M: a transposed A, as in a weight gradient dY.T @ X) and
 B along N (its rows) or along K (x @ W.T) as 16-byte texels of a storage texel
@@ -212,23 +217,38 @@ def _sg8(dev):
     return 1 if s == 8 else (2 if s % 8 == 0 else 0)
 
 
-def _reg_tile(M, N, lc, matvec=False, min_rows=1):
-    """(rows, column groups, 8-lane groups along N) per invocation / workgroup of the register tile,
-    whose lanes own `lc` columns (one texel of B) per group: 32 rows x 8 columns per lane, fewer rows
-    when M is smaller, one group when N fits one workgroup, two groups for matvec (one row, B [K, N])
-    -- the best of the sweeps in docs/MEASUREMENTS.md. When N is narrower than a workgroup's 8 lane
-    groups (8 x 8 lc columns), only as many groups as N needs sit along N (a power of two) and the
-    others take further rows, each fewer (M split between them), so no lane works on columns past N;
-    at least min_rows (a transposed A reads whole texels of rows)."""
-    if matvec or N > 32 * lc:
-        gn = 8
-    else:
-        gn = 1 << max(0, (-(-N // (8 * lc)) - 1).bit_length())
-    rows = max(-(-M // (8 // gn)), min_rows)
-    tm = next((t for t in matmul_kernels.REG_TM if t >= rows), matmul_kernels.REG_TM[-1])
-    if N <= 64 * lc:
-        return tm, 1, gn
-    return tm, matmul_kernels.REG_MATVEC_GROUPS if tm == 1 else max(1, matmul_kernels.REG_LANE_TARGET // lc), gn
+def _reg_tile(M, N, lc, matvec=False, min_rows=1, batch=1, groups=1):
+    """(rows TM, column groups TNV, 8-lane groups along N GN) per invocation / workgroup of the register
+    tile, whose lanes own `lc` columns (one texel of B) per column group.
+
+    matvec (one row, B [K, N]): 1 row, two column groups once N fills a workgroup (docs/MEASUREMENTS.md).
+    Otherwise the candidate with the least modelled time: the launch's `batch` x tiles run in waves of
+    `groups` workgroups at once (the device's parallel_groups), each wave as long as one tile's padded
+    rows x columns times (1 + load cost per FMA): an A texel feeds 4 k x columns-per-lane FMAs and a B
+    texel 4 k x TM, at REG_LOAD_COST FMAs a load. So small M x N take smaller tiles (more workgroups
+    than cores: the Llama's 64-row products) and N that is no multiple of a wide tile (640) a narrower
+    one instead of padded columns; large products keep the 32 x 8 tile (8 columns per lane at most,
+    the register budget measured best). Ties: fewer workgroups. At least min_rows rows (a transposed
+    A reads whole texels of rows)."""
+    if matvec:
+        return 1, 1 if N <= 64 * lc else matmul_kernels.REG_MATVEC_GROUPS, 8
+    load = matmul_kernels.REG_LOAD_COST
+    best = None
+    for gn in matmul_kernels.REG_GN:
+        for tnv in matmul_kernels.REG_TNV:
+            c = lc * tnv
+            if c > matmul_kernels.REG_LANE_TARGET and tnv > 1:
+                continue
+            cols = gn * 8 * c
+            for tm in matmul_kernels.REG_TM[1:]:
+                if tm < min_rows or tm * c > matmul_kernels.REG_MAX_ACC:
+                    continue
+                rows = (8 // gn) * tm
+                tiles = -(-M // rows) * -(-N // cols) * batch
+                cost = -(-tiles // groups) * rows * cols * (1 + load / (4 * c) + load / (4 * tm))
+                if best is None or (cost, tiles) < best[0]:
+                    best = (cost, tiles), (tm, tnv, gn)
+    return best[1]
 
 
 def _texel_ok(itemsize, offset, unit, *dims):
@@ -276,20 +296,29 @@ def _launch(plan, a, b, out):
         per_a = matmul_kernels.TEXEL_BYTES // a.dtype.itemsize
         along_m = route == "register_tiled" and sa_m == 1 and sa_k != 1 and M % per_a == 0   # TEXA 2 candidate
         tm, tnv, gn = _reg_tile(1 if route == "matvec" else M, N, lc, matvec=route == "matvec",
-                                min_rows=per_a if along_m else 1)
+                                min_rows=per_a if along_m else 1, batch=math.prod(batch),
+                                groups=matmul_kernels.parallel_groups(dev))
         tiles = -(-N // matmul_kernels.MATVEC_KSPLIT_COLS) if ksplit else \
             -(-N // (gn * 8 * lc * tnv)) * -(-M // (tm * (8 // gn)))
+        area = gn * 8 * lc * tnv * tm * (8 // gn)   # one workgroup's rows x columns
         (ta_buf, ta_ok), (tb_buf, tb_ok) = (_texel_binding(ctx.pool, x) for x in (a, b))
         texels = {"a_t": ta_buf, "b_t": tb_buf}
     else:
         bm, bn = {"tiled": matmul_kernels.TILED_BLOCK, "small": matmul_kernels.SMALL_BLOCK, "coop": matmul_kernels.COOP_BLOCK}[route]
         tiles = -(-N // bn) * -(-M // bm)
+        area = bm * bn
     nd = matmul_kernels.MAX_BATCH_DIMS
     a_dt, b_dt, _ = plan.combo.split("_")
 
-    def run(k0, k1, dst):
+    def run(k0, k1, dst, splits=1):
+        """Launch C[k0:k1 span] into dst; splits > 1: that many consecutive spans of k1 - k0 at once,
+        as an outermost batch dim whose partials land in dst[0 .. splits - 1]."""
         variant = kernel(matmul_kernels.ROUTES[route], f"{a_dt}_{b_dt}_{_TAG[dst.dtype]}")
-        for shape, sa, sb, oa, ob, oc in _batch_chunks(tuple(batch), tuple(sa_b), tuple(sb_b), so):
+        bat, sab, sbb, sob = tuple(batch), tuple(sa_b), tuple(sb_b), tuple(so)
+        if splits > 1:
+            bat, sab, sbb = (splits,) + bat, ((k1 - k0) * sa_k,) + sab, ((k1 - k0) * sb_k,) + sbb
+            sob = (math.prod(batch) * M * N,) + sob
+        for shape, sa, sb, oa, ob, oc in _batch_chunks(bat, sab, sbb, sob):
             nb = math.prod(shape)
             pad = nd - len(shape)
             offa, offb = a.offset + oa + k0 * sa_k, b.offset + ob + k0 * sb_k
@@ -313,7 +342,38 @@ def _launch(plan, a, b, out):
                        sb_batch=[0] * pad + list(sb), **spec)
 
     k_loop = matmul_kernels.K_LOOP["matvec_ksplit" if ksplit else route]
-    return split_k("matmul", out, K, k_per_launch(k_loop, dev.loop_budget, matmul_kernels.K_SPAN_ALIGN), run)
+    align = matmul_kernels.K_SPAN_ALIGN
+    if route == "coop":
+        align = math.lcm(align, matmul_kernels.COOP_TILE)
+    budget = k_per_launch(k_loop, dev.loop_budget, align)
+    # (no split past the kernel's batch dims: the host would loop over the spans one launch each)
+    splits = 1
+    if route != "matvec" and len(batch) < matmul_kernels.MAX_BATCH_DIMS:
+        splits = _k_splits(tiles * math.prod(batch), min(area, M * N) * K, K, matmul_kernels.parallel_groups(dev))
+    if splits == 1:
+        return split_k("matmul", out, K, budget, run)
+    span = -(-K // splits)
+    span = -(-span // align) * align
+    if budget is not None:
+        span = min(span, budget)
+    full, rem = divmod(K, span)
+    part = new_like((full + (rem > 0),) + out.shape, _dt.float32)
+    run(0, span, part, splits=full)
+    if rem:
+        run(full * span, K, part[full])
+    total = part.sum(axis=0)
+    return total if out.dtype == _dt.float32 else total.astype(out.dtype)
+
+
+def _k_splits(workgroups, work, K, groups):
+    """K spans to run side by side (1: none): enough to give the device's `groups` parallel workgroups
+    work when the launch has fewer and each has `work` >= KSPLIT_MIN_WORK multiply-adds over the
+    product's own (not padded) rows x columns (small M x N, long K: a weight gradient over many
+    tokens), each span at least KSPLIT_MIN_K deep."""
+    if workgroups >= groups or work < matmul_kernels.KSPLIT_MIN_WORK:
+        return 1
+    n = min(-(-groups // workgroups), K // matmul_kernels.KSPLIT_MIN_K)
+    return n if n >= 2 else 1
 
 
 def matmul(a, b, out_dtype=None, *, n_rep=1, route=None):

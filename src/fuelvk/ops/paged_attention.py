@@ -2,7 +2,8 @@
 
 The cache is [num_pages, page_size, Hkv, D] for k and v; request b owns the pages
 kv_indices[kv_indptr[b]:kv_indptr[b+1]] in order, the last one filled to kv_last_page_len[b] (all
-full when not given).  Decode: q [B, Hq, D], one query per request.  Prefill: q [total_q, Hq, D]
+full when not given; 0 drops the last page, as the FlashInfer-Bench Definitions' references read it:
+their `k_cache[last_page, :last_len]`, where FlashInfer's kernels require 1 .. page_size).  Decode: q [B, Hq, D], one query per request.  Prefill: q [total_q, Hq, D]
 with qo_indptr [B + 1] (ragged queries).  GQA: Hq a multiple of Hkv.  Causal masks are bottom-right
 aligned (query i of n sees the first kv_len - n + i + 1 keys), as FlashInfer's.
 
@@ -73,8 +74,9 @@ def paged_attention(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len
         raise ShapeError(f"{op}: kv_indices must lie in [0, {num_pages}); got {idx[(idx < 0) | (idx >= num_pages)][:8]}")
     counts = np.diff(ptr)
     last = np.full(b, ps) if kv_last_page_len is None else _host_ints(op, "kv_last_page_len", kv_last_page_len, b)
-    if ((counts > 0) & ((last < 1) | (last > ps))).any():
-        raise ShapeError(f"{op}: kv_last_page_len must lie in [1, {ps}] for a request with pages; got {last.tolist()[:16]}")
+    if ((counts > 0) & ((last < 0) | (last > ps))).any():
+        raise ShapeError(f"{op}: kv_last_page_len must lie in [0, {ps}] for a request with pages (0: the last page "
+                         f"dropped); got {last.tolist()[:16]}")
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     idx_dev = asarray(idx.astype(np.int32))
     outs, lses = [], []

@@ -12,7 +12,8 @@ Integer index inputs (state slots, cu_seqlens) are read on the host: they are ch
 the cache, a sequence running backwards are typed errors, never a read out of bounds) and fix the
 launches.  Long token windows (gdn prefill) are split into launches within Device.loop_budget, the
 state carried between them in the output state; states over one binding (maxStorageBufferRange) run
-in windows of slots (mamba) or sequences (gdn; a gdn state pool is bound whole).
+in windows of slots (mamba) or sequences (gdn; with a state pool, runs of sequences whose slots fit
+one binding window).
 """
 import math
 
@@ -219,34 +220,48 @@ def _gdn(op, q, k, v, state, A_log, a, dt_bias, b, scale, cu, rows, update_state
     A_log, dt_bias = _f32(op, "A_log", A_log), _f32(op, "dt_bias", dt_bias)
     st = contiguous(state) if state is not None else new_state   # (src 0: not read)
     cu_d = asarray(cu.astype(np.int32))
-    rows_d = asarray((rows if rows is not None else np.zeros(1)).astype(np.int32))
     per = _per_launch(op, GDN_LOOP[0] * kd + GDN_LOOP[1], 2 * kd + LOOP_FIXED)
     ctx = runtime.get()
     var = kernel("gated_delta_rule", tag)
-    # States over one binding run in windows of sequences (rows n0 .. n1 - 1 of state and new_state);
-    # a state pool (rows) is bound whole.
-    fit = n if rows is not None else max(1, binding_limit() // max(1, hv * vd * kd * 4))
-    for n0 in range(0, n, fit):
-        n1 = min(n, n0 + fit)
-        whole = rows is not None
-        st_w, new_w = (x if whole else windowed(x[n0:n1]) for x in (st, new_state))
-        if st_w is None or new_w is None:
-            raise FuelVKMemoryError(f"{op}: one sequence's state ({hv * vd * kd * 4} bytes) is larger than one "
-                                    f"binding (maxStorageBufferRange = {binding_limit()} bytes)")
+    for n0, n1, lo, hi in _gdn_runs(op, n, rows, hv * vd * kd * 4, state.shape[0] if rows is not None else n):
+        pool_out = rows is not None and update_state
+        st_w = windowed(st[lo:hi] if rows is not None else st[n0:n1])
+        new_w = windowed(new_state[lo:hi] if pool_out else new_state[n0:n1])
+        rel = asarray(((rows[n0:n1] - lo) if rows is not None else np.zeros(1)).astype(np.int32))
         longest = int(np.max(np.diff(cu[n0:n1 + 1])))
         step = per or max(longest, 1)
         # (a zero-token q binds a one-element stub: new_like keeps at least one element)
         for t0 in range(0, max(longest, 1), step):
             src = 2 if t0 else (1 if state is not None else 0)
             ctx.launch(var, ctx.groups((n1 - n0) * hv * -(-vd // RECURRENT_WG)), out=out, q=q, k=k, v=v, a=a,
-                       b=b, a_log=A_log, dt_bias=dt_bias, state_in=st_w, state_out=new_w, cu=cu_d, rows=rows_d,
+                       b=b, a_log=A_log, dt_bias=dt_bias, state_in=st_w, state_out=new_w, cu=cu_d, rows=rel,
                        K=kd, n_seq=n1 - n0, hq=hq, hk=hk, hv=hv, dv=vd, t0=t0, t1=t0 + step, src=src,
-                       rows_in=int(rows is not None), rows_out=int(rows is not None and update_state),
+                       rows_in=int(rows is not None), rows_out=int(pool_out),
                        scale=float(scale), off_out=out.offset, off_q=q.offset, off_k=k.offset, off_v=v.offset,
                        off_a=a.offset, off_b=b.offset, off_a_log=A_log.offset, off_dt_bias=dt_bias.offset,
                        off_state_in=st_w.offset, off_state_out=new_w.offset, off_cu=cu_d.offset + n0,
-                       off_rows=rows_d.offset + n0)
+                       off_rows=rel.offset)
     return out, (new_state if update_state else None)
+
+
+def _gdn_runs(op, n, rows, per_state, slots):
+    """(n0, n1, lo, hi) launches of the sequences n0 .. n1 - 1, each within one binding: sequences
+    n0 .. n1 - 1 of the state and the carry, and with a pool (rows: host slot per sequence) slots
+    lo .. hi - 1 holding every slot of the run (the launch reads rows - lo)."""
+    fit = binding_limit() // per_state
+    if fit < 1:
+        raise FuelVKMemoryError(f"{op}: one sequence's state ({per_state} bytes) is larger than one binding "
+                                f"(maxStorageBufferRange = {binding_limit()} bytes)")
+    runs, n0 = [], 0
+    while n0 < n:
+        n1, lo, top = n0 + 1, (int(rows[n0]) if rows is not None else n0), (int(rows[n0]) if rows is not None else n0)
+        while n1 < n and n1 - n0 < fit and (rows is None or max(top, rows[n1]) - min(lo, rows[n1]) < fit):
+            if rows is not None:
+                lo, top = min(lo, int(rows[n1])), max(top, int(rows[n1]))
+            n1 += 1
+        runs.append((n0, n1, lo, min(slots, lo + fit) if rows is not None else n1))
+        n0 = n1
+    return runs
 
 
 def _gdn_operands(op, lead, q, k, v, a, b, A_log, dt_bias, state):

@@ -6,28 +6,29 @@ The semantics are the FlashInfer-Bench Definitions' reference, per row of probs 
   (at least one); p <= 0 (top_p rows only): greedy, the first largest token (torch.argmax);
 then one draw from the kept weights.  k / p outside those ranges leave the row unfiltered.
 
-No sort (a bitonic sort of 128,256 tokens is 153 passes; it cost seconds on lavapipe): the cut of
-each filter is a value threshold found by bisection over float32 bit patterns (for values >= 0 the
-bit order is the value order), each step one pass on the device counting (top-k: tokens >= t) or
-summing (top-p: the mass and count of tokens > t) per row, the B results read back to pick the next
-bits; a row stops as soon as its kept set is known (at most 31 steps).  Ties at the cut are kept in
-index order through one row scan.  The draw is an inverse CDF in index order over the kept weights
-(one row scan: the first position whose cumulative weight passes u * total), the B uniforms from
-numpy's PCG64 (seeded by `seed`; None: fresh entropy per call).  The top-p cut compares masses
-summed in another order than the reference's sorted scan: a token whose exclusive mass is within
-float32 rounding of p may fall on the other side.
+No sort (a bitonic sort of 128,256 tokens is 153 passes; it cost seconds on lavapipe) and no host
+round trip: one workgroup per row (shaders/sampling.comp) finds each filter's cut as a value threshold
+by bisection over float32 bit patterns (for values >= 0 the bit order is the value order; one counting
+pass over the row a step, at most 31 steps a filter, the row stopping as soon as its kept set is
+known), keeps ties at the cut in index order, and draws by inverse CDF in index order over the kept
+weights (the first position whose cumulative weight passes u * total), u from numpy's PCG64 (seeded
+by `seed`; None: fresh entropy per call).  The passes run as a few launches within Device.loop_budget
+(the row state is kept on the device between them); the result is read back only by the caller.
+The top-p cut compares masses summed in another order than the reference's sorted scan: a token
+whose exclusive mass is within float32 rounding of p may fall on the other side.
 """
 import threading
 
 import numpy as np
 
 from .. import dtypes as _dt
+from .. import runtime
 from ..array import Array, asarray
-from ..errors import DTypeError, ShapeError
-from . import elementwise as ew
-from ._core import device_args
-from .movement import concatenate
-from .reduction import argmax, cumsum, max as row_max, sum as row_sum
+from ..errors import DTypeError, FuelVKMemoryError, ShapeError, UnsupportedError
+from ..kernels import kernel
+from ..kernels.sampling import FLAGS, MAX_PASSES, MAX_WG, PASS_LOOP, PHASES, SERIAL_VOCAB, STATE_WORDS
+from ..runtime.memory import MIN_BYTES
+from ._core import binding_limit, contiguous, device_args, new_like, result, windowed
 
 __all__ = ["top_k_sampling_from_probs", "top_p_sampling_from_probs", "top_k_top_p_sampling_from_probs"]
 
@@ -55,112 +56,48 @@ def _uniforms(rows, seed):
     return np.random.default_rng(seed).random(rows)
 
 
-_LAST_BELOW = np.float32(1 - 2.0 ** -23)   # keeps a draw's target below the row's total
+def _row_args(k, k_rows, pp, p_rows, greedy, u):
+    """[B, 4] uint32 words (k, p, u, flags) the shader reads per row."""
+    a = np.zeros((len(k), 4), np.uint32)
+    a[:, 0] = np.where(k_rows, k, 0)
+    a[:, 1] = pp.astype(np.float32).view(np.uint32)
+    a[:, 2] = u.astype(np.float32).view(np.uint32)
+    a[:, 3] = k_rows * FLAGS["k"] | p_rows * FLAGS["p"] | greedy * FLAGS["greedy"]
+    return a
 
 
-def _col(v):
-    """A host [B] vector as a float32 [B, 1] device column."""
-    return asarray(np.asarray(v, np.float32)[:, None])
+def _initial_state(b, v, k_rows):
+    """[B, STATE_WORDS] uint32: top-k rows start their bisection over [0, +inf's bits + 1) (count(x >= 0)
+    taken as v), the others at the top-p start (no renormalization)."""
+    st = np.zeros((b, STATE_WORDS), np.uint32)
+    st[:, 0] = np.where(k_rows, PHASES["k_bisect"], PHASES["p_start"])
+    st[:, 2] = 0x7F800001          # hi: count(x >= hi) < k
+    st[:, 3] = v                   # c_lo
+    st[:, 8] = np.float32(1).view(np.uint32)
+    return st
 
 
-def _float_of(bits):
-    return np.asarray(bits, np.int64).astype(np.int32).view(np.float32)
+def _lanes(v):
+    """(invocations a workgroup, invocations a row): rows up to SERIAL_VOCAB tokens one invocation each
+    (no barrier, MAX_WG rows a workgroup); longer rows a workgroup each, about 16 tokens an invocation
+    (a power of two in [8, MAX_WG])."""
+    if v <= SERIAL_VOCAB:
+        return MAX_WG, 1
+    wg = min(MAX_WG, max(8, 1 << (-(-v // 16) - 1).bit_length()))
+    return wg, wg
 
 
-def _bits_of(x):
-    return np.asarray(x, np.float32).view(np.int32).astype(np.int64)
-
-
-def _above(x, bits, mass=False, fused=True):
-    """Per row of x [B, V]: the count of x > t (with mass: and their sum), t the float32 of bits [B],
-    read back as float64 [B] (one wait).  fused: the indicator is ceil(x - t) and the mass
-    sum(relu(x - t)) + t * count, one pass each: exact where x - t lies in (-1, 1], i.e. for rows of
-    x in [0, 1] and 0 <= t < 1 (the callers check it); else heaviside chains (three passes)."""
-    t = _float_of(np.maximum(bits, 0))
-    tc = _col(t)
-    if fused:
-        parts = [ew.fused("sampling", x, tc, "subtract", post="ceil")]
-        parts += [ew.fused("sampling", x, tc, "subtract", post="relu")] if mass else []
-    else:
-        h = ew.heaviside(ew.subtract(x, tc), 0.0)
-        parts = [h] + ([ew.multiply(h, x)] if mass else [])
-    sums = [row_sum(q, axis=-1, keepdims=True) for q in parts]
-    got = (concatenate(sums, axis=1) if mass else sums[0]).numpy().astype(np.float64)
-    if not mass:
-        return got[:, 0]
-    return got[:, 0], got[:, 1] + (t.astype(np.float64) * got[:, 0] if fused else 0.0)
-
-
-def _cut(x, t, take):
-    """Mask of x > t plus, in index order, the first take[r] tokens of row r equal to t (t [B] host
-    float32, take [B] host counts; rows needing no tie cut pass take >= V)."""
-    tc = _col(t)
-    gt = ew.heaviside(ew.subtract(x, tc), 0.0)
-    if np.all(take >= x.shape[1]):
-        return ew.heaviside(ew.subtract(x, tc), 1.0)
-    eq = ew.subtract(ew.heaviside(ew.subtract(x, tc), 1.0), gt)
-    rank = cumsum(eq, axis=-1)                                  # 1-based rank among the ties (exact < 2^24)
-    return ew.add(gt, ew.multiply(eq, ew.heaviside(ew.subtract(_col(take), rank), 1.0)))
-
-
-def _top_k_cut(p, k, rows):
-    """Threshold and tie count of the top-k rows: (t [B], take [B]) for _cut (others: keep all)."""
-    b, v = p.shape
-    t = np.zeros(b, np.float32)                                 # rows not cut: every x >= 0 kept
-    take = np.full(b, v, np.int64)
-    if not rows.any():
-        return t, take
-    mx = row_max(p, axis=-1).numpy()
-    lo = np.zeros(b, np.int64)                                  # invariant: count(x >= lo) >= k ...
-    hi = _bits_of(mx) + 1                                       # ... and count(x >= hi) < k
-    c_lo, c_hi = np.full(b, float(v)), np.zeros(b)
-    fused = bool(np.all(mx[rows] < 1))                          # probes t <= max < 1 (_above)
-    live = rows.copy()
-    while live.any():
-        mid = (lo + hi) // 2                                    # > lo >= 0
-        c = _above(p, mid - 1, fused=fused)                     # x >= mid: x > the float below it
-        up = live & (c >= k)
-        lo, c_lo = np.where(up, mid, lo), np.where(up, c, c_lo)
-        hi, c_hi = np.where(live & ~up, mid, hi), np.where(live & ~up, c, c_hi)
-        live &= ~((c_lo == k) | (hi - lo <= 1))             # the set x >= lo is the top k, or lo is the k-th value
-    t = np.where(rows, _float_of(lo), t)
-    take = np.where(rows & (c_lo > k), k - c_hi, take).astype(np.int64)   # ties at the k-th value: k - count(x > t)
-    return t, take
-
-
-def _top_p_cut(r, top_p, rows):
-    """Threshold and tie count of the top-p rows over r [B, V] (kept: the sorted prefix whose
-    exclusive mass is <= p).  The cut is w, the least value whose mass above it is <= p; of its ties
-    floor((p - mass above w) / w) + 1 are kept."""
-    b, v = r.shape
-    t = np.full(b, -np.inf, np.float32)                         # rows not cut: everything kept
-    take = np.full(b, v, np.int64)
-    if not rows.any():
-        return t, take
-    mx = row_max(r, axis=-1).numpy()
-    fused = bool(np.all(mx[rows] <= 1))                         # probes 0 <= t < max <= 1 (_above)
-    c0, m0 = _above(r, np.zeros(b, np.int64), True, fused)
-    lo = np.full(b, -1, np.int64)                               # invariant: mass(x > lo) > p (lo = -1: all)
-    hi = _bits_of(mx)                                           # mass(x > hi) = 0 <= p
-    c_lo, c_hi, m_hi = c0, np.zeros(b), np.zeros(b)
-    live = rows & (m0 > top_p)                                  # rows whose positive mass is <= p keep all
-    while live.any():
-        mid = (lo + hi) // 2
-        c, m = _above(r, mid, True, fused)
-        down = live & (m <= top_p)
-        hi, c_hi, m_hi = np.where(down, mid, hi), np.where(down, c, c_hi), np.where(down, m, m_hi)
-        lo, c_lo = np.where(live & ~down, mid, lo), np.where(live & ~down, c, c_lo)
-        live &= ~((c_lo - c_hi <= 1) | (hi - lo <= 1))     # one token in (lo, hi], or hi is the cut value
-    one = rows & (m0 > top_p) & (c_lo - c_hi <= 1)          # keep x > lo (x >= the next float): the one token in (lo, hi] too
-    t = np.where(one, _float_of(lo + 1), t)
-    ties = rows & (m0 > top_p) & ~one                       # hi - lo == 1: w = hi, its c_lo - c_hi ties
-    if ties.any():
-        w = _float_of(hi).astype(np.float64)
-        keep = np.floor((top_p - m_hi) / np.where(ties, w, 1.0)) + 1
-        t = np.where(ties, _float_of(hi), t)
-        take = np.where(ties, np.clip(keep, 1, c_lo - c_hi), take).astype(np.int64)
-        # x > w plus the first `keep` ties: _cut's x > t with t = w, ties at t counted by take
-    return t, take
+def _passes_per_launch(op, v, lanes):
+    """Passes one launch may run within Device.loop_budget (MAX_PASSES when there is no cap)."""
+    budget = runtime.get().device.loop_budget
+    if budget is None:
+        return MAX_PASSES
+    cost = PASS_LOOP[0] * -(-v // lanes) + PASS_LOOP[1]
+    if cost > budget:
+        raise UnsupportedError(f"{op}: one pass over a row of {v} tokens needs {cost} loop iterations per "
+                               f"invocation, over this device's loop budget of {budget} (accepted: vocab <= "
+                               f"{(budget - PASS_LOOP[1]) // PASS_LOOP[0] * lanes})")
+    return min(MAX_PASSES, budget // cost)
 
 
 def _sample(op, probs, top_k, top_p, seed):
@@ -170,35 +107,36 @@ def _sample(op, probs, top_k, top_p, seed):
     if p.ndim != 2 or p.shape[1] == 0:
         raise ShapeError(f"{op}: probs must be [batch, vocab] with vocab >= 1, got shape {p.shape}")
     b, v = p.shape
-    if b == 0:
-        out = np.zeros(0, np.int64)
-        return out if numpy_out else asarray(out)
     k = _per_row(op, "top_k", top_k, b, np.int64) if top_k is not None else np.zeros(b, np.int64)
     pp = _per_row(op, "top_p", top_p, b, np.float64) if top_p is not None else np.ones(b)
+    out = new_like((b,), _dt.int64)
+    if b == 0:
+        return result(out, numpy_out)
     k_rows = (k > 0) & (k < v)
     greedy = pp <= 0
-    u = _uniforms(b, seed).astype(np.float32)
-
-    r = p
-    if k_rows.any():   # top-k, renormalized (the reference leaves the other rows as given)
-        t, take = _top_k_cut(p, k, k_rows)
-        kept = ew.multiply(p, _cut(p, t, take))
-        den = row_sum(kept, axis=-1, keepdims=True)
-        r = ew.divide(kept, ew.add(ew.multiply(den, _col(k_rows)), _col(~k_rows)))
     p_rows = (pp > 0) & (pp < 1)
-    w = r
-    if p_rows.any():
-        t, take = _top_p_cut(r, pp, p_rows)
-        w = ew.multiply(r, _cut(r, t, take))
-    cdf = cumsum(w, axis=-1)
-    total = cdf[:, v - 1:]
-    target = ew.minimum(ew.multiply(total, _col(u)), ew.multiply(total, _LAST_BELOW))
-    # the draw: the first position whose cumulative weight passes the target (its weight is > 0)
-    m = row_sum(ew.heaviside(ew.subtract(target, cdf), 1.0), axis=-1).numpy()
-    out = np.minimum(m, v - 1).astype(np.int64)
-    if greedy.any():
-        out = np.where(greedy, argmax(r, axis=-1).numpy().astype(np.int64), out)
-    return out if numpy_out else asarray(out)
+    args = asarray(_row_args(k, k_rows, pp, p_rows, greedy, _uniforms(b, seed)))
+    state = asarray(_initial_state(b, v, k_rows))
+    wg, lanes = _lanes(v)
+    passes = _passes_per_launch(op, v, lanes)
+    p = contiguous(p)
+    ctx = runtime.get()
+    lim = binding_limit()
+    slack = 2 * MIN_BYTES                                 # a window's ends are aligned out
+    most = min(ctx.device.limits.maxComputeWorkGroupCount[0] * wg // lanes,   # rows one launch may take
+               b if p.nbytes <= lim else max(1, (lim - slack) // (v * 4)))
+    for r0 in range(0, b, most):                           # rows in windows of one binding
+        rows = slice(r0, r0 + most)
+        window, a_w, s_w, o_w = (windowed(x[rows]) for x in (p, args, state, out))
+        if window is None:
+            raise FuelVKMemoryError(f"{op}: one row of {v} float32 tokens is over one binding "
+                                    f"(maxStorageBufferRange = {lim} bytes)")
+        n = window.shape[0]
+        for _ in range(-(-MAX_PASSES // passes)):          # finished rows return at once
+            ctx.launch(kernel("sampling", "f32"), (-(-n * lanes // wg), 1, 1), probs=window, row_args=a_w,
+                       state=s_w, out=o_w, vocab=v, off=window.offset, passes=passes, n_rows=n,
+                       off_args=a_w.offset // 4, off_state=s_w.offset, off_out=2 * o_w.offset, WG=wg, LANES=lanes)
+    return result(out, numpy_out)
 
 
 def top_k_sampling_from_probs(probs, top_k, seed=None):
