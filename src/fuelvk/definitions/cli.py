@@ -32,7 +32,15 @@ def main(argv=None):
         p.add_argument(f"--sampling-{key.split('_')[-1]}", dest=key, type=int,
                        help=f"sampling check: {what} (default FlashInfer-Bench's; smaller is a weaker check, "
                             "for CPU devices)")
+    p = sub.add_parser("report", help="Markdown per op_type from a run's Trace JSONL (report.py)")
+    p.add_argument("definitions")
+    p.add_argument("traces")
+    p.add_argument("-o", "--output")
     args = ap.parse_args(argv)
+    if args.cmd == "report":
+        from .report import report
+        print(report(args.definitions, args.traces, args.output), end="")
+        return 0
     if args.cmd == "export":
         from .export import export
         export(args.dir, small=args.small)
