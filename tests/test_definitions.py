@@ -623,14 +623,20 @@ def test_mla_paged_decode(tmp_path):
     _passes_and_a_wrong_one_fails(d, row, tmp_path, _log_lse)
 
 
-def test_dsa_sparse_attention(tmp_path):
-    """topk 2048 as defined; -1 padding at the tail of one row and scattered in the other."""
-    d = _defs()["dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps1"]
-    si = torch.randint(0, 3000, (2, 2048), dtype=torch.int32, generator=torch.Generator().manual_seed(3))
+@pytest.mark.parametrize("page_size", [1, 64])
+def test_dsa_sparse_attention(tmp_path, page_size):
+    """topk 2048 as defined; -1 padding at the tail of one row and scattered in the other. The indices
+    are token rows of the flattened cache at every page size (page * page_size + offset): at page size
+    64 a solution that read them as pages went 1.2 off (found by the dataset run)."""
+    name = f"dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps{page_size}"
+    d = json.loads((DATA / f"{name}.json").read_text())
+    pages = 3000 // page_size + 1
+    si = torch.randint(0, pages * page_size, (2, 2048), dtype=torch.int32,
+                       generator=torch.Generator().manual_seed(3))
     si[0, 1500:] = -1
     si[1, ::7] = -1
-    row = _blob_row(tmp_path, d, "dsa", {"num_tokens": 2, "num_pages": 3000}, {"sparse_indices": si},
-                    {"sm_scale": 0.0416667})
+    row = _blob_row(tmp_path, d, f"dsa{page_size}", {"num_tokens": 2, "num_pages": pages},
+                    {"sparse_indices": si}, {"sm_scale": 0.0416667})
     _passes_and_a_wrong_one_fails(d, row, tmp_path, lambda o: (o[0][::-1], o[1]))
 
 

@@ -197,10 +197,11 @@ def solve_mla_paged(defn, inputs):
 
 def solve_dsa_paged(defn, inputs):
     """DeepSeek sparse attention: per token, MLA over its top-k cache rows (sparse_indices, -1 =
-    padding, dropped wherever it stands, as the reference's mask does)."""
+    padding, dropped wherever it stands, as the reference's mask does). The indices are token rows
+    of the cache flattened to [num_pages * page_size] (page * page_size + offset) at every page size,
+    as the reference reads them: never pages."""
     sel = to_numpy(inputs["sparse_indices"])
-    ps = inputs["ckv_cache"].shape[1]
-    return _latent_segments(defn, inputs, [(t, t + 1, _page_tokens(r[r != -1], ps)) for t, r in enumerate(sel)])
+    return _latent_segments(defn, inputs, [(t, t + 1, np.asarray(r[r != -1], np.int32)) for t, r in enumerate(sel)])
 
 
 def solve_dsa_topk_indexer(defn, inputs):

@@ -92,10 +92,11 @@ def dsa_indexer(defn, gen):
 
 
 def dsa_sparse(defn, gen):
-    """Two tokens over topk cache rows: -1 padding at the tail of one and scattered in the other."""
+    """Two tokens over topk cache rows (token ids page * page_size + offset over the whole cache):
+    -1 padding at the tail of one and scattered in the other."""
     c = _consts(defn)
     pages = max(1, -(-2 * c["topk"] // c["page_size"]))
-    si = torch.randint(0, pages, (2, c["topk"]), dtype=torch.int32, generator=gen)
+    si = torch.randint(0, pages * c["page_size"], (2, c["topk"]), dtype=torch.int32, generator=gen)
     si[0, c["topk"] * 3 // 4:] = -1
     si[1, ::7] = -1
     return ({"num_tokens": 2, "num_pages": pages}, {"sparse_indices": si},
