@@ -28,6 +28,7 @@ layout(constant_id = 2) const uint HAS_B = 0;
 layout(constant_id = 3) const uint WGRAD = 0;
 layout(constant_id = 4) const uint TEX = 0;        // TEX_X | TEX_G | TEX_W | TEX_R | TEX_O
 layout(constant_id = 5) const uint LANE_ROWS = 0;  // 1: a unit is one invocation
+layout(constant_id = 6) const uint ALIGN = 0;      // TEX's bits: every chunk of that operand whole (rowchunks.glsl)
 layout(local_size_x_id = 0) in;
 #include "rows.glsl"
 
@@ -71,16 +72,16 @@ layout(set = 0, binding = VIEWS + 1, rgba32ui) uniform readonly uimageBuffer w_t
 layout(set = 0, binding = VIEWS + 2, rgba32ui) uniform writeonly uimageBuffer o_t;
 #include "common/texel16.glsl"
 #include "common/rowchunks.glsl"
-CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u)
-CHUNK_LOADER(load_w, w, w4, w_t, (TEX & TEX_W) != 0u)
-CHUNK_STORER(store_o, o, o4, o_t, (TEX & TEX_O) != 0u)
+CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u, (ALIGN & TEX_X) != 0u)
+CHUNK_LOADER(load_w, w, w4, w_t, (TEX & TEX_W) != 0u, (ALIGN & TEX_W) != 0u)
+CHUNK_STORER(store_o, o, o4, o_t, (TEX & TEX_O) != 0u, (ALIGN & TEX_O) != 0u)
 #ifdef BACKWARD
-CHUNK_LOADER(load_g, g, g4, g_t, (TEX & TEX_G) != 0u)
+CHUNK_LOADER(load_g, g, g4, g_t, (TEX & TEX_G) != 0u, (ALIGN & TEX_G) != 0u)
 #else
-CHUNK_LOADER(load_r, R_ARR, R_ARR4, r_t, (TEX & TEX_R) != 0u)
+CHUNK_LOADER(load_r, R_ARR, R_ARR4, r_t, (TEX & TEX_R) != 0u, (ALIGN & TEX_R) != 0u)
 #endif
 #ifdef ADD_RESIDUAL
-CHUNK_STORER(store_res, res, res4, o_t, false)   // the residual's update: storage-buffer stores
+CHUNK_STORER(store_res, res, res4, o_t, false, (ALIGN & TEX_R) != 0u)   // the residual's update: storage-buffer stores
 #endif
 
 layout(push_constant) uniform Params {
