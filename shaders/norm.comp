@@ -22,6 +22,11 @@
 #include "common/dtype.glsl"
 #include "common/index.glsl"
 #define A V
+#if defined(DT_F64)
+#define A_BYTES 8
+#else
+#define A_BYTES 4
+#endif
 layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint HAS_W = 0;
 layout(constant_id = 2) const uint HAS_B = 0;
@@ -43,6 +48,7 @@ layout(set = 0, binding = 3) readonly buffer Weight { T w[]; };
 layout(set = 0, binding = 2) readonly buffer Grad4 { uvec4 g4[]; };
 layout(set = 0, binding = 3) readonly buffer Weight4 { uvec4 w4[]; };
 layout(set = 0, binding = 4) buffer Part { A part[]; };
+layout(set = 0, binding = 4) buffer Part4 { uvec4 part4[]; };   // the same, as 16-byte words
 layout(set = 0, binding = 5, rgba32ui) uniform readonly uimageBuffer g_t;
 #define VIEWS 6                       // the first binding of the views below
 #else
@@ -89,6 +95,47 @@ layout(push_constant) uniform Params {
     uint off_g; uint off_w; uint OFF_3; uint rows_per_group;
     uint n_groups; uint eps[2];
 } p;
+
+#ifdef BACKWARD
+// The PER accumulator values part[k0 .. k0 + PER) (k0 a multiple of PER) as whole 16-byte words, and
+// back: the weight-gradient partials of a whole chunk without a storage access per element.
+const uint PART_WORDS = PER * uint(A_BYTES) / 16u;
+void load_part(uint k0, out A a[PER]) {
+    for (uint q = 0u; q < PART_WORDS; ++q) {
+        uvec4 u = part4[k0 * uint(A_BYTES) / 16u + q];
+#if defined(DT_F64)
+        a[2u * q] = packDouble2x32(u.xy);
+        a[2u * q + 1u] = packDouble2x32(u.zw);
+#else
+        for (uint j = 0u; j < 4u; ++j) a[4u * q + j] = uintBitsToFloat(u[j]);
+#endif
+    }
+}
+void store_part(uint k0, A a[PER]) {
+    for (uint q = 0u; q < PART_WORDS; ++q) {
+#if defined(DT_F64)
+        uvec4 u = uvec4(unpackDouble2x32(a[2u * q]), unpackDouble2x32(a[2u * q + 1u]));
+#else
+        uvec4 u = floatBitsToUint(vec4(a[4u * q], a[4u * q + 1u], a[4u * q + 2u], a[4u * q + 3u]));
+#endif
+        part4[k0 * uint(A_BYTES) / 16u + q] = u;
+    }
+}
+
+// part[k0 + j] (+)= add[j] for a chunk's [lo, hi) (k0: the chunk's first column's index; first: the
+// unit's first row, which starts the sums). Whole chunks of aligned rows (ALIGN's x bit: k0 is then a
+// multiple of PER) as 16-byte words, else element by element.
+void accumulate(uint k0, uint lo, uint hi, bool first, A add[PER]) {
+    if ((ALIGN & TEX_X) != 0u) {
+        A a[PER];
+        if (first) { for (uint j = 0u; j < PER; ++j) a[j] = A(0); } else load_part(k0, a);
+        for (uint j = 0u; j < PER; ++j) a[j] += add[j];
+        store_part(k0, a);
+        return;
+    }
+    for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) part[k0 + j] = (first ? A(0) : part[k0 + j]) + add[j];
+}
+#endif
 
 // Sums over the row: the workgroup's tree, or nothing to combine when one invocation has the row.
 A row_sum(A v) { return LANE_ROWS != 0u ? v : block_reduce(v, R_SUM); }
@@ -156,17 +203,18 @@ void main() {
             load_x(e0, lo, hi, v);
             load_g(e0 - bx + bg, lo, hi, gv);
             weights(e0, bx, lo, hi, wv);
-            A y[PER];
+            A y[PER], gx[PER];
             for (uint j = 0u; j < PER; ++j) {
                 A xh = (v[j] - mu) * r;
                 y[j] = r * (gv[j] * wv[j] - mg - xh * mgx);
-                if (WGRAD != 0u && j >= lo && j < hi) {
-                    uint k = grp * n_grad * n + e0 - bx + j;
-                    part[k] = (row == r0 ? A(0) : part[k]) + gv[j] * xh;
+                gx[j] = gv[j] * xh;
+            }
+            if (WGRAD != 0u) {
+                uint k0 = grp * n_grad * n + e0 - bx;
+                accumulate(k0, lo, hi, row == r0, gx);
 #ifdef LN
-                    part[k + n] = (row == r0 ? A(0) : part[k + n]) + gv[j];
+                accumulate(k0 + n, lo, hi, row == r0, gv);
 #endif
-                }
             }
             store_o(e0 - bx + bo, lo, hi, y);
         }

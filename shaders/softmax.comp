@@ -1,7 +1,9 @@
 #version 450
 // Softmax over the last dim of contiguous [n_rows, n_cols] rows (element offsets off_*), one
-// workgroup per row (LANE_ROWS: one invocation per row, for many short rows; no barriers): row max (NaN-propagating tree), compensated sum of exp(x - max), then
-// exp(x - max) / sum. Stable for large values; a row of all -inf gives NaN (as torch: -inf - -inf).
+// workgroup per row (LANE_ROWS: one invocation per row, for many short rows; no barriers): each
+// invocation's max and compensated sum of exp(x - max) in one read of its chunks (online_max_sum),
+// the row's max by a NaN-propagating tree and the sums rescaled to it by another, then one more read
+// writing exp(x - max) / sum. Stable for large values; a row of all -inf gives NaN (as torch: -inf - -inf).
 // BACKWARD: dx = y * (g - dot(y, g)) with the dot product compensated + tree-reduced (SPLIT: SPLIT 1
 // writes each part's compensated dot to part, SPLIT 2 sums the row's parts in order and applies).
 // SPLIT (few long rows): each row is cut across `parts` invocations, no barriers. Invocation k
@@ -64,6 +66,35 @@ A neg_inf() {
 #endif
 }
 
+#ifndef BACKWARD
+// The max m and compensated sum s of exp(x - m) over the chunks first, first + step, ... of the row
+// [bx, bx + n), in one read: the running sum is rescaled by exp(m_old - m_new) when a chunk raises
+// the max. m = -inf, s = 0 when every element is -inf (or none); NaN / +inf give s = NaN.
+void online_max_sum(uint bx, uint n, uint first, uint step, out A m, out A s) {
+    uint ce = chunks_end(bx, n), lo, hi;
+    A v[PER], c = A(0);
+    m = neg_inf();
+    s = A(0);
+    for (uint ch = bx / PER + first; ch < ce; ch += step) {
+        chunk_span(ch, bx, n, lo, hi);
+        load_x(ch * PER, lo, hi, v);
+        A nm = m;
+        for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) nm = combine(nm, v[j], R_MAX);
+        if (nm != m) {                             // a larger max (or NaN: then s is NaN too)
+            A f = exp_a(m - nm);
+            s *= f;
+            c *= f;
+            m = nm;
+        }
+        if (m != neg_inf()) {                      // else every element so far is -inf: adds 0
+            A g = A(0);
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) g += exp_a(v[j] - m);
+            kahan_add(s, c, g);
+        }
+    }
+}
+#endif
+
 void split_main() {
     uint parts = p.parts, gid = linear_group() * WG + gl_LocalInvocationID.x;
     uint row = gid / parts, k = gid - row * parts;
@@ -95,30 +126,17 @@ void split_main() {
         store_o(e0 - bx + bo, lo, hi, y);
     }
 #else
-    A m = neg_inf(), s = A(0), c = A(0);
-    if (SPLIT == 1u) {                                 // one read: the running sum rescaled as m grows
-        for (uint ch = bx / PER + k; ch < ce; ch += parts) {
-            chunk_span(ch, bx, n, lo, hi);
-            load_x(ch * PER, lo, hi, v);
-            A nm = m;
-            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) nm = combine(nm, v[j], R_MAX);
-            if (nm != m) {                             // a larger max (or NaN: then s is NaN too)
-                A f = exp_a(m - nm);
-                s *= f;
-                c *= f;
-                m = nm;
-            }
-            if (m != neg_inf()) {                      // else every element so far is -inf: adds 0
-                A g = A(0);
-                for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) g += exp_a(v[j] - m);
-                kahan_add(s, c, g);
-            }
-        }
+    A m, s;
+    if (SPLIT == 1u) {
+        online_max_sum(bx, n, k, parts, m, s);
         part[2u * gid] = m;
         part[2u * gid + 1u] = s;
         return;
     }
     uint b = 2u * row * parts;
+    A c = A(0);
+    m = neg_inf();
+    s = A(0);
     for (uint i = 0u; i < parts; ++i) m = combine(m, part[b + 2u * i], R_MAX);
     for (uint i = 0u; i < parts; ++i) {
         A mi = part[b + 2u * i];
@@ -163,22 +181,13 @@ void main() {
         store_o(e0 - bx + bo, lo, hi, y);
     }
 #else
-    A m = neg_inf();
-    for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
-        chunk_span(ch, bx, n, lo, hi);
-        load_x(ch * PER, lo, hi, v);
-        for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) m = combine(m, v[j], R_MAX);
+    A m, s;                                           // one read for max and sum (online_max_sum)
+    online_max_sum(bx, n, lane, lanes, m, s);
+    if (LANE_ROWS == 0u) {                            // the workgroup's parts: rescaled to the row's max
+        A mr = block_reduce(m, R_MAX);
+        s = block_reduce(m != neg_inf() ? s * exp_a(m - mr) : A(0), R_SUM);
+        m = mr;
     }
-    m = row_reduce(m, R_MAX);
-    A s = A(0), c = A(0);
-    for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
-        chunk_span(ch, bx, n, lo, hi);
-        load_x(ch * PER, lo, hi, v);
-        A g = A(0);
-        for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) g += exp_a(v[j] - m);
-        kahan_add(s, c, g);
-    }
-    s = row_reduce(s, R_SUM);
     for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
         uint e0 = ch * PER;
         chunk_span(ch, bx, n, lo, hi);

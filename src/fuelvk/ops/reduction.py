@@ -98,12 +98,16 @@ def texel_views(bits, loads, stores=None):
     return views, tex
 
 
-def whole_rows(bits, operands, n):
+def whole_rows(bits, operands, n, grid="x"):
     """The row kernels' ALIGN spec constant (shaders/common/rowchunks.glsl): the bits (from `bits`) of
     the operands (key -> Array, or None: not in the launch) whose every chunk is one whole aligned
     16-byte texel, i.e. rows of n elements each start on a texel: n and the operand's element offset
-    are multiples of the elements per texel. Those operands skip the element-by-element path, which
-    SIMD CPU drivers otherwise run under a mask beside every whole chunk."""
+    are multiples of the elements per texel. The kernels cut every operand's row at the texels of
+    operands[grid], so none is whole unless that one is. Those operands skip the element-by-element
+    path, which SIMD CPU drivers otherwise run under a mask beside every whole chunk."""
+    g = operands[grid]
+    if n % (TEXEL_BYTES // g.dtype.itemsize) or g.offset % (TEXEL_BYTES // g.dtype.itemsize):
+        return 0
     out = 0
     for key, a in operands.items():
         if a is not None:
@@ -688,10 +692,11 @@ def _cumulative(op, x, axis, prod):
     per = TEXEL_BYTES // x.dtype.itemsize
     # ALIGN (rowchunks.glsl): every chunk whole. COLS: checked above; ROWS: each slice starts on a texel
     # (offset and every outer stride) and holds whole texels (d; segments are whole chunks of it).
+    # The slices are cut at x's texels, so out's chunks are whole only where x's are.
     align = 0
     for key, a, strides in (("x", x, s_in), ("o", out, s_out)):
         if cols or (rows and d % per == 0 and all(t % per == 0 for n, t in zip(shape, strides) if n > 1)
-                    and a.offset % per == 0):
+                    and a.offset % per == 0 and (key == "x" or align)):
             align |= CUMSUM_TEXELS[key]
     args = dict(out=out, x=x, n_slices=n_slices, d=d, rank=len(shape), off_in=x.offset, off_out=out.offset,
                 s_ax=x.strides[ax], so_ax=out.strides[ax], shape=shape, s_in=s_in, s_out=s_out, PROD=prod,
