@@ -12,7 +12,8 @@
 // WGRAD: also the weight/bias-gradient partials dw = sum_rows g * xh, db = sum_rows g: unit `grp`
 // accumulates its rows into part[grp * n_grad * n_cols + k * n_cols + col] (k = 0: dw, 1: db), summed
 // over the units afterwards by reduce_any_dim's MODE_FINAL (one invocation per column, coalesced).
-// Sums are in the accumulator type (f32 for half types).
+// SPLIT (few long rows; not ADD_RESIDUAL): each row across `parts` invocations in two dispatches, see
+// split_main. Sums are in the accumulator type (f32 for half types).
 // Rows are read (and written) in texel chunks (common/rowchunks.glsl): TEX's bits (TEX_* defines
 // from kernels/norm.py) say which operands have their texel view bound.
 // ADD_RESIDUAL (RMS forward; FlashInfer's fused_add_rmsnorm): s = x + res in the accumulator type,
@@ -73,6 +74,15 @@ layout(set = 0, binding = 4, rgba32ui) uniform readonly uimageBuffer r_t;   // b
 #ifndef OFF_3
 #define OFF_3 off_b
 #endif
+#ifndef ADD_RESIDUAL
+// Few long rows (forward and backward): each row cut across `parts` invocations (chunks k, k + parts,
+// ... of the row), no barriers. SPLIT 1 writes each part's compensated sums to sums (see split_main);
+// SPLIT 2 (the next dispatch) combines the row's parts in order (every invocation of a row the same
+// bits) and applies the formulas above over its chunks.
+#define ROW_SPLIT 1
+layout(constant_id = 7) const uint SPLIT = 0;
+layout(set = 0, binding = VIEWS + 3) buffer Sums { A sums[]; };
+#endif
 layout(set = 0, binding = VIEWS, rgba32ui) uniform readonly uimageBuffer x_t;
 layout(set = 0, binding = VIEWS + 1, rgba32ui) uniform readonly uimageBuffer w_t;
 layout(set = 0, binding = VIEWS + 2, rgba32ui) uniform writeonly uimageBuffer o_t;
@@ -93,7 +103,7 @@ CHUNK_STORER(store_res, res, res4, o_t, false, (ALIGN & TEX_R) != 0u)   // the r
 layout(push_constant) uniform Params {
     uint n_rows; uint n_cols; uint off_out; uint off_x;
     uint off_g; uint off_w; uint OFF_3; uint rows_per_group;
-    uint n_groups; uint eps[2];
+    uint n_groups; uint eps[2]; uint parts;
 } p;
 
 #ifdef BACKWARD
@@ -147,7 +157,156 @@ void weights(uint e0, uint bx, uint lo, uint hi, out A wv[PER]) {
     for (uint j = 0u; j < PER; ++j) wv[j] = A(1);
 }
 
+#ifdef ROW_SPLIT
+// Sums per part: (sum x^2 about the part's mean, [LN: sum x, element count], [BACKWARD: sum g w (x - part
+// mean), LN: sum g w]); the row's parts are combined exactly as one set (Chan et al.: the parts' sums of
+// squares about the row's mean are M2_k + n_k (mean_k - mu)^2).
+#ifdef LN
+#define NS_LN 2u
+#else
+#define NS_LN 0u
+#endif
+#if defined(BACKWARD) && defined(LN)
+#define NS 5u                                    // ss, sx, count, sgx, sg
+#elif defined(BACKWARD)
+#define NS 2u                                    // ss, sgx
+#else
+#define NS (1u + NS_LN)                          // ss [, sx, count]
+#endif
+void split_main() {
+    uint parts = p.parts, gid = linear_group() * WG + gl_LocalInvocationID.x;
+    uint row = gid / parts, k = gid - row * parts;
+    if (row >= p.n_rows) return;
+    uint n = p.n_cols;
+    A eps = A(scalar_arg(p.eps)), inv_n = A(1) / A(n);
+    uint bx = p.off_x + row * n, bo = p.off_out + row * n, ce = chunks_end(bx, n), lo, hi;
+    A v[PER], wv[PER], y[PER];
+    A ss = A(0), cs = A(0), mu = A(0);
+#ifdef BACKWARD
+    uint bg = p.off_g + row * n;
+    A gv[PER], sgx = A(0), cgx = A(0), sg = A(0), cg = A(0);
+#endif
+    if (SPLIT == 1u) {
+        A mk = A(0), sx = A(0), cx = A(0);
+#ifdef LN
+        uint cnt = 0u;
+        for (uint ch = bx / PER + k; ch < ce; ch += parts) {
+            chunk_span(ch, bx, n, lo, hi);
+            load_x(ch * PER, lo, hi, v);
+            A g = A(0);
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) g += v[j];
+            kahan_add(sx, cx, g);
+            cnt += hi - lo;
+        }
+        mk = cnt > 0u ? sx / A(cnt) : A(0);
+#endif
+        for (uint ch = bx / PER + k; ch < ce; ch += parts) {
+            uint e0 = ch * PER;
+            chunk_span(ch, bx, n, lo, hi);
+            load_x(e0, lo, hi, v);
+#ifdef BACKWARD
+            load_g(e0 - bx + bg, lo, hi, gv);
+            weights(e0, bx, lo, hi, wv);
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) {
+                A d = v[j] - mk, gw = gv[j] * wv[j];
+                kahan_add(ss, cs, d * d);
+                kahan_add(sg, cg, gw);
+                kahan_add(sgx, cgx, gw * d);
+            }
+#else
+            A g = A(0);
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) { A d = v[j] - mk; g += d * d; }
+            kahan_add(ss, cs, g);
+#endif
+        }
+        uint b = NS * gid;
+        sums[b] = ss;
+#ifdef LN
+        sums[b + 1u] = sx;
+        sums[b + 2u] = A(cnt);
+#endif
+#ifdef BACKWARD
+        sums[b + 1u + NS_LN] = sgx;
+#ifdef LN
+        sums[b + 4u] = sg;
+#endif
+#endif
+        return;
+    }
+    // the row's parts, in order (every invocation of a row the same bits)
+#ifdef LN
+    A sx = A(0), cx = A(0);
+    for (uint i = row * parts; i < row * parts + parts; ++i) kahan_add(sx, cx, sums[NS * i + 1u]);
+    mu = sx * inv_n;
+#endif
+    for (uint i = row * parts; i < row * parts + parts; ++i) {
+        uint b = NS * i;
+        A dm = A(0);
+#ifdef LN
+        A ni = sums[b + 2u];
+        dm = ni > A(0) ? sums[b + 1u] / ni - mu : A(0);     // the part's mean - the row's
+        kahan_add(ss, cs, sums[b] + ni * dm * dm);
+#else
+        kahan_add(ss, cs, sums[b]);
+#endif
+#ifdef BACKWARD
+#ifdef LN
+        A sgi = sums[b + 4u];
+        kahan_add(sg, cg, sgi);
+        kahan_add(sgx, cgx, sums[b + 1u + NS_LN] + dm * sgi);
+#else
+        kahan_add(sgx, cgx, sums[b + 1u]);
+#endif
+#endif
+    }
+    A r = A(1) / sqrt(ss * inv_n + eps);
+#ifdef BACKWARD
+    A mgx = sgx * r * inv_n;                     // mean(gw * xh)
+#ifdef LN
+    A mg = sg * inv_n;
+    uint n_grad = 2u;
+#else
+    A mg = A(0);
+    uint n_grad = 1u;
+#endif
+#endif
+    for (uint ch = bx / PER + k; ch < ce; ch += parts) {
+        uint e0 = ch * PER;
+        chunk_span(ch, bx, n, lo, hi);
+        load_x(e0, lo, hi, v);
+        weights(e0, bx, lo, hi, wv);
+#ifdef BACKWARD
+        load_g(e0 - bx + bg, lo, hi, gv);
+        A gx[PER];
+        for (uint j = 0u; j < PER; ++j) {
+            A xh = (v[j] - mu) * r;
+            y[j] = r * (gv[j] * wv[j] - mg - xh * mgx);
+            gx[j] = gv[j] * xh;
+        }
+        if (WGRAD != 0u) {                       // a unit per row: part [rows, n_grad, n]
+            uint k0 = row * n_grad * n + e0 - bx;
+            accumulate(k0, lo, hi, true, gx);
+#ifdef LN
+            accumulate(k0 + n, lo, hi, true, gv);
+#endif
+        }
+#else
+        A bv[PER];
+        if (HAS_B != 0u) load_r(p.off_b + e0 - bx, lo, hi, bv);
+        for (uint j = 0u; j < PER; ++j) {
+            y[j] = (v[j] - mu) * r * wv[j];
+            if (HAS_B != 0u) y[j] += bv[j];
+        }
+#endif
+        store_o(e0 - bx + bo, lo, hi, y);
+    }
+}
+#endif
+
 void main() {
+#ifdef ROW_SPLIT
+    if (SPLIT != 0u) { split_main(); return; }
+#endif
     uint lane = LANE_ROWS != 0u ? 0u : gl_LocalInvocationID.x, lanes = LANE_ROWS != 0u ? 1u : WG;
     uint grp = LANE_ROWS != 0u ? linear_group() * WG + gl_LocalInvocationID.x : linear_group();
     if (grp >= p.n_groups) return;                    // uniform per workgroup unless LANE_ROWS (no barriers)

@@ -183,6 +183,44 @@ def test_norm_paths(dt, monkeypatch, launches):
         assert aligned_bits(launches, "o") == {whole(dt, cols, off)}, launches
 
 
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_norm_split_paths(dt, monkeypatch, launches):
+    """rms_norm / layer_norm and their backward over few long rows split across invocations (SPLIT 1:
+    per-part sums, SPLIT 2: the row's parts combined in order, applied; the weight / bias gradients
+    from per-row partials) on both load paths: one row of whole texels, rows not divisible by the
+    parts' chunks offset by one element (the weight offset by one too); layer_norm of rows far from
+    zero (the parts' sums of squares about their own means, combined about the row's)."""
+    n = 2 * ROW_SPLIT_MIN_ELEMS
+    for rows, cols, off in [(1, n, 0), (3, n + 37, 1)]:
+        assert row_split_parts(rows, cols) >= 2
+        x, g, w = inputs(dt, rows, cols + 1, off, 3)
+        x[:len(x) // 2] += 100                   # the first parts' means far from the row's
+        W, B = fv.asarray(w)[1:cols + 1], fv.asarray(w)[:cols]
+
+        def run():
+            X, G = rows_of(x, rows, cols, off), rows_of(g, rows, cols, off)
+            dx, dw = fv.rms_norm_backward(X, G, 1e-5, W)
+            ldx, ldw, ldb = fv.layer_norm_backward(X, G, 1e-5, W, B)
+            return fv.rms_norm(X, 1e-5, W), dx, dw, fv.layer_norm(X, 1e-5, W, B), ldx, ldw, ldb
+        got, masks, _ = on_both_paths(monkeypatch, launches, run)
+        assert [(v.split(".")[0], s) for v, _, _, s, _ in launches] == [
+            (f, s) for f in ("rms_norm_last_dim_backward", "layer_norm_last_dim_backward", "rms_norm_last_dim",
+                             "layer_norm_last_dim") for s in (1, 2)], launches
+        x64, g64 = sl(x, rows, cols, off), sl(g, rows, cols, off)
+        w64, b64 = w[1:cols + 1].astype(np.float64), w[:cols].astype(np.float64)
+        rstd = 1 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-5)
+        xh, gw = x64 * rstd, g64 * w64
+        mu = x64.mean(-1, keepdims=True)
+        lr = 1 / np.sqrt(((x64 - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
+        lxh = (x64 - mu) * lr
+        want = [xh * w64, rstd * (gw - xh * (gw * xh).mean(-1, keepdims=True)), (g64 * xh).sum(0),
+                lxh * w64 + b64, lr * (gw - gw.mean(-1, keepdims=True) - lxh * (gw * lxh).mean(-1, keepdims=True)),
+                (g64 * lxh).sum(0), g64.sum(0)]
+        for i, (a, e) in enumerate(zip(got, want)):
+            close(a, e, dt, scale=(rows ** 0.5 if i in (2, 5, 6) else 1) * (4 if i in (1, 4) else 1))
+        assert aligned_bits(launches, "x") == {whole(dt, cols, off)}, launches
+
+
 def test_texel_limit_falls_back(monkeypatch, launches, device_limits):
     """Slots past maxTexelBufferElements bind the stub view: TEX clear, the same results."""
     x = fv.asarray(rng.standard_normal((64, 128)).astype(np.float32))

@@ -198,7 +198,28 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
     # weight/bias/part not given: `out` stands in (the kernel does not touch them: HAS_W etc. are 0)
     args = dict(out=out, x=x, weight=w if w is not None else out, n_rows=rows, n_cols=cols, off_out=0,
                 off_x=x.offset, off_w=w.offset if w is not None else 0, eps=eps_w, WG=wg, HAS_W=int(w is not None),
-                **views, TEX=tex, ALIGN=align, LANE_ROWS=lane)
+                **views, TEX=tex, ALIGN=align, LANE_ROWS=lane, parts=0)
+    acc = accum_dtype(x.dtype)
+    # few long rows: each row across `parts` invocations, two passes (norm.comp's SPLIT; the weight-gradient
+    # partials then [rows, n_grad, cols]: one unit per row)
+    parts = row_split_parts(rows, cols, budget)
+    if parts and n_grad and n_grad * rows * cols * acc.itemsize > binding_limit():
+        parts = 0
+    if parts:
+        part = new_like((n_grad * rows * cols,), acc) if n_grad else None
+        kw = (dict(grad=g, part=part if part is not None else out, off_g=g.offset, off_b=0, HAS_B=0,
+                   WGRAD=int(part is not None)) if backward else
+              dict(bias=b if b is not None else out, off_g=0, off_b=b.offset if b is not None else 0,
+                   HAS_B=int(b is not None), WGRAD=0))
+        n_sums = (5 if ln else 2) if backward else (3 if ln else 1)    # norm.comp's NS
+        args.update(WG=ROW_SPLIT_WG, LANE_ROWS=0, parts=parts, sums=new_like((n_sums * rows * parts,), acc))
+        for split in (1, 2):
+            ctx.launch(kernel(fam, tag), ctx.groups(-(-rows * parts // ROW_SPLIT_WG)), **args, **kw,
+                       rows_per_group=1, n_groups=rows, SPLIT=split)
+        if part is not None:
+            grads = sum_over_groups(part, rows, x.dtype)
+        return out, grads, cols, numpy_out
+    args.update(sums=out, SPLIT=0)
     if backward:
         wgrad = n_grad > 0
         if wgrad:
@@ -299,7 +320,7 @@ def fused_add_rmsnorm(x, residual, weight, eps=1e-6):
                    **views, n_rows=rows, n_cols=cols, off_out=0, off_x=x.offset, off_g=0, off_w=w.offset,
                    off_res=res.offset, rows_per_group=1, n_groups=rows, eps=scalar_words(op, eps, x.dtype), WG=wg,
                    HAS_W=1, HAS_B=0, WGRAD=0, TEX=tex, ALIGN=whole_rows(ROW_TEXELS, {**loads, "o": out}, cols),
-                   LANE_ROWS=lane)
+                   LANE_ROWS=lane, parts=0)
     if host_res is not None:
         host_res[...] = res.numpy()
     return result(out, numpy_out)
