@@ -27,7 +27,7 @@ layout(constant_id = 5) const uint COLS = 0;
 // SPLIT 1 writes each segment's total to part; SPLIT 2 (the next dispatch) starts each segment from
 // the sum of its slice's earlier totals (compensated, in order) and walks it writing every prefix.
 layout(constant_id = 6) const uint SPLIT = 0;
-layout(constant_id = 7) const uint ALIGN = 0;      // TEX's bits: every chunk of that operand whole (rowchunks.glsl)
+layout(constant_id = 7) const uint ALIGN = 0;      // TEX's bits: operands with whole chunks only (rowchunks)
 layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };

@@ -34,7 +34,7 @@ layout(constant_id = 2) const uint HAS_B = 0;
 layout(constant_id = 3) const uint WGRAD = 0;
 layout(constant_id = 4) const uint TEX = 0;        // TEX_X | TEX_G | TEX_W | TEX_R | TEX_O
 layout(constant_id = 5) const uint LANE_ROWS = 0;  // 1: a unit is one invocation
-layout(constant_id = 6) const uint ALIGN = 0;      // TEX's bits: every chunk of that operand whole (rowchunks.glsl)
+layout(constant_id = 6) const uint ALIGN = 0;      // TEX's bits: operands with whole chunks only (rowchunks)
 layout(local_size_x_id = 0) in;
 #include "rows.glsl"
 

@@ -33,7 +33,7 @@ layout(set = 0, binding = 5, rgba32ui) uniform readonly uimageBuffer c_t;
 layout(set = 0, binding = 6, rgba32ui) uniform readonly uimageBuffer s_t;
 layout(set = 0, binding = 7, rgba32ui) uniform writeonly uimageBuffer o_t;
 layout(constant_id = 0) const uint TEX = 0;        // TEX_X | TEX_C | TEX_S | TEX_O
-layout(constant_id = 1) const uint ALIGN = 0;      // TEX's bits: every chunk of that operand whole (rowchunks.glsl)
+layout(constant_id = 1) const uint ALIGN = 0;      // TEX's bits: operands with whole chunks only (rowchunks)
 #include "common/texel16.glsl"
 #include "common/rowchunks.glsl"
 CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u, (ALIGN & TEX_X) != 0u)

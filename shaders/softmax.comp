@@ -23,7 +23,7 @@ layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint TEX = 0;        // TEX_X | TEX_G | TEX_O
 layout(constant_id = 2) const uint LANE_ROWS = 0;  // 1: one invocation per row
 layout(constant_id = 3) const uint SPLIT = 0;      // 1: per-part partials, 2: combine + apply
-layout(constant_id = 4) const uint ALIGN = 0;      // TEX's bits: every chunk of that operand whole (rowchunks.glsl)
+layout(constant_id = 4) const uint ALIGN = 0;      // TEX's bits: operands with whole chunks only (rowchunks)
 layout(local_size_x_id = 0) in;
 #include "rows.glsl"
 

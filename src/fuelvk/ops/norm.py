@@ -319,8 +319,8 @@ def fused_add_rmsnorm(x, residual, weight, eps=1e-6):
         ctx.launch(kernel(fam, tag), ctx.groups(-(-rows // per_group)), out=out, x=x, weight=w, residual=res,
                    **views, n_rows=rows, n_cols=cols, off_out=0, off_x=x.offset, off_g=0, off_w=w.offset,
                    off_res=res.offset, rows_per_group=1, n_groups=rows, eps=scalar_words(op, eps, x.dtype), WG=wg,
-                   HAS_W=1, HAS_B=0, WGRAD=0, TEX=tex, ALIGN=whole_rows(ROW_TEXELS, {**loads, "o": out}, cols),
-                   LANE_ROWS=lane, parts=0)
+                   HAS_W=1, HAS_B=0, WGRAD=0, TEX=tex, LANE_ROWS=lane, parts=0,
+                   ALIGN=whole_rows(ROW_TEXELS, {**loads, "o": out}, cols))
     if host_res is not None:
         host_res[...] = res.numpy()
     return result(out, numpy_out)

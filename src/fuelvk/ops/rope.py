@@ -101,8 +101,8 @@ def rope(x, cos, sin, *, interleaved=False, rotary_dim=None):
     row_ok = span % per == 0 and hd % per == 0
     align = 0
     for key, a, strides in (("x", x, xs[:3]), ("c", cos, cst), ("s", sin, sst), ("o", out, [hd])):
-        tables = key in "cs"
-        if row_ok and a.offset % per == 0 and all(t % per == 0 for t in strides) and not (tables and half and interleaved):
+        halves = key in "cs" and half and interleaved      # GPT-J's half tables: half chunks
+        if row_ok and not halves and a.offset % per == 0 and all(t % per == 0 for t in strides):
             align |= ROPE_TEXELS[key]
     ctx = runtime.get()
     ctx.launch(kernel("rope", tag), ctx.groups(-(-total // ROPE_WG)), out=out, x=x, cos=cos, sin=sin, **views,
