@@ -3,7 +3,8 @@
 
 (a) a tiny add (16 elements) with its own submit + wait, (b) 1000 tiny adds recorded into one
 submission (host time per op), (c) --breakdown: where one batched tiny add's host time goes (the
-op layers, the stream's recording, pool allocation) and what the driver itself costs per vkCmdDispatch
+op layers: fv.add, the ops layer's _binary, its cached whole-op plan (cached_new), launch_strided with
+the output given; the stream's recording, pool allocation) and what the driver itself costs per vkCmdDispatch
 and per descriptor binding (push descriptors, or a bound descriptor set under
 FUELVK_NO_PUSH_DESCRIPTOR=1: run it both ways), and the throughput of a 16M-element f32 add beside a device buffer
 copy of the same bytes (vkCmdCopyBuffer) and numpy, in the same run.
@@ -60,21 +61,27 @@ def _per_call_us(fn, n, reps):
 
 def breakdown(a, b, n_ops, reps):
     """Host microseconds per batched tiny add, split by layer (best of reps rounds of n_ops calls):
-    the whole op, launch_strided with the output given, Stream.dispatch of the cached plan, one pool
+    the whole op, the ops layer's _binary, the cached whole-op plan run again (cached_new: allocation
+    and dispatch), launch_strided with the output given, Stream.dispatch of the cached plan, one pool
     allocation; then the driver's own cost per command recorded into an open command buffer: a bare
     vkCmdDispatch, the descriptor binding (vkCmdPushDescriptorSetKHR, or vkCmdBindDescriptorSets of one
     written set), vkCmdPushConstants; and the wall time per bare dispatch for the driver to execute a batch
     (on lavapipe this, not recording, sets the floor of the batched total)."""
     from fuelvk import runtime
-    from fuelvk.ops._core import launch_strided, new_like
+    from fuelvk.ops import _core
+    from fuelvk.ops._core import cached_new, launch_strided, new_like
+    from fuelvk.ops.elementwise import _binary
     from fuelvk.runtime.commands import COMPUTE, STAGE_COMPUTE
     from fuelvk.runtime.vk import ffi, lib
     ctx = runtime.get()
     stream = ctx.stream
     fv.add(a, b)
     fv.synchronize()
-    # the tiny add's cached launch plan (launch_strided): pipelines, writes, which buffer binds where
-    (pipe, groups, push), = (plan := next(v for k, v in ctx.plans.items() if isinstance(k, tuple)))[0]
+    # the tiny add's cached whole-op plan (ops/_core.launch_new): output slot size, shape, strides, dtype
+    # and the launch plan (pipelines, writes, which buffer binds where)
+    op_key = ("add", a.dtype)
+    _, _, _, _, plan = ctx.plans[_core._fresh_key(ctx, op_key, (a, b))]
+    (pipe, groups, push), = plan[0]
     writes, bind, stub = plan[1:]
     variant = pipe.variant
     out = fv.add(a, b)
@@ -84,6 +91,8 @@ def breakdown(a, b, n_ops, reps):
     outs = [new_like((16,), a.dtype) for _ in range(n_ops)]   # a fresh output each call: no barriers, as in fv.add
     res = {"descriptor_path": ctx.device.descriptor_path[0],
            "op_us": _per_call_us(lambda i: fv.add(a, b), n_ops, reps),
+           "ops_binary_us": _per_call_us(lambda i: _binary("add", a, b), n_ops, reps),
+           "cached_new_us": _per_call_us(lambda i: cached_new(op_key, (a, b)), n_ops, reps),
            "launch_strided_us": _per_call_us(lambda i: launch_strided(variant, outs[i], [a, b], spec), n_ops, reps),
            "stream_dispatch_us": _per_call_us(
                lambda i: stream.dispatch(pipe, groups, bind((outs[i].buffer, a.buffer, b.buffer, stub)), writes, push),

@@ -9,7 +9,11 @@
     blocks through texel views, 0: storage buffers), % of the copy roof (vkCmdCopyBuffer of the
     op's own bytes, same run), beside numpy (gguf.quants.dequantize; x @ W.T on the dequantized f32
     weight) and torch CPU (x @ W.T on the f32 weight); ratio = baseline ms / fuelvk ms.
---small scales every shape down (for a quick check on a busy machine); --only kinds runs (d) alone.
+(e) qmatmul's routes per M (issue 18): one fused qmatvec per row ("matvec"), dequantize to f32 +
+    f32 matmul ("dequant"), the fused tiled kernel ("tiled", only up to M=16: it is seconds above),
+    and the route qmatmul picks (DEQUANT_MIN_M: where the measured crossover lies).
+--small scales every shape down (for a quick check on a busy machine); --only kinds runs (d) alone,
+--routes (e) alone.
 """
 import argparse
 import json
@@ -122,14 +126,37 @@ def bench_kinds(n, k, reps, kinds=("q4_0", "q8_0", "q4_k", "q6_k"), paths=("1", 
     return rows
 
 
+def bench_routes(n, k, reps, kinds=("q4_0", "q4_k"), ms=(1, 2, 4, 8, 16, 64), tiled_max_m=16):
+    """Rows of (e): device ms of each qmatmul route per M (the crossover behind DEQUANT_MIN_M)."""
+    rng = np.random.default_rng(4)
+    rows = []
+    for kind in kinds:
+        blocks, _ = _kind_blocks(kind, n, k, rng)
+        wq = fq.QuantTensor(fv.asarray(blocks.reshape(-1)), kind, (n, k))
+        for m in ms:
+            x = fv.asarray(rng.standard_normal((m, k)).astype(np.float32))
+            r = {"kind": kind, "shape": f"M={m} N={n} K={k}", "picked": fq.qmatmul_route(x, wq)}
+            for route in fq.ROUTES:
+                if route == "tiled" and m > tiled_max_m:
+                    continue
+                r[f"{route}_ms"] = measure(lambda: fq.qmatmul(x, wq, route=route), warmup=1, repeats=reps)["median_ms"]
+            rows.append(r)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--only", default="", help="comma-separated GGML kinds: run (d) alone for them")
+    ap.add_argument("--routes", action="store_true", help="run (e) alone")
     args = ap.parse_args()
     s = 4 if args.small else 1
+    if args.routes:
+        rows = bench_routes(1024 // s, 4096 // s, args.reps)
+        print(json.dumps(rows, indent=1) if args.json else f"device: {fv.device_info()['name']}\n" + table(rows))
+        return
     if args.only:
         rows = bench_kinds(4096 // s, 4096 // s, args.reps, tuple(args.only.split(",")))
         print(json.dumps(rows, indent=1) if args.json else f"device: {fv.device_info()['name']}\n" + table(rows))
@@ -138,7 +165,8 @@ def main():
            "qmatmul_q4_0": bench_qmatmul(4096 // s, 4096 // s, args.reps),
            "conv2d": bench_conv((8 // s, 64, 56 // s, 56 // s), (64, 64, 3, 3), max(2, args.reps // 2)),
            "rope": bench_rope((1, 32 // s, 2048 // s, 128), args.reps),
-           "kinds": bench_kinds(4096 // s, 4096 // s, args.reps)}
+           "kinds": bench_kinds(4096 // s, 4096 // s, args.reps),
+           "routes": bench_routes(1024 // s, 4096 // s, args.reps)}
     if args.json:
         print(json.dumps(res, indent=1))
         return

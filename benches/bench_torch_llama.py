@@ -183,6 +183,7 @@ def main():
               f"{n} empty dispatches: {floor:.2f} ms")
     stats = ft.fallback_stats()
     print("CPU fallbacks:", stats or "none")
+    print("aten launch plans (fuelvk/torch/_plans.py):", ft._plans.stats)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"config": vars(args), "rows": rows, "fallbacks": stats}, f, indent=1)

@@ -83,11 +83,24 @@ uint small_to_f32(uint h) {
 #endif
 
 // ---- f32 bits -> f8e4m3fn / f16 / bf16 bits (RNE) ------------------------------------------------
-#if DST == FMT_F8 || DST == FMT_F16 || DST == FMT_BF16
-uint f32_to_small(uint u) {
 #if DST == FMT_F8
-    const uint DE = 4u, DM = 3u, MAXF = 0x7Eu, OVER = 0x7Eu;      // saturate (no inf in e4m3fn)
-#elif DST == FMT_F16
+// f8e4m3fn from the magnitude bits a of an f32 (a <= 0x7F800000; NaN is the caller's): normal targets
+// (|x| >= 2^-6) round the rebiased bits to nearest even; below, the code is roundEven(|x| * 2^9)
+// (subnormal codes count 2^-9 steps; 8 is the smallest normal's code, so a carry is right too),
+// the * 2^9 made exact in integers by adding 9 to the exponent field. roundEven and the float ->
+// uint conversion of an integer value are exact on every driver; an f32 subnormal a (exponent 0)
+// reads as a wrong but < 2^-116 value there, which rounds to 0 as |x| does. Overflow and inf
+// saturate to 448 (0x7E).
+uint f8_from_f32_abs(uint a) {
+    uint b = a - (120u << 23);
+    uint r = (b + 0x7FFFFu + ((b >> 20) & 1u)) >> 20;
+    uint sub = uint(int(roundEven(uintBitsToFloat(a + (9u << 23)))));
+    return min(a < (121u << 23) ? sub : r, 0x7Eu);
+}
+#endif
+#if DST == FMT_F16 || DST == FMT_BF16
+uint f32_to_small(uint u) {
+#if DST == FMT_F16
     const uint DE = 5u, DM = 10u, MAXF = 0x7BFFu, OVER = 0x7C00u;
 #else
     const uint DE = 8u, DM = 7u, MAXF = 0x7F7Fu, OVER = 0x7F80u;
@@ -107,15 +120,18 @@ uint f32_to_small(uint u) {
         r = ef > REBIAS ? r : rs;
     }
     r = r > MAXF ? OVER : r;
-#if DST == FMT_F8
-    const uint nan = 0x7Fu;
-#elif DST == FMT_BF16 || NAN_RULE == 2
+#if DST == FMT_BF16 || NAN_RULE == 2
     const uint nan = OVER | (1u << (DM - 1u));
 #else
     uint pm = (a & 0x7FFFFFu) >> SH;
     uint nan = OVER | (pm == 0u ? 1u : pm);
 #endif
     return s | (a > 0x7F800000u ? nan : r);
+}
+#elif DST == FMT_F8
+uint f32_to_small(uint u) {
+    uint a = u & 0x7FFFFFFFu;
+    return ((u >> 24) & 0x80u) | (a > 0x7F800000u ? 0x7Fu : f8_from_f32_abs(a));
 }
 #endif
 
@@ -168,6 +184,38 @@ DRAW cast_bits(RAW x) {
     return f32_to_small(f64_to_f32(x, true));
 #endif
 #else
+#if (SRC == FMT_F16 || SRC == FMT_BF16) && DST == FMT_F8
+    // straight from the 16-bit pattern: bf16 is an f32's top half; an f16 magnitude h (not NaN / inf)
+    // is the f32 (h << 13) + (112 << 23) exactly where it is normal, and an f16 subnormal read that
+    // way is below 2^-14, whose f8 code is 0 either way (f8_from_f32_abs rounds it to 0 too)
+    uint h = x & 0x7FFFu;
+#if SRC == FMT_BF16
+    uint a = h << 16;
+    bool nan = h > 0x7F80u;
+#else
+    uint a = h >= 0x7C00u ? 0x7F800000u : (h << 13) + (112u << 23);
+    bool nan = h > 0x7C00u;
+#endif
+    return ((x >> 8) & 0x80u) | (nan ? 0x7Fu : f8_from_f32_abs(a));
+#elif SRC == FMT_F16 && DST == FMT_BF16
+    // straight from the 16-bit pattern: a normal f16 magnitude h is the f32 (h << 13) + (112 << 23),
+    // whose bf16 rounding (at f32 bit 16) is h's at bit 3, the bias added after it (a carry into the
+    // exponent is right; 65504 rounds to 65536); an f16 subnormal is the exact f32 m * 2^-24 rounded
+    // to bf16; inf stays inf, NaN is bf16's canonical quiet NaN (NAN_RULE 2), signs kept
+    uint h = x & 0x7FFFu;
+    uint nrm = ((h + 3u + ((h >> 3) & 1u)) >> 3) + (112u << 7);
+    uint f = floatBitsToUint(float(h) * 5.9604644775390625e-8);
+    uint sub = (f + 0x7FFFu + ((f >> 16) & 1u)) >> 16;
+    uint r = h < 0x400u ? sub : (h == 0x7C00u ? 0x7F80u : (h > 0x7C00u ? 0x7FC0u : nrm));
+    return (x & 0x8000u) | r;
+#elif SRC == FMT_F8 && DST == FMT_BF16
+    // straight from the 8-bit pattern: a normal f8e4m3fn magnitude h is bf16 (h << 4) + (120 << 7)
+    // exactly; a subnormal (and zero) is the exact f32 m * 2^-9's top half; 0x7F is NaN (canonical quiet)
+    uint h = x & 0x7Fu;
+    uint sub = floatBitsToUint(float(h) * 0.001953125) >> 16;
+    uint r = h < 8u ? sub : (h == 0x7Fu ? 0x7FC0u : (h << 4) + (120u << 7));
+    return ((x & 0x80u) << 8) | r;
+#else
 #if SRC == FMT_F32
     uint f = x;
 #else
@@ -189,6 +237,7 @@ DRAW cast_bits(RAW x) {
     return f32_to_f64(f);
 #else
     return f32_to_small(f);
+#endif
 #endif
 #endif
 }

@@ -106,13 +106,15 @@ shared float sw[TN][KC + 1u];
 
 // ---------------------------------------------------------------------------------------------
 // Exact conversions
+// Branch-free (every case computed, then selected): lavapipe runs a branch's lanes in lock step, and
+// the block scales are decoded once per sub-block per row in qmatvec's inner loop.
 float half_to_float(uint h) {
     uint s = (h & 0x8000u) << 16;
     uint e = (h >> 10) & 0x1Fu;
     uint m = h & 0x3FFu;
-    if (e == 0u) return uintBitsToFloat(floatBitsToUint(float(m) * 5.9604644775390625e-8) | s);  // m * 2^-24, exact
-    if (e == 31u) return uintBitsToFloat(s | 0x7F800000u | (m << 13));
-    return uintBitsToFloat(s | ((e + 112u) << 23) | (m << 13));
+    uint sub = floatBitsToUint(float(m) * 5.9604644775390625e-8);          // m * 2^-24, exact
+    uint r = ((e == 31u ? 255u : e + 112u) << 23) | (m << 13);             // normal, inf / NaN
+    return uintBitsToFloat(s | (e == 0u ? sub : r));
 }
 
 #if MODE == MODE_QUANTIZE
@@ -235,6 +237,8 @@ FETCH(fetch34, 34u)
 FETCH(fetch32, 32u)
 #if KIND == KIND_Q4_K
 FETCH(fetch16, 16u)
+#else
+FETCH(fetch18, 18u)
 #endif
 #endif
 
@@ -295,9 +299,24 @@ void decode32(uint bb, uint sb, out float v[32]) {
 #endif
 
 #if MODE == MODE_QMATVEC
-// sum_j w[32 sb + j] * xv[j] over sub-block sb of the block at byte bb.
-float xe(vec4 xv[8], uint j) { return xv[j >> 2][j & 3u]; }
-float dot32(uint bb, uint sb, vec4 xv[8]) {
+// sum_j w[32 sb + j] * xv[j] over the SPS sub-blocks of a lane step, from sb, of the block at byte bb;
+// xs[i] = sum of sub-block i's x (q4_k's min term; the same for every row, so summed once per step).
+// k-quants take pairs that share their fetches: q4_k sub-blocks sb, sb + 1 (one 32-byte nibble run,
+// low and high nibbles, one header); q6_k sb, sb + 2 (one 32-byte low-nibble run, one 32-byte
+// high-bit run and the scales + d in one 18-byte fetch), XSTEP vec4 of x apart.
+#if KIND == KIND_Q4_K || KIND == KIND_Q6_K
+#define SPS 2u
+#else
+#define SPS 1u
+#endif
+#if KIND == KIND_Q6_K
+#define XSTEP 16u
+#else
+#define XSTEP 8u
+#endif
+#define XV (8u * SPS)
+float xe(vec4 xv[XV], uint j) { return xv[j >> 2][j & 3u]; }
+float dot32(uint bb, uint sb, vec4 xv[XV], vec2 xs) {
 #if KIND == KIND_Q4_0
     uint q4[5];
     fetch18(bb, q4);
@@ -323,21 +342,39 @@ float dot32(uint bb, uint sb, vec4 xv[8]) {
     fetch16(bb, h);
     fetch32(bb + 16u + (sb >> 1) * 32u, n);
     uint sc[3] = uint[3](h[1], h[2], h[3]);
-    uvec2 sm = scale_min_k4(sc, sb);
-    uint shift = (sb & 1u) * 4u;
-    float acc = 0.0, xs = 0.0;
-    [[unroll]] for (uint w = 0u; w < 16u; ++w) {
-        uint v = HALF(n, w) >> shift;
-        float x0 = xe(xv, 2u * w), x1 = xe(xv, 2u * w + 1u);
-        acc += float(v & 15u) * x0 + float((v >> 8) & 15u) * x1;
-        xs += x0 + x1;
+    uvec2 sm0 = scale_min_k4(sc, sb), sm1 = scale_min_k4(sc, sb + 1u);
+    float a0 = 0.0, a1 = 0.0;
+    [[unroll]] for (uint w = 0u; w < 8u; ++w) {
+        uint v0 = n[w] & 0x0F0F0F0Fu, v1 = (n[w] >> 4) & 0x0F0F0F0Fu;   // 4 nibbles of each sub-block
+        [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+            a0 += float((v0 >> (8u * j)) & 0xFFu) * xe(xv, 4u * w + j);
+            a1 += float((v1 >> (8u * j)) & 0xFFu) * xe(xv, 32u + 4u * w + j);
+        }
     }
-    return half_to_float(h[0] & 0xFFFFu) * float(sm.x) * acc - half_to_float(h[0] >> 16) * float(sm.y) * xs;
+    float d = half_to_float(h[0] & 0xFFFFu), dmin = half_to_float(h[0] >> 16);
+    return (d * float(sm0.x) * a0 - dmin * float(sm0.y) * xs.x) + (d * float(sm1.x) * a1 - dmin * float(sm1.y) * xs.y);
 #else
-    float v[32];
-    decode32(bb, sb, v);
-    float acc = 0.0;
-    [[unroll]] for (uint j = 0u; j < 32u; ++j) acc += v[j] * xe(xv, j);
+    // 4 elements a word: low nibbles and high 2-bit pairs combined per byte; each 16-element quarter
+    // of the pair has its own scale, applied to that quarter's sum
+    uint hh = sb >> 2, k = sb & 1u;                // sb = 4 hh + k, k < 2: the pair is sb, sb + 2
+    uint lo[8], hi[8], sd[5];
+    fetch32(bb + hh * 64u + k * 32u, lo);
+    fetch32(bb + 128u + hh * 32u, hi);
+    fetch18(bb + 192u, sd);                        // 16 int8 scales, f16 d
+    float a[4] = float[4](0.0, 0.0, 0.0, 0.0);
+    [[unroll]] for (uint w = 0u; w < 8u; ++w) {
+        uint qa = (lo[w] & 0x0F0F0F0Fu) | (((hi[w] >> (2u * k)) & 0x03030303u) << 4);
+        uint qb = ((lo[w] >> 4) & 0x0F0F0F0Fu) | (((hi[w] >> (2u * k + 4u)) & 0x03030303u) << 4);
+        [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+            a[w >> 2] += float(int((qa >> (8u * j)) & 0xFFu) - 32) * xe(xv, 4u * w + j);
+            a[2u + (w >> 2)] += float(int((qb >> (8u * j)) & 0xFFu) - 32) * xe(xv, 32u + 4u * w + j);
+        }
+    }
+    // scales 2 sb, 2 sb + 1 (word 2 hh, bytes 2k, 2k + 1) and 2 sb + 4, 2 sb + 5 (word 2 hh + 1)
+    uint ca = (hh == 0u ? sd[0] : sd[2]) >> (16u * k), cb = (hh == 0u ? sd[1] : sd[3]) >> (16u * k);
+    float d = half_to_float(sd[4] & 0xFFFFu);
+    float acc = ((d * float(INT8(ca & 0xFFu))) * a[0] + (d * float(INT8((ca >> 8) & 0xFFu))) * a[1])
+              + ((d * float(INT8(cb & 0xFFu))) * a[2] + (d * float(INT8((cb >> 8) & 0xFFu))) * a[3]);
     return acc;
 #endif
 }
@@ -406,13 +443,29 @@ void main() {
         rb[r] = 2u * (p.off_w + min(r0 + r, p.n - 1u) * p.blocks_per_row * BW);   // rows past N: clamped loads
         acc[r] = 0.0;
     }
-    for (uint s = l; s < subs; s += 64u) {
-        vec4 xv[8];
-        uint xo = p.off_x / 4u + s * 8u;
-        [[unroll]] for (uint j = 0u; j < 8u; ++j)
-            xv[j] = (TEX & 2u) != 0u ? uintBitsToFloat(imageLoad(x_t, int(xo + j))) : x4[xo + j];
-        uint boff = (s / (QK / 32u)) * (2u * BW), sb = s % (QK / 32u);
-        [[unroll]] for (uint r = 0u; r < NR; ++r) acc[r] += dot32(rb[r] + boff, sb, xv);
+    for (uint s = l; s < subs / SPS; s += 64u) {   // a lane step: SPS sub-blocks (subs % SPS == 0: whole blocks)
+        vec4 xv[XV];
+        uint blk = s / (QK / 32u / SPS), t = s % (QK / 32u / SPS);
+#if KIND == KIND_Q6_K
+        uint sb = (t >> 1) * 4u + (t & 1u);
+#else
+        uint sb = t * SPS;
+#endif
+        uint xo = p.off_x / 4u + blk * (QK / 4u) + sb * 8u;
+        [[unroll]] for (uint j = 0u; j < XV; ++j) {
+            uint xj = xo + (j >> 3) * XSTEP + (j & 7u);
+            xv[j] = (TEX & 2u) != 0u ? uintBitsToFloat(imageLoad(x_t, int(xj))) : x4[xj];
+        }
+        uint boff = blk * (2u * BW);
+        vec2 xs = vec2(0.0);
+#if KIND == KIND_Q4_K
+        [[unroll]] for (uint i = 0u; i < SPS; ++i) {
+            vec4 xt = ((xv[8u * i] + xv[8u * i + 1u]) + (xv[8u * i + 2u] + xv[8u * i + 3u]))
+                    + ((xv[8u * i + 4u] + xv[8u * i + 5u]) + (xv[8u * i + 6u] + xv[8u * i + 7u]));
+            xs[i] = (xt.x + xt.y) + (xt.z + xt.w);
+        }
+#endif
+        [[unroll]] for (uint r = 0u; r < NR; ++r) acc[r] += dot32(rb[r] + boff, sb, xv, xs);
     }
     for (uint r = 0u; r < NR; ++r) acc[r] = subgroupAdd(acc[r]);
     if (subgroupElect())

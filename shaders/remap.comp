@@ -1,12 +1,14 @@
 #version 450
 // Coordinate-remapping gather for the byte-width movement families: flip, roll, triu/tril, pad
-// (constant / reflect / replicate) and pad backward (constant). One invocation per run of RUN
-// consecutive output elements of one row (the last dim; a row's runs are consecutive invocations):
-// the row index is split into coordinates over `shape` (rank <= 6) once per run, not once per
-// element (integer division is the expensive part on CPU drivers), each coordinate is mapped to a
-// source coordinate by MODE, and the source is read through any strided view (`sa` strides,
-// signed, element offset off_a). Output contiguous. n = the output's element count; the host
-// launches ceil(rows * ceil(last / RUN) / WG) workgroups (ops/movement.py launch_remap).
+// (constant / reflect / replicate) and pad backward (constant). One invocation per WORDS
+// consecutive 16-byte words of the contiguous output (common/words.glsl: VEC elements each, built in
+// registers and stored as one uvec4; the output's partial first / last word element by element):
+// the row index (all dims but the last, rank <= 6) is split into coordinates once per invocation
+// and again only where its elements cross into the next row (integer division is the expensive
+// part on CPU drivers), each coordinate is mapped to a source coordinate by MODE, and the source is
+// read through any strided view (`sa` strides, signed, element offset off_a). n = the output's
+// element count from element off_o; the host launches one invocation per WORDS words from the word
+// holding off_o (ops/movement.py launch_remap).
 // MODE is one of the MODE_* defines (kernels/movement.py REMAP_MODES):
 //   MODE_GATHER        src = c                       (flip: the host passes the flipped strides)
 //   MODE_ROLL          src = (c + lo) mod dim        (lo already in [0, dim))
@@ -16,18 +18,20 @@
 //   MODE_PAD_REPLICATE src = clamp(c - lo, 0, dim - 1)
 // Moves never interpret the bits (common/width.glsl), so every dtype of a width is bit-exact.
 #include "common/width.glsl"
+#include "common/words.glsl"
 #include "common/index.glsl"
 
 layout(local_size_x = WG) in;
-const uint WGU = WG, RUNU = RUN;
+const uint WGU = WG, WORDSU = WORDS;
 
 layout(set = 0, binding = 0) writeonly buffer Out { W o[]; };
 layout(set = 0, binding = 1) readonly buffer A { W a[]; };
+layout(set = 0, binding = 2) writeonly buffer OutWords { uvec4 o4[]; };   // binding out, as words
 #ifndef NO_TEXEL
 // The same source as one element per texel (R8/R16/R32_UINT, R32G32_UINT by width): where the device
 // reads texels faster, a's reads come through here (binding a stays bound, unread).
 #extension GL_EXT_samplerless_texture_functions : require
-layout(set = 0, binding = 2) uniform utextureBuffer a_t;
+layout(set = 0, binding = 3) uniform utextureBuffer a_t;
 W load_a(uint i) {
 #if WIDTH == 8
     return texelFetch(a_t, int(i)).xy;
@@ -52,14 +56,6 @@ W fill_value() {
 #endif
 }
 
-W zero_value() {
-#if WIDTH == 8
-    return uvec2(0u);
-#else
-    return W(0u);
-#endif
-}
-
 // One coordinate c of an output position mapped to its source coordinate along a dim of extent
 // `dim` (shift / left pad lo); `inside` false where constant padding fills it.
 int source_coord(int c, int lo, int dim, inout bool inside) {
@@ -79,19 +75,14 @@ int source_coord(int c, int lo, int dim, inout bool inside) {
     return c;
 }
 
-void main() {
+// A row's source offset, whether constant padding fills all of it, and (triu / tril) its index in
+// the second-to-last dim.
+void row_state(uint row, out int src, out bool row_inside, out int row_c) {
     int r = int(p.rank);
-    uint last = uint(p.shape[r - 1]);
-    uint runs = (last + RUNU - 1u) / RUNU;          // runs per row
-    uint item = linear_group() * WGU + gl_LocalInvocationID.x;
-    uint row = item / runs;
-    if (row >= p.n / last) return;
-    uint col0 = (item - row * runs) * RUNU;
-    // the row's source offset and (triu / tril) its index in the second-to-last dim
     uint rest = row;
-    int src = int(p.off_a);
-    bool row_inside = true;
-    int row_c = 0;
+    src = int(p.off_a);
+    row_inside = true;
+    row_c = 0;
     for (int d = r - 2; d >= 0; --d) {
         uint nd = uint(p.shape[d]);
         int c = int(rest % nd);
@@ -99,26 +90,66 @@ void main() {
         if (d == r - 2) row_c = c;
         src += source_coord(c, p.lo[d], p.dim[d], row_inside) * p.sa[d];
     }
-    uint out_i = p.off_o + row * last;
-    uint col_end = min(col0 + RUNU, last);
-    for (uint col = col0; col < col_end; ++col) {
-        bool inside = row_inside;
-        int s = src + source_coord(int(col), p.lo[r - 1], p.dim[r - 1], inside) * p.sa[r - 1];
-#if MODE == MODE_TRIU
-        inside = int(col) - row_c >= p.k;
-#elif MODE == MODE_TRIL
-        inside = int(col) - row_c <= p.k;
-#endif
+}
+
+W value_at(int src, bool row_inside, int row_c, uint col) {
+    int r = int(p.rank);
+    bool inside = row_inside;
+    int s = src + source_coord(int(col), p.lo[r - 1], p.dim[r - 1], inside) * p.sa[r - 1];
 #if MODE == MODE_TRIU || MODE == MODE_TRIL
-        W v = load_a(uint(s));                  // in range everywhere: a select, not a branch
-        o[out_i + col] = inside ? v : zero_value();
-#elif MODE == MODE_PAD_CONST
-        W v;
-        if (inside) v = load_a(uint(s));         // never read outside the source
-        else v = fill_value();
-        o[out_i + col] = v;
+#if MODE == MODE_TRIU
+    inside = int(col) - row_c >= p.k;
 #else
-        o[out_i + col] = load_a(uint(s));
+    inside = int(col) - row_c <= p.k;
 #endif
+    W v = load_a(uint(s));                  // in range everywhere: a select, not a branch
+    return inside ? v : zero_word();
+#elif MODE == MODE_PAD_CONST
+    if (!inside) return fill_value();       // never read outside the source
+    return load_a(uint(s));
+#else
+    return load_a(uint(s));
+#endif
+}
+
+void main() {
+    uint last = uint(p.shape[int(p.rank) - 1]);
+    uint head = p.off_o % VEC;                           // slots of the first word before the output
+    uint w0 = (linear_group() * WGU + gl_LocalInvocationID.x) * WORDSU;
+    int first = int(w0 * VEC) - int(head);               // output element of the first word's slot 0
+    uint i = uint(max(first, 0));
+    if (i >= p.n) return;
+    uint row = i / last, col = i - row * last;
+    int src, row_c;
+    bool row_inside;
+    row_state(row, src, row_inside, row_c);
+    if (first >= 0 && uint(first) + WORDSU * VEC <= p.n && col + WORDSU * VEC <= last) {
+        // the common case: whole words inside one row, straight-line code
+        [[unroll]] for (uint w = 0u; w < WORDSU; ++w) {
+            uvec4 word = uvec4(0u);
+            [[unroll]] for (uint j = 0u; j < VEC; ++j)
+                put_word(word, j, value_at(src, row_inside, row_c, col + w * VEC + j));
+            o4[p.off_o / VEC + w0 + w] = word;
+        }
+        return;
+    }
+    for (uint w = 0u; w < WORDSU; ++w) {       // words crossing rows or partly outside the output
+        int e0 = first + int(w * VEC);
+        if (e0 >= int(p.n)) return;
+        bool whole = e0 >= 0 && uint(e0) + VEC <= p.n;
+        uvec4 word = uvec4(0u);
+        for (uint j = 0u; j < VEC; ++j) {
+            int e = e0 + int(j);
+            if (e < 0 || uint(e) >= p.n) continue;       // only in a partial word
+            W v = value_at(src, row_inside, row_c, col);
+            if (whole) put_word(word, j, v);
+            else o[p.off_o + uint(e)] = v;
+            if (++col == last) {                         // into the next row
+                col = 0u;
+                ++row;
+                if (uint(e) + 1u < p.n) row_state(row, src, row_inside, row_c);
+            }
+        }
+        if (whole) o4[p.off_o / VEC + w0 + w] = word;
     }
 }

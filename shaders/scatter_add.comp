@@ -9,7 +9,12 @@
 // contention). Half types accumulate in an f32 scratch
 // (MODE_INIT widens base into it, MODE_FINISH rounds it into the output once), so they are rounded once,
 // not once per addition. Out-of-range indices are skipped (never written out of bounds); the
-// public op raises IndexError before launching.
+// public op raises IndexError before launching. The accumulate pass runs an invocation per RUN
+// consecutive elements of a row of the iteration shape (its last dim): the row's coordinates are
+// split once per run (integer division is the expensive part on CPU drivers). src and the index
+// words are read through one-element-per-texel views where the device reads texels faster
+// (Device.texel_loads), else through the storage buffers (the `_ssbo` twin, NO_TEXEL, which the
+// element-wise init / finish passes always take).
 #include "common/dtype.glsl"
 #include "common/index.glsl"
 #if defined(DT_F64)
@@ -24,7 +29,8 @@
 #if defined(ATOMIC_NATIVE)
 #extension GL_EXT_shader_atomic_float : require
 #endif
-layout(local_size_x = 128) in;
+layout(local_size_x = WG) in;
+const uint WGU = WG, RUNU = RUN;
 layout(constant_id = 0) const uint IDX = 0;
 layout(constant_id = 1) const uint MODE = 0;   // MODE_ACCUMULATE; MODE_INIT: acc = base; MODE_FINISH: out = acc
 
@@ -37,6 +43,25 @@ layout(set = 0, binding = 3) buffer Acc { A acc[]; };
 layout(set = 0, binding = 3) buffer Acc { uint64_t acc[]; };
 #else
 layout(set = 0, binding = 3) buffer Acc { uint acc[]; };
+#endif
+#ifndef NO_TEXEL
+#extension GL_EXT_samplerless_texture_functions : require
+layout(set = 0, binding = 4) uniform utextureBuffer src_t;   // src, one element per texel
+layout(set = 0, binding = 5) uniform utextureBuffer ids_t;   // ids, one u32 word per texel
+A load_src(uint i) {
+#if defined(DT_F64)
+    return packDouble2x32(texelFetch(src_t, int(i)).xy);
+#elif defined(DT_F16)
+    return unpackHalf2x16(texelFetch(src_t, int(i)).x).x;
+#elif defined(DT_BF16)
+    return uintBitsToFloat(texelFetch(src_t, int(i)).x << 16);
+#else
+    return uintBitsToFloat(texelFetch(src_t, int(i)).x);
+#endif
+}
+#define IDS_LOAD(i) texelFetch(ids_t, int(i)).x
+#else
+A load_src(uint i) { return A(LOAD(src[i])); }
 #endif
 #include "index_fetch.glsl"
 
@@ -89,22 +114,35 @@ void atomic_add(uint i, A v) {
 }
 
 void main() {
-    uint e = linear_group() * 128u + gl_LocalInvocationID.x;
-    if (e >= p.n) return;
-    if (MODE == MODE_INIT) { acc_set(p.off_acc + e, A(LOAD(src[p.off_src + e]))); return; }
-    if (MODE == MODE_FINISH) { o[e] = STORE(acc_get(p.off_acc + e)); return; }
+    if (MODE != MODE_ACCUMULATE) {
+        uint e = linear_group() * WGU + gl_LocalInvocationID.x;
+        if (e >= p.n) return;
+        if (MODE == MODE_INIT) acc_set(p.off_acc + e, A(LOAD(src[p.off_src + e])));
+        else o[e] = STORE(acc_get(p.off_acc + e));
+        return;
+    }
+    int l = int(p.rank) - 1;
+    uint last = uint(p.shape[l]);
+    uint runs = (last + RUNU - 1u) / RUNU;          // runs per row
+    uint item = linear_group() * WGU + gl_LocalInvocationID.x;
+    uint row = item / runs;
+    if (row >= p.n / last) return;
+    uint col0 = (item - row * runs) * RUNU;
     int so = int(p.off_src), io = int(p.off_idx), dst = int(p.off_acc);
-    uint r = e;
-    for (int d = int(p.rank) - 1; d >= 0; --d) {
+    uint rest = row;
+    for (int d = l - 1; d >= 0; --d) {
         uint n = uint(p.shape[d]);
-        int c = int(r % n);
-        r /= n;
+        int c = int(rest % n);
+        rest /= n;
         so += c * p.s_src[d];
         io += c * p.s_idx[d];
         if (uint(d) != p.axis) dst += c * p.s_dst[d];
     }
-    bool ok;
-    uint k = fetch_index(uint(io), p.dst_axis_len, ok);
-    if (!ok) return;
-    atomic_add(uint(dst + int(k) * p.s_dst[p.axis]), A(LOAD(src[uint(so)])));
+    int dst_col = uint(l) == p.axis ? 0 : p.s_dst[l];
+    for (uint col = col0; col < min(col0 + RUNU, last); ++col) {
+        int c = int(col);
+        bool ok;
+        uint k = fetch_index(uint(io + c * p.s_idx[l]), p.dst_axis_len, ok);
+        if (ok) atomic_add(uint(dst + c * dst_col + int(k) * p.s_dst[p.axis]), load_src(uint(so + c * p.s_src[l])));
+    }
 }

@@ -90,6 +90,18 @@ def test_cast_to_f8_matches_torch(src):
     assert_bits(fv.astype(big, F["f8e4m3"]), np.array([448, -448, 448, -448, 448, 448], np.float32).astype(F["f8e4m3"]))
 
 
+def test_cast_f32_to_f8_sweep(path):
+    """Every f32 top half (sign, exponent, 7 mantissa bits: each f8 rounding point, normal and
+    subnormal, and every tie at it) with low halves 0 / tie / max / random, against ml_dtypes
+    (saturating) and torch."""
+    top = np.arange(1 << 16, dtype=np.uint32) << 16
+    low = np.random.default_rng(5).integers(0, 1 << 16, 1 << 16, dtype=np.uint32)
+    x = np.concatenate([top, top | 0x8000, top | 0xFFFF, top | low]).view(np.float32)
+    got = fv.astype(x, F["f8e4m3"])
+    assert_bits(got, oracle(x, "f8e4m3"))
+    assert np.array_equal(got.view(np.uint8), torch.from_numpy(x).to(torch.float8_e4m3fn).view(torch.uint8).numpy())
+
+
 def test_cast_round_to_nearest_even_examples():
     # 1 + 2^-11 is a tie between 1 and 1 + 2^-10 in f16: even -> 1.0; 1 + 3 * 2^-11 -> 1 + 2^-9
     x = np.array([1 + 2 ** -11, 1 + 3 * 2 ** -11, 2 ** -25, 3 * 2 ** -25, 65520.0], np.float32)

@@ -37,8 +37,25 @@ IM2COL_CASES = [  # x shape, (kh, kw), stride, padding as (t, b, l, r), dilation
 ]
 
 
+@pytest.fixture
+def im2col_families(monkeypatch):
+    """The im2col families launched during the test (`im2col`: x through texels, or `im2col_ssbo`)."""
+    ctx, seen = fv.runtime.get(), set()
+    real = ctx.launch
+
+    def spy(variant, *a, **k):
+        if variant.source == "im2col.comp":
+            seen.add(variant.family)
+        return real(variant, *a, **k)
+    monkeypatch.setattr(ctx, "launch", spy)
+    return seen
+
+
+@pytest.mark.parametrize("path", ["texel", "ssbo"], indirect=True)
 @pytest.mark.parametrize("dt", [np.float32, ml_dtypes.bfloat16, np.float16, np.float64], ids=str)
-def test_im2col_matches_numpy(dt):
+def test_im2col_matches_numpy(dt, path, im2col_families):
+    """Both load paths (x through texels or the storage buffer), patch rows shorter than an output
+    word and outputs smaller than one (1x1)."""
     for shape, k, s, p, d, g in IM2COL_CASES:
         x = rng.standard_normal(shape).astype(dt)
         assert_bits(im2col(x, k, s, p, d, g), np_im2col(x, *k, s, p, d, g))
@@ -48,6 +65,13 @@ def test_im2col_matches_numpy(dt):
     xa = fv.asarray(nhwc).permute(0, 3, 1, 2)[1:]
     want = np_im2col(np.ascontiguousarray(nhwc.transpose(0, 3, 1, 2)[1:]), *k, s, p, d, g)
     assert_bits(im2col(xa, k, s, p, d, g), want)
+    assert im2col_families == {"im2col" if path == "texel" else "im2col_ssbo"}
+
+
+def test_im2col_empty_image_all_padding():
+    """h = 0 with padding: every patch element is padding (zeros), nothing is read from x."""
+    x = np.zeros((1, 2, 0, 3), np.float32)
+    assert_bits(im2col(x, (2, 3), 1, 1), np_im2col(x, 2, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1))
 
 
 def test_im2col_large():

@@ -54,6 +54,26 @@ def test_take(dt, launched):
     assert any(i.startswith(("index_select.", "index_select_ssbo.")) for i in launched)
 
 
+@pytest.mark.parametrize("path", ["texel", "ssbo"], indirect=True)
+@pytest.mark.parametrize("dt", [np.float32, np.float16, np.int8, np.float64], ids=str)
+def test_take_rows_not_texels(dt, path, launched):
+    """take along an axis whose rows are not whole texels: through gather (texel reads, word stores)
+    where texel loads are faster, index_select's element path otherwise; numpy's bits either way, for
+    strided x, negative and device indices."""
+    x = data((6, 7, 5), dt)
+    a = fv.asarray(x)
+    for axis in (0, 1, 2):
+        n = x.shape[axis]
+        idx = rng.integers(-n, n, size=(2, 3))
+        assert_bits(fv.take(x, idx, axis), np.take(x, idx, axis))
+        assert_bits(fv.take(a[::-1, 1:], idx % x.shape[axis] if axis != 1 else idx % 6, axis).numpy(),
+                    np.take(x[::-1, 1:], idx % x.shape[axis] if axis != 1 else idx % 6, axis))
+    dev = fv.asarray(np.array([4, -1, 0, -7], np.int64))
+    assert_bits(fv.take(a, dev, 1).numpy(), np.take(x, [4, -1, 0, -7], 1))
+    want = "gather." if path == "texel" else "index_select_ssbo."
+    assert any(i.startswith(want) for i in launched), launched
+
+
 def test_take_device_indices_and_embedding():
     table = data((50, 16), np.float32)
     tok = rng.integers(0, 50, size=(3, 7))
@@ -69,8 +89,11 @@ def test_take_device_indices_and_embedding():
 
 
 # -- take_along_axis -------------------------------------------------------------------------------
+@pytest.mark.parametrize("path", ["texel", "ssbo"], indirect=True)
 @pytest.mark.parametrize("dt", MOVE_DTYPES, ids=[str(d) for d in MOVE_DTYPES])
-def test_take_along_axis(dt, launched):
+def test_take_along_axis(dt, path, launched):
+    """Both load paths (x and the indices through texel views, or the storage buffers), rows shorter
+    and longer than the kernel's output words, strided views, each device index dtype."""
     x = data((4, 5, 6), dt)
     for axis in (0, 1, 2):
         shp = list(x.shape)
@@ -84,16 +107,20 @@ def test_take_along_axis(dt, launched):
     idx = rng.integers(0, x.size, size=11)
     assert_bits(fv.take_along_axis(x, idx, None), np.take_along_axis(x.reshape(-1), idx, 0))
     a = fv.asarray(x)
-    ids = fv.asarray(rng.integers(0, 3, size=(6, 5, 4)).astype(np.int64))
-    got = fv.take_along_axis(a[:, ::-1, 1:4].transpose(2, 1, 0), ids[:3, :, ::-1], 2)
-    want = np.take_along_axis(x[:, ::-1, 1:4].transpose(2, 1, 0), ids.numpy()[:3, :, ::-1], 2)
-    assert_bits(got.numpy(), want)
-    assert f"gather.b{np.dtype(dt).itemsize}" in launched
+    for idt in (np.int64, np.int32, np.uint32):
+        ids = fv.asarray(rng.integers(0, 3, size=(6, 5, 4)).astype(idt))
+        got = fv.take_along_axis(a[:, ::-1, 1:4].transpose(2, 1, 0), ids[:3, :, ::-1], 2)
+        want = np.take_along_axis(x[:, ::-1, 1:4].transpose(2, 1, 0), ids.numpy()[:3, :, ::-1], 2)
+        assert_bits(got.numpy(), want)
+    assert f"gather{'' if path == 'texel' else '_ssbo'}.b{np.dtype(dt).itemsize}" in launched
 
 
 # -- scatter_add / index_add -----------------------------------------------------------------------
+@pytest.mark.parametrize("path", ["texel", "ssbo"], indirect=True)
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)
-def test_scatter_add_index_add(dt, launched, monkeypatch):
+def test_scatter_add_index_add(dt, path, launched, monkeypatch):
+    """Both load paths (src and the indices through texel views, or the storage buffers), each
+    accumulation variant, strided views, host and device indices."""
     tag = TAGS[np.dtype(dt)]
     for mode in atomics_modes(dt):
         monkeypatch.setattr(I, "ATOMICS", mode)
@@ -125,7 +152,8 @@ def test_scatter_add_index_add(dt, launched, monkeypatch):
             0, torch.tensor([4, 0, 4]), torch.tensor(src[:4, :3, :6].transpose(1, 0, 2).astype(np.float64)))
         assert_bits(got.numpy(), want.numpy().astype(dt))
         suffix = "" if mode == "cas" else "_native"
-        assert f"scatter_add.{tag}{suffix}" in launched and f"index_add.{tag}{suffix}" in launched
+        twin = "" if path == "texel" else "_ssbo"
+        assert f"scatter_add{twin}.{tag}{suffix}" in launched and f"index_add{twin}.{tag}{suffix}" in launched
         launched.clear()
 
 
@@ -180,14 +208,14 @@ def test_edges():
 def test_out_of_range_host_and_device_indices():
     x = data((4, 5), np.float32)
     for idx in ([5], [-6], fv.asarray(np.array([0, 7], np.int64)), fv.asarray(np.array([-9], np.int32))):
-        with pytest.raises(IndexError, match="out of bounds"):
-            fv.take(x, idx, 1)
+        with pytest.raises(IndexError, match="out of bounds"):   # device indices: at the read (next sync)
+            np.asarray(fv.take(x, idx, 1))
     with pytest.raises(fv.FuelVKIndexError, match="take_along_axis"):
         fv.take_along_axis(x, np.full((4, 1), 5), 1)
     with pytest.raises(IndexError, match=r"accepted \[0, 5\)"):
         fv.scatter_add(x, 1, np.array([[-1]]), x)  # torch rejects negative indices here
     with pytest.raises(IndexError, match="index_add"):
-        fv.index_add(x, 0, fv.asarray(np.array([4], np.uint32)), x[:1])
+        np.asarray(fv.index_add(x, 0, fv.asarray(np.array([4], np.uint32)), x[:1]))
 
 
 def test_device_indices_unchecked_never_leave_bounds(monkeypatch):

@@ -368,8 +368,8 @@ def test_realistic_size():
      lambda route: fv.matmul_route(np.zeros((2, 3), F32), np.zeros((3, 2), F32), route=route)),
     ("attention_route", "FUELVK_ATTENTION_ROUTE", "single, tiled, decode, auto",
      lambda route: fv.attention_route((1, 2, 3, 32), (1, 2, 5, 32), route=route)),
-    ("qmatmul_route", "FUELVK_QMATMUL_ROUTE", "matvec, tiled, auto",
-     lambda route: fv.qmatmul_route((2, 64), (4, 64), route=route)),
+    ("qmatmul_route", "FUELVK_QMATMUL_ROUTE", "matvec, tiled, dequant, auto",
+     lambda route: fv.qmatmul_route((2, 64), (4, 64), kind="q4_0", route=route)),
 ])
 def test_unknown_route_is_one_typed_error(op, env, accepted, pick, monkeypatch):
     """matmul, attention and qmatmul resolve a forced route the same way (ops/_routes.py): an unknown

@@ -106,9 +106,12 @@ def torch_pad_grad(in_shape, pw, mode, g):
     return x.grad.numpy()
 
 
+@pytest.mark.parametrize("path", ["texel", "ssbo"], indirect=True)
 @pytest.mark.parametrize("mode", ["reflect", "edge"])
 @pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
-def test_pad_backward_atomic_modes(dt, mode):
+def test_pad_backward_atomic_modes(dt, mode, path, launched):
+    """Both load paths (grad_out through texels or the storage buffer); rows in the outer pads' bands
+    (several preimage rows) and the others (one), strided gradient views."""
     rng = np.random.default_rng(4)
     in_shape, pw = (5, 6, 7), ((1, 2), (3, 2), (0, 6))
     out_shape = tuple(n + b + a for n, (b, a) in zip(in_shape, pw))
@@ -121,6 +124,8 @@ def test_pad_backward_atomic_modes(dt, mode):
     g2 = rng.uniform(-1, 1, size=(out_shape[0], 2 * out_shape[1], out_shape[2])).astype(dt)
     assert_close(fv.pad_backward(fv.asarray(g2)[:, ::-2], pw, mode),
                  torch_pad_grad(in_shape, pw, mode, g2[:, ::-2]).astype(dt), dt, scale=4)
+    fam = f"pad_backward_{'reflect' if mode == 'reflect' else 'replicate'}{'' if path == 'texel' else '_ssbo'}."
+    assert any(i.startswith(fam) for i in launched), launched
 
 
 def test_pad_backward_contention_loses_nothing():

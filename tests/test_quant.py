@@ -135,7 +135,7 @@ def _assert_mm(got, ref, bound):
 
 
 @pytest.mark.parametrize("kind", ["q4_0", "q8_0", "q4_k", "q6_k"])
-@pytest.mark.parametrize("route", ["matvec", "tiled"])
+@pytest.mark.parametrize("route", fq.ROUTES)
 def test_qmatmul_routes(kind, route):
     qk, _ = block_bytes(kind)
     for m, n, k in [(1, 1, qk), (3, 70, 2 * qk), (17, 130, 2 * qk)]:
@@ -149,20 +149,27 @@ def test_qmatmul_routes(kind, route):
 
 
 def test_qmatmul_route(monkeypatch):
-    """qmatmul_route reports the route qmatmul takes (matvec for M == 1, else tiled; route= or
-    FUELVK_QMATMUL_ROUTE forces one) and checks the shapes as qmatmul does; nothing is launched."""
+    """qmatmul_route reports the route qmatmul takes (matvec below DEQUANT_MIN_M[kind] rows of x,
+    else dequant; route= or FUELVK_QMATMUL_ROUTE forces one) and checks the shapes as qmatmul does;
+    nothing is launched."""
     qt = fq.QuantTensor(fv.asarray(np.zeros(4 * 18 * 2, np.uint8)), "q4_0", (4, 64))
-    assert fq.qmatmul_route((1, 64), (4, 64)) == "matvec"
+    lim = fq.DEQUANT_MIN_M["q4_0"]
+    assert fq.qmatmul_route((1, 64), (4, 64), kind="q4_0") == "matvec"
     assert fv.qmatmul_route(np.zeros((64,), np.float32), qt) == "matvec"
-    assert fv.qmatmul_route(fv.zeros((2, 3, 64), fv.float32), qt) == "tiled"
-    assert fq.qmatmul_route((5, 64), (4, 64), route="matvec") == "matvec"
+    assert fv.qmatmul_route(fv.zeros((2, 3, 64), fv.float32), qt) == "matvec"
+    assert fq.qmatmul_route((lim - 1, 64), qt) == "matvec"
+    assert fq.qmatmul_route((lim, 64), qt) == "dequant"
+    assert fq.qmatmul_route((lim, 256), (4, 256), kind="Q6_K") == ("matvec" if lim < fq.DEQUANT_MIN_M["q6_k"] else "dequant")
+    assert fq.qmatmul_route((5, 64), (4, 64), route="matvec") == "matvec"     # forced: no kind needed
+    with pytest.raises(fv.DTypeError, match="pass kind="):
+        fq.qmatmul_route((1, 64), (4, 64))
     monkeypatch.setenv("FUELVK_QMATMUL_ROUTE", "matvec")
-    assert fq.qmatmul_route((5, 64), (4, 64)) == "matvec"
-    assert fq.qmatmul_route((1, 64), (4, 64), route="tiled") == "tiled"    # keyword wins
+    assert fq.qmatmul_route((5, 64), (4, 64), kind="q4_0") == "matvec"
+    assert fq.qmatmul_route((1, 64), (4, 64), kind="q4_0", route="tiled") == "tiled"    # keyword wins
     with pytest.raises(ShapeError, match="does not match the weight shape"):
-        fq.qmatmul_route((1, 32), (4, 64))
+        fq.qmatmul_route((1, 32), (4, 64), kind="q4_0")
     with pytest.raises(ShapeError, match=r"must be \(N, K\)"):
-        fq.qmatmul_route((1, 64), (64,))
+        fq.qmatmul_route((1, 64), (64,), kind="q4_0")
 
 
 def test_qmatmul_default_routes_views_and_quanttensor():
@@ -172,7 +179,7 @@ def test_qmatmul_default_routes_views_and_quanttensor():
     qt = fq.QuantTensor(fv.asarray(blocks.reshape(-1)), "q4_0", (n, k))
     x = rng.standard_normal((2, 3, k)).astype(np.float32)
     ref, bound = _ref_matmul(x.reshape(6, k), blocks, "q4_0", n, k)
-    got = fq.qmatmul(fv.asarray(x), qt)                                   # batched, M = 6: tiled
+    got = fq.qmatmul(fv.asarray(x), qt)                                   # batched, M = 6: matvec
     assert isinstance(got, fv.Array) and got.shape == (2, 3, n)
     _assert_mm(got.numpy().reshape(6, n), ref, bound)
     xa = fv.asarray(np.ascontiguousarray(x.reshape(6, k)[:, ::-1]))[:, ::-1]  # strided view -> copied
@@ -180,6 +187,21 @@ def test_qmatmul_default_routes_views_and_quanttensor():
     x1 = fv.asarray(x.reshape(6, k))[4]                                    # offset vector, M = 1: matvec
     _assert_mm(fq.qmatmul(x1, qt).numpy()[None], ref[4:5], bound[4:5])
     assert fq.qmatmul(np.zeros((0, k), np.float32), blocks, "q4_0", (n, k)).shape == (0, n)
+
+
+@pytest.mark.parametrize("kind", ["q4_k", "q8_0"])
+def test_qmatmul_dequant_route_chunks(kind, monkeypatch):
+    """The dequant route (default from DEQUANT_MIN_M[kind] rows) in chunks of weight rows: uneven last
+    chunk, each chunk's product written into its columns; one chunk returns the product itself."""
+    qk, _ = block_bytes(kind)
+    m, n, k = fq.DEQUANT_MIN_M[kind] + 1, 37, 2 * qk
+    blocks = random_blocks(kind, n, k // qk)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    ref, bound = _ref_matmul(x, blocks, kind, n, k)
+    assert fq.qmatmul_route(x, (n, k), kind=kind) == "dequant"
+    _assert_mm(fq.qmatmul(x, blocks, kind, (n, k)), ref, bound)
+    monkeypatch.setattr(fq, "DEQUANT_CHUNK_BYTES", 4 * k * 8)           # 8 weight rows a chunk: 5 chunks
+    _assert_mm(fq.qmatmul(x, blocks, kind, (n, k)), ref, bound)
 
 
 @pytest.fixture

@@ -211,6 +211,102 @@ def test_batching_and_barriers():
     np.testing.assert_array_equal(outs[-1].numpy(), 2 * np.arange(16, dtype=np.float32))
 
 
+def test_cached_whole_op_plans(monkeypatch):
+    """Elementwise ops on fresh outputs plan once per (op, dtype, load paths, input geometry) and then
+    run the cached plan: the same bits as numpy, a plan of its own for every geometry that differs (an
+    offset view, a broadcast, another dtype, a forced load path), and barriers where a cached launch
+    reads the previous one's output."""
+    from oracles import spy_plans
+    planned = spy_plans(monkeypatch, lambda plan: [1])
+    st = runtime.get().stream
+    rng = np.random.default_rng(0)
+    h = rng.standard_normal(40).astype(np.float32)
+    x = fv.asarray(h)
+    fv.synchronize()
+    a, b = x[:16], x[1:17]
+    np.testing.assert_array_equal(fv.add(a, a).numpy(), h[:16] + h[:16])
+    n = len(planned)
+    assert n >= 1
+    for _ in range(2):
+        np.testing.assert_array_equal(fv.add(a, a).numpy(), h[:16] + h[:16])
+    assert len(planned) == n, "a repeated geometry runs its cached plan"
+    cases = [(lambda: fv.add(a, b), h[:16] + h[1:17]),                       # another offset
+             (lambda: fv.multiply(a, a), h[:16] * h[:16]),                   # another op
+             (lambda: fv.add(x[:16].reshape(4, 4), x[:4]), h[:16].reshape(4, 4) + h[:4]),   # broadcast
+             (lambda: fv.exp(a), np.exp(h[:16])),                            # unary
+             (lambda: fv.add(a.astype(fv.float16), a.astype(fv.float16)),   # another dtype
+              h[:16].astype(np.float16) + h[:16].astype(np.float16))]
+    for f, want in cases:
+        for i in range(2):
+            n = len(planned)
+            got = f().numpy()
+            if want.dtype == np.float32 and f is not cases[3][0]:
+                np.testing.assert_array_equal(got, want)
+            else:
+                np.testing.assert_allclose(got, want, rtol=2e-3 if want.dtype == np.float16 else 1e-6)
+            assert (len(planned) > n) == (i == 0), "planned on the first call only"
+    n = len(planned)
+    monkeypatch.setenv("FUELVK_TEXEL_LOADS", "1")     # the load path is part of the key
+    np.testing.assert_array_equal(fv.add(a, b).numpy(), h[:16] + h[1:17])
+    assert len(planned) > n
+    monkeypatch.delenv("FUELVK_TEXEL_LOADS")
+    fv.synchronize()
+    b0 = st.barriers
+    y, want = a, h[:16]
+    for _ in range(6):                                  # a chain through the cached plan
+        y, want = fv.add(y, a), want + h[:16]
+    assert st.barriers - b0 >= 5, "each link reads the last one's output"
+    np.testing.assert_array_equal(y.numpy(), want)
+
+
+def test_cached_scalar_plans(monkeypatch):
+    """An Array OP a Python scalar caches its plan per scalar side, type and value: -0.0 and 0.0 (equal,
+    but x + -0.0 keeps -0.0 where x + 0.0 does not), an int and a float, NaN and the reflected side each
+    give numpy's bits, repeated or not; integer division of an int array (cast first) is never cached."""
+    from fuelvk.ops import _core
+    planned, real = [], _core.launch_strided
+    monkeypatch.setattr(_core, "launch_strided", lambda *a, **k: (planned.append(1), real(*a, **k))[1])
+    monkeypatch.setattr(runtime.get(), "plans", {})
+    h = np.array([-0.0, 0.0, 1.5, -2.25, np.inf, np.nan, 3.0, -7.0], np.float32)
+    x = fv.asarray(h)
+    for _ in range(2):
+        for s_ in (0.0, -0.0, 2, 2.0, 0.5, float("nan")):
+            for f, want in ((lambda: fv.add(x, s_), lambda: h + np.float32(s_)),
+                            (lambda: fv.subtract(s_, x), lambda: np.float32(s_) - h),
+                            (lambda: fv.multiply(x, s_), lambda: h * np.float32(s_))):
+                got = f().numpy()
+                with np.errstate(invalid="ignore"):
+                    want = want()
+                np.testing.assert_array_equal(got.view(np.uint32)[~np.isnan(got)],
+                                              want.view(np.uint32)[~np.isnan(want)])
+                np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        if _ == 0:
+            n = len(planned)
+    assert len(planned) == n + 3, "only the NaN launches take the general path again"
+    hi = np.arange(-4, 4, dtype=np.int32)
+    xi = fv.asarray(hi)
+    for _ in range(2):
+        np.testing.assert_array_equal(fv.divide(xi, 2).numpy(), hi / 2)
+        np.testing.assert_array_equal(fv.add(xi, 3).numpy(), hi + 3)
+
+
+def test_cached_plans_give_memory_back():
+    """Outputs of cached whole-op plans go back to the pool when they die (slot records reused)."""
+    pool = runtime.get().pool
+    a = fv.asarray(np.ones(64, np.float32))
+    fv.add(a, a)
+    fv.synchronize()
+    base = fv.memory_info()["in_use_bytes"]
+    for _ in range(300):
+        fv.add(a, a)
+    fv.synchronize()
+    assert fv.memory_info()["in_use_bytes"] == base
+    outs = [fv.add(a, a) for _ in range(10)]
+    fv.synchronize()
+    assert fv.memory_info()["in_use_bytes"] == base + sum(o.buffer.size for o in outs)
+    assert len({o.buffer.key for o in outs}) == 10 and all(o.buffer.pool is pool for o in outs)
+
+
 def test_many_dispatches_cross_flush_threshold():
     from fuelvk.runtime.commands import FLUSH_EVERY
     x = fv.asarray(np.zeros(8, np.float32))

@@ -195,3 +195,46 @@ def test_remap_load_paths(dt, path, remap_launches):
     assert remap_launches and all(f.endswith("_ssbo") != texel for f in remap_launches), remap_launches
     assert {f.removesuffix("_ssbo") for f in remap_launches} == {"flip", "triu", "tril", "pad_const", "pad_reflect",
                                                                   "pad_replicate", "pad_backward_const"}
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_remap_words_edges(dt, path, remap_launches):
+    """remap.comp stores whole 16-byte words: rows shorter than a word (words crossing rows), outputs
+    smaller than a word, and outputs starting inside a word (rank 8 after merging: the host loops over
+    the first dim, each block's output offset a part of a word) keep numpy's bits on every path."""
+    for shape in ((1,), (3,), (5, 1), (7, 3), (4, 2, 5), (2, 33)):
+        x = data(shape, dt)
+        X = fv.asarray(x)
+        same_bits(fv.flip(X, -1), np.flip(x, -1))
+        same_bits(fv.pad(X, 1, mode="edge"), np.pad(x, 1, mode="edge"))
+        if len(shape) >= 2:
+            same_bits(fv.triu(X, 1), np.triu(x, 1))
+    x = data((2, 3, 2, 3, 2, 3, 2, 5), dt)
+    axes = (0, 2, 4, 6)   # alternating signs: no dims merge
+    same_bits(fv.flip(fv.asarray(x), axes), np.flip(x, axes))
+    assert remap_launches
+
+
+@pytest.fixture
+def transpose_launches(monkeypatch):
+    """The transpose.comp families launched during the test (`transpose` or `transpose_ssbo`)."""
+    return spy_launches(monkeypatch, lambda v, k: v.family if v.source == "transpose.comp" else None)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_transpose_blocks(dt, path, transpose_launches):
+    """Copies whose source is contiguous along the output's rows (x.T, batched transposes, offset and
+    reversed views) go through transpose.comp's word blocks on every path: numpy's bits with rows and
+    cols that are and are not multiples of a word, and blocks past the edges."""
+    for shape in ((32, 48), (33, 70), (5, 3), (3, 17, 9)):
+        x = data(shape, dt)
+        X = fv.asarray(x)
+        perm = (1, 0) if len(shape) == 2 else (0, 2, 1)
+        same_bits(fv.ascontiguousarray(X.transpose(*perm)), np.ascontiguousarray(x.transpose(*perm)))
+    x = data((20, 26), dt)
+    X = fv.asarray(x)
+    same_bits(fv.ascontiguousarray(X[3:, 5:].T), np.ascontiguousarray(x[3:, 5:].T))
+    same_bits(fv.ascontiguousarray(X[::-1].T), np.ascontiguousarray(x[::-1].T))
+    texel = path != "ssbo"
+    assert len(transpose_launches) == 6 and all(f == ("transpose" if texel else "transpose_ssbo")
+                                                 for f in transpose_launches), transpose_launches

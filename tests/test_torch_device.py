@@ -39,6 +39,9 @@ def test_registered():
     ft.register_device()   # idempotent
     x = torch.ones(2, device=DEV)
     assert x.device == torch.device("fuelvk:0") and x.is_fuelvk
+    for make in (lambda: torch.ones(2, device="fuelvk:1"), lambda: torch.ones(2).to("fuelvk:1")):
+        with pytest.raises(fuelvk.DeviceError, match="fuelvk:1: the torch device has one index"):
+            make()   # never silently on fuelvk:0
 
 
 VIEWS = {
@@ -439,18 +442,10 @@ def test_sdpa_math_path_forward_backward(kind, no_fallback):
         close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
 
 
-def test_dropout_draws_the_cpu_mask(no_fallback):
-    x = torch.randn(4, 6, requires_grad=True)
-    xd = x.detach().to(DEV).requires_grad_()
-    outs = []
-    for t in (x, xd):
-        torch.manual_seed(5)
-        o = TF.dropout(t, 0.3, True)
-        (o * torch.arange(6.).to(t.device)).sum().backward()
-        outs.append(o)
-    close(outs[1], outs[0], rtol=0, atol=0)
-    close(xd.grad, x.grad, rtol=0, atol=0)
-    close(TF.dropout(xd, 0.3, False), x.detach(), rtol=0, atol=0)
+def test_dropout_eval_is_identity(no_fallback):
+    """(Training-mode dropout draws its masks on the device: tests/test_rng.py.)"""
+    x = torch.randn(4, 6)
+    close(TF.dropout(x.to(DEV), 0.3, False), x, rtol=0, atol=0)
 
 
 CROSS_ENTROPY = {"mean": {}, "sum": {"reduction": "sum"}, "none": {"reduction": "none"},
@@ -541,17 +536,30 @@ class TinyBlock(torch.nn.Module):
         return self.head(x + self.pr(TF.gelu(self.fc(self.ln2(x)), approximate="tanh")))
 
 
+class _MaskOf(torch.nn.Module):
+    """Dropout with a given mask: the CPU twin applies the mask the device's dropout drew."""
+
+    def __init__(self, p):
+        super().__init__()
+        self.p, self.mask = p, None
+
+    def forward(self, x):
+        return x * self.mask * (1 / (1 - self.p))
+
+
 def test_tiny_transformer_trains_like_cpu(no_fallback):
-    """Forward, backward and AdamW steps of a GPT-style block (dropout on) track the CPU run."""
+    """Forward, backward and AdamW steps of a GPT-style block (dropout on: the CPU run applies the masks
+    the device drew) track the CPU run."""
     torch.manual_seed(0)
     cpu = TinyBlock()
     dev = copy.deepcopy(cpu).to(DEV)
+    cpu.drop = _MaskOf(dev.drop.p)
+    dev.drop.register_forward_hook(lambda m, i, o: setattr(cpu.drop, "mask", (o != 0).cpu().to(o.dtype)))
     ids, tgt = torch.randint(0, 11, (2, 8)), torch.randint(0, 11, (2, 8))
     opts = [torch.optim.AdamW(m.parameters(), lr=1e-2, foreach=False) for m in (cpu, dev)]
     for step in range(3):
         losses = []
-        for model, opt, i, t in ((cpu, opts[0], ids, tgt), (dev, opts[1], ids.to(DEV), tgt.to(DEV))):
-            torch.manual_seed(step)   # the same dropout masks (drawn on the CPU generator)
+        for model, opt, i, t in ((dev, opts[1], ids.to(DEV), tgt.to(DEV)), (cpu, opts[0], ids, tgt)):
             opt.zero_grad()
             loss = TF.cross_entropy(model(i).flatten(0, 1), t.flatten())
             loss.backward()
@@ -864,3 +872,104 @@ def test_sdpa_head_dim_past_the_fused_kernel_takes_the_math_path(no_fallback):
     qd = q.to(DEV)
     assert torch.ops.aten._fused_sdp_choice(qd, qd, qd) == int(SDPBackend.MATH)
     close(TF.scaled_dot_product_attention(qd, qd, qd), TF.scaled_dot_product_attention(q, q, q), rtol=1e-5, atol=1e-5)
+
+
+# -- index bounds: checked on the device, raised at the next synchronize --------------------------------
+def _host_waits(fn):
+    """(fn()'s result, host waits (stream synchronizes) while fn ran)."""
+    stream = fuelvk.runtime.get().stream
+    fuelvk.synchronize()
+    waits = [0]
+    sync = stream.synchronize
+
+    def counting():
+        waits[0] += 1
+        return sync()
+    stream.synchronize = counting
+    try:
+        out = fn()
+    finally:
+        del stream.synchronize
+    return out, waits[0]
+
+
+def test_index_bounds_checked_without_a_host_wait(no_fallback):
+    """In range: embedding and cross_entropy (forward and backward) never wait for the device; the
+    results match CPU torch."""
+    torch.manual_seed(0)
+    w = torch.randn(10, 4, requires_grad=True)
+    ids, target = torch.tensor([[0, 9, 3], [3, 3, 1]]), torch.tensor([2, 9, 0, 5, 5, 1])
+    wd = w.detach().to(DEV).requires_grad_()
+
+    def step(weight, i, t):
+        logits = TF.embedding(i, weight).reshape(6, 4) @ weight.t()
+        loss = TF.cross_entropy(logits, t)
+        loss.backward()
+        return loss
+    loss, waits = _host_waits(lambda: step(wd, ids.to(DEV), target.to(DEV)))
+    assert waits == 0
+    want = step(w, ids, target)
+    close(loss.detach(), want.detach(), rtol=1e-5)
+    close(wd.grad, w.grad, rtol=1e-5)
+
+
+@pytest.mark.parametrize("bad", [10, -11])
+def test_index_out_of_range_raises_at_the_next_sync(bad):
+    """An out-of-range index raises FuelVKIndexError (an IndexError) at the next synchronize, before any
+    result computed from it reaches the host; later work is unaffected."""
+    w = torch.randn(10, 4).to(DEV)
+    ids = torch.tensor([1, bad]).to(DEV)
+    out, waits = _host_waits(lambda: TF.embedding(ids, w) * 2)
+    assert waits == 0
+    with pytest.raises(fuelvk.FuelVKIndexError, match=rf"index {bad} .*out of bounds for an axis of size 10"):
+        out.cpu()
+    target = torch.tensor([0, 7]).to(DEV)   # nll_loss: targets in [0, classes)
+    loss = TF.cross_entropy(torch.randn(2, 5).to(DEV), target)
+    with pytest.raises(IndexError, match="index 7 .*size 5"):
+        loss.item()
+    ok = TF.embedding(torch.tensor([9, 0]).to(DEV), w)   # the check is not sticky
+    torch.testing.assert_close(ok.cpu(), w.cpu()[[9, 0]])
+
+
+# -- launch plans (_plans.py) -----------------------------------------------------------------------------
+def test_plans_replay_with_new_operands_and_values(no_fallback):
+    """The third call of a kernel on the same layouts replays its plan: results follow the new operands,
+    scalars key plans (-0.0 is not 0.0), and operands sharing a buffer key their own plan."""
+    from fuelvk.torch import _plans
+    a, b = torch.randn(3, 40), torch.randn(3, 40)
+    before = _plans.stats["replayed"]
+    for scale in (2.0, 2.0, 2.0, 3.0, -0.0, 0.0, -0.0):
+        x, y = a.to(DEV), (b * scale).to(DEV)
+        close(x * y + x @ y.t().contiguous()[:, :1], a * (b * scale) + a @ (b * scale).t()[:, :1], rtol=1e-5)
+        close(y * scale, b * scale * scale, rtol=0, atol=0)
+        got = (x * -0.0 if scale == -0.0 else x * 0.0).cpu()
+        assert torch.equal(torch.signbit(got), torch.signbit(a * (-0.0 if scale == -0.0 else 0.0)))
+    x = a.to(DEV)
+    for y in (x, b.to(DEV), x, b.to(DEV)):   # x * x and x * y share a key only with their own kind
+        close(x * y, a * y.cpu(), rtol=0, atol=0)
+    assert _plans.stats["replayed"] > before
+
+
+def test_plans_keep_value_checks(no_fallback):
+    """Kernels that check values (index bounds) are never planned: a bad index after many good calls of
+    the same layout still raises."""
+    w = torch.randn(6, 3).to(DEV)
+    for i in range(4):
+        close(torch.index_select(w, 0, torch.tensor([i, 5]).to(DEV)), w.cpu()[[i, 5]], rtol=0, atol=0)
+    with pytest.raises(IndexError, match="index 6"):
+        torch.index_select(w, 0, torch.tensor([1, 6]).to(DEV)).cpu()
+
+
+@pytest.mark.parametrize("shape, dim, start, end", [((4, 10, 6), 1, 2, 7), ((4, 10, 6), -1, -4, None), ((5,), 0, 0, 5),
+                                                    ((3, 8), 1, 6, 100), ((3, 8), 1, -100, 3), ((3, 0, 2), 1, 0, 0),
+                                                    ((2, 6), 1, 4, 2)])
+def test_slice_backward_pads(no_fallback, shape, dim, start, end):
+    """The gradient of a slice is one zero-pad kernel; bit-exact against CPU torch, empty slices included."""
+    x = torch.randn(shape, requires_grad=True)
+    xd = x.detach().to(DEV).requires_grad_()
+    key = [slice(None)] * len(shape)
+    key[dim] = slice(start, end)
+    for t in (x, xd):
+        y = t[tuple(key)]
+        (y * torch.arange(y.numel(), dtype=torch.float32).reshape(y.shape).to(t.device)).sum().backward()
+    close(xd.grad, x.grad, rtol=0, atol=0)

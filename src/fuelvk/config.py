@@ -125,7 +125,7 @@ SETTINGS = {s.name: s for s in (
             "force matmul's route (tests, benchmarks); `route=` wins"),
     Setting("FUELVK_ATTENTION_ROUTE", Text("auto, single, tiled, decode"), None, "per call",
             "force attention's route (tests, benchmarks); `route=` wins"),
-    Setting("FUELVK_QMATMUL_ROUTE", Text("matvec, tiled"), None, "per call",
+    Setting("FUELVK_QMATMUL_ROUTE", Text("matvec, dequant, tiled"), None, "per call",
             "force qmatmul's route (tests, benchmarks); `route=` wins"),
     Setting("FUELVK_ATOMICS", Choice("an atomics mode", "cas", "native"), None, "at import of fuelvk",
             "scatter_add / index_add: force compare-and-swap or native float atomics (default: native "

@@ -24,6 +24,7 @@ from ..errors import DTypeError
 from ..ops import complex as _cx
 from ..ops import elementwise as _ew
 from ..ops import public_ops
+from ..ops._core import cached_new
 from ..ops.comparison import less
 from ..ops.movement import where
 from . import utility as _util
@@ -41,22 +42,36 @@ def _complex_aware(name, kind, complex_op=None):
     the rest to the real op it replaces (fuelvk.ops, or fuelvk.api.utility for pow)."""
     real = getattr(_util, name) if name in _util.__all__ else _REAL_OPS[name]
     cop = complex_op or name
+    # real is fuelvk.ops.elementwise's op of this name: a repeat of a geometry it ran is its cached
+    # whole-op plan (ops/_core.cached_new, keyed by the op's name and dtype), taken here directly
+    cached = real.__module__ == _ew.__name__ and real.__name__ == name and name != "power"
 
     # The real op's signature (the op specs check it, and FlashInfer-Bench's runner passes arguments
     # by name): anything but plain complex operands goes to the real op as called.
     if kind == "unary":
         @functools.wraps(real)
         def f(*args, **kwargs):
-            if len(args) == 1 and not kwargs and isinstance(args[0], Array) and args[0].dtype.kind == "c":
-                return _cx.unary(cop, args[0])
+            if len(args) == 1 and not kwargs and isinstance(args[0], Array):
+                x = args[0]
+                if cached and type(x) is Array:
+                    out = cached_new((name, x.dtype), args)
+                    if out is not None:
+                        return out
+                if x.dtype.kind == "c":
+                    return _cx.unary(cop, x)
             return real(*args, **kwargs)
     else:
         @functools.wraps(real)
         def f(*args, **kwargs):
             if len(args) == 2 and not kwargs:
                 a, b = args
-                if type(a) is Array and type(b) is Array and a.dtype.kind != "c" and b.dtype.kind != "c":
-                    return real(a, b)    # two real device arrays (the hot path): no complex operand
+                if type(a) is Array and type(b) is Array:
+                    if cached and a.dtype == b.dtype:
+                        out = cached_new((name, a.dtype), args)
+                        if out is not None:
+                            return out
+                    if a.dtype.kind != "c" and b.dtype.kind != "c":
+                        return real(a, b)    # two real device arrays (the hot path): no complex operand
                 if _complex_operands(a, b):
                     return _cx.binary(cop, a, b)
             return real(*args, **kwargs)

@@ -11,7 +11,7 @@ from .registry import WIDTH_DEFINES, WIDTH_FEATURES, family, id_defines, texel_t
 GROUP = "Layout / data-movement (byte-width-keyed, dtype-agnostic)"
 MAX_RANK = 6      # remap.comp / write.comp: the Params' shape and stride arrays
 WG, EPT = 256, 4  # write.comp / pad_backward.comp: elements per workgroup = WG * EPT
-RUN = 8           # remap.comp: consecutive elements of a row per invocation (one index split per run)
+WORDS = 4         # remap.comp: 16-byte output words per invocation (one row-index split per invocation)
 # write.comp and add_assign_scaled.comp (a src view written into a dst view of the same shape): the
 # bits of their Params' flags (FLAG_* in the shaders).
 WRITE_FLAGS = {"src_contiguous": 1, "src_constant": 2, "dst_contiguous": 4}
@@ -21,16 +21,22 @@ _WRITE_DEFINES = {**_SIZES, **id_defines(FLAG=WRITE_FLAGS)}
 _W = dict(tag_defines=WIDTH_DEFINES, tag_features=WIDTH_FEATURES)
 
 
-# remap.comp reads its source through a uniform texel buffer of one element per texel (binding 2, a_t)
+# remap.comp reads its source through a uniform texel buffer of one element per texel (binding 3, a_t; binding 2 is the output again as 16-byte words)
 # where the device reads texels faster (Device.texel_loads), else its storage-only twin (<name>_ssbo).
-REMAP_TEXEL_FORMATS = {"b1": {2: "R8_UINT"}, "b2": {2: "R16_UINT"}, "b4": {2: "R32_UINT"}, "b8": {2: "R32G32_UINT"}}
+REMAP_TEXEL_FORMATS = {"b1": {3: "R8_UINT"}, "b2": {3: "R16_UINT"}, "b4": {3: "R32_UINT"}, "b8": {3: "R32G32_UINT"}}
 
 
 def remap_family(name, mode, variants, group=GROUP, extra=()):
     texel_twins(name, "remap.comp", variants, group,
-                defines={"WG": WG, "RUN": RUN, **id_defines(MODE=REMAP_MODES), "MODE": REMAP_MODES[mode]},
+                defines={"WG": WG, "WORDS": WORDS, **id_defines(MODE=REMAP_MODES), "MODE": REMAP_MODES[mode]},
                 extra=extra, tag_texel_formats=REMAP_TEXEL_FORMATS, **_W)
 
+
+# transpose.comp: copies whose source is contiguous along the output's second-to-last dim (x.T to
+# contiguous), a block of 16-byte-word rows per invocation; source view as remap's.
+TRANSPOSE_WG = 128
+texel_twins("transpose", "transpose.comp", width_variants("transpose"), GROUP,
+            defines={"WG": TRANSPOSE_WG}, tag_texel_formats=REMAP_TEXEL_FORMATS, **_W)
 
 remap_family("flip", "gather", width_variants("flip", ("b2", "b4", "b8")), extra=("b1",))
 remap_family("roll", "roll", width_variants("roll", ("b2", "b4", "b8")), extra=("b1",))

@@ -1,17 +1,22 @@
 """Padding: pad_const / pad_reflect / pad_replicate and pad_backward_const (byte-width keyed, remap.comp),
 pad_backward_reflect / pad_backward_replicate (dtype keyed, pad_backward.comp: a deterministic gather
 of each input element's preimage instead of the inventory's atomic CAS scatter)."""
-from .movement import REMAP_MODES, WG, EPT, remap_family
-from .registry import family, id_defines, width_variants
+from .movement import REMAP_MODES, WG, remap_family
+from .registry import id_defines, texel_twins, width_variants
 
 GROUP = "Padding (forward + backward)"
+BACKWARD_RUN = 8   # pad_backward.comp: consecutive elements of a row per invocation
 
 remap_family("pad_const", "pad_const", width_variants("pad_const"), GROUP)
 remap_family("pad_reflect", "pad_reflect", width_variants("pad_reflect"), GROUP)
 remap_family("pad_replicate", "pad_replicate", width_variants("pad_replicate"), GROUP)
 remap_family("pad_backward_const", "pad_const", width_variants("pad_backward_const"), GROUP)
 
+# pad_backward.comp reads grad_out through a one-element-per-texel view (binding 2, a_t) where the
+# device reads texels faster, else its storage-only twin pad_backward_<mode>_ssbo.
+_BACKWARD_TEXELS = {"f32": {2: "R32_UINT"}, "f64": {2: "R32G32_UINT"}, "f16": {2: "R16_UINT"}, "bf16": {2: "R16_UINT"}}
 for _mode in ("reflect", "replicate"):
-    family(f"pad_backward_{_mode}", "pad_backward.comp", {t: f"pad_backward_{_mode}_{t}" for t in ("f32", "f64", "f16", "bf16")}, GROUP,
-           defines={"WG": WG, "EPT": EPT, "MODE": REMAP_MODES[f"pad_{_mode}"],
-                    **id_defines(MODE={m: REMAP_MODES[m] for m in ("pad_reflect", "pad_replicate")})})
+    texel_twins(f"pad_backward_{_mode}", "pad_backward.comp", {t: f"pad_backward_{_mode}_{t}" for t in ("f32", "f64", "f16", "bf16")},
+                GROUP, defines={"WG": WG, "RUN": BACKWARD_RUN, "MODE": REMAP_MODES[f"pad_{_mode}"],
+                                **id_defines(MODE={m: REMAP_MODES[m] for m in ("pad_reflect", "pad_replicate")})},
+                tag_texel_formats=_BACKWARD_TEXELS)

@@ -122,7 +122,8 @@ def launch_strided(variant, out, inputs, spec=None, s0=ZERO2, s1=ZERO2, flags_ex
     nothing through texel views runs the variant's storage-only twin (registry.texel_twins), which
     binds no views. The launch plan (pipelines, grids, packed Params, which buffers bind where)
     depends only on the geometry and the buffers' sizes, so it is cached per context: a repeated
-    call costs building its key, one dict lookup and the dispatches.
+    call costs building its key, one dict lookup and the dispatches. Returns the plan it ran (None
+    when the launch was split into blocks larger than one binding: launch_new caches no such plan).
     """
     ctx = runtime.get()
     plans, limits = ctx.plans, ctx.device.limits
@@ -143,7 +144,7 @@ def launch_strided(variant, out, inputs, spec=None, s0=ZERO2, s1=ZERO2, flags_ex
             views = [out] + [x if x.shape == shape else x.broadcast_to(shape) for x in inputs]
             for w in blocks(views, lim):
                 launch_strided(variant, w[0], w[1:], spec, s0, s1, flags_extra)
-            return
+            return None
         texels = (loads or stores) and (loads, stores) + tuple(x.buffer.size // TEXEL_BYTES
                                                               for x in (out,) + tuple(inputs))
         pipes, writes, views = _plan(ctx, variant, out, inputs, spec or {}, s0, s1, flags_extra, texels,
@@ -151,21 +152,89 @@ def launch_strided(variant, out, inputs, spec=None, s0=ZERO2, s1=ZERO2, flags_ex
         stub = loadpath.stub(ctx.pool) if views and None in views else None
         # which buffer each binding takes: out, the inputs, then per texel view its source or the stub
         order = tuple(range(1 + len(inputs))) + tuple(len(inputs) + 1 if k is None else k for k in views or ())
-        plan = (pipes, writes, operator.itemgetter(*order) if len(order) > 1 else lambda t: t[:1], stub)
-        if len(plans) > 4096:
-            plans.clear()
-            plans[_LIMITS] = limits
-        plans[key] = plan
+        plan = (tuple(pipes), writes, operator.itemgetter(*order) if len(order) > 1 else lambda t: t[:1], stub)
+        _remember(plans, limits, key, plan)
     pipes, writes, bind, stub = plan
-    if not pipes:
-        return
-    if len(inputs) == 2:
-        bufs = bind((ob, inputs[0].buffer, inputs[1].buffer, stub))
-    else:
-        bufs = bind((ob,) + tuple(x.buffer for x in inputs) + (stub,))
-    dispatch = ctx.stream.dispatch
-    for pipe, groups, push in pipes:
-        dispatch(pipe, groups, bufs, writes, push)
+    if pipes:
+        if len(inputs) == 2:
+            bufs = bind((ob, inputs[0].buffer, inputs[1].buffer, stub))
+        else:
+            bufs = bind((ob,) + tuple(x.buffer for x in inputs) + (stub,))
+        dispatch = ctx.stream.dispatch
+        for pipe, groups, push in pipes:
+            dispatch(pipe, groups, bufs, writes, push)
+    return plan
+
+
+def _remember(plans, limits, key, plan):
+    """plans[key] = plan, the cache emptied first past 4096 entries (geometries that never repeat)."""
+    if len(plans) > 4096:
+        plans.clear()
+        plans[_LIMITS] = limits
+    plans[key] = plan
+
+
+# -- fresh outputs: the whole op's plan -------------------------------------------------------------
+# An op whose output is a new contiguous array (every elementwise op, unary and binary, of one dtype)
+# caches, next to launch_strided's plan, what its wrapper would work out again on every call: the
+# output's shape, strides, dtype and slot size, and the launch plan itself, under the op's own key
+# (its name and dtype: what picks the variant, spec and scalars on this context's device, whose
+# features are fixed; tests that change them reset Context.plans) plus the inputs' geometry. A repeat
+# call (the common case: the same op over arrays of the same layout) is one key, one dict lookup,
+# one allocation and the dispatches. Plans live in Context.plans (cleared with launch_strided's).
+
+def _fresh_key(ctx, op_key, inputs):
+    """The Context.plans key of a fresh-output launch of op_key over inputs, or None when an input's
+    device is closed (the op's general path raises the typed error)."""
+    key = (op_key, loadpath.texel_paths(ctx))
+    for x in inputs:
+        buf = x.buffer
+        pool = buf.pool
+        if pool is None or pool.closed:
+            return None
+        key += (x.shape, x.strides, x.offset, buf.size)
+    return key
+
+
+def cached_new(op_key, inputs):
+    """The output of the launch launch_new cached for op_key over inputs of this geometry, run again
+    on these inputs into a fresh array; None when nothing is cached (then the op takes its general
+    path, which ends in launch_new). op_key must determine everything but the inputs' geometry:
+    variant, spec, scalars, flags, output dtype."""
+    ctx = runtime.get()
+    plans = ctx.plans
+    if plans.get(_LIMITS) is not ctx.device.limits:
+        return None
+    hit = plans.get(_fresh_key(ctx, op_key, inputs))
+    if hit is None:
+        return None
+    nbytes, shape, strides, dtype, (pipes, writes, bind, stub) = hit
+    buf = ctx.pool.alloc(nbytes)
+    out = Array(buf, shape, strides, 0, dtype)
+    if pipes:
+        if len(inputs) == 2:
+            bufs = bind((buf, inputs[0].buffer, inputs[1].buffer, stub))
+        else:
+            bufs = bind((buf,) + tuple(x.buffer for x in inputs) + (stub,))
+        dispatch = ctx.stream.dispatch
+        for pipe, groups, push in pipes:
+            dispatch(pipe, groups, bufs, writes, push)
+    return out
+
+
+def launch_new(op_key, variant, inputs, shape, dtype, spec=None, s0=ZERO2, s1=ZERO2, flags_extra=0):
+    """launch_strided(variant, out, inputs, spec, s0, s1, flags_extra) into a fresh contiguous out of
+    shape / dtype, returned; its plan cached for cached_new under op_key (see there) when op_key is
+    not None."""
+    out = new_like(shape, dtype)
+    plan = launch_strided(variant, out, inputs, spec, s0, s1, flags_extra)
+    if plan is not None and op_key is not None:
+        ctx = runtime.get()
+        key = _fresh_key(ctx, op_key, inputs)
+        if key is not None:
+            _remember(ctx.plans, ctx.device.limits, key,
+                      (max(math.prod(shape), 1) * dtype.itemsize, out.shape, out.strides, dtype, plan))
+    return out
 
 
 def _texel_ok(offset, itemsize, n, texels):

@@ -13,7 +13,10 @@ from .. import runtime
 from ..array import zeros
 from ..errors import DTypeError, ShapeError
 from ..kernels import kernel
-from ..kernels.conv import IM2COL_WG
+from ..kernels.conv import IM2COL_WG, IM2COL_WORDS
+from ..kernels.registry import storage_twin
+from ..runtime import loadpath
+from ..runtime.loadpath import TEXEL_BYTES
 from ._core import binding_limit, contiguous, device_args, fits, new_like, result, spans, windowed
 from .casts import astype
 from .matmul import matmul
@@ -64,7 +67,10 @@ def _im2col(x, kh, kw, stride, pads, dil, groups, h_out, w_out):
     """patches [B * groups, cin_g * kh * kw, h_out * w_out] (contiguous) of x [B, C, H, W] (any view)."""
     b, c, h, w = x.shape
     cin_g = c // groups
-    out = new_like((b * groups, cin_g * kh * kw, h_out * w_out), x.dtype)
+    shape = (b * groups, cin_g * kh * kw, h_out * w_out)
+    if x.size == 0:                  # all padding (h or w is 0): the kernel's loads need an element
+        return zeros(shape, x.dtype)
+    out = new_like(shape, x.dtype)
     total = out.size
     if total and not fits(x, out):   # larger than one binding: blocks of images
         g = groups
@@ -74,7 +80,12 @@ def _im2col(x, kh, kw, stride, pads, dil, groups, h_out, w_out):
             launch_write(kernel("write_slice", _dt.width_tag(x.dtype)), windowed(out[b0 * g:b1 * g]), r)
         return out
     ctx = runtime.get()
-    ctx.launch(kernel("im2col", _dt.width_tag(x.dtype)), ctx.groups(-(-total // IM2COL_WG)), out=out, x=x,
+    v = kernel("im2col", _dt.width_tag(x.dtype))
+    texel = loadpath.texel_paths(ctx)[0] and x.buffer.size // x.dtype.itemsize <= ctx.device.limits.maxTexelBufferElements
+    if not texel:
+        v = storage_twin(v)
+    per_group = IM2COL_WG * IM2COL_WORDS * (TEXEL_BYTES // x.dtype.itemsize)
+    ctx.launch(v, ctx.groups(-(-total // per_group)), out=out, out_words=out, x=x, **({"x_t": x} if texel else {}),
                batch=b, c_in=c, h=h, w=w, h_out=h_out, w_out=w_out, k_h=kh, k_w=kw, stride_h=stride[0],
                stride_w=stride[1], pad_t=pads[0], pad_l=pads[2], dil_h=dil[0], dil_w=dil[1], n_groups=groups,
                cin_per_g=cin_g, total=total, off_x=x.offset, xs=x.strides)

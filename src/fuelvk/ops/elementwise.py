@@ -5,6 +5,7 @@ be any view (strided, broadcast, negative steps, offsets), half types compute in
 (add, subtract, multiply, maximum, minimum, negative, abs, square, sign; and the array API's
 floor_divide, remainder, bitwise ops through int_binary / int_unary) run shaders/intops.comp, exact.
 """
+import math
 import operator
 
 import numpy as np
@@ -18,8 +19,8 @@ from ..kernels.elementwise import (API_BINARY_OPS, BINARY, BINARY_OPS, F32_F64_O
                                    MATH_OPS, NO_F64, ROUNDING_OPS, UNARY, UNARY_OPS, variant)
 from ..kernels import kernel
 from ..kernels.intops import INT_BINARY, INT_BINARY_OPS, INT_UNARY, INT_UNARY_OPS
-from ._core import (ZERO2, device_args, element_words, is_scalar, launch_strided, new_like, promote, result,
-                    scalar_words)
+from ._core import (ZERO2, cached_new, device_args, element_words, is_scalar, launch_new, launch_strided, new_like,
+                    promote, result, scalar_words)
 from .casts import astype
 from .movement_core import copy
 
@@ -30,11 +31,16 @@ __all__ = list(UNARY_OPS) + list(ROUNDING_OPS) + list(MATH_OPS) + list(BINARY_OP
 def _unary(op, family, x, spec=None, s0=ZERO2, s1=ZERO2, accepted=_dt.FLOAT_TAGS):
     """One launch of a single-input family; s0/s1 are scalar arguments (Python values), spec its
     specialization constants by name."""
+    plain = s0 is ZERO2 and s1 is ZERO2     # no scalar: the op and dtype fix the whole launch
+    if plain and type(x) is Array:
+        out = cached_new((op, x.dtype), (x,))
+        if out is not None:
+            return out
     (x,), numpy_out = device_args(op, x)
     tag = _dt.float_tag(op, x.dtype, accepted)
-    out = new_like(x.shape, x.dtype)
     words = [scalar_words(op, s, x.dtype) if not isinstance(s, tuple) else s for s in (s0, s1)]
-    launch_strided(variant(family, tag, runtime.get().device.features), out, [x], spec=spec, s0=words[0], s1=words[1])
+    out = launch_new((op, x.dtype) if plain else None, variant(family, tag, runtime.get().device.features), (x,),
+                     x.shape, x.dtype, spec=spec, s0=words[0], s1=words[1])
     return result(out, numpy_out)
 
 
@@ -162,16 +168,15 @@ def _refuse_negative_exponent(b, b_s, dt):
                              "base to a float dtype first")
 
 
-def _launch_binary(op, v, spec, a, b, a_s, b_s, dt, words):
+def _launch_binary(op, v, spec, a, b, a_s, b_s, dt, words, op_key=None):
     """out = a OP b through binary-kernel variant v; a scalar operand (a_s / b_s) is passed as push-constant
     words (words(op, value, dt)) with the array bound twice and FLAGS a_scalar / b_scalar telling the
-    kernel which; spec: the variant's specialization constants by name."""
+    kernel which; spec: the variant's specialization constants by name; op_key: the whole-op plan key
+    (_scalar_key) a scalar launch is cached under."""
     if a_s:
-        out = new_like(b.shape, dt)
-        launch_strided(v, out, [b, b], spec, s0=words(op, a, dt), flags_extra=FLAGS["a_scalar"])
+        return launch_new(op_key, v, (b, b), b.shape, dt, spec, s0=words(op, a, dt), flags_extra=FLAGS["a_scalar"])
     elif b_s:
-        out = new_like(a.shape, dt)
-        launch_strided(v, out, [a, a], spec, s1=words(op, b, dt), flags_extra=FLAGS["b_scalar"])
+        return launch_new(op_key, v, (a, a), a.shape, dt, spec, s1=words(op, b, dt), flags_extra=FLAGS["b_scalar"])
     else:
         out = new_like(layout.broadcast_shapes(op, a.shape, b.shape), dt)
         launch_strided(v, out, [a, b], spec)
@@ -200,12 +205,23 @@ _BINARY_SPEC = {name: {"OP": i} for name, i in BINARY.items()}   # one dict per 
 def _binary(op, a, b):
     if type(a) is Array and type(b) is Array and a.dtype == b.dtype:
         # The common case first (two device arrays of one float dtype; every check below is the
-        # general path's, in its order): no scalar, upload or promotion to consider.
-        tag = _accepted(op).get(a.dtype)
+        # general path's, in its order): no scalar, upload or promotion to consider; a repeat of a
+        # geometry is one cached plan (cached_new).
+        dt = a.dtype
+        out = cached_new((op, dt), (a, b))
+        if out is not None:
+            return out
+        tag = _accepted(op).get(dt)
         pa, pb = a.buffer.pool, b.buffer.pool
         if tag is not None and pa is not None and not pa.closed and pb is not None and not pb.closed:
-            out = new_like(a.shape if a.shape == b.shape else layout.broadcast_shapes(op, a.shape, b.shape), a.dtype)
-            launch_strided(variant("binary", tag, runtime.get().device.features), out, [a, b], _BINARY_SPEC[op])
+            shape = a.shape if a.shape == b.shape else layout.broadcast_shapes(op, a.shape, b.shape)
+            return launch_new((op, dt), variant("binary", tag, runtime.get().device.features), (a, b), shape, dt,
+                              _BINARY_SPEC[op])
+    skey = _scalar_key(op, a, b)
+    if skey is not None:
+        arr = a if skey[2] == "b" else b
+        out = cached_new(skey, (arr, arr))
+        if out is not None:
             return out
     if op in INT_BINARY_OPS and (_is_int(a) or _is_int(b)):
         arrays = isinstance(a, (Array, np.ndarray)) and isinstance(b, (Array, np.ndarray))
@@ -227,7 +243,25 @@ def _binary(op, a, b):
         dt = _dt.float64
     tag = _dt.float_tag(op, dt, _accepted(op))
     v = variant("binary", tag, runtime.get().device.features)
-    return result(_launch_binary(op, v, {"OP": BINARY[op]}, a, b, a_s, b_s, dt, scalar_words), numpy_out)
+    if skey is not None and (b if a_s else a) is not arr:   # the array was converted: no plan for the original
+        skey = None
+    return result(_launch_binary(op, v, {"OP": BINARY[op]}, a, b, a_s, b_s, dt, scalar_words, skey), numpy_out)
+
+
+def _scalar_key(op, a, b):
+    """The whole-op plan key (ops/_core.cached_new) of a device Array OP a Python float / int scalar: the
+    op, the array's dtype, the scalar's side, type and value, and the sign of a float (-0.0 == 0.0, but
+    they add differently); None for other operands, and for NaN (never equal to itself: no repeat)."""
+    if type(a) is Array:
+        arr, x, side = a, b, "b"
+    elif type(b) is Array:
+        arr, x, side = b, a, "a"
+    else:
+        return None
+    t = type(x)
+    if t is float:
+        return None if x != x else (op, arr.dtype, side, t, x, math.copysign(1.0, x))
+    return (op, arr.dtype, side, t, x) if t is int else None
 
 
 def _make_binary(name):

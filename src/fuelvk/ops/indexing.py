@@ -4,8 +4,9 @@ index_add.
 Indices: any integer numpy array / list (checked and normalized on the host, uploaded as u32), or
 a device Array of int32 / uint32 / int64 (read by the kernels as is). take / take_along_axis accept
 negative indices (numpy); scatter_add / index_add accept 0 <= i < n only (torch). Out-of-range
-indices raise FuelVKIndexError (an IndexError) before anything is launched. For device-resident
-indices that check downloads them (a synchronization); set CHECK_DEVICE_INDICES = False to skip it,
+indices raise FuelVKIndexError (an IndexError) before anything is launched; device-resident indices
+are checked on the device, without a host wait, and the error is raised at the next synchronize, before
+any result reaches the host (see _bounds); set CHECK_DEVICE_INDICES = False to skip it,
 and then the kernels' own guard applies: take / take_along_axis clamp an out-of-range index into
 the axis (and wrap negatives), scatter_add / index_add skip it — no kernel ever reads or writes
 outside a buffer.
@@ -26,7 +27,9 @@ from .. import runtime
 from ..array import Array, asarray, complex_part, empty
 from ..errors import DTypeError, FuelVKIndexError, ShapeError, UnsupportedError
 from ..kernels import kernel
-from ..kernels.indexing import INDEX_KINDS, NATIVE_FEATURE, SCATTER_MODES
+from ..kernels.indexing import (GATHER_WG, GATHER_WORDS, INDEX_KINDS, NATIVE_FEATURE, SCATTER_MODES, SCATTER_RUN,
+                                SCATTER_WG)
+from ..kernels.registry import storage_twin
 from ..runtime import loadpath
 from ..runtime.loadpath import TEXEL_BYTES
 from ._core import blockwise, contiguous, device_args, divider, fits, new_like, result, spans, windowed
@@ -53,7 +56,7 @@ def _indices(op, fam, idx, n, negative_ok):
                              f"(kernel {fam}); cast them first or pass a numpy array")
         runtime.check_alive(idx.buffer)
         if CHECK_DEVICE_INDICES and idx.size:
-            _bounds(op, fam, idx.numpy(), lo, n, accepted)
+            _bounds(op, fam, idx, lo, n, accepted)
         return idx, INDEX_KINDS[idx.dtype.name]
     host = np.asarray(idx)
     if host.dtype == np.bool_ or host.dtype.kind not in "iu":
@@ -67,11 +70,46 @@ def _indices(op, fam, idx, n, negative_ok):
 
 
 def _bounds(op, fam, host, lo, n, accepted):
-    bad = (host < lo) | (host >= n)
-    if bad.any():
-        first = host.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]]
-        raise FuelVKIndexError(f"{op}: index {int(first)} is out of bounds for an axis of size {n} "
-                               f"({int(bad.sum())} bad of {host.size}; accepted {accepted}; kernel {fam})")
+    """Raise FuelVKIndexError when an index is outside [lo, n).
+
+    host: a numpy array (checked now), or a device Array, checked without a host wait (a device-side
+    assert): its min and max are reduced on the device and copied into a host-visible slot, and the
+    comparison is deferred to the stream's next synchronize (Stream.defer_check). Contract: every host
+    read of device memory (Array.numpy/item, downloads, torch's .cpu()) synchronizes first, so the error
+    is raised there, before any result derived from the bad indices reaches the host (three small
+    dispatches: a float64 cast, min, max; a device without float64 checks on the host); meanwhile the
+    kernel has clamped (take) or skipped (scatter_add / index_add) the bad indices, so no memory outside
+    a buffer is touched, and the arrays computed from them must be discarded (as after a CUDA device
+    assert). The error names the op, the offending extreme and the accepted range."""
+    if not isinstance(host, Array):
+        bad = (host < lo) | (host >= n)
+        if bad.any():
+            first = host.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]]
+            raise FuelVKIndexError(f"{op}: index {int(first)} is out of bounds for an axis of size {n} "
+                                   f"({int(bad.sum())} bad of {host.size}; accepted {accepted}; kernel {fam})")
+        return
+    from ..runtime.vk import ffi
+    from .reduction import max as _max, min as _min
+    ctx = runtime.get()
+    try:   # float64 holds every index below 2^53 exactly and rounds monotonically above: same verdict
+        wide = host.astype(_dt.float64)
+        ends = [_min(wide), _max(wide)]
+    except (DTypeError, UnsupportedError):   # a device without float64: the check on the host (a wait)
+        return _bounds(op, fam, host.numpy(), lo, n, accepted)
+    size = 8
+    slot = ctx.pool.alloc(2 * size, host=True)
+    for i, a in enumerate(ends):
+        ctx.stream.copy(a.buffer, slot, size, a.offset * size, i * size)
+    count = host.size
+
+    def check():
+        first, last = np.frombuffer(ffi.buffer(slot.mapped, 2 * size)[:], np.float64)   # synchronized: done
+        if first < lo or last >= n:
+            worst, which = (int(first), "smallest") if first < lo else (int(last), "largest")
+            raise FuelVKIndexError(f"{op}: index {worst} (the {which} of {count} device indices) is out of bounds "
+                                   f"for an axis of size {n} (accepted {accepted}; kernel {fam}; found by the "
+                                   "device-side check at this synchronize)")
+    ctx.stream.defer_check(check)
 
 
 def _tag_bytes(op, fam, dt):
@@ -103,6 +141,13 @@ def take(x, indices, axis=None):
     ids, kind = _indices("take", f"index_select.{tag}", indices, n, True)
     ids = contiguous(ids)
     out_shape = x.shape[:ax] + tuple(idx_shape) + x.shape[ax + 1:]
+    if _take_as_gather(x, ax, out_shape):
+        # rows that are not whole texels, where texel loads are faster: gather's texel reads and word
+        # stores (the indices broadcast along every other dim), not index_select's per-element path
+        shape = [1] * x.ndim
+        shape[ax] = ids.size
+        out = gather_along(x, ids.reshape(-1).reshape(tuple(shape)), kind, ax, f"b{x.dtype.itemsize}")
+        return result(out.reshape(out_shape), numpy_out)
     out = new_like(out_shape, x.dtype)
     if out.size and not fits(x, ids, out):
         h = ids.numpy().astype(np.int64).reshape(-1)
@@ -125,6 +170,19 @@ def take(x, indices, axis=None):
                        n=out.size, inner=inner, n_idx=n_idx, axis_in=n, off_out=0, off_in=x.offset,
                        off_idx=ids.offset, pad=0, IDX=kind, magic_r=0, shift_r=0, magic_a=0, shift_a=0)
     return result(out, numpy_out)
+
+
+def _take_as_gather(x, ax, out_shape):
+    """Whether take runs as gather_along: the device reads texels faster (loadpath, or FUELVK_TEXEL_LOADS),
+    the result is at least loadpath.TEXEL_MIN_BYTES (unless forced), and x's rows after the axis are not
+    whole texels (index_select's texel-row path takes those)."""
+    size = math.prod(out_shape)
+    if not size or not loadpath.texel_paths(runtime.get())[0]:
+        return False
+    if not loadpath.forced() and size * x.dtype.itemsize < loadpath.TEXEL_MIN_BYTES:
+        return False
+    per = TEXEL_BYTES // x.dtype.itemsize
+    return math.prod(x.shape[ax + 1:]) % per != 0 or (x.is_contiguous and x.offset % per != 0)
 
 
 def _texels_per_row(ctx, x, inner, out):
@@ -233,8 +291,15 @@ def gather_along(x, ids, kind, ax, tag):
             raise ShapeError(f"take_along_axis: rank {len(shape)} after merging dims exceeds {MAX_RANK} "
                              f"(kernel {fam}); shapes {x.shape} and {ids.shape}")
         ctx = runtime.get()
-        ctx.launch(kernel("gather", tag), ctx.groups(-(-out.size // _WG)), out=out, x=x, ids=ids, n=out.size,
-                   rank=len(shape), axis=new_ax, axis_len=n, off_out=0, off_x=x.offset, off_idx=ids.offset, pad=0,
+        v = kernel("gather", tag)
+        limit = ctx.device.limits.maxTexelBufferElements
+        texel = loadpath.texel_paths(ctx)[0] and x.buffer.size // x.dtype.itemsize <= limit and ids.buffer.size // 4 <= limit
+        views = {"x_t": x, "ids_t": ids} if texel else {}
+        if not texel:
+            v = storage_twin(v)
+        per_group = GATHER_WG * GATHER_WORDS * (TEXEL_BYTES // x.dtype.itemsize)
+        ctx.launch(v, ctx.groups(-(-out.size // per_group)), out=out, out_words=out, x=x, ids=ids, **views, n=out.size,
+                   rank=len(shape), axis=new_ax, axis_len=n, off_x=x.offset, off_idx=ids.offset,
                    shape=list(shape), sx=list(sx), si=list(si), IDX=kind)
     return out
 
@@ -261,6 +326,7 @@ def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, n
     tag = _dt.float_tag(op, base.dtype)
     vtag = _atomic_tag(op, fam, tag)
     v = kernel(fam, vtag)
+    plain = storage_twin(v)       # the element-wise init / finish passes read no texels
     ctx = runtime.get()
     half = tag in ("f16", "bf16")
     n_base = base.size
@@ -269,7 +335,7 @@ def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, n
         out = new_like(base.shape, base.dtype)
         acc = empty((max(n_base, 1),), _dt.float32)
         if n_base:
-            ctx.launch(v, ctx.groups(-(-n_base // _WG)), out=out, src=base_c, ids=ids, acc=acc, **_NO_WALK,
+            ctx.launch(plain, ctx.groups(-(-n_base // SCATTER_WG)), out=out, src=base_c, ids=ids, acc=acc, **_NO_WALK,
                        n=n_base, off_src=base_c.offset, IDX=kind, MODE=SCATTER_MODES["init"])
     else:
         out = copy(base)
@@ -281,12 +347,17 @@ def _accumulate(op, fam, base, src, ids, kind, axis, iter_shape, s_src, s_idx, n
                                                        tuple(s_dst))
         if len(shape) > MAX_RANK:
             raise ShapeError(f"{op}: rank {len(shape)} after merging dims exceeds {MAX_RANK} (kernel {fam}.{vtag})")
-        ctx.launch(v, ctx.groups(-(-n // _WG)), out=out, src=src, ids=ids, acc=acc, n=n, rank=len(shape),
+        limit = ctx.device.limits.maxTexelBufferElements
+        texel = loadpath.texel_paths(ctx)[0] and src.buffer.size // src.dtype.itemsize <= limit \
+            and ids.buffer.size // 4 <= limit
+        groups = -(-(n // shape[-1]) * -(-shape[-1] // SCATTER_RUN) // SCATTER_WG)
+        ctx.launch(v if texel else plain, ctx.groups(groups), out=out, src=src, ids=ids, acc=acc,
+                   **({"src_t": src, "ids_t": ids} if texel else {}), n=n, rank=len(shape),
                    axis=new_ax, dst_axis_len=base.shape[axis], off_src=src.offset, off_idx=ids.offset, off_acc=0,
                    shape=list(shape), s_src=list(ss), s_idx=list(si), s_dst=list(sd), IDX=kind,
                    MODE=SCATTER_MODES["accumulate"])
     if half and n_base:
-        ctx.launch(v, ctx.groups(-(-n_base // _WG)), out=out, src=src, ids=ids, acc=acc, **_NO_WALK, n=n_base,
+        ctx.launch(plain, ctx.groups(-(-n_base // SCATTER_WG)), out=out, src=src, ids=ids, acc=acc, **_NO_WALK, n=n_base,
                    off_src=0, IDX=kind, MODE=SCATTER_MODES["finish"])
     return result(out, numpy_out)
 

@@ -18,7 +18,7 @@ from ..array import Array, asarray, complex_part
 from ..errors import DTypeError, FuelVKIndexError, ShapeError
 from ..kernels import kernel
 from ..kernels.registry import storage_twin
-from ..kernels.movement import EPT, MAX_RANK, RUN as REMAP_RUN, WG, WRITE_FLAGS
+from ..kernels.movement import EPT, MAX_RANK, TRANSPOSE_WG, WORDS as REMAP_WORDS, WG, WRITE_FLAGS
 from ._core import (blocks, contiguous, device_args, divider, element_words, fits, launch_strided, new_like,
                     result, spans, tiles, windowed)
 from ..kernels.movement_core import copy_variant
@@ -100,14 +100,41 @@ def launch_remap(op, variant, out, src, sa, lo=None, dim=None, k=0, fill=(0, 0),
         dms = [d[3] for d in ds]
         if fill_row:       # a whole row of constant padding (rank > 6 only): force every read outside
             los[0], dms[0] = -ds[0][0], 0
-        if variant.source == "remap.comp":    # an invocation per RUN elements of a row
-            groups = -(-(m // ds[-1][0]) * -(-ds[-1][0] // REMAP_RUN) // WG)
+        if variant.source == "remap.comp":    # an invocation per REMAP_WORDS 16-byte words of out
+            vec = TEXEL_BYTES // out.dtype.itemsize
+            groups = -(-(-(-(off_o % vec + m) // vec)) // (REMAP_WORDS * WG))
+            words = {"out_words": out}
         else:
             groups = -(-m // _PER_GROUP)
-        ctx.launch(variant, ctx.groups(groups), out=out, a=src, **({"a_t": src} if texel else {}), n=m, rank=len(ds), off_o=off_o,
+            words = {}
+        ctx.launch(variant, ctx.groups(groups), out=out, **words, a=src, **({"a_t": src} if texel else {}), n=m, rank=len(ds), off_o=off_o,
                    off_a=off_a, k=k, fill=fill, shape=[d[0] for d in ds], sa=[d[1] for d in ds], lo=los, dim=dms)
 
     go(dims, out.offset, src.offset, False)
+
+
+def transpose_tiles(dst, src):
+    """dst (contiguous from its buffer's start) <- src through transpose.comp's blocks when, after merging
+    dims, src is contiguous along dst's second-to-last dim and not along its last (x.T, batched
+    transposes); True when launched."""
+    if dst.offset or not dst.is_contiguous:
+        return False
+    shape, (ss,) = layout.collapse(src.shape, src.strides)
+    if len(shape) not in (2, 3) or ss[-2] != 1 or ss[-1] == 1:
+        return False
+    ctx = runtime.get()
+    v = kernel("transpose", _width_tag("copy", src.dtype))
+    texel = _remap_texels(src)
+    if not texel:
+        v = storage_twin(v)
+    rows, cols = shape[-2], shape[-1]
+    batch, sb = (shape[0], ss[0]) if len(shape) == 3 else (1, 0)
+    vec = TEXEL_BYTES // src.dtype.itemsize
+    blocks_r, blocks_c = -(-rows // vec), -(-cols // vec)
+    ctx.launch(v, ctx.groups(-(-blocks_r * blocks_c * batch // TRANSPOSE_WG)), out=dst, out_words=dst, a=src,
+               **({"a_t": src} if texel else {}), rows=rows, cols=cols, off_a=src.offset, sb=sb, sc=ss[-1],
+               blocks_r=blocks_r, blocks_c=blocks_c, batch=batch)
+    return True
 
 
 def _remap_texels(src):

@@ -6,7 +6,7 @@ from ..array import Array
 from ..kernels.movement_core import copy_variant
 from ._core import device_args, fits, launch_strided, new_like, result
 from ..kernels import kernel
-from .movement import launch_remap, launch_write, texel_runs
+from .movement import launch_remap, launch_write, texel_runs, transpose_tiles
 
 __all__ = ["ascontiguousarray", "copy"]
 
@@ -25,7 +25,7 @@ def _copy_into_new(x):
     tag = _dt.width_tag(src.dtype)
     if src.is_contiguous or not any(src.strides):   # strided_copy's LINEAR path: 4 elements per access
         launch_strided(copy_variant(tag, runtime.get().device.features), dst, [src])
-    else:                    # a gather (transposes, steps, broadcasts): remap.comp splits indices per run
+    elif not transpose_tiles(dst, src):   # else a gather (steps, broadcasts, other permutations): remap.comp
         launch_remap("copy", kernel("flip", tag), dst, src, src.strides)
     return out
 

@@ -13,9 +13,11 @@ from .. import dtypes as _dt
 from .. import runtime
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..kernels import kernel
-from ..kernels.movement import EPT, WG
+from ..kernels.movement import WG
+from ..kernels.padding import BACKWARD_RUN
 from ._core import blocks, device_args, element_words, fits, new_like, result
-from .movement import _check_scalar, _width_tag, launch_remap
+from .movement import _check_scalar, _remap_texels, _width_tag, launch_remap
+from ..kernels.registry import storage_twin
 from .casts import astype
 
 __all__ = ["pad", "pad_backward"]
@@ -170,9 +172,14 @@ def _launch_backward(v, out, g, lo):
     if len(dims) > 6:
         raise ShapeError(f"pad_backward: at most 6 padded (or non-mergeable) dims are supported, shape {g.shape} "
                          f"with pads on {len(dims)} of them")
+    dims = dims or [[1, 1, 0, 1]]    # rank 0: one element
     ctx = runtime.get()
+    texel = _remap_texels(g)         # grad_out through texels where faster, else the storage-only twin
+    if not texel:
+        v = storage_twin(v)
     n = out.size
-    ctx.launch(v, ctx.groups(-(-n // (WG * EPT))), out=out, a=g, n=n, rank=len(dims), off_o=out.offset,
+    rows, last = n // dims[-1][0], dims[-1][0]
+    ctx.launch(v, ctx.groups(-(-rows * -(-last // BACKWARD_RUN) // WG)), out=out, a=g, **({"a_t": g} if texel else {}), n=n, rank=len(dims), off_o=out.offset,
                off_a=g.offset, k=0, fill=(0, 0), shape=[d[0] for d in dims], sa=[d[1] for d in dims],
                lo=[d[2] for d in dims], dim=[d[3] for d in dims])
 

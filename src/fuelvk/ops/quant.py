@@ -9,7 +9,15 @@ range (max |x| < ~1.5e-36) or that hold inf/NaN are outside that promise: Vulkan
 flush f32 denormals, and gguf's own result there is NaN-driven casts.
 
 qmatmul(x, w) computes x @ W.T with W [N, K] in GGML's row-major weight layout (llama.cpp's
-convention); M == 1 runs the fused matvec, M > 1 the fused tiled kernel; W is never expanded.
+convention). Routes: "matvec" (the fused qmatvec, once per row of x) for M < DEQUANT_MIN_M[kind]; "dequant"
+above (W dequantized to f32 in chunks of weight rows, then the f32 matmul: the decode is paid once
+per weight element, not once per tile of rows, and the matmul's register tile is the fast kernel);
+"tiled" (the fused tiled kernel, W never expanded) only when forced: it lost to the dequant route at
+every M measured (q4_0 M=64 N=2048 K=4096: 8.8 s vs 0.17 s; q4_k M=4: 1.16 s vs 18 ms). Its cost is
+not the decode but its shared-memory FMA loop (q4_0 M=16 N=1024 K=4096, process CPU: 564 ms; 550
+without the decode, 60 with one of the 32 FMA steps per chunk): on CPU drivers shared memory is
+per-lane scalar loads and barriers are coroutine switches, which the texel-reading register tile of
+ops/matmul.py avoids.
 
 Load path (issue 18): the kernels read the packed blocks as 16-byte texels of an rgba32ui view where
 the device reads texels faster (runtime/loadpath.py's probe; FUELVK_TEXEL_LOADS forces either path),
@@ -38,7 +46,14 @@ __all__ = ["qmatmul", "qmatmul_route"]  # quantize/dequantize stay module-level 
 
 KINDS = tuple(BLOCK)
 QUANTIZE_KINDS = ("q8_0", "q4_0")
-ROUTES = ("matvec", "tiled")
+ROUTES = ("matvec", "tiled", "dequant")
+# Per kind, the M from which dequantize + f32 matmul beats one qmatvec per row of x: the crossover
+# measured (process CPU time, N=1024 K=4096, benches/bench_quant.py --routes) at M ~ 7 (q4_0, q4_k),
+# ~ 6 (q8_0), ~ 4 (q6_k, whose matvec decode costs most); at the crossover the matvec is kept (its
+# memory stays the packed blocks).
+DEQUANT_MIN_M = {"q4_0": 8, "q8_0": 7, "q4_k": 8, "q6_k": 5}
+# f32 bytes of W dequantized at once by the dequant route (chunks of whole weight rows).
+DEQUANT_CHUNK_BYTES = 64 << 20
 ENV = "FUELVK_QMATMUL_ROUTE"
 
 
@@ -220,15 +235,19 @@ def dequantize(blocks, kind=None, shape=None):
     return result(out, numpy_out)
 
 
-def _route(op, m, route):
-    """matvec for one row of x (M == 1), the tiled kernel otherwise, unless route= or ENV forces one."""
-    return forced_route(op, route, ENV, ROUTES) or ("matvec" if m == 1 else "tiled")
+def _route(op, m, kind, route):
+    """matvec for M < DEQUANT_MIN_M[kind] rows of x, dequant from there, unless route= or ENV forces one."""
+    return forced_route(op, route, ENV, ROUTES) or _picked(m, kind)
 
 
-def qmatmul_route(x, shape, *, route=None):
-    """The route ("matvec" or "tiled") qmatmul(x, w, ...) takes for x (an array or its shape) and the
-    weight's logical shape (N, K) (or the QuantTensor), honouring route= and FUELVK_QMATMUL_ROUTE;
-    nothing is uploaded or launched."""
+def _picked(m, kind):
+    return "matvec" if m < DEQUANT_MIN_M[kind] else "dequant"
+
+
+def qmatmul_route(x, shape, *, kind=None, route=None):
+    """The route ("matvec", "dequant" or "tiled") qmatmul(x, w, ...) takes for x (an array or its shape) and the
+    weight (a QuantTensor, or its logical shape (N, K) with kind=), honouring route= and
+    FUELVK_QMATMUL_ROUTE; nothing is uploaded or launched."""
     op = "qmatmul_route"
     xs = x.shape if isinstance(x, Array) else tuple(x) if isinstance(x, (tuple, list)) else np.shape(x)
     ws = shape.shape if isinstance(shape, QuantTensor) else tuple(shape)
@@ -236,14 +255,22 @@ def qmatmul_route(x, shape, *, route=None):
         raise ShapeError(f"{op}: the weight shape must be (N, K), got {ws}")
     if not xs or xs[-1] != ws[1]:
         raise ShapeError(f"{op}: x of shape {tuple(xs)} does not match the weight shape (N, K) = {ws}")
-    return _route(op, math.prod(xs[:-1]), route)
+    forced = forced_route(op, route, ENV, ROUTES)
+    if forced:
+        return forced
+    if isinstance(shape, QuantTensor):
+        kind = shape.kind
+    elif kind is None:
+        raise DTypeError(f"{op}: the route depends on the block kind: pass kind= with a weight shape; accepted: {KINDS}")
+    return _picked(math.prod(xs[:-1]), _kind(op, kind))
 
 
 def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
     """x [..., K] float32 @ W.T for W [N, K] given as GGML blocks (uint8 bytes or a QuantTensor).
 
-    M (= prod of x's leading dims) == 1 runs the fused qmatvec, M > 1 the fused tiled kernel;
-    route="matvec"/"tiled" (or FUELVK_QMATMUL_ROUTE) forces one. Returns float32 [..., N].
+    M (= prod of x's leading dims) < DEQUANT_MIN_M[kind] runs the fused qmatvec per row, larger M the
+    dequant route (module docstring); route="matvec"/"dequant"/"tiled" (or FUELVK_QMATMUL_ROUTE)
+    forces one. Returns float32 [..., N].
     """
     op = "qmatmul"
     (xa,), x_numpy = device_args(op, x)
@@ -257,7 +284,12 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
         raise ShapeError(f"{op}: x of shape {xa.shape} does not match the weight shape (N, K) = {wshape}")
     lead = xa.shape[:-1]
     m = math.prod(lead)
-    picked = _route(op, m, route)
+    picked = _route(op, m, k, route)
+    qk, bs = BLOCK[k]
+    bpr = kk // qk
+    if picked == "dequant" and m and n and kk:   # the product is the result: no output allocated here
+        r = _qmatmul_dequant(contiguous(xa).reshape(m, kk), w.reshape(n, bpr * bs), k, kk)
+        return result(r.reshape(lead + (n,)), x_numpy and w_numpy)
     out = empty(lead + (n,), _dt.float32)
     if m == 0 or n == 0:
         return result(out, x_numpy and w_numpy)
@@ -265,8 +297,6 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
         runtime.get().stream.fill(out.buffer, out.nbytes)
         return result(out, x_numpy and w_numpy)
     xa = contiguous(xa)
-    qk, bs = BLOCK[k]
-    bpr = kk // qk
     if not fits(xa, w, out):
         _qmatmul_blocks(xa.reshape(m, kk), w.reshape(n, bpr * bs), k, kk, out.reshape(m, n), route)
         return result(out, x_numpy and w_numpy)
@@ -292,6 +322,22 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
 
     out = split_k(op, out, kk, k_per_launch(K_LOOP[picked], ctx.device.loop_budget, qk), run)
     return result(out, x_numpy and w_numpy)
+
+
+def _qmatmul_dequant(x2, w2, k, kk):
+    """The dequant route: x @ W.T with W dequantized to f32 in chunks of DEQUANT_CHUNK_BYTES of weight
+    rows, each chunk's product written into its columns of the result (one chunk: the product itself
+    is the result). Returns the [M, N] result."""
+    from .matmul import matmul
+    n = w2.shape[0]
+    rows = max(1, DEQUANT_CHUNK_BYTES // (4 * kk))
+    if rows >= n:
+        return matmul(x2, dequantize(w2, k, (n, kk)).T)
+    o2 = empty((x2.shape[0], n), _dt.float32)
+    for n0 in range(0, n, rows):
+        n1 = min(n, n0 + rows)
+        launch_write(kernel("write_slice", "b4"), o2[:, n0:n1], matmul(x2, dequantize(w2[n0:n1], k, (n1 - n0, kk)).T))
+    return o2
 
 
 def _qmatmul_blocks(x2, w2, k, kk, o2, route):
@@ -372,7 +418,8 @@ def call_route(x, w_blocks, kind=None, shape=None, route=None):
     """qmatmul_route for a qmatmul call's own arguments (the record's route resolver: the bench reports it)."""
     if isinstance(w_blocks, QuantTensor):
         return qmatmul_route(x, w_blocks, route=route)
-    return qmatmul_route(x, _logical_shape("qmatmul", _kind("qmatmul", kind), shape, w_blocks.shape), route=route)
+    k = _kind("qmatmul", kind)
+    return qmatmul_route(x, _logical_shape("qmatmul", k, shape, w_blocks.shape), kind=k, route=route)
 
 
 # torch ops take kind as a str and the blocks as uint8 tensors; the last dim of the values is bytes / block

@@ -16,8 +16,9 @@ Binding a kernel's buffers takes one of two paths, picked once per stream: push 
 slot's batch retired, written once per (pipeline, buffers) within a batch. Push descriptors are
 taken wherever the extension is present, as measured (benches/bench_dispatch.py --breakdown, and
 with FUELVK_NO_PUSH_DESCRIPTOR=1): on lavapipe Stream.dispatch records a tiny add in ~5.5 us with
-them against ~9.6 us with sets (vkUpdateDescriptorSets for each new output), the driver records
-either binding in ~1 us, and executes a dispatch in the same ~24 us of CPU after either.
+them against ~9.6 us with sets (vkUpdateDescriptorSets for each new output; 4.8 against 8.6 us after
+the single-pass dispatch, and a whole fv.add 9.8 against 15.4 us), the driver records either binding
+in ~1 us, and executes a dispatch in the same ~24 us of CPU after either.
 """
 from collections import deque
 
@@ -153,6 +154,7 @@ class Stream:
         self.cb = None
         self.count = 0
         self.dispatches = 0  # total recorded, for tests/benchmarks
+        self.checks = []     # deferred device-side checks (defer_check), run by the next synchronize
         self.barriers = 0
         self.bound = None
         self.pushed = self.pushed_by = None
@@ -214,21 +216,31 @@ class Stream:
         """Record one dispatch of `pipe` binding `buffers` (writes[i] true for outputs).
 
         The hot path of every op: hazard check, descriptor bytes, and the flush test are inlined, and no
-        cffi object is created (the descriptor structs are the pipeline's, filled by one byte copy)."""
+        cffi object is created (the descriptor structs are the pipeline's, filled by one byte copy). One
+        pass over the buffers gathers their packed descriptors and tests for a hazard; the lock is taken
+        with acquire / release (a `with` block costs twice as much)."""
         if self.check_pools:
             pool = self.pool
             for b in buffers:
                 if b.pool is not pool:
                     self._foreign(f"kernel {pipe.variant.id}", buffers)
-        with self.lock:
-            if self.cur is None:
+        lock = self.lock
+        lock.acquire()
+        try:
+            cur = self.cur
+            if cur is None:
                 self._begin()
+                cur = self.cur
             written, read = self.written, self.read
+            descriptors = b""
+            hazard = False
             for b, w in zip(buffers, writes):
                 h = b.key
+                descriptors += b.descriptor
                 if h in written or w and h in read:
-                    self._full_barrier()
-                    break
+                    hazard = True
+            if hazard:
+                self._full_barrier()
             for b, w in zip(buffers, writes):
                 if w:
                     written.add(b.key)
@@ -238,25 +250,28 @@ class Stream:
             if self.bound is not pipe:
                 lib.vkCmdBindPipeline(cb, COMPUTE, pipe.handle)
                 self.bound = pipe
-            if self.push_descriptor is not None:
-                pipe.infos_bytes[:] = b"".join([b.descriptor for b in buffers])
+            push_descriptor = self.push_descriptor
+            if push_descriptor is not None:
+                pipe.infos_bytes[:] = descriptors      # a binding-count mismatch raises here
                 if pipe.texel:
                     self._views(pipe, buffers)
-                self.push_descriptor(cb, COMPUTE, pipe.layout, 0, pipe.n_bindings, pipe.writes)
+                push_descriptor(cb, COMPUTE, pipe.layout, 0, pipe.n_bindings, pipe.writes)
             else:
-                self._bind_set(cb, pipe, buffers)
-            if push and (push != self.pushed or pipe is not self.pushed_by):
+                self._bind_set(cb, pipe, buffers, descriptors)
+            if push and (pipe is not self.pushed_by or push != self.pushed):
                 # Push constants stay set in the command buffer: a repeat of the last pipeline's values
                 # (the same op over new arrays) needs no new call. Each pipeline has its own layout.
                 lib.vkCmdPushConstants(cb, pipe.layout, STAGE_COMPUTE, 0, len(push), push)
                 self.pushed, self.pushed_by = push, pipe
             lib.vkCmdDispatch(cb, *groups)
             self.dispatches += 1
-            self.cur.resources.append(buffers)
+            cur.resources.append(buffers)
             self.count = count = self.count + 1
             if count >= FLUSH_EVERY or self.pool.fresh >= PIN_BYTES or (
                     count % EARLY_SUBMIT == 0 and self._device_idle()):
                 self.flush()
+        finally:
+            lock.release()
 
     @staticmethod
     def _views(pipe, buffers):
@@ -265,11 +280,11 @@ class Stream:
             b = buffers[i]
             pipe.views[i] = b.pool.texel_view(b, fmt, kind, what)
 
-    def _bind_set(self, cb, pipe, buffers):
-        """Bind a descriptor set holding `buffers`, written once per batch for each (pipeline, bindings):
-        split launches over the same arrays reuse it. (With push descriptors, dispatch() pushes the
-        pipeline's write structs after one copy of the buffers' packed descriptors into them.)"""
-        descriptors = b"".join([b.descriptor for b in buffers])
+    def _bind_set(self, cb, pipe, buffers, descriptors):
+        """Bind a descriptor set holding `buffers` (their packed descriptors joined), written once per
+        batch for each (pipeline, bindings): split launches over the same arrays reuse it. (With push
+        descriptors, dispatch() pushes the pipeline's write structs after one copy of the buffers'
+        packed descriptors into them.)"""
         key = (pipe, descriptors)
         ds = self.sets.get(key)
         if ds is None:
@@ -385,13 +400,32 @@ class Stream:
             self.free.append(slot)
             n += 1
 
+    def defer_check(self, check):
+        """Run check() (no arguments; it raises when what the device found is wrong) right after the next
+        synchronize: every host read of device memory goes through synchronize, so a failed check surfaces
+        before any result recorded after it reaches the host (device-side asserts without a host wait)."""
+        with self.lock:
+            self.checks.append(check)
+
     def synchronize(self):
         self.flush(wait=True)
+        if self.checks:
+            with self.lock:
+                checks, self.checks = self.checks, []
+            failed = []
+            for check in checks:   # each runs once; the first failure is the error raised
+                try:
+                    check()
+                except Exception as e:   # noqa: BLE001 - re-raised below
+                    failed.append(e)
+            if failed:
+                raise failed[0]
 
     def destroy(self):
         with self.lock:
             if self.destroyed:
                 return
+            self.checks.clear()   # closing: nothing will read the results they guard
             self.flush(wait=True)
             self.destroyed = True
             for slot in self.free:

@@ -103,7 +103,7 @@ def forced():
 
 def texel_paths(ctx):
     """(texel loads, texel stores) now: FUELVK_TEXEL_LOADS if set (both), else the probe's."""
-    if forced():                            # per call; parsed only when set (launch_strided's hot path)
+    if config.is_set(ENV):                  # per call; parsed only when set (launch_strided's hot path)
         on = config.get(ENV)
         return on, on
     dev = ctx.device

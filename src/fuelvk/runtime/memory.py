@@ -78,14 +78,21 @@ class Chunk:
         self.serial = next(_serials)
 
 
-class Buffer:
-    __slots__ = ("pool", "chunk", "handle", "offset", "size", "key", "host", "descriptor", "__weakref__")
+def slot_of(chunk, offset, size, host):
+    """A slot's record, made once per slot and kept on the pool's free list while unused: (chunk, offset,
+    size, host, hazard key, packed descriptor). A Buffer takes its fields from it and gives it back to
+    pool.dead when it dies, so neither allocating nor freeing packs or builds anything."""
+    return (chunk, offset, size, host, chunk.serial << KEY_SHIFT | offset,
+            DESCRIPTOR.pack(chunk.handle_int, offset, size))
 
-    def __init__(self, pool, chunk, offset, size, host):
-        self.pool, self.chunk, self.handle, self.offset, self.size = pool, chunk, chunk.handle, offset, size
-        self.key = chunk.serial << KEY_SHIFT | offset   # hazard tracking identity (an int: cheap to hash)
-        self.host = host
-        self.descriptor = DESCRIPTOR.pack(chunk.handle_int, offset, size)
+
+class Buffer:
+    __slots__ = ("pool", "chunk", "handle", "offset", "size", "key", "host", "descriptor", "slot", "__weakref__")
+
+    def __init__(self, pool, slot):
+        # key: the hazard tracking identity (an int: cheap to hash)
+        self.chunk, self.offset, self.size, self.host, self.key, self.descriptor = slot
+        self.pool, self.handle, self.slot = pool, slot[0].handle, slot
 
     @property
     def mapped(self):
@@ -102,7 +109,7 @@ class Buffer:
     def __del__(self):
         pool = self.pool
         if pool is not None and not pool.closed:
-            pool.dead.append((self.chunk, self.offset, self.size, self.host))
+            pool.dead.append(self.slot)
 
 
 class Window:
@@ -211,8 +218,8 @@ class MemoryPool:
         self.device = device
         self.lock = device.lock
         self.closed = False
-        self.free = {}            # (size class, host) -> [(chunk, offset)]
-        self.dead = deque()       # (chunk, offset, size, host) of dead Buffers, not yet on `free`
+        self.free = {}            # (size class, host) -> [slot record (slot_of), or (chunk, offset) if unused]
+        self.dead = deque()       # slot records of dead Buffers, not yet on `free`
         self.chunks = []
         self.in_use = self.peak_in_use = self.peak_held = 0
         self.fresh = 0            # bytes handed out since the stream's last submit (it flushes past a limit)
@@ -302,7 +309,9 @@ class MemoryPool:
         size = size_class(nbytes)
         if size > self.max_buffer:
             size = max(self.max_buffer & ~255, nbytes)
-        with self.lock:
+        lock = self.lock
+        lock.acquire()          # (acquire / release: a `with` block costs twice as much per tiny op)
+        try:
             if self.closed:
                 raise DeviceError("the fuelvk device was closed; create new arrays")
             if self.dead:
@@ -311,22 +320,33 @@ class MemoryPool:
             if not free:
                 self._grow(size, host)
                 free = self.free[(size, host)]
-            chunk, offset = free.pop()
-            chunk.n_free -= 1
+            slot = free.pop()
+            if len(slot) == 2:      # never used: (chunk, offset)
+                slot = slot_of(slot[0], slot[1], size, host)
+            slot[0].n_free -= 1
             in_use = self.in_use = self.in_use + size
             self.fresh += size
             if in_use > self.peak_in_use:
                 self.peak_in_use = in_use
-            return Buffer(self, chunk, offset, size, host)
+            return Buffer(self, slot)
+        finally:
+            lock.release()
 
     def _reclaim(self):
         """Put the slots of dead Buffers back on their free lists (under the lock)."""
         dead, free = self.dead, self.free
+        freed = 0
         while dead:
-            chunk, offset, size, host = dead.popleft()
-            chunk.n_free += 1
-            self.in_use -= size
-            free.setdefault((size, host), []).append((chunk, offset))
+            slot = dead.popleft()
+            slot[0].n_free += 1
+            size = slot[2]
+            freed += size
+            key = (size, slot[3])
+            items = free.get(key)
+            if items is None:
+                items = free[key] = []
+            items.append(slot)
+        self.in_use -= freed
 
     def _grow(self, size, host):
         if self.allocated - self.in_use > self.high_water:
@@ -347,6 +367,7 @@ class MemoryPool:
                                         f"held by fuelvk, {self.in_use} in live arrays): {e}") from None
         n_slots = chunk.size // size
         chunk.n_free = n_slots
+        # a slot's record is made on its first use (a chunk of small slots has thousands)
         self.free.setdefault((size, host), []).extend((chunk, i * size) for i in reversed(range(n_slots)))
 
     def _create(self, size, host, slot):
@@ -405,7 +426,7 @@ class MemoryPool:
             idle = {id(c) for c in self.chunks if c.n_free * c.slot == c.size}
             if idle:
                 for key, items in list(self.free.items()):
-                    self.free[key] = [(c, o) for c, o in items if id(c) not in idle]
+                    self.free[key] = [slot for slot in items if id(slot[0]) not in idle]
                 for c in self.chunks:
                     if id(c) in idle:
                         self._destroy(c)

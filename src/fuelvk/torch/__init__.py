@@ -13,7 +13,8 @@ its inputs, runs the Vulkan kernel and downloads the result; called with fuelvk-
 uses their memory and returns device tensors (no transfer). Ops have fake kernels (torch.compile,
 fullgraph) and, where differentiable, autograd formulas built from fuelvk ops. Weights (nn.Parameters, and tensors
 marked with keep_uploaded) stay uploaded in a small cache keyed by (data_ptr, _version, shape,
-strides, dtype): see WeightCache for what it cannot see.
+strides, dtype): see WeightCache for what it cannot see. Functional aten kernels replay launch plans
+recorded on their second call with the same operand layouts (_plans.py; clear_plans()).
 Mutating ops: add_assign_scaled, slice_write_, scatter_add_, index_add_ (functional twins:
 add_scaled, slice_write, scatter_add, index_add, which autograd differentiates).
 """
@@ -25,7 +26,7 @@ except ImportError as e:   # fuelvk itself does not need torch
 from ._bridge import WEIGHTS, WeightCache, keep_uploaded, to_array, to_numpy, to_tensor
 from ._ops import OPS
 from ._fallback import FallbackError, FallbackWarning, fallback_stats, reset_fallback_stats
-from . import _aten, _aten_nn, _distributed, _fallback, device  # noqa: F401 (_aten_nn: its kernels join _aten.KERNELS)
+from . import _aten, _aten_nn, _distributed, _fallback, _plans, device  # noqa: F401 (_aten_nn: its kernels join _aten.KERNELS)
 
 _LIBS = []   # the torch.library registrations (kept alive for the process)
 
@@ -53,6 +54,7 @@ __all__ = [
     "WEIGHTS",
     "WeightCache",
     "clear_cache",
+    "clear_plans",
     "fallback_stats",
     "keep_uploaded",
     "register_device",
@@ -67,6 +69,11 @@ __all__ = [
 def clear_cache():
     """Drop every cached weight upload (after writes torch's version counter does not see)."""
     WEIGHTS.clear()
+
+
+def clear_plans():
+    """Drop every aten launch plan (_plans.py), e.g. after changing a FUELVK_* route setting read per call."""
+    _plans.clear()
 
 
 def scaled_dot_product_attention(q, k, v, *, is_causal=False, scale=None, window=(-1, -1), alibi_slopes=None,

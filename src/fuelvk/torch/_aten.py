@@ -11,7 +11,8 @@ that meets a case fuelvk does not cover (an integer dtype, gelu without the tanh
 raises Unhandled, or fuelvk raises DTypeError / UnsupportedError, and the op runs on the CPU through
 the fallback (_fallback.py), counted and warned about like any op without a kernel.
 Host work, said plainly: random factories draw on torch's CPU generator and upload (so a seeded
-device run draws exactly the CPU run's numbers); arange is computed on the host and uploaded.
+device run draws exactly the CPU run's numbers); dropout's masks are drawn on the device, keyed from
+torch's CPU generator (_aten_nn.native_dropout); arange is computed on the host and uploaded.
 """
 
 import math
@@ -24,7 +25,7 @@ from .. import dtypes as _dt
 from ..array import Array
 from ..errors import DeviceError, DTypeError, UnsupportedError
 from ..ops import elementwise as fv_elementwise
-from . import device as fuelvk_device
+from . import _plans, device as fuelvk_device
 from ._bridge import numpy_dtype
 from ._fallback import FallbackError, Unhandled, run_on_cpu
 
@@ -74,6 +75,8 @@ def _guarded(fn, op):
 
 def register(lib):
     for name, fn in {**KERNELS, **_out_variants()}.items():
+        if name in KERNELS and _plans.plannable(name):
+            fn = _plans.planned(fn, name)
         lib.impl(name, _guarded(fn, _overload(name)), "PrivateUse1")
     for name, fn in COMPOSITES.items():
         for key in ("AutogradPrivateUse1", "PrivateUse1"):
@@ -177,8 +180,20 @@ def _into(self, arr):
 
 
 # -- factories, copies, scalars ---------------------------------------------------------------------
+def _one_device(device):
+    """Refuse "fuelvk:N" for N > 0 (every new tensor is made through these factories, .to() included):
+    torch's Python device API makes each PrivateUse1 tensor on index 0, so a tensor cannot say it lives
+    on another fuelvk device (see device.py)."""
+    if device is not None and device.index not in (None, 0):
+        raise DeviceError(f"{fuelvk_device.NAME}:{device.index}: the torch device has one index, "
+                          f"{fuelvk_device.NAME}:0 (fuelvk's default device, of {len(fv.devices())} fuelvk "
+                          "sees): torch's Python backend API (torch._C._acc.create_empty_tensor) makes every "
+                          "tensor on index 0; use fuelvk Arrays (fuelvk.Device(i)) for the other devices")
+
+
 @kernel("empty.memory_format")
 def empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    _one_device(device)
     if memory_format not in (None, torch.contiguous_format, torch.preserve_format):
         raise Unhandled(f"memory_format {memory_format}")
     return fuelvk_device.empty(size, dtype or torch.get_default_dtype())
@@ -186,6 +201,7 @@ def empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=N
 
 @kernel("empty_strided")
 def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+    _one_device(device)
     return fuelvk_device.empty(size, dtype or torch.get_default_dtype(), list(stride))
 
 
@@ -941,6 +957,24 @@ def _index(t):
 @kernel("index_select")
 def index_select(self, dim, index):
     return tensor_of(fv.take(array_of(self), _index(index.reshape(-1)), axis=dim))
+
+
+@kernel("slice_backward")
+def slice_backward(grad_output, input_sizes, dim, start, end, step):
+    """The gradient of x[..., start:end, ...] (step 1): grad_output zero-padded to x's size along dim, one
+    pad kernel (torch's decomposition is a zero fill, a slice and a copy). Other steps: Unhandled."""
+    if step != 1 or grad_output.dim() == 0:
+        raise Unhandled(f"slice_backward with step {step}")
+    d = dim % grad_output.dim()
+    n = int(input_sizes[d])
+    lo = range(n)[slice(start, end)].start if n else 0
+    before = min(lo, n)
+    after = n - before - grad_output.shape[d]
+    if after < 0 or list(input_sizes) != [n if i == d else m for i, m in enumerate(grad_output.shape)]:
+        raise Unhandled("a slice_backward whose sizes do not match its slice")
+    pads = [(0, 0)] * grad_output.dim()
+    pads[d] = (before, after)
+    return tensor_of(fv.pad(array_of(grad_output), pads))
 
 
 @kernel("embedding_dense_backward")

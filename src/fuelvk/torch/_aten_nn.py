@@ -8,6 +8,7 @@ import torch
 
 import fuelvk as fv
 from ..errors import FuelVKError
+from ..ops import rng as fv_rng
 from .. import dtypes as _dt
 from . import device as fuelvk_device
 from ._aten import _float, array_of, composite, kernel, operand, tensor_of
@@ -18,16 +19,19 @@ from ._fallback import Unhandled, run_on_cpu
 # -- dropout ---------------------------------------------------------------------------------------
 @kernel("native_dropout")
 def native_dropout(input, p, train):
-    """Dropout's mask from torch's CPU generator (bernoulli_(1 - p), as the CPU kernel draws it), uploaded;
-    the scaling runs on the device: input * mask * (1 / (1 - p)) in the CPU kernel's order."""
+    """Dropout with the mask drawn on the device (fuelvk.ops.rng.keep_mask, Philox4x32-10): each call keys
+    its draw with 63 bits from torch's CPU generator, so torch.manual_seed reproduces the masks (they
+    are not the CPU kernel's masks: that one draws bernoulli_ on the CPU stream). The output is
+    input * mask * (1 / (1 - p)) in the CPU kernel's order; the mask (bool) is kept for the backward."""
     _float(input)
     if train is False:
         keep = fuelvk_device.upload(torch.ones(tuple(input.shape), dtype=torch.bool))
         return tensor_of(fv.copy(array_of(input))), keep
     keep = 1.0 - p
-    mask = fuelvk_device.upload(torch.empty(tuple(input.shape), dtype=input.dtype).bernoulli_(keep))
-    out = fv.multiply(fv.multiply(array_of(input), array_of(mask)), 0.0 if keep == 0 else 1.0 / keep)
-    return tensor_of(out), tensor_of(fv.not_equal(array_of(mask), 0))
+    key = int(torch.empty((), dtype=torch.int64).random_())   # advances torch's default CPU generator
+    mask = fv_rng.keep_mask(tuple(input.shape), keep, key)
+    out = fv.multiply(fv.multiply(array_of(input), mask), 0.0 if keep == 0 else 1.0 / keep)
+    return tensor_of(out), tensor_of(mask)
 
 
 @kernel("native_dropout_backward")

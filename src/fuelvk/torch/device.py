@@ -19,9 +19,10 @@ every view of the storage sees the new contents, as after a write. Queued device
 Buffer until it retires (runtime/memory.py).
 
 One torch device: "fuelvk" == "fuelvk:0" is fuelvk's default device (fuelvk.devices()[0]). The
-other devices FUELVK_DEVICES lists are not mapped to torch indices (device_count() is 1): every aten
-kernel here allocates and launches on the default context, and routing "fuelvk:1" would mean
-choosing the context per aten call from its tensors' indices.
+other devices FUELVK_DEVICES lists are not mapped to torch indices (device_count() is 1), and
+"fuelvk:1" (any index > 0) is a DeviceError at the factories (_aten._one_device): torch 2.13's Python
+backend API makes every PrivateUse1 tensor on index 0 (torch._C._acc.create_empty_tensor takes no
+device, and a Python DeviceGuard overrides only type_), so a tensor could not say it lives elsewhere.
 """
 import math
 
