@@ -10,6 +10,13 @@ Same as `python -m fuelvk bench --ops sum,max,mean,argmax,softmax,rms_norm,layer
 times sum / max / argmax over short rows and leading axes (issue 18 item 2: the layouts where each
 short row used to get a workgroup of its own), in device time, with GB/s (bytes read + written), % of
 the copy roof measured in the same run, and numpy on the same input.
+
+    python benches/bench_reduction.py --rows [--repeats 5]
+
+times the row kernels (softmax, rms_norm / layer_norm and their backward, cumsum, rope; f32) over
+decode rows, many short rows, square-ish blocks and few long rows (the split paths), in device time
+(median and p10, "best"), with GB/s (bytes read + written, at the p10) and % of the copy roof
+measured in the same run.
 """
 import sys
 
@@ -45,7 +52,57 @@ def layouts(repeats=5):
             print(f"{op:7s} {shape!s:14s} {axis:4d} {m:9.3f} {gbps:8.2f} {100 * gbps / roof:6.1f}% {ref:9.3f}")
 
 
+# (name, shape, op): the row kernels' shapes (issue 18: rows of whole texels compile without the
+# element-by-element path; few long rows split across invocations)
+ROWS = [("softmax", (1, 4096)), ("softmax", (32, 4096)), ("softmax", (4096, 64)), ("softmax", (512, 512)),
+        ("softmax", (4, 128256)), ("softmax_backward", (32, 4096)), ("softmax_backward", (4, 128256)),
+        ("rms_norm", (1, 4096)), ("rms_norm", (512, 512)), ("rms_norm", (4, 65536)),
+        ("rms_norm_backward", (512, 512)), ("rms_norm_backward", (4, 65536)), ("layer_norm", (512, 512)),
+        ("layer_norm", (4, 65536)), ("layer_norm_backward", (4, 65536)), ("cumsum", (4096, 64)),
+        ("cumsum", (64, 16384)), ("cumsum", (4, 128256)), ("rope", (1, 32, 128, 128))]
+
+
+def rows(repeats=5):
+    import fuelvk as fv
+    from fuelvk.bench.roofs import copy_roofs
+    from fuelvk.bench.timing import measure
+
+    roof = copy_roofs(repeats=3, min_ms=2.0)["bandwidth_GBps"]
+    print(f"copy roof {roof:.2f} GB/s")
+    print(f"{'op':20s} {'shape':18s} {'median ms':>10s} {'best ms':>9s} {'GB/s':>7s} {'%roof':>7s}")
+    rng = np.random.default_rng(0)
+    for op, shape in ROWS:
+        def arr(*s):
+            return fv.asarray(rng.standard_normal(s).astype(np.float32))
+        x, cols = arr(*shape), shape[-1]
+        if op == "rope":
+            tab = arr(*shape[-2:])
+            f, n_io = (lambda: fv.rope(x, tab, tab)), 2
+        elif op == "cumsum":
+            f, n_io = (lambda: fv.cumsum(x, axis=-1)), 2
+        elif op.endswith("_backward"):
+            g, w = arr(*shape), arr(cols)
+            f = {"softmax_backward": lambda: fv.softmax_backward(x, g),
+                 "rms_norm_backward": lambda: fv.rms_norm_backward(x, g, 1e-6, w),
+                 "layer_norm_backward": lambda: fv.layer_norm_backward(x, g, 1e-5, w, w)}[op]
+            n_io = 3
+        else:
+            w = arr(cols)
+            f = {"softmax": lambda: fv.softmax(x), "rms_norm": lambda: fv.rms_norm(x, 1e-6, w),
+                 "layer_norm": lambda: fv.layer_norm(x, 1e-5, w, w)}[op]
+            n_io = 2
+        r = measure(f, warmup=1, repeats=repeats)
+        best = r["p10_ms"]
+        gbps = n_io * x.nbytes / best / 1e6
+        print(f"{op:20s} {'x'.join(map(str, shape)):18s} {r['median_ms']:10.3f} {best:9.3f} {gbps:7.2f} "
+              f"{100 * gbps / roof:6.1f}%")
+
+
 if __name__ == "__main__":
+    if "--rows" in sys.argv:
+        r = sys.argv.index("--repeats") + 1 if "--repeats" in sys.argv else None
+        rows(int(sys.argv[r]) if r else 5)
+        sys.exit(0)
     if "--layouts" in sys.argv:
         r = sys.argv.index("--repeats") + 1 if "--repeats" in sys.argv else None
         layouts(int(sys.argv[r]) if r else 5)

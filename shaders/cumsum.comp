@@ -27,6 +27,7 @@ layout(constant_id = 5) const uint COLS = 0;
 // SPLIT 1 writes each segment's total to part; SPLIT 2 (the next dispatch) starts each segment from
 // the sum of its slice's earlier totals (compensated, in order) and walks it writing every prefix.
 layout(constant_id = 6) const uint SPLIT = 0;
+layout(constant_id = 7) const uint ALIGN = 0;      // TEX's bits: operands with whole chunks only (rowchunks)
 layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
@@ -39,8 +40,8 @@ layout(set = 0, binding = 3, rgba32ui) uniform writeonly uimageBuffer o_t;
 layout(set = 0, binding = 4) buffer Part { A part[]; };      // SPLIT: segment totals [n_slices, parts]
 #include "common/texel16.glsl"
 #include "common/rowchunks.glsl"
-CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u)
-CHUNK_STORER(store_o, o, o4, o_t, (TEX & TEX_O) != 0u)
+CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u, (ALIGN & TEX_X) != 0u)
+CHUNK_STORER(store_o, o, o4, o_t, (TEX & TEX_O) != 0u, (ALIGN & TEX_O) != 0u)
 
 layout(push_constant) uniform Params {
     uint n_slices; uint d; uint rank; uint off_in;

@@ -12,7 +12,8 @@
 // WGRAD: also the weight/bias-gradient partials dw = sum_rows g * xh, db = sum_rows g: unit `grp`
 // accumulates its rows into part[grp * n_grad * n_cols + k * n_cols + col] (k = 0: dw, 1: db), summed
 // over the units afterwards by reduce_any_dim's MODE_FINAL (one invocation per column, coalesced).
-// Sums are in the accumulator type (f32 for half types).
+// SPLIT (few long rows; not ADD_RESIDUAL): each row across `parts` invocations in two dispatches, see
+// split_main. Sums are in the accumulator type (f32 for half types).
 // Rows are read (and written) in texel chunks (common/rowchunks.glsl): TEX's bits (TEX_* defines
 // from kernels/norm.py) say which operands have their texel view bound.
 // ADD_RESIDUAL (RMS forward; FlashInfer's fused_add_rmsnorm): s = x + res in the accumulator type,
@@ -22,12 +23,18 @@
 #include "common/dtype.glsl"
 #include "common/index.glsl"
 #define A V
+#if defined(DT_F64)
+#define A_BYTES 8
+#else
+#define A_BYTES 4
+#endif
 layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint HAS_W = 0;
 layout(constant_id = 2) const uint HAS_B = 0;
 layout(constant_id = 3) const uint WGRAD = 0;
 layout(constant_id = 4) const uint TEX = 0;        // TEX_X | TEX_G | TEX_W | TEX_R | TEX_O
 layout(constant_id = 5) const uint LANE_ROWS = 0;  // 1: a unit is one invocation
+layout(constant_id = 6) const uint ALIGN = 0;      // TEX's bits: operands with whole chunks only (rowchunks)
 layout(local_size_x_id = 0) in;
 #include "rows.glsl"
 
@@ -42,6 +49,7 @@ layout(set = 0, binding = 3) readonly buffer Weight { T w[]; };
 layout(set = 0, binding = 2) readonly buffer Grad4 { uvec4 g4[]; };
 layout(set = 0, binding = 3) readonly buffer Weight4 { uvec4 w4[]; };
 layout(set = 0, binding = 4) buffer Part { A part[]; };
+layout(set = 0, binding = 4) buffer Part4 { uvec4 part4[]; };   // the same, as 16-byte words
 layout(set = 0, binding = 5, rgba32ui) uniform readonly uimageBuffer g_t;
 #define VIEWS 6                       // the first binding of the views below
 #else
@@ -66,28 +74,78 @@ layout(set = 0, binding = 4, rgba32ui) uniform readonly uimageBuffer r_t;   // b
 #ifndef OFF_3
 #define OFF_3 off_b
 #endif
+#ifndef ADD_RESIDUAL
+// Few long rows (forward and backward): each row cut across `parts` invocations (chunks k, k + parts,
+// ... of the row), no barriers. SPLIT 1 writes each part's compensated sums to sums (see split_main);
+// SPLIT 2 (the next dispatch) combines the row's parts in order (every invocation of a row the same
+// bits) and applies the formulas above over its chunks.
+#define ROW_SPLIT 1
+layout(constant_id = 7) const uint SPLIT = 0;
+layout(set = 0, binding = VIEWS + 3) buffer Sums { A sums[]; };
+#endif
 layout(set = 0, binding = VIEWS, rgba32ui) uniform readonly uimageBuffer x_t;
 layout(set = 0, binding = VIEWS + 1, rgba32ui) uniform readonly uimageBuffer w_t;
 layout(set = 0, binding = VIEWS + 2, rgba32ui) uniform writeonly uimageBuffer o_t;
 #include "common/texel16.glsl"
 #include "common/rowchunks.glsl"
-CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u)
-CHUNK_LOADER(load_w, w, w4, w_t, (TEX & TEX_W) != 0u)
-CHUNK_STORER(store_o, o, o4, o_t, (TEX & TEX_O) != 0u)
+CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u, (ALIGN & TEX_X) != 0u)
+CHUNK_LOADER(load_w, w, w4, w_t, (TEX & TEX_W) != 0u, (ALIGN & TEX_W) != 0u)
+CHUNK_STORER(store_o, o, o4, o_t, (TEX & TEX_O) != 0u, (ALIGN & TEX_O) != 0u)
 #ifdef BACKWARD
-CHUNK_LOADER(load_g, g, g4, g_t, (TEX & TEX_G) != 0u)
+CHUNK_LOADER(load_g, g, g4, g_t, (TEX & TEX_G) != 0u, (ALIGN & TEX_G) != 0u)
 #else
-CHUNK_LOADER(load_r, R_ARR, R_ARR4, r_t, (TEX & TEX_R) != 0u)
+CHUNK_LOADER(load_r, R_ARR, R_ARR4, r_t, (TEX & TEX_R) != 0u, (ALIGN & TEX_R) != 0u)
 #endif
 #ifdef ADD_RESIDUAL
-CHUNK_STORER(store_res, res, res4, o_t, false)   // the residual's update: storage-buffer stores
+CHUNK_STORER(store_res, res, res4, o_t, false, (ALIGN & TEX_R) != 0u)   // the residual's update: storage-buffer stores
 #endif
 
 layout(push_constant) uniform Params {
     uint n_rows; uint n_cols; uint off_out; uint off_x;
     uint off_g; uint off_w; uint OFF_3; uint rows_per_group;
-    uint n_groups; uint eps[2];
+    uint n_groups; uint eps[2]; uint parts;
 } p;
+
+#ifdef BACKWARD
+// The PER accumulator values part[k0 .. k0 + PER) (k0 a multiple of PER) as whole 16-byte words, and
+// back: the weight-gradient partials of a whole chunk without a storage access per element.
+const uint PART_WORDS = PER * uint(A_BYTES) / 16u;
+void load_part(uint k0, out A a[PER]) {
+    for (uint q = 0u; q < PART_WORDS; ++q) {
+        uvec4 u = part4[k0 * uint(A_BYTES) / 16u + q];
+#if defined(DT_F64)
+        a[2u * q] = packDouble2x32(u.xy);
+        a[2u * q + 1u] = packDouble2x32(u.zw);
+#else
+        for (uint j = 0u; j < 4u; ++j) a[4u * q + j] = uintBitsToFloat(u[j]);
+#endif
+    }
+}
+void store_part(uint k0, A a[PER]) {
+    for (uint q = 0u; q < PART_WORDS; ++q) {
+#if defined(DT_F64)
+        uvec4 u = uvec4(unpackDouble2x32(a[2u * q]), unpackDouble2x32(a[2u * q + 1u]));
+#else
+        uvec4 u = floatBitsToUint(vec4(a[4u * q], a[4u * q + 1u], a[4u * q + 2u], a[4u * q + 3u]));
+#endif
+        part4[k0 * uint(A_BYTES) / 16u + q] = u;
+    }
+}
+
+// part[k0 + j] (+)= add[j] for a chunk's [lo, hi) (k0: the chunk's first column's index; first: the
+// unit's first row, which starts the sums). Whole chunks of aligned rows (ALIGN's x bit: k0 is then a
+// multiple of PER) as 16-byte words, else element by element.
+void accumulate(uint k0, uint lo, uint hi, bool first, A add[PER]) {
+    if ((ALIGN & TEX_X) != 0u) {
+        A a[PER];
+        if (first) { for (uint j = 0u; j < PER; ++j) a[j] = A(0); } else load_part(k0, a);
+        for (uint j = 0u; j < PER; ++j) a[j] += add[j];
+        store_part(k0, a);
+        return;
+    }
+    for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) part[k0 + j] = (first ? A(0) : part[k0 + j]) + add[j];
+}
+#endif
 
 // Sums over the row: the workgroup's tree, or nothing to combine when one invocation has the row.
 A row_sum(A v) { return LANE_ROWS != 0u ? v : block_reduce(v, R_SUM); }
@@ -99,7 +157,156 @@ void weights(uint e0, uint bx, uint lo, uint hi, out A wv[PER]) {
     for (uint j = 0u; j < PER; ++j) wv[j] = A(1);
 }
 
+#ifdef ROW_SPLIT
+// Sums per part: (sum x^2 about the part's mean, [LN: sum x, element count], [BACKWARD: sum g w (x - part
+// mean), LN: sum g w]); the row's parts are combined exactly as one set (Chan et al.: the parts' sums of
+// squares about the row's mean are M2_k + n_k (mean_k - mu)^2).
+#ifdef LN
+#define NS_LN 2u
+#else
+#define NS_LN 0u
+#endif
+#if defined(BACKWARD) && defined(LN)
+#define NS 5u                                    // ss, sx, count, sgx, sg
+#elif defined(BACKWARD)
+#define NS 2u                                    // ss, sgx
+#else
+#define NS (1u + NS_LN)                          // ss [, sx, count]
+#endif
+void split_main() {
+    uint parts = p.parts, gid = linear_group() * WG + gl_LocalInvocationID.x;
+    uint row = gid / parts, k = gid - row * parts;
+    if (row >= p.n_rows) return;
+    uint n = p.n_cols;
+    A eps = A(scalar_arg(p.eps)), inv_n = A(1) / A(n);
+    uint bx = p.off_x + row * n, bo = p.off_out + row * n, ce = chunks_end(bx, n), lo, hi;
+    A v[PER], wv[PER], y[PER];
+    A ss = A(0), cs = A(0), mu = A(0);
+#ifdef BACKWARD
+    uint bg = p.off_g + row * n;
+    A gv[PER], sgx = A(0), cgx = A(0), sg = A(0), cg = A(0);
+#endif
+    if (SPLIT == 1u) {
+        A mk = A(0), sx = A(0), cx = A(0);
+#ifdef LN
+        uint cnt = 0u;
+        for (uint ch = bx / PER + k; ch < ce; ch += parts) {
+            chunk_span(ch, bx, n, lo, hi);
+            load_x(ch * PER, lo, hi, v);
+            A g = A(0);
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) g += v[j];
+            kahan_add(sx, cx, g);
+            cnt += hi - lo;
+        }
+        mk = cnt > 0u ? sx / A(cnt) : A(0);
+#endif
+        for (uint ch = bx / PER + k; ch < ce; ch += parts) {
+            uint e0 = ch * PER;
+            chunk_span(ch, bx, n, lo, hi);
+            load_x(e0, lo, hi, v);
+#ifdef BACKWARD
+            load_g(e0 - bx + bg, lo, hi, gv);
+            weights(e0, bx, lo, hi, wv);
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) {
+                A d = v[j] - mk, gw = gv[j] * wv[j];
+                kahan_add(ss, cs, d * d);
+                kahan_add(sg, cg, gw);
+                kahan_add(sgx, cgx, gw * d);
+            }
+#else
+            A g = A(0);
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) { A d = v[j] - mk; g += d * d; }
+            kahan_add(ss, cs, g);
+#endif
+        }
+        uint b = NS * gid;
+        sums[b] = ss;
+#ifdef LN
+        sums[b + 1u] = sx;
+        sums[b + 2u] = A(cnt);
+#endif
+#ifdef BACKWARD
+        sums[b + 1u + NS_LN] = sgx;
+#ifdef LN
+        sums[b + 4u] = sg;
+#endif
+#endif
+        return;
+    }
+    // the row's parts, in order (every invocation of a row the same bits)
+#ifdef LN
+    A sx = A(0), cx = A(0);
+    for (uint i = row * parts; i < row * parts + parts; ++i) kahan_add(sx, cx, sums[NS * i + 1u]);
+    mu = sx * inv_n;
+#endif
+    for (uint i = row * parts; i < row * parts + parts; ++i) {
+        uint b = NS * i;
+        A dm = A(0);
+#ifdef LN
+        A ni = sums[b + 2u];
+        dm = ni > A(0) ? sums[b + 1u] / ni - mu : A(0);     // the part's mean - the row's
+        kahan_add(ss, cs, sums[b] + ni * dm * dm);
+#else
+        kahan_add(ss, cs, sums[b]);
+#endif
+#ifdef BACKWARD
+#ifdef LN
+        A sgi = sums[b + 4u];
+        kahan_add(sg, cg, sgi);
+        kahan_add(sgx, cgx, sums[b + 1u + NS_LN] + dm * sgi);
+#else
+        kahan_add(sgx, cgx, sums[b + 1u]);
+#endif
+#endif
+    }
+    A r = A(1) / sqrt(ss * inv_n + eps);
+#ifdef BACKWARD
+    A mgx = sgx * r * inv_n;                     // mean(gw * xh)
+#ifdef LN
+    A mg = sg * inv_n;
+    uint n_grad = 2u;
+#else
+    A mg = A(0);
+    uint n_grad = 1u;
+#endif
+#endif
+    for (uint ch = bx / PER + k; ch < ce; ch += parts) {
+        uint e0 = ch * PER;
+        chunk_span(ch, bx, n, lo, hi);
+        load_x(e0, lo, hi, v);
+        weights(e0, bx, lo, hi, wv);
+#ifdef BACKWARD
+        load_g(e0 - bx + bg, lo, hi, gv);
+        A gx[PER];
+        for (uint j = 0u; j < PER; ++j) {
+            A xh = (v[j] - mu) * r;
+            y[j] = r * (gv[j] * wv[j] - mg - xh * mgx);
+            gx[j] = gv[j] * xh;
+        }
+        if (WGRAD != 0u) {                       // a unit per row: part [rows, n_grad, n]
+            uint k0 = row * n_grad * n + e0 - bx;
+            accumulate(k0, lo, hi, true, gx);
+#ifdef LN
+            accumulate(k0 + n, lo, hi, true, gv);
+#endif
+        }
+#else
+        A bv[PER];
+        if (HAS_B != 0u) load_r(p.off_b + e0 - bx, lo, hi, bv);
+        for (uint j = 0u; j < PER; ++j) {
+            y[j] = (v[j] - mu) * r * wv[j];
+            if (HAS_B != 0u) y[j] += bv[j];
+        }
+#endif
+        store_o(e0 - bx + bo, lo, hi, y);
+    }
+}
+#endif
+
 void main() {
+#ifdef ROW_SPLIT
+    if (SPLIT != 0u) { split_main(); return; }
+#endif
     uint lane = LANE_ROWS != 0u ? 0u : gl_LocalInvocationID.x, lanes = LANE_ROWS != 0u ? 1u : WG;
     uint grp = LANE_ROWS != 0u ? linear_group() * WG + gl_LocalInvocationID.x : linear_group();
     if (grp >= p.n_groups) return;                    // uniform per workgroup unless LANE_ROWS (no barriers)
@@ -155,17 +362,18 @@ void main() {
             load_x(e0, lo, hi, v);
             load_g(e0 - bx + bg, lo, hi, gv);
             weights(e0, bx, lo, hi, wv);
-            A y[PER];
+            A y[PER], gx[PER];
             for (uint j = 0u; j < PER; ++j) {
                 A xh = (v[j] - mu) * r;
                 y[j] = r * (gv[j] * wv[j] - mg - xh * mgx);
-                if (WGRAD != 0u && j >= lo && j < hi) {
-                    uint k = grp * n_grad * n + e0 - bx + j;
-                    part[k] = (row == r0 ? A(0) : part[k]) + gv[j] * xh;
+                gx[j] = gv[j] * xh;
+            }
+            if (WGRAD != 0u) {
+                uint k0 = grp * n_grad * n + e0 - bx;
+                accumulate(k0, lo, hi, row == r0, gx);
 #ifdef LN
-                    part[k + n] = (row == r0 ? A(0) : part[k + n]) + gv[j];
+                accumulate(k0 + n, lo, hi, row == r0, gv);
 #endif
-                }
             }
             store_o(e0 - bx + bo, lo, hi, y);
         }

@@ -33,12 +33,13 @@ layout(set = 0, binding = 5, rgba32ui) uniform readonly uimageBuffer c_t;
 layout(set = 0, binding = 6, rgba32ui) uniform readonly uimageBuffer s_t;
 layout(set = 0, binding = 7, rgba32ui) uniform writeonly uimageBuffer o_t;
 layout(constant_id = 0) const uint TEX = 0;        // TEX_X | TEX_C | TEX_S | TEX_O
+layout(constant_id = 1) const uint ALIGN = 0;      // TEX's bits: operands with whole chunks only (rowchunks)
 #include "common/texel16.glsl"
 #include "common/rowchunks.glsl"
-CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u)
-CHUNK_LOADER(load_c, tc, tc4, c_t, (TEX & TEX_C) != 0u)
-CHUNK_LOADER(load_s, ts, ts4, s_t, (TEX & TEX_S) != 0u)
-CHUNK_STORER(store_o, o, o4, o_t, (TEX & TEX_O) != 0u)
+CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u, (ALIGN & TEX_X) != 0u)
+CHUNK_LOADER(load_c, tc, tc4, c_t, (TEX & TEX_C) != 0u, (ALIGN & TEX_C) != 0u)
+CHUNK_LOADER(load_s, ts, ts4, s_t, (TEX & TEX_S) != 0u, (ALIGN & TEX_S) != 0u)
+CHUNK_STORER(store_o, o, o4, o_t, (TEX & TEX_O) != 0u, (ALIGN & TEX_O) != 0u)
 
 layout(push_constant) uniform Params {
     uint o1; uint seq; uint head_dim; uint rot; uint flags; uint total;
@@ -104,7 +105,7 @@ void main() {
     // channels rot .. hd pass through: x's bits
     for (uint j0 = rot; j0 < hd; j0 += PER) {
         uint n = min(PER, hd - j0);
-        if (n == PER && (xb + j0) % PER == 0u && (ob + j0) % PER == 0u) {
+        if (((ALIGN & TEX_X) != 0u && (ALIGN & TEX_O) != 0u) || (n == PER && (xb + j0) % PER == 0u && (ob + j0) % PER == 0u)) {
             uint k = (xb + j0) / PER;
             uvec4 u = (TEX & TEX_X) != 0u ? imageLoad(x_t, int(k)) : x4[k];
             if ((TEX & TEX_O) != 0u) imageStore(o_t, int((ob + j0) / PER), u);

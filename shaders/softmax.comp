@@ -1,9 +1,12 @@
 #version 450
 // Softmax over the last dim of contiguous [n_rows, n_cols] rows (element offsets off_*), one
-// workgroup per row (LANE_ROWS: one invocation per row, for many short rows; no barriers): row max (NaN-propagating tree), compensated sum of exp(x - max), then
-// exp(x - max) / sum. Stable for large values; a row of all -inf gives NaN (as torch: -inf - -inf).
-// BACKWARD: dx = y * (g - dot(y, g)) with the dot product compensated + tree-reduced.
-// SPLIT (forward; few long rows): each row is cut across `parts` invocations, no barriers. Invocation k
+// workgroup per row (LANE_ROWS: one invocation per row, for many short rows; no barriers): each
+// invocation's max and compensated sum of exp(x - max) in one read of its chunks (online_max_sum),
+// the row's max by a NaN-propagating tree and the sums rescaled to it by another, then one more read
+// writing exp(x - max) / sum. Stable for large values; a row of all -inf gives NaN (as torch: -inf - -inf).
+// BACKWARD: dx = y * (g - dot(y, g)) with the dot product compensated + tree-reduced (SPLIT: SPLIT 1
+// writes each part's compensated dot to part, SPLIT 2 sums the row's parts in order and applies).
+// SPLIT (few long rows): each row is cut across `parts` invocations, no barriers. Invocation k
 // of a row takes the row's chunks k, k + parts, ... (neighbouring invocations read neighbouring
 // texels). SPLIT 1 writes its chunks' max m_k and compensated sum of exp(x - m_k) to part (one read:
 // the running sum is rescaled by exp(m_old - m_new) when a chunk raises the max); SPLIT 2
@@ -19,7 +22,8 @@
 layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint TEX = 0;        // TEX_X | TEX_G | TEX_O
 layout(constant_id = 2) const uint LANE_ROWS = 0;  // 1: one invocation per row
-layout(constant_id = 3) const uint SPLIT = 0;      // 1: per-part partials, 2: combine + apply (forward)
+layout(constant_id = 3) const uint SPLIT = 0;      // 1: per-part partials, 2: combine + apply
+layout(constant_id = 4) const uint ALIGN = 0;      // TEX's bits: operands with whole chunks only (rowchunks)
 layout(local_size_x_id = 0) in;
 #include "rows.glsl"
 
@@ -32,6 +36,7 @@ layout(set = 0, binding = 1) readonly buffer X4 { uvec4 x4[]; };
 layout(set = 0, binding = 2) readonly buffer Grad { T g[]; };
 layout(set = 0, binding = 2) readonly buffer Grad4 { uvec4 g4[]; };
 layout(set = 0, binding = 5, rgba32ui) uniform readonly uimageBuffer g_t;
+layout(set = 0, binding = 6) buffer Part { A part[]; };      // SPLIT: the part's dot(y, g) per row and part
 #define VIEWS 3                       // the first binding of the views below
 #else
 #define VIEWS 2
@@ -41,10 +46,10 @@ layout(set = 0, binding = VIEWS, rgba32ui) uniform readonly uimageBuffer x_t;
 layout(set = 0, binding = VIEWS + 1, rgba32ui) uniform writeonly uimageBuffer o_t;
 #include "common/texel16.glsl"
 #include "common/rowchunks.glsl"
-CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u)
-CHUNK_STORER(store_o, o, o4, o_t, (TEX & TEX_O) != 0u)
+CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u, (ALIGN & TEX_X) != 0u)
+CHUNK_STORER(store_o, o, o4, o_t, (TEX & TEX_O) != 0u, (ALIGN & TEX_O) != 0u)
 #ifdef BACKWARD
-CHUNK_LOADER(load_g, g, g4, g_t, (TEX & TEX_G) != 0u)
+CHUNK_LOADER(load_g, g, g4, g_t, (TEX & TEX_G) != 0u, (ALIGN & TEX_G) != 0u)
 #endif
 
 layout(push_constant) uniform Params {
@@ -62,6 +67,34 @@ A neg_inf() {
 }
 
 #ifndef BACKWARD
+// The max m and compensated sum s of exp(x - m) over the chunks first, first + step, ... of the row
+// [bx, bx + n), in one read: the running sum is rescaled by exp(m_old - m_new) when a chunk raises
+// the max. m = -inf, s = 0 when every element is -inf (or none); NaN / +inf give s = NaN.
+void online_max_sum(uint bx, uint n, uint first, uint step, out A m, out A s) {
+    uint ce = chunks_end(bx, n), lo, hi;
+    A v[PER], c = A(0);
+    m = neg_inf();
+    s = A(0);
+    for (uint ch = bx / PER + first; ch < ce; ch += step) {
+        chunk_span(ch, bx, n, lo, hi);
+        load_x(ch * PER, lo, hi, v);
+        A nm = m;
+        for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) nm = combine(nm, v[j], R_MAX);
+        if (nm != m) {                             // a larger max (or NaN: then s is NaN too)
+            A f = exp_a(m - nm);
+            s *= f;
+            c *= f;
+            m = nm;
+        }
+        if (m != neg_inf()) {                      // else every element so far is -inf: adds 0
+            A g = A(0);
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) g += exp_a(v[j] - m);
+            kahan_add(s, c, g);
+        }
+    }
+}
+#endif
+
 void split_main() {
     uint parts = p.parts, gid = linear_group() * WG + gl_LocalInvocationID.x;
     uint row = gid / parts, k = gid - row * parts;
@@ -69,30 +102,41 @@ void split_main() {
     uint n = p.n_cols;
     uint bx = p.off_x + row * n, bo = p.off_out + row * n, ce = chunks_end(bx, n), lo, hi;
     A v[PER], y[PER];
-    A m = neg_inf(), s = A(0), c = A(0);
-    if (SPLIT == 1u) {                                 // one read: the running sum rescaled as m grows
+#ifdef BACKWARD
+    uint bg = p.off_g + row * n;
+    A gv[PER], s = A(0), c = A(0);
+    if (SPLIT == 1u) {                                 // this part's compensated dot(y, g)
         for (uint ch = bx / PER + k; ch < ce; ch += parts) {
+            uint e0 = ch * PER;
             chunk_span(ch, bx, n, lo, hi);
-            load_x(ch * PER, lo, hi, v);
-            A nm = m;
-            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) nm = combine(nm, v[j], R_MAX);
-            if (nm != m) {                             // a larger max (or NaN: then s is NaN too)
-                A f = exp_a(m - nm);
-                s *= f;
-                c *= f;
-                m = nm;
-            }
-            if (m != neg_inf()) {                      // else every element so far is -inf: adds 0
-                A g = A(0);
-                for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) g += exp_a(v[j] - m);
-                kahan_add(s, c, g);
-            }
+            load_x(e0, lo, hi, v);
+            load_g(e0 - bx + bg, lo, hi, gv);
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) kahan_add(s, c, v[j] * gv[j]);
         }
+        part[gid] = s;
+        return;
+    }
+    for (uint i = 0u; i < parts; ++i) kahan_add(s, c, part[row * parts + i]);   // in order: every invocation the same
+    for (uint ch = bx / PER + k; ch < ce; ch += parts) {
+        uint e0 = ch * PER;
+        chunk_span(ch, bx, n, lo, hi);
+        load_x(e0, lo, hi, v);
+        load_g(e0 - bx + bg, lo, hi, gv);
+        for (uint j = 0u; j < PER; ++j) y[j] = v[j] * (gv[j] - s);
+        store_o(e0 - bx + bo, lo, hi, y);
+    }
+#else
+    A m, s;
+    if (SPLIT == 1u) {
+        online_max_sum(bx, n, k, parts, m, s);
         part[2u * gid] = m;
         part[2u * gid + 1u] = s;
         return;
     }
     uint b = 2u * row * parts;
+    A c = A(0);
+    m = neg_inf();
+    s = A(0);
     for (uint i = 0u; i < parts; ++i) m = combine(m, part[b + 2u * i], R_MAX);
     for (uint i = 0u; i < parts; ++i) {
         A mi = part[b + 2u * i];
@@ -105,13 +149,11 @@ void split_main() {
         for (uint j = 0u; j < PER; ++j) y[j] = exp_a(v[j] - m) / s;
         store_o(e0 - bx + bo, lo, hi, y);
     }
-}
 #endif
+}
 
 void main() {
-#ifndef BACKWARD
     if (SPLIT != 0u) { split_main(); return; }
-#endif
     uint lane = LANE_ROWS != 0u ? 0u : gl_LocalInvocationID.x, lanes = LANE_ROWS != 0u ? 1u : WG;
     uint row = LANE_ROWS != 0u ? linear_group() * WG + gl_LocalInvocationID.x : linear_group();
     if (row >= p.n_rows) return;                      // uniform per workgroup unless LANE_ROWS (no barriers)
@@ -139,22 +181,13 @@ void main() {
         store_o(e0 - bx + bo, lo, hi, y);
     }
 #else
-    A m = neg_inf();
-    for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
-        chunk_span(ch, bx, n, lo, hi);
-        load_x(ch * PER, lo, hi, v);
-        for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) m = combine(m, v[j], R_MAX);
+    A m, s;                                           // one read for max and sum (online_max_sum)
+    online_max_sum(bx, n, lane, lanes, m, s);
+    if (LANE_ROWS == 0u) {                            // the workgroup's parts: rescaled to the row's max
+        A mr = block_reduce(m, R_MAX);
+        s = block_reduce(m != neg_inf() ? s * exp_a(m - mr) : A(0), R_SUM);
+        m = mr;
     }
-    m = row_reduce(m, R_MAX);
-    A s = A(0), c = A(0);
-    for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
-        chunk_span(ch, bx, n, lo, hi);
-        load_x(ch * PER, lo, hi, v);
-        A g = A(0);
-        for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) g += exp_a(v[j] - m);
-        kahan_add(s, c, g);
-    }
-    s = row_reduce(s, R_SUM);
     for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
         uint e0 = ch * PER;
         chunk_span(ch, bx, n, lo, hi);

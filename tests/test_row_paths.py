@@ -12,6 +12,7 @@ import fuelvk as fv
 from fuelvk import runtime
 from fuelvk.kernels.norm import LANE_ROWS_MIN_ROWS, ROW_SPLIT_MIN_ELEMS, ROW_TEXELS, row_split_parts
 from fuelvk.kernels.reduction import CUMSUM_TEXELS
+from fuelvk.kernels.rope import ROPE_TEXELS
 from fuelvk.runtime import loadpath
 from oracles import FLOATS, TOL
 
@@ -21,19 +22,23 @@ IDS = [str(d) for d in FLOATS]
 # (rows, cols, offset): a workgroup per row with several chunks per invocation and a partial last
 # chunk; rows whose length is no whole number of texels (so most rows start mid-texel) offset by
 # one; many short rows (one per invocation), aligned and offset by one
-CASES = [(3, 1029, 0), (5, 37, 1), (LANE_ROWS_MIN_ROWS + 3, 24, 0), (LANE_ROWS_MIN_ROWS + 1, 13, 1)]
+# one invocation per row (one per invocation), aligned and offset by one; a workgroup per row of whole
+# texels (ALIGN: no element-by-element path compiled), and of rows as long offset by one (no ALIGN: the
+# output's texels are whole but the rows are cut at x's)
+CASES = [(3, 1029, 0), (5, 37, 1), (LANE_ROWS_MIN_ROWS + 3, 24, 0), (LANE_ROWS_MIN_ROWS + 1, 13, 1), (2, 520, 0),
+         (2, 64, 1)]
 
 
 @pytest.fixture
 def launches(monkeypatch):
-    """(variant id, TEX, LANE_ROWS) of every row-kernel launch during the test (not the reductions'
-    final pass over weight-gradient partials)."""
+    """(variant id, TEX, LANE_ROWS, SPLIT, ALIGN) of every row-kernel launch during the test (not the
+    reductions' final pass over weight-gradient partials)."""
     ctx = runtime.get()
     seen, orig = [], ctx.launch
 
     def spy(v, *a, **k):
         if "TEX" in k and not v.id.startswith("reduce"):
-            seen.append((v.id, k["TEX"], k.get("LANE_ROWS", 0), k.get("SPLIT", 0)))
+            seen.append((v.id, k["TEX"], k.get("LANE_ROWS", 0), k.get("SPLIT", 0), k.get("ALIGN", 0)))
         return orig(v, *a, **k)
     monkeypatch.setattr(ctx, "launch", spy)
     return seen
@@ -45,18 +50,32 @@ def rows_of(a, rows, cols, off):
 
 
 def on_both_paths(monkeypatch, launches, f):
-    """f() (a tuple of arrays) with texel loads forced on and off: the results (identical bits) and
-    the TEX masks each path launched with."""
-    out, masks = {}, {}
+    """f() (a tuple of arrays) with texel loads forced on and off: the results (identical bits), the
+    TEX masks each path launched with and the LANE_ROWS values; the ALIGN masks must not depend on
+    the path."""
+    out, masks, aligns = {}, {}, {}
     for flag in ("1", "0"):
         monkeypatch.setenv(loadpath.ENV, flag)
         launches.clear()
         out[flag] = [np.asarray(r.numpy() if isinstance(r, fv.Array) else r) for r in f()]
         masks[flag] = [t for _, t, *_ in launches]
+        aligns[flag] = [al for *_, al in launches]
     for a, b in zip(out["1"], out["0"]):
         assert a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8))
     assert masks["1"] and not any(masks["0"]), masks
-    return out["1"], masks["1"], [lane for _, _, lane, _ in launches]
+    assert aligns["1"] == aligns["0"], aligns
+    return out["1"], masks["1"], [lane for _, _, lane, *_ in launches]
+
+
+def whole(dt, cols, off):
+    """True when rows of cols elements at element offset off are whole texels (the ALIGN bits)."""
+    per = 16 // np.dtype(dt).itemsize
+    return cols % per == 0 and off % per == 0
+
+
+def aligned_bits(launches, key, bits=ROW_TEXELS):
+    """Whether each launch had `key`'s ALIGN bit."""
+    return {bool(al & bits[key]) for *_, al in launches}
 
 
 def close(got, want, dt, scale=1.0):
@@ -87,24 +106,31 @@ def test_softmax_paths(dt, monkeypatch, launches):
         close(dx, x64 * (g64 - (x64 * g64).sum(-1, keepdims=True)), dt, scale=cols ** 0.5)
         assert all(m & ROW_TEXELS["x"] for m in masks), masks          # every row has whole texels
         assert set(lanes) == {int(rows >= LANE_ROWS_MIN_ROWS)}, (rows, lanes)
+        assert aligned_bits(launches, "x") == aligned_bits(launches, "o") == {whole(dt, cols, off)}, launches
 
 
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)
 def test_softmax_split_paths(dt, monkeypatch, launches):
     """Softmax over long rows split across invocations (SPLIT 1: per-part max and sum, SPLIT 2: combine
     and apply) on both load paths: one row, rows not divisible by the parts' chunks, offset by one
-    element; rows of -inf (NaN, as torch), with a NaN or +inf (NaN), -inf in whole parts only."""
+    element; rows of -inf (NaN, as torch), with a NaN or +inf (NaN), -inf in whole parts only. The
+    backward the same way (SPLIT 1: per-part dot(y, g), SPLIT 2: their sum in order, applied)."""
     n = 2 * ROW_SPLIT_MIN_ELEMS
     for rows, cols, off in [(1, n, 0), (3, n + 37, 1), (2, 2 * n + 5, 0)]:
         parts = row_split_parts(rows, cols)
         assert parts >= 2, (rows, cols, parts)
-        (x,) = inputs(dt, rows, cols, off, 1)
-        (y,), masks, _ = on_both_paths(monkeypatch, launches, lambda: (fv.softmax(rows_of(x, rows, cols, off)),))
-        assert [s for *_, s in launches] == [1, 2], launches
-        x64 = sl(x, rows, cols, off)
+        x, g = inputs(dt, rows, cols, off, 2)
+        (y, dx), masks, _ = on_both_paths(monkeypatch, launches, lambda: (
+            fv.softmax(rows_of(x, rows, cols, off)),
+            fv.softmax_backward(rows_of(x, rows, cols, off), rows_of(g, rows, cols, off))))
+        assert [(v.split(".")[0], s) for v, _, _, s, _ in launches] == [
+            ("softmax", 1), ("softmax", 2), ("softmax_last_dim_backward", 1), ("softmax_last_dim_backward", 2)], launches
+        x64, g64 = sl(x, rows, cols, off), sl(g, rows, cols, off)
         e = np.exp(x64 - x64.max(-1, keepdims=True))
         close(y, e / e.sum(-1, keepdims=True), dt)
+        close(dx, x64 * (g64 - (x64 * g64).sum(-1, keepdims=True)), dt, scale=cols ** 0.5)
         assert all(m & ROW_TEXELS["x"] for m in masks), masks
+        assert aligned_bits(launches, "x") == {whole(dt, cols, off)}, launches
     x = rng.standard_normal((5, n)).astype(dt)
     x[0] = -np.inf
     x[1, 77] = np.nan
@@ -112,7 +138,7 @@ def test_softmax_split_paths(dt, monkeypatch, launches):
     x[3, :n // 2 + 3] = -np.inf           # the first parts all -inf: they add nothing
     x[4, ::3] = -np.inf
     (y,), _, _ = on_both_paths(monkeypatch, launches, lambda: (fv.softmax(fv.asarray(x)),))
-    assert [s for *_, s in launches] == [1, 2], launches
+    assert [s for _, _, _, s, _ in launches] == [1, 2], launches
     assert np.isnan(y[:3].astype(np.float64)).all()
     for r in (3, 4):
         x64 = x[r].astype(np.float64)
@@ -153,6 +179,46 @@ def test_norm_paths(dt, monkeypatch, launches):
         for i, (a, e) in enumerate(zip(got, want)):
             close(a, e, dt, scale=(rows ** 0.5 if i in (3, 5, 6) else 1) * (4 if i in (2, 4) else 1))
         assert all(m & ROW_TEXELS["x"] for m in masks), masks
+        assert aligned_bits(launches, "x") == {whole(dt, cols, off)}, launches
+        assert aligned_bits(launches, "o") == {whole(dt, cols, off)}, launches
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_norm_split_paths(dt, monkeypatch, launches):
+    """rms_norm / layer_norm and their backward over few long rows split across invocations (SPLIT 1:
+    per-part sums, SPLIT 2: the row's parts combined in order, applied; the weight / bias gradients
+    from per-row partials) on both load paths: one row of whole texels, rows not divisible by the
+    parts' chunks offset by one element (the weight offset by one too); layer_norm of rows far from
+    zero (the parts' sums of squares about their own means, combined about the row's)."""
+    n = 2 * ROW_SPLIT_MIN_ELEMS
+    for rows, cols, off in [(1, n, 0), (3, n + 37, 1)]:
+        assert row_split_parts(rows, cols) >= 2
+        x, g, w = inputs(dt, rows, cols + 1, off, 3)
+        x[:len(x) // 2] += 100                   # the first parts' means far from the row's
+        W, B = fv.asarray(w)[1:cols + 1], fv.asarray(w)[:cols]
+
+        def run():
+            X, G = rows_of(x, rows, cols, off), rows_of(g, rows, cols, off)
+            dx, dw = fv.rms_norm_backward(X, G, 1e-5, W)
+            ldx, ldw, ldb = fv.layer_norm_backward(X, G, 1e-5, W, B)
+            return fv.rms_norm(X, 1e-5, W), dx, dw, fv.layer_norm(X, 1e-5, W, B), ldx, ldw, ldb
+        got, masks, _ = on_both_paths(monkeypatch, launches, run)
+        assert [(v.split(".")[0], s) for v, _, _, s, _ in launches] == [
+            (f, s) for f in ("rms_norm_last_dim_backward", "layer_norm_last_dim_backward", "rms_norm_last_dim",
+                             "layer_norm_last_dim") for s in (1, 2)], launches
+        x64, g64 = sl(x, rows, cols, off), sl(g, rows, cols, off)
+        w64, b64 = w[1:cols + 1].astype(np.float64), w[:cols].astype(np.float64)
+        rstd = 1 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-5)
+        xh, gw = x64 * rstd, g64 * w64
+        mu = x64.mean(-1, keepdims=True)
+        lr = 1 / np.sqrt(((x64 - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
+        lxh = (x64 - mu) * lr
+        want = [xh * w64, rstd * (gw - xh * (gw * xh).mean(-1, keepdims=True)), (g64 * xh).sum(0),
+                lxh * w64 + b64, lr * (gw - gw.mean(-1, keepdims=True) - lxh * (gw * lxh).mean(-1, keepdims=True)),
+                (g64 * lxh).sum(0), g64.sum(0)]
+        for i, (a, e) in enumerate(zip(got, want)):
+            close(a, e, dt, scale=(rows ** 0.5 if i in (2, 5, 6) else 1) * (4 if i in (1, 4) else 1))
+        assert aligned_bits(launches, "x") == {whole(dt, cols, off)}, launches
 
 
 def test_texel_limit_falls_back(monkeypatch, launches, device_limits):
@@ -187,6 +253,11 @@ def test_rope_paths(dt, monkeypatch, launches):
                 rotary_dim=rot),))
             want = torch_rope(xn, cos, sin, inter, rot, half)
             assert np.array_equal(y.view(np.uint8), want.view(np.uint8)), (h, s, d, rot, half, off, inter)
+            span = rot if inter else rot // 2       # every x chunk whole: rows and (NeoX) half rows of texels
+            x_whole = whole(dt, span, off) and whole(dt, d, off)
+            assert aligned_bits(launches, "x", ROPE_TEXELS) == {x_whole}, launches
+            assert aligned_bits(launches, "c", ROPE_TEXELS) == {whole(dt, span, 0) and whole(dt, d, 0)
+                                                                and not (half and inter)}, launches
 
 
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)
@@ -196,7 +267,7 @@ def test_cumsum_paths(dt, monkeypatch, launches):
     no whole number of texels; along a leading axis, slices side by side as texels (COLS) or element by
     element."""
     from fuelvk.ops.reduction import cumulative_prod_along
-    for rows, cols, off in [(6, 40, 0), (5, 37, 1), (3, 2000, 0), (2, 3001, 1)]:
+    for rows, cols, off in [(6, 40, 0), (5, 37, 1), (3, 2000, 0), (2, 3001, 1), (3, 64, 1)]:
         (x,) = inputs(dt, rows, cols, off, 1)
         x = (x.astype(np.float64) / 64 + 1).astype(dt)      # products of thousands stay near 1
         (cs, cp), masks, _ = on_both_paths(monkeypatch, launches, lambda: (
@@ -205,6 +276,8 @@ def test_cumsum_paths(dt, monkeypatch, launches):
         close(cs, np.cumsum(x64, -1), dt, scale=cols ** 0.5)
         np.testing.assert_allclose(cp.astype(np.float64), np.cumprod(x64, -1), rtol=2 * TOL[np.dtype(dt)][0] * cols)
         assert all(m & CUMSUM_TEXELS["x"] for m in masks), masks
+        assert aligned_bits(launches, "x", CUMSUM_TEXELS) == aligned_bits(launches, "o", CUMSUM_TEXELS) == {
+            whole(dt, cols, off)}, launches
     # along a leading axis: 16 adjacent columns walk as texels (COLS), also offset by a whole texel of
     # f32; offset by one element or 7 columns: element by element (no view bound)
     for rows, cols, off, views in [(300, 16, 0, True), (30, 16, 4, np.dtype(dt).itemsize >= 4), (30, 16, 1, False),
@@ -228,14 +301,14 @@ def test_cumsum_split_paths(dt, monkeypatch, launches):
         assert _cumsum_parts(rows, cols, None) >= 2
         x = rng.integers(-8, 9, size=rows * cols + off).astype(dt)
         (cs,), masks, _ = on_both_paths(monkeypatch, launches, lambda: (fv.cumsum(rows_of(x, rows, cols, off), axis=-1),))
-        assert [s for *_, s in launches] == [1, 2], launches
+        assert [s for _, _, _, s, _ in launches] == [1, 2], launches
         assert np.array_equal(cs, np.cumsum(sl(x, rows, cols, off), -1).astype(dt)), (rows, cols, off)
         assert all(m & CUMSUM_TEXELS["x"] for m in masks), masks
     x = (rng.uniform(-1, 1, n + 3) / 256 + 1).astype(dt)
     (cp,), _, _ = on_both_paths(monkeypatch, launches, lambda: (cumulative_prod_along(fv.asarray(x)[3:], 0),))
-    assert [s for *_, s in launches] == [1, 2], launches
+    assert [s for _, _, _, s, _ in launches] == [1, 2], launches
     np.testing.assert_allclose(cp.astype(np.float64), np.cumprod(x[3:].astype(np.float64)), rtol=2 * TOL[np.dtype(dt)][0] * n)
     x = rng.integers(-8, 9, size=(n + 3, 3)).astype(dt)      # along a leading axis: strided, no views
     (cs,), masks, _ = on_both_paths(monkeypatch, launches, lambda: (fv.cumsum(fv.asarray(x), axis=0),))
-    assert [s for *_, s in launches] == [1, 2] and not any(masks), launches
+    assert [s for _, _, _, s, _ in launches] == [1, 2] and not any(masks), launches
     assert np.array_equal(cs, np.cumsum(x.astype(np.float64), 0).astype(dt))

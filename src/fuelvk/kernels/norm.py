@@ -1,6 +1,6 @@
 """Softmax (+ backward), RMSNorm and LayerNorm (+ backwards): a workgroup per row, or one invocation
-per row for many short rows (LANE_ROWS), or (softmax forward, long rows) each row across several
-invocations in two passes (SPLIT, row_split_parts).
+per row for many short rows (LANE_ROWS), or (softmax and RMSNorm, forward and backward, few long rows)
+each row across several invocations in two passes (SPLIT, row_split_parts).
 
 shaders/softmax.comp (forward, BACKWARD) and shaders/norm.comp (RMS / LN x forward / BACKWARD)
 share shaders/rows.glsl (compensated per-invocation sums and a tree across the workgroup) and
@@ -24,24 +24,26 @@ _TEX = id_defines(TEX=ROW_TEXELS)
 LANE_ROWS_MAX_COLS = SHORT_ROW_MAX
 LANE_ROWS_MIN_ROWS = 8
 
-# Softmax over long rows splits each row across `parts` invocations (SPLIT: a partials pass and a
-# combine + apply pass, no barriers) instead of one invocation or one workgroup per row: parts is the
-# largest power of two with at least ROW_SPLIT_MIN_ELEMS elements per invocation, at most
-# ROW_SPLIT_MAX_PARTS (each invocation of the second pass reads and combines its row's parts
-# partials: storage-buffer loads and an exp each) and no more than needed for ROW_SPLIT_INVOCATIONS
-# invocations in all (the strided reductions' device-filling count). Measured on lavapipe (f32
-# softmax, ms, best of 4 interleaved rounds on a loaded host; one row per workgroup or invocation ->
-# split): [4, 128256] 4.4 -> 2.0 (8 parts; 16: 2.6-2.9), [32, 4096] 0.81 -> 0.74 (2-4 parts; 16:
-# 0.95), [64, 16384] 23 -> 4.9, [4, 32768] 1.1 -> 0.78, [1, 4096] 0.072 -> 0.077 (4 parts; 8: 0.060);
+# Softmax (forward and backward) and RMSNorm (forward and backward) over long rows split each row across
+# `parts` invocations (SPLIT: a partials pass and a combine + apply pass, no barriers) instead of one
+# invocation or one workgroup per row: parts is the largest power of two with at least
+# ROW_SPLIT_MIN_ELEMS elements per invocation, at most ROW_SPLIT_MAX_PARTS (each invocation of the
+# second pass reads and combines its row's parts partials: storage-buffer loads) and no more than
+# needed for ROW_SPLIT_INVOCATIONS invocations in all (the strided reductions' device-filling count).
+# Measured on lavapipe (f32, ms, best of 4 interleaved rounds on a loaded host, rows whole texels;
+# split -> one workgroup per row): softmax [1, 4096] 0.054 -> 0.046, [8, 4096] 0.127 -> 0.115,
+# [32, 4096] 0.411 -> 0.404 (the second dispatch costs more than the split gains up to 4096 elements
+# per row), [4, 16384] 0.22 -> 0.31; rms_norm [1, 2048] 0.041 -> 0.026,
+# [4, 16384] 0.13 -> 0.20, [4, 65536] 0.54 -> 0.72 (backward 0.67 -> 1.07).
 # [4096, 64] split in 4+ parts of 16 elements took 6-100 ms (the combine), so short rows never split.
-ROW_SPLIT_MIN_ELEMS = 1024
+ROW_SPLIT_MIN_ELEMS = 4096
 ROW_SPLIT_MAX_PARTS = 8
 ROW_SPLIT_INVOCATIONS = ANY_DIM_INVOCATIONS
 ROW_SPLIT_WG = 8          # invocations per workgroup of the split passes (no barriers: small is free)
 
 
 def row_split_parts(rows, cols, budget=None):
-    """Invocations per row for softmax's split passes (a power of two >= 2), or 0 (no split), from the
+    """Invocations per row for the split passes (a power of two >= 2), or 0 (no split), from the
     row length and the device-filling invocation count (never the device's name); `budget`:
     Device.loop_budget (each pass walks cols / parts elements in 16-byte chunks per invocation)."""
     if rows <= 0:

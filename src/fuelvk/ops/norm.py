@@ -30,7 +30,7 @@ from ..kernels.reduction import row_wg
 from ._core import binding_limit, contiguous, device_args, fits, new_like, result, rowwise, scalar_words
 from .casts import astype
 from .movement_core import ascontiguousarray
-from .reduction import accum_dtype, sum_over_groups, texel_views
+from .reduction import accum_dtype, sum_over_groups, texel_views, whole_rows
 
 __all__ = ["softmax", "softmax_backward", "rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward",
            "fused_add_rmsnorm"]
@@ -115,19 +115,21 @@ def _softmax_launch(fam, op, y_or_x, g, axis):
     if rows and cols:
         ctx = runtime.get()
         grad = {} if g is None else {"grad": gv}
-        views, tex = texel_views(ROW_TEXELS, {"x": v, **({} if g is None else {"g": gv})}, {"o": out})
+        loads = {"x": v, **({} if g is None else {"g": gv})}
+        views, tex = texel_views(ROW_TEXELS, loads, {"o": out})
         args = dict(out=out, x=v, **grad, **views, n_rows=rows, n_cols=cols, off_out=0, off_x=v.offset,
-                    off_g=gv.offset if g is not None else 0, TEX=tex)
-        parts = row_split_parts(rows, cols, ctx.device.loop_budget) if g is None else 0
+                    off_g=gv.offset if g is not None else 0, TEX=tex,
+                    ALIGN=whole_rows(ROW_TEXELS, {**loads, "o": out}, cols))
+        parts = row_split_parts(rows, cols, ctx.device.loop_budget)
         if parts:
             wg = ROW_SPLIT_WG
-            part = new_like((2 * rows * parts,), accum_dtype(x.dtype))
+            part = new_like(((1 if g is not None else 2) * rows * parts,), accum_dtype(x.dtype))
             for split in (1, 2):
                 ctx.launch(kernel(fam, tag), ctx.groups(-(-rows * parts // wg)), **args, part=part, parts=parts,
                            WG=wg, LANE_ROWS=0, SPLIT=split)
         else:
             wg, lane, per_group = _row_plan(ctx, op, fam, tag, rows, cols, 2 if g is not None else 3)
-            extra = {} if g is not None else {"part": out, "SPLIT": 0}
+            extra = {"part": out, "SPLIT": 0}
             ctx.launch(kernel(fam, tag), ctx.groups(-(-rows // per_group)), **args, **extra, parts=0, WG=wg,
                        LANE_ROWS=lane)
     return result(_restore(out, v.shape, perm, numpy_out), numpy_out)
@@ -192,10 +194,32 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
     loads = {"x": x, "w": w}
     loads.update({"g": g} if backward else {"r": b})
     views, tex = texel_views(ROW_TEXELS, loads, {"o": out})
+    align = whole_rows(ROW_TEXELS, {**loads, "o": out}, cols)
     # weight/bias/part not given: `out` stands in (the kernel does not touch them: HAS_W etc. are 0)
     args = dict(out=out, x=x, weight=w if w is not None else out, n_rows=rows, n_cols=cols, off_out=0,
                 off_x=x.offset, off_w=w.offset if w is not None else 0, eps=eps_w, WG=wg, HAS_W=int(w is not None),
-                **views, TEX=tex, LANE_ROWS=lane)
+                **views, TEX=tex, ALIGN=align, LANE_ROWS=lane, parts=0)
+    acc = accum_dtype(x.dtype)
+    # few long rows: each row across `parts` invocations, two passes (norm.comp's SPLIT; the weight-gradient
+    # partials then [rows, n_grad, cols]: one unit per row)
+    parts = row_split_parts(rows, cols, budget)
+    if parts and n_grad and n_grad * rows * cols * acc.itemsize > binding_limit():
+        parts = 0
+    if parts:
+        part = new_like((n_grad * rows * cols,), acc) if n_grad else None
+        kw = (dict(grad=g, part=part if part is not None else out, off_g=g.offset, off_b=0, HAS_B=0,
+                   WGRAD=int(part is not None)) if backward else
+              dict(bias=b if b is not None else out, off_g=0, off_b=b.offset if b is not None else 0,
+                   HAS_B=int(b is not None), WGRAD=0))
+        n_sums = (5 if ln else 2) if backward else (3 if ln else 1)    # norm.comp's NS
+        args.update(WG=ROW_SPLIT_WG, LANE_ROWS=0, parts=parts, sums=new_like((n_sums * rows * parts,), acc))
+        for split in (1, 2):
+            ctx.launch(kernel(fam, tag), ctx.groups(-(-rows * parts // ROW_SPLIT_WG)), **args, **kw,
+                       rows_per_group=1, n_groups=rows, SPLIT=split)
+        if part is not None:
+            grads = sum_over_groups(part, rows, x.dtype)
+        return out, grads, cols, numpy_out
+    args.update(sums=out, SPLIT=0)
     if backward:
         wgrad = n_grad > 0
         if wgrad:
@@ -290,11 +314,13 @@ def fused_add_rmsnorm(x, residual, weight, eps=1e-6):
     if rows and cols:
         ctx = runtime.get()
         wg, lane, per_group = _row_plan(ctx, op, fam, tag, rows, cols, 2)
-        views, tex = texel_views(ROW_TEXELS, {"x": x, "w": w, "r": res}, {"o": out})
+        loads = {"x": x, "w": w, "r": res}
+        views, tex = texel_views(ROW_TEXELS, loads, {"o": out})
         ctx.launch(kernel(fam, tag), ctx.groups(-(-rows // per_group)), out=out, x=x, weight=w, residual=res,
                    **views, n_rows=rows, n_cols=cols, off_out=0, off_x=x.offset, off_g=0, off_w=w.offset,
                    off_res=res.offset, rows_per_group=1, n_groups=rows, eps=scalar_words(op, eps, x.dtype), WG=wg,
-                   HAS_W=1, HAS_B=0, WGRAD=0, TEX=tex, LANE_ROWS=lane)
+                   HAS_W=1, HAS_B=0, WGRAD=0, TEX=tex, LANE_ROWS=lane, parts=0,
+                   ALIGN=whole_rows(ROW_TEXELS, {**loads, "o": out}, cols))
     if host_res is not None:
         host_res[...] = res.numpy()
     return result(out, numpy_out)

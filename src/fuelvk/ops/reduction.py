@@ -98,6 +98,24 @@ def texel_views(bits, loads, stores=None):
     return views, tex
 
 
+def whole_rows(bits, operands, n, grid="x"):
+    """The row kernels' ALIGN spec constant (shaders/common/rowchunks.glsl): the bits (from `bits`) of
+    the operands (key -> Array, or None: not in the launch) whose every chunk is one whole aligned
+    16-byte texel, i.e. rows of n elements each start on a texel: n and the operand's element offset
+    are multiples of the elements per texel. The kernels cut every operand's row at the texels of
+    operands[grid], so none is whole unless that one is. Those operands skip the element-by-element
+    path, which SIMD CPU drivers otherwise run under a mask beside every whole chunk."""
+    g = operands[grid]
+    if n % (TEXEL_BYTES // g.dtype.itemsize) or g.offset % (TEXEL_BYTES // g.dtype.itemsize):
+        return 0
+    out = 0
+    for key, a in operands.items():
+        if a is not None:
+            per = TEXEL_BYTES // a.dtype.itemsize
+            out |= bits[key] if n % per == 0 and a.offset % per == 0 else 0
+    return out
+
+
 def accum_dtype(dt):
     return _dt.float64 if dt == _dt.float64 else _dt.float32
 
@@ -671,9 +689,18 @@ def _cumulative(op, x, axis, prod):
     rows = x.strides[ax] == 1 and out.strides[ax] == 1       # the slices' elements adjacent: 16-byte chunks
     cols = serial_ok and not rows and _adjacent_slices(x, out, ax, shape, s_in, s_out)
     views, tex = texel_views(CUMSUM_TEXELS, {"x": x if rows or cols else None}, {"o": out if rows or cols else None})
+    per = TEXEL_BYTES // x.dtype.itemsize
+    # ALIGN (rowchunks.glsl): every chunk whole. COLS: checked above; ROWS: each slice starts on a texel
+    # (offset and every outer stride) and holds whole texels (d; segments are whole chunks of it).
+    # The slices are cut at x's texels, so out's chunks are whole only where x's are.
+    align = 0
+    for key, a, strides in (("x", x, s_in), ("o", out, s_out)):
+        if cols or (rows and d % per == 0 and all(t % per == 0 for n, t in zip(shape, strides) if n > 1)
+                    and a.offset % per == 0 and (key == "x" or align)):
+            align |= CUMSUM_TEXELS[key]
     args = dict(out=out, x=x, n_slices=n_slices, d=d, rank=len(shape), off_in=x.offset, off_out=out.offset,
                 s_ax=x.strides[ax], so_ax=out.strides[ax], shape=shape, s_in=s_in, s_out=s_out, PROD=prod,
-                ROWS=int(rows), COLS=int(cols), TEX=tex, **views)
+                ROWS=int(rows), COLS=int(cols), TEX=tex, ALIGN=align, **views)
     parts = 0 if cols or (serial_ok and (n_slices >= 256 or d < 1024)) else _cumsum_parts(n_slices, d, budget)
     if parts:         # long axes, few slices: segments of each slice over invocations, two passes
         part = new_like((n_slices * parts,), accum_dtype(x.dtype))
@@ -683,7 +710,6 @@ def _cumulative(op, x, axis, prod):
         return result(out, numpy_out)
     args.update(part=out, parts=0, SPLIT=0)
     if cols:          # PER slices per invocation, no barriers (a workgroup per slice is barrier-bound)
-        per = TEXEL_BYTES // x.dtype.itemsize
         ctx.launch(kernel("cumsum", tag), ctx.groups(-(-n_slices // per // _CUMSUM_WG)), **args, WG=_CUMSUM_WG,
                    SCAN=0)
     elif serial_ok and (n_slices >= 256 or d < 1024):

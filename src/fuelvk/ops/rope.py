@@ -20,6 +20,7 @@ from ..errors import DTypeError, ShapeError
 from ..kernels import kernel
 from ..kernels.rope import FLAG_HALF_TABLE, FLAG_INTERLEAVED, ROPE_TEXELS, ROPE_WG
 from ._core import blockwise, contiguous, device_args, fits, new_like, result
+from ..runtime.loadpath import TEXEL_BYTES
 from .reduction import texel_views
 
 __all__ = ["rope"]
@@ -93,10 +94,20 @@ def rope(x, cos, sin, *, interleaved=False, rotary_dim=None):
     total = o0 * o1 * seq                                       # rows: one invocation each
     flags = (FLAG_INTERLEAVED if interleaved else 0) | (FLAG_HALF_TABLE if half else 0)
     views, tex = texel_views(ROPE_TEXELS, {"x": x, "c": cos, "s": sin}, {"o": out})
+    # ALIGN (rowchunks.glsl): operands whose every chunk is a whole texel. The kernel reads x / the tables
+    # in chunks from each row's start (+ rot/2 for NeoX's partner), writes rows of head_dim.
+    per = TEXEL_BYTES // x.dtype.itemsize
+    span = rot if interleaved else rot // 2                      # the chunked run from each row's start
+    row_ok = span % per == 0 and hd % per == 0
+    align = 0
+    for key, a, strides in (("x", x, xs[:3]), ("c", cos, cst), ("s", sin, sst), ("o", out, [hd])):
+        halves = key in "cs" and half and interleaved      # GPT-J's half tables: half chunks
+        if row_ok and not halves and a.offset % per == 0 and all(t % per == 0 for t in strides):
+            align |= ROPE_TEXELS[key]
     ctx = runtime.get()
     ctx.launch(kernel("rope", tag), ctx.groups(-(-total // ROPE_WG)), out=out, x=x, cos=cos, sin=sin, **views,
                o1=o1, seq=seq, head_dim=hd, rot=rot, flags=flags, total=total, off_x=x.offset, off_c=cos.offset,
-               off_s=sin.offset, xs=xs[:3], cs=cst, ss=sst, TEX=tex)
+               off_s=sin.offset, xs=xs[:3], cs=cst, ss=sst, TEX=tex, ALIGN=align)
     return result(out, numpy_out)
 
 
