@@ -91,21 +91,24 @@ def _lanes(v):
 
 
 def _pass_plan(op, v, lanes, draws):
-    """(passes a launch, draws a DRAW pass, passes in all) within Device.loop_budget: a DRAW pass
-    costs at most what a search pass does; with no cap, every pass in one launch."""
+    """[(passes, draws a DRAW pass)] a launch each, within Device.loop_budget: launches of as many
+    passes as fit until every row's cut is found (CUT_PASSES; a row that gets to its draws early
+    takes as many a pass as a search pass costs), then launches of one DRAW pass each taking as many
+    draws as the budget allows; with no cap, one launch."""
     budget = runtime.get().device.loop_budget
     chunk = -(-v // lanes)
     cost = PASS_LOOP[0] * chunk + PASS_LOOP[1]
     if budget is None:
-        return CUT_PASSES + 1, draws, CUT_PASSES + 1
+        return [(CUT_PASSES + 1, draws)]
     if cost > budget:
         raise UnsupportedError(f"{op}: one pass over a row of {v} tokens needs {cost} loop iterations per "
                                f"invocation, over this device's loop budget of {budget} (accepted: vocab <= "
                                f"{(budget - PASS_LOOP[1]) // PASS_LOOP[0] * lanes})")
     per_draw = DRAW_LOOP[0] * -(-chunk // NT) + DRAW_LOOP[1]
-    batch = max(1, (cost - 2 * chunk - NT) // per_draw) * lanes
-    total = CUT_PASSES + -(-draws // batch)
-    return min(total, budget // cost), batch, total
+    passes = min(CUT_PASSES + 1, budget // cost)
+    small = max(1, (cost - 2 * chunk - NT) // per_draw) * lanes
+    big = max(1, (budget - 2 * chunk - NT - PASS_LOOP[1]) // per_draw) * lanes
+    return [(passes, small)] * -(-CUT_PASSES // passes) + [(1, big)] * -(-draws // big)
 
 
 def _sample(op, probs, top_k, top_p, seed, num_samples):
@@ -132,7 +135,7 @@ def _sample(op, probs, top_k, top_p, seed, num_samples):
     state = asarray(_initial_state(b, v, k_rows))
     uni = asarray(_uniforms(b * draws, seed).astype(np.float32).reshape(b, draws))
     wg, lanes = _lanes(v)
-    passes, batch, total = _pass_plan(op, v, lanes, draws)
+    plan = _pass_plan(op, v, lanes, draws)
     p = contiguous(p)
     o2 = out.reshape(b, draws)
     ctx = runtime.get()
@@ -151,7 +154,7 @@ def _sample(op, probs, top_k, top_p, seed, num_samples):
             raise FuelVKMemoryError(f"{op}: one row of {v} float32 tokens is over one binding "
                                     f"(maxStorageBufferRange = {lim} bytes)")
         n = window.shape[0]
-        for _ in range(-(-total // passes)):               # finished rows return at once
+        for passes, batch in plan:                         # finished rows return at once
             ctx.launch(kernel("sampling", "f32"), (-(-n * lanes // wg), 1, 1), probs=window, row_args=a_w,
                        state=s_w, out=o_w, uniforms=u_w, vocab=v, off=window.offset, passes=passes, n_rows=n,
                        off_args=a_w.offset // 4, off_state=s_w.offset, off_out=2 * o_w.offset,
