@@ -13,8 +13,7 @@
 //   MODE_GATHER        src = c                       (flip: the host passes the flipped strides)
 //   MODE_ROLL          src = (c + lo) mod dim        (lo already in [0, dim))
 //   MODE_TRIU / TRIL   keep where col - row >= k / <= k (last two dims), else 0
-//   MODE_PAD_CONST     src = c - lo, outside [0, dim) -> fill  (pad backward const: lo = -left);
-//                      the read is clamped into the source and selected away (host: source not empty)
+//   MODE_PAD_CONST     src = c - lo, outside [0, dim) -> fill  (pad backward const: lo = -left)
 //   MODE_PAD_REFLECT   src = c - lo mirrored without repeating the edge (host: pads < dim)
 //   MODE_PAD_REPLICATE src = clamp(c - lo, 0, dim - 1)
 // Moves never interpret the bits (common/width.glsl), so every dtype of a width is bit-exact.
@@ -66,7 +65,6 @@ int source_coord(int c, int lo, int dim, inout bool inside) {
 #elif MODE == MODE_PAD_CONST
     c -= lo;
     inside = inside && c >= 0 && c < dim;
-    c = max(min(c, dim - 1), 0);            // read in range everywhere (host: the source is not empty)
 #elif MODE == MODE_PAD_REFLECT
     c -= lo;
     if (c < 0) c = -c;
@@ -107,8 +105,8 @@ W value_at(int src, bool row_inside, int row_c, uint col) {
     W v = load_a(uint(s));                  // in range everywhere: a select, not a branch
     return inside ? v : zero_word();
 #elif MODE == MODE_PAD_CONST
-    W v = load_a(uint(s));                  // clamped in range: a select, not a branch
-    return inside ? v : fill_value();
+    if (!inside) return fill_value();       // never read outside the source
+    return load_a(uint(s));
 #else
     return load_a(uint(s));
 #endif

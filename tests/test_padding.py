@@ -60,8 +60,8 @@ def test_pad_views_and_ranks(mode):
 @pytest.mark.parametrize("path", ["texel", "ssbo"], indirect=True)
 @pytest.mark.parametrize("dt", WIDTHS + [np.dtype(np.int8)], ids=str)
 def test_pad_constant_paths(dt, path):
-    """pad constant reads a clamped source element and selects the fill, on both load paths: empty
-    sources (all fill, nothing to read), sub-word outputs, strided views, fill rows above rank 6."""
+    """pad constant on both load paths: empty sources (all fill, nothing to read), sub-word outputs,
+    strided views, fill rows above rank 6."""
     rng = np.random.default_rng(5)
     value = True if dt == np.bool_ else (-3 if dt.kind == "i" else np.nan)
     a = bits((5, 9), dt, rng)

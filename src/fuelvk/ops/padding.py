@@ -16,8 +16,7 @@ from ..kernels import kernel
 from ..kernels.movement import WG
 from ..kernels.padding import BACKWARD_RUN
 from ._core import blocks, device_args, element_words, fits, new_like, result
-from ..array import asarray
-from .movement import _check_scalar, _remap_texels, _width_tag, launch_remap, launch_write
+from .movement import _check_scalar, _remap_texels, _width_tag, launch_remap
 from ..kernels.registry import storage_twin
 from .casts import astype
 
@@ -75,10 +74,7 @@ def pad(x, pad_width, mode="constant", constant_values=0):
         raise ShapeError(f"pad: constant_values applies to mode 'constant' only, got mode {mode!r}")
     out_shape = tuple(n + b + a for n, (b, a) in zip(xa.shape, pads))
     out = new_like(out_shape, xa.dtype)
-    if out.size and not xa.size:   # all padding: pad_const reads a clamped source element, so it needs one
-        one = np.array(fill, "<u4").view(np.uint8)[:xa.dtype.itemsize].view(xa.dtype).reshape(())
-        launch_write(kernel("write_slice", tag), out, asarray(one).broadcast_to(out_shape))
-    elif out.size:
+    if out.size:
         launch_remap("pad", kernel(f"pad_{m}", tag), out, xa, xa.strides, [b for b, _ in pads], list(xa.shape),
                      fill=fill, mode=f"pad_{m}")
     return result(out, numpy_out)
