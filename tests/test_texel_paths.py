@@ -135,7 +135,8 @@ def test_cast_constant_input(pair, path):
 def test_take_rows_bits(dt, path, launched):
     """take / index_select: rows of whole texels read through x's texel view on the texel path (one
     texel per invocation, at x's texel offset), other rows (not whole texels, an offset inside a
-    texel) and the storage path through the view-less twin; numpy's bits, i32 / i64 / negative ids."""
+    texel) through gather's texel reads and word stores there; the storage path through the
+    view-less twin; numpy's bits, i32 / i64 / negative ids."""
     per = 16 // np.dtype(dt).itemsize
     flat = (rng.integers(0, 255, 7 * 9 * 3 * per + per + 2) if np.dtype(dt).kind == "u"
             else rng.standard_normal(7 * 9 * 3 * per + per + 2) * 3).astype(dt)
@@ -152,7 +153,10 @@ def test_take_rows_bits(dt, path, launched):
                 got = fv.take(V, fv.asarray(idx), axis).numpy()
                 assert np.array_equal(bits(got, dt), bits(np.take(v, idx, axis), dt)), (v.shape, axis, idx)
     assert any(i.startswith("index_select.") for i in launched) == (path == "texel"), launched
-    assert any(i.startswith("index_select_ssbo.") for i in launched)
+    if path == "texel":
+        assert any(i.startswith("gather.") for i in launched), launched
+    else:
+        assert any(i.startswith("index_select_ssbo.") for i in launched), launched
 
 
 def test_plan_choice(monkeypatch):
