@@ -51,7 +51,7 @@ def mid_cases(shape, dt, rng):
     h = fv.asarray(rng.standard_normal((B, H * S, D)).astype(dt))
     g = fv.asarray(rng.standard_normal((B, 1, D)).astype(dt))
     return {"q*q2 (same)": (q, q2), f"q*cos[{B},1,S,D]": (q, cos), "q*cos[1,1,S,D]": (q, cos1),
-            f"qT*cos[{B},1,S,D]": (qt, cos), f"h*g[{B},1,D]": (h, g)}
+            f"qT*cos[{B},1,S,D]": (qt, cos), "qT*cos[1,1,S,D]": (qt, cos1), f"h*g[{B},1,D]": (h, g)}
 
 
 def main(argv=None):
