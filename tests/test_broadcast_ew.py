@@ -262,7 +262,8 @@ def test_mid_mixed(flags):
 
 def test_mid_plan_linear(monkeypatch):
     """An aligned MID operand (run and offset multiples of 4) runs LINEAR with its texel view bound, as
-    the contiguous product of that shape does; an odd run keeps the index path."""
+    the contiguous product of that shape does, also beside a strided unit operand (a transposed q,
+    whose view is bound too); an odd run keeps the index path."""
     monkeypatch.setenv(loadpath.ENV, "1")
     ctx = runtime.get()
     mul = fv.kernels.elementwise.variant("binary", "f32", ctx.device.features)
@@ -277,6 +278,10 @@ def test_mid_plan_linear(monkeypatch):
     (_, groups, push), = plan(o, [q, cos])[0]
     assert groups == lin and struct.unpack_from("<I", push, 8)[0] & FLAGS["b_mid"]
     assert plan(o, [q, cos])[2] == (1, 2, 0)                               # cos's view is bound
+    qt = fv.asarray(np.ones((2, 16, 8, 16), np.float32)).transpose(0, 2, 1, 3)  # a strided unit input
+    (_, groups, _), = plan(o, [qt, cos])[0]
+    assert groups == lin and plan(o, [qt, cos])[2] == (1, 2, 0)           # both views bound
+    assert plan(o, [qt[:, ::-1], cos])[2] == (1, 2, 0)                      # negative strides too
     (_, groups, push), = plan(fv.asarray(np.zeros((2, 8, 15, 17), np.float32)),     # run 255: index path
                               [fv.asarray(np.ones((2, 1, 15, 17), np.float32)),
                                fv.asarray(np.ones((2, 8, 15, 17), np.float32))])[0]

@@ -283,6 +283,7 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
         mid = False                     # some input is a MID broadcast (its stride words replaced)
         st = list(st)
         reads = [m] * len(st)           # per input: the elements past its offset it reads (texel views)
+        units = []                      # strided inputs read as 4-element units
         for k, s in enumerate(st):
             if tuple(s) == contig:
                 flags |= _CONTIGUOUS[k]
@@ -301,7 +302,11 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
                         linear = linear and runs[0] % 4 == 0 and offs[k] % 4 == 0
                         continue
                     strided = True     # LINEAR still, where it reads as 4-element units
-                    linear = linear and bcast_ok and strided_ok and _strided_unit(sub, s, offs[k])
+                    unit = bcast_ok and strided_ok and _strided_unit(sub, s, offs[k])
+                    linear = linear and unit
+                    if unit:           # its texel view covers up to its highest element
+                        units.append(k)
+                        reads[k] = 1 + sum((e - 1) * t for e, t in zip(sub, s) if t > 0)
                     continue
                 inner = run
                 flags |= _ROW[k] if kind == "row" else _COL[k]
@@ -309,11 +314,11 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
         off_o = out.offset + o
         linear = linear and off_o % 4 == 0
         bcast_linear = linear and bool(inner or strided or mid)   # BCAST: ROW / COL / MID / strided unit inputs
-        # Texel loads: LINEAR chunks whose contiguous (and ROW, MID) inputs all have views covering what
-        # they read.
-        contig_in = [k for k in range(len(inputs)) if flags & (_CONTIGUOUS[k] | _ROW[k] | _MID[k])]
+        # Texel loads: LINEAR chunks whose contiguous (and ROW, MID, strided unit) inputs all have views
+        # covering what they read.
+        contig_in = [k for k in range(len(inputs)) if flags & (_CONTIGUOUS[k] | _ROW[k] | _MID[k]) or k in units]
         big = m * out.dtype.itemsize >= min_bytes
-        tex = bool(views) and linear and not strided and big and texels and texels[0] and bool(contig_in) and all(
+        tex = bool(views) and linear and big and texels and texels[0] and bool(contig_in) and all(
             _texel_ok(offs[k], inputs[k].dtype.itemsize, inner if flags & _ROW[k] else reads[k], texels[3 + k])
             for k in contig_in)
         # Texel stores: the same, for an output whose 4-element units are whole texels (f32, f64).
