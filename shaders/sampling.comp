@@ -13,13 +13,16 @@
 //             k-th value.
 //   K_TIES    the k-th value's ties kept in index order (the index of the take-th tie) and the kept mass
 //             (the renormalization's denominator).
-//   P_START   r = the top-k renormalized row (or x): its max and first argmax (greedy rows end here:
-//             torch.argmax), its positive mass; a row whose mass is <= p keeps everything.
+//   P_START   r = the top-k renormalized row (or x): its max and first argmax (greedy rows: every draw
+//             takes it, torch.argmax), its positive mass; a row whose mass is <= p keeps everything.
 //   P_BISECT  top-p cut, NT-way as K_BISECT: the least value w whose mass above it is <= p (count and
 //             mass of r > each edge).
 //   P_TIES    of w's ties, floor((p - mass above w) / w) + 1 kept in index order.
 //   DRAW      inverse CDF in index order over the kept weights: the first position whose cumulative
-//             weight passes u * total (u from the host's seeded generator), written as int64.
+//             weight passes u * total (u from the host's seeded generator), written as int64; `draws`
+//             draws a row (each its own u), draw_batch of them a pass, the cut search done once: a draw
+//             finds its lane by a binary search over the lanes' scanned sums and its sub-block (SUB a
+//             chunk) by their running sums, then walks that sub-block only.
 // Ordered passes (ties, draw) give each invocation a contiguous chunk of the row and scan the chunk
 // sums across the workgroup; the unordered ones read the row strided (coalesced).
 layout(constant_id = 0) const uint WG = 64;        // a power of two, <= MAX_WG
@@ -27,14 +30,16 @@ layout(constant_id = 1) const uint LANES = 64;     // invocations per row: WG or
 layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) readonly buffer Probs { float x[]; };
-layout(set = 0, binding = 1) readonly buffer RowArgs { uvec4 row_arg[]; };   // (k, p bits, u bits, flags)
+layout(set = 0, binding = 1) readonly buffer RowArgs { uvec4 row_arg[]; };   // (k, p bits, unused, flags)
 layout(set = 0, binding = 2) buffer State { uint st[]; };                     // STATE_WORDS per row
-layout(set = 0, binding = 3) writeonly buffer Out { uint o[]; };              // int64 words
+layout(set = 0, binding = 3) writeonly buffer Out { uint o[]; };              // int64 words, [rows, draws]
+layout(set = 0, binding = 4) readonly buffer Uniforms { float uni[]; };      // [rows, draws] in [0, 1)
 
 layout(push_constant) uniform Params {
     uint vocab; uint off; uint passes; uint n_rows;   // off: x's offset; n_rows: the rows of this window
     uint off_args; uint off_state; uint off_out;      // the window's first row in row_arg / st / o (words: uvec4s
-} pc;                                                 // for row_arg)
+    uint off_uni; uint draws; uint draw_batch;        // for row_arg) / uni; draws a row, draws a DRAW pass
+} pc;
 
 // Word layout of a row's state (ops/sampling.py writes the initial words).
 #define S_PHASE 0u
@@ -49,7 +54,9 @@ layout(push_constant) uniform Params {
 #define S_PT 9u       // top-p threshold bits: kept r > pt, and its ties up to index p_end
 #define S_PEND 10u
 #define S_TAKE 11u
-#define STATE_WORDS 12u
+#define S_DRAWN 12u   // draws done
+#define STATE_WORDS 13u
+#define SUB NT        // a DRAW pass's sub-blocks a chunk (their running sums in s_bm)
 
 shared float s_f[WG];
 shared uint s_u[WG];
@@ -60,7 +67,6 @@ shared uint s_bc[(NT + 1) * WG];
 
 const float LAST_BELOW = 1.0 - 1.0 / 8388608.0;   // keeps a draw's target below the row's total
 
-uint ow;     // the row's int64 result in o
 uint base;   // its first element in x
 uint lid;    // the invocation in the workgroup
 uint lane;   // ... in its row (0 when LANES = 1)
@@ -162,12 +168,11 @@ void main() {
     lane = LANES == 1u ? 0u : lid;
     uint rw = LANES == 1u ? gl_GlobalInvocationID.x : gl_WorkGroupID.x;   // the row in this window
     if (rw >= pc.n_rows) return;                  // LANES = 1 only: a whole row a workgroup otherwise
-    ow = pc.off_out + 2u * rw;
     base = pc.off + rw * pc.vocab;
     uint sb = pc.off_state + rw * STATE_WORDS;
     uvec4 a = row_arg[pc.off_args + rw];
     uint k = a.x;
-    float top_p = uintBitsToFloat(a.y), u = uintBitsToFloat(a.z);
+    float top_p = uintBitsToFloat(a.y);
     krow = (a.w & FLAG_K) != 0u;
     uint phase = st[sb + S_PHASE];
     int lo = int(st[sb + S_LO]), hi = int(st[sb + S_HI]);
@@ -175,6 +180,7 @@ void main() {
     float m_hi = uintBitsToFloat(st[sb + S_MHI]);
     kt = int(st[sb + S_KT]); k_end = int(st[sb + S_KEND]); den = uintBitsToFloat(st[sb + S_DEN]);
     int pt = int(st[sb + S_PT]), p_end = int(st[sb + S_PEND]);
+    uint drawn = st[sb + S_DRAWN];
     uint chunk = (pc.vocab + LANES - 1u) / LANES;
     uint c0 = min(lane * chunk, pc.vocab), c1 = min(c0 + chunk, pc.vocab);   // this lane's ordered chunk
 
@@ -244,8 +250,8 @@ void main() {
             }
             reduce_sum(m, c);
             if ((a.w & FLAG_GREEDY) != 0u) {
-                if (lane == 0u) { o[ow] = arg; o[ow + 1u] = 0u; }
-                phase = PH_DONE;
+                pt = floatBitsToInt(mx); p_end = int(arg);   // every draw takes arg (DRAW)
+                phase = PH_DRAW;
             } else if ((a.w & FLAG_P) != 0u && m > top_p) {
                 lo = -1; hi = floatBitsToInt(mx); c_lo = c; c_hi = 0u; m_hi = 0.0;   // mass(r > lo) > p >= mass(r > hi)
                 phase = PH_P_BISECT;
@@ -287,8 +293,12 @@ void main() {
         } else if (phase == PH_P_TIES) {
             p_end = nth_tie(pt, take, true, c0, c1);   // kept: r > pt, and ties at pt up to p_end
             phase = PH_DRAW;
-        } else {    // PH_DRAW
+        } else {    // PH_DRAW: draws [drawn, drawn + draw_batch) of the row's `draws`
+            // Kept weight of this lane's chunk, and the running sum at the end of each of its SUB
+            // sub-blocks (sequential, as the walk below adds: a walk started at a sub-block's start
+            // from the sum before it reaches the bits a walk over the whole chunk would).
             float w = 0.0;
+            uint sub = (c1 - c0 + SUB - 1u) / SUB;
             for (uint i = c0; i < c1; i++) {
                 float ri = r_of(i);
                 int b = floatBitsToInt(ri);
@@ -297,29 +307,64 @@ void main() {
             float incl, excl, total;
             uint unused;
             scan(w, 0u, incl, excl, total, unused);
-            float target = min(total * u, total * LAST_BELOW);
-            if (lane == 0u && !(total > 0.0)) { o[ow] = pc.vocab - 1u; o[ow + 1u] = 0u; }
-            if (total > 0.0 && excl <= target && target < incl) {
-                float acc = excl;
-                uint pick = c1 - 1u;
-                for (uint i = c0; i < c1; i++) {
+            float acc = excl;
+            uint last = c1 - 1u;     // the last positive kept weight: the pick when rounding leaves the
+            for (uint j = 0u; j < SUB; j++) {   // chunk's running sum at or below target
+                for (uint i = c0 + j * sub; i < min(c0 + (j + 1u) * sub, c1); i++) {
                     float ri = r_of(i);
                     int b = floatBitsToInt(ri);
-                    if (b > pt || (b == pt && int(i) <= p_end)) {
-                        if (ri > 0.0) pick = i;      // the last positive weight, should rounding leave acc <= target
-                        acc += ri;
-                        if (acc > target) break;
+                    if (b > pt || (b == pt && int(i) <= p_end)) { acc += ri; if (ri > 0.0) last = i; }
+                }
+                s_bm[j * WG + lid] = acc;
+            }
+            s_i[lid] = last;
+            if (LANES > 1u) { s_f[lid] = incl; barrier(); }
+            uint d1 = min(drawn + pc.draw_batch, pc.draws);
+            for (uint d = drawn + lane; d < d1; d += LANES) {
+                float u = uni[pc.off_uni + rw * pc.draws + d];
+                float target = min(total * u, total * LAST_BELOW);
+                uint pick = pc.vocab - 1u;
+                if ((a.w & FLAG_GREEDY) != 0u) {
+                    pick = uint(p_end);
+                } else if (total > 0.0) {
+                    // the lane whose [excl, incl) holds target (the first incl > target), then the
+                    // first of its sub-blocks whose running sum passes target (none: rounding kept the
+                    // chunk's sum at or below target: its last positive weight), then the token
+                    uint L = lid;
+                    if (LANES > 1u) {
+                        uint lo = 0u, hi = WG - 1u;
+                        while (lo < hi) { uint m = (lo + hi) / 2u; if (s_f[m] > target) hi = m; else lo = m + 1u; }
+                        L = lo;
+                    }
+                    uint a0 = min((LANES == 1u ? 0u : L) * chunk, pc.vocab), a1 = min(a0 + chunk, pc.vocab);
+                    float s = LANES > 1u && L > 0u ? s_f[L - 1u] : 0.0;
+                    uint j = 0u;
+                    while (j < SUB && !(s_bm[j * WG + L] > target)) j++;
+                    uint subl = (a1 - a0 + SUB - 1u) / SUB;
+                    if (j > 0u) s = s_bm[(j - 1u) * WG + L];
+                    uint i0 = min(a0 + j * subl, a1);
+                    pick = s_i[L];
+                    for (uint i = i0; i < min(i0 + subl, a1); i++) {   // none when j = SUB
+                        float ri = r_of(i);
+                        int b = floatBitsToInt(ri);
+                        if (b > pt || (b == pt && int(i) <= p_end)) {
+                            s += ri;
+                            if (s > target) { pick = i; break; }
+                        }
                     }
                 }
-                o[ow] = pick; o[ow + 1u] = 0u;
+                uint at = pc.off_out + 2u * (rw * pc.draws + d);
+                o[at] = pick; o[at + 1u] = 0u;
             }
-            phase = PH_DONE;
+            if (LANES > 1u) barrier();
+            drawn = d1;
+            if (drawn >= pc.draws) phase = PH_DONE;
         }
     }
     if (lane == 0u) {
         st[sb + S_PHASE] = phase; st[sb + S_LO] = uint(lo); st[sb + S_HI] = uint(hi);
         st[sb + S_CLO] = c_lo; st[sb + S_CHI] = c_hi; st[sb + S_TAKE] = take; st[sb + S_MHI] = floatBitsToUint(m_hi);
         st[sb + S_KT] = uint(kt); st[sb + S_KEND] = uint(k_end); st[sb + S_DEN] = floatBitsToUint(den);
-        st[sb + S_PT] = uint(pt); st[sb + S_PEND] = uint(p_end);
+        st[sb + S_PT] = uint(pt); st[sb + S_PEND] = uint(p_end); st[sb + S_DRAWN] = drawn;
     }
 }

@@ -687,10 +687,10 @@ def _sampling_def(vocab):
             "axes": {**full["axes"], "vocab_size": {"type": "const", "value": vocab}}}
 
 
-# FlashInfer-Bench's sampling check at its own level (100 validation calls, 500,000 draws a row, total
-# variation <= 0.2), the draws batched 100,000 rows a call instead of its 10,000 (the same draws in
-# 5 launches, not 50: what lavapipe affords); the definitions runner keeps the 10,000 (TOLERANCES).
-REAL_LEVEL = {"validation_trials": 100, "draws": 500_000, "batch_rows": 100_000, "tvd_threshold": 0.2}
+# FlashInfer-Bench's sampling check at its own level, as the runner keeps it (TOLERANCES: 100 validation
+# calls, 10,000-row batches until 500,000 draws a row, total variation <= 0.2); fuelvk's solution
+# gives the draws num_samples at a time (check_sampling), the same statistics in a few launches.
+REAL_LEVEL = {"validation_trials": 100, "draws": 500_000, "batch_rows": 10_000, "tvd_threshold": 0.2}
 
 
 def test_fuelvk_sampling_passes_the_statistical_check(tmp_path, monkeypatch):
@@ -702,7 +702,7 @@ def test_fuelvk_sampling_passes_the_statistical_check(tmp_path, monkeypatch):
     (total variation 0.19 for k = 30, p = 0.8 over 64 tokens) whatever the sampler.  Wrong samplers
     are caught: top-k dropped (samples outside the mask), weights sharpened (probs squared: inside
     the mask, the frequencies off: caught at 20,000 draws)."""
-    monkeypatch.setitem(run_mod.TOLERANCES, "sampling", {**run_mod.TOLERANCES["sampling"], **REAL_LEVEL})
+    assert run_mod.TOLERANCES["sampling"] == REAL_LEVEL        # the runner's, FlashInfer-Bench's defaults
     d = _sampling_def(64)
     row = _blob_row(tmp_path, d, "smp", {"batch_size": 5},
                     {"top_k": _i32([5, 12, -1, -1, 3]), "top_p": torch.tensor([1.0, 1.0, 1.0, 0.5, 0.9])})

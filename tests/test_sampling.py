@@ -34,6 +34,7 @@ TOP_P = np.array([0.6, 0.45, 0.5, 0.3], np.float32)
 def oracle(probs, top_k, top_p):
     """[B, V] float64 distributions the reference samples from (one-hot for greedy rows)."""
     out = []
+    V = probs.shape[1]
     for row, k, p in zip(probs.astype(np.float64), top_k, top_p):
         order = np.argsort(-row, kind="stable")
         if 0 < k < V:
@@ -111,6 +112,26 @@ def test_wrong_samplers_are_caught():
         assert misfit(frequencies(sample, draws=20_000), want, draws=20_000) is not None, name
 
 
+def test_num_samples_draw_many_tokens_a_row_from_one_search():
+    """num_samples = n: n independent draws a row (one cut search; each draw a lane, sub-block and
+    token search) at the 1% level, on the invocation-per-row path (V = 12) and the workgroup-per-row
+    one (1000 tokens, a greedy row: every draw its argmax); the first column of n = 1 is the single draw."""
+    rng = np.random.default_rng(11)
+    wide = rng.dirichlet(np.full(1000, 0.5), size=4).astype(np.float32)
+    for probs, k, p in ((PROBS, TOP_K, TOP_P),
+                        (wide, np.array([0, 40, 7, 0], np.int32), np.array([0.5, 0.9, 1.0, 0.0], np.float32))):
+        s = fv.top_k_top_p_sampling_from_probs(probs, k, p, seed=2, num_samples=DRAWS)
+        assert s.dtype == np.int64 and s.shape == (4, DRAWS)
+        freq = np.stack([np.bincount(r, minlength=probs.shape[1]) for r in s]) / DRAWS
+        assert misfit(freq, oracle(probs, k, p)) is None
+        one = fv.top_k_top_p_sampling_from_probs(probs, k, p, seed=5, num_samples=1)
+        assert one.shape == (4, 1) and (one[:, 0] == fv.top_k_top_p_sampling_from_probs(probs, k, p, seed=5)).all()
+    with pytest.raises(ShapeError, match="num_samples must be >= 1"):
+        fv.top_k_sampling_from_probs(PROBS, 2, num_samples=0)
+    with pytest.raises(DTypeError, match="num_samples must be an int"):
+        fv.top_k_sampling_from_probs(PROBS, 2, num_samples=2.0)
+
+
 def test_seeded_draws_repeat_and_seeds_differ():
     probs = np.tile(PROBS[:1], (64, 1))
     a = fv.top_p_sampling_from_probs(probs, 0.9, seed=3)
@@ -175,6 +196,8 @@ def test_loop_budget_and_binding_windows(monkeypatch, device_limits):
         k = np.tile(np.array([3, 0, 7, 1, 0, 40, 2, 5], np.int32), 5)
         p = np.tile(np.array([0.6, 0.5, 1.0, 0.9, 0.0, 0.8, 0.3, 0.95], np.float32), 5)
         want = fv.top_k_top_p_sampling_from_probs(probs, k, p, seed=9)
+        n = 20 if v == V else 1500                        # over two DRAW launches (9 and 640 draws each)
+        want_n = fv.top_k_top_p_sampling_from_probs(probs, k, p, seed=9, num_samples=n)
         launches = []
         real = runtime.get().launch
         def spy(*a, launches=launches, real=real, **kw):
@@ -187,7 +210,14 @@ def test_loop_budget_and_binding_windows(monkeypatch, device_limits):
         device_limits(maxStorageBufferRange=v * 4 * 4 + 512)     # four rows a window (ends aligned out)
         got = fv.top_k_top_p_sampling_from_probs(probs, k, p, seed=9)
         np.testing.assert_array_equal(got, want)
-        assert set(launches) == {2} and len(launches) == 10 * -(-sampling.MAX_PASSES // 2), launches
+        assert launches == 10 * ([2] * -(-sampling.CUT_PASSES // 2) + [1]), launches
+        # n draws a row: several DRAW passes (one a launch), the same draws as one launch
+        del launches[:]
+        np.testing.assert_array_equal(fv.top_k_top_p_sampling_from_probs(probs, k, p, seed=9, num_samples=n),
+                                      want_n)
+        plan = sampling._pass_plan("t", v, lanes, n)
+        windows = 40          # one row a window: n int64 draws fill the binding
+        assert n > plan[-1][1] * 2 and launches == windows * [passes for passes, _ in plan], launches
         monkeypatch.setattr(runtime.get(), "launch", real)
         monkeypatch.setattr(dev, "loop_budget", one_pass - 1)
         with pytest.raises(UnsupportedError, match="loop budget"):

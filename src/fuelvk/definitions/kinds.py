@@ -253,7 +253,8 @@ def solve_dsa_topk_indexer(defn, inputs):
 def solve_sampling(defn, inputs):
     """top_k / top_p / top_k_top_p sampling from probabilities: fuelvk's public ops (the cut search and
     the inverse-CDF draw on the device, the reference's semantics), a fresh seed per call from a
-    generator seeded by the Definition's name (reproducible runs, independent draws)."""
+    generator seeded by the Definition's name (reproducible runs, independent draws).  The callable's
+    `draws(n)` gives n draws a row at once (num_samples), for the frequency check."""
     fv = _fv()
     (probs,) = _dev(inputs, "probs")
     name = defn["name"].lower()
@@ -261,7 +262,12 @@ def solve_sampling(defn, inputs):
     fn = getattr(fv, f"{method}_sampling_from_probs")
     args = [inputs[n].numpy() for n in ("top_k", "top_p") if n in method]
     rng = np.random.default_rng(int(hashlib.sha256(defn["name"].encode()).hexdigest()[:8], 16))
-    return lambda: (fn(probs, *args, seed=int(rng.integers(2**63))).numpy(),)
+
+    def call():
+        return (fn(probs, *args, seed=int(rng.integers(2**63))).numpy(),)
+    # n independent draws a row [B, n] from one cut search: run.check_sampling's many draws
+    call.draws = lambda n: fn(probs, *args, seed=int(rng.integers(2**63)), num_samples=n).numpy()
+    return call
 
 
 # -- recurrent updates -----------------------------------------------------------------------------------

@@ -136,17 +136,20 @@ def mamba_ssu(defn, gen):
 
 
 def sampling(defn, gen):
-    """Top-k rows with small k: FlashInfer-Bench's check compares draw frequencies with its valid-mask
-    distribution, and that mask widens the top-p nucleus by eps = 0.05, so on its near-flat
-    softmax(randn) probs any row top-p cuts fails for the reference too (a small p: the widened
-    nucleus is far larger than the reference's; a large p: too many tokens for its draw count).
-    top_p is 1.0 in top_k_top_p rows; the top_p-only kind gets small p rows, which that check
-    therefore rejects (tests/test_sampling.py checks fuelvk's top-p against the reference itself)."""
+    """Rows FlashInfer-Bench's frequency check can pass for a right sampler.  Its valid mask widens the
+    top-p nucleus by eps = 0.05 of mass and is taken on the ORIGINAL probs (not the top-k renormalized
+    row), and 500,000 draws a row over a near-flat softmax(randn) of 128k-262k tokens leave a sampling
+    noise of their own in the total variation: a small p (the widened nucleus is many times the
+    reference's), p >= 0.8 or no filter at all (too many tokens for the draws at 262k: TVD 0.18-0.21)
+    and top-p after a top-k cut (the mask ignores the renormalization) fail even for the reference.
+    So top_p rows take p in 0.3-0.6 (the reference's own TVD 0.13-0.17 at 128k-262k tokens), top_k
+    rows small k, top_k_top_p rows small k with p = 1 plus one top-p-only row (k = 0)."""
     tensors = {}
+    both = "top_k" in defn["inputs"] and "top_p" in defn["inputs"]
     if "top_k" in defn["inputs"]:
-        tensors["top_k"] = _i32([5, 1, 3, 8])
+        tensors["top_k"] = _i32([5, 1, 0, 8] if both else [5, 1, 3, 8])
     if "top_p" in defn["inputs"]:
-        tensors["top_p"] = torch.tensor([1.0] * 4 if "top_k" in defn["inputs"] else [5e-4, 1e-3, 2e-4, 3e-4])
+        tensors["top_p"] = torch.tensor([1.0, 1.0, 0.4, 1.0] if both else [0.3, 0.4, 0.5, 0.6])
     return {"batch_size": 4}, tensors, {}
 
 
