@@ -683,36 +683,52 @@ uint strided(uint i, uint off, uint which) {
     return uint(idx);
 }
 
-// i / p.inner as a multiply-high and a shift (the host's _divider: exact for every i < n), since an
-// integer division per element costs more than the op on CPU drivers (no vector divide).
-uint div_inner(uint i) {
+// i / d as a multiply-high and a shift (magic, shift: the host's divider, exact for every i < n), since
+// an integer division per element costs more than the op on CPU drivers (no vector divide).
+uint div_magic(uint i, uint magic, uint shift) {
     uint hi, lo;
-    umulExtended(i, p.magic, hi, lo);
-    return p.shift >= 32u ? hi >> (p.shift - 32u) : (hi << (32u - p.shift)) | (lo >> p.shift);
+    umulExtended(i, magic, hi, lo);
+    return shift >= 32u ? hi >> (shift - 32u) : (hi << (32u - shift)) | (lo >> shift);
+}
+uint div_inner(uint i) { return div_magic(i, p.magic, p.shift); }
+
+// MID = 1: some input is a MID broadcast (FLAG_A_MID / FLAG_B_MID): contiguous runs of R elements, each
+// repeated H times, one after another (cos [B, 1, S, D] against q [B, H, S, D]: R = S * D; g [B, 1, D]
+// against h [B, S, D]: R = D), index (i / (H R)) R + i % R. Such an input has no strides to read, so its
+// own stride words (p.sa / p.sb, which: 0 / 1) carry R, HR and their dividers: [R, magic, shift, H R,
+// magic, shift] (ops/_core._mid_words). A specialization, so that launches without one compile as before.
+layout(constant_id = 8) const uint MID = 0;
+uint mid_word(uint which, int k) { return uint(which == 0u ? p.sa[k] : p.sb[k]); }
+uint mid_index(uint i, uint which) {
+    uint r = mid_word(which, 0);
+    uint outer = div_magic(i, mid_word(which, 4), mid_word(which, 5));
+    return outer * r + (i - div_magic(i, mid_word(which, 1), mid_word(which, 2)) * r);
 }
 
 // flags: an input's bits at a's positions (b's shifted down by FLAG_B_SHIFT). A ROW operand repeats
 // one contiguous run of p.inner elements (w [H] against x [T, H]: index i % inner), a COL operand
 // holds one element per run (v [T, 1] against x [T, H]: index i / inner).
-// (LINEAR's tail never sees ROW / COL inputs: their runs are multiples of 4 there, so n is.)
+// (LINEAR's tail never sees ROW / COL / MID inputs: their runs are multiples of 4 there, so n is.)
 uint input_index(uint i, uint flags, uint off, uint which) {
     if ((flags & FLAG_A_CONTIGUOUS) != 0u) return off + i;
     if ((flags & FLAG_A_CONSTANT) != 0u || LINEAR != 0u) return off;
     if ((flags & FLAG_A_ROW) != 0u) return off + (i - div_inner(i) * p.inner);
     if ((flags & FLAG_A_COL) != 0u) return off + div_inner(i);
+    if (MID != 0u && (flags & FLAG_A_MID) != 0u) return off + mid_index(i, which);
     return STRIDED == 0u ? off : strided(i, off, which);
 }
 
-// BCAST = 1 (LINEAR only): some input is ROW, COL or a strided unit. A specialization, so that the plain LINEAR path
+// BCAST = 1 (LINEAR only): some input is ROW, COL, MID or a strided unit. A specialization, so that the plain LINEAR path
 // (BCAST = 0) compiles to exactly the loads it had (a uniform branch on p.flags cost lavapipe ~35% of
 // a contiguous f32 multiply).
 layout(constant_id = 6) const uint BCAST = 0;
-// LINEAR: the 4-element unit of a contiguous or ROW input holding elements 4q .. 4q + 3 (a ROW run's
-// length and offset are multiples of 4 there, so the 4 lie in one run), or of a strided unit input
+// LINEAR: the 4-element unit of a contiguous, ROW or MID input holding elements 4q .. 4q + 3 (a ROW or
+// MID run's length and offset are multiples of 4 there, so the 4 lie in one run), or of a strided unit input
 // (STRIDED != 0 and none of its flags: its innermost stride is 1, and that dim's extent, its offset
 // and its other strides are multiples of 4 -- a transposed view such as the rotary q -- so the 4 are
 // one aligned unit: one strided index per 4 elements).
 uint unit_index(uint q, uint flags, uint off, uint which) {
+    if (MID != 0u && (flags & FLAG_A_MID) != 0u) return off / 4u + mid_index(4u * q, which) / 4u;
     if (STRIDED != 0u && (flags & (FLAG_A_CONTIGUOUS | FLAG_A_ROW)) == 0u) return strided(4u * q, off, which) / 4u;
     uint k = (flags & FLAG_A_ROW) != 0u ? q - div_inner(4u * q) * (p.inner / 4u) : q;
     return off / 4u + k;
@@ -724,13 +740,13 @@ uint unit_index(uint q, uint flags, uint off, uint which) {
 #define LOAD_IN4(X, X4, XT, flags, off, q, which) \
     (BCAST == 0u \
         ? (((flags) & FLAG_A_CONTIGUOUS) != 0u ? LOAD_UNIT(X4, XT, (off) / 4u + (q)) : V4(LOAD(X[off]))) \
-        : (((flags) & (FLAG_A_CONTIGUOUS | FLAG_A_ROW)) != 0u \
+        : (((flags) & (FLAG_A_CONTIGUOUS | FLAG_A_ROW)) != 0u || (MID != 0u && ((flags) & FLAG_A_MID) != 0u) \
            || (STRIDED != 0u && ((flags) & (FLAG_A_CONSTANT | FLAG_A_COL)) == 0u) \
             ? LOAD_UNIT(X4, XT, unit_index(q, flags, off, which)) \
             : V4(LOAD(X[(off) + (((flags) & FLAG_A_COL) != 0u ? div_inner(4u * (q)) : 0u)]))))
 
-// LINEAR path: every input contiguous (offset % 4 == 0), constant, ROW (run and offset multiples of 4),
-// COL (run a multiple of 4) or a strided unit; 4 elements per access.
+// LINEAR path: every input contiguous (offset % 4 == 0), constant, ROW or MID (run and offset multiples
+// of 4), COL (run a multiple of 4) or a strided unit; 4 elements per access.
 void main_linear() {
     uint base = linear_group() * (WG * EPT) + gl_LocalInvocationID.x;
     uint nq = p.n / 4u;

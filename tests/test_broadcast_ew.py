@@ -203,3 +203,97 @@ def test_strided_units_linear(dt, path, monkeypatch):
         groups.clear()
         assert bits(fv.negative(x).numpy(), dt).tobytes() == bits(-xn, dt).tobytes()
         assert groups[0] == -(-xn.size // (_core.WG * _core.EPT))
+
+
+# -- MID broadcasts: runs repeated over a middle dim (ops/_core._mid_kind) ---------------------------------
+MID_FLAGS = (FLAGS["a_mid"], FLAGS["b_mid"])
+
+
+def _view(x, off):
+    """x as a device view at element offset `off` into a larger buffer."""
+    flat = np.concatenate([rng.standard_normal(off).astype(x.dtype), x.ravel()])
+    return fv.asarray(flat)[off:].reshape(x.shape)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=lambda d: np.dtype(d).name)
+def test_mid_bits(dt, path, flags):
+    """The rotary q [B, H, S, D] * cos [B, 1, S, D] (either operand first) and transformers Llama's
+    h [B, S, D] * g [B, 1, D], B in 1..3: numpy's bits on both load paths, odd sizes (index path),
+    multiples of 4 (LINEAR), offsets 0 / 4 / 1, a transposed q; for B > 1 the MID flags are taken."""
+    ops = [(np.multiply, fv.multiply), (np.subtract, fv.subtract)]
+    for B in (1, 2, 3):
+        for H, S, D in ((3, 5, 7), (2, 3, 8)):
+            q = rng.standard_normal((B, H, S, D)).astype(dt)
+            cos = rng.standard_normal((B, 1, S, D)).astype(dt)
+            g = rng.standard_normal((B, 1, D)).astype(dt)
+            h = q.reshape(B, H * S, D)
+            qt = np.ascontiguousarray(q.transpose(0, 2, 1, 3))
+            for off in (0, 4, 1):
+                Q, C, G, Hd = _view(q, off), _view(cos, off), _view(g, off), _view(h, off)
+                QT = _view(qt, off).transpose(0, 2, 1, 3)
+                for npop, fop in ops:
+                    for x, y, X, Y in ((q, cos, Q, C), (cos, q, C, Q), (h, g, Hd, G), (g, h, G, Hd),
+                                       (q, cos, QT, C)):
+                        got = fop(X, Y).numpy()
+                        assert np.array_equal(bits(got, dt), bits(want(npop, x, y, dt), dt)), (B, H, S, D, off)
+    assert set(MID_FLAGS) <= {f & m for f in flags for m in MID_FLAGS}, flags
+
+
+def test_mid_mixed(flags):
+    """A MID operand beside a COL one (the shared run word is the COL's), beside a ROW one, through a
+    unary op on a broadcast_to view and the fused kernel; an aligned MID read runs LINEAR."""
+    B, H, R = 3, 4, 12
+    a = rng.standard_normal((B, 1, R)).astype(np.float32)
+    col = rng.standard_normal((B, H, 1)).astype(np.float32)
+    row = rng.standard_normal((H, R)).astype(np.float32)
+    A, Col, Row = fv.asarray(a), fv.asarray(col), fv.asarray(row)
+    assert np.array_equal((A * Col).numpy(), a * col)
+    assert np.array_equal((Col - A).numpy(), col - a)
+    assert np.array_equal((A + Row).numpy(), a + row)
+    assert np.array_equal(fv.exp(fv.broadcast_to(A, (B, H, R))).numpy(), fv.exp(fv.asarray(
+        np.ascontiguousarray(np.broadcast_to(a, (B, H, R))))).numpy())
+    x = fv.asarray(rng.standard_normal((B, H, R)).astype(np.float32))
+    got = fv.ops.elementwise.silu_mul(x, A)
+    assert np.array_equal(got.numpy(), (fv.silu(x) * fv.asarray(np.broadcast_to(a, (B, H, R)).copy())).numpy())
+    assert any(f & FLAGS["a_mid"] and f & FLAGS["b_col"] for f in flags), flags
+    assert any(f & FLAGS["b_mid"] and f & FLAGS["a_col"] for f in flags), flags
+    assert any(f & FLAGS["a_mid"] and f & FLAGS["b_row"] for f in flags), flags
+
+
+def test_mid_plan_linear(monkeypatch):
+    """An aligned MID operand (run and offset multiples of 4) runs LINEAR with its texel view bound, as
+    the contiguous product of that shape does, also beside a strided unit operand (a transposed q,
+    whose view is bound too); an odd run keeps the index path."""
+    monkeypatch.setenv(loadpath.ENV, "1")
+    ctx = runtime.get()
+    mul = fv.kernels.elementwise.variant("binary", "f32", ctx.device.features)
+
+    def plan(out, ins):
+        return _core._plan(ctx, mul, out, ins, {"OP": 2}, _core.ZERO2, _core.ZERO2, 0,
+                           (True, True) + tuple(x.buffer.size // 16 for x in [out] + ins))
+    o = fv.asarray(np.zeros((2, 8, 16, 16), np.float32))                  # 4096: one LINEAR group
+    q = fv.asarray(np.ones((2, 8, 16, 16), np.float32))
+    cos = fv.asarray(np.ones((2, 1, 16, 16), np.float32))
+    lin = plan(o, [q, q])[0][0][1]
+    (_, groups, push), = plan(o, [q, cos])[0]
+    assert groups == lin and struct.unpack_from("<I", push, 8)[0] & FLAGS["b_mid"]
+    assert plan(o, [q, cos])[2] == (1, 2, 0)                               # cos's view is bound
+    qt = fv.asarray(np.ones((2, 16, 8, 16), np.float32)).transpose(0, 2, 1, 3)  # a strided unit input
+    (_, groups, _), = plan(o, [qt, cos])[0]
+    assert groups == lin and plan(o, [qt, cos])[2] == (1, 2, 0)           # both views bound
+    assert plan(o, [qt[:, ::-1], cos])[2] == (1, 2, 0)                      # negative strides too
+    (_, groups, push), = plan(fv.asarray(np.zeros((2, 8, 15, 17), np.float32)),     # run 255: index path
+                              [fv.asarray(np.ones((2, 1, 15, 17), np.float32)),
+                               fv.asarray(np.ones((2, 8, 15, 17), np.float32))])[0]
+    assert groups[0] == 4 * lin[0] and struct.unpack_from("<I", push, 8)[0] & FLAGS["a_mid"]
+
+
+def test_mid_kind():
+    """Which (collapsed) stride patterns are MID broadcasts, with their run and period."""
+    assert _core._mid_kind((2, 8, 64), (64, 0, 1)) == (64, 512)
+    assert _core._mid_kind((2, 8, 16, 4), (64, 0, 4, 1)) == (64, 512)           # uncollapsed tail
+    assert _core._mid_kind((3, 2, 4, 5), (5, 0, 0, 1)) == (5, 40)              # two stride-0 dims
+    assert _core._mid_kind((3, 2, 4, 5), (10, 5, 0, 1)) == (5, 20)             # two leading dims
+    for shape, strides in (((2, 8, 64), (0, 64, 1)), ((2, 8, 64), (128, 0, 1)), ((2, 8, 64), (64, 0, 2)),
+                           ((8, 64), (0, 1)), ((2, 3, 8, 4), (0, 32, 0, 1)), ((2, 8, 64), (64, 1, 0))):
+        assert _core._mid_kind(shape, strides) is None, (shape, strides)

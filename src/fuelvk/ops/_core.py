@@ -16,7 +16,7 @@ from ..array import Array, asarray
 from ..errors import FuelVKError, FuelVKMemoryError, LaunchError
 from ..runtime import loadpath
 from ..runtime.loadpath import TEXEL_BYTES
-from ..kernels.elementwise import BCAST, EPT, FLAGS, LINEAR, MAX_RANK, STRIDED, TEX, TEXEL_BINDINGS, TEXW, WG
+from ..kernels.elementwise import BCAST, EPT, FLAGS, LINEAR, MAX_RANK, MID, STRIDED, TEX, TEXEL_BINDINGS, TEXW, WG
 from ..kernels.movement_core import copy_variant
 from ..kernels.registry import storage_twin
 
@@ -271,6 +271,7 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
     linear_ok = LINEAR is not None and LINEAR in sig.spec_ids
     bcast_ok = any(f[0] == "inner" for f in sig.fields)    # the kernel reads ROW / COL inputs
     strided_ok = STRIDED in sig.spec_ids
+    mid_ok = MID in sig.spec_ids
     plan, view_src = [], None
     for sub, st, offs, o in chunks:
         m = math.prod(sub)
@@ -279,6 +280,10 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
         linear = linear_ok and m >= linear_min
         inner = 0                       # the ROW / COL inputs' run length (one per chunk)
         strided = False                 # some input takes the general strided index
+        mid = False                     # some input is a MID broadcast (its stride words replaced)
+        st = list(st)
+        reads = [m] * len(st)           # per input: the elements past its offset it reads (texel views)
+        units = []                      # strided inputs read as 4-element units
         for k, s in enumerate(st):
             if tuple(s) == contig:
                 flags |= _CONTIGUOUS[k]
@@ -288,21 +293,33 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
             else:
                 kind, run = _broadcast_kind(sub, s) if bcast_ok and m <= _DIV_MAX else (None, 0)
                 if kind is None or inner not in (0, run):
+                    runs = _mid_kind(sub, s) if mid_ok and m <= _DIV_MAX else None
+                    if runs is not None:
+                        mid = True
+                        flags |= _MID[k]
+                        st[k] = _mid_words(*runs, m)
+                        reads[k] = m // runs[1] * runs[0]
+                        linear = linear and runs[0] % 4 == 0 and offs[k] % 4 == 0
+                        continue
                     strided = True     # LINEAR still, where it reads as 4-element units
-                    linear = linear and bcast_ok and strided_ok and _strided_unit(sub, s, offs[k])
+                    unit = bcast_ok and strided_ok and _strided_unit(sub, s, offs[k])
+                    linear = linear and unit
+                    if unit:           # its texel view covers up to its highest element
+                        units.append(k)
+                        reads[k] = 1 + sum((e - 1) * t for e, t in zip(sub, s) if t > 0)
                     continue
                 inner = run
                 flags |= _ROW[k] if kind == "row" else _COL[k]
                 linear = linear and run % 4 == 0 and (kind == "col" or offs[k] % 4 == 0)
         off_o = out.offset + o
         linear = linear and off_o % 4 == 0
-        bcast_linear = linear and bool(inner or strided)   # BCAST: ROW / COL / strided unit inputs
-        # Texel loads: LINEAR chunks whose contiguous (and ROW) inputs all have views covering what
-        # they read.
-        contig_in = [k for k in range(len(inputs)) if flags & (_CONTIGUOUS[k] | _ROW[k])]
+        bcast_linear = linear and bool(inner or strided or mid)   # BCAST: ROW / COL / MID / strided unit inputs
+        # Texel loads: LINEAR chunks whose contiguous (and ROW, MID, strided unit) inputs all have views
+        # covering what they read.
+        contig_in = [k for k in range(len(inputs)) if flags & (_CONTIGUOUS[k] | _ROW[k] | _MID[k]) or k in units]
         big = m * out.dtype.itemsize >= min_bytes
-        tex = bool(views) and linear and not strided and big and texels and texels[0] and bool(contig_in) and all(
-            _texel_ok(offs[k], inputs[k].dtype.itemsize, inner if flags & _ROW[k] else m, texels[3 + k])
+        tex = bool(views) and linear and big and texels and texels[0] and bool(contig_in) and all(
+            _texel_ok(offs[k], inputs[k].dtype.itemsize, inner if flags & _ROW[k] else reads[k], texels[3 + k])
             for k in contig_in)
         # Texel stores: the same, for an output whose 4-element units are whole texels (f32, f64).
         texw = bool(views) and linear and big and texels and texels[1] and TEXW in sig.spec_ids and out.dtype.itemsize in (4, 8) \
@@ -313,7 +330,7 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
         bcast = dict(zip(("inner", "magic", "shift"), (inner,) + divider(inner, m))) if bcast_ok else {}
         index = {STRIDED: _strided_mode(strided, m)} if strided_ok and (bcast_linear or not linear) else {}
         _, _, push, spec_ids = sig.bind(dict(
-            named, **spec, **bcast, **index, **({LINEAR: 1} if linear else {}), **({BCAST: 1} if bcast_linear else {}), **({TEX: 1} if tex else {}), **({TEXW: 1} if texw else {}), n=m, rank=len(sub), flags=flags, off_o=off_o,
+            named, **spec, **bcast, **index, **({MID: 1} if mid else {}), **({LINEAR: 1} if linear else {}), **({BCAST: 1} if bcast_linear else {}), **({TEX: 1} if tex else {}), **({TEXW: 1} if texw else {}), n=m, rank=len(sub), flags=flags, off_o=off_o,
             off_a=offs[0] if offs else 0, off_b=offs[1] if len(offs) > 1 else 0, s0=s0, s1=s1, shape=sub,
             sa=st[0] if st else (), sb=st[1] if len(st) > 1 else ()))
         per_group = WG * EPT * (4 if linear else 1)
@@ -337,6 +354,7 @@ _CONTIGUOUS = (FLAGS["a_contiguous"], FLAGS["b_contiguous"])
 _CONSTANT = (FLAGS["a_constant"], FLAGS["b_constant"])
 _ROW = (FLAGS["a_row"], FLAGS["b_row"])
 _COL = (FLAGS["a_col"], FLAGS["b_col"])
+_MID = (FLAGS["a_mid"], FLAGS["b_mid"])
 _DIV_MAX = 1 << 31      # divider is exact for indices below 2**31 (larger chunks: the general index)
 
 
@@ -367,6 +385,31 @@ def _broadcast_kind(shape, strides):
         if not any(tail) and tuple(head) == layout.contiguous_strides(shape[:j]):
             return "col", math.prod(shape[j:])
     return None, 0
+
+
+def _mid_kind(shape, strides):
+    """(R, H * R) when an input of these strides is a MID broadcast: contiguous runs of R elements (the
+    trailing dims), each repeated over H elements' worth of stride-0 middle dims, the runs one after
+    another over the leading dims (cos [B, 1, S, D] against q [B, H, S, D]: R = S * D, H R = H * S * D;
+    index (i // (H R)) * R + i % R); else None."""
+    nd = len(shape)
+    for k in range(nd - 1, 0, -1):
+        if tuple(strides[k:]) != layout.contiguous_strides(shape[k:]):
+            break
+        run = math.prod(shape[k:])
+        for j in range(k - 1, 0, -1):
+            if strides[j] != 0:
+                break
+            if tuple(strides[:j]) == tuple(run * c for c in layout.contiguous_strides(shape[:j])):
+                return run, math.prod(shape[j:])
+    return None
+
+
+def _mid_words(run, period, n):
+    """A MID input's stride words (elementwise.comp's mid_index): its run R, H R and their dividers for
+    indices below n, as the signed ints the Params' int arrays hold."""
+    words = (run, *divider(run, n), period, *divider(period, n))
+    return tuple(w - (1 << 32) if w >= 1 << 31 else w for w in words)
 
 
 def divider(d, n):
