@@ -89,6 +89,24 @@ def test_causal_prefill(ps):
     check(plain, reference(q, kc, vc, ptr, idx, last, qo, 0.3, False)[0], np.float32)
 
 
+@pytest.mark.parametrize("scale", [-0.6, 0.0], ids=["negative", "zero"])
+def test_any_finite_scale(scale):
+    """torch's scale contract (any finite scale; the FlashInfer-Bench references compute with a negative
+    sm_scale): decode and causal prefill against the float64 reference; non-finite scales are typed errors."""
+    ptr, idx, last, pages = layout([40, 0, 7], 16)
+    kc, vc = (rng.standard_normal((pages, 16, 2, 32)).astype(np.float32) for _ in range(2))
+    for qo in (np.arange(4), np.array([0, 5, 5, 8])):
+        q = rng.standard_normal((int(qo[-1]), 4, 32)).astype(np.float32)
+        out, lse = fv.paged_attention(q, kc, vc, ptr, idx, last, None if len(q) == 3 else qo, scale=scale,
+                                      return_lse=True)
+        want_o, want_l = reference(q, kc, vc, ptr, idx, last, qo, scale, True)
+        check(out, want_o, np.float32)
+        np.testing.assert_allclose(lse, want_l, rtol=1e-5, atol=1e-4)
+    for bad in (float("nan"), float("inf"), "x"):
+        with pytest.raises(ShapeError, match="scale must be a finite number"):
+            fv.paged_attention(q[:3], kc, vc, ptr, idx, last, scale=bad)
+
+
 def test_page_table_matters_and_full_pages_by_default():
     ptr, idx, _, pages = layout([32, 16], 16)
     q = rng.standard_normal((2, 2, 16)).astype(np.float32)

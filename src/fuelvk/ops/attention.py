@@ -6,7 +6,8 @@ dim B (views where the strides allow); Hq a multiple of Hkv (GQA: query head h r
 h // (Hq // Hkv)). D <= 256, v has the head dim of k. The backward takes equal leading dims.
 
 Semantics (flash-attn's, so models ported from it keep their numbers):
-  s = scale * q.k (scale defaults to 1/sqrt(D)); softcap c > 0: s = c * tanh(s / c);
+  s = scale * q.k (scale defaults to 1/sqrt(D); any finite scale, 0 and negative included, as torch's);
+  softcap c > 0: s = c * tanh(s / c);
   ALiBi slopes [Hq] or [B, Hq]: s -= slope * |j - i - (Sk - Sq)|;
   window (left, right): query i sees key j iff -left <= j - i - (Sk - Sq) <= right (-1 = unbounded);
   is_causal: query i sees key j <= i, aligned top-left as torch's (causal_alignment="top_left", the
@@ -162,9 +163,11 @@ def _options(op, D, is_causal, scale, window, softcap, causal_right=0):
     """(scale, cap, wl, wr) as the kernels take them, after validating the user's values."""
     if scale is None:
         scale = 1.0 / math.sqrt(D)
+    # torch's contract: any finite scale, zero (uniform weights) and negative included
     if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating, np.integer)) \
-            or not (math.isfinite(scale) and scale > 0):
-        raise ShapeError(f"{op}: scale must be a positive finite number or None (1/sqrt(D)), got {scale!r}")
+            or not math.isfinite(scale):
+        raise ShapeError(f"{op}: scale must be a finite number (any sign, 0 included) or None (1/sqrt(D)), "
+                         f"got {scale!r}")
     if window is None:
         window = (-1, -1)
     try:
