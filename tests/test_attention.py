@@ -34,7 +34,7 @@ from fuelvk.runtime import loadpath
 F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 FWD_SLACK = {F32: 8.0, F16: 1.0, BF16: 1.0}
 BWD_SLACK = 32.0
-ROUTES = ("single", "tiled")
+ROUTES = ("single", "tiled", "decode")   # decode: flash_decode's row blocks take any G * Sq (prefill too)
 # The kernel tests below check flash-attn's bottom-right causal alignment (ref_forward's); the torch
 # contract (top-left, masks, leading dims) has its own tests against torch SDPA.
 SDPA = functools.partial(scaled_dot_product_attention, causal_alignment="bottom_right")
@@ -252,10 +252,11 @@ def test_split_launches_small_budget(monkeypatch, opt):
 # scale the largest logit is the most negative dot product) and rows that see no key; decode with its
 # keys split one tile per split, so the combine merges partial maxima.
 SCALE_SHAPES = {"single": (1, 4, 2, 7, 150, 64), "tiled": (1, 4, 2, 7, 150, 64), "decode": (1, 4, 1, 1, 200, 64)}
+SCALE_ROUTES = ("single", "tiled", "decode")
 
 
 @pytest.mark.parametrize("scale", [-0.35, 0.0], ids=["negative", "zero"])
-@pytest.mark.parametrize("route", ROUTES + ("decode",))
+@pytest.mark.parametrize("route", SCALE_ROUTES)
 def test_any_finite_scale_forward(decode_launches, route, scale):
     B, Hq, Hkv, Sq, Sk, D = SCALE_SHAPES[route]
     for dt, opt in ((F32, {"is_causal": True, "window": (90, -1)}), (BF16, {"softcap": 3.0})):
@@ -463,17 +464,34 @@ def test_backward_zero_size():
 
 # ------------------------------------------------------------------------------------- routes
 
-def test_route_picker():
+@pytest.mark.parametrize("device_type", ["cpu", "discrete"])
+def test_route_picker(monkeypatch, device_type):
+    """decode takes up to 16 query rows per kv head everywhere and every row count on a CPU device
+    (flash_decode's row blocks of CPU_DECODE_ROWS rows beat the tiled kernel there)."""
+    monkeypatch.setattr(runtime.get().device, "device_type", device_type)
+    many = "decode" if device_type == "cpu" else "tiled"
     assert attention_route((1, 8, 1, 128), (1, 8, 4096, 128)) == "decode"      # decode, one row per kv head
     assert attention_route((1, 32, 1, 128), (1, 8, 4096, 128)) == "decode"     # GQA decode: 4 rows share K/V
     assert attention_route((1, 8, 1, 128), (1, 8, 5000, 128)) == "decode"      # no score row limit
-    assert attention_route((1, 64, 1, 128), (1, 2, 5000, 128)) == "tiled"      # 32 rows per kv head
-    assert attention_route((1, 8, 512, 64), (1, 8, 512, 64)) == "tiled"         # prefill
+    assert attention_route((1, 64, 1, 128), (1, 2, 5000, 128)) == many         # 32 rows per kv head
+    assert attention_route((1, 8, 512, 64), (1, 8, 512, 64)) == many           # prefill
     assert attention_route((1, 8, 1, 128), (1, 8, 4096, 128), route="single") == "single"
-    with pytest.raises(UnsupportedError, match="route 'decode'"):
-        attention_route((1, 8, 512, 64), (1, 8, 512, 64), route="decode")
+    assert attention_route((1, 8, 512, 64), (1, 8, 512, 64), route="decode") == "decode"
     assert attention_route((1, 8, 512, 64), (1, 8, 512, 64), route="single") == "single"
     assert attention_route((1, 8, 1, 64), (1, 8, 9, 64), route="TILED") == "tiled"
+    monkeypatch.setattr(runtime.get().device.limits, "maxComputeSharedMemorySize", 1024)
+    with pytest.raises(UnsupportedError, match="route 'decode' needs"):
+        attention_route((1, 8, 512, 64), (1, 8, 512, 64), route="decode")
+
+
+def test_decode_row_blocks_of_a_gpu(monkeypatch):
+    """Forced decode with many rows per kv head on a non-CPU device: row blocks of 16 rows (the query
+    tile in shared memory), several per kv head, the last one partial; keys split for the GPU's target."""
+    monkeypatch.setattr(runtime.get().device, "device_type", "discrete")
+    opt = {"is_causal": True, "window": (30, -1)}
+    q, k, v = inputs(1, 4, 2, 19, 150, 64, F16, seed=12)
+    got = SDPA(q, k, v, return_lse=True, route="decode", **opt)
+    check_forward(got, ref_forward(t64(q), t64(k), t64(v), **opt), F16)
 
 
 def test_route_env(monkeypatch):
