@@ -159,3 +159,40 @@ def test_bad_page_tables_are_typed_errors():
         fv.paged_attention(q, kc.astype(np.float16), kc.astype(np.float16), ptr, idx, last)
     with pytest.raises(DTypeError, match="integer"):
         fv.paged_attention(q, kc, kc, ptr.astype(np.float32), idx, last)
+
+
+@pytest.mark.parametrize("pack", [1 << 20, 1], ids=["packed", "one_per_request"])
+def test_latent_segments_packing(monkeypatch, pack):
+    """The FlashInfer-Bench MLA solution (definitions/kinds.py) packs requests into one masked call: the
+    same answer as a float64 per-request reference whether every request shares one pack or each has
+    its own; a request with more queries than keys has rows that see nothing (zeros, lse -inf), one with
+    no key or no query contributes nothing."""
+    from fuelvk.definitions import kinds
+    monkeypatch.setattr(kinds, "LATENT_PACK_SCORES", pack)
+    h, dc, dp, tokens = 2, 16, 8, 30
+    segs = [(0, 3, np.array([4, 9, 1, 20, 7], np.int32)), (3, 5, np.array([2], np.int32)), (5, 5, np.array([3])),
+            (5, 6, None), (6, 8, np.array([11, 12, 13], np.int32))]
+    assert len(kinds._latent_packs(segs, h)) == (1 if pack > 1 else 3)
+    qn, qp = rng.standard_normal((8, h, dc)).astype(np.float32), rng.standard_normal((8, h, dp)).astype(np.float32)
+    ckv, kpe = rng.standard_normal((tokens, 1, dc)).astype(np.float32), rng.standard_normal((tokens, 1, dp)).astype(np.float32)
+    defn = {"outputs": {"output": {"dtype": "float32"}, "lse": {}}, "reference": ""}
+    inputs = {"q_nope": torch.from_numpy(qn), "q_pe": torch.from_numpy(qp), "ckv_cache": torch.from_numpy(ckv),
+              "kpe_cache": torch.from_numpy(kpe), "sm_scale": -0.2}
+    out, lse = kinds._latent_segments(defn, inputs, segs)()
+    want_o, want_l = np.zeros((8, h, dc)), np.full((8, h), -np.inf)
+    for q0, q1, ids in segs:
+        if ids is None or q1 <= q0:
+            continue
+        s = (np.einsum("qhd,td->qht", qn[q0:q1].astype(np.float64), ckv[ids, 0])
+             + np.einsum("qhd,td->qht", qp[q0:q1].astype(np.float64), kpe[ids, 0])) * -0.2
+        n, m = q1 - q0, len(ids)
+        s[np.broadcast_to((np.arange(m)[None, :] > np.arange(n)[:, None] + m - n)[:, None], s.shape)] = -np.inf
+        for i in range(n):
+            if np.isfinite(s[i]).any():
+                t = torch.from_numpy(s[i])
+                want_l[q0 + i] = torch.logsumexp(t, -1).numpy()
+                want_o[q0 + i] = torch.softmax(t, -1).numpy() @ ckv[ids, 0].astype(np.float64)
+    assert np.isneginf(want_l[3]).all() and np.array_equal(np.isneginf(lse), np.isneginf(want_l))
+    np.testing.assert_allclose(out, want_o, rtol=1e-4, atol=1e-5)
+    fin = np.isfinite(want_l)
+    np.testing.assert_allclose(lse[fin], want_l[fin], rtol=1e-5, atol=1e-5)
