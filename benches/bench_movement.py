@@ -35,6 +35,8 @@ def cpu_cases():
     htix = rng.integers(0, 1024, 1024).astype(np.int32)
     x, idx, img, img7, tix = (fv.asarray(a) for a in (h, hi.astype(np.int64), himg, himg7, htix))
     halves = [fv.asarray(h[:512]), fv.asarray(h[512:])]
+    hparts = [np.ascontiguousarray(h[:, :511]), np.ascontiguousarray(h[:, 511:])]   # rows not word-aligned
+    parts = [fv.asarray(a) for a in hparts]
 
     def np_im2col(a):
         b, c, hh, ww = a.shape
@@ -62,6 +64,7 @@ def cpu_cases():
         "slice1_1000": (lambda: fv.ascontiguousarray(x[:, 1:1000]), lambda: np.ascontiguousarray(h[:, 1:1000])),
         "concat_ax1_odd": (lambda: fv.concatenate([x[:, :511], x[:, 511:]], axis=1),
                            lambda: np.concatenate([h[:, :511], h[:, 511:]], axis=1)),
+        "concat_ax1_parts": (lambda: fv.concatenate(parts, axis=1), lambda: np.concatenate(hparts, axis=1)),
         "stack": (lambda: fv.stack(halves), lambda: np.stack([h[:512], h[512:]])),
         "take_along_i64": (lambda: gather_along(x, idx, 2, 1, "b4"), lambda: np.take_along_axis(h, hi, 1)),
         "scatter_add_i64": (lambda: _accumulate("scatter_add", "scatter_add", x, x, idx, 2, 1, x.shape, x.strides,

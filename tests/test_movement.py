@@ -211,6 +211,45 @@ def test_concatenate(dt):
     assert_bits(fv.concatenate([a[0, 0]], 0), a[0, 0])
 
 
+@pytest.mark.parametrize("path", ["texel", "ssbo"], indirect=True)
+@pytest.mark.parametrize("dt", WIDTH_DTYPES, ids=IDS)
+def test_concatenate_ragged_rows(dt, path):
+    """Pieces whose column windows are not whole 16-byte words (write_rows: whole-word stores inside a
+    window, element stores at its ragged ends, which neighbouring pieces share): pieces of 0, 1, 3
+    and odd columns, outputs under one word, offset / strided / reversed / broadcast sources."""
+    rng = np.random.default_rng(11)
+    for cols in ((37, 1, 0, 3, 90), (1, 2), (3,), (129, 131)):
+        parts = [bits((3, c), dt, rng) for c in cols]
+        assert_bits(fv.concatenate(parts, 1), np.concatenate(parts, 1))
+    a = bits((5, 150), dt, rng)
+    d = fv.asarray(a)
+    pairs = [(a[:, 7:80], d[:, 7:80]), (a[::2, ::-3], d[::2, ::-3]), (a[1:2, 3:4], d[1:2, 3:4]),
+             (a[:, 150:], d[:, 150:]), (np.broadcast_to(a[2:3, 5:41], (5, 36)), d[2:3, 5:41].broadcast_to((5, 36))),
+             (a[::-1, 1:], d[::-1, 1:])]
+    for pa, pb in [(pairs[0], pairs[1]), (pairs[2], pairs[0]), (pairs[3], pairs[4]), (pairs[5], pairs[2])]:
+        want = np.concatenate([pa[0][:pb[0].shape[0]], pb[0][:pa[0].shape[0]]], 1)
+        got = fv.concatenate([pa[1][:pb[1].shape[0]], pb[1][:pa[1].shape[0]]], 1)
+        assert_bits(got, want)
+    c = bits((2, 3, 7, 3), dt, rng)     # axis 1 of a 4-D array: windows of 7 * 3-element rows
+    assert_bits(fv.concatenate([c, c[:, :1], c[:, ::-1]], 1), np.concatenate([c, c[:, :1], c[:, ::-1]], 1))
+    assert_bits(fv.stack([d[0, 1:], d[1, :-1]], axis=0), np.stack([a[0, 1:], a[1, :-1]], axis=0))
+
+
+def test_setitem_ragged_rows():
+    """a[rows, cols] = b with a contiguous dst row (write_rows): the elements around the window and the
+    overlap of source and destination as numpy."""
+    rng = np.random.default_rng(12)
+    a = bits((6, 45), np.int16, rng)
+    d = fv.asarray(a.copy())
+    want = a.copy()
+    for key, val in (((slice(1, 5), slice(3, 40)), a[:4, 5:42]), ((2, slice(7, 9)), a[0, :2])):
+        d[key] = val
+        want[key] = val
+    d[1:4, 2:] = d[0:3, :-2]
+    want[1:4, 2:] = want[0:3, :-2]
+    assert_bits(d, want)
+
+
 def test_concatenate_many_inputs_and_promotion():
     parts = [np.full((2, i + 1), i, np.float32) for i in range(20)]
     assert_bits(fv.concatenate(parts, 1), np.concatenate(parts, 1))
@@ -350,7 +389,7 @@ def test_kernel_names_listed():
                                         text=True, check=True).stdout)
     names = {k["name"] for k in listing}
     want = {f"{f}_{w}" for f in ("flip", "roll", "triu", "tril") for w in ("b2", "b4", "b8")}
-    want |= {f"write_slice_{w}" for w in ("b1", "b2", "b4", "b8")} | {f"masked_fill_{w}" for w in ("b1", "b2", "b4", "b8")}
+    want |= {f"{f}_{w}" for f in ("write_slice", "write_rows") for w in ("b1", "b2", "b4", "b8")} | {f"masked_fill_{w}" for w in ("b1", "b2", "b4", "b8")}
     want |= {"concat_along_dim", "concat_along_dim_f16", "concat_along_dim_bf16", "concat_along_dim_f64",
              "strided_copy", "strided_copy_signed_b2", "strided_copy_signed_b4", "strided_copy_signed_b8",
              "add_assign_scaled"}

@@ -57,6 +57,24 @@ def test_pad_views_and_ranks(mode):
         assert_bits(fv.pad(x, pw if rank else 0, mode), np_pad(x, pw if rank else 0, mode))
 
 
+@pytest.mark.parametrize("path", ["texel", "ssbo"], indirect=True)
+@pytest.mark.parametrize("dt", WIDTHS + [np.dtype(np.int8)], ids=str)
+def test_pad_constant_paths(dt, path):
+    """pad constant on both load paths: empty sources (all fill, nothing to read), sub-word outputs,
+    strided views, fill rows above rank 6."""
+    rng = np.random.default_rng(5)
+    value = True if dt == np.bool_ else (-3 if dt.kind == "i" else np.nan)
+    a = bits((5, 9), dt, rng)
+    d = fv.asarray(a)
+    for nv, dv, pw in ((a, d, ((2, 1), (3, 4))), (a[::-2, 1::3], d[::-2, 1::3], ((0, 3), (5, 0))),
+                       (a[1:2, 4:5], d[1:2, 4:5], ((0, 0), (1, 1))), (a[:, :0], d[:, :0], ((1, 0), (2, 1))),
+                       (a[:0], d[:0], 1), (a[:, 3], d[:, 3], (0, 0))):
+        assert_bits(fv.pad(dv, pw, constant_values=value), np_pad(nv, pw, "constant", value))
+    x = bits((2, 1, 2, 1, 2, 1, 3), dt, rng)
+    pw = ((1, 1), (0, 1), (1, 0), (0, 0), (1, 0), (0, 1), (2, 5))
+    assert_bits(fv.pad(x, pw, constant_values=value), np_pad(x, pw, "constant", value))
+
+
 @pytest.mark.parametrize("n", [0, 1, 7, 1023, 1025])
 def test_pad_sizes(n):
     a = np.arange(n, dtype=np.float32)

@@ -44,6 +44,10 @@ remap_family("triu", "triu", width_variants("triu", ("b2", "b4", "b8")), extra=(
 remap_family("tril", "tril", width_variants("tril", ("b2", "b4", "b8")), extra=("b1",))
 
 family("write_slice", "write.comp", width_variants("write_slice"), GROUP, defines=_WRITE_DEFINES, **_W)
+# write.comp with ROWS: writes whose dst rows are contiguous (concatenate's column windows, row slices),
+# whole 16-byte words per store; source as remap's (texel view or the _ssbo twin).
+texel_twins("write_rows", "write.comp", width_variants("write_rows"), GROUP,
+            defines={"WG": WG, "WORDS": WORDS, "ROWS": 1}, tag_texel_formats=REMAP_TEXEL_FORMATS, **_W)
 _CONCAT_WIDTH = {"f32": "b4", "f16": "b2", "bf16": "b2", "f64": "b8"}
 family("concat_along_dim", "write.comp", {"f32": "concat_along_dim", "f16": "concat_along_dim_f16", "bf16": "concat_along_dim_bf16",
         "f64": "concat_along_dim_f64"}, GROUP, defines=_WRITE_DEFINES,

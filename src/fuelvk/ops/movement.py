@@ -230,6 +230,9 @@ def launch_write(variant, dst, src, scale=0.0):
         return
     ss = layout.broadcast_strides(src.shape, src.strides, shape)
     cshape, (cso, csa) = layout.collapse(shape, dst.strides, ss)
+    if variant.family in _MOVES and cshape and cso[-1] == 1 and len(cshape) <= MAX_RANK + 1:
+        _launch_rows(dst, src, cshape, cso, csa)
+        return
     ctx = runtime.get()
     for sub, so, sa, oo, oa in _write_chunks(cshape, cso, csa, dst.offset, src.offset):
         m = math.prod(sub)
@@ -238,6 +241,23 @@ def launch_write(variant, dst, src, scale=0.0):
                  | (_DST_CONTIGUOUS if tuple(so) == contig else 0))
         ctx.launch(variant, ctx.groups(-(-m // _PER_GROUP)), out=dst, a=src, n=m, rank=len(sub), flags=flags,
                    off_o=oo, off_a=oa, scale=scale, shape=sub, sa=sa, so=so)
+
+
+def _launch_rows(dst, src, shape, so, sa):
+    """dst <- src through write.comp's ROWS variant: dst's (collapsed) last dim is contiguous, so its rows
+    are stored as whole 16-byte words, the ragged first / last word of each row element by element."""
+    ctx = runtime.get()
+    v = kernel("write_rows", _dt.width_tag(dst.dtype))
+    texel = _remap_texels(src)
+    if not texel:
+        v = storage_twin(v)
+    vec = TEXEL_BYTES // dst.dtype.itemsize
+    n = shape[-1]
+    chunks = -(-(-(-(n + vec - 1) // vec)) // REMAP_WORDS)
+    rows = math.prod(shape[:-1])
+    ctx.launch(v, ctx.groups(-(-rows * chunks // WG)), out=dst, out_words=dst, a=src, **({"a_t": src} if texel else {}),
+               rows=rows, rank=len(shape) - 1, len=n, chunks=chunks, off_o=dst.offset, off_a=src.offset,
+               sa_last=sa[-1], shape=shape[:-1], sa=sa[:-1], so=so[:-1])
 
 
 _SRC_CONTIGUOUS, _SRC_CONSTANT, _DST_CONTIGUOUS = (WRITE_FLAGS[f] for f in ("src_contiguous", "src_constant",
