@@ -489,7 +489,7 @@ const uint SPS = RG * (BC + D);
 // time), costlier than the multiply-adds they feed. Its steps unroll (constant register indices);
 // kept for tiles of at most 128 vec4s per lane (the register file of a GPU lane is small).
 const uint QREG = RG * D8 <= 128u ? 1u : 0u;
-const uint NQR = QREG * RG * D8 + 1u - QREG;
+const uint NQR = QREG * RG * D8 > 0u ? QREG * RG * D8 : 1u;   // at least 1 (D < 8: D8 = 0)
 const bool PV_BCAST = false;
 shared vec4 sQ4[RG * D];                             // query tile (pre-scaled unless softcap); then the groups' sums
 shared vec4 sS4[TEX_P_ON ? 1u : RG * BC];            // logits, then probabilities, of the tile

@@ -34,7 +34,7 @@ from fuelvk.runtime import loadpath
 F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 FWD_SLACK = {F32: 8.0, F16: 1.0, BF16: 1.0}
 BWD_SLACK = 32.0
-ROUTES = ("single", "tiled")
+ROUTES = ("single", "tiled", "decode")   # decode: flash_decode's row blocks take any G * Sq (prefill too)
 # The kernel tests below check flash-attn's bottom-right causal alignment (ref_forward's); the torch
 # contract (top-left, masks, leading dims) has its own tests against torch SDPA.
 SDPA = functools.partial(scaled_dot_product_attention, causal_alignment="bottom_right")
@@ -101,8 +101,9 @@ def test_reference_matches_torch_sdpa():
         want = F.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), is_causal=causal)
         torch.testing.assert_close(ref_forward(q, k, v, is_causal=causal)[0], want, rtol=1e-12, atol=1e-12)
     q2, k2, v2 = (t64(x) for x in inputs(1, 2, 2, 5, 11, 16, F32, seed=1))   # Sq != Sk, no mask
-    torch.testing.assert_close(ref_forward(q2, k2, v2, scale=0.3)[0],
-                               F.scaled_dot_product_attention(q2, k2, v2, scale=0.3), rtol=1e-12, atol=1e-12)
+    for scale in (0.3, -0.7, 0.0):                                              # torch takes any finite scale
+        torch.testing.assert_close(ref_forward(q2, k2, v2, scale=scale)[0],
+                                   F.scaled_dot_product_attention(q2, k2, v2, scale=scale), rtol=1e-12, atol=1e-12)
 
 
 # ----------------------------------------------------------------------------------- forward
@@ -242,6 +243,60 @@ def test_split_launches_small_budget(monkeypatch, opt):
     o, lse = SDPA(q, k, v, return_lse=True, route="tiled", **opt)
     check_forward((o, lse), want, F32)
     _check_backward(q, k, v, o, lse, opt, want_g, seed=11)
+
+
+# ------------------------------------------------------------------------- scale: torch's contract
+
+# Any finite scale, zero and negative included (torch's SDPA and the FlashInfer-Bench references compute
+# with it): per route, a shape that runs several key tiles (the online max moves, and with a negative
+# scale the largest logit is the most negative dot product) and rows that see no key; decode with its
+# keys split one tile per split, so the combine merges partial maxima.
+SCALE_SHAPES = {"single": (1, 4, 2, 7, 150, 64), "tiled": (1, 4, 2, 7, 150, 64), "decode": (1, 4, 1, 1, 200, 64)}
+SCALE_ROUTES = ("single", "tiled", "decode")
+
+
+@pytest.mark.parametrize("scale", [-0.35, 0.0], ids=["negative", "zero"])
+@pytest.mark.parametrize("route", SCALE_ROUTES)
+def test_any_finite_scale_forward(decode_launches, route, scale):
+    B, Hq, Hkv, Sq, Sk, D = SCALE_SHAPES[route]
+    for dt, opt in ((F32, {"is_causal": True, "window": (90, -1)}), (BF16, {"softcap": 3.0})):
+        opt = dict(opt, scale=scale)
+        q, k, v = inputs(B, Hq, Hkv, Sq, Sk, D, dt, seed=3)
+        decode_launches.clear()
+        got = SDPA(q, k, v, return_lse=True, route=route, **opt)
+        check_forward(got, ref_forward(t64(q), t64(k), t64(v), **opt), dt)
+        if route == "decode":
+            assert decode_launches[0][2] > 1, "the decode keys must be split (combine path)"
+    if scale == 0:   # every visible key weighs the same: o = mean of v, lse = log(count)
+        q, k, v = inputs(B, Hq, Hkv, Sq, Sk, D, F32, seed=4)
+        o, lse = SDPA(q, k, v, return_lse=True, route=route, scale=0.0)
+        np.testing.assert_allclose(lse, np.full(lse.shape, math.log(Sk)), rtol=1e-6)
+        want = np.repeat(v.mean(axis=2, keepdims=True, dtype=np.float64), Hq // Hkv, axis=1)
+        assert_close(o, np.broadcast_to(want, o.shape), F32, scale=FWD_SLACK[F32])
+
+
+@pytest.mark.parametrize("scale", [-0.35, 0.0], ids=["negative", "zero"])
+def test_any_finite_scale_backward(scale):
+    """The fused backward (causal with rows that see nothing, softcap) and the math route (attn_mask)
+    forward + backward against torch SDPA's autograd in float64."""
+    for opt in ({"is_causal": True, "scale": scale}, {"softcap": 2.0, "scale": scale}):
+        q, k, v = inputs(1, 4, 2, 9, 7, 32, F32, seed=6, amp=1.5)
+        want_g = _ref_backward(q, k, v, opt, seed=6)
+        o, lse = SDPA(q, k, v, return_lse=True, **opt)
+        check_forward((o, lse), ref_forward(t64(q), t64(k), t64(v), **opt), F32)
+        _check_backward(q, k, v, o, lse, opt, want_g, seed=6)
+    q, k, v = inputs(1, 2, 2, 5, 11, 16, F32, seed=8)
+    mask = np.random.default_rng(8).random((5, 11)) < 0.7
+    assert attention_route(q, k, attn_mask=mask) == "math"
+    o, lse = scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, return_lse=True)
+    tq, tk, tv = (t64(x).requires_grad_() for x in (q, k, v))
+    want = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=torch.from_numpy(mask), scale=scale)
+    assert_close(o, want.detach().numpy(), F32, scale=FWD_SLACK[F32])
+    do = np.random.default_rng(9).standard_normal(o.shape).astype(F32)
+    want.backward(t64(do))
+    got = scaled_dot_product_attention_backward(do, q, k, v, o, lse, attn_mask=mask, scale=scale)
+    for g, w in zip(got, (tq.grad, tk.grad, tv.grad)):
+        assert_close(g, w.numpy(), F32, scale=BWD_SLACK)
 
 
 # ------------------------------------------------------------------------------- flash-decoding
@@ -409,17 +464,34 @@ def test_backward_zero_size():
 
 # ------------------------------------------------------------------------------------- routes
 
-def test_route_picker():
+@pytest.mark.parametrize("device_type", ["cpu", "discrete"])
+def test_route_picker(monkeypatch, device_type):
+    """decode takes up to 16 query rows per kv head everywhere and every row count on a CPU device
+    (flash_decode's row blocks of CPU_DECODE_ROWS rows beat the tiled kernel there)."""
+    monkeypatch.setattr(runtime.get().device, "device_type", device_type)
+    many = "decode" if device_type == "cpu" else "tiled"
     assert attention_route((1, 8, 1, 128), (1, 8, 4096, 128)) == "decode"      # decode, one row per kv head
     assert attention_route((1, 32, 1, 128), (1, 8, 4096, 128)) == "decode"     # GQA decode: 4 rows share K/V
     assert attention_route((1, 8, 1, 128), (1, 8, 5000, 128)) == "decode"      # no score row limit
-    assert attention_route((1, 64, 1, 128), (1, 2, 5000, 128)) == "tiled"      # 32 rows per kv head
-    assert attention_route((1, 8, 512, 64), (1, 8, 512, 64)) == "tiled"         # prefill
+    assert attention_route((1, 64, 1, 128), (1, 2, 5000, 128)) == many         # 32 rows per kv head
+    assert attention_route((1, 8, 512, 64), (1, 8, 512, 64)) == many           # prefill
     assert attention_route((1, 8, 1, 128), (1, 8, 4096, 128), route="single") == "single"
-    with pytest.raises(UnsupportedError, match="route 'decode'"):
-        attention_route((1, 8, 512, 64), (1, 8, 512, 64), route="decode")
+    assert attention_route((1, 8, 512, 64), (1, 8, 512, 64), route="decode") == "decode"
     assert attention_route((1, 8, 512, 64), (1, 8, 512, 64), route="single") == "single"
     assert attention_route((1, 8, 1, 64), (1, 8, 9, 64), route="TILED") == "tiled"
+    monkeypatch.setattr(runtime.get().device.limits, "maxComputeSharedMemorySize", 1024)
+    with pytest.raises(UnsupportedError, match="route 'decode' needs"):
+        attention_route((1, 8, 512, 64), (1, 8, 512, 64), route="decode")
+
+
+def test_decode_row_blocks_of_a_gpu(monkeypatch):
+    """Forced decode with many rows per kv head on a non-CPU device: row blocks of 16 rows (the query
+    tile in shared memory), several per kv head, the last one partial; keys split for the GPU's target."""
+    monkeypatch.setattr(runtime.get().device, "device_type", "discrete")
+    opt = {"is_causal": True, "window": (30, -1)}
+    q, k, v = inputs(1, 4, 2, 19, 150, 64, F16, seed=12)
+    got = SDPA(q, k, v, return_lse=True, route="decode", **opt)
+    check_forward(got, ref_forward(t64(q), t64(k), t64(v), **opt), F16)
 
 
 def test_route_env(monkeypatch):
@@ -456,7 +528,8 @@ def _qkv(Hq=4, Hkv=2, D=32, dts=(F32, F32, F32), Sk=9):
     (_qkv(), {"window": (1.5, 0)}, ShapeError, "window"),
     (_qkv(), {"window": (1, 2, 3)}, ShapeError, "window"),
     (_qkv(), {"scale": float("nan")}, ShapeError, "scale"),
-    (_qkv(), {"scale": 0.0}, ShapeError, "scale"),
+    (_qkv(), {"scale": float("-inf")}, ShapeError, "scale"),
+    (_qkv(), {"scale": True}, ShapeError, "scale"),
     (_qkv(), {"scale": "x"}, ShapeError, "scale"),
     (_qkv(), {"softcap": -1.0}, ShapeError, "softcap"),
     (_qkv(), {"softcap": float("inf")}, ShapeError, "softcap"),

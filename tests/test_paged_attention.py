@@ -89,6 +89,24 @@ def test_causal_prefill(ps):
     check(plain, reference(q, kc, vc, ptr, idx, last, qo, 0.3, False)[0], np.float32)
 
 
+@pytest.mark.parametrize("scale", [-0.6, 0.0], ids=["negative", "zero"])
+def test_any_finite_scale(scale):
+    """torch's scale contract (any finite scale; the FlashInfer-Bench references compute with a negative
+    sm_scale): decode and causal prefill against the float64 reference; non-finite scales are typed errors."""
+    ptr, idx, last, pages = layout([40, 0, 7], 16)
+    kc, vc = (rng.standard_normal((pages, 16, 2, 32)).astype(np.float32) for _ in range(2))
+    for qo in (np.arange(4), np.array([0, 5, 5, 8])):
+        q = rng.standard_normal((int(qo[-1]), 4, 32)).astype(np.float32)
+        out, lse = fv.paged_attention(q, kc, vc, ptr, idx, last, None if len(q) == 3 else qo, scale=scale,
+                                      return_lse=True)
+        want_o, want_l = reference(q, kc, vc, ptr, idx, last, qo, scale, True)
+        check(out, want_o, np.float32)
+        np.testing.assert_allclose(lse, want_l, rtol=1e-5, atol=1e-4)
+    for bad in (float("nan"), float("inf"), "x"):
+        with pytest.raises(ShapeError, match="scale must be a finite number"):
+            fv.paged_attention(q[:3], kc, vc, ptr, idx, last, scale=bad)
+
+
 def test_page_table_matters_and_full_pages_by_default():
     ptr, idx, _, pages = layout([32, 16], 16)
     q = rng.standard_normal((2, 2, 16)).astype(np.float32)
@@ -141,3 +159,40 @@ def test_bad_page_tables_are_typed_errors():
         fv.paged_attention(q, kc.astype(np.float16), kc.astype(np.float16), ptr, idx, last)
     with pytest.raises(DTypeError, match="integer"):
         fv.paged_attention(q, kc, kc, ptr.astype(np.float32), idx, last)
+
+
+@pytest.mark.parametrize("pack", [1 << 20, 1], ids=["packed", "one_per_request"])
+def test_latent_segments_packing(monkeypatch, pack):
+    """The FlashInfer-Bench MLA solution (definitions/kinds.py) packs requests into one masked call: the
+    same answer as a float64 per-request reference whether every request shares one pack or each has
+    its own; a request with more queries than keys has rows that see nothing (zeros, lse -inf), one with
+    no key or no query contributes nothing."""
+    from fuelvk.definitions import kinds
+    monkeypatch.setattr(kinds, "LATENT_PACK_SCORES", pack)
+    h, dc, dp, tokens = 2, 16, 8, 30
+    segs = [(0, 3, np.array([4, 9, 1, 20, 7], np.int32)), (3, 5, np.array([2], np.int32)), (5, 5, np.array([3])),
+            (5, 6, None), (6, 8, np.array([11, 12, 13], np.int32))]
+    assert len(kinds._latent_packs(segs, h)) == (1 if pack > 1 else 3)
+    qn, qp = rng.standard_normal((8, h, dc)).astype(np.float32), rng.standard_normal((8, h, dp)).astype(np.float32)
+    ckv, kpe = rng.standard_normal((tokens, 1, dc)).astype(np.float32), rng.standard_normal((tokens, 1, dp)).astype(np.float32)
+    defn = {"outputs": {"output": {"dtype": "float32"}, "lse": {}}, "reference": ""}
+    inputs = {"q_nope": torch.from_numpy(qn), "q_pe": torch.from_numpy(qp), "ckv_cache": torch.from_numpy(ckv),
+              "kpe_cache": torch.from_numpy(kpe), "sm_scale": -0.2}
+    out, lse = kinds._latent_segments(defn, inputs, segs)()
+    want_o, want_l = np.zeros((8, h, dc)), np.full((8, h), -np.inf)
+    for q0, q1, ids in segs:
+        if ids is None or q1 <= q0:
+            continue
+        s = (np.einsum("qhd,td->qht", qn[q0:q1].astype(np.float64), ckv[ids, 0])
+             + np.einsum("qhd,td->qht", qp[q0:q1].astype(np.float64), kpe[ids, 0])) * -0.2
+        n, m = q1 - q0, len(ids)
+        s[np.broadcast_to((np.arange(m)[None, :] > np.arange(n)[:, None] + m - n)[:, None], s.shape)] = -np.inf
+        for i in range(n):
+            if np.isfinite(s[i]).any():
+                t = torch.from_numpy(s[i])
+                want_l[q0 + i] = torch.logsumexp(t, -1).numpy()
+                want_o[q0 + i] = torch.softmax(t, -1).numpy() @ ckv[ids, 0].astype(np.float64)
+    assert np.isneginf(want_l[3]).all() and np.array_equal(np.isneginf(lse), np.isneginf(want_l))
+    np.testing.assert_allclose(out, want_o, rtol=1e-4, atol=1e-5)
+    fin = np.isfinite(want_l)
+    np.testing.assert_allclose(lse[fin], want_l[fin], rtol=1e-5, atol=1e-5)

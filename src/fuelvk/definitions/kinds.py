@@ -126,36 +126,65 @@ def latent_attention(qn, qp, kc, kp, scale, mask=None):
     return fv.matmul(fv.softmax(s, axis=-1), kc), lse.reshape(-1)
 
 
+# Requests of a latent call are packed into one masked block while its dense score matrix stays under
+# this many elements (each request still alone when larger): a request's ~15 dispatches and two downloads
+# cost more on a small row than the masked-out scores (lavapipe, mla_paged_prefill h8 ps1, 3 requests,
+# best-of-7 process CPU per call: 4.7 ms one request at a time, 3.1 ms packed).
+LATENT_PACK_SCORES = 1 << 20
+
+
+def _latent_packs(segments, heads):
+    """Consecutive live segments (query rows and keys) grouped while rows * heads * tokens of the
+    group stays <= LATENT_PACK_SCORES (a group holds at least one segment)."""
+    packs, cur, rows, toks = [], [], 0, 0
+    for q0, q1, ids in segments:
+        if ids is None or len(ids) == 0 or q1 <= q0:
+            continue
+        r, t = rows + q1 - q0, toks + len(ids)
+        if cur and r * heads * t > LATENT_PACK_SCORES:
+            packs.append(cur)
+            cur, r, t = [], q1 - q0, len(ids)
+        cur.append((q0, q1, ids))
+        rows, toks = r, t
+    return packs + ([cur] if cur else [])
+
+
 def _latent_segments(defn, inputs, segments):
     """segments: (q0, q1, host token rows or None) per request: query rows q0:q1 attend to those cache
     rows, causal bottom-right aligned (query i of n sees keys j <= T - n + i, the references' prefix
-    rule; one query sees all).  Host (out, lse); rows of no segment or no key: zeros, lse -inf."""
+    rule; one query sees all).  Requests are packed (_latent_packs) into one latent_attention call over
+    their rows and keys, a block mask keeping each row to its own request's keys.  Host (out, lse);
+    rows of no segment or no visible key: zeros, lse -inf."""
     qn, qp, ckv, kpe = _dev(inputs, "q_nope", "q_pe", "ckv_cache", "kpe_cache")
     ckv, kpe = ckv.reshape(-1, ckv.shape[-1]), kpe.reshape(-1, kpe.shape[-1])   # token rows
     scale, odt, log2 = _attn_options(defn, inputs)
     fv = _fv()
     n_all, h, dc = qn.shape
-    prepared = []   # (q0, q1, device token rows, device mask or None): built once, outside the timed call
-    for q0, q1, ids in segments:
-        if ids is None or len(ids) == 0 or q1 <= q0:
-            continue
-        n, t = q1 - q0, len(ids)
-        mask = None
-        if n > 1:
-            seen = np.arange(t)[None, :] <= np.arange(n)[:, None] + (t - n)           # [n, T]
-            mask = fv.asarray(np.ascontiguousarray(np.broadcast_to(seen[:, None], (n, h, t)).reshape(n * h, t)))
-        prepared.append((q0, q1, fv.asarray(np.asarray(ids, np.int32)), mask))
+    prepared = []   # (host query rows, device query rows, device token rows, device mask or None, host seen)
+    for pack in _latent_packs(segments, h):
+        qrows = np.concatenate([np.arange(q0, q1) for q0, q1, _ in pack])
+        toks = np.concatenate([np.asarray(ids, np.int32) for _, _, ids in pack])
+        seen = np.zeros((len(qrows), len(toks)), bool)
+        r = t = 0
+        for q0, q1, ids in pack:
+            n, m = q1 - q0, len(ids)
+            seen[r:r + n, t:t + m] = np.arange(m)[None, :] <= np.arange(n)[:, None] + (m - n)
+            r, t = r + n, t + m
+        mask = None if seen.all() else fv.asarray(np.ascontiguousarray(
+            np.broadcast_to(seen[:, None], (len(qrows), h, len(toks))).reshape(-1, len(toks))))
+        prepared.append((qrows, fv.asarray(qrows.astype(np.int32)), fv.asarray(toks), mask, seen.any(-1)))
 
     def call():
         out = np.zeros((n_all, h, dc), odt)
         lse = np.full((n_all, h), -np.inf, np.float32)
-        for q0, q1, ids, mask in prepared:
-            kc, kp = fv.take(ckv, ids, axis=0), fv.take(kpe, ids, axis=0)
-            rows = (q1 - q0) * h
-            o, l_ = latent_attention(qn[q0:q1].reshape(rows, dc), qp[q0:q1].reshape(rows, qp.shape[-1]),
-                                     kc, kp, scale, mask)
-            out[q0:q1] = o.astype(odt).numpy().reshape(q1 - q0, h, dc)
-            lse[q0:q1] = l_.numpy().reshape(q1 - q0, h) / (LN2 if log2 else 1.0)
+        for qrows, qdev, toks, mask, live in prepared:
+            kc, kp = fv.take(ckv, toks, axis=0), fv.take(kpe, toks, axis=0)
+            rows = len(qrows) * h
+            o, l_ = latent_attention(fv.take(qn, qdev, axis=0).reshape(rows, dc),
+                                     fv.take(qp, qdev, axis=0).reshape(rows, qp.shape[-1]), kc, kp, scale, mask)
+            o, l_ = o.astype(odt).numpy().reshape(-1, h, dc), l_.numpy().reshape(-1, h)
+            out[qrows[live]] = o[live]
+            lse[qrows[live]] = l_[live] / (LN2 if log2 else 1.0)
         return out, lse
     return call
 

@@ -58,6 +58,23 @@ def tiled_config(d, rows, shared_limit):
     return (br, bc) if tiled_shared_bytes(d, br, bc) <= shared_limit else None
 
 
+# flash_decode's rows per workgroup on a CPU device (device_type "cpu", whose workgroups run one per
+# thread): one vec4 row group, so the query tile fits in registers (QREG) and a row block shares its K / V
+# reads with no shared-memory broadcasts, which a CPU driver runs lane by lane. There the decode kernel
+# also serves prefill (any G * Sq): lavapipe, 2 cores, causal bottom-right, f32, CPU time per call:
+#   q 32x40x128, k 16x70:  tiled (BR 16) 112 ms, flash_decode BR 16 65 ms, BR 4 32 ms
+#   q 8x256x64,  k 8x256:  tiled 237 ms, flash_decode BR 16 125 ms, BR 4 60 ms
+#   q 8x128x128, k 2x512:  tiled 525 ms, flash_decode BR 4 78 ms
+#   q 16x1x128,  k 1x4096: flash_decode BR 16 35 ms, BR 4 9.5 ms (decode, GQA 16)
+# A GPU keeps up to TILED_BR_MAX rows per workgroup (K / V shared by more rows) and the tiled kernel for more.
+CPU_DECODE_ROWS = 4
+
+
+def decode_config(d, rows, shared_limit, device_type):
+    """(BR, BC) of flash_decode for rows = G * Sq query rows per kv head on a device of device_type."""
+    return tiled_config(d, min(rows, CPU_DECODE_ROWS) if device_type == "cpu" else rows, shared_limit)
+
+
 def decode_shared_bytes(d, br, bc):
     """Shared memory of flash_decode: query and score tiles as vec4s over 4 rows, 2 row scalars, 2 uvec4s
     (the score tile's worst case: in shared memory, without TEX_P)."""

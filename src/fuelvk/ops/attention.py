@@ -6,7 +6,8 @@ dim B (views where the strides allow); Hq a multiple of Hkv (GQA: query head h r
 h // (Hq // Hkv)). D <= 256, v has the head dim of k. The backward takes equal leading dims.
 
 Semantics (flash-attn's, so models ported from it keep their numbers):
-  s = scale * q.k (scale defaults to 1/sqrt(D)); softcap c > 0: s = c * tanh(s / c);
+  s = scale * q.k (scale defaults to 1/sqrt(D); any finite scale, 0 and negative included, as torch's);
+  softcap c > 0: s = c * tanh(s / c);
   ALiBi slopes [Hq] or [B, Hq]: s -= slope * |j - i - (Sk - Sq)|;
   window (left, right): query i sees key j iff -left <= j - i - (Sk - Sq) <= right (-1 = unbounded);
   is_causal: query i sees key j <= i, aligned top-left as torch's (causal_alignment="top_left", the
@@ -19,16 +20,17 @@ Semantics (flash-attn's, so models ported from it keep their numbers):
 
 Routes: "single" (flash_attn_*: one workgroup per query row, the score row in shared memory,
 Sk <= 4096), "tiled" (flash_attention*: FlashAttention-2, no Sk limit) and "decode" (flash_decode_*:
-flash-decoding for at most 16 query rows per kv head, G * Sq; the keys split over more workgroups,
-decode_splits, each writing partial (max, sum, acc) that flash_decode_combine merges exactly with a
-log-sum-exp; K / V read in 16-byte chunks, through texel views where the device's load-path probe
-picks them; see _decode); "math" (composed of device
+flash-decoding, row blocks of up to 16 of the G * Sq query rows of a kv head (4 on a CPU device); the
+keys split over more workgroups, decode_splits, each writing partial (max, sum, acc) that
+flash_decode_combine merges exactly with a log-sum-exp; K / V read in 16-byte chunks, through texel
+views where the device's load-path probe picks them; see _decode); "math" (composed of device
 ops: f32 scores [B, Hq, Sq, Sk], mask, softmax, @ v) takes what the fused kernels cannot express: an
 attn_mask, or a top-left causal mask with Sq < Sk (Sq > Sk is the kernels' band with right = Sq - Sk);
 it is chosen, never forced, and takes no window / ALiBi / softcap. The picker takes decode when
 each kv head has at most 16 query rows (lavapipe, q 1x32x1x128, k 1x8x512x128 f32, CPU time per call:
-tiled 24.8 ms, decode 2.5-2.9 ms; q 1x8x1x128, k 1x8x4096x128: single 95 ms, decode 11.7 ms), else
-the tiled kernel (the single pass where only it fits); FUELVK_ATTENTION_ROUTE or route= forces one
+tiled 24.8 ms, decode 2.5-2.9 ms; q 1x8x1x128, k 1x8x4096x128: single 95 ms, decode 11.7 ms) and for
+any row count on a CPU device (prefill 4-7x faster than tiled there: kernels/attention.py,
+CPU_DECODE_ROWS), else the tiled kernel (the single pass where only it fits); FUELVK_ATTENTION_ROUTE or route= forces one
 (auto/single/tiled/decode);
 attention_route() says which a call takes. On lavapipe, whose loops silently stop after ~65535
 iterations per invocation (Device.loop_budget), long key ranges (tiled forward, dQ) and long
@@ -52,6 +54,7 @@ from ..kernels.attention import (
     SKMAX_BUCKETS,
     TILED_BR_MAX,
     bwd_span_per_launch,
+    decode_config,
     decode_shared_bytes,
     decode_splits,
     decode_target,
@@ -76,6 +79,9 @@ FAMILY = {"single": "flash_attn", "tiled": "flash_attention", "decode": "flash_d
 # competitive while each kv head has one query row (G * Sq = 1), where the tiled kernel's rows cannot
 # share a K/V read; from two rows on the tiled kernel wins (docs/MEASUREMENTS.md).
 SINGLE_MAX_ROWS = 1
+# flash_decode's TEX_P scratch (a score-tile slice per workgroup) is bounded: a long prefill on the decode
+# route (a CPU device's) has many row blocks; past this size the score tile stays in shared memory.
+DECODE_SCRATCH_BYTES = 16 << 20
 
 
 def _shape_of(x):
@@ -162,9 +168,11 @@ def _options(op, D, is_causal, scale, window, softcap, causal_right=0):
     """(scale, cap, wl, wr) as the kernels take them, after validating the user's values."""
     if scale is None:
         scale = 1.0 / math.sqrt(D)
+    # torch's contract: any finite scale, zero (uniform weights) and negative included
     if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating, np.integer)) \
-            or not (math.isfinite(scale) and scale > 0):
-        raise ShapeError(f"{op}: scale must be a positive finite number or None (1/sqrt(D)), got {scale!r}")
+            or not math.isfinite(scale):
+        raise ShapeError(f"{op}: scale must be a finite number (any sign, 0 included) or None (1/sqrt(D)), "
+                         f"got {scale!r}")
     if window is None:
         window = (-1, -1)
     try:
@@ -219,8 +227,11 @@ def _pick(op, Sq, Sk, D, G, route):
     shared = ctx.device.limits.maxComputeSharedMemorySize
     tiled_ok = tiled_config(D, G * Sq, shared) is not None
     single_ok = Sk <= SINGLE_SK_MAX and single_shared_bytes(D, _skmax(Sk)) <= shared
-    cfg = tiled_config(D, G * Sq, shared)
-    decode_ok = cfg is not None and G * Sq <= TILED_BR_MAX and decode_shared_bytes(D, *cfg) <= shared
+    cpu = ctx.device.device_type == "cpu"
+    cfg = decode_config(D, G * Sq, shared, ctx.device.device_type)
+    # flash_decode takes any number of rows (row blocks of BR); auto picks it for at most TILED_BR_MAX rows
+    # per kv head, and for every row count on a CPU device (CPU_DECODE_ROWS in kernels/attention.py)
+    decode_ok = cfg is not None and decode_shared_bytes(D, *cfg) <= shared
     if want == "single" and Sk > SINGLE_SK_MAX:
         raise ShapeError(f"{op}: route 'single' (flash_attn_*) takes Sk <= {SINGLE_SK_MAX} keys; got Sk={Sk}, "
                          f"D={D}; use route='tiled'")
@@ -232,12 +243,12 @@ def _pick(op, Sq, Sk, D, G, route):
         raise UnsupportedError(f"{op}: route 'tiled' needs {tiled_shared_bytes(D, 1, 64)} B of shared memory for "
                                f"D={D}, more than maxComputeSharedMemorySize = {shared} on {ctx.device.name}")
     if want == "decode" and not decode_ok:
-        raise UnsupportedError(f"{op}: route 'decode' takes at most {TILED_BR_MAX} query rows per kv head "
-                               f"(G * Sq, G = Hq / Hkv) in {shared} B of shared memory; got G * Sq = {G * Sq}, "
-                               f"D={D}; use route='tiled'")
+        raise UnsupportedError(f"{op}: route 'decode' needs {decode_shared_bytes(D, 1, 64)} B of shared memory "
+                               f"for D={D}, more than maxComputeSharedMemorySize = {shared} on {ctx.device.name}; "
+                               "use route='tiled'")
     if want != "auto":
         return want
-    if decode_ok:
+    if decode_ok and (G * Sq <= TILED_BR_MAX or cpu):
         return "decode"
     if single_ok and (G * Sq <= SINGLE_MAX_ROWS or not tiled_ok):
         return "single"
@@ -456,11 +467,12 @@ def _decode(ctx, dt, q, qs, k, ks, v, vs, o, lse, slopes, sa_b, B, Hq, Hkv, Sq, 
     read through their texel views where the device's load path takes them; with nsplit > 1 the
     splits' (m, l, acc) go to a state buffer that flash_decode_combine merges into o and lse."""
     rows, G = B * Hq * Sq, Hq // Hkv
-    br, bc = tiled_config(D, G * Sq, ctx.device.limits.maxComputeSharedMemorySize)
+    br, bc = decode_config(D, G * Sq, ctx.device.limits.maxComputeSharedMemorySize, ctx.device.device_type)
     blocks = B * Hkv * -(-G * Sq // br)
     nsplit, split_keys = decode_splits(Sk, blocks, bc, tiled_keys_per_launch(D, br, bc, ctx.device.loop_budget),
                                        decode_target(ctx.device))
-    scratch = new_like((blocks * nsplit * -(-br // 4) * (bc + D) * 4,), _dt.float32)   # TEX_P's slices
+    slices = blocks * nsplit * -(-br // 4) * (bc + D) * 4          # TEX_P's slices, one per workgroup
+    scratch = new_like((slices,), _dt.float32) if slices * 4 <= DECODE_SCRATCH_BYTES else None
     views, tex = texel_views(DECODE_TEXELS, {"k": k, "v": v, "p": scratch})
     per = 16 // k.dtype.itemsize                 # elements of a 16-byte chunk
     if all(x % per == 0 for x in (k.offset,) + ks):

@@ -13,7 +13,6 @@ a request with at most 16 query rows per kv head takes its flash-decoding route:
 workgroups, K / V through texel views where the device reads them faster).  The page table is read on the host (it fixes the launches).  A request with no
 query contributes nothing; one with no key gives zeros and lse -inf.
 """
-import math
 
 import numpy as np
 
@@ -21,7 +20,7 @@ from .. import dtypes as _dt
 from ..array import Array, asarray
 from ..errors import DTypeError, ShapeError
 from ._core import device_args
-from .attention import scaled_dot_product_attention
+from .attention import _options, scaled_dot_product_attention
 from .indexing import take
 from .movement import concatenate
 
@@ -77,7 +76,7 @@ def paged_attention(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len
     if ((counts > 0) & ((last < 0) | (last > ps))).any():
         raise ShapeError(f"{op}: kv_last_page_len must lie in [0, {ps}] for a request with pages (0: the last page "
                          f"dropped); got {last.tolist()[:16]}")
-    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    scale = _options(op, d, False, scale, None, None)[0]    # scaled_dot_product_attention's check: any finite
     idx_dev = asarray(idx.astype(np.int32))
     outs, lses = [], []
     for r in range(b):
