@@ -30,13 +30,20 @@ LAYOUTS = [((2, 64, 128), 0), ((2, 8192), 0), ((64, 128, 2), -1), ((4096, 512), 
            ((1024, 2048), -1), ((64, 32768), -1), ((4, 128256), -1), ((1 << 20,), 0)]
 
 
-def layouts(repeats=5):
-    import fuelvk as fv
+def _roof():
+    """The copy roof (GB/s) measured now, printed: every % in these tables is of it."""
     from fuelvk.bench.roofs import copy_roofs
-    from fuelvk.bench.timing import host_ms, measure
 
     roof = copy_roofs(repeats=3, min_ms=2.0)["bandwidth_GBps"]
     print(f"copy roof {roof:.2f} GB/s")
+    return roof
+
+
+def layouts(repeats=5):
+    import fuelvk as fv
+    from fuelvk.bench.timing import host_ms, measure
+
+    roof = _roof()
     print(f"{'op':7s} {'shape':14s} {'axis':>4s} {'ms':>9s} {'GB/s':>8s} {'%roof':>7s} {'numpy ms':>9s}")
     rng = np.random.default_rng(0)
     for shape, axis in LAYOUTS:
@@ -64,11 +71,9 @@ ROWS = [("softmax", (1, 4096)), ("softmax", (32, 4096)), ("softmax", (4096, 64))
 
 def rows(repeats=5):
     import fuelvk as fv
-    from fuelvk.bench.roofs import copy_roofs
     from fuelvk.bench.timing import measure
 
-    roof = copy_roofs(repeats=3, min_ms=2.0)["bandwidth_GBps"]
-    print(f"copy roof {roof:.2f} GB/s")
+    roof = _roof()
     print(f"{'op':20s} {'shape':18s} {'median ms':>10s} {'best ms':>9s} {'GB/s':>7s} {'%roof':>7s}")
     rng = np.random.default_rng(0)
     for op, shape in ROWS:

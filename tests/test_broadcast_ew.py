@@ -82,22 +82,29 @@ def test_broadcast_views(flags):
     assert any(f & FLAGS["b_col"] for f in flags)
 
 
-def test_plan_linear(monkeypatch):
-    """ROW inputs with runs and offsets of multiples of 4 and COL inputs with runs of multiples of 4
-    run LINEAR (4 elements per access: a quarter of the groups); others the index path; a ROW input
-    reads through its texel view."""
-    monkeypatch.setenv(loadpath.ENV, "1")
+def _mul_plan():
+    """_core._plan of an f32 multiply on this device with texel views allowed for every operand:
+    plan(out, inputs) -> (pipes, writes, views)."""
     ctx = runtime.get()
     mul = fv.kernels.elementwise.variant("binary", "f32", ctx.device.features)
 
     def plan(out, ins):
         return _core._plan(ctx, mul, out, ins, {"OP": 2}, _core.ZERO2, _core.ZERO2, 0,
                            (True, True) + tuple(x.buffer.size // 16 for x in [out] + ins))
+    return plan
+
+
+def test_plan_linear(monkeypatch):
+    """ROW inputs with runs and offsets of multiples of 4 and COL inputs with runs of multiples of 4
+    run LINEAR (4 elements per access: a quarter of the groups); others the index path; a ROW input
+    reads through its texel view."""
+    monkeypatch.setenv(loadpath.ENV, "1")
+    plan = _mul_plan()
     o = fv.asarray(np.zeros((256, 64), np.float32))
     x = fv.asarray(np.ones((256, 64), np.float32))
     w = fv.asarray(np.ones(68, np.float32))
     v = fv.asarray(np.ones((256, 1), np.float32))
-    lin = _core._plan(ctx, mul, o, [x, x], {"OP": 2}, _core.ZERO2, _core.ZERO2, 0)[0][0][1]
+    lin = plan(o, [x, x])[0][0][1]
     for ins in ([x, w[:64]], [w[4:], x], [x, v], [v, x]):
         (_, groups, _), = plan(o, ins)[0]
         assert groups == lin, ins
@@ -265,12 +272,7 @@ def test_mid_plan_linear(monkeypatch):
     the contiguous product of that shape does, also beside a strided unit operand (a transposed q,
     whose view is bound too); an odd run keeps the index path."""
     monkeypatch.setenv(loadpath.ENV, "1")
-    ctx = runtime.get()
-    mul = fv.kernels.elementwise.variant("binary", "f32", ctx.device.features)
-
-    def plan(out, ins):
-        return _core._plan(ctx, mul, out, ins, {"OP": 2}, _core.ZERO2, _core.ZERO2, 0,
-                           (True, True) + tuple(x.buffer.size // 16 for x in [out] + ins))
+    plan = _mul_plan()
     o = fv.asarray(np.zeros((2, 8, 16, 16), np.float32))                  # 4096: one LINEAR group
     q = fv.asarray(np.ones((2, 8, 16, 16), np.float32))
     cos = fv.asarray(np.ones((2, 1, 16, 16), np.float32))
