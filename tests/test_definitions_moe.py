@@ -336,6 +336,31 @@ def test_moe_trtllm_kinds(name, tmp_path):
     assert bad["status"] == "INCORRECT_NUMERICAL", bad["log"]
 
 
+@pytest.mark.parametrize("name", [FP4_RENORM, FP8_RENORM])
+def test_moe_trtllm_stacks_over_one_buffer_go_per_expert(name, tmp_path, monkeypatch):
+    """A weight stack larger than the device's largest buffer (float32 e64 h4096 i1536: 3.2 GB over
+    lavapipe's 2 GiB) is uploaded one expert at a time; forced here with a largest buffer smaller than
+    the shrunk stacks: the row still passes, and the stacks were split (a FuelVKMemoryError before)."""
+    from fuelvk.definitions import kinds
+    d = _trtllm_def(name)
+    row = row_for(d, tmp_path, seed=3)
+    pool = runtime.get().pool
+    made = []
+    real = kinds._expert_stack
+
+    def spy(inputs, wname):
+        w = real(inputs, wname)
+        made.append(type(w))
+        return w
+    monkeypatch.setattr(kinds, "_expert_stack", spy)
+    # an expert's [64, 64] (float32 16 KiB, fp8 4 KiB) fits; the stacks of 8 experts do not
+    monkeypatch.setattr(pool, "max_buffer", 16384 if name == FP4_RENORM else 4096)
+    ev = evaluate(d, row, root=tmp_path, repeats=1)["evaluation"]
+    monkeypatch.undo()
+    assert ev["status"] == "PASSED", ev["log"]
+    assert made and all(t is tuple for t in made), made
+
+
 def test_a_float_moe_definition_of_another_signature_gets_no_solution():
     """A top-8 Definition with a routing_bias (neither the renormalize nor the Llama 4 signature), fp8
     weights under the fp4 name, or topk_ids int64, match no solution; nor fp8 per-tensor weights

@@ -518,7 +518,8 @@ def solve_moe_fp8_ds_routing(defn, inputs):
 # scale 1 (dequantized inside the kernel), its outputs scaled.
 
 def float_gemms(w13, w2):
-    """(gemm1, gemm2) of moe_experts over float weight stacks [E, N, K]: x @ W[e].T in float32."""
+    """(gemm1, gemm2) of moe_experts over float weight stacks [E, N, K] (or per-expert tuples):
+    x @ W[e].T in float32."""
     fv = _fv()
     return (lambda x, e: fv.matmul(x, w13[e].T, "float32"), lambda x, e: fv.matmul(x, w2[e].T, "float32"))
 
@@ -528,19 +529,32 @@ def per_tensor_fp8_gemms(w13, up_scale, gate_scale, w2, out_scale):
     half times up_scale[e], its second (gate) half times gate_scale[e]; gemm2 times out_scale[e]."""
     from ..ops.moe import fp8_block_matmul
     fv = _fv()
-    n_local, g1, h = w13.shape
+    n_local, (g1, h) = len(w13), w13[0].shape
     one = fv.asarray(np.ones((1, 1), np.float32))
     half = g1 // 2
     cols = fv.concatenate([fv.broadcast_to(up_scale[:, None], (n_local, half)),
                            fv.broadcast_to(gate_scale[:, None], (n_local, g1 - half))], axis=1)      # [E, 2I]
     return (lambda x, e: fp8_block_matmul(x, w13[e], one, (g1, h)) * cols[e][None],
-            lambda x, e: fp8_block_matmul(x, w2[e], one, tuple(w2.shape[1:])) * out_scale[e:e + 1][None])
+            lambda x, e: fp8_block_matmul(x, w2[e], one, tuple(w2[e].shape)) * out_scale[e:e + 1][None])
+
+
+def _expert_stack(inputs, name):
+    """A weight stack [E, N, K] on the device: one array where it fits one buffer of the device, else
+    a tuple of per-expert arrays [N, K] (a float32 stack of 64 experts at h4096 i1536 is 3.2 GB, over
+    lavapipe's 2 GiB maxBufferSize); moe_experts only indexes it by expert."""
+    fv = _fv()
+    host = to_numpy(inputs[name])
+    if host.nbytes <= fv.runtime.get().pool.max_buffer:
+        return fv.asarray(host)
+    return tuple(fv.asarray(np.ascontiguousarray(w)) for w in host)
 
 
 def _trtllm_moe(defn, inputs, route, weigh_input=False):
     """route() -> (host ids [T, K], device weights [T, K]); the experts float32 or per-tensor fp8 as
-    the Definition's gemm1_weights dtype says; then moe_experts."""
-    hs, w13, w2 = _dev(inputs, "hidden_states", "gemm1_weights", "gemm2_weights")
+    the Definition's gemm1_weights dtype says (stacks over one buffer per expert: _expert_stack); then
+    moe_experts."""
+    (hs,) = _dev(inputs, "hidden_states")
+    w13, w2 = _expert_stack(inputs, "gemm1_weights"), _expert_stack(inputs, "gemm2_weights")
     fp8 = defn["inputs"]["gemm1_weights"]["dtype"] == "float8_e4m3fn"
     scales = _dev(inputs, "output1_scales_scalar", "output1_scales_gate_scalar", "output2_scales_scalar") if fp8 else ()
     odt = np_dtype(defn["outputs"]["output"]["dtype"])
@@ -548,7 +562,7 @@ def _trtllm_moe(defn, inputs, route, weigh_input=False):
     def call():
         ids, weights = route()
         gemms = per_tensor_fp8_gemms(w13, scales[0], scales[1], w2, scales[2]) if fp8 else float_gemms(w13, w2)
-        out = moe_experts(hs.astype("float32"), ids, weights, *gemms, w13.shape[0], weigh_input=weigh_input)
+        out = moe_experts(hs.astype("float32"), ids, weights, *gemms, len(w13), weigh_input=weigh_input)
         return (out.astype(odt).numpy(),)
     return call
 
