@@ -750,9 +750,9 @@ def test_a_variant_signature_of_a_solved_kind_is_refused():
     assert sol is None and "kv_last_page_len" in why
 
 
-def test_moe_fp8_block_scale_renorm(tmp_path):
-    """8 experts, hidden 256, intermediate 128, top 2 (the reference's constants shrunk, 128-wide
-    blocks kept); wrong routing (the lowest logits) is caught under moe's 95% rule."""
+def _small_moe():
+    """moe_fp8_block_scale_renorm with 8 experts, hidden 256, intermediate 128, top 2 (the reference's
+    constants shrunk, 128-wide blocks kept)."""
     full = _defs()[MOE]
     ref = full["reference"]
     smaller = (("E = 128", "E = 8"), ("H = 2048", "H = 256"), ("I = 768", "I = 128"),
@@ -762,14 +762,37 @@ def test_moe_fp8_block_scale_renorm(tmp_path):
         ref = ref.replace(a, b)
     small = {"num_local_experts": 8, "hidden_size": 256, "intermediate_size": 128, "gemm1_out_size": 256,
              "top_k": 2, "num_hidden_blocks": 2, "num_intermediate_blocks": 1, "num_gemm1_out_blocks": 2}
-    d = {**full, "name": "moe_fp8_block_scale_renorm_topk2_e8_h256_i128", "reference": ref,
-         "axes": {k: {**v, "value": small[k]} if k in small else v for k, v in full["axes"].items()}}
+    return {**full, "name": "moe_fp8_block_scale_renorm_topk2_e8_h256_i128", "reference": ref,
+            "axes": {k: {**v, "value": small[k]} if k in small else v for k, v in full["axes"].items()}}
+
+
+def test_moe_fp8_block_scale_renorm(tmp_path):
+    """The shrunk Definition passes; wrong routing (the lowest logits) is caught under moe's 95% rule."""
+    d = _small_moe()
     assert match_solution(d)[0].name == "fuelvk_moe_fp8_block_scale_renorm"
     row = _row(d, "moe", seq_len=6)
     _passes_and_a_wrong_one_fails(d, row, tmp_path, lambda o: (o[0] * 1.05,))
     flipped = evaluate(d, row, repeats=1, solution=lambda defn, inp: fuelvk_solution(
         defn, {**inp, "routing_logits": -inp["routing_logits"]}))["evaluation"]
     assert flipped["status"] == "INCORRECT_NUMERICAL"
+
+
+def test_moe_fp8_block_scale_stacks_over_one_buffer_go_per_expert(monkeypatch):
+    """fp8 weight stacks over the device's largest buffer (e128 h4096 i1536: 2.4 GB, over lavapipe's
+    2 GiB) go up one expert at a time: forced with a largest buffer of 64 KiB (an expert's fp8 gemm1
+    [256, 256] is 64 KiB, the stacks of 8 experts 512 / 256 KiB); the row still passes."""
+    from fuelvk import runtime
+    from fuelvk.definitions import kinds
+    d = _small_moe()
+    row = _row(d, "moe", seq_len=6)
+    made = []
+    real = kinds._expert_stack
+    monkeypatch.setattr(kinds, "_expert_stack", lambda inputs, name: made.append(real(inputs, name)) or made[-1])
+    monkeypatch.setattr(runtime.get().pool, "max_buffer", 65536)
+    ev = evaluate(d, row, repeats=1)["evaluation"]
+    monkeypatch.undo()
+    assert ev["status"] == "PASSED", ev["log"]
+    assert len(made) == 2 and all(isinstance(w, tuple) and len(w) == 8 for w in made)
 
 
 def test_generated_workloads_cover_every_kind_without_rows_and_pass(tmp_path, capsys):

@@ -366,9 +366,23 @@ def solve_gdn_prefill(defn, inputs):
 
 # -- mixture of experts ------------------------------------------------------------------------------------
 
+def _expert_stack(inputs, name):
+    """A weight stack [E, N, K] on the device: one array where it fits one buffer of the device, else
+    a tuple of per-expert arrays [N, K] (a float32 stack of 64 experts at h4096 i1536 is 3.2 GB, over
+    lavapipe's 2 GiB maxBufferSize); moe_experts only indexes it by expert."""
+    fv = _fv()
+    host = to_numpy(inputs[name])
+    if host.nbytes <= fv.runtime.get().pool.max_buffer:
+        return fv.asarray(host)
+    return tuple(fv.asarray(np.ascontiguousarray(w)) for w in host)
+
+
 def _moe_inputs(inputs):
-    return _dev(inputs, "routing_logits", "hidden_states", "hidden_states_scale", "gemm1_weights",
-                "gemm1_weights_scale", "gemm2_weights", "gemm2_weights_scale")
+    """The fp8 block-scale kinds' device inputs; the weight stacks through _expert_stack."""
+    logits, hs, hs_scale, s13, s2 = _dev(inputs, "routing_logits", "hidden_states", "hidden_states_scale",
+                                         "gemm1_weights_scale", "gemm2_weights_scale")
+    w13, w2 = _expert_stack(inputs, "gemm1_weights"), _expert_stack(inputs, "gemm2_weights")
+    return logits, hs, hs_scale, w13, s13, w2, s2
 
 
 def moe_activations(hs, hs_scale):
@@ -410,10 +424,10 @@ def moe_experts(a, chosen, weights, gemm1, gemm2, n_local, offset=0, weigh_input
 def fp8_gemms(w13, s13, w2, s2):
     """(gemm1, gemm2) of moe_experts over fp8 block-scale stacks: fp8_block_matmul (fuelvk/ops/moe.py)
     dequantizes the expert's fp8 weight block by block inside the kernel as it reads it, never
-    expanded; each stack stays one fp8 device array (over one binding at the dataset's sizes: the
-    kernel binds only the expert's own bytes)."""
+    expanded; a stack is one fp8 device array (over one binding at the dataset's sizes: the kernel
+    binds only the expert's own bytes) or, over one buffer, a tuple of experts (_expert_stack)."""
     from ..ops.moe import fp8_block_matmul
-    block = w13.shape[2] // s13.shape[2]
+    block = w13[0].shape[1] // s13.shape[2]
     return (lambda x, e: fp8_block_matmul(x, w13[e], s13[e], block),
             lambda x, e: fp8_block_matmul(x, w2[e], s2[e], block))
 
@@ -459,7 +473,7 @@ def solve_moe_fp8_renorm(defn, inputs):
     def call():
         ids, probs = renorm_routing(logits, top_k)
         out = moe_experts(moe_activations(hs, hs_scale), ids.numpy(), probs, *fp8_gemms(w13, s13, w2, s2),
-                          w13.shape[0])
+                          len(w13))
         return (out.astype(odt).numpy(),)
     return call
 
@@ -505,7 +519,7 @@ def solve_moe_fp8_ds_routing(defn, inputs):
     def call():
         ids, weights = ds_routing(logits, bias, top_k, n_group, topk_group, scale)
         out = moe_experts(moe_activations(hs, hs_scale), ids.numpy(), weights, *fp8_gemms(w13, s13, w2, s2),
-                          w13.shape[0], offset)
+                          len(w13), offset)
         return (out.astype(odt).numpy(),)
     return call
 
@@ -536,17 +550,6 @@ def per_tensor_fp8_gemms(w13, up_scale, gate_scale, w2, out_scale):
                            fv.broadcast_to(gate_scale[:, None], (n_local, g1 - half))], axis=1)      # [E, 2I]
     return (lambda x, e: fp8_block_matmul(x, w13[e], one, (g1, h)) * cols[e][None],
             lambda x, e: fp8_block_matmul(x, w2[e], one, tuple(w2[e].shape)) * out_scale[e:e + 1][None])
-
-
-def _expert_stack(inputs, name):
-    """A weight stack [E, N, K] on the device: one array where it fits one buffer of the device, else
-    a tuple of per-expert arrays [N, K] (a float32 stack of 64 experts at h4096 i1536 is 3.2 GB, over
-    lavapipe's 2 GiB maxBufferSize); moe_experts only indexes it by expert."""
-    fv = _fv()
-    host = to_numpy(inputs[name])
-    if host.nbytes <= fv.runtime.get().pool.max_buffer:
-        return fv.asarray(host)
-    return tuple(fv.asarray(np.ascontiguousarray(w)) for w in host)
 
 
 def _trtllm_moe(defn, inputs, route, weigh_input=False):
