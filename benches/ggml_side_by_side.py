@@ -261,7 +261,9 @@ def main(argv=None):
         keys = args.only.split(",")
         cases = [c for c in CASES if c.op in keys or any(c.label.startswith(k) for k in keys)]
     ids = ggml_ids(args.binary)
-    env = {**os.environ, "GGML_PERF_TARGET_GB": args.target_gb, "GGML_PERF_TARGET_GFLOP": args.target_gflop}
+    # ggml-vulkan hides CPU devices (lavapipe) unless GGML_VK_VISIBLE_DEVICES names them
+    env = {"GGML_VK_VISIBLE_DEVICES": "0", **os.environ,
+           "GGML_PERF_TARGET_GB": args.target_gb, "GGML_PERF_TARGET_GFLOP": args.target_gflop}
     info = fv.device_info()
     print(f"device: {info['name']} ({info['type']}), driver {info['driver']}; {args.rounds} interleaved rounds",
           flush=True)
