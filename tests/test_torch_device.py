@@ -913,10 +913,11 @@ def test_index_bounds_checked_without_a_host_wait(no_fallback):
     close(wd.grad, w.grad, rtol=1e-5)
 
 
-@pytest.mark.parametrize("bad", [10, -11])
+@pytest.mark.parametrize("bad", [10, -11, -1])
 def test_index_out_of_range_raises_at_the_next_sync(bad):
     """An out-of-range index raises FuelVKIndexError (an IndexError) at the next synchronize, before any
-    result computed from it reaches the host; later work is unaffected."""
+    result computed from it reaches the host; later work is unaffected. A negative index is out of
+    range too (torch's embedding / index_select raise; numpy's take would wrap it)."""
     w = torch.randn(10, 4).to(DEV)
     ids = torch.tensor([1, bad]).to(DEV)
     out, waits = _host_waits(lambda: TF.embedding(ids, w) * 2)
@@ -929,6 +930,10 @@ def test_index_out_of_range_raises_at_the_next_sync(bad):
         loss.item()
     ok = TF.embedding(torch.tensor([9, 0]).to(DEV), w)   # the check is not sticky
     torch.testing.assert_close(ok.cpu(), w.cpu()[[9, 0]])
+    with pytest.raises(IndexError):
+        torch.index_select(w.cpu(), 0, torch.tensor([1, bad]))       # torch CPU agrees
+    with pytest.raises(fuelvk.FuelVKIndexError, match=rf"index {bad} "):
+        torch.index_select(w, 0, torch.tensor([1, bad])).cpu()       # host indices: at the call
 
 
 # -- launch plans (_plans.py) -----------------------------------------------------------------------------

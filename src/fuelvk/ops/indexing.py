@@ -120,6 +120,16 @@ def _tag_bytes(op, fam, dt):
 
 def take(x, indices, axis=None):
     """numpy.take(x, indices, axis) (index_select / embedding lookup); axis=None takes from x.ravel()."""
+    return _take(x, indices, axis, True)
+
+
+def index_select(x, indices, axis):
+    """take along axis with torch's index_select contract: indices in [0, n), a negative one is a
+    FuelVKIndexError (numpy's take wraps it; torch's index_select and embedding raise)."""
+    return _take(x, indices, axis, False)
+
+
+def _take(x, indices, axis, negative_ok):
     (x,), numpy_out = device_args("take", x)
     numpy_out = numpy_out and not isinstance(indices, Array)
     if axis is None:
@@ -130,7 +140,7 @@ def take(x, indices, axis=None):
         if x.ndim == 0:
             raise ShapeError("take: axis given for a 0-d array; use axis=None")
     if x.dtype == _dt.complex128:    # no 16-byte kernel width: each float64 part is taken on its own
-        parts = [take(complex_part(x, part), indices, ax) for part in (0, 1)]
+        parts = [_take(complex_part(x, part), indices, ax, negative_ok) for part in (0, 1)]
         out = new_like(parts[0].shape, x.dtype)
         for part, values in enumerate(parts):
             complex_part(out, part)[...] = values
@@ -138,7 +148,7 @@ def take(x, indices, axis=None):
     tag = _SEL_TAGS[_tag_bytes("take", "index_select", x.dtype)]
     n = x.shape[ax]
     idx_shape = np.shape(indices) if not isinstance(indices, Array) else indices.shape
-    ids, kind = _indices("take", f"index_select.{tag}", indices, n, True)
+    ids, kind = _indices("take", f"index_select.{tag}", indices, n, negative_ok)
     ids = contiguous(ids)
     out_shape = x.shape[:ax] + tuple(idx_shape) + x.shape[ax + 1:]
     if _take_as_gather(x, ax, out_shape):

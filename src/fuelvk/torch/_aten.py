@@ -956,7 +956,7 @@ def _index(t):
 
 @kernel("index_select")
 def index_select(self, dim, index):
-    return tensor_of(fv.take(array_of(self), _index(index.reshape(-1)), axis=dim))
+    return tensor_of(fv.ops.indexing.index_select(array_of(self), _index(index.reshape(-1)), dim))
 
 
 @kernel("slice_backward")
