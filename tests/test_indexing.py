@@ -218,6 +218,34 @@ def test_out_of_range_host_and_device_indices():
         np.asarray(fv.index_add(x, 0, fv.asarray(np.array([4], np.uint32)), x[:1]))
 
 
+def test_a_failed_device_check_reaches_the_thread_that_made_it():
+    """The stream is shared by threads: when another thread's synchronize finds the bad index first,
+    it raises there, and the thread that took with it still gets the error at its own next read
+    (never its clamped result in silence)."""
+    import threading
+    x = data((4, 5), np.float32)
+    made, go, seen = threading.Event(), threading.Event(), []
+
+    def bad_take():
+        y = fv.take(x, fv.asarray(np.array([0, 7], np.int64)), 1)
+        made.set()
+        go.wait()
+        try:
+            seen.append(np.asarray(y))
+        except fv.FuelVKIndexError as e:
+            seen.append(e)
+    t = threading.Thread(target=bad_take)
+    t.start()
+    made.wait()
+    with pytest.raises(fv.FuelVKIndexError, match="index 7"):   # this thread synchronizes first
+        runtime.get().stream.synchronize()
+    go.set()
+    t.join()
+    assert len(seen) == 1 and isinstance(seen[0], fv.FuelVKIndexError), seen
+    assert not runtime.get().stream.failures
+    runtime.get().stream.synchronize()   # nothing owed any more
+
+
 def test_device_indices_unchecked_never_leave_bounds(monkeypatch):
     """With the host check off, the kernels clamp (reads) or skip (writes) bad device indices."""
     monkeypatch.setattr(I, "CHECK_DEVICE_INDICES", False)

@@ -20,6 +20,7 @@ them against ~9.6 us with sets (vkUpdateDescriptorSets for each new output; 4.8 
 the single-pass dispatch, and a whole fv.add 9.8 against 15.4 us), the driver records either binding
 in ~1 us, and executes a dispatch in the same ~24 us of CPU after either.
 """
+import threading
 from collections import deque
 
 from .. import config
@@ -154,7 +155,8 @@ class Stream:
         self.cb = None
         self.count = 0
         self.dispatches = 0  # total recorded, for tests/benchmarks
-        self.checks = []     # deferred device-side checks (defer_check), run by the next synchronize
+        self.checks = []     # deferred device-side checks (defer_check): (thread id, check), run by the next synchronize
+        self.failures = {}   # thread id -> a check it deferred that failed in another thread's synchronize
         self.barriers = 0
         self.bound = None
         self.pushed = self.pushed_by = None
@@ -403,21 +405,28 @@ class Stream:
     def defer_check(self, check):
         """Run check() (no arguments; it raises when what the device found is wrong) right after the next
         synchronize: every host read of device memory goes through synchronize, so a failed check surfaces
-        before any result recorded after it reaches the host (device-side asserts without a host wait)."""
+        before any result recorded after it reaches the host (device-side asserts without a host wait).
+        The stream is shared by every thread: a check that fails in another thread's synchronize is
+        raised there and kept for the thread that deferred it, whose next synchronize raises it too (so
+        neither thread reads the guarded results silently)."""
         with self.lock:
-            self.checks.append(check)
+            self.checks.append((threading.get_ident(), check))
 
     def synchronize(self):
         self.flush(wait=True)
-        if self.checks:
+        if self.checks or self.failures:
+            me = threading.get_ident()
             with self.lock:
                 checks, self.checks = self.checks, []
-            failed = []
-            for check in checks:   # each runs once; the first failure is the error raised
+                failed = [self.failures.pop(me)] if me in self.failures else []
+            for owner, check in checks:   # each runs once; the first failure is the error raised
                 try:
                     check()
                 except Exception as e:   # noqa: BLE001 - re-raised below
                     failed.append(e)
+                    if owner != me:
+                        with self.lock:
+                            self.failures.setdefault(owner, e)
             if failed:
                 raise failed[0]
 
@@ -426,6 +435,7 @@ class Stream:
             if self.destroyed:
                 return
             self.checks.clear()   # closing: nothing will read the results they guard
+            self.failures.clear()
             self.flush(wait=True)
             self.destroyed = True
             for slot in self.free:
