@@ -312,3 +312,27 @@ def test_cumsum_split_paths(dt, monkeypatch, launches):
     (cs,), masks, _ = on_both_paths(monkeypatch, launches, lambda: (fv.cumsum(fv.asarray(x), axis=0),))
     assert [s for _, _, _, s, _ in launches] == [1, 2] and not any(masks), launches
     assert np.array_equal(cs, np.cumsum(x.astype(np.float64), 0).astype(dt))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["float32", "float64"])
+def test_cumsum_blocked_accuracy(dt, monkeypatch, launches):
+    """The chunk-blocked compensated sum (each chunk's prefixes summed plainly, one compensated step per
+    chunk) keeps the compensated error bound, half an ulp plus a few u times the running sum of |x|
+    (4u here; |x| = x), independent of the length, which a plain running sum misses several times over
+    (positive values summing to ~10^4); on the split route (long slices), one invocation per slice and
+    a workgroup per slice (SCAN), aligned and offset by one (chunks cut mid-slice), both load paths."""
+    from fuelvk.ops.reduction import _CUMSUM_SPLIT_MIN
+    n = 3 * _CUMSUM_SPLIT_MIN + 5
+    u = np.finfo(dt).eps / 2
+    for rows, cols, off, split in [(2, n, 0, [1, 2]), (1, n, 1, [1, 2]), (300, 1030, 1, [0]), (3, 1200, 0, [0])]:
+        x = rng.uniform(0.5, 1.5, size=rows * cols + off).astype(dt)
+        (cs,), _, _ = on_both_paths(monkeypatch, launches, lambda: (fv.cumsum(rows_of(x, rows, cols, off), axis=-1),))
+        assert [s for _, _, _, s, _ in launches] == split, (rows, cols, launches)
+        x64 = sl(x, rows, cols, off)
+        want = np.cumsum(x64.astype(np.longdouble), -1)     # float64's own running sum is too coarse for f64
+        bound = np.spacing(want.astype(dt)).astype(np.longdouble) / 2 + 4 * u * want
+        assert (np.abs(cs.astype(np.longdouble) - want) <= bound).all(), (rows, cols, off)
+        if dt == np.float32 and cols == n:     # the same slices through a plain f32 running sum miss it
+            plain = np.cumsum(x64.astype(np.float32), -1, dtype=np.float32)
+            assert (np.abs(plain.astype(np.longdouble) - want) > 4 * bound).any()
+
