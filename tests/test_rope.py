@@ -119,3 +119,48 @@ def test_bad_input():
     with pytest.raises(ShapeError, match="may vary only"):
         x5 = np.ones((2, 2, 2, 4, 8), np.float32)
         fv.rope(x5, np.ones((2, 1, 1, 4, 8), np.float32), np.ones((2, 1, 1, 4, 8), np.float32))
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=str)
+@pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
+def test_heads_per_invocation(dt, interleaved, monkeypatch):
+    """Several heads' rows per invocation (tables shared over the heads, on a CPU device: HEADS > 1, the
+    table entries read once) and one row per invocation (tables varying over the heads, or a GPU):
+    bit-exact on both load paths, for head counts that HEADS does not divide, a permuted x, x offset by
+    one element, a partial rotary dim with half tables and a pass-through tail."""
+    from fuelvk import runtime
+    from fuelvk.kernels.rope import ROPE_CPU_HEADS
+    from fuelvk.runtime import loadpath
+    ctx = runtime.get()
+    heads, orig = [], ctx.launch
+
+    def spy(v, *a, **k):
+        heads.append(k["HEADS"])
+        return orig(v, *a, **k)
+    monkeypatch.setattr(ctx, "launch", spy)
+    cpu = ctx.device.device_type == "cpu"
+    b, h, s = 2, ROPE_CPU_HEADS + 2, 5
+    for d, rot, half, tshape, off, perm in [(16, 16, False, (s,), 0, False), (16, 16, False, (s,), 0, True),
+                                            (20, 12, True, (s,), 1, False), (16, 16, False, (h, s), 0, False),
+                                            (16, 16, False, (b, 1, s), 1, True)]:
+        n = b * h * s * d
+        flat = rng.standard_normal(n + off).astype(dt)
+        if perm:      # [b, s, h, d] viewed as [b, h, s, d]
+            xn = flat[off:].reshape(b, s, h, d).transpose(0, 2, 1, 3)
+            xa = lambda: fv.asarray(flat)[off:].reshape(b, s, h, d).permute(0, 2, 1, 3)
+        else:
+            xn = flat[off:].reshape(b, h, s, d)
+            xa = lambda: fv.asarray(flat)[off:].reshape(b, h, s, d)
+        cos, sin = tables(tshape + (rot // 2 if half else rot,), dt)
+        want = torch_rope(xn, cos, sin, interleaved, rot, half)
+        shared = len(tshape) != 2
+        for flag in ("1", "0"):
+            monkeypatch.setenv(loadpath.ENV, flag)
+            heads.clear()
+            got = fv.rope(xa(), cos, sin, interleaved=interleaved, rotary_dim=rot)
+            assert_bits(got, want)
+            assert heads == [ROPE_CPU_HEADS if shared and cpu else 1], (tshape, heads)
+    monkeypatch.setattr(ctx.device, "device_type", "discrete")      # a GPU: one row per invocation
+    heads.clear()
+    assert_bits(fv.rope(xa(), cos, sin, interleaved=interleaved), torch_rope(xn, cos, sin, interleaved))
+    assert heads == [1]

@@ -6,6 +6,7 @@ defines of the same names."""
 from .registry import family, float_variants, id_defines
 
 ROPE_WG = 256
+ROPE_CPU_HEADS = 4     # rows sharing table entries per invocation on a CPU device (ops/rope.py: rope_heads)
 FLAG_INTERLEAVED, FLAG_HALF_TABLE = 1, 2
 ROPE_TEXELS = {"x": 1, "c": 2, "s": 4, "o": 8}
 

@@ -18,7 +18,7 @@ from .. import layout
 from .. import runtime
 from ..errors import DTypeError, ShapeError
 from ..kernels import kernel
-from ..kernels.rope import FLAG_HALF_TABLE, FLAG_INTERLEAVED, ROPE_TEXELS, ROPE_WG
+from ..kernels.rope import FLAG_HALF_TABLE, FLAG_INTERLEAVED, ROPE_CPU_HEADS, ROPE_TEXELS, ROPE_WG
 from ._core import blockwise, contiguous, device_args, fits, new_like, result
 from ..runtime.loadpath import TEXEL_BYTES
 from .reduction import texel_views
@@ -41,6 +41,16 @@ def _table_strides(op, name, t, lead_orig):
         st = st[extra:]
     st = (0,) * (3 - len(st)) + tuple(st)
     return list(st) + [t.strides[-1]]
+
+
+def rope_heads(ctx, o1, shared):
+    """Rows per invocation: ROPE_CPU_HEADS heads at one position where the tables do not vary over the
+    heads (`shared`) on a CPU device, whose invocations read through the same caches as any load (a
+    table entry read once serves the heads: lavapipe 1x32x128x128 f32, one thread, 0.95 -> see the
+    note); 1 elsewhere (a GPU keeps one row per invocation: more of them, tables cached anyway)."""
+    if not shared or o1 < 2 or ctx.device.device_type != "cpu":
+        return 1
+    return min(ROPE_CPU_HEADS, o1)
 
 
 def rope(x, cos, sin, *, interleaved=False, rotary_dim=None):
@@ -91,7 +101,9 @@ def rope(x, cos, sin, *, interleaved=False, rotary_dim=None):
         pad = 4 - x.ndim
         xv_shape, xs = (1,) * pad + x.shape, [0] * pad + list(x.strides)
     o0, o1, seq, _ = xv_shape
-    total = o0 * o1 * seq                                       # rows: one invocation each
+    ctx = runtime.get()
+    heads = rope_heads(ctx, o1, cst[1] == 0 and sst[1] == 0)
+    total = o0 * -(-o1 // heads) * seq                          # invocations: `heads` rows each
     flags = (FLAG_INTERLEAVED if interleaved else 0) | (FLAG_HALF_TABLE if half else 0)
     views, tex = texel_views(ROPE_TEXELS, {"x": x, "c": cos, "s": sin}, {"o": out})
     # ALIGN (rowchunks.glsl): operands whose every chunk is a whole texel. The kernel reads x / the tables
@@ -104,10 +116,9 @@ def rope(x, cos, sin, *, interleaved=False, rotary_dim=None):
         halves = key in "cs" and half and interleaved      # GPT-J's half tables: half chunks
         if row_ok and not halves and a.offset % per == 0 and all(t % per == 0 for t in strides):
             align |= ROPE_TEXELS[key]
-    ctx = runtime.get()
     ctx.launch(kernel("rope", tag), ctx.groups(-(-total // ROPE_WG)), out=out, x=x, cos=cos, sin=sin, **views,
                o1=o1, seq=seq, head_dim=hd, rot=rot, flags=flags, total=total, off_x=x.offset, off_c=cos.offset,
-               off_s=sin.offset, xs=xs[:3], cs=cst, ss=sst, TEX=tex, ALIGN=align)
+               off_s=sin.offset, xs=xs[:3], cs=cst, ss=sst, TEX=tex, ALIGN=align, HEADS=heads)
     return result(out, numpy_out)
 
 
