@@ -135,7 +135,8 @@ def _setitem(d):
 
 APPROX = {"layer_norm_backward_weights",   # partial sums combined in another order
           "index_add_rows", "index_add_big_src", "scatter_add_rows",   # atomic adds: any order
-          "matmul_batched_both", "matmul_batched_one_entry_big"}   # per-entry blocks may take another load path (summation order)
+          "matmul_batched_both", "matmul_batched_one_entry_big",   # per-entry blocks may take another load path (summation order)
+          "cumsum_axis0"}    # unsplit: columns element by element; split: the axis moved last, rows in blocked chunks
 
 
 @pytest.fixture(scope="module")

@@ -321,13 +321,24 @@ def test_cumsum_blocked_accuracy(dt, monkeypatch, launches):
     (4u here; |x| = x), independent of the length, which a plain running sum misses several times over
     (positive values summing to ~10^4); on the split route (long slices), one invocation per slice and
     a workgroup per slice (SCAN), aligned and offset by one (chunks cut mid-slice), both load paths."""
-    from fuelvk.ops.reduction import _CUMSUM_SPLIT_MIN
+    from fuelvk.kernels.matmul import parallel_groups
+    from fuelvk.ops.reduction import _CUMSUM_SPLIT_MIN, _CUMSUM_SPLIT_WG, _CUMSUM_WG
+    ctx = runtime.get()
     n = 3 * _CUMSUM_SPLIT_MIN + 5
     u = np.finfo(dt).eps / 2
-    for rows, cols, off, split in [(2, n, 0, [1, 2]), (1, n, 1, [1, 2]), (300, 1030, 1, [0]), (3, 1200, 0, [0])]:
+    # few slices a core on a CPU device: the serial walk in small workgroups; elsewhere a workgroup a slice
+    few = _CUMSUM_SPLIT_WG * parallel_groups(ctx.device)
+    few_route = (0, _CUMSUM_SPLIT_WG) if ctx.device.device_type == "cpu" else (1, None)
+    walks, orig = [], ctx.launch
+    monkeypatch.setattr(ctx, "launch", lambda v, *a, **k: (walks.append((k["SCAN"], k["WG"])), orig(v, *a, **k))[1])
+    for rows, cols, off, split, route in [(2, n, 0, [1, 2], None), (1, n, 1, [1, 2], None), (300, 1030, 1, [0], (0, _CUMSUM_WG)),
+                                          (3, 1200, 0, [0], (1, None)), (few, 1100, 1, [0], few_route)]:
         x = rng.uniform(0.5, 1.5, size=rows * cols + off).astype(dt)
+        walks.clear()
         (cs,), _, _ = on_both_paths(monkeypatch, launches, lambda: (fv.cumsum(rows_of(x, rows, cols, off), axis=-1),))
         assert [s for _, _, _, s, _ in launches] == split, (rows, cols, launches)
+        if route:     # SCAN and, for the serial walk, its workgroup size
+            assert {(sc, wg if sc == 0 else None) for sc, wg in walks} == {route}, (rows, cols, walks)
         x64 = sl(x, rows, cols, off)
         want = np.cumsum(x64.astype(np.longdouble), -1)     # float64's own running sum is too coarse for f64
         bound = np.spacing(want.astype(dt)).astype(np.longdouble) / 2 + 4 * u * want

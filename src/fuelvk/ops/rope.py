@@ -46,8 +46,8 @@ def _table_strides(op, name, t, lead_orig):
 def rope_heads(ctx, o1, shared):
     """Rows per invocation: ROPE_CPU_HEADS heads at one position where the tables do not vary over the
     heads (`shared`) on a CPU device, whose invocations read through the same caches as any load (a
-    table entry read once serves the heads: lavapipe 1x32x128x128 f32, one thread, 0.95 -> see the
-    note); 1 elsewhere (a GPU keeps one row per invocation: more of them, tables cached anyway)."""
+    table entry read once serves the heads: lavapipe 1x32x128x128 f32, one thread, device ms: 1.14-1.30
+    -> 0.89-1.06); 1 elsewhere (a GPU keeps one row per invocation: more of them, tables cached anyway)."""
     if not shared or o1 < 2 or ctx.device.device_type != "cpu":
         return 1
     return min(ROPE_CPU_HEADS, o1)
