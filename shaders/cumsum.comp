@@ -65,29 +65,46 @@ void slice_base(uint e, out int bi, out int bo) {
 // Compensated running sum over [k0, k1) of one slice starting from (s, comp), writing every prefix.
 // (PROD: a plain running product from s; comp stays 0.)
 // With `write` false only the running value advances (SCAN's first pass, SPLIT 1).
-// ROWS (unit strides) walks chunk by chunk, blocked: the chunk's own prefix sums p[j] are plain sums of
-// its <= PER elements (the loader gives 0 outside [lo, hi)), every prefix is (s - comp) + p[j], and the
-// compensated sum takes one step per chunk, with the chunk's total. The rounding of p stays at the size
-// of PER elements, never of the running sum, so the error bound is the compensated one (a few u times
-// the sum of |x|), while the serial chain of dependent additions is PER times shorter: it bounded the
-// kernel on SIMD CPU drivers (lavapipe [4, 128256] f32, one thread, device ms: 1.18-1.21 -> 0.82-0.84).
+// ROWS (unit strides) walks two 16-byte chunks a step, blocked: the step's own prefix sums p[j] are plain
+// sums of its <= 2 PER elements (the loader gives 0 outside [lo, hi)), every prefix is (s - comp) + p[j],
+// and the compensated sum takes one step per two chunks, with their total. The rounding of p stays at
+// the size of 2 PER elements, never of the running sum, so the error bound is the compensated one (a few
+// u times the sum of |x|), while the serial chain of dependent additions is 2 PER times shorter: it
+// bounded the kernel on SIMD CPU drivers (lavapipe [4, 128256] f32, one thread, device ms: 1.18-1.21 ->
+// one chunk a step 0.82-0.84, two 0.77-0.80, four 0.86-0.92).
 void walk(int bi, int bo, uint k0, uint k1, inout A s, inout A comp, bool write) {
     if (ROWS != 0u) {                                  // unit strides: chunk by chunk
         uint a0 = uint(bi) + k0, a1 = uint(bi) + k1, lo, hi;
         A v[PER];
-        for (uint e0 = a0 / PER * PER; e0 < a1; e0 += PER) {
+        if (PROD != 0u) {
+            for (uint e0 = a0 / PER * PER; e0 < a1; e0 += PER) {
+                lo = a0 > e0 ? a0 - e0 : 0u;
+                hi = min(PER, a1 - e0);
+                load_x(e0, lo, hi, v);
+                for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) { s *= v[j]; v[j] = s; }
+                if (write) store_o(e0 - uint(bi) + uint(bo), lo, hi, v);
+            }
+            return;
+        }
+        A w[PER];
+        for (uint e0 = a0 / PER * PER; e0 < a1; e0 += 2u * PER) {     // two chunks a step
             lo = a0 > e0 ? a0 - e0 : 0u;
             hi = min(PER, a1 - e0);
             load_x(e0, lo, hi, v);
-            if (PROD != 0u) {
-                for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) { s *= v[j]; v[j] = s; }
-            } else {
-                for (uint j = 1u; j < PER; ++j) { precise A t = v[j] + v[j - 1u]; v[j] = t; }   // the chunk's prefixes
-                A total = v[PER - 1u];
-                if (write) for (uint j = 0u; j < PER; ++j) { precise A y = v[j] - comp; precise A t = s + y; v[j] = t; }
-                kahan_add(s, comp, total);
+            bool second = e0 + PER < a1;
+            uint hi2 = second ? min(PER, a1 - e0 - PER) : 0u;
+            for (uint j = 0u; j < PER; ++j) w[j] = A(0);
+            if (second) load_x(e0 + PER, 0u, hi2, w);
+            for (uint j = 1u; j < PER; ++j) { precise A t = v[j] + v[j - 1u]; v[j] = t; }   // the chunks' prefixes
+            for (uint j = 0u; j < PER; ++j) { precise A t = w[j] + (j > 0u ? w[j - 1u] : v[PER - 1u]); w[j] = t; }
+            A total = w[PER - 1u];
+            if (write) {
+                for (uint j = 0u; j < PER; ++j) { precise A y = v[j] - comp; precise A t = s + y; v[j] = t; }
+                for (uint j = 0u; j < PER; ++j) { precise A y = w[j] - comp; precise A t = s + y; w[j] = t; }
+                store_o(e0 - uint(bi) + uint(bo), lo, hi, v);
+                if (second) store_o(e0 + PER - uint(bi) + uint(bo), 0u, hi2, w);
             }
-            if (write) store_o(e0 - uint(bi) + uint(bo), lo, hi, v);
+            kahan_add(s, comp, total);
         }
         return;
     }
