@@ -147,20 +147,20 @@ def test_heads_per_invocation(dt, interleaved, monkeypatch):
         flat = rng.standard_normal(n + off).astype(dt)
         if perm:      # [b, s, h, d] viewed as [b, h, s, d]
             xn = flat[off:].reshape(b, s, h, d).transpose(0, 2, 1, 3)
-            xa = lambda: fv.asarray(flat)[off:].reshape(b, s, h, d).permute(0, 2, 1, 3)
+            xa = fv.asarray(flat)[off:].reshape(b, s, h, d).permute(0, 2, 1, 3)
         else:
             xn = flat[off:].reshape(b, h, s, d)
-            xa = lambda: fv.asarray(flat)[off:].reshape(b, h, s, d)
+            xa = fv.asarray(flat)[off:].reshape(b, h, s, d)
         cos, sin = tables(tshape + (rot // 2 if half else rot,), dt)
         want = torch_rope(xn, cos, sin, interleaved, rot, half)
         shared = len(tshape) != 2
         for flag in ("1", "0"):
             monkeypatch.setenv(loadpath.ENV, flag)
             heads.clear()
-            got = fv.rope(xa(), cos, sin, interleaved=interleaved, rotary_dim=rot)
+            got = fv.rope(xa, cos, sin, interleaved=interleaved, rotary_dim=rot)
             assert_bits(got, want)
             assert heads == [ROPE_CPU_HEADS if shared and cpu else 1], (tshape, heads)
     monkeypatch.setattr(ctx.device, "device_type", "discrete")      # a GPU: one row per invocation
     heads.clear()
-    assert_bits(fv.rope(xa(), cos, sin, interleaved=interleaved), torch_rope(xn, cos, sin, interleaved))
+    assert_bits(fv.rope(xa, cos, sin, interleaved=interleaved), torch_rope(xn, cos, sin, interleaved))
     assert heads == [1]

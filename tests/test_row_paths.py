@@ -316,11 +316,12 @@ def test_cumsum_split_paths(dt, monkeypatch, launches):
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["float32", "float64"])
 def test_cumsum_blocked_accuracy(dt, monkeypatch, launches):
-    """The chunk-blocked compensated sum (each chunk's prefixes summed plainly, one compensated step per
-    chunk) keeps the compensated error bound, half an ulp plus a few u times the running sum of |x|
-    (4u here; |x| = x), independent of the length, which a plain running sum misses several times over
-    (positive values summing to ~10^4); on the split route (long slices), one invocation per slice and
-    a workgroup per slice (SCAN), aligned and offset by one (chunks cut mid-slice), both load paths."""
+    """The blocked compensated sum (each step's prefixes, over two 16-byte chunks, summed plainly, one
+    compensated step per step) keeps the compensated error bound, half an ulp plus a few u times the
+    running sum of |x| (4u here; |x| = x), independent of the length, which a plain running sum misses
+    several times over (positive values summing to ~10^4): on the split route (long slices), one
+    invocation per slice (in workgroups of _CUMSUM_SPLIT_WG for a few slices per core on a CPU device)
+    and a workgroup per slice (SCAN), aligned and offset by one (chunks cut mid-slice), both load paths."""
     from fuelvk.kernels.matmul import parallel_groups
     from fuelvk.ops.reduction import _CUMSUM_SPLIT_MIN, _CUMSUM_SPLIT_WG, _CUMSUM_WG
     ctx = runtime.get()
