@@ -214,7 +214,9 @@ def test_subgroup_row_paths(dt, monkeypatch, launches):
     guesses = [dev.subgroup_size] + ([dev.subgroup_size // 2, dev.subgroup_size * 2] if dt == np.float32 else [])
     for sgs in guesses:
         monkeypatch.setattr(dev, "subgroup_size", sgs)
-        for rows, cols, off in [(LANE_ROWS_MIN_ROWS + 1, 1, 1), (3, 5, 0), (37, 13, 1), (5, 260, 0)]:
+        # ... and enough rows that a unit of the weight gradients' partials takes several (rows not whole
+        # texels: a row's chunks meet other invocations than the previous row's)
+        for rows, cols, off in [(LANE_ROWS_MIN_ROWS + 1, 1, 1), (3, 5, 0), (37, 13, 1), (5, 260, 0), (1100, 7, 1)]:
             masks, lanes = check_softmax(dt, monkeypatch, launches, rows, cols, off)
             assert all(v.split(".")[0].endswith("_sg") for v, *_ in launches) and set(lanes) == {0}, launches
             check_norms(dt, monkeypatch, launches, rows, cols, off)
