@@ -65,13 +65,14 @@ void slice_base(uint e, out int bi, out int bo) {
 // Compensated running sum over [k0, k1) of one slice starting from (s, comp), writing every prefix.
 // (PROD: a plain running product from s; comp stays 0.)
 // With `write` false only the running value advances (SCAN's first pass, SPLIT 1).
-// ROWS (unit strides) walks two 16-byte chunks a step, blocked: the step's own prefix sums p[j] are plain
-// sums of its <= 2 PER elements (the loader gives 0 outside [lo, hi)), every prefix is (s - comp) + p[j],
-// and the compensated sum takes one step per two chunks, with their total. The rounding of p stays at
-// the size of 2 PER elements, never of the running sum, so the error bound is the compensated one (a few
-// u times the sum of |x|), while the serial chain of dependent additions is 2 PER times shorter: it
-// bounded the kernel on SIMD CPU drivers (lavapipe [4, 128256] f32, one thread, device ms: 1.18-1.21 ->
-// one chunk a step 0.82-0.84, two 0.77-0.80, four 0.86-0.92).
+// ROWS (unit strides) walks two 16-byte chunks a step, blocked: the step's own prefix sums P[j] of its
+// <= 2 PER elements (the loader gives 0 outside [lo, hi)), every prefix is (s - comp) + P[j], and the
+// compensated sum takes one step per two chunks, with the step's total and, exactly (TwoSum), what
+// rounding the step's prefixes lost, so no step's rounding accumulates (without it test_reduction's
+// cancelling rows drifted by ~u |x| a step). Each prefix's own rounding stays at the size of its step's
+// elements; the serial chain of dependent additions is 2 PER times shorter than element by element: it
+// bounded the kernel on SIMD CPU drivers (lavapipe [4, 128256] f32, one thread, device ms: element by
+// element 1.17-1.19 -> 0.87-0.89; without the lost parts 0.77, but inaccurate as said).
 void walk(int bi, int bo, uint k0, uint k1, inout A s, inout A comp, bool write) {
     if (ROWS != 0u) {                                  // unit strides: chunk by chunk
         uint a0 = uint(bi) + k0, a1 = uint(bi) + k1, lo, hi;
@@ -95,16 +96,31 @@ void walk(int bi, int bo, uint k0, uint k1, inout A s, inout A comp, bool write)
             uint hi2 = second ? min(PER, a1 - e0 - PER) : 0u;
             for (uint j = 0u; j < PER; ++j) w[j] = A(0);
             if (second) load_x(e0 + PER, 0u, hi2, w);
-            for (uint j = 1u; j < PER; ++j) { precise A t = v[j] + v[j - 1u]; v[j] = t; }   // the chunks' prefixes
-            for (uint j = 0u; j < PER; ++j) { precise A t = w[j] + (j > 0u ? w[j - 1u] : v[PER - 1u]); w[j] = t; }
-            A total = w[PER - 1u];
+            // the step's prefixes, and exactly (TwoSum) what rounding them lost in all: er
+            A pr = A(0), er = A(0);
+            for (uint j = 0u; j < PER; ++j) {
+                precise A t = pr + v[j];
+                precise A bb = t - pr;
+                precise A lost = (pr - (t - bb)) + (v[j] - bb);
+                precise A en = er + lost;
+                pr = t; er = en; v[j] = t;
+            }
+            for (uint j = 0u; j < PER; ++j) {
+                precise A t = pr + w[j];
+                precise A bb = t - pr;
+                precise A lost = (pr - (t - bb)) + (w[j] - bb);
+                precise A en = er + lost;
+                pr = t; er = en; w[j] = t;
+            }
             if (write) {
                 for (uint j = 0u; j < PER; ++j) { precise A y = v[j] - comp; precise A t = s + y; v[j] = t; }
                 for (uint j = 0u; j < PER; ++j) { precise A y = w[j] - comp; precise A t = s + y; w[j] = t; }
                 store_o(e0 - uint(bi) + uint(bo), lo, hi, v);
                 if (second) store_o(e0 + PER - uint(bi) + uint(bo), 0u, hi2, w);
             }
-            kahan_add(s, comp, total);
+            kahan_add(s, comp, pr);                    // the step's total, its lost part into the compensation
+            precise A c2 = comp - er;
+            comp = isinf(s) || isnan(c2) ? A(0) : c2;
         }
         return;
     }
@@ -117,6 +133,18 @@ void walk(int bi, int bo, uint k0, uint k1, inout A s, inout A comp, bool write)
 }
 
 shared A scan_s[WG];
+shared A scan_e[WG];    // SCAN (sums): each scan_s value's low part, so the tree's additions lose nothing (TwoSum)
+
+// (s, e) += (b, be) as a double-word sum (SCAN's tree): TwoSum of the high parts, the low parts added; an
+// infinite sum keeps no low part (inf - inf is NaN).
+void dw_add(inout A s, inout A e, A b, A be) {
+    precise A t = s + b;
+    precise A bb = t - s;
+    precise A lost = (s - (t - bb)) + (b - bb);
+    precise A lo = (e + be) + lost;
+    s = t;
+    e = isinf(t) ? A(0) : lo;
+}
 
 // The segment [k0, k1) of part k of a slice cut in `parts` (SCAN and SPLIT; whole chunks with ROWS).
 void segment(uint k, uint parts, out uint k0, out uint k1) {
@@ -142,9 +170,7 @@ void split_main() {
         if (PROD != 0u) s *= part[i];
         else kahan_add(s, comp, part[i]);
     }
-    s -= comp;
-    comp = A(0);
-    walk(bi, bo, k0, k1, s, comp, true);
+    walk(bi, bo, k0, k1, s, comp, true);               // from the compensated (s, comp) as it stands
 }
 
 void main() {
@@ -185,25 +211,31 @@ void main() {
     segment(t, WG, k0, k1);
     A s = PROD != 0u ? A(1) : A(0), comp = A(0);
     walk(bi, bo, k0, k1, s, comp, false);
-    scan_s[t] = s - comp;
+    scan_s[t] = s;
+    scan_e[t] = PROD != 0u ? A(0) : -comp;            // the segment's total: s - comp, as (s, -comp)
     barrier();
     for (uint off = 1u; off < WG; off <<= 1) {
         uint i = (t + 1u) * off * 2u - 1u;
-        if (i < WG) scan_s[i] = PROD != 0u ? scan_s[i] * scan_s[i - off] : scan_s[i] + scan_s[i - off];
+        if (i < WG) {
+            if (PROD != 0u) scan_s[i] *= scan_s[i - off];
+            else { A hs = scan_s[i], he = scan_e[i]; dw_add(hs, he, scan_s[i - off], scan_e[i - off]); scan_s[i] = hs; scan_e[i] = he; }
+        }
         barrier();
     }
-    if (t == 0u) scan_s[WG - 1u] = PROD != 0u ? A(1) : A(0);
+    if (t == 0u) { scan_s[WG - 1u] = PROD != 0u ? A(1) : A(0); scan_e[WG - 1u] = A(0); }
     barrier();
     for (uint off = WG / 2u; off > 0u; off >>= 1) {
         uint i = (t + 1u) * off * 2u - 1u;
         if (i < WG) {
-            A l = scan_s[i - off];
+            A l = scan_s[i - off], le = scan_e[i - off];
             scan_s[i - off] = scan_s[i];
-            scan_s[i] = PROD != 0u ? scan_s[i] * l : scan_s[i] + l;
+            scan_e[i - off] = scan_e[i];
+            if (PROD != 0u) scan_s[i] *= l;
+            else { A hs = scan_s[i], he = scan_e[i]; dw_add(hs, he, l, le); scan_s[i] = hs; scan_e[i] = he; }
         }
         barrier();
     }
     s = scan_s[t];
-    comp = A(0);
+    comp = -scan_e[t];                                 // continue the compensated sum from (s, -e)
     walk(bi, bo, k0, k1, s, comp, true);
 }

@@ -365,8 +365,8 @@ def test_cumsum_split_paths(dt, monkeypatch, launches):
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["float32", "float64"])
 def test_cumsum_blocked_accuracy(dt, monkeypatch, launches):
-    """The blocked compensated sum (each step's prefixes, over two 16-byte chunks, summed plainly, one
-    compensated step per step) keeps the compensated error bound, half an ulp plus a few u times the
+    """The blocked compensated sum (each step's prefixes, over two 16-byte chunks, summed plainly, what
+    their rounding lost carried exactly into one compensated step per step) keeps the compensated bound, half an ulp plus a few u times the
     running sum of |x| (4u here; |x| = x), independent of the length, which a plain running sum misses
     several times over (positive values summing to ~10^4): on the split route (long slices), one
     invocation per slice (in workgroups of _CUMSUM_SPLIT_WG for a few slices per core on a CPU device)
