@@ -130,9 +130,10 @@ void main() {
         // crosses into the next row at most once. Straight-line code with selects, no branch: on
         // CPU drivers neighbouring invocations run as lanes of one SIMD program, and a branch that
         // any lane takes costs every lane.
-        int src1, row_c1;
-        bool row_inside1;
-        row_state(row + 1u, src1, row_inside1, row_c1);   // its reads happen only where a span enters it
+        int src1 = src, row_c1 = row_c;
+        bool row_inside1 = row_inside;
+        if (col + WORDSU * VEC > last)   // skipped by a whole SIMD group of spans that stay in their rows
+            row_state(row + 1u, src1, row_inside1, row_c1);   // read only where a span enters it
         [[unroll]] for (uint w = 0u; w < WORDSU; ++w) {
             uvec4 word = uvec4(0u);
             [[unroll]] for (uint j = 0u; j < VEC; ++j) {
