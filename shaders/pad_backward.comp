@@ -40,7 +40,7 @@ V load_a(uint i) { return LOAD(a[i]); }
 #endif
 
 layout(push_constant) uniform Params {
-    uint n; uint rank; uint off_o; uint off_a; int k; uint fill[2];
+    uint n; uint rank; uint off_o; uint off_a; uint runs_magic; uint runs_shift;
     int shape[6]; int sa[6]; int lo[6]; int dim[6];
 } p;
 
@@ -96,8 +96,12 @@ void main() {
     uint last = uint(nin);
     uint runs = (last + RUNU - 1u) / RUNU;          // runs per row
     uint item = linear_group() * WGU + gl_LocalInvocationID.x;
-    uint row = item / runs;
-    if (row >= p.n / last) return;
+    // row = item / runs as a multiply-high and a shift (ops/_core.py divider: exact below the launch's
+    // item count; integer division is the expensive part on CPU drivers)
+    uint q_hi, q_lo;
+    umulExtended(item, p.runs_magic, q_hi, q_lo);
+    uint row = p.runs_shift >= 32u ? q_hi >> (p.runs_shift - 32u) : (q_hi << (32u - p.runs_shift)) | (q_lo >> p.runs_shift);
+    if (row * last >= p.n) return;
     uint col0 = (item - row * runs) * RUNU;
     uint col_end = min(col0 + RUNU, last);
     uint out_i = p.off_o + row * last;

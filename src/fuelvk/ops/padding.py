@@ -16,7 +16,7 @@ from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..kernels import kernel
 from ..kernels.movement import WG
 from ..kernels.padding import BACKWARD_RUN
-from ._core import blocks, device_args, element_words, fits, new_like, result
+from ._core import blocks, device_args, divider, element_words, fits, new_like, result
 from .movement import _check_scalar, _remap_texels, _width_tag, launch_remap
 from ..kernels.registry import storage_twin
 from .casts import astype
@@ -183,9 +183,12 @@ def _launch_backward(v, out, g, lo):
         v = storage_twin(v)
     n = out.size
     rows, last = n // dims[-1][0], dims[-1][0]
-    ctx.launch(v, ctx.groups(-(-rows * -(-last // BACKWARD_RUN[v.tag]) // WG)), out=out, a=g, **({"a_t": g} if texel else {}), n=n, rank=len(dims), off_o=out.offset,
-               off_a=g.offset, k=0, fill=(0, 0), shape=[d[0] for d in dims], sa=[d[1] for d in dims],
-               lo=[d[2] for d in dims], dim=[d[3] for d in dims])
+    runs = -(-last // BACKWARD_RUN[v.tag])          # invocations per row
+    groups = -(-rows * runs // WG)
+    magic, shift = divider(runs, groups * WG)       # exact for every invocation of the launch
+    ctx.launch(v, ctx.groups(groups), out=out, a=g, **({"a_t": g} if texel else {}), n=n, rank=len(dims),
+               off_o=out.offset, off_a=g.offset, runs_magic=magic, runs_shift=shift, shape=[d[0] for d in dims],
+               sa=[d[1] for d in dims], lo=[d[2] for d in dims], dim=[d[3] for d in dims])
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------
