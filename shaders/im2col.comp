@@ -102,16 +102,15 @@ void main() {
         // branch any lane takes costs every lane (7x7 images: every lane's span crosses somewhere).
         Row q1 = q;
         next_row(q1);        // read from only where the span enters it (inside the output)
+        // past the row's last pixel the stepping goes on at (h_out, 0), (h_out, 1), ...: the next
+        // row's pixel (oy - h_out, ox), so its top offset absorbs h_out rows of stride
+        int y1 = q1.y0 - int(p.h_out * p.stride_h);
         [[unroll]] for (uint w = 0u; w < WORDSU; ++w) {
             uvec4 word = uvec4(0u);
             [[unroll]] for (uint j = 0u; j < VEC; ++j) {
                 bool next = col + w * VEC + j >= hw;
-                put_word(word, j, value_at(next ? q1.plane : q.plane, next ? q1.y0 : q.y0, next ? q1.x0 : q.x0,
-                                           oy, ox));
-                ++ox;
-                bool wrap = ox == p.w_out, row_end = col + w * VEC + j + 1u == hw;
-                oy = row_end ? 0u : (wrap ? oy + 1u : oy);
-                ox = (wrap || row_end) ? 0u : ox;
+                put_word(word, j, value_at(next ? q1.plane : q.plane, next ? y1 : q.y0, next ? q1.x0 : q.x0, oy, ox));
+                if (++ox == p.w_out) { ox = 0u; ++oy; }
             }
             o4[i / VEC + w] = word;
         }
