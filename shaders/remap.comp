@@ -125,20 +125,29 @@ void main() {
     int src, row_c;
     bool row_inside;
     row_state(row, src, row_inside, row_c);
-    if (first >= 0 && uint(first) + WORDSU * VEC <= p.n && last >= WORDSU * VEC) {
+#if MODE == MODE_TRIU || MODE == MODE_TRIL
+    // triu / tril: rows are usually whole spans (square matrices), and the per-element selects of a
+    // second row state cost them ~12% (1024^2 f32 on lavapipe): spans inside one row only
+    const bool TWO_ROWS = false;
+    bool straight = col + WORDSU * VEC <= last;
+#else
+    const bool TWO_ROWS = true;
+    bool straight = last >= WORDSU * VEC;
+#endif
+    if (first >= 0 && uint(first) + WORDSU * VEC <= p.n && straight) {
         // the common case: whole words, rows at least as long as an invocation's span, so the span
         // crosses into the next row at most once. Straight-line code with selects, no branch: on
         // CPU drivers neighbouring invocations run as lanes of one SIMD program, and a branch that
         // any lane takes costs every lane.
         int src1 = src, row_c1 = row_c;
         bool row_inside1 = row_inside;
-        if (col + WORDSU * VEC > last)   // skipped by a whole SIMD group of spans that stay in their rows
+        if (TWO_ROWS && col + WORDSU * VEC > last)   // skipped by a SIMD group of spans inside their rows
             row_state(row + 1u, src1, row_inside1, row_c1);   // read only where a span enters it
         [[unroll]] for (uint w = 0u; w < WORDSU; ++w) {
             uvec4 word = uvec4(0u);
             [[unroll]] for (uint j = 0u; j < VEC; ++j) {
                 uint c = col + w * VEC + j;
-                bool next = c >= last;
+                bool next = TWO_ROWS && c >= last;
                 put_word(word, j, value_at(next ? src1 : src, next ? row_inside1 : row_inside,
                                            next ? row_c1 : row_c, next ? c - last : c));
             }
