@@ -23,6 +23,10 @@
 
 layout(local_size_x = WG) in;
 const uint WGU = WG, WORDSU = WORDS;
+// TWO_ROWS (ops/movement.py launch_remap): 0 where every span of WORDS words lies inside one row (the
+// rows are whole spans from a word boundary), else 1: the straight-line path then selects per element
+// between the span's row and the next one.
+layout(constant_id = 0) const uint TWO_ROWS = 1;
 
 layout(set = 0, binding = 0) writeonly buffer Out { W o[]; };
 layout(set = 0, binding = 1) readonly buffer A { W a[]; };
@@ -125,15 +129,9 @@ void main() {
     int src, row_c;
     bool row_inside;
     row_state(row, src, row_inside, row_c);
-#if MODE == MODE_TRIU || MODE == MODE_TRIL
-    // triu / tril: rows are usually whole spans (square matrices), and the per-element selects of a
-    // second row state cost them ~12% (1024^2 f32 on lavapipe): spans inside one row only
-    const bool TWO_ROWS = false;
-    bool straight = col + WORDSU * VEC <= last;
-#else
-    const bool TWO_ROWS = true;
-    bool straight = last >= WORDSU * VEC;
-#endif
+    // rows made of whole spans (TWO_ROWS = 0) never cross: the selects of a second row state fold
+    // away (they cost 7-12% on lavapipe: 1024^2 triu / flip / roll)
+    bool straight = TWO_ROWS != 0u ? last >= WORDSU * VEC : col + WORDSU * VEC <= last;
     if (first >= 0 && uint(first) + WORDSU * VEC <= p.n && straight) {
         // the common case: whole words, rows at least as long as an invocation's span, so the span
         // crosses into the next row at most once. Straight-line code with selects, no branch: on
@@ -141,13 +139,13 @@ void main() {
         // any lane takes costs every lane.
         int src1 = src, row_c1 = row_c;
         bool row_inside1 = row_inside;
-        if (TWO_ROWS && col + WORDSU * VEC > last)   // skipped by a SIMD group of spans inside their rows
+        if (TWO_ROWS != 0u && col + WORDSU * VEC > last)   // skipped by a SIMD group of spans inside their rows
             row_state(row + 1u, src1, row_inside1, row_c1);   // read only where a span enters it
         [[unroll]] for (uint w = 0u; w < WORDSU; ++w) {
             uvec4 word = uvec4(0u);
             [[unroll]] for (uint j = 0u; j < VEC; ++j) {
                 uint c = col + w * VEC + j;
-                bool next = TWO_ROWS && c >= last;
+                bool next = TWO_ROWS != 0u && c >= last;
                 put_word(word, j, value_at(next ? src1 : src, next ? row_inside1 : row_inside,
                                            next ? row_c1 : row_c, next ? c - last : c));
             }
