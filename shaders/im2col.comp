@@ -15,6 +15,9 @@
 
 layout(local_size_x = WG) in;   // WG, WORDS: defines from kernels/conv.py
 const uint WGU = WG, WORDSU = WORDS;
+// TWO_ROWS (ops/conv.py): 0 where patch rows are whole spans of WORDS words (no span crosses one:
+// the next row's selects fold away), else 1.
+layout(constant_id = 0) const uint TWO_ROWS = 1;
 layout(set = 0, binding = 0) writeonly buffer Out { W o[]; };
 layout(set = 0, binding = 1) readonly buffer X { W x[]; };
 layout(set = 0, binding = 2) writeonly buffer OutWords { uvec4 o4[]; };   // binding out, as words
@@ -108,7 +111,7 @@ void main() {
         [[unroll]] for (uint w = 0u; w < WORDSU; ++w) {
             uvec4 word = uvec4(0u);
             [[unroll]] for (uint j = 0u; j < VEC; ++j) {
-                bool next = col + w * VEC + j >= hw;
+                bool next = TWO_ROWS != 0u && col + w * VEC + j >= hw;
                 put_word(word, j, value_at(next ? q1.plane : q.plane, next ? y1 : q.y0, next ? q1.x0 : q.x0, oy, ox));
                 if (++ox == p.w_out) { ox = 0u; ++oy; }
             }
