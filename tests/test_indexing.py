@@ -246,6 +246,53 @@ def test_a_failed_device_check_reaches_the_thread_that_made_it():
     runtime.get().stream.synchronize()   # nothing owed any more
 
 
+def test_a_failure_kept_for_a_thread_dies_with_it():
+    """A thread that dies before synchronizing leaves no kept failure behind: nothing for a later thread
+    (Linux reuses a dead thread's id) to receive, and no entry left over."""
+    import gc
+    import threading
+    x = data((4, 5), np.float32)
+    stream = runtime.get().stream
+    made, go = threading.Event(), threading.Event()
+
+    def bad_take_then_exit():
+        fv.take(x, fv.asarray(np.array([0, 7], np.int64)), 1)
+        made.set()
+        go.wait()          # still alive when the main thread's synchronize finds the bad index
+    t = threading.Thread(target=bad_take_then_exit)
+    t.start()
+    made.wait()
+    with pytest.raises(fv.FuelVKIndexError, match="index 7"):
+        stream.synchronize()
+    assert len(stream.failures) == 1        # kept for t, which never reads
+    go.set()
+    t.join()
+    del t
+    gc.collect()
+    assert not stream.failures              # gone with its thread object
+    got, idents = [], []
+
+    def later_read():
+        idents.append(threading.get_ident())
+        try:
+            got.append(np.asarray(fv.take(x, [1], 1)))
+        except fv.FuelVKIndexError as e:   # the old bookkeeping (by thread id) raised here
+            got.append(e)
+    for _ in range(3):
+        t2 = threading.Thread(target=later_read)
+        t2.start()
+        t2.join()
+    assert all(isinstance(g, np.ndarray) for g in got), got
+    assert_bits(got[0], x[:, [1]])
+    # a thread already finished when its failed check runs is not kept either
+    done = threading.Thread(target=lambda: fv.take(x, fv.asarray(np.array([9], np.int32)), 1))
+    done.start()
+    done.join()
+    with pytest.raises(fv.FuelVKIndexError, match="index 9"):
+        stream.synchronize()
+    assert not stream.failures
+
+
 def test_device_indices_unchecked_never_leave_bounds(monkeypatch):
     """With the host check off, the kernels clamp (reads) or skip (writes) bad device indices."""
     monkeypatch.setattr(I, "CHECK_DEVICE_INDICES", False)
