@@ -27,8 +27,8 @@ from .. import runtime
 from ..array import Array, asarray, complex_part, empty
 from ..errors import DTypeError, FuelVKIndexError, ShapeError, UnsupportedError
 from ..kernels import kernel
-from ..kernels.indexing import (GATHER_WG, GATHER_WORDS, INDEX_KINDS, NATIVE_FEATURE, SCATTER_MODES, SCATTER_RUN,
-                                SCATTER_WG)
+from ..kernels.indexing import (BOUNDS_PER, BOUNDS_WG, GATHER_WG, GATHER_WORDS, INDEX_KINDS, NATIVE_FEATURE,
+                                SCATTER_MODES, SCATTER_RUN, SCATTER_WG)
 from ..kernels.registry import storage_twin
 from ..runtime import loadpath
 from ..runtime.loadpath import TEXEL_BYTES
@@ -44,6 +44,9 @@ MAX_RANK = 6
 _WG = 128
 _SEL_TAGS = {1: "b1", 2: "f16", 4: "f32", 8: "f64"}
 _DEVICE_INDEX_DTYPES = (_dt.int32, _dt.uint32, _dt.int64)
+_I32 = np.iinfo(np.int32)
+# index_bounds' slot before its launch: no bad index, smallest bad = INT_MAX, largest bad = INT_MIN.
+_FOUND = np.array([0, _I32.max, _I32.min], np.int32)
 
 
 def _indices(op, fam, idx, n, negative_ok):
@@ -73,14 +76,15 @@ def _bounds(op, fam, host, lo, n, accepted):
     """Raise FuelVKIndexError when an index is outside [lo, n).
 
     host: a numpy array (checked now), or a device Array, checked without a host wait (a device-side
-    assert): its min and max are reduced on the device and copied into a host-visible slot, and the
-    comparison is deferred to the stream's next synchronize (Stream.defer_check). Contract: every host
-    read of device memory (Array.numpy/item, downloads, torch's .cpu()) synchronizes first, so the error
-    is raised there, before any result derived from the bad indices reaches the host (three small
-    dispatches: a float64 cast, min, max; a device without float64 checks on the host); meanwhile the
-    kernel has clamped (take) or skipped (scatter_add / index_add) the bad indices, so no memory outside
-    a buffer is touched, and the arrays computed from them must be discarded (as after a CUDA device
-    assert). The error names the op, the offending extreme and the accepted range."""
+    assert): one launch (index_bounds) tests every index on the device and records the bad ones (count,
+    smallest, largest) into a host-visible slot; the verdict is deferred to the stream's next synchronize
+    (Stream.defer_check). Contract: every host read of device memory (Array.numpy/item, downloads,
+    torch's .cpu()) synchronizes first, so the error is raised there, before any result derived from
+    the bad indices reaches the host; meanwhile the kernel has clamped (take) or skipped (scatter_add /
+    index_add) the bad indices, so no memory outside a buffer is touched, and the arrays computed from
+    them must be discarded (as after a CUDA device assert). Indices over one binding, or an axis of
+    2^32 or more, are checked on the host (a wait). The error names the op, the offending extreme and
+    the accepted range."""
     if not isinstance(host, Array):
         bad = (host < lo) | (host >= n)
         if bad.any():
@@ -88,27 +92,29 @@ def _bounds(op, fam, host, lo, n, accepted):
             raise FuelVKIndexError(f"{op}: index {int(first)} is out of bounds for an axis of size {n} "
                                    f"({int(bad.sum())} bad of {host.size}; accepted {accepted}; kernel {fam})")
         return
-    from ..runtime.vk import ffi
-    from .reduction import max as _max, min as _min
-    ctx = runtime.get()
-    try:   # float64 holds every index below 2^53 exactly and rounds monotonically above: same verdict
-        wide = host.astype(_dt.float64)
-        ends = [_min(wide), _max(wide)]
-    except (DTypeError, UnsupportedError):   # a device without float64: the check on the host (a wait)
+    ids = windowed(contiguous(host))
+    if ids is None or n >= 2 ** 32:
         return _bounds(op, fam, host.numpy(), lo, n, accepted)
-    size = 8
-    slot = ctx.pool.alloc(2 * size, host=True)
-    for i, a in enumerate(ends):
-        ctx.stream.copy(a.buffer, slot, size, a.offset * size, i * size)
-    count = host.size
+    from ..runtime.vk import ffi
+    ctx = runtime.get()
+    slot = ctx.pool.alloc(_FOUND.nbytes, host=True)
+    ffi.buffer(slot.mapped, _FOUND.nbytes)[:] = _FOUND.tobytes()   # host-coherent: the launch, submitted later, sees it
+    ctx.launch(kernel("index_bounds", "check"), ctx.groups(-(-ids.size // (BOUNDS_WG * BOUNDS_PER))), found=slot,
+               ids=ids, count=ids.size, off_idx=ids.offset, n=n, negative_ok=int(lo < 0),
+               IDX=INDEX_KINDS[ids.dtype.name])
+    count, wide = host.size, ids.dtype != _dt.int32
 
     def check():
-        first, last = np.frombuffer(ffi.buffer(slot.mapped, 2 * size)[:], np.float64)   # synchronized: done
-        if first < lo or last >= n:
-            worst, which = (int(first), "smallest") if first < lo else (int(last), "largest")
-            raise FuelVKIndexError(f"{op}: index {worst} (the {which} of {count} device indices) is out of bounds "
-                                   f"for an axis of size {n} (accepted {accepted}; kernel {fam}; found by the "
-                                   "device-side check at this synchronize)")
+        found = np.frombuffer(ffi.buffer(slot.mapped, _FOUND.nbytes)[:], _FOUND.dtype)   # synchronized: done
+        nbad, lowest, highest = int(found[0]) & 0xFFFFFFFF, int(found[1]), int(found[2])   # the count is a u32
+        if nbad:
+            low = lowest != _FOUND[1]
+            worst, which = (lowest, "smallest") if low else (highest, "largest")
+            if wide and worst in (_I32.min, _I32.max):   # saturated: the value is at least this far out
+                worst = f"{'<=' if low else '>='} {worst}"
+            raise FuelVKIndexError(f"{op}: index {worst} (the {which} of {nbad} bad of {count} device indices) is "
+                                   f"out of bounds for an axis of size {n} (accepted {accepted}; kernel {fam}; "
+                                   "found by the device-side check at this synchronize)")
     ctx.stream.defer_check(check)
 
 
