@@ -25,11 +25,11 @@ def no_fallback():
     assert ft.fallback_stats() == {}
 
 
-def close(dev, cpu, rtol=1e-5, atol=1e-6):
+def close(dev, cpu, rtol=1e-5, atol=1e-6, equal_nan=False):
     assert dev.device.type == DEV, dev.device
     got = dev.cpu()
     assert got.dtype == cpu.dtype and got.shape == cpu.shape, (got.dtype, got.shape, cpu.dtype, cpu.shape)
-    torch.testing.assert_close(got, cpu, rtol=rtol, atol=atol)
+    torch.testing.assert_close(got, cpu, rtol=rtol, atol=atol, equal_nan=equal_nan)
 
 
 # -- the device and its memory ------------------------------------------------------------------------
@@ -467,6 +467,63 @@ def test_cross_entropy_forward_backward(kind, no_fallback):
     close(loss_d, loss, rtol=1e-5, atol=1e-6)
     close(xd.grad, x.grad, rtol=1e-5, atol=1e-6)
     close(~(x > 0).to(DEV), ~(x > 0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_loss_against_cpu(dtype, reduction, weighted, no_fallback):
+    """nll_loss forward / backward vs torch CPU: ignore_index inside and outside [0, C), rows whose
+    log-probs are NaN / -inf but ignored (torch skips them: they must not leak through a 0 weight),
+    1-D input, every reduction, class weights, half types."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(6, 5, generator=g).to(dtype)
+    x[1] = float("nan")
+    x[4, 2] = float("-inf")
+    w = torch.rand(5, generator=g).to(dtype) + 0.5 if weighted else None
+    for target, ignore in (([0, 3, 4, 1, 0, 2], 3), ([0, -100, 4, 1, -100, 2], -100)):
+        if ignore == 3:
+            x[1] = x[1].nan_to_num(0)   # row 1 is a valid row in this case
+        t = torch.tensor(target)
+        xc = x.clone().requires_grad_()
+        xd = x.to(DEV).requires_grad_()
+        want = TF.nll_loss(xc, t, weight=w, ignore_index=ignore, reduction=reduction)
+        got = TF.nll_loss(xd, t.to(DEV), weight=None if w is None else w.to(DEV), ignore_index=ignore,
+                          reduction=reduction)
+        tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+        close(got, want, **tol)
+        seed = torch.arange(1., 1 + want.numel()).reshape(want.shape).to(dtype)
+        (want * seed).sum().backward()
+        (got * seed.to(DEV)).sum().backward()
+        close(xd.grad, xc.grad, **tol)
+    v = torch.randn(5, generator=g).log_softmax(0).to(dtype)      # 1-D input, 0-D target
+    for tgt in (2, -100):   # mean over no target: 0 / 0 = nan, as torch
+        close(TF.nll_loss(v.to(DEV), torch.tensor(tgt).to(DEV), reduction=reduction),
+              TF.nll_loss(v, torch.tensor(tgt), reduction=reduction), rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+def test_nll_loss_rejects_targets_torch_rejects_in_few_launches(no_fallback):
+    """A target outside [0, C) that is not ignore_index is a FuelVKIndexError at the next read, as torch CPU
+    raises (a -1 used to wrap to the last class); the forward and backward take one check each and
+    few launches."""
+    x = torch.randn(3, 5).log_softmax(1)
+    for bad in (-1, 5):
+        t = torch.tensor([0, bad, 2])
+        with pytest.raises((IndexError, RuntimeError)):
+            TF.nll_loss(x, t)                                             # torch CPU agrees
+        with pytest.raises(fuelvk.FuelVKIndexError, match=rf"index {bad} .*size 5 \(accepted \[0, 5\) or -100"):
+            TF.nll_loss(x.to(DEV), t.to(DEV)).item()
+    stream = fuelvk.runtime.get().stream
+    xd = x.to(DEV).requires_grad_()
+    td = torch.tensor([0, -100, 2]).to(DEV)
+    fuelvk.synchronize()
+    before = stream.dispatches
+    loss = TF.nll_loss(xd, td)
+    forward = stream.dispatches - before
+    loss.backward()
+    backward = stream.dispatches - before - forward
+    assert forward <= 9 and backward <= 7, (forward, backward)   # were 13 and 13
+    close(loss, TF.nll_loss(x, torch.tensor([0, -100, 2])), rtol=1e-6, atol=1e-7)
 
 
 def test_embedding_backward(no_fallback):

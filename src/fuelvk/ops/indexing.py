@@ -49,17 +49,18 @@ _I32 = np.iinfo(np.int32)
 _FOUND = np.array([0, _I32.max, _I32.min], np.int32)
 
 
-def _indices(op, fam, idx, n, negative_ok):
-    """(index Array, IDX kind) after the bounds check against an axis of length n."""
+def _indices(op, fam, idx, n, negative_ok, ignore=None):
+    """(index Array, IDX kind) after the bounds check against an axis of length n (entries equal to
+    `ignore` pass)."""
     lo = -n if negative_ok else 0
-    accepted = f"[{lo}, {n})"
+    accepted = f"[{lo}, {n})" + (f" or {ignore} (ignored)" if ignore is not None else "")
     if isinstance(idx, Array):
         if idx.dtype not in _DEVICE_INDEX_DTYPES:
             raise DTypeError(f"{op}: device indices must be int32, uint32 or int64, got {idx.dtype} "
                              f"(kernel {fam}); cast them first or pass a numpy array")
         runtime.check_alive(idx.buffer)
         if CHECK_DEVICE_INDICES and idx.size:
-            _bounds(op, fam, idx, lo, n, accepted)
+            _bounds(op, fam, idx, lo, n, accepted, ignore)
         return idx, INDEX_KINDS[idx.dtype.name]
     host = np.asarray(idx)
     if host.dtype == np.bool_ or host.dtype.kind not in "iu":
@@ -67,13 +68,13 @@ def _indices(op, fam, idx, n, negative_ok):
             raise DTypeError(f"{op}: indices must be integers, got dtype {host.dtype} (kernel {fam})")
         host = host.astype(np.int64)
     if host.size:
-        _bounds(op, fam, host, lo, n, accepted)
+        _bounds(op, fam, host, lo, n, accepted, ignore)
     host = np.where(host < 0, host + n, host).astype(np.uint32) if host.dtype.kind == "i" else host.astype(np.uint32)
     return asarray(host), 0
 
 
-def _bounds(op, fam, host, lo, n, accepted):
-    """Raise FuelVKIndexError when an index is outside [lo, n).
+def _bounds(op, fam, host, lo, n, accepted, ignore=None):
+    """Raise FuelVKIndexError when an index is outside [lo, n) and not equal to `ignore`.
 
     host: a numpy array (checked now), or a device Array, checked without a host wait (a device-side
     assert): one launch (index_bounds) tests every index on the device and records the bad ones (count,
@@ -87,6 +88,8 @@ def _bounds(op, fam, host, lo, n, accepted):
     the accepted range."""
     if not isinstance(host, Array):
         bad = (host < lo) | (host >= n)
+        if ignore is not None:
+            bad &= host != ignore
         if bad.any():
             first = host.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]]
             raise FuelVKIndexError(f"{op}: index {int(first)} is out of bounds for an axis of size {n} "
@@ -94,14 +97,17 @@ def _bounds(op, fam, host, lo, n, accepted):
         return
     ids = windowed(contiguous(host))
     if ids is None or n >= 2 ** 32:
-        return _bounds(op, fam, host.numpy(), lo, n, accepted)
+        return _bounds(op, fam, host.numpy(), lo, n, accepted, ignore)
     from ..runtime.vk import ffi
     ctx = runtime.get()
     slot = ctx.pool.alloc(_FOUND.nbytes, host=True)
     ffi.buffer(slot.mapped, _FOUND.nbytes)[:] = _FOUND.tobytes()   # host-coherent: the launch, submitted later, sees it
+    info = np.iinfo(ids.dtype.name)
+    has_ignore = ignore is not None and info.min <= ignore <= info.max   # else no index can equal it
+    words = int(ignore) & 0xFFFFFFFFFFFFFFFF if has_ignore else 0
     ctx.launch(kernel("index_bounds", "check"), ctx.groups(-(-ids.size // (BOUNDS_WG * BOUNDS_PER))), found=slot,
-               ids=ids, count=ids.size, off_idx=ids.offset, n=n, negative_ok=int(lo < 0),
-               IDX=INDEX_KINDS[ids.dtype.name])
+               ids=ids, count=ids.size, off_idx=ids.offset, n=n, negative_ok=int(lo < 0), has_ignore=int(has_ignore),
+               ignore=[words & 0xFFFFFFFF, words >> 32], IDX=INDEX_KINDS[ids.dtype.name])
     count, wide = host.size, ids.dtype != _dt.int32
 
     def check():
@@ -116,6 +122,14 @@ def _bounds(op, fam, host, lo, n, accepted):
                                    f"out of bounds for an axis of size {n} (accepted {accepted}; kernel {fam}; "
                                    "found by the device-side check at this synchronize)")
     ctx.stream.defer_check(check)
+
+
+def checked_indices(op, indices, n, ignore=None):
+    """(index Array, IDX kind) for indices checked against [0, n) as torch checks class targets (entries
+    equal to `ignore` pass: nll_loss's ignore_index; device indices on the device, see _bounds), for
+    callers that then launch gather_along / scatter_along with them: one check for several launches.
+    Those kernels clamp (gather) or skip / wrap (scatter) an ignored entry: the caller masks its rows."""
+    return _indices(op, op, indices, n, False, ignore)
 
 
 def _tag_bytes(op, fam, dt):
@@ -464,6 +478,16 @@ def index_add(base, axis, index, src):
     s_idx[ax] = ids.strides[0]
     return _accumulate("index_add", "index_add", base, src, ids, kind, ax, src.shape, src.strides, s_idx,
                        numpy_out)
+
+
+def scatter_along(base, src, ids, kind, axis):
+    """scatter_add's launch for indices already checked (checked_indices): base, src and ids Arrays of
+    one rank, ids no larger than src; an entry outside [-n, n) adds nothing, a negative one counts from
+    the end."""
+    if not fits(base, src, ids):
+        return _accumulate_blocks("scatter_add", base, src, ids, axis, False)
+    return _accumulate("scatter_add", "scatter_add", base, src, ids, kind, axis, ids.shape, src.strides, ids.strides,
+                       False)
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------

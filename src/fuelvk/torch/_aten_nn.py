@@ -8,7 +8,7 @@ import torch
 
 import fuelvk as fv
 from ..errors import FuelVKError
-from ..ops import rng as fv_rng
+from ..ops import elementwise as fv_elementwise, indexing as fv_indexing, rng as fv_rng
 from .. import dtypes as _dt
 from . import device as fuelvk_device
 from ._aten import _float, array_of, composite, kernel, operand, tensor_of
@@ -265,42 +265,54 @@ def mse_loss_backward(grad_output, self, target, reduction):
 
 
 def _nll_parts(self, target, weight, ignore_index):
-    """(x [N, C], safe targets [N, 1], per-row weights [N]): ignored rows get weight 0 and target 0."""
+    """(x [N, C], targets [N, 1] checked against [0, C) or ignore_index (one device launch, deferred
+    verdict), their IDX kind, ignored [N] bool, the targets' class weights [N] or None). Ignored rows'
+    targets stay as they are: the unchecked gather clamps them, their rows are masked to 0 after it
+    (masked, not multiplied by a 0 weight: an ignored row's log-prob may be -inf or NaN)."""
     if self.dim() not in (1, 2) or not fuelvk_device.is_fuelvk(target):
         raise Unhandled("an input of more than 2 dims (nll_loss2d) or a CPU target")
     npdt = numpy_dtype("nll_loss", _float(self))
     x = array_of(self).reshape(1, -1) if self.dim() == 1 else array_of(self)
     t = array_of(target).reshape(-1)
+    t, kind = fv_indexing.checked_indices("nll_loss", t, x.shape[1], ignore=ignore_index)
     ignored = fv.equal(t, ignore_index)
-    safe = fv.masked_fill(t, ignored, 0).reshape(-1, 1)
-    if weight is None:
-        w = fv.masked_fill(fv.zeros((t.shape[0],), npdt), fv.equal(ignored, False), 1.0)
-    else:
-        w = fv.masked_fill(fv.take(operand(weight, npdt), safe.reshape(-1), axis=0), ignored, 0)
-    return x, safe, w
+    wt = None if weight is None else fv_indexing.gather_along(operand(weight, npdt), t, kind, 0, f"b{x.dtype.itemsize}")
+    return x, t.reshape(-1, 1), kind, ignored, wt
 
 
 @kernel("nll_loss_forward")
 def nll_loss_forward(self, target, weight, reduction, ignore_index):
-    x, safe, w = _nll_parts(self, target, weight, ignore_index)
-    losses = fv.negative(fv.multiply(fv.take_along_axis(x, safe, axis=1).reshape(-1), w))
-    total = fv.sum(w)
+    """-x[i, t_i] * w[t_i] over rows whose target is not ignore_index: one check, one gather, masks and
+    sums (8 launches unweighted, mean)."""
+    x, t, kind, ignored, wt = _nll_parts(self, target, weight, ignore_index)
+    picked = fv.masked_fill(fv_indexing.gather_along(x, t, kind, 1, f"b{x.dtype.itemsize}").reshape(-1), ignored, 0)
     r = _REDUCTION[reduction]
+    if wt is not None:
+        picked = fv.multiply(picked, wt)
     if r is None:
-        out = losses if self.dim() == 2 else losses.reshape(())
-        return tensor_of(out), tensor_of(fv.zeros((), x.dtype))
-    out = fv.sum(losses)
-    return tensor_of(fv.divide(out, total) if r == "mean" else out), tensor_of(total)
+        out = fv.negative(picked)
+        return tensor_of(out if self.dim() == 2 else out.reshape(())), tensor_of(fv.zeros((), x.dtype))
+    w = fv.masked_fill(fv.ones(ignored.shape, dtype=x.dtype) if wt is None else wt, ignored, 0)
+    total = fv.sum(w)
+    if r == "mean":
+        return tensor_of(fv_elementwise.fused("nll_loss", fv.sum(picked), total, "divide", post="negative")), \
+            tensor_of(total)
+    return tensor_of(fv.negative(fv.sum(picked))), tensor_of(total)
 
 
 @kernel("nll_loss_backward")
 def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
-    x, safe, w = _nll_parts(self, target, weight, ignore_index)
+    """grad[i, t_i] = -w[t_i] * g (/ total_weight for mean), 0 on ignored rows: one check, the row values,
+    one scatter into zeros."""
+    x, t, kind, ignored, wt = _nll_parts(self, target, weight, ignore_index)
     g = array_of(grad_output).reshape(-1) if grad_output.dim() else array_of(grad_output)
-    vals = fv.negative(fv.multiply(w, g))
     if _REDUCTION[reduction] == "mean":
-        vals = fv.divide(vals, array_of(total_weight))
-    grad = fv.scatter_add(fv.zeros(x.shape, x.dtype), 1, safe, vals.reshape(-1, 1))
+        coef = fv_elementwise.fused("nll_loss_backward", g, array_of(total_weight), "divide", post="negative")
+    else:
+        coef = fv.negative(g)
+    vals = coef.broadcast_to(ignored.shape) if wt is None else fv.multiply(wt, coef)
+    vals = fv.masked_fill(vals, ignored, 0).reshape(-1, 1)
+    grad = fv_indexing.scatter_along(fv.zeros(x.shape, x.dtype), vals, t, kind, 1)
     return tensor_of(grad.reshape(tuple(self.shape)))
 
 
