@@ -1013,13 +1013,33 @@ def test_plans_replay_with_new_operands_and_values(no_fallback):
 
 
 def test_plans_keep_value_checks(no_fallback):
-    """Kernels that check values (index bounds) are never planned: a bad index after many good calls of
-    the same layout still raises."""
+    """Kernels that check index values on the device are planned with their check (a fresh slot each
+    replay): a bad index after many good calls of the same layout still raises, in every kernel that
+    checks (index_select, nll_loss forward and backward), and the call after it is clean."""
+    from fuelvk.torch import _plans
     w = torch.randn(6, 3).to(DEV)
+    x = torch.randn(4, 6).log_softmax(1)
+    xd = x.to(DEV)
+    g = torch.ones(())
+    before = _plans.stats["replayed"]
     for i in range(4):
         close(torch.index_select(w, 0, torch.tensor([i, 5]).to(DEV)), w.cpu()[[i, 5]], rtol=0, atol=0)
+        t = torch.tensor([i, 5, -100, 0])
+        out, total = torch.ops.aten.nll_loss_forward(xd, t.to(DEV), None, 1, -100)
+        want, want_total = torch.ops.aten.nll_loss_forward(x, t, None, 1, -100)
+        close(out, want, rtol=1e-6, atol=1e-7)
+        close(total, want_total, rtol=0, atol=0)
+        close(torch.ops.aten.nll_loss_backward(g.to(DEV), xd, t.to(DEV), None, 1, -100, total),
+              torch.ops.aten.nll_loss_backward(g, x, t, None, 1, -100, want_total), rtol=0, atol=0)
+    assert _plans.stats["replayed"] - before >= 6   # index_select, forward, backward: calls 3 and 4
     with pytest.raises(IndexError, match="index 6"):
         torch.index_select(w, 0, torch.tensor([1, 6]).to(DEV)).cpu()
+    bad = torch.tensor([1, 6, -100, -1]).to(DEV)
+    with pytest.raises(IndexError, match=r"index -1 .*2 bad of 4"):
+        torch.ops.aten.nll_loss_forward(xd, bad, None, 1, -100)[0].cpu()
+    with pytest.raises(IndexError, match=r"index -1 .*2 bad of 4"):
+        torch.ops.aten.nll_loss_backward(g.to(DEV), xd, bad, None, 1, -100, total).cpu()
+    close(torch.index_select(w, 0, torch.tensor([2, 0]).to(DEV)), w.cpu()[[2, 0]], rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("shape, dim, start, end", [((4, 10, 6), 1, 2, 7), ((4, 10, 6), -1, -4, None), ((5,), 0, 0, 5),

@@ -98,20 +98,42 @@ def _bounds(op, fam, host, lo, n, accepted, ignore=None):
     ids = windowed(contiguous(host))
     if ids is None or n >= 2 ** 32:
         return _bounds(op, fam, host.numpy(), lo, n, accepted, ignore)
-    from ..runtime.vk import ffi
     ctx = runtime.get()
-    slot = ctx.pool.alloc(_FOUND.nbytes, host=True)
-    ffi.buffer(slot.mapped, _FOUND.nbytes)[:] = _FOUND.tobytes()   # host-coherent: the launch, submitted later, sees it
+    check = _DeviceBoundsCheck(ctx.pool.alloc(_FOUND.nbytes, host=True),
+                               (op, fam, n, host.size, accepted, ids.dtype != _dt.int32))
     info = np.iinfo(ids.dtype.name)
     has_ignore = ignore is not None and info.min <= ignore <= info.max   # else no index can equal it
     words = int(ignore) & 0xFFFFFFFFFFFFFFFF if has_ignore else 0
-    ctx.launch(kernel("index_bounds", "check"), ctx.groups(-(-ids.size // (BOUNDS_WG * BOUNDS_PER))), found=slot,
+    ctx.launch(kernel("index_bounds", "check"), ctx.groups(-(-ids.size // (BOUNDS_WG * BOUNDS_PER))), found=check.slot,
                ids=ids, count=ids.size, off_idx=ids.offset, n=n, negative_ok=int(lo < 0), has_ignore=int(has_ignore),
                ignore=[words & 0xFFFFFFFF, words >> 32], IDX=INDEX_KINDS[ids.dtype.name])
-    count, wide = host.size, ids.dtype != _dt.int32
+    ctx.stream.defer_check(check)
 
-    def check():
-        found = np.frombuffer(ffi.buffer(slot.mapped, _FOUND.nbytes)[:], _FOUND.dtype)   # synchronized: done
+
+class _DeviceBoundsCheck:
+    """The deferred verdict of one index_bounds launch over its host-visible slot (reset here, before the
+    launch is submitted: host-coherent memory). rebind(slot): the same check over another slot (torch
+    launch plans replay it); equal when they check the same thing."""
+    __slots__ = ("slot", "what")
+
+    def __init__(self, slot, what):
+        from ..runtime.vk import ffi
+        self.slot, self.what = slot, what   # what: (op, fam, n, count, accepted, saturating dtype)
+        ffi.buffer(slot.mapped, _FOUND.nbytes)[:] = _FOUND.tobytes()
+
+    def rebind(self, slot):
+        return _DeviceBoundsCheck(slot, self.what)
+
+    def __eq__(self, other):
+        return isinstance(other, _DeviceBoundsCheck) and other.what == self.what
+
+    def __hash__(self):
+        return hash(self.what)
+
+    def __call__(self):
+        from ..runtime.vk import ffi
+        op, fam, n, count, accepted, wide = self.what
+        found = np.frombuffer(ffi.buffer(self.slot.mapped, _FOUND.nbytes)[:], _FOUND.dtype)   # synchronized
         nbad, lowest, highest = int(found[0]) & 0xFFFFFFFF, int(found[1]), int(found[2])   # the count is a u32
         if nbad:
             low = lowest != _FOUND[1]
@@ -121,7 +143,6 @@ def _bounds(op, fam, host, lo, n, accepted, ignore=None):
             raise FuelVKIndexError(f"{op}: index {worst} (the {which} of {nbad} bad of {count} device indices) is "
                                    f"out of bounds for an axis of size {n} (accepted {accepted}; kernel {fam}; "
                                    "found by the device-side check at this synchronize)")
-    ctx.stream.defer_check(check)
 
 
 def checked_indices(op, indices, n, ignore=None):

@@ -292,7 +292,10 @@ def nll_loss_forward(self, target, weight, reduction, ignore_index):
     if r is None:
         out = fv.negative(picked)
         return tensor_of(out if self.dim() == 2 else out.reshape(())), tensor_of(fv.zeros((), x.dtype))
-    w = fv.masked_fill(fv.ones(ignored.shape, dtype=x.dtype) if wt is None else wt, ignored, 0)
+    if wt is None:   # (ones: a fill and a mask, no upload, so that launch plans replay the call)
+        w = fv.masked_fill(fv.zeros(ignored.shape, x.dtype), fv.equal(ignored, False), 1.0)
+    else:
+        w = fv.masked_fill(wt, ignored, 0)
     total = fv.sum(w)
     if r == "mean":
         return tensor_of(fv_elementwise.fused("nll_loss", fv.sum(picked), total, "divide", post="negative")), \
