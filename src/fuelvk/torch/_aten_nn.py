@@ -2,11 +2,13 @@
 log_softmax (+ the safe softmax of torch's math attention), mse / nll losses, layer and batch norm,
 dropout, convolution. Registered through _aten's KERNELS (see _aten.py for the rules)."""
 import math
+import weakref
 
 import numpy as np
 import torch
 
 import fuelvk as fv
+from .. import runtime as fv_runtime
 from ..errors import FuelVKError
 from ..ops import elementwise as fv_elementwise, indexing as fv_indexing, rng as fv_rng
 from .. import dtypes as _dt
@@ -552,6 +554,25 @@ def _composed_attention_ok(query, key, value, attn_mask, dropout_p, is_causal, e
             and (attn_mask is None or attn_mask.dtype in (torch.bool, torch.float32)))
 
 
+_CAUSAL_BIASES = 16          # cached per device: a generate() loop's growing key lengths start over past it
+_causal_biases = weakref.WeakKeyDictionary()   # fuelvk Context -> {(sq, sk, dtype): bias tensor}
+
+
+def _causal_bias(sq, sk, dtype, device):
+    """The top-left causal mask as an additive [sq, sk] bias (0 on and below the diagonal, -inf above), as
+    torch's math attention adds it; made once per shape (a CPU build and one upload) and cached: the
+    per-call ones + triu + masked_fill took 3 launches, the bias takes one add (the masked_fill kernel
+    alone cost ~4 adds of device time on lavapipe)."""
+    table = _causal_biases.setdefault(fv_runtime.get(), {})
+    key = (sq, sk, dtype)
+    bias = table.get(key)
+    if bias is None:
+        if len(table) >= _CAUSAL_BIASES:
+            table.clear()
+        bias = table[key] = torch.full((sq, sk), -math.inf, dtype=dtype).triu(1).to(device)
+    return bias
+
+
 @composite("scaled_dot_product_attention")
 def _sdpa_composed(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                    enable_gqa=False):
@@ -573,9 +594,11 @@ def _sdpa_composed(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=F
     g = hq // hk
     q = (query * (1.0 / math.sqrt(d) if scale is None else scale)).reshape(b, hk, g * sq, d)
     s = torch.matmul(q, key.transpose(-2, -1)).view(b, hq, sq, sk)
-    if is_causal:
+    if is_causal and type(s) is not torch.Tensor:   # traced (fake / functional tensors): no cached tensor
         above = torch.ones(sq, sk, dtype=torch.bool, device=query.device).triu(1)
         p = torch.softmax(s.masked_fill(above, -math.inf), dim=-1)
+    elif is_causal:
+        p = torch.softmax(s + _causal_bias(sq, sk, s.dtype, s.device), dim=-1)
     else:
         if attn_mask is not None:
             s = s.masked_fill(attn_mask.logical_not(), -math.inf) if attn_mask.dtype == torch.bool else s + attn_mask
