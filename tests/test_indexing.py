@@ -276,6 +276,29 @@ def test_device_index_check_over_one_binding_checks_on_the_host(monkeypatch):
     assert _core.windowed is not None
 
 
+def test_device_index_check_binds_a_window_of_a_buffer_over_one_binding(device_limits):
+    """Device indices in a buffer larger than one binding: a view whose span fits is checked on the
+    device through a window (no host wait); a span over one binding is checked on the host, at the call."""
+    stream = runtime.get().stream
+    big = np.zeros(1 << 15, np.int32)          # 128 KiB
+    big[20000] = 9
+    dev = fv.asarray(big)
+    device_limits(maxStorageBufferRange=1 << 16)
+    calls = []
+    real = stream.synchronize
+    stream.synchronize = lambda: (calls.append(1), real())[1]
+    try:
+        I.checked_indices("t", dev[19000:21000], 5)             # 8 KB at an offset past the first binding
+        I.checked_indices("t", dev[100:200], 5)
+        assert not calls
+    finally:
+        del stream.synchronize
+    with pytest.raises(fv.FuelVKIndexError, match=r"t: index 9 \(the largest of 1 bad of 2000"):
+        stream.synchronize()
+    with pytest.raises(fv.FuelVKIndexError, match=r"index 9 is out of bounds .*1 bad of 32768"):
+        I.checked_indices("t", dev, 5)                           # over one binding: the host check
+
+
 def test_a_failed_device_check_reaches_the_thread_that_made_it():
     """The stream is shared by threads: when another thread's synchronize finds the bad index first,
     it raises there, and the thread that took with it still gets the error at its own next read
