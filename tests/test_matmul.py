@@ -232,8 +232,8 @@ def test_texel_load_paths(combo, monkeypatch):
 
 @pytest.mark.parametrize("combo", ["f32_f32_f32", "f32_bf16_f32", "bf16_bf16_f32", "f16_f16_f32"])
 def test_vec4_c_stores(combo, monkeypatch):
-    """The register tile (and matvec's one-row tile) stores an f32 C a 4-column quad at a time (CV4) when
-    N % 4 == 0, and element by element otherwise or for a half-type C. Same bits as the element stores
+    """The register tile (and matvec's one-row tile) stores an f32 or bf16 C a 4-column quad at a time
+    (CV4) when N % 4 == 0, and element by element otherwise or for an f16 C. Same bits as the element stores
     (the launch forced to CV4 = 0), partial row / column tiles (quads past N are not stored), batched
     outputs, split-K partials; within the f32 accumulation bound."""
     rng = np.random.default_rng(21)
@@ -252,8 +252,10 @@ def test_vec4_c_stores(combo, monkeypatch):
              (rand((3, 5, 37), adt, rng), big_b[:, 4:136], F32, 1),  # batched, 132 columns of an offset view
              (rand((1, 37), adt, rng), big_b[:, :132], F32, 1),      # M = 1: matvec's one-row tile
              (rand((19, 37), adt, rng), big_b[:, :35], F32, 0)]      # N % 4 != 0: element stores
-    if adt == bdt != F32:
-        cases.append((rand((19, 37), adt, rng), big_b[:, :36], adt, 0))   # a half-type C: element stores
+    if adt == bdt != F32:   # a half-type C: bf16 packs quads (8 bytes), f16 stores elements
+        cases += [(rand((19, 37), adt, rng), big_b[:, :36], adt, int(adt == BF16)),
+                  (rand((2, 19, 37), adt, rng), big_b[:, 4:136], adt, int(adt == BF16)),
+                  (rand((19, 37), adt, rng), big_b[:, :35], adt, 0)]
     for x, y, cdt, cv4 in cases:
         route = "matvec" if x.shape[-2] == 1 else "register_tiled"
         force.clear()
