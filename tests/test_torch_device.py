@@ -923,9 +923,10 @@ def test_sdpa_composed_kernels_compile_and_inference_mode(no_fallback):
     close(torch.compile(f, backend="aot_eager", fullgraph=True)(qd, kd, vd), want, rtol=1e-5, atol=1e-5)
 
 
-def test_sdpa_causal_bias_cache_is_bounded(no_fallback):
+def test_sdpa_causal_bias_cache_is_bounded(no_fallback, monkeypatch):
     """The composed path's causal masks are cached additive biases, one per (sq, sk, dtype), at most
-    _CAUSAL_BIASES per device; every length still matches torch CPU (top-left alignment)."""
+    _CAUSAL_BIASES per device, none over _CAUSAL_BIAS_MAX elements; every length still matches torch CPU
+    (top-left alignment)."""
     from fuelvk import runtime
     from fuelvk.torch import _aten_nn
     g = torch.Generator().manual_seed(9)
@@ -935,6 +936,13 @@ def test_sdpa_causal_bias_cache_is_bounded(no_fallback):
         close(TF.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), is_causal=True),
               TF.scaled_dot_product_attention(q, k, v, is_causal=True), rtol=1e-5, atol=1e-6)
         assert len(_aten_nn._causal_biases[runtime.get()]) <= _aten_nn._CAUSAL_BIASES
+    monkeypatch.setattr(_aten_nn, "_CAUSAL_BIAS_MAX", 2 * 7 - 1)   # a mask past it is built per call
+    _aten_nn._causal_biases.clear()
+    q = torch.randn(1, 2, 2, 8, generator=g)
+    k, v = (torch.randn(1, 2, 7, 8, generator=g) for _ in range(2))
+    close(TF.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), is_causal=True),
+          TF.scaled_dot_product_attention(q, k, v, is_causal=True), rtol=1e-5, atol=1e-6)
+    assert not _aten_nn._causal_biases.get(runtime.get())
 
 
 def test_sdpa_head_dim_past_the_fused_kernel_takes_the_math_path(no_fallback):

@@ -555,6 +555,8 @@ def _composed_attention_ok(query, key, value, attn_mask, dropout_p, is_causal, e
 
 
 _CAUSAL_BIASES = 16          # cached per device: a generate() loop's growing key lengths start over past it
+_CAUSAL_BIAS_MAX = 1 << 18   # elements of a cached bias (1 MiB in float32; the cache holds <= 16 MiB); larger
+                             # masks are built per call (ones + triu + masked_fill)
 _causal_biases = weakref.WeakKeyDictionary()   # fuelvk Context -> {(sq, sk, dtype): bias tensor}
 
 
@@ -594,7 +596,7 @@ def _sdpa_composed(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=F
     g = hq // hk
     q = (query * (1.0 / math.sqrt(d) if scale is None else scale)).reshape(b, hk, g * sq, d)
     s = torch.matmul(q, key.transpose(-2, -1)).view(b, hq, sq, sk)
-    if is_causal and type(s) is not torch.Tensor:   # traced (fake / functional tensors): no cached tensor
+    if is_causal and (type(s) is not torch.Tensor or sq * sk > _CAUSAL_BIAS_MAX):   # traced, or too big to keep
         above = torch.ones(sq, sk, dtype=torch.bool, device=query.device).triu(1)
         p = torch.softmax(s.masked_fill(above, -math.inf), dim=-1)
     elif is_causal:
