@@ -185,18 +185,26 @@ DRAW cast_bits(RAW x) {
 #endif
 #else
 #if (SRC == FMT_F16 || SRC == FMT_BF16) && DST == FMT_F8
-    // straight from the 16-bit pattern: bf16 is an f32's top half; an f16 magnitude h (not NaN / inf)
-    // is the f32 (h << 13) + (112 << 23) exactly where it is normal, and an f16 subnormal read that
-    // way is below 2^-14, whose f8 code is 0 either way (f8_from_f32_abs rounds it to 0 too)
+    // straight from the 16-bit pattern (h: the magnitude bits): bf16 is an f32's top half
     uint h = x & 0x7FFFu;
 #if SRC == FMT_BF16
-    uint a = h << 16;
-    bool nan = h > 0x7F80u;
+    // in the bf16 domain: a normal f8 target (exponent field >= 121) rebiases by 120 and rounds at
+    // bit 4 (inf comes out above 0x7E and saturates); below, roundEven(|x| * 2^9) as for f32
+    uint b = h - (120u << 7);
+    uint r = (b + 7u + ((b >> 4) & 1u)) >> 4;
+    uint sub = uint(int(roundEven(uintBitsToFloat((h << 16) + (9u << 23)))));
+    r = min(h < (121u << 7) ? sub : r, 0x7Eu);
+    return ((x >> 8) & 0x80u) | (h > 0x7F80u ? 0x7Fu : r);
 #else
-    uint a = h >= 0x7C00u ? 0x7F800000u : (h << 13) + (112u << 23);
-    bool nan = h > 0x7C00u;
+    // rounded in the f16 domain: a normal f8 target (h >= 2^-6, exponent field 9) rebiases by 8 and
+    // rounds at bit 7 (inf comes out above 0x7E and saturates); below, roundEven(|x| * 2^9) of the
+    // f32 (h << 13) + (121 << 23) = |x| * 2^9 (an f16 subnormal reads as < 2^-5 there: code 0, right)
+    uint b = h - (8u << 10);
+    uint r = (b + 0x3Fu + ((b >> 7) & 1u)) >> 7;
+    uint sub = uint(int(roundEven(uintBitsToFloat((h << 13) + (121u << 23)))));
+    r = min(h < (9u << 10) ? sub : r, 0x7Eu);
+    return ((x >> 8) & 0x80u) | (h > 0x7C00u ? 0x7Fu : r);
 #endif
-    return ((x >> 8) & 0x80u) | (nan ? 0x7Fu : f8_from_f32_abs(a));
 #elif SRC == FMT_F16 && DST == FMT_BF16
     // straight from the 16-bit pattern: a normal f16 magnitude h is the f32 (h << 13) + (112 << 23),
     // whose bf16 rounding (at f32 bit 16) is h's at bit 3, the bias added after it (a carry into the

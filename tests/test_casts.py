@@ -239,3 +239,34 @@ def test_plain_cast_without_int64(monkeypatch):
         assert cast_variant(F[src], F[dst]).id == f"cast.{src}_to_{dst}"
         x = sources(src, np.random.default_rng(3))[:2051]
         assert_bits(fv.astype(fv.asarray(x)[4:], F[dst]), oracle(x[4:], dst))
+
+
+@pytest.mark.parametrize("pair", [("bf16", "f8e4m3"), ("f16", "f8e4m3"), ("i16", "i8"), ("u8", "bool"), ("i8", "u8")],
+                         ids=lambda p: f"{p[0]}_to_{p[1]}")
+def test_cast_to_8bit_output_offsets(pair, path):
+    """8-bit destinations from 8- / 16-bit sources store a unit as 64-bit words when the output's offset
+    is a multiple of 8 elements, else as 32-bit groups: both, into a larger array whose other bytes
+    stay untouched (the launch writes a view at offset 4 / 8 / 12 of it)."""
+    from fuelvk import dtypes as _dt
+    from fuelvk.kernels import kernel
+    from fuelvk.ops._core import launch_strided
+    from fuelvk.ops.casts import _IFMT, cast_variant
+    src, dst = pair
+    ints = {"i16": np.int16, "i8": np.int8, "u8": np.uint8, "bool": np.bool_}
+    if src in F:
+        x = sources(src, np.random.default_rng(2))[:1000]
+        want = oracle(x, dst)
+        variant = cast_variant(F[src], F[dst])
+    else:
+        x = np.random.default_rng(2).integers(-300, 300, 1000).astype(ints[src])
+        want = x.astype(ints[dst])
+        variant = kernel("icast", f"{_IFMT[_dt.dtype(ints[src])]}_to_{_IFMT[_dt.dtype(ints[dst])]}")
+    d = fv.asarray(x)
+    for off in (4, 8, 12):
+        fill = np.full(off + x.size + 5, 1 if dst == "bool" else 0x5A, np.uint8)
+        out = fv.asarray(fill.view(want.dtype))
+        launch_strided(variant, out[off:off + x.size], [d])
+        got = np.asarray(out)
+        assert_bits(got[off:off + x.size], want)
+        assert np.array_equal(got.view(np.uint8)[:off], fill[:off])
+        assert np.array_equal(got.view(np.uint8)[off + x.size:], fill[off + x.size:])

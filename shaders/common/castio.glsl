@@ -58,7 +58,15 @@ layout(set = 0, binding = 1) readonly buffer AG { u64vec4 ag[]; };
 
 #if DBITS == 8
 layout(set = 0, binding = 0) writeonly buffer OG { uint og[]; };
-#define STORE_G(k, r0, r1, r2, r3) og[k] = (r0) | ((r1) << 8) | ((r2) << 16) | ((r3) << 24)
+#define PACK8(r0, r1, r2, r3) ((r0) | ((r1) << 8) | ((r2) << 16) | ((r3) << 24))
+#define STORE_G(k, r0, r1, r2, r3) og[k] = PACK8(r0, r1, r2, r3)
+#if defined(W64) && SBITS <= 16
+// W64, 8-bit destination, 8- / 16-bit source: a unit's 8 or 16 result bytes go out as one or two
+// 64-bit words (half the stores of 32-bit groups; lavapipe pays per stored component) when the
+// output offset is a multiple of 8 elements, else as 32-bit groups.
+#define STORE8_W64 1
+layout(set = 0, binding = 0) writeonly buffer OG8 { uint64_t og8[]; };
+#endif
 #elif DBITS == 16 && defined(W64)
 layout(set = 0, binding = 0) writeonly buffer OG { uint64_t og[]; };
 #define STORE_G(k, r0, r1, r2, r3) og[k] = packUint2x32(uvec2((r0) | ((r1) << 16), (r2) | ((r3) << 16)))
@@ -157,6 +165,17 @@ void unit(uint u, bool contig, RAW c) {
     // unrolled by hand (constant word / component indices on any compiler)
 #define CVT(j) cast_bits(contig ? ELEM(j) : c)
 #define GROUP(g) STORE_G(ko + (g), CVT(4u * (g)), CVT(4u * (g) + 1u), CVT(4u * (g) + 2u), CVT(4u * (g) + 3u))
+#ifdef STORE8_W64
+#define PACKED(g) PACK8(CVT(4u * (g)), CVT(4u * (g) + 1u), CVT(4u * (g) + 2u), CVT(4u * (g) + 3u))
+    if ((p.off_o & 7u) == 0u) {                 // uniform: the same for every invocation
+        uint k8 = p.off_o / 8u + u * (UNIT / 8u);
+        og8[k8] = packUint2x32(uvec2(PACKED(0u), PACKED(1u)));
+#if SBITS == 8
+        og8[k8 + 1u] = packUint2x32(uvec2(PACKED(2u), PACKED(3u)));
+#endif
+        return;
+    }
+#endif
     GROUP(0u);
 #if SBITS <= 16
     GROUP(1u);
