@@ -216,6 +216,21 @@ DRAW cast_bits(RAW x) {
     uint sub = (f + 0x7FFFu + ((f >> 16) & 1u)) >> 16;
     uint r = h < 0x400u ? sub : (h == 0x7C00u ? 0x7F80u : (h > 0x7C00u ? 0x7FC0u : nrm));
     return (x & 0x8000u) | r;
+#elif SRC == FMT_F8 && (DST == FMT_F16 || DST == FMT_F32)
+    // straight from the 8-bit pattern: a normal f8e4m3fn magnitude h is f16 (h << 7) + (8 << 10) /
+    // f32 (h << 20) + (120 << 23) exactly; a subnormal (and zero) m * 2^-9 is float(m) * 2^-9 exactly,
+    // and float(m) * 2^-121 (an f32 normal for m > 0) carries the f16 bits of m * 2^-9 in its top
+    // (f32 exponent - 112 = f16 exponent); 0x7F is NaN (canonical quiet, signed)
+    uint h = x & 0x7Fu;
+#if DST == FMT_F16
+    uint sub = floatBitsToUint(float(h) * uintBitsToFloat(6u << 23)) >> 13;
+    uint r = h < 8u ? sub : (h == 0x7Fu ? 0x7E00u : (h << 7) + (8u << 10));
+    return ((x & 0x80u) << 8) | r;
+#else
+    uint sub = floatBitsToUint(float(h) * 0.001953125);
+    uint r = h < 8u ? sub : (h == 0x7Fu ? 0x7FC00000u : (h << 20) + (120u << 23));
+    return ((x & 0x80u) << 24) | r;
+#endif
 #elif SRC == FMT_F8 && DST == FMT_BF16
     // straight from the 8-bit pattern: a normal f8e4m3fn magnitude h is bf16 (h << 4) + (120 << 7)
     // exactly; a subnormal (and zero) is the exact f32 m * 2^-9's top half; 0x7F is NaN (canonical quiet)
@@ -229,17 +244,7 @@ DRAW cast_bits(RAW x) {
 #else
     uint f = small_to_f32(x);
 #endif
-#if SRC == FMT_F8 && (DST == FMT_F16 || DST == FMT_BF16)
-    // exact: every f8e4m3fn value is a normal f16 / bf16 (or zero), so the f32's low bits are zero and
-    // no rounding logic is needed (f32_to_small's took f8 -> f16 ~2x longer); NaN: canonical, signed
-    uint s = (f >> 16) & 0x8000u, a = f & 0x7FFFFFFFu;
-#if DST == FMT_F16
-    uint r = a == 0u ? 0u : (a >> 13) - (112u << 10);
-    return s | (a > 0x7F800000u ? 0x7E00u : r);
-#else
-    return s | (a > 0x7F800000u ? 0x7FC0u : a >> 16);
-#endif
-#elif DST == FMT_F32
+#if DST == FMT_F32
     return f;
 #elif DST == FMT_F64
     return f32_to_f64(f);
