@@ -241,10 +241,11 @@ def test_plain_cast_without_int64(monkeypatch):
         assert_bits(fv.astype(fv.asarray(x)[4:], F[dst]), oracle(x[4:], dst))
 
 
-@pytest.mark.parametrize("pair", [("bf16", "f8e4m3"), ("f16", "f8e4m3"), ("i16", "i8"), ("u8", "bool"), ("i8", "u8")],
+@pytest.mark.parametrize("pair", [("bf16", "f8e4m3"), ("f16", "f8e4m3"), ("f32", "f8e4m3"), ("i16", "i8"), ("u8", "bool"),
+                                  ("i8", "u8"), ("i32", "u8")],
                          ids=lambda p: f"{p[0]}_to_{p[1]}")
 def test_cast_to_8bit_output_offsets(pair, path):
-    """8-bit destinations from 8- / 16-bit sources store a unit as 64-bit words when the output's offset
+    """8-bit destinations from 8- / 16- / 32-bit sources store a unit as 64-bit words when the output's offset
     is a multiple of 8 elements, else as 32-bit groups: both, into a larger array whose other bytes
     stay untouched (the launch writes a view at offset 4 / 8 / 12 of it)."""
     from fuelvk import dtypes as _dt
@@ -252,7 +253,7 @@ def test_cast_to_8bit_output_offsets(pair, path):
     from fuelvk.ops._core import launch_strided
     from fuelvk.ops.casts import _IFMT, cast_variant
     src, dst = pair
-    ints = {"i16": np.int16, "i8": np.int8, "u8": np.uint8, "bool": np.bool_}
+    ints = {"i32": np.int32, "i16": np.int16, "i8": np.int8, "u8": np.uint8, "bool": np.bool_}
     if src in F:
         x = sources(src, np.random.default_rng(2))[:1000]
         want = oracle(x, dst)

@@ -60,11 +60,15 @@ layout(set = 0, binding = 1) readonly buffer AG { u64vec4 ag[]; };
 layout(set = 0, binding = 0) writeonly buffer OG { uint og[]; };
 #define PACK8(r0, r1, r2, r3) ((r0) | ((r1) << 8) | ((r2) << 16) | ((r3) << 24))
 #define STORE_G(k, r0, r1, r2, r3) og[k] = PACK8(r0, r1, r2, r3)
-#if defined(W64) && SBITS <= 16
-// W64, 8-bit destination, 8- / 16-bit source: a unit's 8 or 16 result bytes go out as one or two
-// 64-bit words (half the stores of 32-bit groups; lavapipe pays per stored component) when the
-// output offset is a multiple of 8 elements, else as 32-bit groups.
+#if defined(W64) && SBITS <= 32
+// W64, 8-bit destination, 8- / 16- / 32-bit source: a unit's 8 or 16 result bytes go out as one or
+// two 64-bit words (half the stores of 32-bit groups; lavapipe pays per stored component) when the
+// output offset is a multiple of 8 elements, else as 32-bit groups. A 32-bit source's unit is then
+// two texels (8 elements: PAIR32) so that it fills a 64-bit word.
 #define STORE8_W64 1
+#if SBITS == 32
+#define PAIR32 1
+#endif
 layout(set = 0, binding = 0) writeonly buffer OG8 { uint64_t og8[]; };
 #endif
 #elif DBITS == 16 && defined(W64)
@@ -86,8 +90,13 @@ layout(set = 0, binding = 0) writeonly buffer OG { u64vec4 og[]; };
 
 // A LINEAR step converts one UNIT of source elements: one whole 16-byte texel of a narrow source
 // (16 x 8 bits, 8 x 16 bits), 4 elements of a wide one (one texel of 32-bit, two of 64-bit elements).
+// (PAIR32: 8 elements of a 32-bit source, two texels.)
+#ifdef PAIR32
+const uint UNIT = 8u, NT = 2u;
+#else
 const uint UNIT = SBITS == 8 ? 16u : SBITS == 16 ? 8u : 4u;
 const uint NT = SBITS == 64 ? 2u : 1u;          // texels per unit
+#endif
 const uint STEPS = 4u * EPTU / UNIT;            // units per invocation: 4 * EPT elements, as the host sizes the grid
 
 // TEX = 1 (LINEAR only, input contiguous): units are read through the input's rgba32ui texel view a_t
@@ -128,7 +137,7 @@ DRAW cast_bits(RAW x);
 #elif SBITS == 16
 #define ELEM(j) ((w0[(j) >> 1] >> (16u * ((j) & 1u))) & 0xFFFFu)
 #elif SBITS == 32
-#define ELEM(j) w0[j]
+#define ELEM(j) ((j) < 4u ? w0[(j) & 3u] : w1[(j) & 3u])
 #else
 #define ELEM(j) packUint2x32((j) < 2u ? ((j) == 0u ? w0.xy : w0.zw) : ((j) == 2u ? w1.xy : w1.zw))
 #endif
@@ -146,7 +155,7 @@ void unit(uint u, bool contig, RAW c) {
         uint byte0 = p.off_a * (SBITS / 8u);
         uint t = contig ? byte0 / 16u + u * NT : 0u, sh = contig ? (byte0 / 4u) & 3u : 0u;
         w0 = TEXLOAD(t);
-        if (SBITS == 64) {
+        if (NT == 2u) {
             w1 = TEXLOAD(t + (contig ? 1u : 0u));
         } else if (SBITS < 32 && sh != 0u) {
             uvec4 nx = TEXLOAD(t + 1u);
@@ -159,6 +168,9 @@ void unit(uint u, bool contig, RAW c) {
         w1 = uvec4(unpackUint2x32(v.z), unpackUint2x32(v.w));
 #else
         w0 = LOAD_G(contig ? p.off_a / 4u + u * (UNIT / 4u) : p.off_a / 4u, contig);
+#ifdef PAIR32
+        w1 = LOAD_G(contig ? p.off_a / 4u + u * (UNIT / 4u) + 1u : p.off_a / 4u, contig);
+#endif
 #endif
     }
     uint ko = p.off_o / 4u + u * (UNIT / 4u);
@@ -177,7 +189,7 @@ void unit(uint u, bool contig, RAW c) {
     }
 #endif
     GROUP(0u);
-#if SBITS <= 16
+#if SBITS <= 16 || defined(PAIR32)
     GROUP(1u);
 #endif
 #if SBITS == 8
