@@ -111,13 +111,12 @@ uint f32_to_small(uint u) {
     // normal in the target: round the rebiased bits; overflow and inf come out above MAXF
     uint b = a - (REBIAS << 23);
     uint r = (b + ((1u << (SH - 1u)) - 1u) + ((b >> SH) & 1u)) >> SH;
-    if (REBIAS != 0u) {                                                // target subnormal or zero
-        uint ef = a >> 23;
-        uint shift = min(SH + 1u + REBIAS - ef, 25u);                 // 25: below half the smallest subnormal
-        uint m = (a & 0x7FFFFFu) | 0x800000u;
-        uint q = m >> shift, rem = m & ((1u << shift) - 1u), hlf = 1u << (shift - 1u);
-        uint rs = q + ((rem > hlf || (rem == hlf && (q & 1u) != 0u)) ? 1u : 0u);
-        r = ef > REBIAS ? r : rs;
+    if (REBIAS != 0u) {
+        // target subnormal or zero (|x| below the smallest normal, 2^(REBIAS - 126)): the code is
+        // roundEven(|x| / smallest subnormal), the division made exact in integers by adding to the
+        // exponent field (f32 subnormal a: a wrong but tiny value there, which rounds to 0 as |x| does)
+        uint rs = uint(int(roundEven(uintBitsToFloat(a + ((DM + 126u - REBIAS) << 23)))));
+        r = a >= ((REBIAS + 1u) << 23) ? r : rs;
     }
     r = r > MAXF ? OVER : r;
 #if DST == FMT_BF16 || NAN_RULE == 2

@@ -102,6 +102,22 @@ def test_cast_f32_to_f8_sweep(path):
     assert np.array_equal(got.view(np.uint8), torch.from_numpy(x).to(torch.float8_e4m3fn).view(torch.uint8).numpy())
 
 
+def test_cast_f32_to_f16_sweep(path):
+    """Every f32 top half with low halves 0 / max / random and ties (and their neighbours) at bits
+    13-15: each f16 rounding point, normal and subnormal (whose rounding bit moves with the exponent),
+    against numpy; f64 -> f16 (round to odd, then this) on the same values (NaN payloads: numpy's per pair)."""
+    top = np.arange(1 << 16, dtype=np.uint32) << 16
+    low = np.random.default_rng(6).integers(0, 1 << 16, 1 << 16, dtype=np.uint32)
+    ties = [top | t for b in (13, 14, 15) for t in (1 << b, (1 << b) - 1, (1 << b) + 1, (3 << b) & 0xFFFF)]
+    x = np.concatenate([top, top | 0x8000, top | 0xFFFF, top | low] + ties).view(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        x64 = x.astype(np.float64)
+        want, want64 = x.astype(np.float16), x64.astype(np.float16)
+    assert_bits(fv.astype(x, np.float16), want)
+    assert_bits(fv.astype(x64, np.float16), want64)
+
+
 def test_cast_round_to_nearest_even_examples():
     # 1 + 2^-11 is a tie between 1 and 1 + 2^-10 in f16: even -> 1.0; 1 + 3 * 2^-11 -> 1 + 2^-9
     x = np.array([1 + 2 ** -11, 1 + 3 * 2 ** -11, 2 ** -25, 3 * 2 ** -25, 65520.0], np.float32)
