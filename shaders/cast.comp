@@ -57,12 +57,15 @@
 uint small_to_f32(uint h) {
 #if SRC == FMT_BF16
     return h << 16;                       // bf16 is the top half of an f32 (NaN payload kept)
-#else
-#if SRC == FMT_F16
-    const uint SE = 5u, SM = 10u;
-#else
+#elif SRC == FMT_F16
+    // straight from the pattern: a normal magnitude a is (a << 13) + (112 << 23); inf / NaN keep
+    // their payload under exponent 255; a subnormal (and zero) is m * 2^-24, exact in f32 arithmetic
+    uint a = h & 0x7FFFu;
+    uint sub = floatBitsToUint(float(a) * 5.9604644775390625e-8);
+    uint r = a < 0x400u ? sub : (a >= 0x7C00u ? (a << 13) | 0x7F800000u : (a << 13) + (112u << 23));
+    return ((h & 0x8000u) << 16) | r;
+#else                                     // f8e4m3fn
     const uint SE = 4u, SM = 3u;
-#endif
     const uint EMAX = (1u << SE) - 1u, MMASK = (1u << SM) - 1u;
     const int BIAS = int((1u << (SE - 1u)) - 1u);
     uint s = (h >> (SE + SM)) << 31;
@@ -72,11 +75,7 @@ uint small_to_f32(uint h) {
     // scale, a normal f32 result: no rounding on any driver); a vector findMSB cost AVX2 lavapipe ~15 ops
     uint sub = floatBitsToUint(float(m) * uintBitsToFloat(uint(128 - BIAS - int(SM)) << 23));
     r = e == 0u ? sub : r;
-#if SRC == FMT_F8
     r = (e == EMAX && m == MMASK) ? 0x7FC00000u : r;                               // e4m3fn's only NaN code
-#else
-    r = e == EMAX ? 0x7F800000u | (m << (23u - SM)) : r;                          // inf / NaN (payload kept)
-#endif
     return s | r;
 #endif
 }
