@@ -134,7 +134,8 @@ def test_cast_views_and_sizes(pair):
     a = np.resize(sources(src, rng), 37 * 41).reshape(37, 41)
     d = fv.asarray(a)
     for nv, dv in ((a.T, d.T), (a[::-1, ::-3], d[::-1, ::-3]), (a[5, 3:], d[5, 3:]), (a[1:, 1:], d[1:, 1:]),
-                   (np.broadcast_to(a[2], (3, 41)), d[2].broadcast_to((3, 41))), (a[:, None, 7], d[:, None, 7])):
+                   (np.broadcast_to(a[2], (3, 41)), d[2].broadcast_to((3, 41))), (a[:, None, 7], d[:, None, 7]),
+                   (np.broadcast_to(a[2, 3], (5, 41)), d[2, 3].broadcast_to((5, 41)))):   # one element everywhere
         got = fv.astype(dv, F[dst])
         assert isinstance(got, fv.Array) and got.is_contiguous
         assert_bits(got, oracle(np.ascontiguousarray(nv), dst))

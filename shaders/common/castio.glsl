@@ -150,8 +150,8 @@ DRAW cast_bits(RAW x);
 // input (every stride 0: contig false, c its element) is handled without a branch, which would cost
 // lavapipe ~2x here: the loads read a valid place (texel 0 of the stub bound for it, the group
 // holding its element: bindings are whole 256-byte slots or windows, runtime/memory.py) and every
-// element is replaced by c.
-void unit(uint u, bool contig, RAW c) {
+// element is replaced by c (its bits repeated over the unit's words: one select per word, not per element).
+void unit(uint u, bool contig, uvec4 cw) {
     uvec4 w0, w1 = uvec4(0u);
     if (TEX != 0u) {
         // the unit's first texel, and its start within it in 32-bit words (a narrow source's offset
@@ -177,9 +177,11 @@ void unit(uint u, bool contig, RAW c) {
 #endif
 #endif
     }
+    w0 = contig ? w0 : cw;                      // a constant input: its bits in every element's place
+    w1 = contig ? w1 : cw;
     uint ko = p.off_o / 4u + u * (UNIT / 4u);
     // unrolled by hand (constant word / component indices on any compiler)
-#define CVT(j) cast_bits(contig ? ELEM(j) : c)
+#define CVT(j) cast_bits(ELEM(j))
 #define GROUP(g) STORE_G(ko + (g), CVT(4u * (g)), CVT(4u * (g) + 1u), CVT(4u * (g) + 2u), CVT(4u * (g) + 3u))
 #ifdef STORE8_W64
 #define PACKED(g) PACK8(CVT(4u * (g)), CVT(4u * (g) + 1u), CVT(4u * (g) + 2u), CVT(4u * (g) + 3u))
@@ -218,10 +220,19 @@ void main_linear() {
     uint g = linear_group(), lid = gl_LocalInvocationID.x;
     bool contig = (p.flags & FLAG_A_CONTIGUOUS) != 0u;
     RAW c = RAW(a[p.off_a]);
+#if SBITS == 8
+    uvec4 cw = uvec4(c * 0x01010101u);          // c's bits in every element's place of a texel
+#elif SBITS == 16
+    uvec4 cw = uvec4(c * 0x00010001u);
+#elif SBITS == 32
+    uvec4 cw = uvec4(c);
+#else
+    uvec4 cw = uvec4(unpackUint2x32(c), unpackUint2x32(c));
+#endif
     uint nu = p.n / UNIT;
     for (uint s = 0u; s < STEPS; ++s) {
         uint u = g * (WGU * STEPS) + s * WGU + lid;
-        if (u < nu) unit(u, contig, c);
+        if (u < nu) unit(u, contig, cw);
     }
     if (g == 0u && lid == 0u) {
         for (uint i = nu * UNIT; i < p.n; ++i)   // the < UNIT tail elements (kept out of the hot loop)
