@@ -761,26 +761,32 @@ uint col_index(uint q, uint flags, uint which) {
             ? LOAD_UNIT(X4, XT, unit_index(q, flags, off, which)) \
             : V4(LOAD(X[(off) + (((flags) & FLAG_A_COL) != 0u ? col_index(q, flags, which) : 0u)]))))
 
+// LINEAR: elements 4q .. 4q + 3.
+void linear_unit(uint q) {
+#if NIN == 2
+    V4 x = (p.flags & FLAG_A_SCALAR) != 0u ? V4(scalar_arg(p.s0)) : LOAD_IN4(a, a4, a_t, p.flags, p.off_a, q, 0u);
+    V4 y = (p.flags & FLAG_B_SCALAR) != 0u ? V4(scalar_arg(p.s1))
+         : LOAD_IN4(b, b4, b_t, p.flags >> FLAG_B_SHIFT, p.off_b, q, 1u);
+    V4 r = V4(apply_binary(x.x, y.x), apply_binary(x.y, y.y), apply_binary(x.z, y.z), apply_binary(x.w, y.w));
+#else
+    V4 x = LOAD_IN4(a, a4, a_t, p.flags, p.off_a, q, 0u);
+    V4 r = V4(apply_unary(x.x), apply_unary(x.y), apply_unary(x.z), apply_unary(x.w));
+#endif
+    if (TEXW != 0u) { TEXSTORE(p.off_o / 4u + q, r); }
+    else o4[p.off_o / 4u + q] = STOREQ(r);
+}
+
 // LINEAR path: every input contiguous (offset % 4 == 0), constant, ROW or MID (run and offset multiples
-// of 4), COL (run a multiple of 4) or a strided unit; 4 elements per access.
+// of 4), COL (run a multiple of 4) or a strided unit; 4 elements per access. No per-unit bounds test: an
+// invocation past the last unit redoes the last one (q clamped), storing the bytes its owner stores
+// (the output is a fresh array, never an input: every caller's). lavapipe runs a divergent `if` as
+// masked code, and the test cost ~10% of a contiguous f32 add, ~15% of a unary op (interleaved,
+// LP_NUM_THREADS=1); a workgroup-uniform split into full and partial groups ran both sides (+60%).
 void main_linear() {
     uint base = linear_group() * (WG * EPT) + gl_LocalInvocationID.x;
     uint nq = p.n / 4u;
-    for (uint j = 0u; j < EPT; ++j) {
-        uint q = base + j * WG;
-        if (q < nq) {
-#if NIN == 2
-            V4 x = (p.flags & FLAG_A_SCALAR) != 0u ? V4(scalar_arg(p.s0)) : LOAD_IN4(a, a4, a_t, p.flags, p.off_a, q, 0u);
-            V4 y = (p.flags & FLAG_B_SCALAR) != 0u ? V4(scalar_arg(p.s1))
-                 : LOAD_IN4(b, b4, b_t, p.flags >> FLAG_B_SHIFT, p.off_b, q, 1u);
-            V4 r = V4(apply_binary(x.x, y.x), apply_binary(x.y, y.y), apply_binary(x.z, y.z), apply_binary(x.w, y.w));
-#else
-            V4 x = LOAD_IN4(a, a4, a_t, p.flags, p.off_a, q, 0u);
-            V4 r = V4(apply_unary(x.x), apply_unary(x.y), apply_unary(x.z), apply_unary(x.w));
-#endif
-            if (TEXW != 0u) { TEXSTORE(p.off_o / 4u + q, r); }
-            else o4[p.off_o / 4u + q] = STOREQ(r);
-        }
+    if (nq != 0u) {
+        for (uint j = 0u; j < EPT; ++j) linear_unit(min(base + j * WG, nq - 1u));
     }
     if (linear_group() == 0u && gl_LocalInvocationID.x == 0u) {
         for (uint i = nq * 4u; i < p.n; ++i) {   // the < 4 tail elements (kept out of the hot loop)
