@@ -60,9 +60,11 @@ def layouts(repeats=5):
 
 
 # (name, shape, op): the row kernels' shapes (issue 18: rows of whole texels compile without the
-# element-by-element path; few long rows split across invocations)
+# element-by-element path; few long rows split across invocations; rows of >= 1024 a row to a subgroup)
 ROWS = [("softmax", (1, 4096)), ("softmax", (32, 4096)), ("softmax", (4096, 64)), ("softmax", (512, 512)),
-        ("softmax", (4, 128256)), ("softmax_backward", (32, 4096)), ("softmax_backward", (4, 128256)),
+        ("softmax", (128, 2048)), ("softmax", (4, 128256)), ("softmax_backward", (32, 4096)),
+        ("softmax_backward", (128, 2048)), ("softmax_backward", (4, 128256)), ("rms_norm_backward", (128, 2048)),
+        ("layer_norm_backward", (128, 2048)),
         ("rms_norm", (1, 4096)), ("rms_norm", (512, 512)), ("rms_norm", (4, 65536)),
         ("rms_norm_backward", (512, 512)), ("rms_norm_backward", (4, 65536)), ("layer_norm", (512, 512)),
         ("layer_norm", (4, 65536)), ("layer_norm_backward", (4, 65536)), ("cumsum", (4096, 64)),

@@ -20,6 +20,9 @@
 // res = s rounded to T (in place), y = s * r * w with r from the unrounded s. The first pass only
 // reads; the second recomputes s from the same x and res elements (each invocation reads and writes
 // only its own indices, so the rewrite of res cannot race) and writes res and y.
+#ifdef SG_ROWS
+#extension GL_KHR_shader_subgroup_arithmetic : enable
+#endif
 #include "common/dtype.glsl"
 #include "common/index.glsl"
 #define A V
@@ -35,6 +38,13 @@ layout(constant_id = 3) const uint WGRAD = 0;
 layout(constant_id = 4) const uint TEX = 0;        // TEX_X | TEX_G | TEX_W | TEX_R | TEX_O
 layout(constant_id = 5) const uint LANE_ROWS = 0;  // 1: a unit is one invocation
 layout(constant_id = 6) const uint ALIGN = 0;      // TEX's bits: operands with whole chunks only (rowchunks)
+#ifdef SG_ROWS
+// SG_ROWS families (subgroup twins): SG units a workgroup, a unit to a subgroup (its invocations split
+// the unit's rows, sums by subgroupAdd: no barriers); 0: LANE_ROWS / a workgroup a unit as above.
+layout(constant_id = 8) const uint SG = 0;
+#else
+const uint SG = 0u;
+#endif
 layout(local_size_x_id = 0) in;
 #include "rows.glsl"
 
@@ -148,8 +158,18 @@ void accumulate(uint k0, uint lo, uint hi, bool first, A add[PER]) {
 #endif
 
 // Sums over the row: the workgroup's tree, or nothing to combine when one invocation has the row.
-A row_sum(A v) { return LANE_ROWS != 0u ? v : block_reduce(v, R_SUM); }
-void row_sum3(inout A u, inout A v, inout A s) { if (LANE_ROWS == 0u) block_sum3(u, v, s); }
+A row_sum(A v) {
+#ifdef SG_ROWS
+    if (SG != 0u) return subgroupAdd(v);
+#endif
+    return LANE_ROWS != 0u ? v : block_reduce(v, R_SUM);
+}
+void row_sum3(inout A u, inout A v, inout A s) {
+#ifdef SG_ROWS
+    if (SG != 0u) { u = subgroupAdd(u); v = subgroupAdd(v); s = subgroupAdd(s); return; }
+#endif
+    if (LANE_ROWS == 0u) block_sum3(u, v, s);
+}
 
 // The weight's chunk for the row chunk at e0 of a row at bx (1 without a weight).
 void weights(uint e0, uint bx, uint lo, uint hi, out A wv[PER]) {
@@ -207,12 +227,16 @@ void split_main() {
 #ifdef BACKWARD
             load_g(e0 - bx + bg, lo, hi, gv);
             weights(e0, bx, lo, hi, wv);
+            A qs = A(0), qg = A(0), qgx = A(0);          // the chunk's sums, then compensated across chunks
             for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) {
                 A d = v[j] - mk, gw = gv[j] * wv[j];
-                kahan_add(ss, cs, d * d);
-                kahan_add(sg, cg, gw);
-                kahan_add(sgx, cgx, gw * d);
+                qs += d * d;
+                qg += gw;
+                qgx += gw * d;
             }
+            kahan_add(ss, cs, qs);
+            kahan_add(sg, cg, qg);
+            kahan_add(sgx, cgx, qgx);
 #else
             A g = A(0);
             for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) { A d = v[j] - mk; g += d * d; }
@@ -309,11 +333,22 @@ void main() {
 #endif
     uint lane = LANE_ROWS != 0u ? 0u : gl_LocalInvocationID.x, lanes = LANE_ROWS != 0u ? 1u : WG;
     uint grp = LANE_ROWS != 0u ? linear_group() * WG + gl_LocalInvocationID.x : linear_group();
-    if (grp >= p.n_groups) return;                    // uniform per workgroup unless LANE_ROWS (no barriers)
+    uint g_end = grp + 1u, g_step = 1u;
+#ifdef SG_ROWS
+    if (SG != 0u) {                                   // this subgroup's units: uniform per subgroup
+        lane = gl_SubgroupInvocationID;
+        lanes = gl_SubgroupSize;
+        grp = linear_group() * SG + gl_SubgroupID;
+        g_end = linear_group() * SG + SG;
+        g_step = gl_NumSubgroups;
+    }
+#endif
+    g_end = min(g_end, p.n_groups);                   // uniform per workgroup unless LANE_ROWS / SG (no barriers)
     uint n = p.n_cols;
     A eps = A(scalar_arg(p.eps)), inv_n = A(1) / A(n);
-    uint r0 = grp * p.rows_per_group, r1 = min(r0 + p.rows_per_group, p.n_rows);
     A v[PER], wv[PER];
+    for (; grp < g_end; grp += g_step) {
+    uint r0 = grp * p.rows_per_group, r1 = min(r0 + p.rows_per_group, p.n_rows);
     for (uint row = r0; row < r1; ++row) {
         uint bx = p.off_x + row * n, bo = p.off_out + row * n, ce = chunks_end(bx, n), lo, hi;
         A mu = A(0);
@@ -339,12 +374,16 @@ void main() {
             load_x(e0, lo, hi, v);
             load_g(e0 - bx + bg, lo, hi, gv);
             weights(e0, bx, lo, hi, wv);
+            A qs = A(0), qg = A(0), qgx = A(0);          // the chunk's sums, then compensated across chunks
             for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) {
                 A d = v[j] - mu, gw = gv[j] * wv[j];
-                kahan_add(ss, cs, d * d);
-                kahan_add(sg, cg, gw);
-                kahan_add(sgx, cgx, gw * d);
+                qs += d * d;
+                qg += gw;
+                qgx += gw * d;
             }
+            kahan_add(ss, cs, qs);
+            kahan_add(sg, cg, qg);
+            kahan_add(sgx, cgx, qgx);
         }
         row_sum3(ss, sg, sgx);
         A r = A(1) / sqrt(ss * inv_n + eps);
@@ -379,7 +418,12 @@ void main() {
         }
         // The next row may hand this invocation's columns to another one (rows not whole texels):
         // its read of part[] must see these writes.
-        if (WGRAD != 0u && LANE_ROWS == 0u) { memoryBarrierBuffer(); barrier(); }
+        if (WGRAD != 0u && LANE_ROWS == 0u) {
+#ifdef SG_ROWS
+            if (SG != 0u) { subgroupMemoryBarrierBuffer(); subgroupBarrier(); continue; }
+#endif
+            memoryBarrierBuffer(); barrier();
+        }
 #elif defined(ADD_RESIDUAL)
         uint br = p.off_res + row * n;
         A ss = A(0), cs = A(0), rv[PER];
@@ -429,5 +473,6 @@ void main() {
             store_o(e0 - bx + bo, lo, hi, y);
         }
 #endif
+    }
     }
 }

@@ -3,7 +3,7 @@
 // workgroup per row (LANE_ROWS: one invocation per row, for many short rows; no barriers): each
 // invocation's max and compensated sum of exp(x - max) in one read of its chunks (online_max_sum),
 // the row's max by a NaN-propagating tree and the sums rescaled to it by another, then one more read
-// writing exp(x - max) / sum. Stable for large values; a row of all -inf gives NaN (as torch: -inf - -inf).
+// writing exp(x - max) * (1 / sum). Stable for large values; a row of all -inf gives NaN (as torch: -inf - -inf).
 // BACKWARD: dx = y * (g - dot(y, g)) with the dot product compensated + tree-reduced (SPLIT: SPLIT 1
 // writes each part's compensated dot to part, SPLIT 2 sums the row's parts in order and applies).
 // SPLIT (few long rows): each row is cut across `parts` invocations, no barriers. Invocation k
@@ -11,11 +11,14 @@
 // texels). SPLIT 1 writes its chunks' max m_k and compensated sum of exp(x - m_k) to part (one read:
 // the running sum is rescaled by exp(m_old - m_new) when a chunk raises the max); SPLIT 2
 // (the next dispatch) combines the row's partials in order 0 .. parts-1 into M = max m_k and
-// S = sum s_k exp(m_k - M) (every invocation of a row the same bits) and writes exp(x - M) / S over
+// S = sum s_k exp(m_k - M) (every invocation of a row the same bits) and writes exp(x - M) * (1 / S) over
 // its chunks. A part with no finite maximum adds nothing; -inf / NaN / +inf rows give NaN as above.
 // Half types compute in f32; f64 uses a double-precision exp (rows.glsl).
 // Rows are read and written in texel chunks (common/rowchunks.glsl): TEX's bits (TEX_* defines from
 // kernels/norm.py) say which operands have their texel view bound.
+#ifdef SG_ROWS
+#extension GL_KHR_shader_subgroup_arithmetic : enable
+#endif
 #include "common/dtype.glsl"
 #include "common/index.glsl"
 #define A V
@@ -24,6 +27,13 @@ layout(constant_id = 1) const uint TEX = 0;        // TEX_X | TEX_G | TEX_O
 layout(constant_id = 2) const uint LANE_ROWS = 0;  // 1: one invocation per row
 layout(constant_id = 3) const uint SPLIT = 0;      // 1: per-part partials, 2: combine + apply
 layout(constant_id = 4) const uint ALIGN = 0;      // TEX's bits: operands with whole chunks only (rowchunks)
+#ifdef SG_ROWS
+// SG_ROWS families (subgroup twins): SG rows a workgroup, a row to a subgroup (its invocations split
+// the row; max and sums by subgroupMax / subgroupAdd, no barriers); 0: as above.
+layout(constant_id = 5) const uint SG = 0;
+#else
+const uint SG = 0u;
+#endif
 layout(local_size_x_id = 0) in;
 #include "rows.glsl"
 
@@ -56,7 +66,13 @@ layout(push_constant) uniform Params {
     uint n_rows; uint n_cols; uint off_out; uint off_x; uint off_g; uint parts;
 } p;
 
-A row_reduce(A v, uint op) { return LANE_ROWS != 0u ? v : block_reduce(v, op); }
+// A NaN in a row reaches the result through the sums even where subgroupMax drops it (s is NaN there).
+A row_reduce(A v, uint op) {
+#ifdef SG_ROWS
+    if (SG != 0u) return op == R_SUM ? subgroupAdd(v) : subgroupMax(v);
+#endif
+    return LANE_ROWS != 0u ? v : block_reduce(v, op);
+}
 
 A neg_inf() {
 #if defined(DT_F64)
@@ -111,7 +127,9 @@ void split_main() {
             chunk_span(ch, bx, n, lo, hi);
             load_x(e0, lo, hi, v);
             load_g(e0 - bx + bg, lo, hi, gv);
-            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) kahan_add(s, c, v[j] * gv[j]);
+            A q = A(0);                                   // the chunk's dot, compensated across chunks
+            for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) q += v[j] * gv[j];
+            kahan_add(s, c, q);
         }
         part[gid] = s;
         return;
@@ -142,11 +160,12 @@ void split_main() {
         A mi = part[b + 2u * i];
         if (mi != neg_inf()) kahan_add(s, c, part[b + 2u * i + 1u] * exp_a(mi - m));
     }
+    A inv_s = A(1) / s;                                // one divide a row: the writes multiply
     for (uint ch = bx / PER + k; ch < ce; ch += parts) {
         uint e0 = ch * PER;
         chunk_span(ch, bx, n, lo, hi);
         load_x(e0, lo, hi, v);
-        for (uint j = 0u; j < PER; ++j) y[j] = exp_a(v[j] - m) / s;
+        for (uint j = 0u; j < PER; ++j) y[j] = exp_a(v[j] - m) * inv_s;
         store_o(e0 - bx + bo, lo, hi, y);
     }
 #endif
@@ -156,10 +175,21 @@ void main() {
     if (SPLIT != 0u) { split_main(); return; }
     uint lane = LANE_ROWS != 0u ? 0u : gl_LocalInvocationID.x, lanes = LANE_ROWS != 0u ? 1u : WG;
     uint row = LANE_ROWS != 0u ? linear_group() * WG + gl_LocalInvocationID.x : linear_group();
-    if (row >= p.n_rows) return;                      // uniform per workgroup unless LANE_ROWS (no barriers)
+    uint r_end = row + 1u, r_step = 1u;
+#ifdef SG_ROWS
+    if (SG != 0u) {                                   // this subgroup's rows: uniform per subgroup
+        lane = gl_SubgroupInvocationID;
+        lanes = gl_SubgroupSize;
+        row = linear_group() * SG + gl_SubgroupID;
+        r_end = linear_group() * SG + SG;
+        r_step = gl_NumSubgroups;
+    }
+#endif
+    r_end = min(r_end, p.n_rows);                     // uniform per workgroup unless LANE_ROWS / SG (no barriers)
     uint n = p.n_cols;
-    uint bx = p.off_x + row * n, bo = p.off_out + row * n, ce = chunks_end(bx, n), lo, hi;
     A v[PER], y[PER];
+    for (; row < r_end; row += r_step) {
+    uint bx = p.off_x + row * n, bo = p.off_out + row * n, ce = chunks_end(bx, n), lo, hi;
 #ifdef BACKWARD
     uint bg = p.off_g + row * n;
     A gv[PER];
@@ -169,7 +199,9 @@ void main() {
         chunk_span(ch, bx, n, lo, hi);
         load_x(e0, lo, hi, v);
         load_g(e0 - bx + bg, lo, hi, gv);
-        for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) kahan_add(s, c, v[j] * gv[j]);
+        A q = A(0);                                   // the chunk's dot, compensated across chunks
+        for (uint j = 0u; j < PER; ++j) if (j >= lo && j < hi) q += v[j] * gv[j];
+        kahan_add(s, c, q);
     }
     A dot = row_reduce(s, R_SUM);
     for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
@@ -184,16 +216,18 @@ void main() {
     A m, s;                                           // one read for max and sum (online_max_sum)
     online_max_sum(bx, n, lane, lanes, m, s);
     if (LANE_ROWS == 0u) {                            // the workgroup's parts: rescaled to the row's max
-        A mr = block_reduce(m, R_MAX);
-        s = block_reduce(m != neg_inf() ? s * exp_a(m - mr) : A(0), R_SUM);
+        A mr = row_reduce(m, R_MAX);
+        s = row_reduce(m != neg_inf() ? s * exp_a(m - mr) : A(0), R_SUM);
         m = mr;
     }
+    A inv_s = A(1) / s;                                // one divide a row: the writes multiply
     for (uint ch = bx / PER + lane; ch < ce; ch += lanes) {
         uint e0 = ch * PER;
         chunk_span(ch, bx, n, lo, hi);
         load_x(e0, lo, hi, v);
-        for (uint j = 0u; j < PER; ++j) y[j] = exp_a(v[j] - m) / s;
+        for (uint j = 0u; j < PER; ++j) y[j] = exp_a(v[j] - m) * inv_s;
         store_o(e0 - bx + bo, lo, hi, y);
     }
 #endif
+    }
 }

@@ -10,7 +10,7 @@ import pytest
 
 import fuelvk as fv
 from fuelvk import runtime
-from fuelvk.kernels.norm import LANE_ROWS_MIN_ROWS, ROW_SPLIT_MIN_ELEMS, ROW_TEXELS, row_split_parts
+from fuelvk.kernels.norm import LANE_ROWS_MIN_ROWS, ROW_SPLIT_MIN_ELEMS, ROW_TEXELS, SG_MIN_COLS, row_split_parts
 from fuelvk.kernels.reduction import CUMSUM_TEXELS
 from fuelvk.kernels.rope import ROPE_TEXELS
 from fuelvk.runtime import loadpath
@@ -96,16 +96,9 @@ def sl(a, rows, cols, off):
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)
 def test_softmax_paths(dt, monkeypatch, launches):
     for rows, cols, off in CASES:
-        x, g, _ = inputs(dt, rows, cols, off)
-        (y, dx), masks, lanes = on_both_paths(monkeypatch, launches, lambda: (
-            fv.softmax(rows_of(x, rows, cols, off)), fv.softmax_backward(rows_of(x, rows, cols, off),
-                                                                         rows_of(g, rows, cols, off))))
-        x64, g64 = sl(x, rows, cols, off), sl(g, rows, cols, off)
-        e = np.exp(x64 - x64.max(-1, keepdims=True))
-        close(y, e / e.sum(-1, keepdims=True), dt)
-        close(dx, x64 * (g64 - (x64 * g64).sum(-1, keepdims=True)), dt, scale=cols ** 0.5)
+        masks, lanes = check_softmax(dt, monkeypatch, launches, rows, cols, off)
         assert all(m & ROW_TEXELS["x"] for m in masks), masks          # every row has whole texels
-        assert set(lanes) == {int(rows >= LANE_ROWS_MIN_ROWS)}, (rows, lanes)
+        assert set(lanes) == {int(rows >= LANE_ROWS_MIN_ROWS and cols < SG_MIN_COLS)}, (rows, lanes)
         assert aligned_bits(launches, "x") == aligned_bits(launches, "o") == {whole(dt, cols, off)}, launches
 
 
@@ -147,40 +140,96 @@ def test_softmax_split_paths(dt, monkeypatch, launches):
         assert (y[r][np.isneginf(x64)] == 0).all()
 
 
+def check_norms(dt, monkeypatch, launches, rows, cols, off, make=None):
+    """rms_norm / layer_norm (+ backward, weight and bias gradients) and fused_add_rmsnorm of rows x cols
+    at element offset off on both load paths against float64 (make(a, rows, cols, off): the x / grad
+    view, default rows_of); returns the launches' TEX masks."""
+    make = make or rows_of
+    x, g, r = inputs(dt, rows, cols, off)
+    w, b = (rng.standard_normal(cols + 1).astype(dt) for _ in range(2))
+    X, G = (lambda: make(x, rows, cols, off)), (lambda: make(g, rows, cols, off))
+    W, B = fv.asarray(w)[1:], fv.asarray(b)[:cols]      # the weight offset by one, the bias aligned
+
+    def run():
+        res = fv.asarray(r[off:off + rows * cols].reshape(rows, cols).copy())
+        dx, dw = fv.rms_norm_backward(X(), G(), 1e-5, W)
+        ldx, ldw, ldb = fv.layer_norm_backward(X(), G(), 1e-5, W, B)
+        return (fv.rms_norm(X(), 1e-5, W), fv.layer_norm(X(), 1e-5, W, B), dx, dw, ldx, ldw, ldb,
+                fv.fused_add_rmsnorm(X(), res, W, 1e-5), res)
+    got, masks, _ = on_both_paths(monkeypatch, launches, run)
+    x64, g64, r64 = sl(x, rows, cols, off), sl(g, rows, cols, off), sl(r, rows, cols, off)
+    w64, b64 = w[1:].astype(np.float64), b[:cols].astype(np.float64)
+    rstd = 1 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-5)
+    xh = x64 * rstd
+    gw = g64 * w64
+    mu = x64.mean(-1, keepdims=True)
+    lr = 1 / np.sqrt(((x64 - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
+    lxh = (x64 - mu) * lr
+    s = x64 + r64
+    want = [xh * w64, lxh * w64 + b64,
+            rstd * (gw - xh * (gw * xh).mean(-1, keepdims=True)), (g64 * xh).sum(0),
+            lr * (gw - gw.mean(-1, keepdims=True) - lxh * (gw * lxh).mean(-1, keepdims=True)),
+            (g64 * lxh).sum(0), g64.sum(0),
+            s / np.sqrt((s ** 2).mean(-1, keepdims=True) + 1e-5) * w64, s]
+    for i, (a, e) in enumerate(zip(got, want)):
+        close(a, e, dt, scale=(rows ** 0.5 if i in (3, 5, 6) else 1) * (4 if i in (2, 4) else 1))
+    return masks
+
+
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)
 def test_norm_paths(dt, monkeypatch, launches):
     for rows, cols, off in CASES:
-        x, g, r = inputs(dt, rows, cols, off)
-        w, b = (rng.standard_normal(cols + 1).astype(dt) for _ in range(2))
-        X, G = (lambda: rows_of(x, rows, cols, off)), (lambda: rows_of(g, rows, cols, off))
-        W, B = fv.asarray(w)[1:], fv.asarray(b)[:cols]      # the weight offset by one, the bias aligned
-
-        def run():
-            res = fv.asarray(r[off:off + rows * cols].reshape(rows, cols).copy())
-            dx, dw = fv.rms_norm_backward(X(), G(), 1e-5, W)
-            ldx, ldw, ldb = fv.layer_norm_backward(X(), G(), 1e-5, W, B)
-            return (fv.rms_norm(X(), 1e-5, W), fv.layer_norm(X(), 1e-5, W, B), dx, dw, ldx, ldw, ldb,
-                    fv.fused_add_rmsnorm(X(), res, W, 1e-5), res)
-        got, masks, _ = on_both_paths(monkeypatch, launches, run)
-        x64, g64, r64 = sl(x, rows, cols, off), sl(g, rows, cols, off), sl(r, rows, cols, off)
-        w64, b64 = w[1:].astype(np.float64), b[:cols].astype(np.float64)
-        rstd = 1 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-5)
-        xh = x64 * rstd
-        gw = g64 * w64
-        mu = x64.mean(-1, keepdims=True)
-        lr = 1 / np.sqrt(((x64 - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
-        lxh = (x64 - mu) * lr
-        s = x64 + r64
-        want = [xh * w64, lxh * w64 + b64,
-                rstd * (gw - xh * (gw * xh).mean(-1, keepdims=True)), (g64 * xh).sum(0),
-                lr * (gw - gw.mean(-1, keepdims=True) - lxh * (gw * lxh).mean(-1, keepdims=True)),
-                (g64 * lxh).sum(0), g64.sum(0),
-                s / np.sqrt((s ** 2).mean(-1, keepdims=True) + 1e-5) * w64, s]
-        for i, (a, e) in enumerate(zip(got, want)):
-            close(a, e, dt, scale=(rows ** 0.5 if i in (3, 5, 6) else 1) * (4 if i in (2, 4) else 1))
+        masks = check_norms(dt, monkeypatch, launches, rows, cols, off)
         assert all(m & ROW_TEXELS["x"] for m in masks), masks
         assert aligned_bits(launches, "x") == {whole(dt, cols, off)}, launches
         assert aligned_bits(launches, "o") == {whole(dt, cols, off)}, launches
+
+
+def check_softmax(dt, monkeypatch, launches, rows, cols, off, make=None):
+    """softmax and its backward of rows x cols at element offset off on both load paths against float64;
+    returns the launches' TEX masks and LANE_ROWS values."""
+    make = make or rows_of
+    x, g, _ = inputs(dt, rows, cols, off)
+    (y, dx), masks, lanes = on_both_paths(monkeypatch, launches, lambda: (
+        fv.softmax(make(x, rows, cols, off)), fv.softmax_backward(make(x, rows, cols, off), make(g, rows, cols, off))))
+    x64, g64 = sl(x, rows, cols, off), sl(g, rows, cols, off)
+    e = np.exp(x64 - x64.max(-1, keepdims=True))
+    close(y, e / e.sum(-1, keepdims=True), dt)
+    close(dx, x64 * (g64 - (x64 * g64).sum(-1, keepdims=True)), dt, scale=cols ** 0.5)
+    return masks, lanes
+
+
+# Rows for the subgroup twins (a row to a subgroup): rows of one element, of fewer elements than a
+# subgroup has invocations, odd and not whole texels, offset by one; more rows than a workgroup's units
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_subgroup_row_paths(dt, monkeypatch, launches):
+    """The `_sg` twins forced for every row length (SG_MIN_COLS = 1), on both load paths: the same bits
+    either way and float64's values; with the host's subgroup-size guess right, too small (each
+    subgroup loops over several units) and too large (subgroups left idle) for f32; a strided view."""
+    import fuelvk.ops.norm as norm_ops
+    if not runtime.get().device.features >= {"subgroup_arithmetic"}:
+        pytest.skip("the device has no subgroup arithmetic: the plain families run (test_norm_paths)")
+    monkeypatch.setattr(norm_ops, "SG_MIN_COLS", 1)
+    dev = runtime.get().device
+    guesses = [dev.subgroup_size] + ([dev.subgroup_size // 2, dev.subgroup_size * 2] if dt == np.float32 else [])
+    for sgs in guesses:
+        monkeypatch.setattr(dev, "subgroup_size", sgs)
+        # ... and enough rows that a unit of the weight gradients' partials takes several (rows not whole
+        # texels: a row's chunks meet other invocations than the previous row's)
+        for rows, cols, off in [(LANE_ROWS_MIN_ROWS + 1, 1, 1), (3, 5, 0), (37, 13, 1), (5, 260, 0), (1100, 7, 1)]:
+            masks, lanes = check_softmax(dt, monkeypatch, launches, rows, cols, off)
+            assert all(v.split(".")[0].endswith("_sg") for v, *_ in launches) and set(lanes) == {0}, launches
+            check_norms(dt, monkeypatch, launches, rows, cols, off)
+            assert all(v.split(".")[0].endswith("_sg") for v, *_ in launches), launches
+
+    def strided(a, rows, cols, off):                      # every other element: copied contiguous first
+        return fv.asarray(a)[off:off + 2 * rows * cols].reshape(rows, 2 * cols)[:, ::2]
+    rows, cols = 4, 33
+    x = inputs(dt, rows, 2 * cols, 1, 1)[0]
+    (y,), _, _ = on_both_paths(monkeypatch, launches, lambda: (fv.softmax(strided(x, rows, cols, 1)),))
+    x64 = x[1:1 + 2 * rows * cols].reshape(rows, 2 * cols)[:, ::2].astype(np.float64)
+    e = np.exp(x64 - x64.max(-1, keepdims=True))
+    close(y, e / e.sum(-1, keepdims=True), dt)
 
 
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)

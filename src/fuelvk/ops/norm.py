@@ -25,7 +25,8 @@ from .. import layout
 from .. import runtime
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError
 from ..kernels import kernel
-from ..kernels.norm import LANE_ROWS_MAX_COLS, LANE_ROWS_MIN_ROWS, ROW_SPLIT_WG, ROW_TEXELS, row_split_parts
+from ..kernels.norm import (LANE_ROWS_MAX_COLS, LANE_ROWS_MIN_ROWS, ROW_SPLIT_WG, ROW_TEXELS, SG_MIN_COLS, SG_TWIN,
+                            row_kernel, row_split_parts)
 from ..kernels.reduction import row_wg
 from ._core import binding_limit, contiguous, device_args, fits, new_like, result, rowwise, scalar_words
 from .casts import astype
@@ -66,11 +67,22 @@ def _lane_rows(ctx, rows, cols, passes):
 
 
 def _row_plan(ctx, op, fam, tag, rows, cols, passes):
-    """(WG, LANE_ROWS, rows per workgroup) of a row kernel launch."""
+    """(variant, spec constants {WG, LANE_ROWS[, SG]}, rows per workgroup) of a row kernel launch: a row
+    to a subgroup (the `_sg` twin) for rows of at least SG_MIN_COLS where the device has subgroup
+    arithmetic, else a row to an invocation (many short rows) or to a workgroup."""
+    dev = ctx.device
+    v = row_kernel(fam, tag, dev.features)
+    budget = dev.loop_budget
+    sgs = dev.subgroup_size or 1
+    if (v.family.endswith(SG_TWIN) and cols >= SG_MIN_COLS
+            and (budget is None or passes * -(-cols // sgs) <= budget)):
+        wg = max(row_wg(ctx), sgs)
+        return v, dict(WG=wg, LANE_ROWS=0, SG=wg // sgs), wg // sgs
+    v = kernel(fam, tag)
     if _lane_rows(ctx, rows, cols, passes):
         wg = row_wg(ctx)
-        return wg, 1, wg
-    return _wg(ctx, op, fam, tag, cols, passes), 0, 1
+        return v, dict(WG=wg, LANE_ROWS=1), wg
+    return v, dict(WG=_wg(ctx, op, fam, tag, cols, passes), LANE_ROWS=0), 1
 
 
 def _axis_last(op, x, axis):
@@ -128,10 +140,8 @@ def _softmax_launch(fam, op, y_or_x, g, axis):
                 ctx.launch(kernel(fam, tag), ctx.groups(-(-rows * parts // wg)), **args, part=part, parts=parts,
                            WG=wg, LANE_ROWS=0, SPLIT=split)
         else:
-            wg, lane, per_group = _row_plan(ctx, op, fam, tag, rows, cols, 2 if g is not None else 3)
-            extra = {"part": out, "SPLIT": 0}
-            ctx.launch(kernel(fam, tag), ctx.groups(-(-rows // per_group)), **args, **extra, parts=0, WG=wg,
-                       LANE_ROWS=lane)
+            kv, spec, per_group = _row_plan(ctx, op, fam, tag, rows, cols, 2 if g is not None else 3)
+            ctx.launch(kv, ctx.groups(-(-rows // per_group)), **args, part=out, SPLIT=0, parts=0, **spec)
     return result(_restore(out, v.shape, perm, numpy_out), numpy_out)
 
 
@@ -186,9 +196,9 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
         return out, grads, cols, numpy_out
     ctx = runtime.get()
     passes = 3 if ln else 2
-    wg, lane, per_group = _row_plan(ctx, op, fam, tag, rows, cols, passes)
+    kv, spec, per_group = _row_plan(ctx, op, fam, tag, rows, cols, passes)
     budget = ctx.device.loop_budget
-    per_row = passes * (cols if lane else -(-cols // wg)) + 1
+    per_row = passes * -(-cols // (1 if spec["LANE_ROWS"] else spec["WG"] // per_group)) + 1
     max_rpg = _MAX_ROWS_PER_GROUP if budget is None else max(1, min(_MAX_ROWS_PER_GROUP, budget // per_row))
     eps_w = scalar_words(op, eps, x.dtype)
     loads = {"x": x, "w": w}
@@ -197,8 +207,8 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
     align = whole_rows(ROW_TEXELS, {**loads, "o": out}, cols)
     # weight/bias/part not given: `out` stands in (the kernel does not touch them: HAS_W etc. are 0)
     args = dict(out=out, x=x, weight=w if w is not None else out, n_rows=rows, n_cols=cols, off_out=0,
-                off_x=x.offset, off_w=w.offset if w is not None else 0, eps=eps_w, WG=wg, HAS_W=int(w is not None),
-                **views, TEX=tex, ALIGN=align, LANE_ROWS=lane, parts=0)
+                off_x=x.offset, off_w=w.offset if w is not None else 0, eps=eps_w, HAS_W=int(w is not None),
+                **views, TEX=tex, ALIGN=align, parts=0)
     acc = accum_dtype(x.dtype)
     # few long rows: each row across `parts` invocations, two passes (norm.comp's SPLIT; the weight-gradient
     # partials then [rows, n_grad, cols]: one unit per row)
@@ -219,7 +229,7 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
         if part is not None:
             grads = sum_over_groups(part, rows, x.dtype)
         return out, grads, cols, numpy_out
-    args.update(sums=out, SPLIT=0)
+    args.update(sums=out, SPLIT=0, **spec)
     if backward:
         wgrad = n_grad > 0
         if wgrad:
@@ -235,13 +245,13 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
             part = new_like((n_grad * cols * n_groups,), accum_dtype(x.dtype))
         else:
             n_groups, rpg, part = rows, 1, None
-        ctx.launch(kernel(fam, tag), ctx.groups(-(-n_groups // per_group)), **args, grad=g,
+        ctx.launch(kv, ctx.groups(-(-n_groups // per_group)), **args, grad=g,
                    part=part if part is not None else out, off_g=g.offset, off_b=0, rows_per_group=rpg,
                    n_groups=n_groups, HAS_B=0, WGRAD=int(wgrad))
         if wgrad:
             grads = sum_over_groups(part, n_groups, x.dtype)
     else:
-        ctx.launch(kernel(fam, tag), ctx.groups(-(-rows // per_group)), **args, bias=b if b is not None else out, off_g=0,
+        ctx.launch(kv, ctx.groups(-(-rows // per_group)), **args, bias=b if b is not None else out, off_g=0,
                    off_b=b.offset if b is not None else 0, rows_per_group=1, n_groups=rows, HAS_B=int(b is not None),
                    WGRAD=0)
     return out, grads, cols, numpy_out
@@ -313,13 +323,13 @@ def fused_add_rmsnorm(x, residual, weight, eps=1e-6):
     out = new_like(x.shape, x.dtype)
     if rows and cols:
         ctx = runtime.get()
-        wg, lane, per_group = _row_plan(ctx, op, fam, tag, rows, cols, 2)
+        kv, spec, per_group = _row_plan(ctx, op, fam, tag, rows, cols, 2)
         loads = {"x": x, "w": w, "r": res}
         views, tex = texel_views(ROW_TEXELS, loads, {"o": out})
-        ctx.launch(kernel(fam, tag), ctx.groups(-(-rows // per_group)), out=out, x=x, weight=w, residual=res,
+        ctx.launch(kv, ctx.groups(-(-rows // per_group)), out=out, x=x, weight=w, residual=res,
                    **views, n_rows=rows, n_cols=cols, off_out=0, off_x=x.offset, off_g=0, off_w=w.offset,
-                   off_res=res.offset, rows_per_group=1, n_groups=rows, eps=scalar_words(op, eps, x.dtype), WG=wg,
-                   HAS_W=1, HAS_B=0, WGRAD=0, TEX=tex, LANE_ROWS=lane, parts=0,
+                   off_res=res.offset, rows_per_group=1, n_groups=rows, eps=scalar_words(op, eps, x.dtype),
+                   HAS_W=1, HAS_B=0, WGRAD=0, TEX=tex, parts=0, **spec,
                    ALIGN=whole_rows(ROW_TEXELS, {**loads, "o": out}, cols))
     if host_res is not None:
         host_res[...] = res.numpy()
