@@ -352,3 +352,23 @@ def test_mid2_kind():
     for shape, strides in (((2, 3, 5, 7), (0, 7, 0, 2)), ((2, 3, 5, 7), (0, 0, 7, 1)), ((2, 3, 5, 7), (5, 1, 0, 0)),
                            ((3, 5, 7), (0, 7, 1)), ((2, 3, 5, 7), (35, 0, 7, 1))):
         assert _core._mid2_kind(shape, strides) is None, (shape, strides)
+
+
+
+def test_output_overlapping_an_input_is_refused():
+    """launch_strided's kernels may reread an element another invocation already wrote (the LINEAR path
+    recomputes its last unit), so an output overlapping an input of the same buffer is a LaunchError,
+    exact alias or partial; disjoint windows of one buffer run (bits vs numpy)."""
+    from fuelvk.errors import LaunchError
+    from fuelvk.kernels.elementwise import UNARY
+    from fuelvk.ops.elementwise import variant
+    neg = variant("unary", "f32", runtime.get().device.features)
+    spec = {"OP": UNARY["negative"]}
+    host = np.arange(64, dtype=np.float32)
+    buf = fv.asarray(host)
+    for out, x in ((buf, buf), (buf[8:40], buf[30:62]), (buf[::2], buf[1::2])):
+        with pytest.raises(LaunchError, match="overlaps an input"):
+            _core.launch_strided(neg, out, [x], spec)
+    np.testing.assert_array_equal(buf.numpy(), host)
+    _core.launch_strided(neg, buf[0:32], [buf[32:64]], spec)
+    np.testing.assert_array_equal(buf.numpy(), np.concatenate([-host[32:], host[32:]]))

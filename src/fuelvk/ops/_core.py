@@ -154,8 +154,30 @@ def launch_strided(variant, out, inputs, spec=None, s0=ZERO2, s1=ZERO2, flags_ex
         order = tuple(range(1 + len(inputs))) + tuple(len(inputs) + 1 if k is None else k for k in views or ())
         plan = (tuple(pipes), writes, operator.itemgetter(*order) if len(order) > 1 else lambda t: t[:1], stub)
         _remember(plans, limits, key, plan)
+    for x in inputs:
+        if x.buffer is ob and _overlap(out, x):
+            raise LaunchError(f"kernel {variant.id}: the output overlaps an input in the same buffer (an "
+                              "invocation may reread an element another one already wrote, and the LINEAR "
+                              "path recomputes its last unit); compute into a fresh array, then copy")
     _run(ctx, plan, ob, inputs)
     return plan
+
+
+def _span(a):
+    """The byte range [lo, hi) that view a can touch in its buffer."""
+    lo = hi = a.offset
+    for d, s in zip(a.shape, a.strides):
+        if d == 0:
+            return 0, 0
+        lo, hi = lo + min(0, s) * (d - 1), hi + max(0, s) * (d - 1)
+    size = a.dtype.itemsize
+    return lo * size, (hi + 1) * size
+
+
+def _overlap(a, b):
+    """Whether views a and b (of one buffer) can touch a common byte."""
+    (alo, ahi), (blo, bhi) = _span(a), _span(b)
+    return alo < bhi and blo < ahi and alo < ahi and blo < bhi
 
 
 def _run(ctx, plan, ob, inputs):
