@@ -6,7 +6,8 @@ host), f32 / f16 / bf16.
 --kind rowcol: ROW (w [H] against x [T, H]) and COL (v [T, 1]) operands, --shape T x H.
 --kind mid: middle-dim broadcasts, --shape B x H x S x D: the rotary `q * cos` with q [B, H, S, D] and
 cos [B, 1, S, D] (cos [1, 1, S, D] for B = 1 is a ROW operand), a transposed q ([B, S, H, D] viewed
-[B, H, S, D]), and transformers Llama's [B, S, D] against [B, 1, D].
+[B, H, S, D]), and transformers Llama's [B, S, D] against [B, 1, D]; and the two-level ones (stride-0 dims
+in two places): x [1, H, 1, D] (ROW + MID) and m [B, 1, S, 1] (COL + MID) against q.
 
 Run the same script under two checkouts' PYTHONPATH, interleaved, to compare:
 `PYTHONPATH=src python benches/bench_broadcast.py --kind mid`.
@@ -50,8 +51,11 @@ def mid_cases(shape, dt, rng):
     cos1 = fv.asarray(rng.standard_normal((1, 1, S, D)).astype(dt))
     h = fv.asarray(rng.standard_normal((B, H * S, D)).astype(dt))
     g = fv.asarray(rng.standard_normal((B, 1, D)).astype(dt))
+    x = fv.asarray(rng.standard_normal((1, H, 1, D)).astype(dt))
+    m = fv.asarray(rng.standard_normal((B, 1, S, 1)).astype(dt))
     return {"q*q2 (same)": (q, q2), f"q*cos[{B},1,S,D]": (q, cos), "q*cos[1,1,S,D]": (q, cos1),
-            f"qT*cos[{B},1,S,D]": (qt, cos), "qT*cos[1,1,S,D]": (qt, cos1), f"h*g[{B},1,D]": (h, g)}
+            f"qT*cos[{B},1,S,D]": (qt, cos), "qT*cos[1,1,S,D]": (qt, cos1), f"h*g[{B},1,D]": (h, g),
+            "q*x[1,H,1,D]": (q, x), f"q*m[{B},1,S,1]": (q, m)}
 
 
 def main(argv=None):

@@ -8,7 +8,8 @@ The first form is `python -m fuelvk bench --ops astype,flip,pad,concatenate,asco
 device time, GB/s, % of the measured copy roof, numpy / torch CPU on the same inputs.
 
 `--cpu` times the remap family, non-contiguous copies, gather / scatter_add / take and im2col on
-1024x1024 float32 (and a conv's image) as process CPU ms per call (best of N, default 5; on a CPU
+1024x1024 float32 (and a conv's image; pad / pad_backward also on short rows, as the bench's resnet
+and whisper cases) as process CPU ms per call (best of N, default 5; on a CPU
 driver this counts the driver's threads and is steadier than wall or device time on a loaded host),
 with a whole-texel copy of the same bytes (copy_roof) and numpy's CPU ms for the same op beside.
 Compare builds by running it alternately from each worktree (PYTHONPATH=<worktree>/src).
@@ -33,7 +34,11 @@ def cpu_cases():
     himg = rng.standard_normal((4, 16, 64, 64)).astype(np.float32)
     himg7 = rng.standard_normal((64, 64, 7, 7)).astype(np.float32)
     htix = rng.integers(0, 1024, 1024).astype(np.int32)
-    x, idx, img, img7, tix = (fv.asarray(a) for a in (h, hi.astype(np.int64), himg, himg7, htix))
+    hmaps = rng.standard_normal((8, 32, 56, 56)).astype(np.float32)     # short rows: spans cross rows
+    hmel = rng.standard_normal((16, 80, 1502)).astype(np.float16)
+    x, idx, img, img7, tix, maps, mel = (fv.asarray(a) for a in (h, hi.astype(np.int64), himg, himg7, htix, hmaps,
+                                                                   hmel))
+    hw1 = ((0, 0), (0, 0), (1, 1), (1, 1))
     halves = [fv.asarray(h[:512]), fv.asarray(h[512:])]
     hparts = [np.ascontiguousarray(h[:, :511]), np.ascontiguousarray(h[:, 511:])]   # rows not word-aligned
     parts = [fv.asarray(a) for a in hparts]
@@ -60,6 +65,8 @@ def cpu_cases():
         "pad3_edge": (lambda: fv.pad(x, 3, mode="edge"), lambda: np.pad(h, 3, mode="edge")),
         "pad_bwd_const": (lambda: fv.pad_backward(x, 3), lambda: h[3:-3, 3:-3].copy()),
         "pad_bwd_reflect": (lambda: fv.pad_backward(x, 3, mode="reflect"), None),
+        "pad1_hw_8x32x56x56": (lambda: fv.pad(maps, hw1), lambda: np.pad(hmaps, hw1)),
+        "pad_bwd_edge_16x80x1502_f16": (lambda: fv.pad_backward(mel, ((0, 0), (0, 0), (1, 1)), mode="edge"), None),
         "T_contig": (lambda: fv.ascontiguousarray(x.T), lambda: np.ascontiguousarray(h.T)),
         "slice1_1000": (lambda: fv.ascontiguousarray(x[:, 1:1000]), lambda: np.ascontiguousarray(h[:, 1:1000])),
         "concat_ax1_odd": (lambda: fv.concatenate([x[:, :511], x[:, 511:]], axis=1),

@@ -57,12 +57,15 @@
 uint small_to_f32(uint h) {
 #if SRC == FMT_BF16
     return h << 16;                       // bf16 is the top half of an f32 (NaN payload kept)
-#else
-#if SRC == FMT_F16
-    const uint SE = 5u, SM = 10u;
-#else
+#elif SRC == FMT_F16
+    // straight from the pattern: a normal magnitude a is (a << 13) + (112 << 23); inf / NaN keep
+    // their payload under exponent 255; a subnormal (and zero) is m * 2^-24, exact in f32 arithmetic
+    uint a = h & 0x7FFFu;
+    uint sub = floatBitsToUint(float(a) * 5.9604644775390625e-8);
+    uint r = a < 0x400u ? sub : (a >= 0x7C00u ? (a << 13) | 0x7F800000u : (a << 13) + (112u << 23));
+    return ((h & 0x8000u) << 16) | r;
+#else                                     // f8e4m3fn
     const uint SE = 4u, SM = 3u;
-#endif
     const uint EMAX = (1u << SE) - 1u, MMASK = (1u << SM) - 1u;
     const int BIAS = int((1u << (SE - 1u)) - 1u);
     uint s = (h >> (SE + SM)) << 31;
@@ -72,11 +75,7 @@ uint small_to_f32(uint h) {
     // scale, a normal f32 result: no rounding on any driver); a vector findMSB cost AVX2 lavapipe ~15 ops
     uint sub = floatBitsToUint(float(m) * uintBitsToFloat(uint(128 - BIAS - int(SM)) << 23));
     r = e == 0u ? sub : r;
-#if SRC == FMT_F8
     r = (e == EMAX && m == MMASK) ? 0x7FC00000u : r;                               // e4m3fn's only NaN code
-#else
-    r = e == EMAX ? 0x7F800000u | (m << (23u - SM)) : r;                          // inf / NaN (payload kept)
-#endif
     return s | r;
 #endif
 }
@@ -111,13 +110,12 @@ uint f32_to_small(uint u) {
     // normal in the target: round the rebiased bits; overflow and inf come out above MAXF
     uint b = a - (REBIAS << 23);
     uint r = (b + ((1u << (SH - 1u)) - 1u) + ((b >> SH) & 1u)) >> SH;
-    if (REBIAS != 0u) {                                                // target subnormal or zero
-        uint ef = a >> 23;
-        uint shift = min(SH + 1u + REBIAS - ef, 25u);                 // 25: below half the smallest subnormal
-        uint m = (a & 0x7FFFFFu) | 0x800000u;
-        uint q = m >> shift, rem = m & ((1u << shift) - 1u), hlf = 1u << (shift - 1u);
-        uint rs = q + ((rem > hlf || (rem == hlf && (q & 1u) != 0u)) ? 1u : 0u);
-        r = ef > REBIAS ? r : rs;
+    if (REBIAS != 0u) {
+        // target subnormal or zero (|x| below the smallest normal, 2^(REBIAS - 126)): the code is
+        // roundEven(|x| / smallest subnormal), the division made exact in integers by adding to the
+        // exponent field (f32 subnormal a: a wrong but tiny value there, which rounds to 0 as |x| does)
+        uint rs = uint(int(roundEven(uintBitsToFloat(a + ((DM + 126u - REBIAS) << 23)))));
+        r = a >= ((REBIAS + 1u) << 23) ? r : rs;
     }
     r = r > MAXF ? OVER : r;
 #if DST == FMT_BF16 || NAN_RULE == 2
@@ -185,18 +183,26 @@ DRAW cast_bits(RAW x) {
 #endif
 #else
 #if (SRC == FMT_F16 || SRC == FMT_BF16) && DST == FMT_F8
-    // straight from the 16-bit pattern: bf16 is an f32's top half; an f16 magnitude h (not NaN / inf)
-    // is the f32 (h << 13) + (112 << 23) exactly where it is normal, and an f16 subnormal read that
-    // way is below 2^-14, whose f8 code is 0 either way (f8_from_f32_abs rounds it to 0 too)
+    // straight from the 16-bit pattern (h: the magnitude bits): bf16 is an f32's top half
     uint h = x & 0x7FFFu;
 #if SRC == FMT_BF16
-    uint a = h << 16;
-    bool nan = h > 0x7F80u;
+    // in the bf16 domain: a normal f8 target (exponent field >= 121) rebiases by 120 and rounds at
+    // bit 4 (inf comes out above 0x7E and saturates); below, roundEven(|x| * 2^9) as for f32
+    uint b = h - (120u << 7);
+    uint r = (b + 7u + ((b >> 4) & 1u)) >> 4;
+    uint sub = uint(int(roundEven(uintBitsToFloat((h << 16) + (9u << 23)))));
+    r = min(h < (121u << 7) ? sub : r, 0x7Eu);
+    return ((x >> 8) & 0x80u) | (h > 0x7F80u ? 0x7Fu : r);
 #else
-    uint a = h >= 0x7C00u ? 0x7F800000u : (h << 13) + (112u << 23);
-    bool nan = h > 0x7C00u;
+    // rounded in the f16 domain: a normal f8 target (h >= 2^-6, exponent field 9) rebiases by 8 and
+    // rounds at bit 7 (inf comes out above 0x7E and saturates); below, roundEven(|x| * 2^9) of the
+    // f32 (h << 13) + (121 << 23) = |x| * 2^9 (an f16 subnormal reads as < 2^-5 there: code 0, right)
+    uint b = h - (8u << 10);
+    uint r = (b + 0x3Fu + ((b >> 7) & 1u)) >> 7;
+    uint sub = uint(int(roundEven(uintBitsToFloat((h << 13) + (121u << 23)))));
+    r = min(h < (9u << 10) ? sub : r, 0x7Eu);
+    return ((x >> 8) & 0x80u) | (h > 0x7C00u ? 0x7Fu : r);
 #endif
-    return ((x >> 8) & 0x80u) | (nan ? 0x7Fu : f8_from_f32_abs(a));
 #elif SRC == FMT_F16 && DST == FMT_BF16
     // straight from the 16-bit pattern: a normal f16 magnitude h is the f32 (h << 13) + (112 << 23),
     // whose bf16 rounding (at f32 bit 16) is h's at bit 3, the bias added after it (a carry into the
@@ -208,6 +214,21 @@ DRAW cast_bits(RAW x) {
     uint sub = (f + 0x7FFFu + ((f >> 16) & 1u)) >> 16;
     uint r = h < 0x400u ? sub : (h == 0x7C00u ? 0x7F80u : (h > 0x7C00u ? 0x7FC0u : nrm));
     return (x & 0x8000u) | r;
+#elif SRC == FMT_F8 && (DST == FMT_F16 || DST == FMT_F32)
+    // straight from the 8-bit pattern: a normal f8e4m3fn magnitude h is f16 (h << 7) + (8 << 10) /
+    // f32 (h << 20) + (120 << 23) exactly; a subnormal (and zero) m * 2^-9 is float(m) * 2^-9 exactly,
+    // and float(m) * 2^-121 (an f32 normal for m > 0) carries the f16 bits of m * 2^-9 in its top
+    // (f32 exponent - 112 = f16 exponent); 0x7F is NaN (canonical quiet, signed)
+    uint h = x & 0x7Fu;
+#if DST == FMT_F16
+    uint sub = floatBitsToUint(float(h) * uintBitsToFloat(6u << 23)) >> 13;
+    uint r = h < 8u ? sub : (h == 0x7Fu ? 0x7E00u : (h << 7) + (8u << 10));
+    return ((x & 0x80u) << 8) | r;
+#else
+    uint sub = floatBitsToUint(float(h) * 0.001953125);
+    uint r = h < 8u ? sub : (h == 0x7Fu ? 0x7FC00000u : (h << 20) + (120u << 23));
+    return ((x & 0x80u) << 24) | r;
+#endif
 #elif SRC == FMT_F8 && DST == FMT_BF16
     // straight from the 8-bit pattern: a normal f8e4m3fn magnitude h is bf16 (h << 4) + (120 << 7)
     // exactly; a subnormal (and zero) is the exact f32 m * 2^-9's top half; 0x7F is NaN (canonical quiet)
@@ -221,17 +242,7 @@ DRAW cast_bits(RAW x) {
 #else
     uint f = small_to_f32(x);
 #endif
-#if SRC == FMT_F8 && (DST == FMT_F16 || DST == FMT_BF16)
-    // exact: every f8e4m3fn value is a normal f16 / bf16 (or zero), so the f32's low bits are zero and
-    // no rounding logic is needed (f32_to_small's took f8 -> f16 ~2x longer); NaN: canonical, signed
-    uint s = (f >> 16) & 0x8000u, a = f & 0x7FFFFFFFu;
-#if DST == FMT_F16
-    uint r = a == 0u ? 0u : (a >> 13) - (112u << 10);
-    return s | (a > 0x7F800000u ? 0x7E00u : r);
-#else
-    return s | (a > 0x7F800000u ? 0x7FC0u : a >> 16);
-#endif
-#elif DST == FMT_F32
+#if DST == FMT_F32
     return f;
 #elif DST == FMT_F64
     return f32_to_f64(f);

@@ -696,13 +696,24 @@ uint div_inner(uint i) { return div_magic(i, p.magic, p.shift); }
 // repeated H times, one after another (cos [B, 1, S, D] against q [B, H, S, D]: R = S * D; g [B, 1, D]
 // against h [B, S, D]: R = D), index (i / (H R)) R + i % R. Such an input has no strides to read, so its
 // own stride words (p.sa / p.sb, which: 0 / 1) carry R, HR and their dividers: [R, magic, shift, H R,
-// magic, shift] (ops/_core._mid_words). A specialization, so that launches without one compile as before.
+// magic, shift] (ops/_core._mid_words). A specialization, so that launches without one compile as before;
+// 2: some MID input is two-level (mid_pre below).
 layout(constant_id = 8) const uint MID = 0;
 uint mid_word(uint which, int k) { return uint(which == 0u ? p.sa[k] : p.sb[k]); }
 uint mid_index(uint i, uint which) {
     uint r = mid_word(which, 0);
     uint outer = div_magic(i, mid_word(which, 4), mid_word(which, 5));
     return outer * r + (i - div_magic(i, mid_word(which, 1), mid_word(which, 2)) * r);
+}
+// A MID input that also has its ROW or COL flag (ops/_core._mid2_kind: stride-0 dims in two places) repeats
+// its MID pattern over index i % p.inner (x [1, H, 1, D] against [B, H, S, D]) or reads it at i / p.inner
+// ([B, 1, S, 1] against [B, H, S, D]): mid_index(mid_pre(i)). The run word p.inner is the chunk's one
+// ROW / COL run, shared with any ROW / COL input beside it. Compiled in only where some input is one
+// (MID = 2): lavapipe runs both sides of a branch on the flags, and plain MID reads would pay the division.
+uint mid_pre(uint i, uint flags) {
+    if (MID < 2u) return i;
+    if ((flags & FLAG_A_ROW) != 0u) return i - div_inner(i) * p.inner;
+    return (flags & FLAG_A_COL) != 0u ? div_inner(i) : i;
 }
 
 // flags: an input's bits at a's positions (b's shifted down by FLAG_B_SHIFT). A ROW operand repeats
@@ -712,9 +723,9 @@ uint mid_index(uint i, uint which) {
 uint input_index(uint i, uint flags, uint off, uint which) {
     if ((flags & FLAG_A_CONTIGUOUS) != 0u) return off + i;
     if ((flags & FLAG_A_CONSTANT) != 0u || LINEAR != 0u) return off;
+    if (MID != 0u && (flags & FLAG_A_MID) != 0u) return off + mid_index(mid_pre(i, flags), which);
     if ((flags & FLAG_A_ROW) != 0u) return off + (i - div_inner(i) * p.inner);
     if ((flags & FLAG_A_COL) != 0u) return off + div_inner(i);
-    if (MID != 0u && (flags & FLAG_A_MID) != 0u) return off + mid_index(i, which);
     return STRIDED == 0u ? off : strided(i, off, which);
 }
 
@@ -728,43 +739,54 @@ layout(constant_id = 6) const uint BCAST = 0;
 // and its other strides are multiples of 4 -- a transposed view such as the rotary q -- so the 4 are
 // one aligned unit: one strided index per 4 elements).
 uint unit_index(uint q, uint flags, uint off, uint which) {
-    if (MID != 0u && (flags & FLAG_A_MID) != 0u) return off / 4u + mid_index(4u * q, which) / 4u;
+    if (MID != 0u && (flags & FLAG_A_MID) != 0u) return off / 4u + mid_index(mid_pre(4u * q, flags), which) / 4u;
     if (STRIDED != 0u && (flags & (FLAG_A_CONTIGUOUS | FLAG_A_ROW)) == 0u) return strided(4u * q, off, which) / 4u;
     uint k = (flags & FLAG_A_ROW) != 0u ? q - div_inner(4u * q) * (p.inner / 4u) : q;
     return off / 4u + k;
 }
 #define LOAD_UNIT(X4, XT, k) (TEX != 0u ? TEXQ(XT, k) : LOADQ(X4[k]))
+// LINEAR: the element a COL input (a COL + MID one too) holds for elements 4q .. 4q + 3.
+uint col_index(uint q, uint flags, uint which) {
+    uint j = div_inner(4u * q);
+    return MID >= 2u && (flags & FLAG_A_MID) != 0u ? mid_index(j, which) : j;   // COL + MID: two-level only
+}
 // LINEAR: elements 4q .. 4q + 3 of input X (flags at a's positions, offset off; X4 / XT its 4-element
-// and texel views; which: 0 for a, 1 for b): contiguous, ROW and strided unit inputs one 4-element
-// load, COL (runs of a multiple of 4 elements) and constant ones one element.
+// and texel views; which: 0 for a, 1 for b): contiguous, ROW, MID (ROW + MID) and strided unit inputs one
+// 4-element load, COL (COL + MID; runs of a multiple of 4 elements) and constant ones one element.
 #define LOAD_IN4(X, X4, XT, flags, off, q, which) \
     (BCAST == 0u \
         ? (((flags) & FLAG_A_CONTIGUOUS) != 0u ? LOAD_UNIT(X4, XT, (off) / 4u + (q)) : V4(LOAD(X[off]))) \
-        : (((flags) & (FLAG_A_CONTIGUOUS | FLAG_A_ROW)) != 0u || (MID != 0u && ((flags) & FLAG_A_MID) != 0u) \
-           || (STRIDED != 0u && ((flags) & (FLAG_A_CONSTANT | FLAG_A_COL)) == 0u) \
+        : ((((flags) & (FLAG_A_CONTIGUOUS | FLAG_A_ROW)) != 0u || MID != 0u && ((flags) & FLAG_A_MID) != 0u \
+            || STRIDED != 0u && ((flags) & FLAG_A_CONSTANT) == 0u) && ((flags) & FLAG_A_COL) == 0u \
             ? LOAD_UNIT(X4, XT, unit_index(q, flags, off, which)) \
-            : V4(LOAD(X[(off) + (((flags) & FLAG_A_COL) != 0u ? div_inner(4u * (q)) : 0u)]))))
+            : V4(LOAD(X[(off) + (((flags) & FLAG_A_COL) != 0u ? col_index(q, flags, which) : 0u)]))))
+
+// LINEAR: elements 4q .. 4q + 3.
+void linear_unit(uint q) {
+#if NIN == 2
+    V4 x = (p.flags & FLAG_A_SCALAR) != 0u ? V4(scalar_arg(p.s0)) : LOAD_IN4(a, a4, a_t, p.flags, p.off_a, q, 0u);
+    V4 y = (p.flags & FLAG_B_SCALAR) != 0u ? V4(scalar_arg(p.s1))
+         : LOAD_IN4(b, b4, b_t, p.flags >> FLAG_B_SHIFT, p.off_b, q, 1u);
+    V4 r = V4(apply_binary(x.x, y.x), apply_binary(x.y, y.y), apply_binary(x.z, y.z), apply_binary(x.w, y.w));
+#else
+    V4 x = LOAD_IN4(a, a4, a_t, p.flags, p.off_a, q, 0u);
+    V4 r = V4(apply_unary(x.x), apply_unary(x.y), apply_unary(x.z), apply_unary(x.w));
+#endif
+    if (TEXW != 0u) { TEXSTORE(p.off_o / 4u + q, r); }
+    else o4[p.off_o / 4u + q] = STOREQ(r);
+}
 
 // LINEAR path: every input contiguous (offset % 4 == 0), constant, ROW or MID (run and offset multiples
-// of 4), COL (run a multiple of 4) or a strided unit; 4 elements per access.
+// of 4), COL (run a multiple of 4) or a strided unit; 4 elements per access. No per-unit bounds test: an
+// invocation past the last unit redoes the last one (q clamped), storing the bytes its owner stores
+// (the output is a fresh array, never an input: every caller's). lavapipe runs a divergent `if` as
+// masked code, and the test cost ~10% of a contiguous f32 add, ~15% of a unary op (interleaved,
+// LP_NUM_THREADS=1); a workgroup-uniform split into full and partial groups ran both sides (+60%).
 void main_linear() {
     uint base = linear_group() * (WG * EPT) + gl_LocalInvocationID.x;
     uint nq = p.n / 4u;
-    for (uint j = 0u; j < EPT; ++j) {
-        uint q = base + j * WG;
-        if (q < nq) {
-#if NIN == 2
-            V4 x = (p.flags & FLAG_A_SCALAR) != 0u ? V4(scalar_arg(p.s0)) : LOAD_IN4(a, a4, a_t, p.flags, p.off_a, q, 0u);
-            V4 y = (p.flags & FLAG_B_SCALAR) != 0u ? V4(scalar_arg(p.s1))
-                 : LOAD_IN4(b, b4, b_t, p.flags >> FLAG_B_SHIFT, p.off_b, q, 1u);
-            V4 r = V4(apply_binary(x.x, y.x), apply_binary(x.y, y.y), apply_binary(x.z, y.z), apply_binary(x.w, y.w));
-#else
-            V4 x = LOAD_IN4(a, a4, a_t, p.flags, p.off_a, q, 0u);
-            V4 r = V4(apply_unary(x.x), apply_unary(x.y), apply_unary(x.z), apply_unary(x.w));
-#endif
-            if (TEXW != 0u) { TEXSTORE(p.off_o / 4u + q, r); }
-            else o4[p.off_o / 4u + q] = STOREQ(r);
-        }
+    if (nq != 0u) {
+        for (uint j = 0u; j < EPT; ++j) linear_unit(min(base + j * WG, nq - 1u));
     }
     if (linear_group() == 0u && gl_LocalInvocationID.x == 0u) {
         for (uint i = nq * 4u; i < p.n; ++i) {   // the < 4 tail elements (kept out of the hot loop)

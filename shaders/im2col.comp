@@ -15,6 +15,9 @@
 
 layout(local_size_x = WG) in;   // WG, WORDS: defines from kernels/conv.py
 const uint WGU = WG, WORDSU = WORDS;
+// TWO_ROWS (ops/conv.py): 0 where patch rows are whole spans of WORDS words (no span crosses one:
+// the next row's selects fold away), else 1.
+layout(constant_id = 0) const uint TWO_ROWS = 1;
 layout(set = 0, binding = 0) writeonly buffer Out { W o[]; };
 layout(set = 0, binding = 1) readonly buffer X { W x[]; };
 layout(set = 0, binding = 2) writeonly buffer OutWords { uvec4 o4[]; };   // binding out, as words
@@ -81,10 +84,10 @@ void next_row(inout Row q) {
 
 // The padding test is a select after a load at the clamped position (always inside x), not a
 // branch: straight-line code for the lanes of a SIMD CPU driver.
-W value_at(Row q, uint oy, uint ox) {
-    int iy = q.y0 + int(oy * p.stride_h), ix = q.x0 + int(ox * p.stride_w);
+W value_at(int plane, int y0, int x0, uint oy, uint ox) {
+    int iy = y0 + int(oy * p.stride_h), ix = x0 + int(ox * p.stride_w);
     bool inside = iy >= 0 && iy < int(p.h) && ix >= 0 && ix < int(p.w);
-    W v = load_x(q.plane + clamp(iy, 0, int(p.h) - 1) * p.xs[2] + clamp(ix, 0, int(p.w) - 1) * p.xs[3]);
+    W v = load_x(plane + clamp(iy, 0, int(p.h) - 1) * p.xs[2] + clamp(ix, 0, int(p.w) - 1) * p.xs[3]);
     return inside ? v : zero_word();
 }
 
@@ -95,12 +98,21 @@ void main() {
     uint t = i / hw, col = i - t * hw;
     uint oy = col / p.w_out, ox = col - oy * p.w_out;
     Row q = row_at(t);
-    if (i + WORDSU * VEC <= p.total && col + WORDSU * VEC <= hw) {
-        // the common case: whole words inside one patch row, straight-line code
+    if (i + WORDSU * VEC <= p.total && hw >= WORDSU * VEC) {
+        // the common case: whole words, patch rows at least as long as an invocation's span, so the
+        // span enters the next patch row (q1) at most once. Straight-line code with selects, no
+        // branch: on CPU drivers neighbouring invocations run as lanes of one SIMD program, and a
+        // branch any lane takes costs every lane (7x7 images: every lane's span crosses somewhere).
+        Row q1 = q;
+        next_row(q1);        // read from only where the span enters it (inside the output)
+        // past the row's last pixel the stepping goes on at (h_out, 0), (h_out, 1), ...: the next
+        // row's pixel (oy - h_out, ox), so its top offset absorbs h_out rows of stride
+        int y1 = q1.y0 - int(p.h_out * p.stride_h);
         [[unroll]] for (uint w = 0u; w < WORDSU; ++w) {
             uvec4 word = uvec4(0u);
             [[unroll]] for (uint j = 0u; j < VEC; ++j) {
-                put_word(word, j, value_at(q, oy, ox));
+                bool next = TWO_ROWS != 0u && col + w * VEC + j >= hw;
+                put_word(word, j, value_at(next ? q1.plane : q.plane, next ? y1 : q.y0, next ? q1.x0 : q.x0, oy, ox));
                 if (++ox == p.w_out) { ox = 0u; ++oy; }
             }
             o4[i / VEC + w] = word;
@@ -114,7 +126,7 @@ void main() {
         uvec4 word = uvec4(0u);
         [[unroll]] for (uint j = 0u; j < VEC; ++j) {
             if (e0 + j >= p.total) break;
-            W v = value_at(q, oy, ox);
+            W v = value_at(q.plane, q.y0, q.x0, oy, ox);
             if (whole) put_word(word, j, v);
             else o[e0 + j] = v;
             if (++ox == p.w_out) { ox = 0u; ++oy; }

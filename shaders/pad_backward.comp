@@ -10,6 +10,7 @@
 // odometer the other rows take. grad_out is any strided view (`sa`, off_a); grad_in contiguous. Half types
 // accumulate in f32, f64 in f64. Params as remap.comp: shape = grad_in shape, dim = grad_out shape,
 // lo = left pads (right pad = dim - shape - lo).
+#extension GL_EXT_control_flow_attributes : require
 #include "common/dtype.glsl"
 #include "common/index.glsl"
 
@@ -39,7 +40,7 @@ V load_a(uint i) { return LOAD(a[i]); }
 #endif
 
 layout(push_constant) uniform Params {
-    uint n; uint rank; uint off_o; uint off_a; int k; uint fill[2];
+    uint n; uint rank; uint off_o; uint off_a; uint runs_magic; uint runs_shift;
     int shape[6]; int sa[6]; int lo[6]; int dim[6];
 } p;
 
@@ -95,8 +96,12 @@ void main() {
     uint last = uint(nin);
     uint runs = (last + RUNU - 1u) / RUNU;          // runs per row
     uint item = linear_group() * WGU + gl_LocalInvocationID.x;
-    uint row = item / runs;
-    if (row >= p.n / last) return;
+    // row = item / runs as a multiply-high and a shift (ops/_core.py divider: exact below the launch's
+    // item count; integer division is the expensive part on CPU drivers)
+    uint q_hi, q_lo;
+    umulExtended(item, p.runs_magic, q_hi, q_lo);
+    uint row = p.runs_shift >= 32u ? q_hi >> (p.runs_shift - 32u) : (q_hi << (32u - p.runs_shift)) | (q_lo >> p.runs_shift);
+    if (row * last >= p.n) return;
     uint col0 = (item - row * runs) * RUNU;
     uint col_end = min(col0 + RUNU, last);
     uint out_i = p.off_o + row * last;
@@ -124,6 +129,19 @@ void main() {
         return;
     }
     int s = p.sa[r - 1], lo = p.lo[r - 1], hi = p.dim[r - 1] - nin - lo;
+#if MODE == MODE_PAD_REFLECT
+    int in_lo = lo + 1, in_hi = nin - 2 - hi;   // columns [in_lo, in_hi] have no mirror: one source each
+#else
+    int in_lo = 1, in_hi = nin - 2;             // columns [1, nin - 2] have no edge run: one source each
+#endif
+    if (int(col0) >= in_lo && int(col0 + RUNU) - 1 <= in_hi) {
+        // a run of such columns (most runs of a long row): straight-line code, no branch per element
+        // (on CPU drivers neighbouring invocations are lanes of one SIMD program; a branch any lane
+        // takes costs them all). V(0.0) + x as the general path sums (-0.0 becomes +0.0 there too).
+        [[unroll]] for (uint j = 0u; j < RUNU; ++j)
+            o[out_i + col0 + j] = STORE(V(0.0) + load_a(uint(src + (lo + int(col0 + j)) * s)));
+        return;
+    }
     for (uint col = col0; col < col_end; ++col) {
         int c = int(col);
         V acc = V(0.0);

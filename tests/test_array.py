@@ -79,3 +79,13 @@ def test_index_errors():
         fv.asarray(np.zeros(2, np.longdouble))   # (complex64 / complex128 are stored: the array API names them)
     with pytest.raises(fv.ShapeError, match="negative dimensions"):
         fv.empty((-1, 2))
+
+
+def test_operators_call_the_public_ops():
+    """Array's operators reach the public op objects themselves (one device wrapper, the ops layer's cached
+    plans): fuelvk/__init__ wraps only the raw helpers it binds, not the public ops a second time."""
+    from fuelvk import _hooks
+    for name in ("add", "subtract", "multiply", "divide", "negative", "abs", "equal", "matmul", "astype", "copy"):
+        assert _hooks.op(name) is getattr(fv, name), name
+    a = fv.asarray(np.arange(4, dtype=np.float32))
+    assert np.array_equal((a + a * 2.0).numpy(), np.arange(4, dtype=np.float32) * 3)

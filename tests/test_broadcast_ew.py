@@ -299,3 +299,76 @@ def test_mid_kind():
     for shape, strides in (((2, 8, 64), (0, 64, 1)), ((2, 8, 64), (128, 0, 1)), ((2, 8, 64), (64, 0, 2)),
                            ((8, 64), (0, 1)), ((2, 3, 8, 4), (0, 32, 0, 1)), ((2, 8, 64), (64, 1, 0))):
         assert _core._mid_kind(shape, strides) is None, (shape, strides)
+
+
+# -- two-level MID broadcasts: stride-0 dims in two places (ops/_core._mid2_kind) ---------------------------
+@pytest.mark.parametrize("dt", FLOATS, ids=lambda d: np.dtype(d).name)
+def test_mid2_bits(dt, path, flags):
+    """x [1, H, 1, D] (ROW + MID) and [B, 1, S, 1] (COL + MID) against [B, H, S, D], either operand first:
+    numpy's bits on both load paths, odd sizes (index path), multiples of 4 (LINEAR), offsets 0 / 4 / 1;
+    the ROW + MID and COL + MID flags are taken (no general strided index)."""
+    for B, H, S, D in ((2, 3, 5, 7), (2, 3, 4, 8), (3, 2, 8, 4)):
+        q = rng.standard_normal((B, H, S, D)).astype(dt)
+        Q = fv.asarray(q)
+        for shape in ((1, H, 1, D), (B, 1, S, 1)):
+            y = rng.standard_normal(shape).astype(dt)
+            for off in (0, 4, 1):
+                Y = _view(y, off)
+                for npop, fop in ((np.multiply, fv.multiply), (np.subtract, fv.subtract)):
+                    for a, b, A, Bd in ((q, y, Q, Y), (y, q, Y, Q)):
+                        got = fop(A, Bd).numpy()
+                        assert np.array_equal(bits(got, dt), bits(want(npop, a, b, dt), dt)), (B, H, S, D, shape, off)
+    for x in "ab":
+        for kind in ("row", "col"):
+            assert any(f & FLAGS[f"{x}_mid"] and f & FLAGS[f"{x}_{kind}"] for f in flags), (x, kind, flags)
+
+
+def test_mid2_plan_linear(monkeypatch):
+    """Aligned two-level MID operands run LINEAR (the contiguous product's grid): ROW + MID with its texel
+    view bound, COL + MID reading single elements (no view); a ROW beside them of another run is refused
+    (the run word is shared) and takes the strided index."""
+    monkeypatch.setenv(loadpath.ENV, "1")
+    plan = _mul_plan()
+    o = fv.asarray(np.zeros((2, 8, 16, 16), np.float32))
+    q = fv.asarray(np.ones((2, 8, 16, 16), np.float32))
+    lin = plan(o, [q, q])[0][0][1]
+    for shape, kind in (((1, 8, 1, 16), "b_row"), ((2, 1, 16, 1), "b_col")):
+        y = fv.asarray(np.ones(shape, np.float32))
+        (_, groups, push), = plan(o, [q, y])[0]
+        f = struct.unpack_from("<I", push, 8)[0]
+        assert groups == lin and f & FLAGS["b_mid"] and f & FLAGS[kind], (shape, f)
+        assert plan(o, [q, y])[2] == ((1, 2, 0) if kind == "b_row" else (1, None, 0))
+    row = fv.asarray(np.ones((16, 16), np.float32))                    # ROW run 256 first: x's would be 2048
+    (_, _, push), = plan(o, [row, fv.asarray(np.ones((1, 8, 1, 16), np.float32))])[0]
+    f = struct.unpack_from("<I", push, 8)[0]
+    assert f & FLAGS["a_row"] and not f & FLAGS["b_mid"], f
+
+
+def test_mid2_kind():
+    """Which (collapsed) stride patterns are two-level MID broadcasts."""
+    assert _core._mid2_kind((2, 3, 5, 7), (0, 7, 0, 1)) == ("row", 105, (7, 35))
+    assert _core._mid2_kind((2, 3, 5, 7), (5, 0, 1, 0)) == ("col", 7, (5, 15))
+    assert _core._mid2_kind((4, 2, 3, 5, 7), (0, 0, 7, 0, 1)) == ("row", 105, (7, 35))
+    for shape, strides in (((2, 3, 5, 7), (0, 7, 0, 2)), ((2, 3, 5, 7), (0, 0, 7, 1)), ((2, 3, 5, 7), (5, 1, 0, 0)),
+                           ((3, 5, 7), (0, 7, 1)), ((2, 3, 5, 7), (35, 0, 7, 1))):
+        assert _core._mid2_kind(shape, strides) is None, (shape, strides)
+
+
+
+def test_output_overlapping_an_input_is_refused():
+    """launch_strided's kernels may reread an element another invocation already wrote (the LINEAR path
+    recomputes its last unit), so an output overlapping an input of the same buffer is a LaunchError,
+    exact alias or partial; disjoint windows of one buffer run (bits vs numpy)."""
+    from fuelvk.errors import LaunchError
+    from fuelvk.kernels.elementwise import UNARY
+    from fuelvk.ops.elementwise import variant
+    neg = variant("unary", "f32", runtime.get().device.features)
+    spec = {"OP": UNARY["negative"]}
+    host = np.arange(64, dtype=np.float32)
+    buf = fv.asarray(host)
+    for out, x in ((buf, buf), (buf[8:40], buf[30:62]), (buf[::2], buf[1::2])):
+        with pytest.raises(LaunchError, match="overlaps an input"):
+            _core.launch_strided(neg, out, [x], spec)
+    np.testing.assert_array_equal(buf.numpy(), host)
+    _core.launch_strided(neg, buf[0:32], [buf[32:64]], spec)
+    np.testing.assert_array_equal(buf.numpy(), np.concatenate([-host[32:], host[32:]]))

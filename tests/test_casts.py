@@ -102,6 +102,22 @@ def test_cast_f32_to_f8_sweep(path):
     assert np.array_equal(got.view(np.uint8), torch.from_numpy(x).to(torch.float8_e4m3fn).view(torch.uint8).numpy())
 
 
+def test_cast_f32_to_f16_sweep(path):
+    """Every f32 top half with low halves 0 / max / random and ties (and their neighbours) at bits
+    13-15: each f16 rounding point, normal and subnormal (whose rounding bit moves with the exponent),
+    against numpy; f64 -> f16 (round to odd, then this) on the same values (NaN payloads: numpy's per pair)."""
+    top = np.arange(1 << 16, dtype=np.uint32) << 16
+    low = np.random.default_rng(6).integers(0, 1 << 16, 1 << 16, dtype=np.uint32)
+    ties = [top | t for b in (13, 14, 15) for t in (1 << b, (1 << b) - 1, (1 << b) + 1, (3 << b) & 0xFFFF)]
+    x = np.concatenate([top, top | 0x8000, top | 0xFFFF, top | low] + ties).view(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        x64 = x.astype(np.float64)
+        want, want64 = x.astype(np.float16), x64.astype(np.float16)
+    assert_bits(fv.astype(x, np.float16), want)
+    assert_bits(fv.astype(x64, np.float16), want64)
+
+
 def test_cast_round_to_nearest_even_examples():
     # 1 + 2^-11 is a tie between 1 and 1 + 2^-10 in f16: even -> 1.0; 1 + 3 * 2^-11 -> 1 + 2^-9
     x = np.array([1 + 2 ** -11, 1 + 3 * 2 ** -11, 2 ** -25, 3 * 2 ** -25, 65520.0], np.float32)
@@ -118,7 +134,8 @@ def test_cast_views_and_sizes(pair):
     a = np.resize(sources(src, rng), 37 * 41).reshape(37, 41)
     d = fv.asarray(a)
     for nv, dv in ((a.T, d.T), (a[::-1, ::-3], d[::-1, ::-3]), (a[5, 3:], d[5, 3:]), (a[1:, 1:], d[1:, 1:]),
-                   (np.broadcast_to(a[2], (3, 41)), d[2].broadcast_to((3, 41))), (a[:, None, 7], d[:, None, 7])):
+                   (np.broadcast_to(a[2], (3, 41)), d[2].broadcast_to((3, 41))), (a[:, None, 7], d[:, None, 7]),
+                   (np.broadcast_to(a[2, 3], (5, 41)), d[2, 3].broadcast_to((5, 41)))):   # one element everywhere
         got = fv.astype(dv, F[dst])
         assert isinstance(got, fv.Array) and got.is_contiguous
         assert_bits(got, oracle(np.ascontiguousarray(nv), dst))
@@ -239,3 +256,35 @@ def test_plain_cast_without_int64(monkeypatch):
         assert cast_variant(F[src], F[dst]).id == f"cast.{src}_to_{dst}"
         x = sources(src, np.random.default_rng(3))[:2051]
         assert_bits(fv.astype(fv.asarray(x)[4:], F[dst]), oracle(x[4:], dst))
+
+
+@pytest.mark.parametrize("pair", [("bf16", "f8e4m3"), ("f16", "f8e4m3"), ("f32", "f8e4m3"), ("i16", "i8"), ("u8", "bool"),
+                                  ("i8", "u8"), ("i32", "u8")],
+                         ids=lambda p: f"{p[0]}_to_{p[1]}")
+def test_cast_to_8bit_output_offsets(pair, path):
+    """8-bit destinations from 8- / 16- / 32-bit sources store a unit as 64-bit words when the output's offset
+    is a multiple of 8 elements, else as 32-bit groups: both, into a larger array whose other bytes
+    stay untouched (the launch writes a view at offset 4 / 8 / 12 of it)."""
+    from fuelvk import dtypes as _dt
+    from fuelvk.kernels import kernel
+    from fuelvk.ops._core import launch_strided
+    from fuelvk.ops.casts import _IFMT, cast_variant
+    src, dst = pair
+    ints = {"i32": np.int32, "i16": np.int16, "i8": np.int8, "u8": np.uint8, "bool": np.bool_}
+    if src in F:
+        x = sources(src, np.random.default_rng(2))[:1000]
+        want = oracle(x, dst)
+        variant = cast_variant(F[src], F[dst])
+    else:
+        x = np.random.default_rng(2).integers(-300, 300, 1000).astype(ints[src])
+        want = x.astype(ints[dst])
+        variant = kernel("icast", f"{_IFMT[_dt.dtype(ints[src])]}_to_{_IFMT[_dt.dtype(ints[dst])]}")
+    d = fv.asarray(x)
+    for off in (4, 8, 12):
+        fill = np.full(off + x.size + 5, 1 if dst == "bool" else 0x5A, np.uint8)
+        out = fv.asarray(fill.view(want.dtype))
+        launch_strided(variant, out[off:off + x.size], [d])
+        got = np.asarray(out)
+        assert_bits(got[off:off + x.size], want)
+        assert np.array_equal(got.view(np.uint8)[:off], fill[:off])
+        assert np.array_equal(got.view(np.uint8)[off + x.size:], fill[off + x.size:])

@@ -34,6 +34,11 @@ IM2COL_CASES = [  # x shape, (kh, kw), stride, padding as (t, b, l, r), dilation
     ((2, 4, 7, 6), (3, 2), (2, 1), (1, 0, 2, 1), (1, 2), 2),
     ((1, 3, 9, 5), (3, 3), (1, 2), (1, 1, 1, 1), (2, 1), 1),
     ((3, 6, 5, 8), (5, 5), (3, 2), (2, 2, 0, 3), (1, 1), 3),
+    # patch rows (h_out * w_out) of 49 / 81 / 99: an invocation's span of output words (8 words: 16-64
+    # elements by width) enters the next patch row mid-span, padding on both sides of the crossing
+    ((2, 3, 7, 7), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((1, 4, 9, 9), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2),
+    ((2, 2, 12, 11), (3, 2), (1, 1), (1, 0, 2, 1), (2, 1), 1),
 ]
 
 

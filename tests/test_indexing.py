@@ -218,6 +218,87 @@ def test_out_of_range_host_and_device_indices():
         np.asarray(fv.index_add(x, 0, fv.asarray(np.array([4], np.uint32)), x[:1]))
 
 
+@pytest.mark.parametrize("kind", [np.int64, np.int32, np.uint32], ids=str)
+def test_device_index_check_is_one_launch_and_exact(kind):
+    """The device-side check of device indices is one index_bounds launch (no cast, no reduction, no
+    copy), with no host wait; its verdict is exact at every edge of [lo, n) (negatives allowed or not,
+    int64 values past 32 bits, the extremes of each dtype), on views at an offset and strided ones."""
+    x = data((4, 5), np.float32)
+    stream = runtime.get().stream
+    info = np.iinfo(kind)
+    edges = {np.int64: [2 ** 32, 2 ** 32 + 3, -(2 ** 32), -(2 ** 32) + 2, 2 ** 40, info.min, info.max],
+             np.int32: [info.min, info.max, -2 ** 31 + 1], np.uint32: [info.max, 2 ** 31, 5]}[kind]
+    good = np.array([0, 4, 2], kind)
+    dev, xd = fv.asarray(good), fv.asarray(x)
+    stream.synchronize()
+    base = stream.dispatches
+    got = fv.take(xd, dev, 1)
+    assert stream.dispatches - base == 2   # the check + the take
+    assert_bits(np.asarray(got), x[:, good])
+    for v in edges + ([5, 4] if kind == np.uint32 else [5, -6, -1, 4, -5]):
+        for negative_ok, op in ((True, fv.take), (False, I.index_select)):
+            ok = (-5 if negative_ok else 0) <= int(v) < 5
+            idx = fv.asarray(np.array([1, v, 2, 3, 0, 1, 2], kind))[1::2]   # a strided view at an offset
+            if ok:
+                assert_bits(np.asarray(op(x, idx, 1)), np.take(x, np.array([v, 3, 1], np.int64), 1))
+                continue
+            with pytest.raises(fv.FuelVKIndexError, match="out of bounds for an axis of size 5") as e:
+                np.asarray(op(x, idx, 1))
+            msg = str(e.value)
+            if kind == np.int32 or -2 ** 31 < int(v) < 2 ** 31 - 1:
+                assert f"index {int(v)} " in msg, msg
+            else:   # past int32: the message gives the saturated bound
+                assert ("<= -2147483648" in msg) if int(v) < 0 else (">= 2147483647" in msg), msg
+            assert "1 bad of 3" in msg, msg
+
+
+def test_device_index_check_reports_the_extremes_of_many():
+    """Several bad indices (both sides, over many workgroups): the count and each side's extreme."""
+    x = data((3, 7), np.float32)
+    idx = np.zeros(5000, np.int64)
+    idx[[17, 900, 4999]] = [-9, 12, 40]
+    idx[2500] = -30
+    with pytest.raises(fv.FuelVKIndexError, match=r"index -30 \(the smallest of 4 bad of 5000"):
+        np.asarray(fv.take(x, fv.asarray(idx), 1))
+    idx[[17, 2500]] = 0
+    with pytest.raises(fv.FuelVKIndexError, match=r"index 40 \(the largest of 2 bad of 5000"):
+        np.asarray(fv.take(x, fv.asarray(idx), 1))
+
+
+def test_device_index_check_over_one_binding_checks_on_the_host(monkeypatch):
+    """Indices whose span is over one binding are checked on the host (a wait), still exactly."""
+    from fuelvk.ops import _core
+    x = data((4, 5), np.float32)
+    idx = fv.asarray(np.array([0, 1, 2, 3] * 64 + [5], np.int32))
+    monkeypatch.setattr(I, "windowed", lambda a, lim=None: None)
+    with pytest.raises(fv.FuelVKIndexError, match=r"index 5 is out of bounds .*1 bad of 257"):
+        fv.take(x, idx, 1)   # raised at the call: the host check
+    assert _core.windowed is not None
+
+
+def test_device_index_check_binds_a_window_of_a_buffer_over_one_binding(device_limits):
+    """Device indices in a buffer larger than one binding: a view whose span fits is checked on the
+    device through a window (no host wait); a span over one binding is checked on the host, at the call."""
+    stream = runtime.get().stream
+    big = np.zeros(1 << 15, np.int32)          # 128 KiB
+    big[20000] = 9
+    dev = fv.asarray(big)
+    device_limits(maxStorageBufferRange=1 << 16)
+    calls = []
+    real = stream.synchronize
+    stream.synchronize = lambda: (calls.append(1), real())[1]
+    try:
+        I.checked_indices("t", dev[19000:21000], 5)             # 8 KB at an offset past the first binding
+        I.checked_indices("t", dev[100:200], 5)
+        assert not calls
+    finally:
+        del stream.synchronize
+    with pytest.raises(fv.FuelVKIndexError, match=r"t: index 9 \(the largest of 1 bad of 2000"):
+        stream.synchronize()
+    with pytest.raises(fv.FuelVKIndexError, match=r"index 9 is out of bounds .*1 bad of 32768"):
+        I.checked_indices("t", dev, 5)                           # over one binding: the host check
+
+
 def test_a_failed_device_check_reaches_the_thread_that_made_it():
     """The stream is shared by threads: when another thread's synchronize finds the bad index first,
     it raises there, and the thread that took with it still gets the error at its own next read

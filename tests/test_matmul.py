@@ -230,6 +230,52 @@ def test_texel_load_paths(combo, monkeypatch):
         assert [(s["TEXA"], s["TEXB"]) for s in seen] == [(ta, tb)], (x.shape, x.strides, y.strides, seen)
 
 
+@pytest.mark.parametrize("combo", ["f32_f32_f32", "f32_bf16_f32", "bf16_bf16_f32", "f16_f16_f32"])
+def test_vec4_c_stores(combo, monkeypatch):
+    """The register tile (and matvec's one-row tile) stores an f32 or bf16 C a 4-column quad at a time
+    (CV4) when N % 4 == 0, and element by element otherwise or for an f16 C. Same bits as the element stores
+    (the launch forced to CV4 = 0), partial row / column tiles (quads past N are not stored), batched
+    outputs, split-K partials; within the f32 accumulation bound."""
+    rng = np.random.default_rng(21)
+    adt, bdt, _ = COMBO_DTYPES[combo]
+    ctx = runtime.get()
+    seen, orig, force = [], ctx.launch, {}
+
+    def launch(v, groups, **args):
+        if "CV4" in args:
+            seen.append(args["CV4"])
+            args.update(force)
+        return orig(v, groups, **args)
+    monkeypatch.setattr(ctx, "launch", launch)
+    big_b = fv.asarray(rand((37, 140), bdt, rng))
+    cases = [(rand((37, 37), adt, rng), big_b[:, :36], F32, 1),      # 36 columns: a partial column tile
+             (rand((3, 5, 37), adt, rng), big_b[:, 4:136], F32, 1),  # batched, 132 columns of an offset view
+             (rand((1, 37), adt, rng), big_b[:, :132], F32, 1),      # M = 1: matvec's one-row tile
+             (rand((19, 37), adt, rng), big_b[:, :35], F32, 0)]      # N % 4 != 0: element stores
+    if adt == bdt != F32:   # a half-type C: bf16 packs quads (8 bytes), f16 stores elements
+        cases += [(rand((19, 37), adt, rng), big_b[:, :36], adt, int(adt == BF16)),
+                  (rand((2, 19, 37), adt, rng), big_b[:, 4:136], adt, int(adt == BF16)),
+                  (rand((19, 37), adt, rng), big_b[:, :35], adt, 0)]
+    for x, y, cdt, cv4 in cases:
+        route = "matvec" if x.shape[-2] == 1 else "register_tiled"
+        force.clear()
+        seen.clear()
+        got = matmul(x, y, cdt, route=route)
+        check(got, x, y, cdt)
+        assert seen and set(seen) == {cv4}, (x.shape, y.shape, cdt, seen)
+        force["CV4"] = 0
+        np.testing.assert_array_equal(_np(matmul(x, y, cdt, route=route)), _np(got))
+    # split-K: the float32 partials (one K span per batch entry of the launch) take quads too
+    monkeypatch.setattr(matmul_kernels, "KSPLIT_MIN_K", 64)
+    monkeypatch.setattr(matmul_kernels, "KSPLIT_MIN_WORK", 0)
+    monkeypatch.setattr(matmul_kernels, "parallel_groups", lambda dev: 8)
+    x, y = rand((5, 300), adt, rng), rand((300, 20), bdt, rng)
+    force.clear()
+    seen.clear()
+    check(matmul(x, y, F32, route="register_tiled"), x, y, F32)
+    assert seen and set(seen) == {1}
+
+
 def test_register_tile_picker():
     """The tile picker's cost model (ops.matmul._reg_tile) at a fixed core count: large products keep
     the 32 x 8 tile; the tiny Llama's 64-row products take tiles that give every core a workgroup and

@@ -146,6 +146,26 @@ def test_pad_backward_atomic_modes(dt, mode, path, launched):
     assert any(i.startswith(fam) for i in launched), launched
 
 
+@pytest.mark.parametrize("path", ["texel", "ssbo"], indirect=True)
+@pytest.mark.parametrize("mode", ["reflect", "edge"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_pad_backward_long_rows(dt, mode, path, launched):
+    """Rows longer than several runs (64 bytes of grad_in per invocation): runs whose columns each have
+    one source take the straight-line path, runs with mirrors / edge runs and a row's ragged last run
+    the general one; rows in the outer pads' bands take the odometer."""
+    rng = np.random.default_rng(5)
+    in_shape, pw = (4, 2, 101), ((1, 1), (0, 0), (2, 3))
+    g = rng.uniform(-1, 1, size=tuple(n + b + a for n, (b, a) in zip(in_shape, pw))).astype(dt)
+    want = torch_pad_grad(in_shape, pw, mode, g)
+    assert_close(fv.pad_backward(g, pw, mode), want.astype(dt), dt, scale=4)
+    # columns 3..96 of a row with one source row (reflect: row 0; edge: row 1) have one source each:
+    # exactly that gradient element
+    r = 0 if mode == "reflect" else 1
+    assert_bits(fv.pad_backward(g, pw, mode)[r, :, 3:97], g[r + 1, :, 5:99])
+    fam = f"pad_backward_{'reflect' if mode == 'reflect' else 'replicate'}{'' if path == 'texel' else '_ssbo'}."
+    assert any(i.startswith(fam) for i in launched), launched
+
+
 def test_pad_backward_contention_loses_nothing():
     """Every output element maps onto the same input element: the sum must be exact."""
     for dt in (np.float32, np.float64):

@@ -215,6 +215,31 @@ def test_remap_words_edges(dt, path, remap_launches):
     assert remap_launches
 
 
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_remap_spans_cross_rows(dt, path, remap_launches):
+    """remap.comp's straight-line path: an invocation's span of 4 output words (64 bytes) over rows
+    at least that long enters the next row mid-span, every mode reading that row's own source
+    position (flip, roll, triu / tril's diagonal, pad's fill rows and mirrored / clamped columns,
+    pad backward's slice); rows one element longer than a span and just under two spans, contiguous
+    and strided sources; numpy's bits on every path."""
+    span = 64 // np.dtype(dt).itemsize
+    for cols in (span + 1, 2 * span - 3):
+        x = data((5, 3, cols), dt)
+        for xv, Xv in ((x, fv.asarray(x)), (x[:, ::-1, ::2], fv.asarray(x)[:, ::-1, ::2])):
+            same_bits(fv.flip(Xv, (0, 2)), np.flip(xv, (0, 2)))
+            same_bits(fv.roll(Xv, 3, axis=2), np.roll(xv, 3, axis=2))
+            same_bits(fv.triu(Xv, 2), np.triu(xv, 2))
+            same_bits(fv.tril(Xv, -1), np.tril(xv, -1))
+            pw = ((1, 1), (2, 0), (3, 2))
+            fill = np.array(5).astype(dt)[()]
+            same_bits(fv.pad(Xv, pw, constant_values=fill), np.pad(xv, pw, constant_values=fill))
+            same_bits(fv.pad(Xv, pw, mode="reflect"), np.pad(xv, pw, mode="reflect"))
+            same_bits(fv.pad(Xv, pw, mode="edge"), np.pad(xv, pw, mode="edge"))
+            same_bits(fv.pad_backward(Xv, ((1, 0), (0, 1), (2, 1))), xv[1:, :-1, 2:-1])
+    same_bits(fv.pad(fv.asarray(x[:0]), pw, constant_values=fill), np.pad(x[:0], pw, constant_values=fill))
+    assert remap_launches
+
+
 @pytest.fixture
 def transpose_launches(monkeypatch):
     """The transpose.comp families launched during the test (`transpose` or `transpose_ssbo`)."""

@@ -25,11 +25,11 @@ def no_fallback():
     assert ft.fallback_stats() == {}
 
 
-def close(dev, cpu, rtol=1e-5, atol=1e-6):
+def close(dev, cpu, rtol=1e-5, atol=1e-6, equal_nan=False):
     assert dev.device.type == DEV, dev.device
     got = dev.cpu()
     assert got.dtype == cpu.dtype and got.shape == cpu.shape, (got.dtype, got.shape, cpu.dtype, cpu.shape)
-    torch.testing.assert_close(got, cpu, rtol=rtol, atol=atol)
+    torch.testing.assert_close(got, cpu, rtol=rtol, atol=atol, equal_nan=equal_nan)
 
 
 # -- the device and its memory ------------------------------------------------------------------------
@@ -469,6 +469,63 @@ def test_cross_entropy_forward_backward(kind, no_fallback):
     close(~(x > 0).to(DEV), ~(x > 0))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_loss_against_cpu(dtype, reduction, weighted, no_fallback):
+    """nll_loss forward / backward vs torch CPU: ignore_index inside and outside [0, C), rows whose
+    log-probs are NaN / -inf but ignored (torch skips them: they must not leak through a 0 weight),
+    1-D input, every reduction, class weights, half types."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(6, 5, generator=g).to(dtype)
+    x[1] = float("nan")
+    x[4, 2] = float("-inf")
+    w = torch.rand(5, generator=g).to(dtype) + 0.5 if weighted else None
+    for target, ignore in (([0, 3, 4, 1, 0, 2], 3), ([0, -100, 4, 1, -100, 2], -100)):
+        if ignore == 3:
+            x[1] = x[1].nan_to_num(0)   # row 1 is a valid row in this case
+        t = torch.tensor(target)
+        xc = x.clone().requires_grad_()
+        xd = x.to(DEV).requires_grad_()
+        want = TF.nll_loss(xc, t, weight=w, ignore_index=ignore, reduction=reduction)
+        got = TF.nll_loss(xd, t.to(DEV), weight=None if w is None else w.to(DEV), ignore_index=ignore,
+                          reduction=reduction)
+        tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+        close(got, want, **tol)
+        seed = torch.arange(1., 1 + want.numel()).reshape(want.shape).to(dtype)
+        (want * seed).sum().backward()
+        (got * seed.to(DEV)).sum().backward()
+        close(xd.grad, xc.grad, **tol)
+    v = torch.randn(5, generator=g).log_softmax(0).to(dtype)      # 1-D input, 0-D target
+    for tgt in (2, -100):   # mean over no target: 0 / 0 = nan, as torch
+        close(TF.nll_loss(v.to(DEV), torch.tensor(tgt).to(DEV), reduction=reduction),
+              TF.nll_loss(v, torch.tensor(tgt), reduction=reduction), rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+def test_nll_loss_rejects_targets_torch_rejects_in_few_launches(no_fallback):
+    """A target outside [0, C) that is not ignore_index is a FuelVKIndexError at the next read, as torch CPU
+    raises (a -1 used to wrap to the last class); the forward and backward take one check each and
+    few launches."""
+    x = torch.randn(3, 5).log_softmax(1)
+    for bad in (-1, 5):
+        t = torch.tensor([0, bad, 2])
+        with pytest.raises((IndexError, RuntimeError)):
+            TF.nll_loss(x, t)                                             # torch CPU agrees
+        with pytest.raises(fuelvk.FuelVKIndexError, match=rf"index {bad} .*size 5 \(accepted \[0, 5\) or -100"):
+            TF.nll_loss(x.to(DEV), t.to(DEV)).item()
+    stream = fuelvk.runtime.get().stream
+    xd = x.to(DEV).requires_grad_()
+    td = torch.tensor([0, -100, 2]).to(DEV)
+    fuelvk.synchronize()
+    before = stream.dispatches
+    loss = TF.nll_loss(xd, td)
+    forward = stream.dispatches - before
+    loss.backward()
+    backward = stream.dispatches - before - forward
+    assert forward <= 9 and backward <= 7, (forward, backward)   # were 13 and 13
+    close(loss, TF.nll_loss(x, torch.tensor([0, -100, 2])), rtol=1e-6, atol=1e-7)
+
+
 def test_embedding_backward(no_fallback):
     w = torch.randn(6, 4, requires_grad=True)
     wd = w.detach().to(DEV).requires_grad_()
@@ -866,6 +923,28 @@ def test_sdpa_composed_kernels_compile_and_inference_mode(no_fallback):
     close(torch.compile(f, backend="aot_eager", fullgraph=True)(qd, kd, vd), want, rtol=1e-5, atol=1e-5)
 
 
+def test_sdpa_causal_bias_cache_is_bounded(no_fallback, monkeypatch):
+    """The composed path's causal masks are cached additive biases, one per (sq, sk, dtype), at most
+    _CAUSAL_BIASES per device, none over _CAUSAL_BIAS_MAX elements; every length still matches torch CPU
+    (top-left alignment)."""
+    from fuelvk import runtime
+    from fuelvk.torch import _aten_nn
+    g = torch.Generator().manual_seed(9)
+    for sk in range(2, 2 + _aten_nn._CAUSAL_BIASES + 3):
+        q = torch.randn(1, 2, 2, 8, generator=g)
+        k, v = (torch.randn(1, 2, sk, 8, generator=g) for _ in range(2))
+        close(TF.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), is_causal=True),
+              TF.scaled_dot_product_attention(q, k, v, is_causal=True), rtol=1e-5, atol=1e-6)
+        assert len(_aten_nn._causal_biases[runtime.get()]) <= _aten_nn._CAUSAL_BIASES
+    monkeypatch.setattr(_aten_nn, "_CAUSAL_BIAS_MAX", 2 * 7 - 1)   # a mask past it is built per call
+    _aten_nn._causal_biases.clear()
+    q = torch.randn(1, 2, 2, 8, generator=g)
+    k, v = (torch.randn(1, 2, 7, 8, generator=g) for _ in range(2))
+    close(TF.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), is_causal=True),
+          TF.scaled_dot_product_attention(q, k, v, is_causal=True), rtol=1e-5, atol=1e-6)
+    assert not _aten_nn._causal_biases.get(runtime.get())
+
+
 def test_sdpa_head_dim_past_the_fused_kernel_takes_the_math_path(no_fallback):
     from torch.nn.attention import SDPBackend
     q = torch.randn(1, 1, 3, 320)
@@ -956,13 +1035,33 @@ def test_plans_replay_with_new_operands_and_values(no_fallback):
 
 
 def test_plans_keep_value_checks(no_fallback):
-    """Kernels that check values (index bounds) are never planned: a bad index after many good calls of
-    the same layout still raises."""
+    """Kernels that check index values on the device are planned with their check (a fresh slot each
+    replay): a bad index after many good calls of the same layout still raises, in every kernel that
+    checks (index_select, nll_loss forward and backward), and the call after it is clean."""
+    from fuelvk.torch import _plans
     w = torch.randn(6, 3).to(DEV)
+    x = torch.randn(4, 6).log_softmax(1)
+    xd = x.to(DEV)
+    g = torch.ones(())
+    before = _plans.stats["replayed"]
     for i in range(4):
         close(torch.index_select(w, 0, torch.tensor([i, 5]).to(DEV)), w.cpu()[[i, 5]], rtol=0, atol=0)
+        t = torch.tensor([i, 5, -100, 0])
+        out, total = torch.ops.aten.nll_loss_forward(xd, t.to(DEV), None, 1, -100)
+        want, want_total = torch.ops.aten.nll_loss_forward(x, t, None, 1, -100)
+        close(out, want, rtol=1e-6, atol=1e-7)
+        close(total, want_total, rtol=0, atol=0)
+        close(torch.ops.aten.nll_loss_backward(g.to(DEV), xd, t.to(DEV), None, 1, -100, total),
+              torch.ops.aten.nll_loss_backward(g, x, t, None, 1, -100, want_total), rtol=0, atol=0)
+    assert _plans.stats["replayed"] - before >= 6   # index_select, forward, backward: calls 3 and 4
     with pytest.raises(IndexError, match="index 6"):
         torch.index_select(w, 0, torch.tensor([1, 6]).to(DEV)).cpu()
+    bad = torch.tensor([1, 6, -100, -1]).to(DEV)
+    with pytest.raises(IndexError, match=r"index -1 .*2 bad of 4"):
+        torch.ops.aten.nll_loss_forward(xd, bad, None, 1, -100)[0].cpu()
+    with pytest.raises(IndexError, match=r"index -1 .*2 bad of 4"):
+        torch.ops.aten.nll_loss_backward(g.to(DEV), xd, bad, None, 1, -100, total).cpu()
+    close(torch.index_select(w, 0, torch.tensor([2, 0]).to(DEV)), w.cpu()[[2, 0]], rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("shape, dim, start, end", [((4, 10, 6), 1, 2, 7), ((4, 10, 6), -1, -4, None), ((5,), 0, 0, 5),

@@ -58,7 +58,16 @@ layout(set = 0, binding = 1) readonly buffer AG { u64vec4 ag[]; };
 
 #if DBITS == 8
 layout(set = 0, binding = 0) writeonly buffer OG { uint og[]; };
-#define STORE_G(k, r0, r1, r2, r3) og[k] = (r0) | ((r1) << 8) | ((r2) << 16) | ((r3) << 24)
+#define PACK8(r0, r1, r2, r3) ((r0) | ((r1) << 8) | ((r2) << 16) | ((r3) << 24))
+#define STORE_G(k, r0, r1, r2, r3) og[k] = PACK8(r0, r1, r2, r3)
+#if defined(W64) && SBITS <= 32
+// W64, 8-bit destination, 8- / 16- / 32-bit source: a unit's 8 or 16 result bytes go out as one or
+// two 64-bit words (half the stores of 32-bit groups; lavapipe pays per stored component) when the
+// output offset is a multiple of 8 elements, else as 32-bit groups (a 32-bit source's unit is two
+// texels, PAIR32 below, so that it fills a 64-bit word).
+#define STORE8_W64 1
+layout(set = 0, binding = 0) writeonly buffer OG8 { uint64_t og8[]; };
+#endif
 #elif DBITS == 16 && defined(W64)
 layout(set = 0, binding = 0) writeonly buffer OG { uint64_t og[]; };
 #define STORE_G(k, r0, r1, r2, r3) og[k] = packUint2x32(uvec2((r0) | ((r1) << 16), (r2) | ((r3) << 16)))
@@ -76,10 +85,29 @@ layout(set = 0, binding = 0) writeonly buffer OG { u64vec4 og[]; };
 #define STORE_G(k, r0, r1, r2, r3) og[k] = u64vec4(r0, r1, r2, r3)
 #endif
 
+// PAIR32 (W64, 32-bit source, 8- / 16-bit destination): a unit is two texels, 8 elements, so that
+// each 64-bit word stored is whole (8-bit results) and a unit's fixed cost is shared by twice the
+// elements (lavapipe, worker CPU: f32 -> f8 896x1024 -30%, f32 -> bf16 / f16 1024x1024 ~-10%).
+#if defined(W64) && SBITS == 32 && DBITS <= 16
+#define PAIR32 1
+#endif
+// PAIR16 (W64, 16-bit source, up to 32-bit destination): likewise two texels, 16 elements (worker
+// CPU: bf16 / f16 -> f32 1024x1024 -12 / -14%, f16 -> bf16 -10%, bf16 / f16 -> f8 1792x1024 -13%).
+#if defined(W64) && SBITS == 16 && DBITS <= 32
+#define PAIR16 1
+#endif
+
 // A LINEAR step converts one UNIT of source elements: one whole 16-byte texel of a narrow source
 // (16 x 8 bits, 8 x 16 bits), 4 elements of a wide one (one texel of 32-bit, two of 64-bit elements).
+// (PAIR32 / PAIR16: 8 / 16 elements, two texels.)
+#if defined(PAIR32)
+const uint UNIT = 8u, NT = 2u;
+#elif defined(PAIR16)
+const uint UNIT = 16u, NT = 2u;
+#else
 const uint UNIT = SBITS == 8 ? 16u : SBITS == 16 ? 8u : 4u;
 const uint NT = SBITS == 64 ? 2u : 1u;          // texels per unit
+#endif
 const uint STEPS = 4u * EPTU / UNIT;            // units per invocation: 4 * EPT elements, as the host sizes the grid
 
 // TEX = 1 (LINEAR only, input contiguous): units are read through the input's rgba32ui texel view a_t
@@ -118,9 +146,9 @@ DRAW cast_bits(RAW x);
 #if SBITS == 8
 #define ELEM(j) ((w0[(j) >> 2] >> (8u * ((j) & 3u))) & 0xFFu)
 #elif SBITS == 16
-#define ELEM(j) ((w0[(j) >> 1] >> (16u * ((j) & 1u))) & 0xFFFFu)
+#define ELEM(j) (((j) < 8u ? w0[((j) >> 1) & 3u] : w1[((j) >> 1) & 3u]) >> (16u * ((j) & 1u)) & 0xFFFFu)
 #elif SBITS == 32
-#define ELEM(j) w0[j]
+#define ELEM(j) ((j) < 4u ? w0[(j) & 3u] : w1[(j) & 3u])
 #else
 #define ELEM(j) packUint2x32((j) < 2u ? ((j) == 0u ? w0.xy : w0.zw) : ((j) == 2u ? w1.xy : w1.zw))
 #endif
@@ -129,8 +157,8 @@ DRAW cast_bits(RAW x);
 // input (every stride 0: contig false, c its element) is handled without a branch, which would cost
 // lavapipe ~2x here: the loads read a valid place (texel 0 of the stub bound for it, the group
 // holding its element: bindings are whole 256-byte slots or windows, runtime/memory.py) and every
-// element is replaced by c.
-void unit(uint u, bool contig, RAW c) {
+// element is replaced by c (its bits repeated over the unit's words: one select per word, not per element).
+void unit(uint u, bool contig, uvec4 cw) {
     uvec4 w0, w1 = uvec4(0u);
     if (TEX != 0u) {
         // the unit's first texel, and its start within it in 32-bit words (a narrow source's offset
@@ -138,8 +166,13 @@ void unit(uint u, bool contig, RAW c) {
         uint byte0 = p.off_a * (SBITS / 8u);
         uint t = contig ? byte0 / 16u + u * NT : 0u, sh = contig ? (byte0 / 4u) & 3u : 0u;
         w0 = TEXLOAD(t);
-        if (SBITS == 64) {
+        if (NT == 2u) {
             w1 = TEXLOAD(t + (contig ? 1u : 0u));
+            if (SBITS == 16 && sh != 0u) {      // PAIR16 half a texel in (sh == 2): three texels
+                uvec4 nx = TEXLOAD(t + 2u);
+                w0 = uvec4(w0.zw, w1.xy);
+                w1 = uvec4(w1.zw, nx.xy);
+            }
         } else if (SBITS < 32 && sh != 0u) {
             uvec4 nx = TEXLOAD(t + 1u);
             w0 = sh == 1u ? uvec4(w0.yzw, nx.x) : sh == 2u ? uvec4(w0.zw, nx.xy) : uvec4(w0.w, nx.xyz);
@@ -151,17 +184,33 @@ void unit(uint u, bool contig, RAW c) {
         w1 = uvec4(unpackUint2x32(v.z), unpackUint2x32(v.w));
 #else
         w0 = LOAD_G(contig ? p.off_a / 4u + u * (UNIT / 4u) : p.off_a / 4u, contig);
+#if defined(PAIR32) || defined(PAIR16)
+        w1 = LOAD_G(contig ? p.off_a / 4u + u * (UNIT / 4u) + (SBITS == 16 ? 2u : 1u) : p.off_a / 4u, contig);
+#endif
 #endif
     }
+    w0 = contig ? w0 : cw;                      // a constant input: its bits in every element's place
+    w1 = contig ? w1 : cw;
     uint ko = p.off_o / 4u + u * (UNIT / 4u);
     // unrolled by hand (constant word / component indices on any compiler)
-#define CVT(j) cast_bits(contig ? ELEM(j) : c)
+#define CVT(j) cast_bits(ELEM(j))
 #define GROUP(g) STORE_G(ko + (g), CVT(4u * (g)), CVT(4u * (g) + 1u), CVT(4u * (g) + 2u), CVT(4u * (g) + 3u))
+#ifdef STORE8_W64
+#define PACKED(g) PACK8(CVT(4u * (g)), CVT(4u * (g) + 1u), CVT(4u * (g) + 2u), CVT(4u * (g) + 3u))
+    if ((p.off_o & 7u) == 0u) {                 // uniform: the same for every invocation
+        uint k8 = p.off_o / 8u + u * (UNIT / 8u);
+        og8[k8] = packUint2x32(uvec2(PACKED(0u), PACKED(1u)));
+#if SBITS == 8 || defined(PAIR16)
+        og8[k8 + 1u] = packUint2x32(uvec2(PACKED(2u), PACKED(3u)));
+#endif
+        return;
+    }
+#endif
     GROUP(0u);
-#if SBITS <= 16
+#if SBITS <= 16 || defined(PAIR32)
     GROUP(1u);
 #endif
-#if SBITS == 8
+#if SBITS == 8 || defined(PAIR16)
     GROUP(2u);
     GROUP(3u);
 #endif
@@ -183,10 +232,19 @@ void main_linear() {
     uint g = linear_group(), lid = gl_LocalInvocationID.x;
     bool contig = (p.flags & FLAG_A_CONTIGUOUS) != 0u;
     RAW c = RAW(a[p.off_a]);
+#if SBITS == 8
+    uvec4 cw = uvec4(c * 0x01010101u);          // c's bits in every element's place of a texel
+#elif SBITS == 16
+    uvec4 cw = uvec4(c * 0x00010001u);
+#elif SBITS == 32
+    uvec4 cw = uvec4(c);
+#else
+    uvec4 cw = uvec4(unpackUint2x32(c), unpackUint2x32(c));
+#endif
     uint nu = p.n / UNIT;
     for (uint s = 0u; s < STEPS; ++s) {
         uint u = g * (WGU * STEPS) + s * WGU + lid;
-        if (u < nu) unit(u, contig, c);
+        if (u < nu) unit(u, contig, cw);
     }
     if (g == 0u && lid == 0u) {
         for (uint i = nu * UNIT; i < p.n; ++i)   // the < UNIT tail elements (kept out of the hot loop)

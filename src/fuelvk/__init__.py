@@ -27,7 +27,8 @@ def _on_inputs_device(fn):
     """A public function wrapped to run on its inputs' device (fuelvk._device.on_device); one wrapper per
     function, so a name exported twice (fv.matmul, fv.linalg.matmul) stays one object. Classes and the
     inspection functions (no device work) stay as they are."""
-    if not _inspect.isfunction(fn) or fn.__module__ in ("fuelvk.api.info", "fuelvk._device"):
+    if not _inspect.isfunction(fn) or fn.__module__ in ("fuelvk.api.info", "fuelvk._device") \
+            or _WRAPPED.get(getattr(fn, "__wrapped__", None)) is fn:      # already a wrapper (Array's hooks)
         return fn
     if fn not in _WRAPPED:
         _WRAPPED[fn] = _on_device(fn)

@@ -14,6 +14,7 @@ TEX = "TEX"        # LINEAR's loads through the inputs' rgba32ui texel views (De
 TEXW = "TEXW"      # LINEAR's stores through the output's rgba32ui texel view (f32 / f64)
 BCAST = "BCAST"    # LINEAR with a ROW, COL or MID broadcast input (FLAGS a_row ...) or a strided unit one
 MID = "MID"        # some input is a MID broadcast (FLAGS a_mid / b_mid: cos [B, 1, S, D] against q [B, H, S, D])
+                   # 2: some MID input is two-level (its ROW or COL bit set too: x [1, H, 1, D], [B, 1, S, 1])
 STRIDED = "STRIDED"  # the indexed path: 0 no strided input, 1 strided, 2 strided with fast division (ops/_core)
 # Those views, bound after the storage buffers: one per input, then the output's (kernels without
 # TEXW, e.g. casts, have only the inputs' views).
@@ -46,7 +47,8 @@ FUSABLE_UNARY = tuple(n for n in UNARY if n not in ("heaviside",) + FIXED_OPS)
 # whose Params have `inner` (elementwise.comp) also take ROW (index i % inner: w [H] against x [T, H])
 # and COL (index i / inner: v [T, 1] against x [T, H]) broadcast inputs (ops/_core.py's _broadcast_kind),
 # and MID ones (runs repeated over a middle dim: cos [B, 1, S, D] against q [B, H, S, D]; ops/_core.py's
-# _mid_kind), whose run lengths and dividers ride in the input's own stride words.
+# _mid_kind), whose run lengths and dividers ride in the input's own stride words; a MID input with its
+# ROW or COL bit too is two-level: its MID index taken of i % inner or i / inner (ops/_core.py's _mid2_kind).
 FLAGS = {"a_contiguous": 1, "a_constant": 2, "b_contiguous": 4, "b_constant": 8, "b_scalar": 16, "a_scalar": 32,
          "a_row": 64, "a_col": 128, "b_row": 256, "b_col": 512, "a_mid": 1024, "b_mid": 4096}
 FLAG_B_SHIFT = 2

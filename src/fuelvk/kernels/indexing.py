@@ -1,4 +1,5 @@
-"""Indexing families: index_select (take), gather (take_along_axis), scatter_add, index_add.
+"""Indexing families: index_select (take), gather (take_along_axis), scatter_add, index_add, and
+index_bounds (the device-side check of device indices).
 
 index_select and gather are data moves (raw words per byte width, bit-exact for any dtype);
 index_select keeps the inventory's dtype tags (f32 = 4-byte words, f16/bf16 = 2, f64 = 8) plus a
@@ -16,6 +17,12 @@ INDEX_KINDS = {"uint32": 0, "int32": 1, "int64": 2}
 SCATTER_MODES = {"accumulate": 0, "init": 1, "finish": 2}
 # The shaders see the ids as defines: IDX_UINT32 ... (index_fetch.glsl), MODE_INIT ... (scatter_add.comp).
 _IDX_DEFINES = id_defines(IDX=INDEX_KINDS)
+
+# The device-side bounds check of device indices (ops/indexing.py _bounds): one launch over the index
+# words, bad ones recorded atomically into a host-visible slot; BOUNDS_PER indices per invocation.
+BOUNDS_WG, BOUNDS_PER = 128, 4
+family("index_bounds", "index_bounds.comp", {"check": "index_bounds"}, GROUP,
+       defines={**_IDX_DEFINES, "WG": BOUNDS_WG, "PER": BOUNDS_PER}, tag_defines={}, tag_features={})
 
 _SEL_WIDTH = {"f32": "b4", "f16": "b2", "bf16": "b2", "f64": "b8", "b1": "b1"}
 # index_select reads whole-texel rows through a texel view (TEX); index_select_ssbo is its view-less twin.

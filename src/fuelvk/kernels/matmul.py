@@ -33,6 +33,15 @@ REG_MAX_ACC = 256                              # accumulators per lane (TM x col
 # B texel 4 x TM; lavapipe measured ~half of a 32 x 4 tile's time in its A loads (the same kernel with
 # A loaded once per step ran 1.7-2x faster), i.e. a load ~8 FMAs.
 REG_LOAD_COST = 8
+# Why loads cost that much there (Mesa 22.3 llvmpipe, read from the JIT'd loop of the 32 x 8 tile): one
+# 8-deep K step is ~8,700 x86 instructions, 4,096 of them the FMAs (fma() becomes vmulps + vaddps) and
+# ~40 per texel load (8 lane offsets extracted, 8 16-byte loads, a 4 x 8 transpose, bounds masking), 80
+# loads a step, 64 of them A's. Every lane of an 8-lane group loads the same A texel, but gallivm has a
+# one-load path only for uniform-buffer / push-constant offsets built from constants and push constants
+# (no workgroup id, no loop counter), and LLVM does not merge the 8 loads even when the coordinate goes
+# through subgroupBroadcast first (measured: same instruction mix, no gain); handing A out with
+# subgroupBroadcast costs an 8-iteration loop per value (1.8x slower). Time over tile shapes fits
+# ~F + L (1 / columns per lane + 1 / rows) with the loads ~55% of it.
 REG_MATVEC_GROUPS = 2                          # column groups per lane of the one-row (matvec) tile
 MATVEC_KSPLIT_COLS = 8 * 8                     # matvec with K-contiguous B: 8 groups x NCG columns
 TEXEL_BYTES = 16                               # matvec / register tile texel views: rgba32ui

@@ -154,8 +154,30 @@ def launch_strided(variant, out, inputs, spec=None, s0=ZERO2, s1=ZERO2, flags_ex
         order = tuple(range(1 + len(inputs))) + tuple(len(inputs) + 1 if k is None else k for k in views or ())
         plan = (tuple(pipes), writes, operator.itemgetter(*order) if len(order) > 1 else lambda t: t[:1], stub)
         _remember(plans, limits, key, plan)
+    for x in inputs:
+        if x.buffer is ob and _overlap(out, x):
+            raise LaunchError(f"kernel {variant.id}: the output overlaps an input in the same buffer (an "
+                              "invocation may reread an element another one already wrote, and the LINEAR "
+                              "path recomputes its last unit); compute into a fresh array, then copy")
     _run(ctx, plan, ob, inputs)
     return plan
+
+
+def _span(a):
+    """The byte range [lo, hi) that view a can touch in its buffer."""
+    lo = hi = a.offset
+    for d, s in zip(a.shape, a.strides):
+        if d == 0:
+            return 0, 0
+        lo, hi = lo + min(0, s) * (d - 1), hi + max(0, s) * (d - 1)
+    size = a.dtype.itemsize
+    return lo * size, (hi + 1) * size
+
+
+def _overlap(a, b):
+    """Whether views a and b (of one buffer) can touch a common byte."""
+    (alo, ahi), (blo, bhi) = _span(a), _span(b)
+    return alo < bhi and blo < ahi and alo < ahi and blo < bhi
 
 
 def _run(ctx, plan, ob, inputs):
@@ -280,7 +302,7 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
         linear = linear_ok and m >= linear_min
         inner = 0                       # the ROW / COL inputs' run length (one per chunk)
         strided = False                 # some input takes the general strided index
-        mid = False                     # some input is a MID broadcast (its stride words replaced)
+        mid = 0                         # some input is a MID broadcast (its stride words replaced): 1, a two-level one: 2
         st = list(st)
         reads = [m] * len(st)           # per input: the elements past its offset it reads (texel views)
         units = []                      # strided inputs read as 4-element units
@@ -294,12 +316,21 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
                 kind, run = _broadcast_kind(sub, s) if bcast_ok and m <= _DIV_MAX else (None, 0)
                 if kind is None or inner not in (0, run):
                     runs = _mid_kind(sub, s) if mid_ok and m <= _DIV_MAX else None
+                    pre, span = None, m         # a two-level MID's ROW / COL step, and the index range it gives
+                    if runs is None and mid_ok and m <= _DIV_MAX:
+                        two = _mid2_kind(sub, s)
+                        if two is not None and inner in (0, two[1]):
+                            pre, inner, runs = two
+                            flags |= _ROW[k] if pre == "row" else _COL[k]
+                            span = inner if pre == "row" else m // inner
                     if runs is not None:
-                        mid = True
+                        mid = max(mid, 2 if pre else 1)
                         flags |= _MID[k]
                         st[k] = _mid_words(*runs, m)
-                        reads[k] = m // runs[1] * runs[0]
-                        linear = linear and runs[0] % 4 == 0 and offs[k] % 4 == 0
+                        reads[k] = span // runs[1] * runs[0]
+                        # LINEAR: a unit of 4 elements reads one aligned unit (ROW + MID), one element (COL + MID)
+                        linear = linear and (inner % 4 == 0 if pre else True) and (
+                            pre == "col" or runs[0] % 4 == 0 and offs[k] % 4 == 0)
                         continue
                     strided = True     # LINEAR still, where it reads as 4-element units
                     unit = bcast_ok and strided_ok and _strided_unit(sub, s, offs[k])
@@ -316,10 +347,12 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
         bcast_linear = linear and bool(inner or strided or mid)   # BCAST: ROW / COL / MID / strided unit inputs
         # Texel loads: LINEAR chunks whose contiguous (and ROW, MID, strided unit) inputs all have views
         # covering what they read.
-        contig_in = [k for k in range(len(inputs)) if flags & (_CONTIGUOUS[k] | _ROW[k] | _MID[k]) or k in units]
+        contig_in = [k for k in range(len(inputs))
+                     if flags & (_CONTIGUOUS[k] | _ROW[k] | _MID[k]) and not flags & _COL[k] or k in units]
         big = m * out.dtype.itemsize >= min_bytes
         tex = bool(views) and linear and big and texels and texels[0] and bool(contig_in) and all(
-            _texel_ok(offs[k], inputs[k].dtype.itemsize, inner if flags & _ROW[k] else reads[k], texels[3 + k])
+            _texel_ok(offs[k], inputs[k].dtype.itemsize, inner if flags & _ROW[k] and not flags & _MID[k] else reads[k],
+                      texels[3 + k])
             for k in contig_in)
         # Texel stores: the same, for an output whose 4-element units are whole texels (f32, f64).
         texw = bool(views) and linear and big and texels and texels[1] and TEXW in sig.spec_ids and out.dtype.itemsize in (4, 8) \
@@ -330,7 +363,7 @@ def _plan(ctx, variant, out, inputs, spec, s0, s1, flags_extra, texels=False, mi
         bcast = dict(zip(("inner", "magic", "shift"), (inner,) + divider(inner, m))) if bcast_ok else {}
         index = {STRIDED: _strided_mode(strided, m)} if strided_ok and (bcast_linear or not linear) else {}
         _, _, push, spec_ids = sig.bind(dict(
-            named, **spec, **bcast, **index, **({MID: 1} if mid else {}), **({LINEAR: 1} if linear else {}), **({BCAST: 1} if bcast_linear else {}), **({TEX: 1} if tex else {}), **({TEXW: 1} if texw else {}), n=m, rank=len(sub), flags=flags, off_o=off_o,
+            named, **spec, **bcast, **index, **({MID: mid} if mid else {}), **({LINEAR: 1} if linear else {}), **({BCAST: 1} if bcast_linear else {}), **({TEX: 1} if tex else {}), **({TEXW: 1} if texw else {}), n=m, rank=len(sub), flags=flags, off_o=off_o,
             off_a=offs[0] if offs else 0, off_b=offs[1] if len(offs) > 1 else 0, s0=s0, s1=s1, shape=sub,
             sa=st[0] if st else (), sb=st[1] if len(st) > 1 else ()))
         per_group = WG * EPT * (4 if linear else 1)
@@ -402,6 +435,26 @@ def _mid_kind(shape, strides):
                 break
             if tuple(strides[:j]) == tuple(run * c for c in layout.contiguous_strides(shape[:j])):
                 return run, math.prod(shape[j:])
+    return None
+
+
+def _mid2_kind(shape, strides):
+    """("row", P, (R, H R)) when an input of these strides is constant over the leading dims and a MID
+    broadcast over the trailing ones, of P elements (x [1, H, 1, D] against [B, H, S, D]: P = H S D, R = D,
+    H R = S D; index mid(i % P)); ("col", C, (R, H R)) when constant over the trailing dims, of C elements,
+    and a MID broadcast over the leading ones ([B, 1, S, 1]: C = D, R = S, H R = H S; index mid(i // C));
+    else None. elementwise.comp's mid_pre: a ROW or COL step before the MID index, no general strided one."""
+    nd = len(shape)
+    for j in range(1, nd - 2):
+        if not any(strides[:j]):
+            runs = _mid_kind(shape[j:], strides[j:])
+            if runs is not None:
+                return "row", math.prod(shape[j:]), runs
+    for j in range(nd - 1, 2, -1):
+        if not any(strides[j:]):
+            runs = _mid_kind(shape[:j], strides[:j])
+            if runs is not None:
+                return "col", math.prod(shape[j:]), runs
     return None
 
 

@@ -84,8 +84,9 @@ def _im2col(x, kh, kw, stride, pads, dil, groups, h_out, w_out):
     texel = loadpath.texel_paths(ctx)[0] and x.buffer.size // x.dtype.itemsize <= ctx.device.limits.maxTexelBufferElements
     if not texel:
         v = storage_twin(v)
-    per_group = IM2COL_WG * IM2COL_WORDS * (TEXEL_BYTES // x.dtype.itemsize)
-    ctx.launch(v, ctx.groups(-(-total // per_group)), out=out, out_words=out, x=x, **({"x_t": x} if texel else {}),
+    span = IM2COL_WORDS * (TEXEL_BYTES // x.dtype.itemsize)     # output elements per invocation
+    ctx.launch(v, ctx.groups(-(-total // (IM2COL_WG * span))), out=out, out_words=out, x=x, **({"x_t": x} if texel else {}),
+               TWO_ROWS=int(h_out * w_out % span != 0),     # spans cross patch rows (out starts at a word)
                batch=b, c_in=c, h=h, w=w, h_out=h_out, w_out=w_out, k_h=kh, k_w=kw, stride_h=stride[0],
                stride_w=stride[1], pad_t=pads[0], pad_l=pads[2], dil_h=dil[0], dil_w=dil[1], n_groups=groups,
                cin_per_g=cin_g, total=total, off_x=x.offset, xs=x.strides)

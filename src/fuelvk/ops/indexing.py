@@ -27,8 +27,8 @@ from .. import runtime
 from ..array import Array, asarray, complex_part, empty
 from ..errors import DTypeError, FuelVKIndexError, ShapeError, UnsupportedError
 from ..kernels import kernel
-from ..kernels.indexing import (GATHER_WG, GATHER_WORDS, INDEX_KINDS, NATIVE_FEATURE, SCATTER_MODES, SCATTER_RUN,
-                                SCATTER_WG)
+from ..kernels.indexing import (BOUNDS_PER, BOUNDS_WG, GATHER_WG, GATHER_WORDS, INDEX_KINDS, NATIVE_FEATURE,
+                                SCATTER_MODES, SCATTER_RUN, SCATTER_WG)
 from ..kernels.registry import storage_twin
 from ..runtime import loadpath
 from ..runtime.loadpath import TEXEL_BYTES
@@ -44,19 +44,23 @@ MAX_RANK = 6
 _WG = 128
 _SEL_TAGS = {1: "b1", 2: "f16", 4: "f32", 8: "f64"}
 _DEVICE_INDEX_DTYPES = (_dt.int32, _dt.uint32, _dt.int64)
+_I32 = np.iinfo(np.int32)
+# index_bounds' slot before its launch: no bad index, smallest bad = INT_MAX, largest bad = INT_MIN.
+_FOUND = np.array([0, _I32.max, _I32.min], np.int32)
 
 
-def _indices(op, fam, idx, n, negative_ok):
-    """(index Array, IDX kind) after the bounds check against an axis of length n."""
+def _indices(op, fam, idx, n, negative_ok, ignore=None):
+    """(index Array, IDX kind) after the bounds check against an axis of length n (entries equal to
+    `ignore` pass)."""
     lo = -n if negative_ok else 0
-    accepted = f"[{lo}, {n})"
+    accepted = f"[{lo}, {n})" + (f" or {ignore} (ignored)" if ignore is not None else "")
     if isinstance(idx, Array):
         if idx.dtype not in _DEVICE_INDEX_DTYPES:
             raise DTypeError(f"{op}: device indices must be int32, uint32 or int64, got {idx.dtype} "
                              f"(kernel {fam}); cast them first or pass a numpy array")
         runtime.check_alive(idx.buffer)
         if CHECK_DEVICE_INDICES and idx.size:
-            _bounds(op, fam, idx, lo, n, accepted)
+            _bounds(op, fam, idx, lo, n, accepted, ignore)
         return idx, INDEX_KINDS[idx.dtype.name]
     host = np.asarray(idx)
     if host.dtype == np.bool_ or host.dtype.kind not in "iu":
@@ -64,52 +68,89 @@ def _indices(op, fam, idx, n, negative_ok):
             raise DTypeError(f"{op}: indices must be integers, got dtype {host.dtype} (kernel {fam})")
         host = host.astype(np.int64)
     if host.size:
-        _bounds(op, fam, host, lo, n, accepted)
+        _bounds(op, fam, host, lo, n, accepted, ignore)
     host = np.where(host < 0, host + n, host).astype(np.uint32) if host.dtype.kind == "i" else host.astype(np.uint32)
     return asarray(host), 0
 
 
-def _bounds(op, fam, host, lo, n, accepted):
-    """Raise FuelVKIndexError when an index is outside [lo, n).
+def _bounds(op, fam, host, lo, n, accepted, ignore=None):
+    """Raise FuelVKIndexError when an index is outside [lo, n) and not equal to `ignore`.
 
     host: a numpy array (checked now), or a device Array, checked without a host wait (a device-side
-    assert): its min and max are reduced on the device and copied into a host-visible slot, and the
-    comparison is deferred to the stream's next synchronize (Stream.defer_check). Contract: every host
-    read of device memory (Array.numpy/item, downloads, torch's .cpu()) synchronizes first, so the error
-    is raised there, before any result derived from the bad indices reaches the host (three small
-    dispatches: a float64 cast, min, max; a device without float64 checks on the host); meanwhile the
-    kernel has clamped (take) or skipped (scatter_add / index_add) the bad indices, so no memory outside
-    a buffer is touched, and the arrays computed from them must be discarded (as after a CUDA device
-    assert). The error names the op, the offending extreme and the accepted range."""
+    assert): one launch (index_bounds) tests every index on the device and records the bad ones (count,
+    smallest, largest) into a host-visible slot; the verdict is deferred to the stream's next synchronize
+    (Stream.defer_check). Contract: every host read of device memory (Array.numpy/item, downloads,
+    torch's .cpu()) synchronizes first, so the error is raised there, before any result derived from
+    the bad indices reaches the host; meanwhile the kernel has clamped (take) or skipped (scatter_add /
+    index_add) the bad indices, so no memory outside a buffer is touched, and the arrays computed from
+    them must be discarded (as after a CUDA device assert). Indices over one binding, or an axis of
+    2^32 or more, are checked on the host (a wait). The error names the op, the offending extreme and
+    the accepted range."""
     if not isinstance(host, Array):
         bad = (host < lo) | (host >= n)
+        if ignore is not None:
+            bad &= host != ignore
         if bad.any():
             first = host.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]]
             raise FuelVKIndexError(f"{op}: index {int(first)} is out of bounds for an axis of size {n} "
                                    f"({int(bad.sum())} bad of {host.size}; accepted {accepted}; kernel {fam})")
         return
-    from ..runtime.vk import ffi
-    from .reduction import max as _max, min as _min
+    ids = windowed(contiguous(host))
+    if ids is None or n >= 2 ** 32:
+        return _bounds(op, fam, host.numpy(), lo, n, accepted, ignore)
     ctx = runtime.get()
-    try:   # float64 holds every index below 2^53 exactly and rounds monotonically above: same verdict
-        wide = host.astype(_dt.float64)
-        ends = [_min(wide), _max(wide)]
-    except (DTypeError, UnsupportedError):   # a device without float64: the check on the host (a wait)
-        return _bounds(op, fam, host.numpy(), lo, n, accepted)
-    size = 8
-    slot = ctx.pool.alloc(2 * size, host=True)
-    for i, a in enumerate(ends):
-        ctx.stream.copy(a.buffer, slot, size, a.offset * size, i * size)
-    count = host.size
-
-    def check():
-        first, last = np.frombuffer(ffi.buffer(slot.mapped, 2 * size)[:], np.float64)   # synchronized: done
-        if first < lo or last >= n:
-            worst, which = (int(first), "smallest") if first < lo else (int(last), "largest")
-            raise FuelVKIndexError(f"{op}: index {worst} (the {which} of {count} device indices) is out of bounds "
-                                   f"for an axis of size {n} (accepted {accepted}; kernel {fam}; found by the "
-                                   "device-side check at this synchronize)")
+    check = _DeviceBoundsCheck(ctx.pool.alloc(_FOUND.nbytes, host=True),
+                               (op, fam, n, host.size, accepted, ids.dtype != _dt.int32))
+    info = np.iinfo(ids.dtype.name)
+    has_ignore = ignore is not None and info.min <= ignore <= info.max   # else no index can equal it
+    words = int(ignore) & 0xFFFFFFFFFFFFFFFF if has_ignore else 0
+    ctx.launch(kernel("index_bounds", "check"), ctx.groups(-(-ids.size // (BOUNDS_WG * BOUNDS_PER))), found=check.slot,
+               ids=ids, count=ids.size, off_idx=ids.offset, n=n, negative_ok=int(lo < 0), has_ignore=int(has_ignore),
+               ignore=[words & 0xFFFFFFFF, words >> 32], IDX=INDEX_KINDS[ids.dtype.name])
     ctx.stream.defer_check(check)
+
+
+class _DeviceBoundsCheck:
+    """The deferred verdict of one index_bounds launch over its host-visible slot (reset here, before the
+    launch is submitted: host-coherent memory). rebind(slot): the same check over another slot (torch
+    launch plans replay it); equal when they check the same thing."""
+    __slots__ = ("slot", "what")
+
+    def __init__(self, slot, what):
+        from ..runtime.vk import ffi
+        self.slot, self.what = slot, what   # what: (op, fam, n, count, accepted, saturating dtype)
+        ffi.buffer(slot.mapped, _FOUND.nbytes)[:] = _FOUND.tobytes()
+
+    def rebind(self, slot):
+        return _DeviceBoundsCheck(slot, self.what)
+
+    def __eq__(self, other):
+        return isinstance(other, _DeviceBoundsCheck) and other.what == self.what
+
+    def __hash__(self):
+        return hash(self.what)
+
+    def __call__(self):
+        from ..runtime.vk import ffi
+        op, fam, n, count, accepted, wide = self.what
+        found = np.frombuffer(ffi.buffer(self.slot.mapped, _FOUND.nbytes)[:], _FOUND.dtype)   # synchronized
+        nbad, lowest, highest = int(found[0]) & 0xFFFFFFFF, int(found[1]), int(found[2])   # the count is a u32
+        if nbad:
+            low = lowest != _FOUND[1]
+            worst, which = (lowest, "smallest") if low else (highest, "largest")
+            if wide and worst in (_I32.min, _I32.max):   # saturated: the value is at least this far out
+                worst = f"{'<=' if low else '>='} {worst}"
+            raise FuelVKIndexError(f"{op}: index {worst} (the {which} of {nbad} bad of {count} device indices) is "
+                                   f"out of bounds for an axis of size {n} (accepted {accepted}; kernel {fam}; "
+                                   "found by the device-side check at this synchronize)")
+
+
+def checked_indices(op, indices, n, ignore=None):
+    """(index Array, IDX kind) for indices checked against [0, n) as torch checks class targets (entries
+    equal to `ignore` pass: nll_loss's ignore_index; device indices on the device, see _bounds), for
+    callers that then launch gather_along / scatter_along with them: one check for several launches.
+    Those kernels clamp (gather) or skip / wrap (scatter) an ignored entry: the caller masks its rows."""
+    return _indices(op, op, indices, n, False, ignore)
 
 
 def _tag_bytes(op, fam, dt):
@@ -458,6 +499,16 @@ def index_add(base, axis, index, src):
     s_idx[ax] = ids.strides[0]
     return _accumulate("index_add", "index_add", base, src, ids, kind, ax, src.shape, src.strides, s_idx,
                        numpy_out)
+
+
+def scatter_along(base, src, ids, kind, axis):
+    """scatter_add's launch for indices already checked (checked_indices): base, src and ids Arrays of
+    one rank, ids no larger than src; an entry outside [-n, n) adds nothing, a negative one counts from
+    the end."""
+    if not fits(base, src, ids):
+        return _accumulate_blocks("scatter_add", base, src, ids, axis, False)
+    return _accumulate("scatter_add", "scatter_add", base, src, ids, kind, axis, ids.shape, src.strides, ids.strides,
+                       False)
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------

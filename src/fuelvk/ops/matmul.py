@@ -29,7 +29,9 @@ Load paths chosen per launch (specialization constants, same kernel): matvec and
 read A along K (the register tile also along M: a transposed A, as in a weight gradient dY.T @ X) and
 B along N (its rows) or along K (x @ W.T) as 16-byte texels of a storage texel
 buffer view of the same buffer (4 f32 / 8 f16 or bf16 elements) when the unit stride, offset and
-other strides keep every run whole texels; scalar loads through the strides otherwise.
+other strides keep every run whole texels; scalar loads through the strides otherwise. Both store an
+f32 or bf16 C a 4-column quad (one 16- / 8-byte word) at a time when N % 4 == 0 (CV4), element by element
+otherwise and for f16 outputs.
 """
 import math
 import operator
@@ -333,7 +335,9 @@ def _launch(plan, a, b, out):
                 along_n = tb_ok and not ksplit and N % lc == 0 and \
                     _texel_ok(b.dtype.itemsize, offb, sb_n, (k1 - k0, sb_k), *zip(shape, sb))
                 texb = 1 if along_n else (2 if along_k else 0)
-                spec = {"SG8": sg8, "TM": tm, "KSPLIT": ksplit, "TNV": tnv, "TEXA": texa, "TEXB": texb, "GN": gn}
+                cv4 = int(not ksplit and dst.dtype in (_dt.float32, _dt.bfloat16) and N % 4 == 0 and (dst.offset + oc) % 4 == 0)
+                spec = {"SG8": sg8, "TM": tm, "KSPLIT": ksplit, "TNV": tnv, "TEXA": texa, "TEXB": texb, "GN": gn,
+                        "CV4": cv4}
             else:
                 spec = {"SG8": sg8}
             ctx.launch(variant, ctx.groups(tiles * nb), c=dst, a=a, b=b, **texels, M=M, N=N, K=k1 - k0, batch=nb,

@@ -103,7 +103,8 @@ def launch_remap(op, variant, out, src, sa, lo=None, dim=None, k=0, fill=(0, 0),
         if variant.source == "remap.comp":    # an invocation per REMAP_WORDS 16-byte words of out
             vec = TEXEL_BYTES // out.dtype.itemsize
             groups = -(-(-(-(off_o % vec + m) // vec)) // (REMAP_WORDS * WG))
-            words = {"out_words": out}
+            # spans cross rows unless the rows are whole spans from a word boundary
+            words = {"out_words": out, "TWO_ROWS": int(bool(off_o % vec or ds[-1][0] % (REMAP_WORDS * vec)))}
         else:
             groups = -(-m // _PER_GROUP)
             words = {}

@@ -11,11 +11,12 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .. import runtime
+from ..array import Array
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from ..kernels import kernel
 from ..kernels.movement import WG
 from ..kernels.padding import BACKWARD_RUN
-from ._core import blocks, device_args, element_words, fits, new_like, result
+from ._core import blocks, device_args, divider, element_words, fits, new_like, result
 from .movement import _check_scalar, _remap_texels, _width_tag, launch_remap
 from ..kernels.registry import storage_twin
 from .casts import astype
@@ -75,7 +76,10 @@ def pad(x, pad_width, mode="constant", constant_values=0):
     out_shape = tuple(n + b + a for n, (b, a) in zip(xa.shape, pads))
     out = new_like(out_shape, xa.dtype)
     if out.size:
-        launch_remap("pad", kernel(f"pad_{m}", tag), out, xa, xa.strides, [b for b, _ in pads], list(xa.shape),
+        src = xa
+        if xa.size == 0:   # all fill: pad_const reads its source's first element wherever it fills (a
+            src = Array(new_like((1,), xa.dtype).buffer, xa.shape, (0,) * xa.ndim, 0, xa.dtype)   # select)
+        launch_remap("pad", kernel(f"pad_{m}", tag), out, src, src.strides, [b for b, _ in pads], list(xa.shape),
                      fill=fill, mode=f"pad_{m}")
     return result(out, numpy_out)
 
@@ -179,9 +183,12 @@ def _launch_backward(v, out, g, lo):
         v = storage_twin(v)
     n = out.size
     rows, last = n // dims[-1][0], dims[-1][0]
-    ctx.launch(v, ctx.groups(-(-rows * -(-last // BACKWARD_RUN) // WG)), out=out, a=g, **({"a_t": g} if texel else {}), n=n, rank=len(dims), off_o=out.offset,
-               off_a=g.offset, k=0, fill=(0, 0), shape=[d[0] for d in dims], sa=[d[1] for d in dims],
-               lo=[d[2] for d in dims], dim=[d[3] for d in dims])
+    runs = -(-last // BACKWARD_RUN[v.tag])          # invocations per row
+    groups = -(-rows * runs // WG)
+    magic, shift = divider(runs, groups * WG)       # exact for every invocation of the launch
+    ctx.launch(v, ctx.groups(groups), out=out, a=g, **({"a_t": g} if texel else {}), n=n, rank=len(dims),
+               off_o=out.offset, off_a=g.offset, runs_magic=magic, runs_shift=shift, shape=[d[0] for d in dims],
+               sa=[d[1] for d in dims], lo=[d[2] for d in dims], dim=[d[3] for d in dims])
 
 
 # -- op records (ops/_opdef.py) ----------------------------------------------------------------------------

@@ -21,6 +21,7 @@ the single-pass dispatch, and a whole fv.add 9.8 against 15.4 us), the driver re
 in ~1 us, and executes a dispatch in the same ~24 us of CPU after either.
 """
 import threading
+import weakref
 from collections import deque
 
 from .. import config
@@ -155,8 +156,11 @@ class Stream:
         self.cb = None
         self.count = 0
         self.dispatches = 0  # total recorded, for tests/benchmarks
-        self.checks = []     # deferred device-side checks (defer_check): (thread id, check), run by the next synchronize
-        self.failures = {}   # thread id -> a check it deferred that failed in another thread's synchronize
+        self.checks = []     # deferred device-side checks (defer_check): (weakref to thread, check), run by the next synchronize
+        # thread -> a check it deferred that failed in another thread's synchronize. Keyed by the Thread
+        # object, weakly: an entry dies with its thread object, and a later thread that reuses the dead
+        # one's id (threading.get_ident) is another key, so it never receives a failure it did not make.
+        self.failures = weakref.WeakKeyDictionary()
         self.barriers = 0
         self.bound = None
         self.pushed = self.pushed_by = None
@@ -403,32 +407,42 @@ class Stream:
             n += 1
 
     def defer_check(self, check):
-        """Run check() (no arguments; it raises when what the device found is wrong) right after the next
-        synchronize: every host read of device memory goes through synchronize, so a failed check surfaces
-        before any result recorded after it reaches the host (device-side asserts without a host wait).
-        The stream is shared by every thread: a check that fails in another thread's synchronize is
-        raised there and kept for the thread that deferred it, whose next synchronize raises it too (so
-        neither thread reads the guarded results silently)."""
-        with self.lock:
-            self.checks.append((threading.get_ident(), check))
+        """Run check() (no arguments; it raises when what the device found is wrong; it only reads, so
+        running it again raises again) right after the next synchronize: every host read of device memory
+        goes through synchronize, so a failed check surfaces before any result recorded after it reaches
+        the host (device-side asserts without a host wait). The stream is shared by every thread: a check
+        that fails in another thread's synchronize is raised there and kept for the thread that deferred
+        it, whose next synchronize runs it again (so neither thread reads the guarded results silently)."""
+        with self.lock:   # the thread weakly: kept failures must die with their thread
+            self.checks.append((weakref.ref(threading.current_thread()), check))
 
     def synchronize(self):
         self.flush(wait=True)
         if self.checks or self.failures:
-            me = threading.get_ident()
+            me = threading.current_thread()
             with self.lock:
                 checks, self.checks = self.checks, []
-                failed = [self.failures.pop(me)] if me in self.failures else []
+                owed = self.failures.pop(me, None)
+            if owed is not None:
+                checks.insert(0, (None, owed))
+            failed = None
             for owner, check in checks:   # each runs once; the first failure is the error raised
                 try:
                     check()
                 except Exception as e:   # noqa: BLE001 - re-raised below
-                    failed.append(e)
-                    if owner != me:
-                        with self.lock:
-                            self.failures.setdefault(owner, e)
-            if failed:
-                raise failed[0]
+                    failed = failed or e
+                    self._keep_failure(owner, me, check)
+            if failed is not None:
+                raise failed
+
+    def _keep_failure(self, owner, me, check):
+        """Keep a failed check for the thread (weakref owner) that deferred it, unless that is this thread
+        (raising it now) or a finished one (it reads nothing more). The check, not its error: an error's
+        traceback holds frames (and their threads) alive, the entry must die with its thread object."""
+        thread = owner() if owner is not None else None
+        if thread is not None and thread is not me and thread.is_alive():
+            with self.lock:
+                self.failures.setdefault(thread, check)
 
     def destroy(self):
         with self.lock:

@@ -2,13 +2,15 @@
 log_softmax (+ the safe softmax of torch's math attention), mse / nll losses, layer and batch norm,
 dropout, convolution. Registered through _aten's KERNELS (see _aten.py for the rules)."""
 import math
+import weakref
 
 import numpy as np
 import torch
 
 import fuelvk as fv
+from .. import runtime as fv_runtime
 from ..errors import FuelVKError
-from ..ops import rng as fv_rng
+from ..ops import elementwise as fv_elementwise, indexing as fv_indexing, rng as fv_rng
 from .. import dtypes as _dt
 from . import device as fuelvk_device
 from ._aten import _float, array_of, composite, kernel, operand, tensor_of
@@ -265,42 +267,57 @@ def mse_loss_backward(grad_output, self, target, reduction):
 
 
 def _nll_parts(self, target, weight, ignore_index):
-    """(x [N, C], safe targets [N, 1], per-row weights [N]): ignored rows get weight 0 and target 0."""
+    """(x [N, C], targets [N, 1] checked against [0, C) or ignore_index (one device launch, deferred
+    verdict), their IDX kind, ignored [N] bool, the targets' class weights [N] or None). Ignored rows'
+    targets stay as they are: the unchecked gather clamps them, their rows are masked to 0 after it
+    (masked, not multiplied by a 0 weight: an ignored row's log-prob may be -inf or NaN)."""
     if self.dim() not in (1, 2) or not fuelvk_device.is_fuelvk(target):
         raise Unhandled("an input of more than 2 dims (nll_loss2d) or a CPU target")
     npdt = numpy_dtype("nll_loss", _float(self))
     x = array_of(self).reshape(1, -1) if self.dim() == 1 else array_of(self)
     t = array_of(target).reshape(-1)
+    t, kind = fv_indexing.checked_indices("nll_loss", t, x.shape[1], ignore=ignore_index)
     ignored = fv.equal(t, ignore_index)
-    safe = fv.masked_fill(t, ignored, 0).reshape(-1, 1)
-    if weight is None:
-        w = fv.masked_fill(fv.zeros((t.shape[0],), npdt), fv.equal(ignored, False), 1.0)
-    else:
-        w = fv.masked_fill(fv.take(operand(weight, npdt), safe.reshape(-1), axis=0), ignored, 0)
-    return x, safe, w
+    wt = None if weight is None else fv_indexing.gather_along(operand(weight, npdt), t, kind, 0, f"b{x.dtype.itemsize}")
+    return x, t.reshape(-1, 1), kind, ignored, wt
 
 
 @kernel("nll_loss_forward")
 def nll_loss_forward(self, target, weight, reduction, ignore_index):
-    x, safe, w = _nll_parts(self, target, weight, ignore_index)
-    losses = fv.negative(fv.multiply(fv.take_along_axis(x, safe, axis=1).reshape(-1), w))
-    total = fv.sum(w)
+    """-x[i, t_i] * w[t_i] over rows whose target is not ignore_index: one check, one gather, masks and
+    sums (8 launches unweighted, mean)."""
+    x, t, kind, ignored, wt = _nll_parts(self, target, weight, ignore_index)
+    picked = fv.masked_fill(fv_indexing.gather_along(x, t, kind, 1, f"b{x.dtype.itemsize}").reshape(-1), ignored, 0)
     r = _REDUCTION[reduction]
+    if wt is not None:
+        picked = fv.multiply(picked, wt)
     if r is None:
-        out = losses if self.dim() == 2 else losses.reshape(())
-        return tensor_of(out), tensor_of(fv.zeros((), x.dtype))
-    out = fv.sum(losses)
-    return tensor_of(fv.divide(out, total) if r == "mean" else out), tensor_of(total)
+        out = fv.negative(picked)
+        return tensor_of(out if self.dim() == 2 else out.reshape(())), tensor_of(fv.zeros((), x.dtype))
+    if wt is None:   # (ones: a fill and a mask, no upload, so that launch plans replay the call)
+        w = fv.masked_fill(fv.zeros(ignored.shape, x.dtype), fv.equal(ignored, False), 1.0)
+    else:
+        w = fv.masked_fill(wt, ignored, 0)
+    total = fv.sum(w)
+    if r == "mean":
+        return tensor_of(fv_elementwise.fused("nll_loss", fv.sum(picked), total, "divide", post="negative")), \
+            tensor_of(total)
+    return tensor_of(fv.negative(fv.sum(picked))), tensor_of(total)
 
 
 @kernel("nll_loss_backward")
 def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
-    x, safe, w = _nll_parts(self, target, weight, ignore_index)
+    """grad[i, t_i] = -w[t_i] * g (/ total_weight for mean), 0 on ignored rows: one check, the row values,
+    one scatter into zeros."""
+    x, t, kind, ignored, wt = _nll_parts(self, target, weight, ignore_index)
     g = array_of(grad_output).reshape(-1) if grad_output.dim() else array_of(grad_output)
-    vals = fv.negative(fv.multiply(w, g))
     if _REDUCTION[reduction] == "mean":
-        vals = fv.divide(vals, array_of(total_weight))
-    grad = fv.scatter_add(fv.zeros(x.shape, x.dtype), 1, safe, vals.reshape(-1, 1))
+        coef = fv_elementwise.fused("nll_loss_backward", g, array_of(total_weight), "divide", post="negative")
+    else:
+        coef = fv.negative(g)
+    vals = coef.broadcast_to(ignored.shape) if wt is None else fv.multiply(wt, coef)
+    vals = fv.masked_fill(vals, ignored, 0).reshape(-1, 1)
+    grad = fv_indexing.scatter_along(fv.zeros(x.shape, x.dtype), vals, t, kind, 1)
     return tensor_of(grad.reshape(tuple(self.shape)))
 
 
@@ -537,6 +554,27 @@ def _composed_attention_ok(query, key, value, attn_mask, dropout_p, is_causal, e
             and (attn_mask is None or attn_mask.dtype in (torch.bool, torch.float32)))
 
 
+_CAUSAL_BIASES = 16          # cached per device: a generate() loop's growing key lengths start over past it
+_CAUSAL_BIAS_MAX = 1 << 18   # elements of a cached bias (1 MiB in float32; the cache holds <= 16 MiB); larger
+                             # masks are built per call (ones + triu + masked_fill)
+_causal_biases = weakref.WeakKeyDictionary()   # fuelvk Context -> {(sq, sk, dtype): bias tensor}
+
+
+def _causal_bias(sq, sk, dtype, device):
+    """The top-left causal mask as an additive [sq, sk] bias (0 on and below the diagonal, -inf above), as
+    torch's math attention adds it; made once per shape (a CPU build and one upload) and cached: the
+    per-call ones + triu + masked_fill took 3 launches, the bias takes one add (the masked_fill kernel
+    alone cost ~4 adds of device time on lavapipe)."""
+    table = _causal_biases.setdefault(fv_runtime.get(), {})
+    key = (sq, sk, dtype)
+    bias = table.get(key)
+    if bias is None:
+        if len(table) >= _CAUSAL_BIASES:
+            table.clear()
+        bias = table[key] = torch.full((sq, sk), -math.inf, dtype=dtype).triu(1).to(device)
+    return bias
+
+
 @composite("scaled_dot_product_attention")
 def _sdpa_composed(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                    enable_gqa=False):
@@ -558,9 +596,11 @@ def _sdpa_composed(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=F
     g = hq // hk
     q = (query * (1.0 / math.sqrt(d) if scale is None else scale)).reshape(b, hk, g * sq, d)
     s = torch.matmul(q, key.transpose(-2, -1)).view(b, hq, sq, sk)
-    if is_causal:
+    if is_causal and (type(s) is not torch.Tensor or sq * sk > _CAUSAL_BIAS_MAX):   # traced, or too big to keep
         above = torch.ones(sq, sk, dtype=torch.bool, device=query.device).triu(1)
         p = torch.softmax(s.masked_fill(above, -math.inf), dim=-1)
+    elif is_causal:
+        p = torch.softmax(s + _causal_bias(sq, sk, s.dtype, s.device), dim=-1)
     else:
         if attn_mask is not None:
             s = s.masked_fill(attn_mask.logical_not(), -math.inf) if attn_mask.dtype == torch.bool else s + attn_mask

@@ -12,9 +12,11 @@ its buffer, and which earlier argument shares its buffer) or its value (numbers,
 dtypes, lists). Everything a kernel decides from is in it: fuelvk's ops decide from layouts and
 scalars, never from values in device memory (those need a host read, which makes a call unplannable).
 
-When a call is planned: the kernel ran twice with one key, both runs only dispatched (no upload,
-download, copy, fill, deferred check or CPU fallback), every bound buffer was an operand or allocated
-by the call (or read-only and held by the op: texel stubs), the results are fresh tensors on the call's allocations, and the two runs recorded the
+When a call is planned: the kernel ran twice with one key, both runs only dispatched, filled and
+deferred replayable checks (no upload, download, copy, other deferred check or CPU fallback; a
+replayable check has rebind(slot): the same verdict over a fresh host-visible slot of the call's, as
+fuelvk.ops.indexing's device bounds check), every bound buffer was an operand or allocated by the call
+(or held by the op: read-only tables, texel stubs), the results are fresh tensors on the call's allocations, and the two runs recorded the
 same launches (a first call may differ: it creates lazily made read-only buffers). Anything else marks the key unplannable (the kernel always runs). In-place, out=,
 view, factory and random kernels are never planned (plannable()). A plan keeps the kernels and routes
 chosen when it was made: after changing a FUELVK_* setting that is read per call (a route, a load path),
@@ -26,6 +28,7 @@ import weakref
 import torch
 
 from .. import runtime
+from ..runtime import loadpath
 from . import device as fuelvk_device
 from ._fallback_log import fallback_stats
 
@@ -104,7 +107,8 @@ class _Capture:
         self.saved = [(o, n, o.__dict__.get(n)) for o, n in (
             (stream, "dispatch"), (pool, "alloc"), (ctx, "upload"), (ctx, "download"), (stream, "copy"),
             (stream, "fill"), (stream, "defer_check"))]
-        dispatch, alloc = stream.dispatch, pool.alloc
+        dispatch, alloc, fill, defer = stream.dispatch, pool.alloc, stream.fill, stream.defer_check
+        self.checks = []
 
         def recording_dispatch(pipe, groups, buffers, writes, push):
             self.dispatches.append((pipe, tuple(groups), list(buffers), tuple(writes), bytes(push or b"")))
@@ -114,8 +118,19 @@ class _Capture:
             buf = alloc(nbytes, host)
             self.allocs.append((buf, nbytes, host))
             return buf
-        stream.dispatch, pool.alloc = recording_dispatch, recording_alloc
-        for obj, name, _ in self.saved[2:]:
+
+        def recording_fill(dst, nbytes, value=0, dst_offset=0):   # a fill is a launch without a pipeline
+            self.dispatches.append((None, (nbytes, value, dst_offset), [dst], (True,), b""))
+            return fill(dst, nbytes, value, dst_offset)
+
+        def recording_defer(check):   # replayable: a check over a slot the call allocated (rebind)
+            if getattr(check, "rebind", None) is None:
+                self.spoiled = True
+            self.checks.append(check)
+            return defer(check)
+        stream.dispatch, pool.alloc, stream.fill, stream.defer_check = (recording_dispatch, recording_alloc,
+                                                                        recording_fill, recording_defer)
+        for obj, name, _ in self.saved[2:5]:
             setattr(obj, name, self._spoiling(getattr(obj, name)))
         self.fallbacks = sum(fallback_stats().values())
         return self
@@ -153,12 +168,15 @@ class _Capture:
             j = fresh.get(id(b))
             if j is not None:
                 return -1 - j
-            if written:
+            if written and b is not loadpath.stub(self.ctx.pool):
                 raise _NotPlannable       # a buffer neither passed in nor allocated by the call, written
-            return b                      # read-only and kept by the op (a texel stub, a table): held as is
+            return b                      # kept by the op (a texel stub, never written; a table): held as is
         try:
             launches = tuple((pipe, groups, tuple(role(b, w) for b, w in zip(buffers, writes)), writes, push)
                              for pipe, groups, buffers, writes, push in self.dispatches)
+            checks = tuple((role(c.slot, True), c) for c in self.checks)
+            if any(r >= 0 for r, _ in checks):
+                raise _NotPlannable       # a check over an operand's memory: not this call's to replay
             outs = []
             for r in results:
                 b = fuelvk_device.buffer_of(r)
@@ -167,19 +185,27 @@ class _Capture:
                 outs.append((-1 - fresh[id(b)], tuple(r.shape), tuple(r.stride()), r.storage_offset(), r.dtype))
         except _NotPlannable:
             return None
-        used = {r for launch in launches for r in launch[2] if isinstance(r, int) and r < 0} | {o[0] for o in outs}
+        used = ({r for launch in launches for r in launch[2] if isinstance(r, int) and r < 0} | {o[0] for o in outs}
+                | {r for r, _ in checks})
         allocs = tuple((nbytes, host) if -1 - j in used else None for j, (_, nbytes, host) in enumerate(self.allocs))
-        return launches, allocs, tuple(outs), single
+        return launches, allocs, tuple(outs), single, checks
 
 
 def _replay(ctx, plan, bufs):
-    launches, allocs, outs, single = plan
+    launches, allocs, outs, single, checks = plan
     alloc = ctx.pool.alloc
     new = [None if a is None else alloc(a[0], a[1]) for a in allocs]
-    dispatch = ctx.stream.dispatch
+    checks = [c.rebind(new[-1 - r]) for r, c in checks]   # (each resets its new slot before any launch)
+    stream = ctx.stream
+    dispatch, fill = stream.dispatch, stream.fill
     for pipe, groups, roles, writes, push in launches:
-        dispatch(pipe, groups, [r if not isinstance(r, int) else bufs[r] if r >= 0 else new[-1 - r] for r in roles],
-                 writes, push)
+        given = [r if not isinstance(r, int) else bufs[r] if r >= 0 else new[-1 - r] for r in roles]
+        if pipe is None:
+            fill(given[0], *groups)
+        else:
+            dispatch(pipe, groups, given, writes, push)
+    for c in checks:
+        stream.defer_check(c)
     results = tuple(fuelvk_device._make(new[-1 - j], shape, strides, offset, dtype)
                     for j, shape, strides, offset, dtype in outs)
     return results[0] if single else results
