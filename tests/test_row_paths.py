@@ -371,7 +371,7 @@ def test_cumsum_blocked_accuracy(dt, monkeypatch, launches):
     several times over (positive values summing to ~10^4): on the split route (long slices), one
     invocation per slice (in workgroups of _CUMSUM_SPLIT_WG for a few slices per core on a CPU device)
     and a workgroup per slice (SCAN), aligned and offset by one (chunks cut mid-slice), both load paths."""
-    from fuelvk.kernels.matmul import parallel_groups
+    from fuelvk.kernels.registry import parallel_groups
     from fuelvk.ops.reduction import _CUMSUM_SPLIT_MIN, _CUMSUM_SPLIT_WG, _CUMSUM_WG
     ctx = runtime.get()
     n = 3 * _CUMSUM_SPLIT_MIN + 5

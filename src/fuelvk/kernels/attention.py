@@ -4,7 +4,7 @@ dQ/dK/dV backward (shaders/attention.comp).
 One GLSL source serves all seven families; KIND picks the kernel, DT_* the storage dtype, and the
 head dim D is a specialization constant (each D gets its own exactly-sized pipeline).
 """
-from .registry import family, id_defines
+from .registry import GPU_PARALLEL_GROUPS, family, id_defines, parallel_groups
 
 GROUP = "Attention"
 SRC = "attention.comp"
@@ -106,16 +106,13 @@ def bwd_span_per_launch(d, budget):
 # merged) and at most the keys one invocation's loops may cover on this device (Device.loop_budget,
 # via tiled_keys_per_launch). Measured on lavapipe (2 cores, q 1x32x1x128, k 1x8x512x128 f32, CPU
 # time per call): 1 split (8 workgroups) 2.9 ms, 2 splits 3.8 ms, 4 splits 5.1 ms.
-DECODE_TARGET_GROUPS = 128
+DECODE_TARGET_GROUPS = GPU_PARALLEL_GROUPS
 DECODE_MIN_SPLIT_TILES = 4
 
 
 def decode_target(device):
-    """Workgroups a decode launch aims for on `device` (see above)."""
-    if device.device_type == "cpu":
-        import os
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return DECODE_TARGET_GROUPS
+    """Workgroups a decode launch aims for on `device` (see above): the device's parallel_groups."""
+    return parallel_groups(device)
 
 
 def decode_splits(sk, blocks, bc, keys_cap, target):

@@ -5,7 +5,7 @@ dtype combination A_B_C; the cooperative-matrix route is Slang (shaders/matmul_c
 built into pipelines only on devices with VK_KHR_cooperative_matrix. ROUTES is the route table the
 picker (ops/matmul.py) and device_info() read.
 """
-from .registry import family, id_defines
+from .registry import family, id_defines, parallel_groups  # noqa: F401 - ops/matmul reads it here (tests patch it)
 
 GROUP = "Matmul / matvec family"
 MAX_BATCH_DIMS = 3
@@ -97,13 +97,6 @@ family("matmul_coop", "matmul_coop.slang", {"f32_bf16_f32": "matmul_coop", "bf16
 ROUTES = {"matvec": "matvec", "register_tiled": "matmul", "tiled": "matmul_tiled", "small": "matmul_small",
           "coop": "matmul_coop"}
 ROUTE_FEATURES = {"coop": COOP_FEATURES}
-
-
-def parallel_groups(device):
-    """Workgroups a launch needs to occupy `device`: the host's cores on a CPU device (its workgroups run
-    one per thread), attention.DECODE_TARGET_GROUPS on a GPU (Vulkan reports no core count)."""
-    from .attention import decode_target
-    return decode_target(device)
 
 
 def route_variant_tag(route):

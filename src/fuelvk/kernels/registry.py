@@ -128,3 +128,17 @@ def float_variants(prefix, tags=("f32", "f16", "bf16", "f64"), bare="f32"):
 
 def width_variants(prefix, tags=("b1", "b2", "b4", "b8")):
     return {t: f"{prefix}_{t}" for t in tags}
+
+
+# Workgroups assumed to occupy a GPU (Vulkan reports no core count); see parallel_groups.
+GPU_PARALLEL_GROUPS = 128
+
+
+def parallel_groups(device):
+    """Workgroups a launch needs to occupy `device`: the cores this process may use on a CPU device (its
+    workgroups run one per driver thread), GPU_PARALLEL_GROUPS on a GPU. Routes that trade extra passes
+    for occupancy ask it: attention's key splits (decode_target), matmul's split-K, cumsum's serial walk."""
+    if device.device_type == "cpu":
+        import os
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return GPU_PARALLEL_GROUPS

@@ -34,7 +34,7 @@ from ..runtime.loadpath import TEXEL_BYTES
 from ..array import Array, asarray
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError
 from ..kernels import kernel
-from ..kernels.matmul import parallel_groups
+from ..kernels.registry import parallel_groups
 from ..kernels.movement_core import copy_variant
 from ..kernels.reduction import (ARG_OPS, CHUNK_PER_INVOCATION, CUMSUM_MAX_RANK, CUMSUM_TEXELS, MODE_DIRECT,
                                  MODE_FINAL, MODE_PARTIAL, REDUCE_OPS, SHORT_ROW_MAX, ANY_DIM_INVOCATIONS,
