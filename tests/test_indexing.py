@@ -425,3 +425,22 @@ def test_bad_dtypes_and_shapes():
         fv.scatter_add(np.zeros((4, 5), np.int32), 0, np.zeros((1, 5), np.int64), np.zeros((4, 5), np.int32))
     with pytest.raises(fv.ShapeError, match="axis"):
         fv.take(x, [0], 2)
+
+
+def test_device_index_check_axis_at_2_32():
+    """The kernel holds the axis length in 32 bits: an axis of 2^32 or more is checked on the host, at
+    the call (exactly: 2^32 - 1 passes, 2^32 is out); just below it the device check decides, exactly."""
+    stream = runtime.get().stream
+    ids = lambda *v: fv.asarray(np.array(v, np.int64))   # noqa: E731
+    n = 2 ** 32
+    I._bounds("take", "index_select", ids(0, n - 1), 0, n, "[0, 2^32)")             # host check: passes
+    with pytest.raises(fv.FuelVKIndexError, match=f"index {n} is out of bounds"):
+        I._bounds("take", "index_select", ids(0, n), 0, n, "[0, 2^32)")             # raised at the call
+    with pytest.raises(fv.FuelVKIndexError, match=f"index {-n - 1} is out of bounds"):
+        I._bounds("take", "index_select", ids(-n - 1, -n), -n, n, "[-2^32, 2^32)")
+    m = n - 1                                                                       # the device's largest
+    I._bounds("take", "index_select", ids(0, m - 1, -m), -m, m, "[-m, m)")
+    stream.synchronize()
+    I._bounds("take", "index_select", ids(0, m), 0, m, "[0, m)")                     # deferred
+    with pytest.raises(fv.FuelVKIndexError, match="found by the device-side check"):
+        stream.synchronize()
