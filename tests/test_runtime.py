@@ -253,8 +253,10 @@ def test_cached_whole_op_plans(monkeypatch):
     fv.synchronize()
     b0 = st.barriers
     y, want = a, h[:16]
-    for _ in range(6):                                  # a chain through the cached plan
-        y, want = fv.add(y, a), want + h[:16]
+    with monkeypatch.context() as m:   # one batch (after an early submit that finished, no barrier is needed)
+        m.setattr(st, "_device_idle", lambda: False)
+        for _ in range(6):                              # a chain through the cached plan
+            y, want = fv.add(y, a), want + h[:16]
     assert st.barriers - b0 >= 5, "each link reads the last one's output"
     np.testing.assert_array_equal(y.numpy(), want)
 
@@ -315,21 +317,47 @@ def test_many_dispatches_cross_flush_threshold():
     np.testing.assert_array_equal(x.numpy(), np.full(8, FLUSH_EVERY + 10, np.float32))
 
 
-def test_idle_device_gets_work_every_early_submit_commands():
-    """With nothing in flight, EARLY_SUBMIT recorded commands are submitted at once (the device works
-    while the host records more); a chain across such submits stays ordered."""
-    from fuelvk.runtime.commands import EARLY_SUBMIT
+def test_idle_device_gets_work_early_then_in_growing_batches(monkeypatch):
+    """After a host wait an idle device gets the first EARLY_FIRST recorded commands at once (it works
+    while the host records more); each early submit doubles the threshold up to EARLY_SUBMIT, a busy
+    device gets nothing early, synchronize starts over; a chain across such submits stays ordered."""
+    import time
+    from fuelvk.runtime.commands import EARLY_CHECK, EARLY_FIRST, EARLY_SUBMIT
     st = runtime.get().stream
     x = fv.asarray(np.zeros(8, np.float32))
+    n = 0
+
+    def record(k):
+        nonlocal x, n
+        for _ in range(k):
+            x = x + 1.0
+        n += k
+
+    def wait_idle():
+        while not st._device_idle():
+            time.sleep(0.001)
     fv.synchronize()
-    for _ in range(EARLY_SUBMIT - 1):
-        x = x + 1.0
-    assert st.cur is not None and st.count == EARLY_SUBMIT - 1 and not st.in_flight   # still recording
-    x = x + 1.0
-    assert st.cur is None                                   # submitted (without waiting: no sync here)
-    for _ in range(10):
-        x = x + 1.0
-    np.testing.assert_array_equal(x.numpy(), np.full(8, EARLY_SUBMIT + 10, np.float32))
+    assert st.early == EARLY_FIRST and EARLY_FIRST % EARLY_CHECK == 0
+    record(EARLY_FIRST - 1)
+    assert st.cur is not None and st.count == EARLY_FIRST - 1 and not st.in_flight   # still recording
+    record(1)
+    assert st.cur is None and st.early == 2 * EARLY_FIRST   # submitted (without waiting: no sync here)
+    with monkeypatch.context() as m:   # a busy device: the batch grows past the threshold
+        m.setattr(st, "_device_idle", lambda: False)
+        record(3 * EARLY_FIRST)
+        assert st.cur is not None and st.count == 3 * EARLY_FIRST
+    wait_idle()
+    record(EARLY_CHECK)                # idle again: submitted at the next check
+    assert st.cur is None and st.early == 4 * EARLY_FIRST
+    while st.early < EARLY_SUBMIT:
+        wait_idle()
+        record(st.early)
+        assert st.cur is None
+    wait_idle()
+    record(EARLY_SUBMIT)
+    assert st.cur is None and st.early == EARLY_SUBMIT   # capped
+    np.testing.assert_array_equal(x.numpy(), np.full(8, n, np.float32))
+    assert st.early == EARLY_FIRST                       # the host waited: start over
 
 
 def test_repeated_push_constants_are_recorded_once_per_pipeline():

@@ -2,10 +2,14 @@
 
 Dispatches are recorded into one command buffer; the batch is submitted when the host needs data,
 on synchronize(), past FLUSH_EVERY commands or once PIN_BYTES have been allocated since the last
-submit (then without waiting, so the device keeps busy), and every EARLY_SUBMIT commands when the
-device has finished what it was given: then it works while the host records the rest (a model's
-forward is recorded in about the time the device takes to run it) instead of idling until the host
-waits. The byte limit bounds what an open batch
+submit (then without waiting, so the device keeps busy), and early, when the device has finished what
+it was given: then it works while the host records the rest (a model's forward is recorded in about
+the time the device takes to run it) instead of idling until the host waits. The early threshold
+starts at EARLY_FIRST commands after a host wait and doubles with each early submit up to
+EARLY_SUBMIT (the device starts after a few commands; a long run of work pays for few submits: one
+costs ~40 us of CPU on lavapipe, recording + driver, about two tiny dispatches); the device is asked
+whether it is idle every EARLY_CHECK commands past the threshold (a fence query costs ~4 us). The byte
+limit bounds what an open batch
 pins: it holds every buffer it touches until it retires, so temporaries dropped meanwhile cannot be
 reused, and the pool would otherwise grow by all of them.
 Every method runs under the device lock (recording, submission, fence waits and retirement).
@@ -29,7 +33,9 @@ from ..errors import DeviceError
 from .vk import consts, ffi, lib, check
 
 FLUSH_EVERY = 512
+EARLY_FIRST = 4
 EARLY_SUBMIT = 64
+EARLY_CHECK = 4
 PIN_BYTES = 256 << 20
 MAX_IN_FLIGHT = 3
 COMPUTE = consts.VK_PIPELINE_BIND_POINT_COMPUTE
@@ -155,6 +161,7 @@ class Stream:
         self.cur = None
         self.cb = None
         self.count = 0
+        self.early = EARLY_FIRST   # commands in the open batch before an idle device gets them (see above)
         self.dispatches = 0  # total recorded, for tests/benchmarks
         self.checks = []     # deferred device-side checks (defer_check): (weakref to thread, check), run by the next synchronize
         # thread -> a check it deferred that failed in another thread's synchronize. Keyed by the Thread
@@ -273,8 +280,10 @@ class Stream:
             self.dispatches += 1
             cur.resources.append(buffers)
             self.count = count = self.count + 1
-            if count >= FLUSH_EVERY or self.pool.fresh >= PIN_BYTES or (
-                    count % EARLY_SUBMIT == 0 and self._device_idle()):
+            if count >= FLUSH_EVERY or self.pool.fresh >= PIN_BYTES:
+                self.flush()
+            elif count >= self.early and count % EARLY_CHECK == 0 and self._device_idle():
+                self.early = min(2 * self.early, EARLY_SUBMIT)
                 self.flush()
         finally:
             lock.release()
@@ -383,6 +392,7 @@ class Stream:
                 self.in_flight.append(slot)
             if wait:
                 self._retire(wait=True)
+                self.early = EARLY_FIRST
                 self.pool.synchronized()
             else:
                 self._retire(wait=False)   # unpin what already finished

@@ -32,6 +32,9 @@ from ..runtime import loadpath
 from . import device as fuelvk_device
 from ._fallback_log import fallback_stats
 
+Tensor = torch.Tensor
+_ATTR = fuelvk_device._ATTR
+
 ENABLED = True
 MAX_MISSES = 3           # runs that recorded other launches than the run before (a first call creates a stub)
 MAX_PLANS = 4096          # per device; past it the table starts over (a model needs a few hundred)
@@ -53,14 +56,28 @@ _VALUES = (int, str, torch.dtype, torch.device, torch.memory_format, torch.layou
 
 
 def _key(name, args, kwargs):
-    """(key, the operands' buffers in first-seen order) or (None, None) when an argument cannot be keyed."""
+    """(key, the operands' buffers in first-seen order) or (None, None) when an argument cannot be keyed.
+    (The hot path of every planned call: a device tensor is keyed inline, everything else by _add.)"""
     parts, bufs = [name, torch.get_default_dtype()], []   # (the result dtype of integer division)
     try:
         for a in args:
-            _add(a, parts, bufs)
-        for k in sorted(kwargs):
-            parts.append(k)
-            _add(kwargs[k], parts, bufs)
+            if isinstance(a, Tensor) and not a.is_cpu:
+                buf = getattr(a.untyped_storage(), _ATTR, None)
+                if buf is None:
+                    raise _NotPlannable
+                for i, b in enumerate(bufs):
+                    if b is buf:
+                        break
+                else:
+                    i = len(bufs)
+                    bufs.append(buf)
+                parts.append((a.dtype, a.shape, a.stride(), a.storage_offset(), buf.size, i))
+            else:
+                _add(a, parts, bufs)
+        if kwargs:
+            for k in sorted(kwargs):
+                parts.append(k)
+                _add(kwargs[k], parts, bufs)
     except _NotPlannable:
         return None, None
     return tuple(parts), bufs
@@ -68,9 +85,10 @@ def _key(name, args, kwargs):
 
 def _add(a, parts, bufs):
     """Append argument a's key part. (A module function, not a closure: a recursive closure is a reference
-    cycle, which would keep the operands' buffers alive until the garbage collector runs.)"""
-    if isinstance(a, torch.Tensor):
-        buf = None if a.is_cpu else getattr(a.untyped_storage(), fuelvk_device._ATTR, None)
+    cycle, which would keep the operands' buffers alive until the garbage collector runs.) A tensor's
+    sizes are its torch.Size, a tuple (equal to and hashed as the plain tuple)."""
+    if isinstance(a, Tensor):
+        buf = None if a.is_cpu else getattr(a.untyped_storage(), _ATTR, None)
         if buf is not None:
             for i, b in enumerate(bufs):
                 if b is buf:
@@ -78,7 +96,7 @@ def _add(a, parts, bufs):
             else:
                 i = len(bufs)
                 bufs.append(buf)
-            parts.append((a.dtype, tuple(a.shape), a.stride(), a.storage_offset(), buf.size, i))
+            parts.append((a.dtype, a.shape, a.stride(), a.storage_offset(), buf.size, i))
         elif a.is_cpu and a.dim() == 0 and not a.is_complex():
             parts.append((a.dtype, repr(a.item())))
         else:
@@ -161,6 +179,7 @@ class _Capture:
             return None
         fresh = {id(b): j for j, (b, _, _) in enumerate(self.allocs)}
         given = {id(b): i for i, b in reversed(list(enumerate(bufs)))}
+        held = []
 
         def role(b, written):
             if id(b) in given:
@@ -170,12 +189,16 @@ class _Capture:
                 return -1 - j
             if written and b is not loadpath.stub(self.ctx.pool):
                 raise _NotPlannable       # a buffer neither passed in nor allocated by the call, written
-            return b                      # kept by the op (a texel stub, never written; a table): held as is
+            for h, x in enumerate(held):
+                if x is b:
+                    return ("held", h)
+            held.append(b)                # kept by the op (a texel stub, never written; a table): held as is
+            return ("held", len(held) - 1)
         try:
-            launches = tuple((pipe, groups, tuple(role(b, w) for b, w in zip(buffers, writes)), writes, push)
-                             for pipe, groups, buffers, writes, push in self.dispatches)
-            checks = tuple((role(c.slot, True), c) for c in self.checks)
-            if any(r >= 0 for r, _ in checks):
+            launches = [(pipe, groups, [role(b, w) for b, w in zip(buffers, writes)], writes, push)
+                        for pipe, groups, buffers, writes, push in self.dispatches]
+            checks = [(role(c.slot, True), c) for c in self.checks]
+            if any(not isinstance(r, int) or r >= 0 for r, _ in checks):
                 raise _NotPlannable       # a check over an operand's memory: not this call's to replay
             outs = []
             for r in results:
@@ -185,30 +208,46 @@ class _Capture:
                 outs.append((-1 - fresh[id(b)], tuple(r.shape), tuple(r.stride()), r.storage_offset(), r.dtype))
         except _NotPlannable:
             return None
-        used = ({r for launch in launches for r in launch[2] if isinstance(r, int) and r < 0} | {o[0] for o in outs}
-                | {r for r, _ in checks})
-        allocs = tuple((nbytes, host) if -1 - j in used else None for j, (_, nbytes, host) in enumerate(self.allocs))
-        return launches, allocs, tuple(outs), single, checks
+        # Replay binds from one list: the operands, then the buffers it allocates (those a launch, check
+        # or result uses, in allocation order), then the held ones; each role becomes an index into it.
+        used = sorted({-1 - r for launch in launches for r in launch[2] if isinstance(r, int) and r < 0}
+                      | {-1 - o[0] for o in outs} | {-1 - r for r, _ in checks})
+        allocs = tuple(self.allocs[j][1:] for j in used)
+        slot = {j: len(bufs) + n for n, j in enumerate(used)}
+        base = len(bufs) + len(used)
+
+        def index(r):
+            return r if isinstance(r, int) and r >= 0 else slot[-1 - r] if isinstance(r, int) else base + r[1]
+        launches = tuple((pipe, groups, tuple(index(r) for r in roles), writes, push)
+                         for pipe, groups, roles, writes, push in launches)
+        checks = tuple((index(r), c) for r, c in checks)
+        outs = tuple((index(o[0]),) + o[1:] for o in outs)
+        return launches, allocs, tuple(held), outs, single, checks
 
 
 def _replay(ctx, plan, bufs):
-    launches, allocs, outs, single, checks = plan
+    """Record plan's launches over the operands' buffers bufs and fresh allocations; its results."""
+    launches, allocs, held, outs, single, checks = plan
     alloc = ctx.pool.alloc
-    new = [None if a is None else alloc(a[0], a[1]) for a in allocs]
-    checks = [c.rebind(new[-1 - r]) for r, c in checks]   # (each resets its new slot before any launch)
+    for nbytes, host in allocs:
+        bufs.append(alloc(nbytes, host))
+    bufs += held
+    if checks:
+        checks = [c.rebind(bufs[i]) for i, c in checks]   # (each resets its new slot before any launch)
     stream = ctx.stream
-    dispatch, fill = stream.dispatch, stream.fill
-    for pipe, groups, roles, writes, push in launches:
-        given = [r if not isinstance(r, int) else bufs[r] if r >= 0 else new[-1 - r] for r in roles]
+    dispatch = stream.dispatch
+    for pipe, groups, take, writes, push in launches:
         if pipe is None:
-            fill(given[0], *groups)
+            stream.fill(bufs[take[0]], *groups)
         else:
-            dispatch(pipe, groups, given, writes, push)
+            dispatch(pipe, groups, [bufs[i] for i in take], writes, push)
     for c in checks:
         stream.defer_check(c)
-    results = tuple(fuelvk_device._make(new[-1 - j], shape, strides, offset, dtype)
-                    for j, shape, strides, offset, dtype in outs)
-    return results[0] if single else results
+    make = fuelvk_device._make
+    if single:
+        i, shape, strides, offset, dtype = outs[0]
+        return make(bufs[i], shape, strides, offset, dtype)
+    return tuple(make(bufs[i], shape, strides, offset, dtype) for i, shape, strides, offset, dtype in outs)
 
 
 def planned(fn, name):

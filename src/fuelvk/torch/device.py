@@ -216,21 +216,46 @@ def _contiguous(shape):
 def _make(buffer, shape, strides, offset, dtype):
     """A tensor on buffer with this layout: set_'s Meta kernel sets sizes, strides, offset and the
     storage's byte size. It is reached by putting Meta in the thread's included keys for one call, which
-    costs less than a boxed redispatch (every aten kernel's result comes through here)."""
-    t = torch._C._acc.create_empty_tensor(list(shape), dtype)
+    costs less than a boxed redispatch (every aten kernel's result comes through here), below autograd and
+    ADInplaceOrView: a kernel the dispatcher called from the autograd layer already is (its guard
+    excludes them); anything else takes the guard here."""
+    t = _create(list(shape), dtype)
     s = t.untyped_storage()
     setattr(s, _ATTR, buffer)
     before = _meta_included()
     _include_meta(True)
     try:
-        with torch._C._AutoDispatchBelowADInplaceOrView():
+        if _excluded(_AD_INPLACE):
             t.set_(s, offset, list(shape), list(strides))
+        else:
+            with torch._C._AutoDispatchBelowADInplaceOrView():
+                t.set_(s, offset, list(shape), list(strides))
     finally:
         _include_meta(before)
     return t
 
 
+def meta_method(method):
+    """A view kernel calling Tensor method `method` with Meta in the thread's included keys (as _make
+    does; cheaper than a boxed redispatch to Meta): torch's Meta kernel computes the view's metadata on
+    the same storage."""
+    def view(self, *args, **kwargs):
+        before = _meta_included()
+        _include_meta(True)
+        try:
+            if _excluded(_AD_INPLACE):
+                return method(self, *args, **kwargs)
+            with torch._C._AutoDispatchBelowADInplaceOrView():
+                return method(self, *args, **kwargs)
+        finally:
+            _include_meta(before)
+    view.__name__ = method.__name__
+    return view
+
+
 _meta_included, _include_meta = torch._C._meta_in_tls_dispatch_include, torch._C._set_meta_in_tls_dispatch_include
+_create, _excluded = torch._C._acc.create_empty_tensor, torch._C._dispatch_tls_is_dispatch_key_excluded
+_AD_INPLACE = torch._C.DispatchKey.ADInplaceOrView
 
 
 def empty(shape, dtype, strides=None):
@@ -303,8 +328,11 @@ def copy_from(src, dst, non_blocking=False):
         dst.copy_(download(src))
         return dst
     if src.device.type == "cpu":
+        if dst.numel() == 0:   # nothing to write (an empty cache tensor a model makes per forward)
+            src.expand(dst.shape)   # (the shape check the copy below makes)
+            return dst
         host = src.to(dst.dtype).expand(dst.shape)
-        if covers_storage(dst) or dst.numel() == 0:
+        if covers_storage(dst):
             return assign(dst, asarray(to_numpy(host.contiguous(), "copy_")))
         array(dst)[...] = asarray(to_numpy(host.contiguous(), "copy_"))
         return dst
