@@ -218,18 +218,18 @@ def _make(buffer, shape, strides, offset, dtype):
     storage's byte size. It is reached by putting Meta in the thread's included keys for one call, which
     costs less than a boxed redispatch (every aten kernel's result comes through here), below autograd and
     ADInplaceOrView: a kernel the dispatcher called from the autograd layer already is (its guard
-    excludes them); anything else takes the guard here."""
-    t = _create(list(shape), dtype)
+    excludes both); anything else takes the guard here. shape and strides: lists or tuples."""
+    t = _create(shape, dtype)
     s = t.untyped_storage()
     setattr(s, _ATTR, buffer)
     before = _meta_included()
     _include_meta(True)
     try:
-        if _excluded(_AD_INPLACE):
-            t.set_(s, offset, list(shape), list(strides))
+        if _excluded(_AD_INPLACE) and _excluded(_AUTOGRAD):
+            t.set_(s, offset, shape, strides)
         else:
             with torch._C._AutoDispatchBelowADInplaceOrView():
-                t.set_(s, offset, list(shape), list(strides))
+                t.set_(s, offset, shape, strides)
     finally:
         _include_meta(before)
     return t
@@ -243,7 +243,7 @@ def meta_method(method):
         before = _meta_included()
         _include_meta(True)
         try:
-            if _excluded(_AD_INPLACE):
+            if _excluded(_AD_INPLACE) and _excluded(_AUTOGRAD):
                 return method(self, *args, **kwargs)
             with torch._C._AutoDispatchBelowADInplaceOrView():
                 return method(self, *args, **kwargs)
@@ -255,7 +255,7 @@ def meta_method(method):
 
 _meta_included, _include_meta = torch._C._meta_in_tls_dispatch_include, torch._C._set_meta_in_tls_dispatch_include
 _create, _excluded = torch._C._acc.create_empty_tensor, torch._C._dispatch_tls_is_dispatch_key_excluded
-_AD_INPLACE = torch._C.DispatchKey.ADInplaceOrView
+_AD_INPLACE, _AUTOGRAD = torch._C.DispatchKey.ADInplaceOrView, torch._C.DispatchKey.AutogradPrivateUse1
 
 
 def empty(shape, dtype, strides=None):
