@@ -55,6 +55,7 @@ layout(set = 0, binding = 4) buffer Part { A part[]; };      // SPLIT: (m_k, s_k
 layout(set = 0, binding = VIEWS, rgba32ui) uniform readonly uimageBuffer x_t;
 layout(set = 0, binding = VIEWS + 1, rgba32ui) uniform writeonly uimageBuffer o_t;
 #include "common/texel16.glsl"
+#define ROW_WHOLE ((ALIGN & TEX_X) != 0u)   // x's rows whole aligned chunks (ALIGN)
 #include "common/rowchunks.glsl"
 CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u, (ALIGN & TEX_X) != 0u)
 CHUNK_STORER(store_o, o, o4, o_t, (TEX & TEX_O) != 0u, (ALIGN & TEX_O) != 0u)
