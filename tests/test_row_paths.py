@@ -207,7 +207,8 @@ def test_norm_lane_rows_side_by_side(dt, monkeypatch, launches):
     every operand whole aligned texels: each weight / bias chunk read once for the invocation's rows):
     both load paths the same bits, the same bits as one row an invocation (LANE_R = 1), float64's values;
     row counts that leave an invocation's last rows past the end (37) or fill whole workgroups (64), with
-    and without weight / bias. An offset weight (no ALIGN bit) keeps one row an invocation. The kernel
+    and without weight / bias. An offset weight (no ALIGN bit) and a loop budget too small for LANE_R rows
+    keep one row an invocation. The kernel
     runs on any device; CPU devices take it (device type forced here)."""
     import fuelvk.ops.norm as norm_ops
     dev = runtime.get().device
@@ -245,6 +246,11 @@ def test_norm_lane_rows_side_by_side(dt, monkeypatch, launches):
         lane_r.clear()
         fv.rms_norm(x, 1e-5, fv.asarray(w)[1:])                 # the weight offset by one: no ALIGN bit
         assert lane_r == [1], lane_r
+    # a loop budget that one row an invocation fits (2 passes x 48) but LANE_R rows' loops do not
+    monkeypatch.setattr(dev, "loop_budget", 3 * cols)
+    lane_r.clear()
+    close(np.asarray(fv.rms_norm(x, 1e-5)), xh, dt)
+    assert lane_r == [1], lane_r
 
 
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)
