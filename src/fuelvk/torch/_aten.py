@@ -311,10 +311,10 @@ def _meta_view(op):
     return view
 
 
-for _name in ("_reshape_alias", "unfold", "set_.source_Storage_storage_offset", "set_.source_Storage"):
+for _name in ("view", "_reshape_alias", "unfold", "set_.source_Storage_storage_offset", "set_.source_Storage"):
     KERNELS[_name] = _meta_view(_overload(_name))
-KERNELS["view"] = fuelvk_device.meta_method(torch.Tensor.view)             # (the hot ones: a forward makes
-KERNELS["as_strided"] = fuelvk_device.meta_method(torch.Tensor.as_strided)  # ~90 views)
+# as_strided (t, transpose, ...: ~50 a Llama forward) costs 11 us redispatched, 8 through the method
+KERNELS["as_strided"] = fuelvk_device.meta_method(torch.Tensor.as_strided)   # (view: no faster that way)
 
 
 # -- elementwise -------------------------------------------------------------------------------------
