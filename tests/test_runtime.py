@@ -322,6 +322,7 @@ def test_idle_device_gets_work_early_then_in_growing_batches(monkeypatch):
     while the host records more); each early submit doubles the threshold up to EARLY_SUBMIT, a busy
     device gets nothing early, synchronize starts over; a chain across such submits stays ordered."""
     import time
+
     from fuelvk.runtime.commands import EARLY_CHECK, EARLY_FIRST, EARLY_SUBMIT
     st = runtime.get().stream
     x = fv.asarray(np.zeros(8, np.float32))
