@@ -311,9 +311,10 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
             groups = ctx.groups(-(-n // MATVEC_ROWS))
             v = kernel("qmatvec", k)
             views, tex = _texels(ctx, k, w, xa, "x_t")   # x's chunks start on texels: off_x % 4 == 0
+            pairs = int(_pairs(k, bpr, wk, (k1 - k0) // qk))
             for i in range(m):
                 ctx.launch(v, groups, out=dst, qin=w, xin=xa, **views, n=n, k=k1 - k0, blocks_per_row=bpr,
-                           off_x=xa.offset + i * kk + k0, off_w=wk, off_o=dst.offset + i * n, TEX=tex)
+                           off_x=xa.offset + i * kk + k0, off_w=wk, off_o=dst.offset + i * n, TEX=tex, PAIRS=pairs)
         else:
             groups = ctx.groups(-(-m // TILE_M) * -(-n // TILE_N))
             qt, tex = _block_texels(ctx, k, w)
@@ -322,6 +323,13 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
 
     out = split_k(op, out, kk, k_per_launch(K_LOOP[picked], ctx.device.loop_budget, qk), run)
     return result(out, x_numpy and w_numpy)
+
+
+def _pairs(kind, bpr, off_w, span_blocks):
+    """Whether qmatvec takes q4_0 / q8_0 blocks two at a time (its PAIRS path): every row's blocks and
+    the K span start on a 4-byte word (off_w and the row length in 16-bit words even) and the span is
+    whole pairs. Else one block a lane step, realigned from any even byte."""
+    return kind in ("q4_0", "q8_0") and bpr % 2 == 0 and off_w % 2 == 0 and span_blocks % 2 == 0
 
 
 def _qmatmul_dequant(x2, w2, k, kk):
