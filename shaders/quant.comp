@@ -75,10 +75,13 @@ layout(set = 0, binding = 0) writeonly buffer Out { vec4 o4[]; };   // off_o is 
 layout(set = 0, binding = 3, rgba32ui) uniform writeonly uimageBuffer o_t;
 layout(push_constant) uniform Params { uint n_blocks; uint out_elements; uint off_q; uint off_o; } p;
 #elif MODE == MODE_QMATVEC
-// A workgroup owns NR output rows; its 64 lanes stride over the 32-element sub-blocks of K, load
-// each x chunk once (8 vec4) for all NR rows, then reduce (subgroupAdd, then shared memory).
+// A workgroup owns NR output rows; its WG lanes stride over the 32-element sub-blocks of K, load
+// each x chunk once (8 vec4) for all NR rows, then reduce: subgroupAdd, and across subgroups through
+// shared memory. The host makes WG the subgroup width (at most 64): one subgroup a workgroup, no
+// barrier (on CPU drivers a barrier is a coroutine switch per SIMD group: ~13% of a q4_0 matvec).
 #define NR 16u
-layout(local_size_x = 64) in;
+layout(constant_id = 2) const uint WG = 64;
+layout(local_size_x_id = 2) in;
 layout(set = 0, binding = 0) writeonly buffer Out { float o[]; };
 layout(set = 0, binding = 2) readonly buffer XIn { vec4 x4[]; };   // off_x is a multiple of 4
 layout(set = 0, binding = 4, rgba32ui) uniform readonly uimageBuffer x_t;
@@ -522,7 +525,7 @@ void main() {
     }
 #if KIND == KIND_Q4_0 || KIND == KIND_Q8_0
     if (PAIRS != 0u) {
-        for (uint t = l; t < subs / 2u; t += 64u) {   // a lane step: blocks 2t, 2t + 1 of every row
+        for (uint t = l; t < subs / 2u; t += WG) {   // a lane step: blocks 2t, 2t + 1 of every row
             vec4 xq[16];
             uint xo = p.off_x / 4u + t * 16u;
             [[unroll]] for (uint j = 0u; j < 16u; ++j)
@@ -542,7 +545,7 @@ void main() {
         }
     } else
 #endif
-    for (uint s = l; s < subs / SPS; s += 64u) {   // a lane step: SPS sub-blocks (subs % SPS == 0: whole blocks)
+    for (uint s = l; s < subs / SPS; s += WG) {   // a lane step: SPS sub-blocks (subs % SPS == 0: whole blocks)
         vec4 xv[XV];
         uint blk = s / (QK / 32u / SPS), t = s % (QK / 32u / SPS);
 #if KIND == KIND_Q6_K
@@ -567,14 +570,18 @@ void main() {
         [[unroll]] for (uint r = 0u; r < NR; ++r) acc[r] += dot32(rb[r] + boff, sb, xv, xs);
     }
     for (uint r = 0u; r < NR; ++r) acc[r] = subgroupAdd(acc[r]);
-    if (subgroupElect())
-        for (uint r = 0u; r < NR; ++r) red[gl_SubgroupID][r] = acc[r];
-    barrier();
-    if (l < NR && r0 + l < p.n) {
-        uint nsg = (64u + gl_SubgroupSize - 1u) / gl_SubgroupSize;
-        float t = 0.0;
-        for (uint q2 = 0u; q2 < nsg; ++q2) t += red[q2][l];
-        o[p.off_o + r0 + l] = t;
+    if (gl_NumSubgroups == 1u) {                  // uniform: the workgroup is one subgroup
+        if (subgroupElect())
+            [[unroll]] for (uint r = 0u; r < NR; ++r) if (r0 + r < p.n) o[p.off_o + r0 + r] = acc[r];
+    } else {
+        if (subgroupElect())
+            for (uint r = 0u; r < NR; ++r) red[gl_SubgroupID][r] = acc[r];
+        barrier();
+        for (uint r = l; r < NR && r0 + r < p.n; r += WG) {
+            float t = 0.0;
+            for (uint q2 = 0u; q2 < gl_NumSubgroups; ++q2) t += red[q2][r];
+            o[p.off_o + r0 + r] = t;
+        }
     }
 
 #elif MODE == MODE_QMATMUL_TILED

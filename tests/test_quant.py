@@ -379,12 +379,29 @@ def test_qmatvec_pairs(kind, monkeypatch):
             seen.clear()
             _assert_mm(fq.qmatmul(x, flat, kind, (n, nb * qk), route="matvec")[None], ref, bound)
             assert seen == [pairs], (nb, off, seen)
-    # K split into spans of 64 blocks (a loop-capped device): each span in pairs
-    monkeypatch.setattr(ctx.device, "loop_budget", 65)
-    nb = 3 * 64 + 2                                  # spans 64, 64, 64, 2 blocks
+    # K split into spans of one lane step (a loop-capped device: one loop iteration a launch): each in pairs
+    monkeypatch.setattr(ctx.device, "loop_budget", fq.matvec_k_loop(1)[2] + 1)
+    span = fq.matvec_k_loop(fq.matvec_wg(ctx.device))[0] // qk    # blocks a span: the lanes x 1 block
+    nb = 3 * span + 2                                # spans: 3 whole, 2 blocks
     b = gguf.quants.quantize(rng.standard_normal((3, nb * qk)).astype(np.float32), QT[kind])
     x = rng.standard_normal(nb * qk).astype(np.float32)
     ref, bound = _ref_matmul(x[None], b, kind, 3, nb * qk)
     seen.clear()
     _assert_mm(fq.qmatmul(x, b, kind, (3, nb * qk), route="matvec")[None], ref, bound)
-    assert seen == [1, 1, 1, 1], seen
+    assert seen == [int(span % 2 == 0), int(span % 2 == 0), int(span % 2 == 0), 1], (span, seen)
+
+
+@pytest.mark.parametrize("kind", ["q4_0", "q4_k"])
+def test_qmatvec_workgroup_of_subgroups(kind, monkeypatch):
+    """qmatvec's workgroup is one subgroup (matvec_wg); a wider one (several subgroups, as on a driver
+    that picks a narrower subgroup than it reports) sums the subgroups' partials through shared memory,
+    with the same result bound."""
+    qk, _ = block_bytes(kind)
+    n, nb = MATVEC_ROWS + 3, 6
+    b = random_blocks(kind, n, nb)
+    x = rng.standard_normal(nb * qk).astype(np.float32)
+    ref, bound = _ref_matmul(x[None], b, kind, n, nb * qk)
+    sgs = runtime.get().device.subgroup_size
+    for wg in sorted({fq.matvec_wg(runtime.get().device), 64, 2 * sgs if 2 * sgs <= 64 else 64}):
+        monkeypatch.setattr(fq, "matvec_wg", lambda device, wg=wg: wg)
+        _assert_mm(fq.qmatmul(x, b, kind, (n, nb * qk), route="matvec")[None], ref, bound)

@@ -25,6 +25,18 @@ TILE_M, TILE_N = 16, 64
 # lane; still counted: the K spans, hence the result bits, stay as they were) (docs/MEASUREMENTS.md:
 # where lavapipe's cap falls).
 K_LOOP = {"matvec": (2048, 1, 64), "tiled": (32, 57, 64)}
+MATVEC_WG_MAX = 64                  # qmatvec's lanes: the subgroup width up to this (its shared partials)
+
+
+def matvec_wg(device):
+    """qmatvec's workgroup size: one subgroup (no barrier: shaders/quant.comp's qmatvec notes why), at
+    most MATVEC_WG_MAX lanes."""
+    return max(1, min(MATVEC_WG_MAX, device.subgroup_size or MATVEC_WG_MAX))
+
+
+def matvec_k_loop(wg):
+    """K_LOOP of a qmatvec of wg lanes: they stride over K's 32-element sub-blocks wg at a time."""
+    return (32 * wg,) + K_LOOP["matvec"][1:]
 
 _ID_DEFINES = id_defines(MODE=MODES, KIND=KIND_IDS)   # MODE_DEQUANT, KIND_Q4_0, ... for the shader
 _KIND_DEFINES = {k: {"KIND": v} for k, v in KIND_IDS.items()}

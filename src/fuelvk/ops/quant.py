@@ -35,7 +35,8 @@ from .. import runtime
 from ..array import Array, asarray, empty
 from ..errors import DTypeError, FormatError, FuelVKError, ShapeError, UnsupportedError
 from ..kernels import kernel
-from ..kernels.quant import BLOCK, DEQUANT_WG, K_LOOP, MATVEC_ROWS, QUANTIZE_WG, TEXEL_BYTES, TILE_M, TILE_N
+from ..kernels.quant import (BLOCK, DEQUANT_WG, K_LOOP, MATVEC_ROWS, QUANTIZE_WG, TEXEL_BYTES, TILE_M, TILE_N,
+                             matvec_k_loop, matvec_wg)
 from ..runtime import loadpath
 from ._core import blockwise, contiguous, device_args, fits, k_per_launch, result, spans, split_k, windowed
 from .movement import launch_write
@@ -314,14 +315,17 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
             pairs = int(_pairs(k, bpr, wk, (k1 - k0) // qk))
             for i in range(m):
                 ctx.launch(v, groups, out=dst, qin=w, xin=xa, **views, n=n, k=k1 - k0, blocks_per_row=bpr,
-                           off_x=xa.offset + i * kk + k0, off_w=wk, off_o=dst.offset + i * n, TEX=tex, PAIRS=pairs)
+                           off_x=xa.offset + i * kk + k0, off_w=wk, off_o=dst.offset + i * n, TEX=tex, PAIRS=pairs,
+                           WG=wg)
         else:
             groups = ctx.groups(-(-m // TILE_M) * -(-n // TILE_N))
             qt, tex = _block_texels(ctx, k, w)
             ctx.launch(kernel("qmatmul_tiled", k), groups, out=dst, qin=w, xin=xa, q_t=qt, m=m, n=n, k=k1 - k0,
                        blocks_per_row=bpr, ldx=kk, off_x=xa.offset + k0, off_w=wk, off_o=dst.offset, TEX=tex)
 
-    out = split_k(op, out, kk, k_per_launch(K_LOOP[picked], ctx.device.loop_budget, qk), run)
+    wg = matvec_wg(ctx.device)
+    k_loop = matvec_k_loop(wg) if picked == "matvec" else K_LOOP[picked]
+    out = split_k(op, out, kk, k_per_launch(k_loop, ctx.device.loop_budget, qk), run)
     return result(out, x_numpy and w_numpy)
 
 
