@@ -49,10 +49,11 @@ KINDS = tuple(BLOCK)
 QUANTIZE_KINDS = ("q8_0", "q4_0")
 ROUTES = ("matvec", "tiled", "dequant")
 # Per kind, the M from which dequantize + f32 matmul beats one qmatvec per row of x: the crossover
-# measured (process CPU time, N=1024 K=4096, benches/bench_quant.py --routes) at M ~ 7 (q4_0, q4_k),
-# ~ 6 (q8_0), ~ 4 (q6_k, whose matvec decode costs most); at the crossover the matvec is kept (its
-# memory stays the packed blocks).
-DEQUANT_MIN_M = {"q4_0": 8, "q8_0": 7, "q4_k": 8, "q6_k": 5}
+# measured (process CPU time, N=1024 K=4096, best of 8, lavapipe) at M ~ 13-14 (q4_0, q4_k), ~ 9-10
+# (q8_0), ~ 7 (q6_k, whose matvec decode costs most) since qmatvec's one-subgroup workgroups and q4_0 /
+# q8_0 block pairs (it was 7 / 6 / 7 / 4 before); at the crossover the matvec is kept (its memory stays
+# the packed blocks).
+DEQUANT_MIN_M = {"q4_0": 13, "q8_0": 9, "q4_k": 13, "q6_k": 7}
 # f32 bytes of W dequantized at once by the dequant route (chunks of whole weight rows).
 DEQUANT_CHUNK_BYTES = 64 << 20
 ENV = "FUELVK_QMATMUL_ROUTE"
