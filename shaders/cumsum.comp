@@ -30,6 +30,9 @@ layout(constant_id = 5) const uint COLS = 0;
 layout(constant_id = 6) const uint SPLIT = 0;
 layout(constant_id = 7) const uint ALIGN = 0;      // TEX's bits: operands with whole chunks only (rowchunks)
 layout(local_size_x_id = 0) in;
+// Where a running value starts: 1 for products; for sums -0, the identity of IEEE addition (-0 + y == y
+// for every y, -0 included; +0 + -0 is +0), so a slice starting with -0s gives -0s as numpy's cumsum does.
+#define START (PROD != 0u ? A(1) : A(-0.0))
 
 layout(set = 0, binding = 0) writeonly buffer Out { T o[]; };
 layout(set = 0, binding = 1) readonly buffer X { T x[]; };
@@ -94,10 +97,15 @@ void walk(int bi, int bo, uint k0, uint k1, inout A s, inout A comp, bool write)
             load_x(e0, lo, hi, v);
             bool second = e0 + PER < a1;
             uint hi2 = second ? min(PER, a1 - e0 - PER) : 0u;
-            for (uint j = 0u; j < PER; ++j) w[j] = A(0);
+            for (uint j = 0u; j < PER; ++j) w[j] = A(-0.0);
             if (second) load_x(e0 + PER, 0u, hi2, w);
-            // the step's prefixes, and exactly (TwoSum) what rounding them lost in all: er
-            A pr = A(0), er = A(0);
+            if ((ALIGN & TEX_X) == 0u)                 // the loader's +0 outside the slice: -0, which adds nothing
+                for (uint j = 0u; j < PER; ++j) {
+                    if (j < lo || j >= hi) v[j] = A(-0.0);
+                    if (j >= hi2) w[j] = A(-0.0);
+                }
+            // the step's prefixes (from -0), and exactly (TwoSum) what rounding them lost in all: er
+            A pr = A(-0.0), er = A(0);
             for (uint j = 0u; j < PER; ++j) {
                 precise A t = pr + v[j];
                 precise A bb = t - pr;
@@ -160,7 +168,7 @@ void split_main() {
     int bi, bo;
     slice_base(e, bi, bo);
     segment(k, p.parts, k0, k1);
-    A s = PROD != 0u ? A(1) : A(0), comp = A(0);
+    A s = START, comp = A(0);
     if (SPLIT == 1u) {
         walk(bi, bo, k0, k1, s, comp, false);
         part[gid] = s - comp;
@@ -181,7 +189,7 @@ void main() {
         if (e >= p.n_slices) return;
         slice_base(e, bi, bo);
         A s[PER], comp[PER], v[PER];
-        for (uint j = 0u; j < PER; ++j) { s[j] = PROD != 0u ? A(1) : A(0); comp[j] = A(0); }
+        for (uint j = 0u; j < PER; ++j) { s[j] = START; comp[j] = A(0); }
         for (uint k = 0u; k < p.d; ++k) {
             load_x(uint(bi + int(k) * p.s_ax), 0u, PER, v);
             for (uint j = 0u; j < PER; ++j) {
@@ -197,7 +205,7 @@ void main() {
         uint e = linear_group() * WG + gl_LocalInvocationID.x;
         if (e >= p.n_slices) return;
         slice_base(e, bi, bo);
-        A s = PROD != 0u ? A(1) : A(0), comp = A(0);
+        A s = START, comp = A(0);
         walk(bi, bo, 0u, p.d, s, comp, true);
         return;
     }
@@ -209,7 +217,7 @@ void main() {
     slice_base(e, bi, bo);
     uint k0, k1;
     segment(t, WG, k0, k1);
-    A s = PROD != 0u ? A(1) : A(0), comp = A(0);
+    A s = START, comp = A(0);
     walk(bi, bo, k0, k1, s, comp, false);
     scan_s[t] = s;
     scan_e[t] = PROD != 0u ? A(0) : -comp;            // the segment's total: s - comp, as (s, -comp)
@@ -222,7 +230,7 @@ void main() {
         }
         barrier();
     }
-    if (t == 0u) { scan_s[WG - 1u] = PROD != 0u ? A(1) : A(0); scan_e[WG - 1u] = A(0); }
+    if (t == 0u) { scan_s[WG - 1u] = START; scan_e[WG - 1u] = A(0); }
     barrier();
     for (uint off = WG / 2u; off > 0u; off >>= 1) {
         uint i = (t + 1u) * off * 2u - 1u;
@@ -236,6 +244,7 @@ void main() {
         barrier();
     }
     s = scan_s[t];
-    comp = -scan_e[t];                                 // continue the compensated sum from (s, -e)
+    comp = scan_e[t] == A(0) ? A(0) : -scan_e[t];     // continue the compensated sum from (s, -e); a zero
+                                                       // compensation stays +0 (s - -0 would turn -0 into +0)
     walk(bi, bo, k0, k1, s, comp, true);
 }
