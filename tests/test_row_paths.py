@@ -415,11 +415,13 @@ def test_cumsum_signed_zero(dt, monkeypatch, launches):
     """cumsum starts every running sum at -0, the identity of IEEE addition (+0 + -0 is +0): a slice led by
     -0s gives -0s as numpy's does, bit for bit with numpy on every route and both load paths (exact
     prefixes, see signed_zero_slices): one invocation per slice (aligned, offset, the CPU's small
-    workgroups), a workgroup per slice (SCAN), the split (SPLIT 1, 2), adjacent slices as texels (COLS),
+    workgroups), a workgroup per slice (SCAN), the split (SPLIT 1, 2), adjacent slices as texels (COLS, its
+    workgroups sized to the device),
     strided axes element by element; cumulative_prod's signs (+-1, +-0) on the same routes."""
     from fuelvk.kernels.registry import parallel_groups
-    from fuelvk.ops.reduction import _CUMSUM_SPLIT_MIN, _CUMSUM_SPLIT_WG, _CUMSUM_WG, cumulative_prod_along
+    from fuelvk.ops.reduction import _CUMSUM_SPLIT_MIN, _CUMSUM_SPLIT_WG, _CUMSUM_WG, _cols_wg, cumulative_prod_along
     ctx = runtime.get()
+    per = 16 // np.dtype(dt).itemsize
     few = _CUMSUM_SPLIT_WG * parallel_groups(ctx.device)
     few_route = (0, _CUMSUM_SPLIT_WG, 0) if ctx.device.device_type == "cpu" else (1, None, 0)
     n = 2 * _CUMSUM_SPLIT_MIN + 5
@@ -432,7 +434,7 @@ def test_cumsum_signed_zero(dt, monkeypatch, launches):
             (8, 37, 1, -1, {(0, _CUMSUM_WG, 0)}), (few, 1100, 1, -1, {few_route}),
             (4, 1200, 0, -1, {(1, None, 0)}), (4, 1103, 1, -1, {(1, None, 0)}),
             (4, n, 1, -1, {(0, _CUMSUM_SPLIT_WG, 1), (0, _CUMSUM_SPLIT_WG, 2)}),
-            (16, 300, 0, 0, {(0, _CUMSUM_WG, 0)}), (7, 9, 0, 0, {(0, _CUMSUM_WG, 0)}),
+            (16, 300, 0, 0, {(0, _cols_wg(ctx.device, 16 // per), 0)}), (64, 600, 0, 0, {(0, _cols_wg(ctx.device, 64 // per), 0)}), (7, 9, 0, 0, {(0, _CUMSUM_WG, 0)}),
             (3, 1200, 0, 0, {(1, None, 0)}), (3, n, 0, 0, {(0, _CUMSUM_SPLIT_WG, 1), (0, _CUMSUM_SPLIT_WG, 2)})]:
         # axis 0: the slices are the columns of a cols x rows array
         x = signed_zero_slices(dt, rows, cols, off)
@@ -453,5 +455,8 @@ def test_cumsum_signed_zero(dt, monkeypatch, launches):
             assert np.array_equal(got, want) and np.array_equal(np.signbit(got), np.signbit(want)), (
                 rows, cols, off, axis, np.argwhere(np.signbit(got) != np.signbit(want))[:5])
         assert np.signbit(cs).any()      # -0 results were there to get wrong
+    # few slices side by side (COLS): workgroups enough to occupy the device where the invocations allow
+    floor = getattr(ctx.device, "subgroup_size", 0) or _CUMSUM_SPLIT_WG
+    assert -(-(64 // per) // _cols_wg(ctx.device, 64 // per)) >= min(parallel_groups(ctx.device), 64 // per // floor or 1)
     got = fv.cumsum(fv.asarray(np.array([-0.0], dt))).numpy()     # the plain case
     assert np.signbit(got).all() and np.signbit(np.cumsum(np.array([-0.0], dt))).all()

@@ -644,6 +644,17 @@ def _cumsum_serial_wg(device, n_slices, d):
     return None
 
 
+def _cols_wg(device, n_inv):
+    """The COLS route's workgroup size for n_inv invocations: _CUMSUM_WG, halved (not below a subgroup,
+    or _CUMSUM_SPLIT_WG where the device reports none) until the launch has parallel_groups(device)
+    workgroups: few slices (lavapipe [4096, 64] f32 along axis 0: 16 invocations) otherwise run in one
+    workgroup, on one core of a CPU device."""
+    wg, floor = _CUMSUM_WG, getattr(device, "subgroup_size", 0) or _CUMSUM_SPLIT_WG
+    while wg // 2 >= floor and -(-n_inv // wg) < parallel_groups(device):
+        wg //= 2
+    return wg
+
+
 def _adjacent_slices(x, out, ax, shape, s_in, s_out):
     """True when cumsum's slices come in runs of whole 16-byte texels of x and out (COLS): the innermost
     collapsed outer dim has unit strides and a multiple of PER elements, and the offsets, the axis
@@ -724,8 +735,8 @@ def _cumulative(op, x, axis, prod):
         return result(out, numpy_out)
     args.update(part=out, parts=0, SPLIT=0)
     if cols:          # PER slices per invocation, no barriers (a workgroup per slice is barrier-bound)
-        ctx.launch(kernel("cumsum", tag), ctx.groups(-(-n_slices // per // _CUMSUM_WG)), **args, WG=_CUMSUM_WG,
-                   SCAN=0)
+        wg = _cols_wg(ctx.device, n_slices // per)
+        ctx.launch(kernel("cumsum", tag), ctx.groups(-(-n_slices // per // wg)), **args, WG=wg, SCAN=0)
     elif serial_wg:
         ctx.launch(kernel("cumsum", tag), ctx.groups(-(-n_slices // serial_wg)), **args, WG=serial_wg, SCAN=0)
     else:
