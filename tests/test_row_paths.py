@@ -316,7 +316,7 @@ def test_cumsum_paths(dt, monkeypatch, launches):
     no whole number of texels; along a leading axis, slices side by side as texels (COLS) or element by
     element."""
     from fuelvk.ops.reduction import cumulative_prod_along
-    for rows, cols, off in [(6, 40, 0), (5, 37, 1), (3, 2000, 0), (2, 3001, 1), (3, 64, 1)]:
+    for rows, cols, off in [(6, 40, 0), (5, 37, 1), (5, 37, 0), (3, 2000, 0), (2, 3001, 1), (2, 3001, 0), (3, 64, 1)]:
         (x,) = inputs(dt, rows, cols, off, 1)
         x = (x.astype(np.float64) / 64 + 1).astype(dt)      # products of thousands stay near 1
         (cs, cp), masks, _ = on_both_paths(monkeypatch, launches, lambda: (
@@ -381,7 +381,9 @@ def test_cumsum_blocked_accuracy(dt, monkeypatch, launches):
     few_route = (0, _CUMSUM_SPLIT_WG) if ctx.device.device_type == "cpu" else (1, None)
     walks, orig = [], ctx.launch
     monkeypatch.setattr(ctx, "launch", lambda v, *a, **k: (walks.append((k["SCAN"], k["WG"])), orig(v, *a, **k))[1])
+    # offset 0 with slices of no whole number of texels: PEEL (whole-chunk steps inside a slice)
     for rows, cols, off, split, route in [(2, n, 0, [1, 2], None), (1, n, 1, [1, 2], None), (300, 1030, 1, [0], (0, _CUMSUM_WG)),
+                                          (300, 1030, 0, [0], (0, _CUMSUM_WG)), (3, 1203, 0, [0], (1, None)),
                                           (3, 1200, 0, [0], (1, None)), (few, 1100, 1, [0], few_route)]:
         x = rng.uniform(0.5, 1.5, size=rows * cols + off).astype(dt)
         walks.clear()
@@ -426,14 +428,17 @@ def test_cumsum_signed_zero(dt, monkeypatch, launches):
     few_route = (0, _CUMSUM_SPLIT_WG, 0) if ctx.device.device_type == "cpu" else (1, None, 0)
     n = 2 * _CUMSUM_SPLIT_MIN + 5
     walks, orig = [], ctx.launch
+    peels = []
     monkeypatch.setattr(ctx, "launch", lambda v, *a, **k: (
-        walks.append((k["SCAN"], k["WG"] if k["SCAN"] == 0 else None, k["SPLIT"])), orig(v, *a, **k))[1])
+        walks.append((k["SCAN"], k["WG"] if k["SCAN"] == 0 else None, k["SPLIT"])), peels.append(k["PEEL"]),
+        orig(v, *a, **k))[2])
     # (rows, cols, off, axis, route: (SCAN, serial WG, SPLIT) of the launches)
     for rows, cols, off, axis, route in [
             (1, 1, 0, -1, {(0, _CUMSUM_WG, 0)}), (300, 40, 0, -1, {(0, _CUMSUM_WG, 0)}),
-            (8, 37, 1, -1, {(0, _CUMSUM_WG, 0)}), (few, 1100, 1, -1, {few_route}),
-            (4, 1200, 0, -1, {(1, None, 0)}), (4, 1103, 1, -1, {(1, None, 0)}),
+            (8, 37, 1, -1, {(0, _CUMSUM_WG, 0)}), (8, 37, 0, -1, {(0, _CUMSUM_WG, 0)}), (few, 1100, 1, -1, {few_route}),
+            (4, 1200, 0, -1, {(1, None, 0)}), (4, 1103, 1, -1, {(1, None, 0)}), (4, 1103, 0, -1, {(1, None, 0)}),
             (4, n, 1, -1, {(0, _CUMSUM_SPLIT_WG, 1), (0, _CUMSUM_SPLIT_WG, 2)}),
+            (4, n, 0, -1, {(0, _CUMSUM_SPLIT_WG, 1), (0, _CUMSUM_SPLIT_WG, 2)}),
             (16, 300, 0, 0, {(0, _cols_wg(ctx.device, 16 // per), 0)}), (64, 600, 0, 0, {(0, _cols_wg(ctx.device, 64 // per), 0)}), (7, 9, 0, 0, {(0, _CUMSUM_WG, 0)}),
             (3, 1200, 0, 0, {(1, None, 0)}), (3, n, 0, 0, {(0, _CUMSUM_SPLIT_WG, 1), (0, _CUMSUM_SPLIT_WG, 2)})]:
         # axis 0: the slices are the columns of a cols x rows array
@@ -458,5 +463,6 @@ def test_cumsum_signed_zero(dt, monkeypatch, launches):
     # few slices side by side (COLS): workgroups enough to occupy the device where the invocations allow
     floor = getattr(ctx.device, "subgroup_size", 0) or _CUMSUM_SPLIT_WG
     assert -(-(64 // per) // _cols_wg(ctx.device, 64 // per)) >= min(parallel_groups(ctx.device), 64 // per // floor or 1)
+    assert set(peels) == {0, 1}       # unit-stride slices offset from out's chunks, and not (PEEL)
     got = fv.cumsum(fv.asarray(np.array([-0.0], dt))).numpy()     # the plain case
     assert np.signbit(got).all() and np.signbit(np.cumsum(np.array([-0.0], dt))).all()

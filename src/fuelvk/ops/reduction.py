@@ -722,9 +722,12 @@ def _cumulative(op, x, axis, prod):
         if cols or (rows and d % per == 0 and all(t % per == 0 for n, t in zip(shape, strides) if n > 1)
                     and a.offset % per == 0 and (key == "x" or align)):
             align |= CUMSUM_TEXELS[key]
+    # PEEL (rows): x's and out's chunks coincide in every slice, so steps inside a slice skip the element path
+    peel = rows and (out.offset - x.offset) % per == 0 and all((si - so) % per == 0 for n, si, so in
+                                                                zip(shape, s_in, s_out) if n > 1)
     args = dict(out=out, x=x, n_slices=n_slices, d=d, rank=len(shape), off_in=x.offset, off_out=out.offset,
                 s_ax=x.strides[ax], so_ax=out.strides[ax], shape=shape, s_in=s_in, s_out=s_out, PROD=prod,
-                ROWS=int(rows), COLS=int(cols), TEX=tex, ALIGN=align, **views)
+                ROWS=int(rows), COLS=int(cols), TEX=tex, ALIGN=align, PEEL=int(peel), **views)
     serial_wg = _cumsum_serial_wg(ctx.device, n_slices, d) if serial_ok else None
     parts = 0 if cols or serial_wg else _cumsum_parts(n_slices, d, budget)
     if parts:         # long axes, few slices: segments of each slice over invocations, two passes
