@@ -466,3 +466,23 @@ def test_cumsum_signed_zero(dt, monkeypatch, launches):
     assert set(peels) == {0, 1}       # unit-stride slices offset from out's chunks, and not (PEEL)
     got = fv.cumsum(fv.asarray(np.array([-0.0], dt))).numpy()     # the plain case
     assert np.signbit(got).all() and np.signbit(np.cumsum(np.array([-0.0], dt))).all()
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_cumsum_peel_same_bits(dt, monkeypatch):
+    """PEEL (a walk's inner steps through whole-chunk loads and stores) takes the same steps as the general
+    loop: forced off and on, the same bits on the serial walk, SCAN and the split, for slices of whole
+    texels and not."""
+    from fuelvk.ops.reduction import _CUMSUM_SPLIT_MIN
+    ctx = runtime.get()
+    force, orig = {}, ctx.launch
+    monkeypatch.setattr(ctx, "launch", lambda v, *a, **k: orig(v, *a, **dict(k, **force)))
+    per = 16 // np.dtype(dt).itemsize
+    for rows, cols in [(300, 37), (300, 8 * per), (3, 1203), (3, 1200), (2, 2 * _CUMSUM_SPLIT_MIN + 5)]:
+        x = rows_of(inputs(dt, rows, cols, 0, 1)[0], rows, cols, 0)
+        got = {}
+        for peel in (0, 1):
+            force["PEEL"] = peel
+            got[peel] = fv.cumsum(x, axis=-1).numpy()
+        assert np.array_equal(got[0].view(np.uint8), got[1].view(np.uint8)), (rows, cols)
+        close(got[1], np.cumsum(sl(x.numpy().reshape(-1), rows, cols, 0), -1), dt, scale=cols ** 0.5)
