@@ -156,7 +156,7 @@ V sincos32(V x, bool want_cos) {
     uint u = floatBitsToUint(abs(float(x)));
     int q;
     uvec3 fb;
-    ph_bits((u & 0x7FFFFFu) | 0x800000u, 0u, int(u >> 23) - 150, q, fb);
+    ph_bits32((u & 0x7FFFFFu) | 0x800000u, int(u >> 23) - 150, q, fb);
     float f = float(fb.x) * 2.3283064365386963e-10 + float(fb.y) * 5.421010862427522e-20;   // 2^-32, 2^-64
     if (f >= 0.5) { f -= 1.0; q = (q + 1) & 3; }
     float r = f * 1.5707963267948966;
