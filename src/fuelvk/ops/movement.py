@@ -18,7 +18,7 @@ from ..array import Array, asarray, complex_part
 from ..errors import DTypeError, FuelVKIndexError, ShapeError
 from ..kernels import kernel
 from ..kernels.registry import storage_twin
-from ..kernels.movement import EPT, MAX_RANK, TRANSPOSE_WG, WORDS as REMAP_WORDS, WG, WRITE_FLAGS
+from ..kernels.movement import CONCAT_PIECES, EPT, MAX_RANK, TRANSPOSE_WG, WORDS as REMAP_WORDS, WG, WRITE_FLAGS
 from ._core import (blocks, contiguous, device_args, divider, element_words, fits, launch_strided, new_like,
                     result, spans, tiles, windowed)
 from ..kernels.movement_core import copy_variant
@@ -468,6 +468,9 @@ def concatenate(arrays, axis=0):
     shape[ax] = sum(x.shape[ax] for x in xs)
     out = new_like(tuple(shape), dt)
     ftag = _dt.FLOAT_TAGS.get(dt)
+    pieces = [x for x in xs if x.size]
+    if 2 <= len(pieces) <= CONCAT_PIECES and _concat_texels(out, pieces, ax):
+        return result(out, numpy_out)
     v = kernel("concat_along_dim", ftag) if ftag else kernel("write_slice", _width_tag("concatenate", dt))
     start = 0
     for x in xs:
@@ -477,6 +480,61 @@ def concatenate(arrays, axis=0):
             launch_write(v, out[key], x)
         start += n
     return result(out, numpy_out)
+
+
+def _texel_rows(x, ax, per):
+    """(offset, row stride, row length) of x in texels of per elements, where x is rows of whole texels: its
+    dims from ax on contiguous, its dims before ax one strided dim (non-negative); else None."""
+    run = 1
+    for d in range(x.ndim - 1, ax - 1, -1):
+        if x.shape[d] != 1 and x.strides[d] != run:
+            return None
+        run *= x.shape[d]
+    stride = expect = None
+    for d in range(ax - 1, -1, -1):
+        if x.shape[d] == 1:
+            continue
+        if stride is None:
+            stride = expect = x.strides[d]
+        elif x.strides[d] != expect:
+            return None
+        expect *= x.shape[d]
+    stride = run if stride is None else stride   # one row: any stride
+    if run % per or stride % per or x.offset % per or stride < 0:
+        return None
+    return x.offset // per, stride // per, run // per
+
+
+def _concat_texels(out, pieces, ax):
+    """out (fresh, contiguous) <- 2 to CONCAT_PIECES non-empty pieces along ax in one concat_texels launch
+    (concatenate's piece-per-launch loop cost a dispatch each: ~25 us of lavapipe time even when tiny).
+    True when launched; False where the device reads storage buffers faster than texels or some piece is
+    not rows of whole texels (then the per-piece writes)."""
+    ctx = runtime.get()
+    loads, stores = loadpath.texel_paths(ctx)
+    isz = out.dtype.itemsize
+    if not loads or TEXEL_BYTES % isz or out.offset:
+        return False
+    per = TEXEL_BYTES // isz
+    plans = [_texel_rows(x, ax, per) for x in pieces]
+    lim = ctx.device.limits
+    if any(p is None for p in plans) or any(
+            not 0 < b.size // TEXEL_BYTES <= lim.maxTexelBufferElements or b.size > lim.maxStorageBufferRange
+            for b in [out.buffer] + [x.buffer for x in pieces]):
+        return False
+    rows, row = math.prod(out.shape[:ax]), sum(run for _, _, run in plans)
+    n = rows * row
+    starts = [0]
+    for _, _, run in plans[:-1]:
+        starts.append(starts[-1] + run)
+    pad = CONCAT_PIECES - len(pieces)
+    magic, shift = divider(row, n)
+    views = {f"p{k}_t": pieces[k] if k < len(pieces) else pieces[0] for k in range(CONCAT_PIECES)}
+    ctx.launch(kernel("concat_texels", "x16"), ctx.groups(-(-n // _PER_GROUP)), out=out, o_t=out, **views, n=n,
+               row=row, row_magic=magic, row_shift=shift, start=starts + [row] * pad,
+               off=[o for o, _, _ in plans] + [0] * pad, stride=[s for _, s, _ in plans] + [0] * pad,
+               TEXW=int(stores), PIECES=len(pieces))
+    return True
 
 
 # -- masked_fill ----------------------------------------------------------------------------------
