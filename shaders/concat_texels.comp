@@ -1,9 +1,10 @@
 #version 450
 // Concatenation of 2 to 4 pieces in one launch (concatenate took a launch per piece), where the output
-// and every piece are rows of whole 16-byte texels: the output (fresh, contiguous) is `rows` rows of
-// `row` texels, the dims before the axis collapsed into the row index; piece k fills texels
-// [start[k], start[k + 1]) of each row from its own row r at off[k] + r * stride[k] (its dims from the
-// axis on contiguous, the dims before one strided dim). Raw bits (any element width). Pieces are read
+// and every piece are rows of whole 16-byte texels: the output (fresh, contiguous) is rows of `row`
+// texels, one per index of the dims before the axis (which the host collapses, for all pieces at once,
+// to at most 3: sizes [.., outer[1], outer[0]]); piece k fills texels [start[k], start[k + 1]) of each
+// row from its own row at off[k] + sum_d r_d * stride<d>[k] (its dims from the axis on contiguous: a
+// rotate_half piece of a transposed q is one). Raw bits (any element width). Pieces are read
 // through their rgba32ui texel views (the host takes this path where Device.texel_loads), writes go
 // through the output's view o_t where TEXW = 1 (Device.texel_stores), else through `out` as uvec4.
 // PIECES (2..4) compiles out the unused views; the host binds the first piece's view in their place.
@@ -25,8 +26,8 @@ layout(set = 0, binding = 5, rgba32ui) uniform writeonly uimageBuffer o_t;
 // row_magic / row_shift: i / row as a multiply-high and a shift (exact for every i < n). start[0] = 0;
 // start[k] of a piece past PIECES is never read.
 layout(push_constant) uniform Params {
-    uint n; uint row; uint row_magic; uint row_shift;
-    uint start[4]; uint off[4]; uint stride[4];
+    uint n; uint row; uint row_magic; uint row_shift; uint outer[2];
+    uint start[4]; uint off[4]; uint stride0[4]; uint stride1[4]; uint stride2[4];
 } p;
 
 uint row_index(uint i) {
@@ -39,7 +40,9 @@ uint row_index(uint i) {
 // their first texel (always in range), and the right one selected: no load outside a view, whatever
 // a driver does with a divergent branch
 uvec4 piece_texel(uint k, uint r, uint c) {
-    uint src = p.off[k] + r * p.stride[k] + (c - p.start[k]);
+    uint r0 = r % p.outer[0], r12 = r / p.outer[0];
+    uint src = p.off[k] + r0 * p.stride0[k] + (r12 % p.outer[1]) * p.stride1[k] + (r12 / p.outer[1]) * p.stride2[k]
+        + (c - p.start[k]);
     uvec4 v = imageLoad(p0_t, int(k == 0u ? src : 0u));
     uvec4 w = imageLoad(p1_t, int(k == 1u ? src : 0u));
     v = k == 1u ? w : v;

@@ -117,14 +117,19 @@ def test_concatenate_and_setitem(dt, path, texel_launches):
 
 @pytest.mark.parametrize("dt", DTYPES, ids=lambda d: np.dtype(d).name)
 def test_concatenate_pieces_in_one_launch(dt, path, monkeypatch):
-    """2 to 4 pieces that are rows of whole texels (contiguous from the axis on, one strided dim before
-    it: slices, offsets, broadcast rows) are one concat_texels launch on the texel paths; 5 pieces, a
-    piece not in whole texels or a negative row stride take a launch per piece; numpy's bits always."""
+    """2 to 4 pieces that are rows of whole texels (contiguous from the axis on, the dims before it
+    collapsing to <= 3 for all pieces: slices, offsets, broadcast rows, transposed outer dims) are one
+    concat_texels launch on the texel paths; 5 pieces, a piece not in whole texels, a negative row
+    stride or 4 outer dims take a launch per piece; numpy's bits always."""
     seen = spy_launches(monkeypatch, lambda v, k: (v.family, k.get("PIECES")))
     p = per(dt)
     x = data((3, 2, 8 * p), dt)
     X = fv.asarray(x)
     row = fv.asarray(data((1, 1, 2 * p), dt))
+    t = data((2, 5, 3, 4 * p), dt).transpose(0, 2, 1, 3)           # [B, S, H, D] -> [B, H, S, D]
+    T = fv.asarray(np.ascontiguousarray(t.transpose(0, 2, 1, 3))).transpose(0, 2, 1, 3)
+    f = data((2, 3, 2, 3, 2 * p), dt).transpose(0, 3, 2, 1, 4)
+    F = fv.asarray(np.ascontiguousarray(f.transpose(0, 3, 2, 1, 4))).transpose(0, 3, 2, 1, 4)
     cases = [  # (device pieces, numpy pieces, axis, one launch)
         ([X[..., 4 * p:], X[..., :4 * p]], [x[..., 4 * p:], x[..., :4 * p]], 2, True),   # rotate_half's cat
         ([X, X[:, :1], X], [x, x[:, :1], x], 1, True),
@@ -135,7 +140,12 @@ def test_concatenate_pieces_in_one_launch(dt, path, monkeypatch):
         ([X] * 5, [x] * 5, 1, False),
         ([X[::-1], X], [x[::-1], x], 2, False),                                             # negative row stride
         ([X[..., 1:1 + p], X[..., :p]], [x[..., 1:1 + p], x[..., :p]], 2, p == 1),          # offset one element
+        ([fv.ascontiguousarray(T[..., 2 * p:]), T[..., :2 * p]], [t[..., 2 * p:], t[..., :2 * p]], 3,
+         True),                                                                             # rotate_half of q^T
+        ([T[:, :2], T[:, 1:]], [t[:, :2], t[:, 1:]], 3, True),                               # 3 outer dims
+        ([F[..., :p], F[..., p:]], [f[..., :p], f[..., p:]], 4, False),                       # 4 outer dims
     ]
+    seen.clear()   # the contiguous piece's copy
     for dev, host, ax, one in cases:
         same_bits(fv.concatenate(dev, axis=ax), np.concatenate(host, axis=ax))
         texel = path != "ssbo" and one
