@@ -61,7 +61,7 @@ uint small_to_f32(uint h) {
 #if SRC == FMT_BF16
     return h << 16;                       // bf16 is the top half of an f32 (NaN payload kept)
 #elif SRC == FMT_F16
-    return f16_to_f32_bits(h);            // common/half.glsl: exact, NaN payload kept (NAN_RULE 0)
+    return f16_to_f32_bits_numpy_nan(h, f16_to_f32_bits(h));   // common/half.glsl: exact, NAN_RULE 0
 #else                                     // f8e4m3fn
     const uint SE = 4u, SM = 3u;
     const uint EMAX = (1u << SE) - 1u, MMASK = (1u << SM) - 1u;
@@ -98,9 +98,9 @@ uint f8_from_f32_abs(uint a) {
 #if DST == FMT_F16
 uint f32_to_small(uint u) {
     // common/half.glsl: RNE, NaN's top payload bits kept (NAN_RULE 0); rule 2 gives the canonical NaN
-    uint r = f32_bits_to_f16(u);
+    uint r = f32_to_f16_bits_numpy_nan(u, f32_bits_to_f16(u));
 #if NAN_RULE == 2
-    r = (u & 0x7FFFFFFFu) > 0x7F800000u ? (r & 0x8000u) | 0x7E00u : r;
+    r = (u & 0x7FFFFFFFu) > 0x7F800000u ? ((u >> 16) & 0x8000u) | 0x7E00u : r;
 #endif
     return r;
 }

@@ -1,6 +1,6 @@
 #version 450
-// f16 conversion probe (runtime/halfconv.py, behind Device.half_native): the two forms of
-// common/half.glsl, picked by HALF_NATIVE, on the same inputs.
+// f16 conversion probe (runtime/halfconv.py, behind Device.half_native): the forms of common/half.glsl
+// that HALF_NATIVE picks (bit 0: native widening, bit 1: native narrowing), on the same inputs.
 // p.reps == 0 (check): invocation i widens the two halves of words[i] into wide[2i], wide[2i + 1]
 //   (scalar form for the low half, pair form for the high) and narrows floats[2i], floats[2i + 1] into
 //   narrow[i] (scalar form low, pair form high): the host compares the forms' bits.

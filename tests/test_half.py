@@ -1,9 +1,10 @@
-"""f16 <-> f32 conversions (shaders/common/half.glsl, issue 18): the integer form and the device's own,
-chosen per device by runtime/halfconv.py's probe (Device.half_native). Each form against numpy bit
-for bit through half_probe.comp (its scalar and pair functions): every f16 pattern widened, f32
-patterns at and around every f16 rounding boundary of both signs narrowed (ties to even, subnormals,
-overflow, inf, NaN payloads by numpy's rule); f16 kernels forced onto each form give identical bits
-(and numpy's, where exact)."""
+"""f16 <-> f32 conversions (shaders/common/half.glsl, issue 18): per direction the integer form or the
+device's own, chosen per device by runtime/halfconv.py's probe (Device.half_native, the HALF_NATIVE
+mask). Each form against numpy through half_probe.comp (its scalar and pair functions): every f16
+pattern widened, f32 patterns at and around every f16 rounding boundary of both signs narrowed (ties
+to even, subnormals, overflow, inf); the integer forms give numpy's bits for NaNs too, the native
+ones a NaN. f16 kernels forced onto each choice give identical bits for every non-NaN and NaNs in
+the same places; casts give numpy's bits, NaN payloads included, under every choice."""
 import numpy as np
 import pytest
 
@@ -13,7 +14,7 @@ from fuelvk.kernels import kernel
 from fuelvk.runtime import halfconv
 
 rng = np.random.default_rng(1618)
-MODES = ("int", "native")
+MASKS = (0, halfconv.WIDEN, halfconv.NARROW, halfconv.WIDEN | halfconv.NARROW)
 
 
 def widen_ref(words):
@@ -50,53 +51,46 @@ def boundary_sweep():
     return np.concatenate([pats, np.zeros(len(pats) % 2, np.uint32)])
 
 
-def probe_kernel(words, floats, native):
-    """(wide, narrow) of half_probe.comp's check mode with HALF_NATIVE = native."""
-    ctx = runtime.get()
-    n = len(words)
-    assert len(floats) == 2 * n
-    wide, narrow = fv.zeros(2 * n, np.uint32), fv.zeros(n, np.uint32)
-    ctx.launch(kernel("half_probe", "u32"), ctx.groups(-(-n // halfconv.WG)), words=fv.asarray(words),
-               floats=fv.asarray(floats), wide=wide, narrow=narrow, n=n, reps=0, scale=1.0, shift=0.0,
-               HALF_NATIVE=int(native))
-    return wide.numpy(), narrow.numpy()
-
-
-def native_exact():
-    """Whether this device's own conversion is exact (the probe's check; FUELVK_HALF_NATIVE skips the
+def exact_native():
+    """The native directions exact on this device (the probe's check; FUELVK_HALF_NATIVE skips the
     probe, so it is run here when the setting made the choice)."""
-    dev = runtime.get().device
-    dev.half_native
-    rec = dev.half_probe if dev.half_probe is not None else halfconv.probe(runtime.get())
-    return rec["exact"]
+    ctx = runtime.get()
+    ctx.device.half_native
+    rec = ctx.device.half_probe or halfconv.probe(ctx)
+    return (halfconv.WIDEN if rec["widen_exact"] else 0) | (halfconv.NARROW if rec["narrow_exact"] else 0)
 
 
-def skip_inexact(mode):
-    if mode == "native" and not native_exact():
-        pytest.skip("this device's own f16 conversion is not exact (halfconv probe): kernels never use it here")
+def skip_inexact(mask):
+    if mask & ~exact_native():
+        pytest.skip(f"this device's own f16 conversion is not exact (halfconv probe): kernels never use "
+                    f"HALF_NATIVE = {mask} here")
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_every_f16_widened_exactly(mode):
-    skip_inexact(mode)
+def check_form(got, want, native, is_nan):
+    """native: numpy's bits for every non-NaN, a NaN where numpy has one; integer: numpy's bits."""
+    if native:
+        nan = is_nan(want)
+        assert np.all(is_nan(got[nan]))
+        got, want = got[~nan], want[~nan]
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, [(int(i), hex(int(want[i])), hex(int(got[i]))) for i in bad[:8]]
+
+
+@pytest.mark.parametrize("mask", MASKS)
+def test_every_f16_widened_exactly(mask):
+    skip_inexact(mask)
     words = np.arange(1 << 16, dtype=np.uint32)
     words = words[0::2] | (words[1::2] << 16)
-    wide, _ = probe_kernel(words, np.zeros(2 * len(words), np.uint32), mode == "native")
-    want = widen_ref(words)
-    bad = np.flatnonzero(wide != want)
-    assert bad.size == 0, [(hex(int(want[i])), hex(int(wide[i]))) for i in bad[:8]]
+    wide, _ = halfconv.run_check(runtime.get(), words, np.zeros(2 * len(words), np.uint32), mask)
+    check_form(wide, widen_ref(words), mask & halfconv.WIDEN, halfconv.f32_nan)
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_narrowing_at_every_rounding_boundary(mode):
-    skip_inexact(mode)
+@pytest.mark.parametrize("mask", MASKS)
+def test_narrowing_at_every_rounding_boundary(mask):
+    skip_inexact(mask)
     floats = boundary_sweep()
-    words = np.zeros(len(floats) // 2, np.uint32)
-    _, narrow = probe_kernel(words, floats, mode == "native")
-    got = np.stack([narrow & 0xFFFF, narrow >> 16], axis=1).reshape(-1)
-    want = narrow_ref(floats)
-    bad = np.flatnonzero(got != want)
-    assert bad.size == 0, [(hex(int(floats[i])), hex(int(want[i])), hex(int(got[i]))) for i in bad[:8]]
+    _, narrow = halfconv.run_check(runtime.get(), np.zeros(len(floats) // 2, np.uint32), floats, mask)
+    check_form(narrow, narrow_ref(floats), mask & halfconv.NARROW, halfconv.f16_nan)
 
 
 def test_sweep_catches_wrong_rounding():
@@ -114,24 +108,50 @@ def test_sweep_catches_wrong_rounding():
 
 def test_probe_verdict_and_choice(ctx):
     rec = halfconv.probe(ctx)
-    assert set(rec) == {"exact", "native_ms", "int_ms"}
+    assert set(rec) == {"widen_exact", "narrow_exact", "ms"}
     words, floats = halfconv.check_inputs()
-    wide, narrow = probe_kernel(words, floats, True)
-    truth = np.array_equal(wide, widen_ref(words)) and np.array_equal(
-        np.stack([narrow & 0xFFFF, narrow >> 16], axis=1).reshape(-1), narrow_ref(floats))
-    assert rec["exact"] == truth
-    if rec["exact"]:
-        assert rec["native_ms"] > 0 and rec["int_ms"] > 0
-    assert halfconv.decide(rec) == (rec["exact"] and not rec["int_ms"] <= halfconv.INT_WINS * rec["native_ms"])
-    assert halfconv.decide({"exact": False, "native_ms": 1.0, "int_ms": 5.0}) is False
-    assert halfconv.decide({"exact": True, "native_ms": 1.0, "int_ms": 0.95}) is True
-    assert halfconv.decide({"exact": True, "native_ms": 1.0, "int_ms": 0.8}) is False
+    wide, narrow = halfconv.run_check(ctx, words, floats, halfconv.WIDEN | halfconv.NARROW)
+    assert rec["widen_exact"] == halfconv.same(wide, widen_ref(words), halfconv.f32_nan)
+    assert rec["narrow_exact"] == halfconv.same(narrow, narrow_ref(floats), halfconv.f16_nan)
+    exact = (halfconv.WIDEN if rec["widen_exact"] else 0) | (halfconv.NARROW if rec["narrow_exact"] else 0)
+    assert sorted(rec["ms"]) == [str(m) for m in range(4) if m & exact == m]
+    assert all(ms > 0 for ms in rec["ms"].values())
+    assert halfconv.decide(rec) & ~exact == 0
+    ms = {"0": 1.0, "1": 1.0, "2": 1.0, "3": 1.0}
+    both = {"widen_exact": True, "narrow_exact": True}
+    assert halfconv.decide(dict(both, ms=ms)) == 3                              # a tie keeps native
+    assert halfconv.decide(dict(both, ms=dict(ms, **{"1": 0.8}))) == 1          # integer narrowing wins
+    assert halfconv.decide(dict(both, ms=dict(ms, **{"1": 0.8, "0": 0.7}))) == 0
+    assert halfconv.decide(dict(both, ms=dict(ms, **{"2": 0.85}))) == 2
+    assert halfconv.decide({"widen_exact": False, "narrow_exact": True, "ms": {"0": 5.0, "2": 1.0}}) == 2
+    assert halfconv.decide({"widen_exact": False, "narrow_exact": False, "ms": {"0": 5.0}}) == 0
+
+
+def test_probe_detects_a_wrong_native_form():
+    """same() refuses flushed subnormals, a rounding off by one ulp and a NaN that became a number."""
+    words = np.arange(1 << 16, dtype=np.uint32)
+    words = words[0::2] | (words[1::2] << 16)
+    ref = widen_ref(words)
+    assert halfconv.same(ref.copy(), ref, halfconv.f32_nan)
+    flushed = ref.copy()
+    flushed[(ref & 0x7F800000) < (113 << 23)] &= 0x80000000
+    assert not halfconv.same(flushed, ref, halfconv.f32_nan)
+    quiet = ref | np.where(halfconv.f32_nan(ref), 0x400000, 0).astype(np.uint32)   # quieting is allowed
+    assert halfconv.same(quiet, ref, halfconv.f32_nan)
+    floats = boundary_sweep()
+    nref = narrow_ref(floats)
+    off = nref.copy()
+    off[len(off) // 3] ^= 1
+    assert not halfconv.same(off, nref, halfconv.f16_nan)
+    lost = nref.copy()
+    lost[halfconv.f16_nan(lost)] = 0x7C00
+    assert not halfconv.same(lost, nref, halfconv.f16_nan)
 
 
 def test_setting_overrides_the_probe(ctx, monkeypatch):
-    for value, native in (("1", True), ("0", False)):
+    for value, mask in (("1", 3), ("0", 0)):
         monkeypatch.setenv(halfconv.ENV, value)
-        assert halfconv.resolve(ctx) == (native, None)
+        assert halfconv.resolve(ctx) == (mask, None)
 
 
 def test_pipelines_take_the_device_choice(ctx, monkeypatch):
@@ -139,10 +159,10 @@ def test_pipelines_take_the_device_choice(ctx, monkeypatch):
     pc = ctx.pipelines
     f16, f32 = kernel("unary", "f16"), kernel("unary", "f32")
     cid = pc.meta(f16.id)["spec_names"][halfconv.SPEC]
-    for native in (False, True):
-        monkeypatch.setattr(ctx.device, "_half_native", native)
-        assert dict(pc.specialization(f16, ((1, 1),))) == {1: 1, cid: int(native)}
-        assert dict(pc.specialization(f16, ((cid, 1 - native),))) == {cid: 1 - native}
+    for mask in MASKS:
+        monkeypatch.setattr(ctx.device, "_half_native", mask)
+        assert dict(pc.specialization(f16, ((1, 1),))) == {1: 1, cid: mask}
+        assert dict(pc.specialization(f16, ((cid, 3 - mask),))) == {cid: 3 - mask}
         assert pc.specialization(f32, ((1, 1),)) == ((1, 1),)
 
 
@@ -215,30 +235,40 @@ EXACT = {   # numpy's bits (NaN payloads by numpy's rule) where the kernel round
 }
 
 
-def run_forced(fn, native):
-    """fn() with every f16 pipeline specialized for the given form (fresh pipeline and plan caches)."""
+def run_forced(fn, mask):
+    """fn() with every f16 pipeline specialized with HALF_NATIVE = mask (fresh pipeline and plan caches)."""
     ctx = runtime.get()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ctx.device, "_half_native", native)
+        mp.setattr(ctx.device, "_half_native", mask)
         mp.setattr(ctx.pipelines, "pipelines", {})
         mp.setattr(ctx, "plans", {})
-        out = fn()
-        out = out.numpy()
+        out = fn().numpy()
     return out
 
 
+def nan_mask(a):
+    return np.isnan(a.astype(np.float32))
+
+
 @pytest.mark.parametrize("name", list(KERNELS))
-def test_kernels_same_bits_on_both_forms(name):
-    skip_inexact("native")
-    a, b = (run_forced(KERNELS[name], native) for native in (False, True))
-    assert a.dtype == b.dtype and a.shape == b.shape
-    assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), name
+def test_kernels_same_bits_on_every_choice(name):
+    outs = {m: run_forced(KERNELS[name], m) for m in MASKS if not m & ~exact_native()}
+    a = outs[0]
+    cast = name.startswith("astype")
+    for m, b in outs.items():
+        assert a.dtype == b.dtype and a.shape == b.shape
+        if cast:                           # casts promise numpy's NaN payloads on every device
+            assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), (name, m)
+        else:
+            nan = nan_mask(a)
+            assert np.array_equal(nan, nan_mask(b)), (name, m)
+            assert np.array_equal(a[~nan].view(np.uint8), b[~nan].view(np.uint8)), (name, m)
     if name in EXACT:
         with np.errstate(over="ignore", invalid="ignore"):
             want = EXACT[name]()
         got = a.view(want.dtype)
         nan = np.zeros(a.shape, bool)
         if name == "add":                  # an arithmetic NaN's payload is the device's: NaN-ness only
-            nan = np.isnan(a)
-            assert np.array_equal(nan, np.isnan(want.view(a.dtype)))
+            nan = nan_mask(a)
+            assert np.array_equal(nan, nan_mask(want.view(a.dtype)))
         assert np.array_equal(got[~nan], want[~nan]), name

@@ -1,18 +1,22 @@
-// f16 <-> f32 conversions for every kernel that reads or writes float16: two implementations with the
-// same bits, chosen per device by the HALF_NATIVE specialization constant, which the runtime sets at
-// pipeline creation from a measurement (runtime/halfconv.py: a micro-probe checks the device's own
-// conversion bit for bit and times both; Device.half_native), never from a device name:
-//   HALF_NATIVE = 1: the device's conversions (unpackHalf2x16 / packHalf2x16): one instruction on GPUs;
-//   HALF_NATIVE = 0: integer arithmetic on the bits (~10 operations): exact on every driver, and
-//                    faster where the device emulates the conversion (lavapipe: 8-26% on f16 rows).
-// Both: f16 -> f32 exact; f32 -> f16 round to nearest even with subnormals, overflow to inf, -0 kept.
-// NaN stays NaN with its sign, by numpy's rule (what its casts give): widening keeps the payload as
-// it is, narrowing keeps the payload's top 10 bits (1 if they are all zero), so a NaN copied through
-// f32 comes back with its own bits. The native form's NaNs are rewritten to that (one select a value),
-// so the two choices give identical bits everywhere and tests compare them with each other.
+// f16 <-> f32 conversions for every kernel that reads or writes float16: per direction, the device's own
+// conversion or integer arithmetic on the bits, chosen per device by the HALF_NATIVE specialization
+// constant (bit 0: widen natively, bit 1: narrow natively), which the runtime sets at pipeline creation
+// from a measurement (runtime/halfconv.py: a micro-probe checks the device's conversions bit for bit and
+// times each direction both ways; Device.half_native), never from a device name. Native is one
+// instruction on GPUs; the integer forms (~5 / ~12 operations) are exact on every driver and faster
+// where the driver emulates the conversion (lavapipe narrows ~25% faster in integers; it widens faster
+// natively, with F16C).
+// Both forms: f16 -> f32 exact; f32 -> f16 round to nearest even with subnormals, overflow to inf, -0
+// kept: the same bits for every non-NaN (the probe checks the native form on every f16 pattern and at
+// every rounding boundary). A NaN stays a NaN; its payload is numpy's in the integer forms (widening
+// keeps it as it is; narrowing keeps its top 10 bits, 1 if they are all zero) and the device's in the
+// native ones (x86 and most GPUs quiet a signalling NaN). Kernels that must give numpy's NaN bits on
+// every device (cast.comp) select them after the conversion.
 #ifndef FUELVK_HALF_GLSL
 #define FUELVK_HALF_GLSL
 layout(constant_id = 64) const uint HALF_NATIVE = 0;
+const bool HALF_WIDEN_NATIVE = (HALF_NATIVE & 1u) != 0u;
+const bool HALF_NARROW_NATIVE = (HALF_NATIVE & 2u) != 0u;
 
 // ---- integer forms ---------------------------------------------------------------------------------
 // f16 bits h (low 16 bits) -> f32 bits: a normal magnitude a is (a << 13) + (112 << 23); inf / NaN move
@@ -45,47 +49,40 @@ uint f32_to_f16_bits_int(uint u) {
 // ---- the chosen form -------------------------------------------------------------------------------
 // f16 bits h (low 16 bits; higher bits ignored) -> f32 bits.
 uint f16_to_f32_bits(uint h) {
-    if (HALF_NATIVE != 0u) {
-        uint a = h & 0x7FFFu;
-        uint nan = ((h & 0x8000u) << 16) | 0x7F800000u | (a << 13);
-        return a > 0x7C00u ? nan : floatBitsToUint(unpackHalf2x16(h & 0xFFFFu).x);
-    }
+    if (HALF_WIDEN_NATIVE) return floatBitsToUint(unpackHalf2x16(h & 0xFFFFu).x);
     return f16_to_f32_bits_int(h);
 }
 float f16_to_f32(uint h) { return uintBitsToFloat(f16_to_f32_bits(h)); }
 
 // The two halves of a 32-bit word (low half first) -> their f32 values.
 vec2 f16x2_to_f32(uint w) {
-    if (HALF_NATIVE != 0u) {
-        uvec2 h = uvec2(w & 0xFFFFu, w >> 16);
-        uvec2 a = h & 0x7FFFu;
-        uvec2 nan = ((h & 0x8000u) << 16) | 0x7F800000u | (a << 13);
-        return uintBitsToFloat(mix(floatBitsToUint(unpackHalf2x16(w)), nan, greaterThan(a, uvec2(0x7C00u))));
-    }
+    if (HALF_WIDEN_NATIVE) return unpackHalf2x16(w);
     return uintBitsToFloat(uvec2(f16_to_f32_bits_int(w), f16_to_f32_bits_int(w >> 16)));
 }
 
 // f32 bits u -> f16 bits (in the low 16 bits of the result, the high bits zero).
 uint f32_bits_to_f16(uint u) {
-    if (HALF_NATIVE != 0u) {
-        uint a = u & 0x7FFFFFFFu;
-        uint nan = ((u >> 16) & 0x8000u) | f16_nan_of(a);
-        return a > 0x7F800000u ? nan : packHalf2x16(vec2(uintBitsToFloat(u), 0.0));
-    }
+    if (HALF_NARROW_NATIVE) return packHalf2x16(vec2(uintBitsToFloat(u), 0.0));
     return f32_to_f16_bits_int(u);
 }
 uint f32_to_f16(float f) { return f32_bits_to_f16(floatBitsToUint(f)); }
 
 // Two f32 values -> one 32-bit word of f16 bits (v.x in the low half).
 uint f32x2_to_f16x2(vec2 v) {
+    if (HALF_NARROW_NATIVE) return packHalf2x16(v);
     uvec2 u = floatBitsToUint(v);
-    if (HALF_NATIVE != 0u) {
-        uvec2 a = u & 0x7FFFFFFFu;
-        uvec2 nan = ((u >> 16) & 0x8000u) | 0x7C00u | max((a >> 13) & 0x3FFu, uvec2(1u));
-        uint w = packHalf2x16(v);
-        uvec2 h = mix(uvec2(w & 0xFFFFu, w >> 16), nan, greaterThan(a, uvec2(0x7F800000u)));
-        return h.x | (h.y << 16);
-    }
     return f32_to_f16_bits_int(u.x) | (f32_to_f16_bits_int(u.y) << 16);
+}
+
+// numpy's NaN bits for kernels that promise them on every device (casts): f32 bits from the f16 bits h,
+// f16 bits from the f32 bits u, each with the converted bits r where the input is not a NaN. Nothing
+// to select in the integer forms, which give them already.
+uint f16_to_f32_bits_numpy_nan(uint h, uint r) {
+    uint a = h & 0x7FFFu;
+    return HALF_WIDEN_NATIVE && a > 0x7C00u ? ((h & 0x8000u) << 16) | 0x7F800000u | (a << 13) : r;
+}
+uint f32_to_f16_bits_numpy_nan(uint u, uint r) {
+    uint a = u & 0x7FFFFFFFu;
+    return HALF_NARROW_NATIVE && a > 0x7F800000u ? ((u >> 16) & 0x8000u) | f16_nan_of(a) : r;
 }
 #endif

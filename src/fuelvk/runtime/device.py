@@ -369,9 +369,10 @@ class Device:
 
     @property
     def half_native(self):
-        """Whether float16 kernels convert with the device's own f16 <-> f32 instructions (checked exact
-        and not slower here) rather than integer arithmetic on the bits (shaders/common/half.glsl; same
-        bits either way). Probed on first use (runtime/halfconv.py); `half_probe` then holds the record."""
+        """HALF_NATIVE of shaders/common/half.glsl: which f16 <-> f32 conversions float16 kernels do
+        with the device's own instructions (bit 1: widening, bit 2: narrowing; checked exact and not
+        slower here) rather than integer arithmetic on the bits (same bits for every non-NaN). Probed
+        on first use (runtime/halfconv.py); `half_probe` then holds the record."""
         if self._half_native is _UNPROBED:
             with self.lock:
                 if self._half_native is _UNPROBED:

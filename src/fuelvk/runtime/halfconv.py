@@ -1,19 +1,21 @@
-"""Which f16 <-> f32 conversion the float16 kernels use (Device.half_native): probed once per driver.
+"""Which f16 <-> f32 conversions the float16 kernels use (Device.half_native): probed once per driver.
 
-shaders/common/half.glsl has two forms with the same bits: the device's own conversion
-(unpackHalf2x16 / packHalf2x16, one instruction on GPUs) and integer arithmetic on the bits (~10
-operations, exact on every driver; faster where the driver emulates the conversion: lavapipe). Every
-kernel that includes it declares the HALF_NATIVE specialization constant, which the pipeline cache
-sets from Device.half_native when a pipeline is created (runtime/pipelines.py).
+shaders/common/half.glsl has, per direction, the device's own conversion (unpackHalf2x16 /
+packHalf2x16: one instruction on GPUs) and integer arithmetic on the bits (exact on every driver;
+faster where the driver emulates the conversion). Every kernel that includes it declares the
+HALF_NATIVE specialization constant (bit WIDEN: widen natively, bit NARROW: narrow natively), which
+the pipeline cache sets from Device.half_native when a pipeline is created (runtime/pipelines.py).
 
-The probe (shaders/half_probe.comp) first checks the native form bit for bit against the integer one
-on every f16 pattern (widening) and on f32 values at, just below and just above every f16 rounding
-boundary of both signs plus zeros, f32 subnormals, overflow, inf and NaNs (narrowing): a device that
-flushes f16 subnormals, rounds another way or loses a NaN's sign is never given the native form. It
-then times dependent f16 -> f32 -> f16 round trips in both forms; the native form is kept unless the
-integer one takes at most INT_WINS of its time. The record is a property of the driver, never
-inferred from its name, cached on disk like the load path (runtime/loadpath.py; FUELVK_PIPELINE_CACHE=0:
-probed in every process). FUELVK_HALF_NATIVE=0/1 overrides it (read when a context first needs it).
+The probe (shaders/half_probe.comp) first checks each native direction against the integer one: every
+f16 pattern widened; f32 values at, just below and just above every f16 rounding boundary of both
+signs, zeros, f32 subnormals, overflow, inf and NaNs narrowed. Every non-NaN must give the same bits
+and every NaN a NaN (its payload is the device's: half.glsl), else that direction stays integer (a
+device that flushes f16 subnormals or rounds another way). Then it times dependent f16 -> f32 -> f16
+round trips under each choice of the exact directions; a native direction is given up only where the
+integer form takes at most INT_WINS of its time (lavapipe: narrowing; widening natively is faster
+there). The record is a property of the driver, never inferred from its name, cached on disk like the
+load path (runtime/loadpath.py; FUELVK_PIPELINE_CACHE=0: probed in every process).
+FUELVK_HALF_NATIVE=0/1 overrides it (integer / native both ways; read when a context first needs it).
 """
 import numpy as np
 
@@ -22,11 +24,12 @@ from .pipelines import cached_probe
 
 ENV = "FUELVK_HALF_NATIVE"
 SPEC = "HALF_NATIVE"      # the specialization constant of common/half.glsl
-VERSION = 1               # of the cached record
-INT_WINS = 0.9            # the integer form is chosen when it takes <= 90% of the native form's time
-TIMING_WORDS = 1 << 18    # words (two halves each) per timing
+WIDEN, NARROW = 1, 2      # its bits
+VERSION = 2               # of the cached record
+INT_WINS = 0.9            # a direction goes integer where that takes <= 90% of the native time
+TIMING_WORDS = 1 << 15    # words (two halves each) per timing
 TIMING_REPS = 8           # round trips per word
-REPEATS = 3
+ROUNDS = 16               # interleaved timings per choice (the best counts)
 WG = 64                   # half_probe.comp's local size
 
 
@@ -55,63 +58,87 @@ def check_inputs():
     return words, floats
 
 
-def probe(ctx):
-    """{"exact": whether the native form gave the integer form's bits on every check input,
-    "native_ms", "int_ms": the best of REPEATS device times of TIMING_REPS round trips over
-    TIMING_WORDS words (0 / 0 when not exact: not timed)}."""
+def f16_nan(h):
+    return (h & 0x7FFF) > 0x7C00
+
+
+def f32_nan(u):
+    return (u & 0x7FFFFFFF) > 0x7F800000
+
+
+def same(native, ref, is_nan):
+    """Whether native gives ref's bits on every non-NaN of ref and a NaN wherever ref has one."""
+    n = is_nan(ref)
+    return bool(np.array_equal(native[~n], ref[~n]) and np.all(is_nan(native[n])))
+
+
+def run_check(ctx, words, floats, mask):
+    """(wide, narrow) of half_probe.comp's check mode under HALF_NATIVE = mask: wide, the f32 bits of
+    the halves of `words`; narrow, the f16 bits of `floats`, one per element."""
     from ..kernels import kernel
-    v = kernel("half_probe", "u32")
-    words, floats = check_inputs()
     n = len(words)
     pool = ctx.pool
-    w_buf, f_buf = pool.alloc(4 * n), pool.alloc(8 * n)
-    ctx.upload(w_buf, words)
-    ctx.upload(f_buf, floats)
-    outs = {}
-    for native in (0, 1):
-        wide, narrow = pool.alloc(8 * n), pool.alloc(4 * n)
-        ctx.launch(v, ctx.groups(-(-n // WG)), words=w_buf, floats=f_buf, wide=wide, narrow=narrow,
-                   n=n, reps=0, scale=1.0, shift=0.0, HALF_NATIVE=native)
-        outs[native] = (ctx.download(wide, 0, 8 * n), ctx.download(narrow, 0, 4 * n))
-    exact = outs[0] == outs[1]
-    rec = {"exact": bool(exact), "native_ms": 0.0, "int_ms": 0.0}
-    if not exact:
-        return rec
+    w_buf, f_buf, wide, narrow = pool.alloc(4 * n), pool.alloc(8 * n), pool.alloc(8 * n), pool.alloc(4 * n)
+    ctx.upload(w_buf, np.ascontiguousarray(words, np.uint32))
+    ctx.upload(f_buf, np.ascontiguousarray(floats, np.uint32))
+    ctx.launch(kernel("half_probe", "u32"), ctx.groups(-(-n // WG)), words=w_buf, floats=f_buf, wide=wide,
+               narrow=narrow, n=n, reps=0, scale=1.0, shift=0.0, HALF_NATIVE=mask)
+    wide = np.frombuffer(ctx.download(wide, 0, 8 * n), np.uint32)
+    narrow = np.frombuffer(ctx.download(narrow, 0, 4 * n), np.uint32)
+    return wide, np.stack([narrow & 0xFFFF, narrow >> 16], axis=1).reshape(-1)
+
+
+def probe(ctx):
+    """{"widen_exact", "narrow_exact": whether each native direction matched the integer one (same()),
+    "ms": {mask: the best of ROUNDS device times of TIMING_REPS round trips over TIMING_WORDS words}
+    for every mask of exact native directions (0: integer both ways)}."""
+    from ..kernels import kernel
+    words, floats = check_inputs()
+    ref_w, ref_n = run_check(ctx, words, floats, 0)
+    nat_w, nat_n = run_check(ctx, words, floats, WIDEN | NARROW)
+    rec = {"widen_exact": same(nat_w, ref_w, f32_nan), "narrow_exact": same(nat_n, ref_n, f16_nan)}
+    exact = (WIDEN if rec["widen_exact"] else 0) | (NARROW if rec["narrow_exact"] else 0)
+    v = kernel("half_probe", "u32")
     tw = np.random.default_rng(0).integers(0, 1 << 32, TIMING_WORDS, dtype=np.uint32)
-    t_buf, t_out = pool.alloc(4 * TIMING_WORDS), pool.alloc(4 * TIMING_WORDS)
+    t_buf, t_out = ctx.pool.alloc(4 * TIMING_WORDS), ctx.pool.alloc(4 * TIMING_WORDS)
     ctx.upload(t_buf, tw)
-    for name, native in (("int_ms", 0), ("native_ms", 1)):
-        def run():
-            ctx.launch(v, ctx.groups(-(-TIMING_WORDS // WG)), words=t_buf, floats=f_buf, wide=t_out,
-                       narrow=t_out, n=TIMING_WORDS, reps=TIMING_REPS, scale=1.0, shift=0.0, HALF_NATIVE=native)
-        rec[name] = _best(ctx, run)
+    masks = [m for m in range(4) if m & exact == m]
+    runs = {}
+    for mask in masks:
+        def run(mask=mask):
+            ctx.launch(v, ctx.groups(-(-TIMING_WORDS // WG)), words=t_buf, floats=t_buf, wide=t_out,
+                       narrow=t_out, n=TIMING_WORDS, reps=TIMING_REPS, scale=1.0, shift=0.0, HALF_NATIVE=mask)
+        runs[mask] = run
+        run()                                # pipeline build, first touch
+    ctx.stream.synchronize()
+    # rounds interleave the choices: a CPU device's speed can change run to run with its host's load
+    timer, best = ctx.timer(), {}
+    for _ in range(ROUNDS):
+        for mask in masks:
+            timer.start()
+            runs[mask]()
+            ms, _ = timer.stop()
+            best[mask] = min(ms, best.get(mask, ms))
+    rec["ms"] = {str(m): best[m] for m in masks}
     return rec
 
 
-def _best(ctx, run):
-    """The best of REPEATS device times of run(), after one untimed call (pipeline build, first touch)."""
-    run()
-    ctx.stream.synchronize()
-    timer, best = ctx.timer(), None
-    for _ in range(REPEATS):
-        timer.start()
-        run()
-        ms, _ = timer.stop()
-        best = ms if best is None else min(best, ms)
-    return best
-
-
 def decide(rec):
-    """Whether kernels use the native conversion: it is exact here, and the integer form does not take
-    at most INT_WINS of its time."""
-    return rec["exact"] and not rec["int_ms"] <= INT_WINS * rec["native_ms"]
+    """HALF_NATIVE: the exact native directions, less each (narrowing first) whose integer form takes
+    at most INT_WINS of the time with it native."""
+    ms = rec["ms"]
+    mask = (WIDEN if rec["widen_exact"] else 0) | (NARROW if rec["narrow_exact"] else 0)
+    for bit in (NARROW, WIDEN):
+        if mask & bit and ms[str(mask & ~bit)] <= INT_WINS * ms[str(mask)]:
+            mask &= ~bit
+    return mask
 
 
 def resolve(ctx):
-    """(native, record): FUELVK_HALF_NATIVE if set (record None), else the cached or freshly probed
-    choice; record: the probe's result."""
+    """(HALF_NATIVE, record): FUELVK_HALF_NATIVE if set (both directions; record None), else the cached
+    or freshly probed choice; record: the probe's result."""
     forced = config.get(ENV)
     if forced is not None:
-        return bool(forced), None
+        return (WIDEN | NARROW) if forced else 0, None
     rec = cached_probe(ctx.device, "halfconv", VERSION, lambda: probe(ctx))
     return decide(rec), {k: v for k, v in rec.items() if k != "version"}
