@@ -1,8 +1,9 @@
 #version 450
 // Float casts between f8e4m3fn / f16 / bf16 / f32 / f64: one generic kernel for every src->dst pair
-// (SRC, DST: FMT_* codes below). Conversions are done on the raw bits with integer arithmetic only,
-// so results are bit-exact on every driver: no reliance on the device's float rounding mode,
-// denormal flushing or NaN canonicalization.
+// (SRC, DST: FMT_* codes below). Conversions are done on the raw bits with integer arithmetic, so
+// results are bit-exact on every driver: no reliance on the device's float rounding mode, denormal
+// flushing or NaN canonicalization; f16 <-> f32 are common/half.glsl's, the device's own instructions
+// where its probe found them exact and not slower (runtime/halfconv.py), NaNs still numpy's here.
 //   widening (f8/f16/bf16 -> f32 -> f64) is exact;
 //   narrowing rounds to nearest even once: f64 -> f32 directly, f64 -> f16/bf16/f8 via an f32 rounded
 //   to odd (exact double rounding: f32 keeps >= 2 more bits than any narrower target);
