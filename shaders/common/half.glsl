@@ -24,7 +24,7 @@ const bool HALF_NARROW_NATIVE = (HALF_NATIVE & 2u) != 0u;
 // arithmetic (a < 2^10 converts exactly, the power-of-two scale lands on a normal f32: no flushing).
 uint f16_to_f32_bits_int(uint h) {
     uint a = h & 0x7FFFu;
-    uint sub = floatBitsToUint(float(a) * 5.9604644775390625e-8);
+    uint sub = floatBitsToUint(float(int(a)) * 5.9604644775390625e-8);   // int: x86 has no u32 -> f32
     uint big = (a << 13) + (a >= 0x7C00u ? (224u << 23) : (112u << 23));
     return ((h & 0x8000u) << 16) | (a < 0x400u ? sub : big);
 }
@@ -40,7 +40,7 @@ uint f32_to_f16_bits_int(uint u) {
     uint a = u & 0x7FFFFFFFu;
     uint b = a - (112u << 23);
     uint r = (b + 0xFFFu + ((b >> 13) & 1u)) >> 13;
-    uint rs = uint(roundEven(uintBitsToFloat(a + (24u << 23))));
+    uint rs = uint(int(roundEven(uintBitsToFloat(a + (24u << 23)))));   // int: x86 has no f32 -> u32
     r = a < (113u << 23) ? rs : min(r, 0x7C00u);
     r = a > 0x7F800000u ? f16_nan_of(a) : r;
     return ((u >> 16) & 0x8000u) | r;
