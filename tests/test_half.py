@@ -272,3 +272,13 @@ def test_kernels_same_bits_on_every_choice(name):
             nan = nan_mask(a)
             assert np.array_equal(nan, nan_mask(want.view(a.dtype)))
         assert np.array_equal(got[~nan], want[~nan]), name
+
+
+def test_info_reports_the_choice(ctx, capsys):
+    from fuelvk.__main__ import main
+    info = fv.device_info()
+    mask = ctx.device.half_native
+    assert info["half_conversions"]["widen"] == ("native" if mask & halfconv.WIDEN else "integer")
+    assert info["half_conversions"]["narrow"] == ("native" if mask & halfconv.NARROW else "integer")
+    main(["info"])
+    assert f"f16      : widen {info['half_conversions']['widen']}, narrow" in capsys.readouterr().out
