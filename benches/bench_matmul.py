@@ -8,6 +8,8 @@
 Roofs, measured here by fuelvk.bench.roofs (the suite's calibration kernels), best of three: FMA
 throughput (16 independent FMA chains per invocation), copy bandwidth (vkCmdCopyBuffer, and a copy shader, i.e.
 what a kernel's loads + stores reach). Device times come from timestamp queries (fuelvk.bench.timing).
+On CPU devices %cpu is the case's GFLOP per second of process CPU against the FMA kernel's (both
+threads-count independent; the host's other work still slows both).
 """
 import argparse
 import json
@@ -18,8 +20,8 @@ import ml_dtypes
 import numpy as np
 
 import fuelvk as fv
-from fuelvk.bench.roofs import copy_roofs, fma_roof
-from fuelvk.bench.timing import host_ms, measure
+from fuelvk.bench.roofs import copy_roofs, fma_per_cpu_second, fma_roof
+from fuelvk.bench.timing import cpu_ms, host_ms, measure
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -57,6 +59,11 @@ def main(argv=None):
         bw = copy_roofs(args.repeats, min_ms=20)
         return fma_roof("f32", args.repeats, min_ms=20), bw["copy_cmd_GBps"], bw["copy_shader_GBps"]
 
+    # On a CPU device the driver's threads get one or two of a shared host's cores, in runs of calls,
+    # so a case and the roof measured moments apart can run at 2x different speeds; GFLOP per second of
+    # process CPU does not move with that: %cpu compares the case and the FMA kernel that way.
+    cpu_dev = info["type"] == "cpu"
+    fma_cpu = fma_per_cpu_second("f32", args.repeats) if cpu_dev else None
     before = roofs()
     print(f"device: {info['name']} ({info['driver']}); routes: {', '.join(info['routes']['matmul'])}")
     print(f"roofs at start: FMA {before[0]:.1f} GFLOP/s (calibration kernel); copy {before[1]:.2f} GB/s "
@@ -65,7 +72,7 @@ def main(argv=None):
     rows = []
     rng = np.random.default_rng(0)
     hdr = f"{'case':20s} {'M':>5s} {'N':>5s} {'K':>5s} {'route':15s} {'ms':>9s} {'GFLOP/s':>8s} {'%FMA':>5s} " \
-          f"{'GB/s':>6s} {'%copy':>5s} {'numpy':>8s} {'torch':>8s} {'peak':>6s} {'copy':>6s}"
+          f"{'GB/s':>6s} {'%copy':>5s} {'%cpu':>5s} {'numpy':>8s} {'torch':>8s} {'peak':>6s} {'copy':>6s}"
     print(hdr)
     for name, M, N, K, adt, bdt, lay in cases(args.quick):
         a_h = rng.uniform(-1, 1, (M, K)).astype(adt)
@@ -76,6 +83,7 @@ def main(argv=None):
         r = measure(lambda: fv.matmul(a, b), warmup=1, repeats=reps)
         flops = 2 * M * N * K
         ms = r["median_ms"]
+        pct_cpu = 100 * flops / cpu_ms(lambda: fv.matmul(a, b), 0, reps) / 1e6 / fma_cpu if cpu_dev else None
         nbytes = a_h.nbytes + b_h.nbytes + M * N * (4 if adt == np.float32 else a_h.itemsize)
         # numpy / torch on the same values: f32 compute where their CPU kernels lack the dtype
         a32, b32 = a_h.astype(np.float32), b_h.astype(np.float32)
@@ -94,13 +102,13 @@ def main(argv=None):
         before = after
         row = {"case": name, "M": M, "N": N, "K": K, "route": route, "ms": ms, "gflops": flops / ms / 1e6,
                "pct_fma_peak": 100 * flops / ms / 1e6 / peak, "gbs": nbytes / ms / 1e6,
-               "pct_copy": 100 * nbytes / ms / 1e6 / cmd_bw,
+               "pct_copy": 100 * nbytes / ms / 1e6 / cmd_bw, "pct_fma_per_cpu_second": pct_cpu,
                "fma_peak_gflops": peak, "copy_gbs": cmd_bw, "shader_copy_gbs": shader_bw,
                "numpy_gflops": flops / t_np / 1e6, "torch_gflops": flops / t_torch / 1e6 if t_torch else None}
         rows.append(row)
         tg = f"{row['torch_gflops']:8.1f}" if t_torch else "       -"
         print(f"{name:20s} {M:5d} {N:5d} {K:5d} {route:15s} {ms:9.1f} {row['gflops']:8.2f} "
-              f"{row['pct_fma_peak']:5.1f} {row['gbs']:6.2f} {row['pct_copy']:5.1f} {row['numpy_gflops']:8.1f} {tg} {peak:6.1f} {cmd_bw:6.2f}", flush=True)
+              f"{row['pct_fma_peak']:5.1f} {row['gbs']:6.2f} {row['pct_copy']:5.1f} {pct_cpu or 0:5.1f} {row['numpy_gflops']:8.1f} {tg} {peak:6.1f} {cmd_bw:6.2f}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": info["name"], "rows": rows}, f, indent=1)

@@ -45,6 +45,12 @@ layout(constant_id = 8) const uint SG = 0;
 #else
 const uint SG = 0u;
 #endif
+#if !defined(BACKWARD) && !defined(ADD_RESIDUAL)
+// LANE_R (forward, LANE_ROWS, every operand whole aligned chunks): an invocation normalizes LANE_R
+// (<= 4) rows side by side, so each weight / bias chunk is read once for them all (see lane_rows_main).
+layout(constant_id = 9) const uint LANE_R = 1;
+#define LANE_R_MAX 4u
+#endif
 layout(local_size_x_id = 0) in;
 #include "rows.glsl"
 
@@ -97,6 +103,7 @@ layout(set = 0, binding = VIEWS, rgba32ui) uniform readonly uimageBuffer x_t;
 layout(set = 0, binding = VIEWS + 1, rgba32ui) uniform readonly uimageBuffer w_t;
 layout(set = 0, binding = VIEWS + 2, rgba32ui) uniform writeonly uimageBuffer o_t;
 #include "common/texel16.glsl"
+#define ROW_WHOLE ((ALIGN & TEX_X) != 0u)   // x's rows whole aligned chunks (ALIGN)
 #include "common/rowchunks.glsl"
 CHUNK_LOADER(load_x, x, x4, x_t, (TEX & TEX_X) != 0u, (ALIGN & TEX_X) != 0u)
 CHUNK_LOADER(load_w, w, w4, w_t, (TEX & TEX_W) != 0u, (ALIGN & TEX_W) != 0u)
@@ -327,7 +334,71 @@ void split_main() {
 }
 #endif
 
+#ifdef LANE_R_MAX
+// LANE_ROWS with LANE_R > 1: rows u * LANE_R + k (k < LANE_R) of invocation u, their sums in step (each
+// row's sums in the same order as one row an invocation: same bits), then the weight and bias chunks
+// loaded once per chunk for all of them. The host takes it only when every operand is whole aligned
+// chunks (ALIGN), so each row's chunk i is its elements [i * PER, i * PER + PER) and the weight's chunk
+// index is the same in every lane (a SIMD CPU driver gathers it from one place). A row past n_rows
+// recomputes the last row and does not store.
+void lane_rows_main() {
+    uint u = linear_group() * WG + gl_LocalInvocationID.x, n = p.n_cols, nch = n / PER;
+    if (u * LANE_R >= p.n_rows) return;
+    A eps = A(scalar_arg(p.eps)), inv_n = A(1) / A(n);
+    A v[PER], wv[PER], bv[PER], y[PER];
+    uint bx[LANE_R_MAX], bo[LANE_R_MAX];
+    A mu[LANE_R_MAX], ss[LANE_R_MAX], cs[LANE_R_MAX], r[LANE_R_MAX];
+    bool live[LANE_R_MAX];
+    for (uint k = 0u; k < LANE_R_MAX; ++k) {
+        uint row = u * LANE_R + k;
+        live[k] = k < LANE_R && row < p.n_rows;
+        row = min(row, p.n_rows - 1u);
+        bx[k] = p.off_x + row * n;
+        bo[k] = p.off_out + row * n;
+        mu[k] = A(0);
+        ss[k] = A(0);
+        cs[k] = A(0);
+    }
+#ifdef LN
+    for (uint i = 0u; i < nch; ++i) {
+        for (uint k = 0u; k < LANE_R_MAX; ++k) if (k < LANE_R) {
+            load_x(bx[k] + i * PER, 0u, PER, v);
+            A g = A(0);
+            for (uint j = 0u; j < PER; ++j) g += v[j];
+            kahan_add(ss[k], cs[k], g);
+        }
+    }
+    for (uint k = 0u; k < LANE_R_MAX; ++k) { mu[k] = ss[k] * inv_n; ss[k] = A(0); cs[k] = A(0); }
+#endif
+    for (uint i = 0u; i < nch; ++i) {
+        for (uint k = 0u; k < LANE_R_MAX; ++k) if (k < LANE_R) {
+            load_x(bx[k] + i * PER, 0u, PER, v);
+            A g = A(0);
+            for (uint j = 0u; j < PER; ++j) { A d = v[j] - mu[k]; g += d * d; }
+            kahan_add(ss[k], cs[k], g);
+        }
+    }
+    for (uint k = 0u; k < LANE_R_MAX; ++k) r[k] = A(1) / sqrt(ss[k] * inv_n + eps);
+    for (uint i = 0u; i < nch; ++i) {
+        uint e0 = i * PER;
+        if (HAS_W != 0u) load_w(p.off_w + e0, 0u, PER, wv); else for (uint j = 0u; j < PER; ++j) wv[j] = A(1);
+        if (HAS_B != 0u) load_r(p.off_b + e0, 0u, PER, bv);
+        for (uint k = 0u; k < LANE_R_MAX; ++k) if (k < LANE_R) {
+            load_x(bx[k] + e0, 0u, PER, v);
+            for (uint j = 0u; j < PER; ++j) {
+                y[j] = (v[j] - mu[k]) * r[k] * wv[j];
+                if (HAS_B != 0u) y[j] += bv[j];
+            }
+            if (live[k]) store_o(bo[k] + e0, 0u, PER, y);
+        }
+    }
+}
+#endif
+
 void main() {
+#ifdef LANE_R_MAX
+    if (LANE_ROWS != 0u && LANE_R > 1u) { lane_rows_main(); return; }
+#endif
 #ifdef ROW_SPLIT
     if (SPLIT != 0u) { split_main(); return; }
 #endif

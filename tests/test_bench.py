@@ -256,6 +256,15 @@ def test_attainable_and_peak():
     assert peak_for(roofs, ["float32", "int64"]) == ("float32", 100.0)
 
 
+def test_higher_roofs_takes_each_roofs_best_calibration():
+    a = {"copy_cmd_GBps": 20.0, "copy_shader_GBps": 3.0, "bandwidth_GBps": 20.0, "copy_bytes": 1 << 20,
+         "fma_GFLOPs": {"float32": 47.0, "float16": 11.0}}
+    b = {"copy_cmd_GBps": 18.0, "copy_shader_GBps": 4.0, "bandwidth_GBps": 18.0, "copy_bytes": 2 << 20,
+         "fma_GFLOPs": {"float32": 90.0, "float16": 10.0}}
+    assert suite.higher_roofs(a, b) == {"copy_cmd_GBps": 20.0, "copy_shader_GBps": 4.0, "bandwidth_GBps": 20.0,
+                                        "copy_bytes": 2 << 20, "fma_GFLOPs": {"float32": 90.0, "float16": 11.0}}
+
+
 def test_list_prints_scaled_cases(capsys):
     assert suite.main(["--list", "--ops", "add", "--filter", "resid-prefill-float32", "--max-mb", "1"]) == 0
     (line,) = capsys.readouterr().out.splitlines()

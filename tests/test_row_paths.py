@@ -202,6 +202,58 @@ def check_softmax(dt, monkeypatch, launches, rows, cols, off, make=None):
 # Rows for the subgroup twins (a row to a subgroup): rows of one element, of fewer elements than a
 # subgroup has invocations, odd and not whole texels, offset by one; more rows than a workgroup's units
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_norm_lane_rows_side_by_side(dt, monkeypatch, launches):
+    """Forward rms_norm / layer_norm with one row an invocation and LANE_R rows side by side (a CPU device,
+    every operand whole aligned texels: each weight / bias chunk read once for the invocation's rows):
+    both load paths the same bits, the same bits as one row an invocation (LANE_R = 1), float64's values;
+    row counts that leave an invocation's last rows past the end (37) or fill whole workgroups (64), with
+    and without weight / bias. An offset weight (no ALIGN bit) and a loop budget too small for LANE_R rows
+    keep one row an invocation. The kernel
+    runs on any device; CPU devices take it (device type forced here)."""
+    import fuelvk.ops.norm as norm_ops
+    dev = runtime.get().device
+    monkeypatch.setattr(dev, "device_type", "cpu")
+    lane_r, orig, side_by_side = [], runtime.get().launch, norm_ops.LANE_R
+
+    def spy(v, *a, **k):
+        if k.get("LANE_ROWS"):
+            lane_r.append(k.get("LANE_R", 1))
+        return orig(v, *a, **k)
+    monkeypatch.setattr(runtime.get(), "launch", spy)
+    cols = 48
+    for rows in (37, 64):
+        x = (rng.standard_normal(rows * cols) * 2).astype(dt).reshape(rows, cols)
+        w, b = (rng.standard_normal(cols + 1).astype(dt) for _ in range(2))
+
+        def run(wv, bv):
+            return (fv.rms_norm(x, 1e-5, wv), fv.layer_norm(x, 1e-5, wv, bv), fv.rms_norm(x, 1e-5),
+                    fv.layer_norm(x, 1e-5, None, bv), fv.layer_norm(x, 1e-5))
+        W, B = fv.asarray(w)[:cols], fv.asarray(b)[:cols]
+        lane_r.clear()
+        got, _, lanes = on_both_paths(monkeypatch, launches, lambda: run(W, B))
+        assert set(lanes) == {1} and set(lane_r) == {side_by_side} and side_by_side > 1, (lanes, lane_r)
+        monkeypatch.setattr(norm_ops, "LANE_R", 1)
+        one = [np.asarray(r.numpy() if isinstance(r, fv.Array) else r) for r in run(W, B)]
+        monkeypatch.setattr(norm_ops, "LANE_R", side_by_side)
+        for a, e in zip(got, one):
+            assert np.array_equal(a.view(np.uint8), e.view(np.uint8))
+        x64, w64, b64 = x.astype(np.float64), w[:cols].astype(np.float64), b[:cols].astype(np.float64)
+        xh = x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-5)
+        mu = x64.mean(-1, keepdims=True)
+        lxh = (x64 - mu) / np.sqrt(((x64 - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
+        for a, e in zip(got, [xh * w64, lxh * w64 + b64, xh, lxh + b64, lxh]):
+            close(a, e, dt)
+        lane_r.clear()
+        fv.rms_norm(x, 1e-5, fv.asarray(w)[1:])                 # the weight offset by one: no ALIGN bit
+        assert lane_r == [1], lane_r
+    # a loop budget that one row an invocation fits (2 passes x 48) but LANE_R rows' loops do not
+    monkeypatch.setattr(dev, "loop_budget", 3 * cols)
+    lane_r.clear()
+    close(np.asarray(fv.rms_norm(x, 1e-5)), xh, dt)
+    assert lane_r == [1], lane_r
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
 def test_subgroup_row_paths(dt, monkeypatch, launches):
     """The `_sg` twins forced for every row length (SG_MIN_COLS = 1), on both load paths: the same bits
     either way and float64's values; with the host's subgroup-size guess right, too small (each

@@ -16,8 +16,16 @@
 // One past the last chunk of the row [bx, bx + n).
 uint chunks_end(uint bx, uint n) { return (bx + n + PER - 1u) / PER; }
 
+// ROW_WHOLE (defined by the includer, a constant expression; default false): every row the kernel
+// cuts (its x rows) is whole aligned chunks, so chunk_span is [0, PER) at compile time and the kernels'
+// per-element `j >= lo && j < hi` tests fold away (on SIMD CPU drivers they are masks per element).
+#ifndef ROW_WHOLE
+#define ROW_WHOLE false
+#endif
+
 // The part [lo, hi) of chunk c that lies in the row [bx, bx + n).
 void chunk_span(uint c, uint bx, uint n, out uint lo, out uint hi) {
+    if (ROW_WHOLE) { lo = 0u; hi = PER; return; }
     uint e0 = c * PER;
     lo = e0 < bx ? bx - e0 : 0u;
     hi = min(PER, bx + n - e0);

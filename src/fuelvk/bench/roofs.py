@@ -13,7 +13,7 @@ import numpy as np
 from .. import runtime
 from ..kernels import calibrate
 from ..kernels import kernel
-from .timing import measure
+from .timing import cpu_ms, measure
 
 
 def _grow(run, size, limit, min_ms, repeats):
@@ -56,17 +56,29 @@ def copy_gbps(nbytes, warmup=1, repeats=5):
     return 2 * nbytes / m["median_ms"] / 1e6
 
 
-def fma_roof(tag, repeats=5, min_ms=5.0):
-    """GFLOP/s of the calibrate FMA kernel in arithmetic dtype `tag` ('f32' or 'f16')."""
+def _fma_run(tag):
+    """(n invocations, iters -> launch of the calibrate FMA kernel in arithmetic dtype `tag`)."""
     import fuelvk as fv
     ctx = runtime.get()
     n = 256 * 64
     out = fv.empty((4 * n,), np.float32)
     v = kernel("calibrate", tag)
     groups = ctx.groups(n // calibrate.CALIB_WG)
-    run = lambda iters: lambda: ctx.launch(v, groups, dst=out, src=out, n=n, iters=iters, MODE=calibrate.MODE_FMA)
+    return n, lambda iters: lambda: ctx.launch(v, groups, dst=out, src=out, n=n, iters=iters, MODE=calibrate.MODE_FMA)
+
+
+def fma_roof(tag, repeats=5, min_ms=5.0):
+    """GFLOP/s of the calibrate FMA kernel in arithmetic dtype `tag` ('f32' or 'f16')."""
+    n, run = _fma_run(tag)
     iters, m = _grow(run, 64, 1 << 20, min_ms, repeats)
     return 2 * calibrate.CALIB_FMAS_PER_ITER * n * iters / m["median_ms"] / 1e6
+
+
+def fma_per_cpu_second(tag, repeats=3, iters=2048):
+    """GFLOP per second of process CPU of the calibrate FMA kernel (timing.cpu_ms): on a CPU device the
+    arithmetic roof per core-second, which does not move with how many cores the driver's threads got."""
+    n, run = _fma_run(tag)
+    return 2 * calibrate.CALIB_FMAS_PER_ITER * n * iters / cpu_ms(run(iters), 1, repeats) / 1e6
 
 
 def measure_roofs(repeats=5, min_ms=5.0):

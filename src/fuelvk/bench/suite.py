@@ -3,8 +3,8 @@
 Each case is one workload row's dtype case (its TileOPs case id), scaled down on CPU devices (see
 fuelvk.bench.cases), timed with device timestamp queries (warm-up, repeats; median and p10/p90),
 and reported with GB/s and GFLOP/s from the spec's roofline, % of roof (speed of light =
-max(bytes / copy bandwidth, FLOPs / FMA peak), both measured at the start of the run by calibration
-kernels), the route fuelvk took, and numpy / torch CPU on the same inputs in the same run
+max(bytes / copy bandwidth, FLOPs / FMA peak), each the higher of two calibrations, at the start and at the end
+of the run), the route fuelvk took, and numpy / torch CPU on the same inputs in the same run
 (ratio = their time / fuelvk's).
 
     python -m fuelvk bench --quick                       # representative set, < 2 min on lavapipe
@@ -60,12 +60,8 @@ def run_case(case, roofs, warmup, repeats, baselines, seed=0):
     row["GBps"] = case.bytes / ms / 1e6
     row["GFLOPs"] = case.flops / ms / 1e6
     row["intensity"] = case.flops / case.bytes if case.bytes else None
-    row["peak_dtype"], peak = peak_for(roofs, row["dtypes"])
-    row["sol_ms"], row["bound"] = attainable(roofs, case.flops, case.bytes, peak)
-    row["pct_of_roof"] = 100 * row["sol_ms"] / ms
-    if row["pct_of_roof"] > 100:
-        row["note"] = ("above the roof: the call did less work than the spec's roofline counts "
-                       "(e.g. a no-op on an already contiguous input), or the roofs were measured low")
+    if roofs is not None:
+        against_roofs(row, roofs)
     for impl in baselines:
         try:
             fn = cases.reference(impl, case, host, params)
@@ -78,6 +74,25 @@ def run_case(case, roofs, warmup, repeats, baselines, seed=0):
         except Exception as e:  # noqa: BLE001 - e.g. a dtype the library lacks: reported, not fatal
             row[impl] = {"error": f"{type(e).__name__}: {e}"}
     return row
+
+
+def against_roofs(row, roofs):
+    """Fill a timed row's speed of light, binding roof and % of roof from `roofs`."""
+    row["peak_dtype"], peak = peak_for(roofs, row["dtypes"])
+    row["sol_ms"], row["bound"] = attainable(roofs, row["flops"], row["bytes"], peak)
+    row["pct_of_roof"] = 100 * row["sol_ms"] / row["fuelvk"]["median_ms"]
+    if row["pct_of_roof"] > 100:
+        row["note"] = ("above the roof: the call did less work than the spec's roofline counts "
+                       "(e.g. a no-op on an already contiguous input), or the roofs were measured low")
+
+
+def higher_roofs(a, b):
+    """Each roof the higher of two calibrations: on a shared host (lavapipe's worker threads get one or
+    two cores of a 2-vCPU VM, in runs of calls) a calibration can land in the slow mode, and a case timed
+    in the fast one would read above 100%; the higher roof is the one the device showed it can reach."""
+    out = {k: max(a[k], b[k]) for k in ("copy_cmd_GBps", "copy_shader_GBps", "bandwidth_GBps", "copy_bytes")}
+    out["fma_GFLOPs"] = {k: max(v, b["fma_GFLOPs"].get(k, v)) for k, v in a["fma_GFLOPs"].items()}
+    return out
 
 
 def run(ops=None, pattern=None, quick=False, warmup=None, repeats=None, max_bytes="auto", max_flops="auto",
@@ -112,12 +127,21 @@ def run(ops=None, pattern=None, quick=False, warmup=None, repeats=None, max_byte
     bar = Progress(len(selected) + 1) if progress else None
     if bar:
         bar.show(0, "calibrating roofs (copy bandwidth, FMA peak)")
-    roofs = roofs or measure_roofs(repeats=max(3, min(repeats, 5)))
+    given = roofs is not None
+    if not given:
+        roofs = measure_roofs(repeats=max(3, min(repeats, 5)))
     rows = []
     for i, case in enumerate(selected):
         if bar:
             bar.show(i + 1, f"{case.op} {case.case_id}")
-        rows.append(run_case(case, roofs, warmup, repeats, baselines))
+        rows.append(run_case(case, None, warmup, repeats, baselines))
+    if bar:
+        bar.show(len(selected) + 1, "calibrating roofs again")
+    if not given:
+        roofs = higher_roofs(roofs, measure_roofs(repeats=max(3, min(repeats, 5))))
+    for row in rows:
+        if row["error"] is None:
+            against_roofs(row, roofs)
     if bar:
         bar.show(len(selected) + 1, "done")
     rule = ("none" if max_bytes is None and max_flops is None else

@@ -38,6 +38,24 @@ def measure(fn, warmup=2, repeats=10):
     return {**stats(dev), "wall_median_ms": statistics.median(wall), "device_timestamps": timer.device_timestamps}
 
 
+def cpu_ms(fn, warmup=1, repeats=5):
+    """Least process CPU ms of fn() followed by a synchronize: on a CPU device (lavapipe) the driver's
+    worker threads run the kernels, so this is the work itself, whichever share of the host's cores the
+    threads got (their device time halves or doubles with that on a shared 2-core host; this does not).
+    Host recording is included: use it for kernels that take far longer than their launch."""
+    ctx = runtime.get()
+    for _ in range(warmup):
+        fn()
+    ctx.stream.synchronize()
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.process_time()
+        fn()
+        ctx.stream.synchronize()
+        best = min(best, time.process_time() - t)
+    return best * 1e3
+
+
 def host_measure(fn, warmup=1, repeats=10):
     """Wall time of a synchronous host call (numpy, torch CPU), same statistics as measure()."""
     for _ in range(warmup):

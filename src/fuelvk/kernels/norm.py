@@ -1,7 +1,9 @@
 """Softmax (+ backward), RMSNorm and LayerNorm (+ backwards): a workgroup per row, or one invocation
 per row for many short rows (LANE_ROWS), or a row per subgroup (the `_sg` twins, SG: rows of at least
 SG_MIN_COLS on devices with subgroup arithmetic), or (softmax and RMSNorm, forward and backward, few
-long rows) each row across several invocations in two passes (SPLIT, row_split_parts).
+long rows) each row across several invocations in two passes (SPLIT, row_split_parts). The forward
+norms' LANE_ROWS launch on a CPU device takes LANE_R rows an invocation side by side (ops/norm.py's
+LANE_R: each weight / bias chunk read once for them).
 
 shaders/softmax.comp (forward, BACKWARD) and shaders/norm.comp (RMS / LN x forward / BACKWARD)
 share shaders/rows.glsl (compensated per-invocation sums and a tree across the workgroup) and
