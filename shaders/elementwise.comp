@@ -156,7 +156,7 @@ V sincos32(V x, bool want_cos) {
     uint u = floatBitsToUint(abs(float(x)));
     int q;
     uvec3 fb;
-    ph_bits((u & 0x7FFFFFu) | 0x800000u, 0u, int(u >> 23) - 150, q, fb);
+    ph_bits32((u & 0x7FFFFFu) | 0x800000u, int(u >> 23) - 150, q, fb);
     float f = float(fb.x) * 2.3283064365386963e-10 + float(fb.y) * 5.421010862427522e-20;   // 2^-32, 2^-64
     if (f >= 0.5) { f -= 1.0; q = (q + 1) & 3; }
     float r = f * 1.5707963267948966;
@@ -574,6 +574,9 @@ V apply_unary_op(uint uop, V x) {
     // into a sign op that gives -0 for +0
     case OP_SIGN: return isnan(x) || x == 0.0 ? abs(x) : (x > 0.0 ? V(1.0) : V(-1.0));
     case OP_RECIPROCAL: return 1.0 / x;
+    // torch's rsqrt: 1 / sqrt(x), two roundings in the compute type as torch CPU's; precise keeps a
+    // compiler from turning it into an approximate reciprocal square root
+    case OP_RSQRT: { precise V s = sqrt(x); precise V r = 1.0 / s; return r; }
     case OP_AFFINE: { precise V m = x * scalar_arg(p.s0); precise V r = m + scalar_arg(p.s1); return r; }
     case OP_CLAMP: {  // clip as numpy's: a NaN bound wins (lo first), NaN and -0 in x kept, lo > hi gives hi
         V lo = scalar_arg(p.s0), hi = scalar_arg(p.s1);

@@ -75,14 +75,21 @@ layout(set = 0, binding = 0) writeonly buffer Out { vec4 o4[]; };   // off_o is 
 layout(set = 0, binding = 3, rgba32ui) uniform writeonly uimageBuffer o_t;
 layout(push_constant) uniform Params { uint n_blocks; uint out_elements; uint off_q; uint off_o; } p;
 #elif MODE == MODE_QMATVEC
-// A workgroup owns NR output rows; its 64 lanes stride over the 32-element sub-blocks of K, load
-// each x chunk once (8 vec4) for all NR rows, then reduce (subgroupAdd, then shared memory).
+// A workgroup owns NR output rows; its WG lanes stride over the 32-element sub-blocks of K, load
+// each x chunk once (8 vec4) for all NR rows, then reduce: subgroupAdd, and across subgroups through
+// shared memory. The host makes WG the subgroup width (at most 64): one subgroup a workgroup, no
+// barrier (on CPU drivers a barrier is a coroutine switch per SIMD group: ~13% of a q4_0 matvec).
 #define NR 16u
-layout(local_size_x = 64) in;
+layout(constant_id = 2) const uint WG = 64;
+layout(local_size_x_id = 2) in;
 layout(set = 0, binding = 0) writeonly buffer Out { float o[]; };
 layout(set = 0, binding = 2) readonly buffer XIn { vec4 x4[]; };   // off_x is a multiple of 4
 layout(set = 0, binding = 4, rgba32ui) uniform readonly uimageBuffer x_t;
 layout(push_constant) uniform Params { uint n; uint k; uint blocks_per_row; uint off_x; uint off_w; uint off_o; } p;
+// PAIRS (q4_0 / q8_0, set by the host when off_w and blocks_per_row are even, so every pair of blocks
+// starts on a 4-byte word): a lane step takes two adjacent blocks as whole words (pair_dot), no
+// half-word realignment and compile-time nibble / byte positions.
+layout(constant_id = 1) const uint PAIRS = 0;
 shared float red[64][NR];
 #elif MODE == MODE_QMATMUL_TILED
 // Workgroup tile TM x TN of C = A[M,K] . W[N,K]^T; per K chunk of 32 the W tile is decoded once
@@ -378,6 +385,79 @@ float dot32(uint bb, uint sb, vec4 xv[XV], vec2 xs) {
     return acc;
 #endif
 }
+
+#if KIND == KIND_Q4_0 || KIND == KIND_Q8_0
+// A pair of blocks: q4_0 36 bytes (9 words), q8_0 68 (17 words); the lane step's x is 64 values.
+#define PW ((4u * BW) / 2u)
+// w[i] = word i of the pair at byte b (b % 4 == 0): texel path, the PT texels that can hold it and a
+// select on the word within the first texel (b / 4 % 4); storage path, 16-bit words.
+#define PT ((4u * PW + 27u) / 16u)
+void fetch_pair(uint b, out uint w[PW]) {
+    if ((TEX & 1u) != 0u) {
+        uint u[4u * PT];
+        int last = imageSize(q_t) - 1;
+        [[unroll]] for (uint t = 0u; t < PT; ++t) {
+            uvec4 v = imageLoad(q_t, min(int(b >> 4) + int(t), last));
+            u[4u * t] = v.x; u[4u * t + 1u] = v.y; u[4u * t + 2u] = v.z; u[4u * t + 3u] = v.w;
+        }
+        uint c = (b >> 2) & 3u;
+        [[unroll]] for (uint i = 0u; i < PW; ++i)
+            w[i] = c == 0u ? u[i] : c == 1u ? u[i + 1u] : c == 2u ? u[i + 2u] : u[i + 3u];
+    } else {
+        uint wo = b >> 1;
+        [[unroll]] for (uint i = 0u; i < PW; ++i) w[i] = word(wo + 2u * i) | (word(wo + 2u * i + 1u) << 16);
+    }
+}
+
+#if KIND == KIND_Q4_0
+// Bit of the pair's words holding element e (0..63) of the pair: block h = e / 32 starts at byte 18 h,
+// its nibbles at byte 2 + j (j = e % 16), element j in the low nibble, j + 16 in the high one.
+uint q4_bit(uint e) { return 8u * (18u * (e >> 5) + 2u + (e & 15u)) + 4u * ((e >> 4) & 1u); }
+// 2^-(the nibble's bit position in its word) for element e, 1 for the top nibble (read by a shift):
+// float(w & (15 << s)) is q * 2^s, so x scaled by 2^-s gives the exact product q * x (x ~ 2^-100 and
+// smaller loses bits: the result is within the matvec's bound there as well, its absolute term).
+float q4_scale(uint e) {
+    uint s = q4_bit(e) & 31u;
+    return s == 28u ? 1.0 : uintBitsToFloat((127u - s) << 23);
+}
+#endif
+
+// sum_e W[e] * x[e] over the 64 elements of the pair at byte b. q4_0: xq[e] = x[e] * q4_scale(e),
+// xs = each block's sum of x (the -8 offset: sum (q - 8) x = sum q x - 8 sum x); q8_0: xq = x, and each
+// int8 is moved to the top of its word and shifted back (sign-extended) in two operations.
+float pair_dot(uint b, vec4 xq[16], vec2 xs) {
+    uint w[PW];
+    fetch_pair(b, w);
+    float a[2];
+#if KIND == KIND_Q4_0
+    [[unroll]] for (uint h = 0u; h < 2u; ++h) {
+        float lo = 0.0, hi = 0.0;
+        [[unroll]] for (uint j = 0u; j < 16u; ++j) {
+            uint e0 = 32u * h + j, e1 = e0 + 16u;
+            uint b0 = q4_bit(e0), b1 = q4_bit(e1);
+            uint v0 = (b0 & 31u) == 28u ? w[b0 >> 5] >> 28 : w[b0 >> 5] & (15u << (b0 & 31u));
+            uint v1 = (b1 & 31u) == 28u ? w[b1 >> 5] >> 28 : w[b1 >> 5] & (15u << (b1 & 31u));
+            lo += float(int(v0)) * xq[e0 >> 2][e0 & 3u];
+            hi += float(int(v1)) * xq[e1 >> 2][e1 & 3u];
+        }
+        a[h] = (lo + hi) - 8.0 * xs[h];
+    }
+    return half_to_float(w[0] & 0xFFFFu) * a[0] + half_to_float(w[4] >> 16) * a[1];
+#else
+    [[unroll]] for (uint h = 0u; h < 2u; ++h) {
+        float lo = 0.0, hi = 0.0;
+        [[unroll]] for (uint j = 0u; j < 32u; ++j) {
+            uint bit = 8u * (34u * h + 2u + j), s = bit & 31u, e = 32u * h + j;
+            float q = float(int(w[bit >> 5] << (24u - s)) >> 24);
+            if ((j & 1u) == 0u) lo += q * xq[e >> 2][e & 3u];
+            else hi += q * xq[e >> 2][e & 3u];
+        }
+        a[h] = lo + hi;
+    }
+    return half_to_float(w[0] & 0xFFFFu) * a[0] + half_to_float(w[8] >> 16) * a[1];
+#endif
+}
+#endif
 #endif
 // ---------------------------------------------------------------------------------------------
 void main() {
@@ -443,7 +523,29 @@ void main() {
         rb[r] = 2u * (p.off_w + min(r0 + r, p.n - 1u) * p.blocks_per_row * BW);   // rows past N: clamped loads
         acc[r] = 0.0;
     }
-    for (uint s = l; s < subs / SPS; s += 64u) {   // a lane step: SPS sub-blocks (subs % SPS == 0: whole blocks)
+#if KIND == KIND_Q4_0 || KIND == KIND_Q8_0
+    if (PAIRS != 0u) {
+        for (uint t = l; t < subs / 2u; t += WG) {   // a lane step: blocks 2t, 2t + 1 of every row
+            vec4 xq[16];
+            uint xo = p.off_x / 4u + t * 16u;
+            [[unroll]] for (uint j = 0u; j < 16u; ++j)
+                xq[j] = (TEX & 2u) != 0u ? uintBitsToFloat(imageLoad(x_t, int(xo + j))) : x4[xo + j];
+            vec2 xs = vec2(0.0);
+#if KIND == KIND_Q4_0
+            [[unroll]] for (uint h = 0u; h < 2u; ++h) {
+                vec4 xt = ((xq[8u * h] + xq[8u * h + 1u]) + (xq[8u * h + 2u] + xq[8u * h + 3u]))
+                        + ((xq[8u * h + 4u] + xq[8u * h + 5u]) + (xq[8u * h + 6u] + xq[8u * h + 7u]));
+                xs[h] = (xt.x + xt.y) + (xt.z + xt.w);
+            }
+            [[unroll]] for (uint j = 0u; j < 16u; ++j)
+                xq[j] *= vec4(q4_scale(4u * j), q4_scale(4u * j + 1u), q4_scale(4u * j + 2u), q4_scale(4u * j + 3u));
+#endif
+            uint boff = t * (4u * BW);
+            [[unroll]] for (uint r = 0u; r < NR; ++r) acc[r] += pair_dot(rb[r] + boff, xq, xs);
+        }
+    } else
+#endif
+    for (uint s = l; s < subs / SPS; s += WG) {   // a lane step: SPS sub-blocks (subs % SPS == 0: whole blocks)
         vec4 xv[XV];
         uint blk = s / (QK / 32u / SPS), t = s % (QK / 32u / SPS);
 #if KIND == KIND_Q6_K
@@ -468,14 +570,18 @@ void main() {
         [[unroll]] for (uint r = 0u; r < NR; ++r) acc[r] += dot32(rb[r] + boff, sb, xv, xs);
     }
     for (uint r = 0u; r < NR; ++r) acc[r] = subgroupAdd(acc[r]);
-    if (subgroupElect())
-        for (uint r = 0u; r < NR; ++r) red[gl_SubgroupID][r] = acc[r];
-    barrier();
-    if (l < NR && r0 + l < p.n) {
-        uint nsg = (64u + gl_SubgroupSize - 1u) / gl_SubgroupSize;
-        float t = 0.0;
-        for (uint q2 = 0u; q2 < nsg; ++q2) t += red[q2][l];
-        o[p.off_o + r0 + l] = t;
+    if (gl_NumSubgroups == 1u) {                  // uniform: the workgroup is one subgroup
+        if (subgroupElect())
+            [[unroll]] for (uint r = 0u; r < NR; ++r) if (r0 + r < p.n) o[p.off_o + r0 + r] = acc[r];
+    } else {
+        if (subgroupElect())
+            for (uint r = 0u; r < NR; ++r) red[gl_SubgroupID][r] = acc[r];
+        barrier();
+        for (uint r = l; r < NR && r0 + r < p.n; r += WG) {
+            float t = 0.0;
+            for (uint q2 = 0u; q2 < gl_NumSubgroups; ++q2) t += red[q2][r];
+            o[p.off_o + r0 + r] = t;
+        }
     }
 
 #elif MODE == MODE_QMATMUL_TILED

@@ -11,6 +11,7 @@ import fuelvk as fv
 from fuelvk import runtime
 from fuelvk.errors import DeviceError
 from fuelvk.kernels import matmul as KM
+from fuelvk.kernels.quant import matvec_k_loop, matvec_wg
 from fuelvk.runtime import loopcap
 from oracles import assert_close
 from test_quant import QT, block_bytes, gguf, random_blocks
@@ -190,10 +191,11 @@ def test_qmatmul_split_paths(budget, launched, kind, route, M):
     K = 4096
     q, wd = _qweights(kind, 5, K)
     x = np.random.default_rng(5).uniform(-1, 1, (M, K)).astype(np.float32)
-    budget(65)   # qmatvec: one 2,048-element step per launch; tiled: one block
+    budget(65)   # qmatvec: one step of its lanes (32 elements each) per launch; tiled: one block
     got = fv.qmatmul(x, q, kind=kind, route=route)
     n = sum(v.startswith(("qmatvec.", "qmatmul_tiled.")) for v in launched)
-    assert n == (2 * M if route == "matvec" else K // block_bytes(kind)[0]), launched
+    step = matvec_k_loop(matvec_wg(runtime.get().device))[0]
+    assert n == (M * -(-K // step) if route == "matvec" else K // block_bytes(kind)[0]), launched
     np.testing.assert_allclose(got, x.astype(np.float64) @ wd.T, rtol=1e-4, atol=1e-4)
 
 

@@ -350,3 +350,58 @@ def test_bad_input():
         fq.qmatmul(np.ones((1, 64), np.float32), good, "q4_0", (4, 64), route="fast")
     with pytest.raises(DTypeError, match="float32"):
         fq.quantize(fv.asarray(np.ones(32, np.float64)), "q8_0")
+
+
+@pytest.mark.parametrize("kind", ["q4_0", "q8_0"])
+def test_qmatvec_pairs(kind, monkeypatch):
+    """q4_0 / q8_0 qmatvec takes blocks two at a time (PAIRS) where every pair starts on a 4-byte word,
+    one at a time otherwise (odd blocks per row, blocks at an odd 16-bit word, odd-block K spans); both
+    within the matmul bound, on both load paths, with lanes looping (more pairs than lanes) and with
+    large / mixed-sign x (q4_0 pairs sum q * x and subtract 8 * sum x per block)."""
+    ctx = runtime.get()
+    seen, orig = [], ctx.launch
+
+    def spy(v, *a, **k):
+        if v.id.startswith("qmatvec"):
+            seen.append(k["PAIRS"])
+        return orig(v, *a, **k)
+    monkeypatch.setattr(ctx, "launch", spy)
+    qk, bs = block_bytes(kind)
+    for nb, off, pairs in [(2, 0, 1), (2 * 64 + 6, 4, 1), (3, 0, 0), (4, 2, 0), (129, 0, 0)]:
+        n = MATVEC_ROWS + 5
+        w = rng.standard_normal((n, nb * qk)).astype(np.float32)
+        b = gguf.quants.quantize(w, QT[kind])
+        flat = fv.asarray(np.r_[np.zeros(off, np.uint8), b.reshape(-1)])[off:]
+        x = (rng.standard_normal(nb * qk) * np.exp(rng.uniform(-6, 6, nb * qk))).astype(np.float32)
+        ref, bound = _ref_matmul(x[None], b, kind, n, nb * qk)
+        for flag in ("1", "0"):
+            monkeypatch.setenv(loadpath.ENV, flag)
+            seen.clear()
+            _assert_mm(fq.qmatmul(x, flat, kind, (n, nb * qk), route="matvec")[None], ref, bound)
+            assert seen == [pairs], (nb, off, seen)
+    # K split into spans of one lane step (a loop-capped device: one loop iteration a launch): each in pairs
+    monkeypatch.setattr(ctx.device, "loop_budget", fq.matvec_k_loop(1)[2] + 1)
+    span = fq.matvec_k_loop(fq.matvec_wg(ctx.device))[0] // qk    # blocks a span: the lanes x 1 block
+    nb = 3 * span + 2                                # spans: 3 whole, 2 blocks
+    b = gguf.quants.quantize(rng.standard_normal((3, nb * qk)).astype(np.float32), QT[kind])
+    x = rng.standard_normal(nb * qk).astype(np.float32)
+    ref, bound = _ref_matmul(x[None], b, kind, 3, nb * qk)
+    seen.clear()
+    _assert_mm(fq.qmatmul(x, b, kind, (3, nb * qk), route="matvec")[None], ref, bound)
+    assert seen == [int(span % 2 == 0), int(span % 2 == 0), int(span % 2 == 0), 1], (span, seen)
+
+
+@pytest.mark.parametrize("kind", ["q4_0", "q4_k"])
+def test_qmatvec_workgroup_of_subgroups(kind, monkeypatch):
+    """qmatvec's workgroup is one subgroup (matvec_wg); a wider one (several subgroups, as on a driver
+    that picks a narrower subgroup than it reports) sums the subgroups' partials through shared memory,
+    with the same result bound."""
+    qk, _ = block_bytes(kind)
+    n, nb = MATVEC_ROWS + 3, 6
+    b = random_blocks(kind, n, nb)
+    x = rng.standard_normal(nb * qk).astype(np.float32)
+    ref, bound = _ref_matmul(x[None], b, kind, n, nb * qk)
+    sgs = runtime.get().device.subgroup_size
+    for wg in sorted({fq.matvec_wg(runtime.get().device), 64, 2 * sgs if 2 * sgs <= 64 else 64}):
+        monkeypatch.setattr(fq, "matvec_wg", lambda device, wg=wg: wg)
+        _assert_mm(fq.qmatmul(x, b, kind, (n, nb * qk), route="matvec")[None], ref, bound)

@@ -500,3 +500,22 @@ def test_cumsum_long_row_accuracy(launched):
     np.testing.assert_allclose(got, want, rtol=2e-7)
     x2 = rng.uniform(-1, 1, size=(2, 3000)).astype(np.float32)  # few slices: SCAN route too
     assert_close(fv.cumsum(x2, 1), np.cumsum(x2.astype(np.float64), 1).astype(np.float32), np.float32, scale=4)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_sum_signed_zero(dt, launched):
+    """The sum of -0s, and of nothing, is +0, as numpy's float16 / 32 / 64 sum (it starts from +0, not from the
+    first element) and torch's (bfloat16 included; numpy's bfloat16 sum, ml_dtypes' generic loop, gives -0)
+    on every kernel: one row, rows over invocations, leading axes; mean the same. (cumsum, whose numpy
+    result is -0 for a slice led by -0s, is test_row_paths.test_cumsum_signed_zero.)"""
+    for shape, axis in [((5,), None), ((70000,), None), ((3, 40000), -1), ((64, 300), 0), ((4, 0), -1), ((0,), None)]:
+        x = np.full(shape, -0.0, dt)
+        for op in ("sum", "mean"):
+            if op == "mean" and 0 in shape:
+                continue
+            got = np.asarray(getattr(fv, op)(fv.asarray(x), axis=axis).numpy())
+            want = getattr(torch, op)(torch.tensor(x.astype(np.float32)), dim=axis if axis is not None else list(range(x.ndim))).numpy()
+            if np.dtype(dt).name != "bfloat16":
+                assert np.array_equal(np.signbit(getattr(np, op)(x, axis=axis)), np.signbit(want))
+            assert got.shape == want.shape and np.array_equal(np.signbit(got), np.signbit(want)) and not (got != 0).any(), (shape, axis, op)
+    assert {v.split(".")[0] for v in launched} >= {"reduce_any_dim"}, launched

@@ -368,7 +368,7 @@ def test_cumsum_paths(dt, monkeypatch, launches):
     no whole number of texels; along a leading axis, slices side by side as texels (COLS) or element by
     element."""
     from fuelvk.ops.reduction import cumulative_prod_along
-    for rows, cols, off in [(6, 40, 0), (5, 37, 1), (3, 2000, 0), (2, 3001, 1), (3, 64, 1)]:
+    for rows, cols, off in [(6, 40, 0), (5, 37, 1), (5, 37, 0), (3, 2000, 0), (2, 3001, 1), (2, 3001, 0), (3, 64, 1)]:
         (x,) = inputs(dt, rows, cols, off, 1)
         x = (x.astype(np.float64) / 64 + 1).astype(dt)      # products of thousands stay near 1
         (cs, cp), masks, _ = on_both_paths(monkeypatch, launches, lambda: (
@@ -433,7 +433,9 @@ def test_cumsum_blocked_accuracy(dt, monkeypatch, launches):
     few_route = (0, _CUMSUM_SPLIT_WG) if ctx.device.device_type == "cpu" else (1, None)
     walks, orig = [], ctx.launch
     monkeypatch.setattr(ctx, "launch", lambda v, *a, **k: (walks.append((k["SCAN"], k["WG"])), orig(v, *a, **k))[1])
+    # offset 0 with slices of no whole number of texels: PEEL (whole-chunk steps inside a slice)
     for rows, cols, off, split, route in [(2, n, 0, [1, 2], None), (1, n, 1, [1, 2], None), (300, 1030, 1, [0], (0, _CUMSUM_WG)),
+                                          (300, 1030, 0, [0], (0, _CUMSUM_WG)), (3, 1203, 0, [0], (1, None)),
                                           (3, 1200, 0, [0], (1, None)), (few, 1100, 1, [0], few_route)]:
         x = rng.uniform(0.5, 1.5, size=rows * cols + off).astype(dt)
         walks.clear()
@@ -449,3 +451,90 @@ def test_cumsum_blocked_accuracy(dt, monkeypatch, launches):
             plain = np.cumsum(x64.astype(np.float32), -1, dtype=np.float32)
             assert (np.abs(plain.astype(np.longdouble) - want) > 4 * bound).any()
 
+
+
+def signed_zero_slices(dt, rows, cols, off):
+    """rows x cols values (flat, plus off in front) whose every prefix sum is exact: steps of a walk over
+    {-1, 0, 1} (so running sums return to zero, where numpy's is +0), zeros of either sign, and each
+    slice led by a run of -0s (the whole slice, none, one, a random length), where numpy's is -0."""
+    x = np.diff(rng.integers(-1, 2, size=(rows, cols + 1)), axis=1).astype(np.float64)
+    x[(x == 0) & (rng.random(x.shape) < 0.5)] = -0.0
+    for r in range(rows):
+        x[r, :(cols, 0, 1, int(rng.integers(0, cols + 1)))[r % 4]] = -0.0
+    return np.concatenate([np.full(off, 7.0), x.reshape(-1)]).astype(dt)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_cumsum_signed_zero(dt, monkeypatch, launches):
+    """cumsum starts every running sum at -0, the identity of IEEE addition (+0 + -0 is +0): a slice led by
+    -0s gives -0s as numpy's does, bit for bit with numpy on every route and both load paths (exact
+    prefixes, see signed_zero_slices): one invocation per slice (aligned, offset, the CPU's small
+    workgroups), a workgroup per slice (SCAN), the split (SPLIT 1, 2), adjacent slices as texels (COLS, its
+    workgroups sized to the device),
+    strided axes element by element; cumulative_prod's signs (+-1, +-0) on the same routes."""
+    from fuelvk.kernels.registry import parallel_groups
+    from fuelvk.ops.reduction import _CUMSUM_SPLIT_MIN, _CUMSUM_SPLIT_WG, _CUMSUM_WG, _cols_wg, cumulative_prod_along
+    ctx = runtime.get()
+    per = 16 // np.dtype(dt).itemsize
+    few = _CUMSUM_SPLIT_WG * parallel_groups(ctx.device)
+    few_route = (0, _CUMSUM_SPLIT_WG, 0) if ctx.device.device_type == "cpu" else (1, None, 0)
+    n = 2 * _CUMSUM_SPLIT_MIN + 5
+    walks, orig = [], ctx.launch
+    peels = []
+    monkeypatch.setattr(ctx, "launch", lambda v, *a, **k: (
+        walks.append((k["SCAN"], k["WG"] if k["SCAN"] == 0 else None, k["SPLIT"])), peels.append(k["PEEL"]),
+        orig(v, *a, **k))[2])
+    # (rows, cols, off, axis, route: (SCAN, serial WG, SPLIT) of the launches)
+    for rows, cols, off, axis, route in [
+            (1, 1, 0, -1, {(0, _CUMSUM_WG, 0)}), (300, 40, 0, -1, {(0, _CUMSUM_WG, 0)}),
+            (8, 37, 1, -1, {(0, _CUMSUM_WG, 0)}), (8, 37, 0, -1, {(0, _CUMSUM_WG, 0)}), (few, 1100, 1, -1, {few_route}),
+            (4, 1200, 0, -1, {(1, None, 0)}), (4, 1103, 1, -1, {(1, None, 0)}), (4, 1103, 0, -1, {(1, None, 0)}),
+            (4, n, 1, -1, {(0, _CUMSUM_SPLIT_WG, 1), (0, _CUMSUM_SPLIT_WG, 2)}),
+            (4, n, 0, -1, {(0, _CUMSUM_SPLIT_WG, 1), (0, _CUMSUM_SPLIT_WG, 2)}),
+            (16, 300, 0, 0, {(0, _cols_wg(ctx.device, 16 // per), 0)}), (64, 600, 0, 0, {(0, _cols_wg(ctx.device, 64 // per), 0)}), (7, 9, 0, 0, {(0, _CUMSUM_WG, 0)}),
+            (3, 1200, 0, 0, {(1, None, 0)}), (3, n, 0, 0, {(0, _CUMSUM_SPLIT_WG, 1), (0, _CUMSUM_SPLIT_WG, 2)})]:
+        # axis 0: the slices are the columns of a cols x rows array
+        x = signed_zero_slices(dt, rows, cols, off)
+        shape = (rows, cols) if axis == -1 else (cols, rows)
+        if axis == 0:       # column r is slice r
+            x = np.concatenate([x[:off], x[off:].reshape(rows, cols).T.reshape(-1)])
+        ones = np.where(rng.random(x.shape) < 0.01, 0.0, 1.0) * np.where(rng.random(x.shape) < 0.5, -1.0, 1.0)
+        ones[off:off + shape[1]] = -0.0 if axis == -1 else ones[off:off + shape[1]]   # a row of -0 products
+        ones = ones.astype(dt)
+        walks.clear()
+        (cs, cp), _, _ = on_both_paths(monkeypatch, launches, lambda: (
+            fv.cumsum(fv.asarray(x)[off:].reshape(shape), axis=axis),
+            cumulative_prod_along(fv.asarray(ones)[off:].reshape(shape), axis)))
+        assert set(walks) == route, (rows, cols, off, axis, walks)
+        for got, want in ((cs, np.cumsum(x[off:].reshape(shape).astype(np.float64), axis)),
+                          (cp, np.cumprod(ones[off:].reshape(shape).astype(np.float64), axis))):
+            want = want.astype(dt)
+            assert np.array_equal(got, want) and np.array_equal(np.signbit(got), np.signbit(want)), (
+                rows, cols, off, axis, np.argwhere(np.signbit(got) != np.signbit(want))[:5])
+        assert np.signbit(cs).any()      # -0 results were there to get wrong
+    # few slices side by side (COLS): workgroups enough to occupy the device where the invocations allow
+    floor = getattr(ctx.device, "subgroup_size", 0) or _CUMSUM_SPLIT_WG
+    assert -(-(64 // per) // _cols_wg(ctx.device, 64 // per)) >= min(parallel_groups(ctx.device), 64 // per // floor or 1)
+    assert set(peels) == {0, 1}       # unit-stride slices offset from out's chunks, and not (PEEL)
+    got = fv.cumsum(fv.asarray(np.array([-0.0], dt))).numpy()     # the plain case
+    assert np.signbit(got).all() and np.signbit(np.cumsum(np.array([-0.0], dt))).all()
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_cumsum_peel_same_bits(dt, monkeypatch):
+    """PEEL (a walk's inner steps through whole-chunk loads and stores) takes the same steps as the general
+    loop: forced off and on, the same bits on the serial walk, SCAN and the split, for slices of whole
+    texels and not."""
+    from fuelvk.ops.reduction import _CUMSUM_SPLIT_MIN
+    ctx = runtime.get()
+    force, orig = {}, ctx.launch
+    monkeypatch.setattr(ctx, "launch", lambda v, *a, **k: orig(v, *a, **dict(k, **force)))
+    per = 16 // np.dtype(dt).itemsize
+    for rows, cols in [(300, 37), (300, 8 * per), (3, 1203), (3, 1200), (2, 2 * _CUMSUM_SPLIT_MIN + 5)]:
+        x = rows_of(inputs(dt, rows, cols, 0, 1)[0], rows, cols, 0)
+        got = {}
+        for peel in (0, 1):
+            force["PEEL"] = peel
+            got[peel] = fv.cumsum(x, axis=-1).numpy()
+        assert np.array_equal(got[0].view(np.uint8), got[1].view(np.uint8)), (rows, cols)
+        close(got[1], np.cumsum(sl(x.numpy().reshape(-1), rows, cols, 0), -1), dt, scale=cols ** 0.5)

@@ -41,8 +41,8 @@ def spy_launches(monkeypatch, record):
 
 @pytest.fixture
 def texel_launches(monkeypatch):
-    """The TEXW specialization of every copy_texels launch during the test."""
-    return spy_launches(monkeypatch, lambda v, k: k["TEXW"] if v.family == "copy_texels" else None)
+    """The TEXW specialization of every copy_texels / concat_texels launch during the test."""
+    return spy_launches(monkeypatch, lambda v, k: k["TEXW"] if v.family in ("copy_texels", "concat_texels") else None)
 
 
 def data(shape, dt):
@@ -115,6 +115,48 @@ def test_concatenate_and_setitem(dt, path, texel_launches):
         expect(path, texel_launches, runs)
 
 
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_concatenate_pieces_in_one_launch(dt, path, monkeypatch):
+    """2 to 4 pieces that are rows of whole texels (contiguous from the axis on, the dims before it
+    collapsing to <= 3 for all pieces: slices, offsets, broadcast rows, transposed outer dims) are one
+    concat_texels launch on the texel paths; 5 pieces, a piece not in whole texels, a negative row
+    stride or 4 outer dims take a launch per piece; numpy's bits always."""
+    seen = spy_launches(monkeypatch, lambda v, k: (v.family, k.get("PIECES")))
+    p = per(dt)
+    x = data((3, 2, 8 * p), dt)
+    X = fv.asarray(x)
+    row = fv.asarray(data((1, 1, 2 * p), dt))
+    t = data((2, 5, 3, 4 * p), dt).transpose(0, 2, 1, 3)           # [B, S, H, D] -> [B, H, S, D]
+    T = fv.asarray(np.ascontiguousarray(t.transpose(0, 2, 1, 3))).transpose(0, 2, 1, 3)
+    f = data((2, 3, 2, 3, 2 * p), dt).transpose(0, 3, 2, 1, 4)
+    F = fv.asarray(np.ascontiguousarray(f.transpose(0, 3, 2, 1, 4))).transpose(0, 3, 2, 1, 4)
+    cases = [  # (device pieces, numpy pieces, axis, one launch)
+        ([X[..., 4 * p:], X[..., :4 * p]], [x[..., 4 * p:], x[..., :4 * p]], 2, True),   # rotate_half's cat
+        ([X, X[:, :1], X], [x, x[:, :1], x], 1, True),
+        ([X[:2], X[1:], X[:1], X[2:]], [x[:2], x[1:], x[:1], x[2:]], 0, True),
+        ([X[..., p:2 * p], row.broadcast_to((3, 2, 2 * p)), X[..., :p]],
+         [x[..., p:2 * p], np.broadcast_to(row.numpy(), (3, 2, 2 * p)), x[..., :p]], 2, True),
+        ([X[:1], X[:1]], [x[:1], x[:1]], 2, True),                                          # one row
+        ([X] * 5, [x] * 5, 1, False),
+        ([X[::-1], X], [x[::-1], x], 2, False),                                             # negative row stride
+        ([X[..., 1:1 + p], X[..., :p]], [x[..., 1:1 + p], x[..., :p]], 2, p == 1),          # offset one element
+        ([fv.ascontiguousarray(T[..., 2 * p:]), T[..., :2 * p]], [t[..., 2 * p:], t[..., :2 * p]], 3,
+         True),                                                                             # rotate_half of q^T
+        ([T[:, :2], T[:, 1:]], [t[:, :2], t[:, 1:]], 3, True),                               # 3 outer dims
+        ([F[..., :p], F[..., p:]], [f[..., :p], f[..., p:]], 4, False),                       # 4 outer dims
+    ]
+    seen.clear()   # the contiguous piece's copy
+    for dev, host, ax, one in cases:
+        same_bits(fv.concatenate(dev, axis=ax), np.concatenate(host, axis=ax))
+        texel = path != "ssbo" and one
+        assert (seen == [("concat_texels", len(dev))]) == texel, (ax, len(dev), seen)
+        seen.clear()
+    y = data((3000, 3 * p), dt)                                                             # many rows
+    Y = fv.asarray(y)
+    same_bits(fv.concatenate([Y[:, :p], Y], axis=1), np.concatenate([y[:, :p], y], axis=1))
+    assert (seen == [("concat_texels", 2)]) == (path != "ssbo")
+
+
 def test_complex128_copy(path, texel_launches):
     x = (rng.standard_normal((4, 6)) + 1j * rng.standard_normal((4, 6))).astype(np.complex128)
     same_bits(fv.ascontiguousarray(fv.asarray(x)[:, 1:5]), x[:, 1:5])
@@ -126,6 +168,8 @@ def test_over_texel_limit_falls_back(path, texel_launches, monkeypatch):
     monkeypatch.setattr(lim, "maxTexelBufferElements", 4)
     x = data((4, 16), np.float32)
     same_bits(fv.ascontiguousarray(fv.asarray(x)[:, 4:12]), x[:, 4:12])
+    X = fv.asarray(x)
+    same_bits(fv.concatenate([X, X[:, :4]], axis=1), np.concatenate([x, x[:, :4]], axis=1))
     assert not texel_launches
 
 

@@ -1077,3 +1077,72 @@ def test_slice_backward_pads(no_fallback, shape, dim, start, end):
         y = t[tuple(key)]
         (y * torch.arange(y.numel(), dtype=torch.float32).reshape(y.shape).to(t.device)).sum().backward()
     close(xd.grad, x.grad, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_rsqrt_one_launch(dt, no_fallback):
+    """aten.rsqrt and pow(x, -0.5) (HF RMSNorm's) are one launch of 1 / sqrt(x) (they were sqrt then
+    reciprocal: two launches, and in half types a rounding between them): torch CPU's bits in f32;
+    half types compute in f32 and round once (torch CPU's half kernels differ by 1 ulp on ~0.02% of
+    inputs, so against the f32 result rounded)."""
+    from fuelvk import runtime
+    x = (torch.rand(3, 40, generator=torch.Generator().manual_seed(3)) * 50 + 1e-3).to(dt)
+    want = torch.rsqrt(x) if dt == torch.float32 else torch.rsqrt(x.float()).to(dt)
+    xd = x.to(DEV)
+    stream = runtime.get().stream
+    for f, launches in ((torch.rsqrt, 1), (lambda t: t.pow(-0.5), 1), (lambda t: t.clone().rsqrt_(), 2)):
+        f(xd)
+        fuelvk.synchronize()
+        before = stream.dispatches
+        got = f(xd)
+        assert stream.dispatches - before == launches
+        assert torch.equal(got.cpu(), want)
+
+
+DECODE_SDPA = {  # (Hq, Hk, Sq, Sk, kwargs): calls with G * Sq <= 4 rows per kv head
+    "decode": (4, 2, 1, 9, {"enable_gqa": True}), "decode_mha": (2, 2, 1, 5, {}),
+    "two_rows": (4, 2, 2, 7, {"enable_gqa": True, "scale": 0.3}),
+    "causal_band": (2, 1, 2, 2, {"enable_gqa": True, "is_causal": True}),        # Sq == Sk: top-left = band
+    "causal_sq_gt_sk": (2, 2, 3, 2, {"is_causal": True}),                         # rows below the band see more
+    "causal_sq_lt_sk": (2, 2, 1, 6, {"is_causal": True}),                         # top-left Sq < Sk: composed
+    "bool_mask": (2, 2, 1, 6, {"attn_mask": torch.tensor([[True, False, True, True, False, True]])}),
+    "additive_mask": (2, 2, 1, 6, {"attn_mask": torch.linspace(-2, 1, 6).reshape(1, 6)}),
+    "prefill": (4, 2, 8, 8, {"enable_gqa": True, "is_causal": True}),              # 16 rows: composed
+}
+FUSED_DECODE = {"decode", "decode_mha", "two_rows", "causal_band", "causal_sq_gt_sk"}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("kind", sorted(DECODE_SDPA))
+def test_sdpa_without_graph_takes_the_fused_kernel_where_cheaper(kind, dtype, no_fallback, monkeypatch):
+    """A call that builds no autograd graph and that the fused kernel expresses takes it on a CPU device
+    when each kv head has at most one decode row block (G * Sq <= 4: generate()'s decode steps), torch's
+    CPU result either way; masks, top-left causal with Sq < Sk, longer prefills and calls needing grads
+    keep the composed path."""
+    import fuelvk as fv
+    from fuelvk.torch import _aten_nn
+    hq, hk, sq, sk, kw = DECODE_SDPA[kind]
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(2, hq, sq, 16, generator=g).to(dtype)
+    k, v = (torch.randn(2, hk, sk, 16, generator=g).to(dtype) for _ in range(2))
+    kw = {a: (b.to(dtype) if isinstance(b, torch.Tensor) and b.is_floating_point() else b) for a, b in kw.items()}
+    kwd = {a: (b.to(DEV) if isinstance(b, torch.Tensor) else b) for a, b in kw.items()}
+    calls = []
+    fused = fv.scaled_dot_product_attention
+    monkeypatch.setattr(_aten_nn.fv, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused(*a, **k))
+    want = TF.scaled_dot_product_attention(q.float(), k.float(), v.float(), **{
+        a: (b.float() if isinstance(b, torch.Tensor) and b.is_floating_point() else b) for a, b in kw.items()})
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    with torch.no_grad():
+        got = TF.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), **kwd)
+    assert got.dtype == dtype and got.shape == want.shape
+    close(got.float(), want, rtol=tol, atol=tol)
+    assert len(calls) == (kind in FUSED_DECODE), kind
+    if dtype != torch.float32:
+        return
+    calls.clear()
+    dev = [t.to(DEV).requires_grad_() for t in (q, k, v)]   # a graph to build: the composed path
+    od = TF.scaled_dot_product_attention(*dev, **kwd)
+    assert not calls and od.grad_fn is not None
+    od.float().sum().backward()
+    assert all(t.grad is not None for t in dev)

@@ -38,4 +38,40 @@ void ph_bits(uint m0, uint m1, int e, out int q, out uvec3 f) {
     q = int(bits_at(qv, b) & 3u);
     f = uvec3(bits_at(qv, b - 32), bits_at(qv, b - 64), bits_at(qv, b - 96));
 }
+// ph_bits of a float32 argument (m1 = 0, e <= 104: i0 <= 3, so only W[0 .. 8] are read), the same bits
+// with every table word and limb picked by selects: no dynamically indexed array. CPU drivers
+// (lavapipe) run a divergent branch for every invocation, and ph_bits' indexed arrays (a gather per
+// table word, the limbs in per-invocation scratch) made float32 sin / cos ~100x an exp even where no
+// argument took this path.
+uint ph_w9(int i) {                           // TWO_OVER_PI_W[i], 0 <= i <= 8
+    uint v = TWO_OVER_PI_W[0];
+    for (int j = 1; j <= 8; ++j) v = i == j ? TWO_OVER_PI_W[j] : v;
+    return v;
+}
+
+uint ph_bits_at7(uint q0, uint q1, uint q2, uint q3, uint q4, uint q5, uint q6, int pos) {   // bits_at
+    int i = pos >> 5, sh = pos & 31;
+    uint lo = i == 0 ? q0 : i == 1 ? q1 : i == 2 ? q2 : i == 3 ? q3 : i == 4 ? q4 : i == 5 ? q5 : q6;
+    uint hi = i == 0 ? q1 : i == 1 ? q2 : i == 2 ? q3 : i == 3 ? q4 : i == 4 ? q5 : q6;
+    uint v = lo >> sh;
+    if (sh != 0 && i + 1 < 7) v |= hi << (32 - sh);
+    return v;
+}
+
+void ph_bits32(uint m0, int e, out int q, out uvec3 f) {
+    int i0 = e >= 2 ? (e - 2) / 32 : 0;
+    uint a0 = 0u, a1 = 0u, a2 = 0u, hi, lo;
+    uint l[5];                                // columns 0 .. 4 (constant indices after unrolling)
+    for (int k = 0; k < 5; ++k) {
+        umulExtended(ph_w9(i0 + 4 - k), m0, hi, lo);
+        acc_add(a0, a1, a2, hi, lo);
+        l[k] = a0;
+        a0 = a1; a1 = a2; a2 = 0u;
+    }
+    int b = 32 * (i0 + 5) - e;                // the bit of weight 2^0
+    q = int(ph_bits_at7(l[0], l[1], l[2], l[3], l[4], a0, a1, b) & 3u);
+    f = uvec3(ph_bits_at7(l[0], l[1], l[2], l[3], l[4], a0, a1, b - 32),
+              ph_bits_at7(l[0], l[1], l[2], l[3], l[4], a0, a1, b - 64),
+              ph_bits_at7(l[0], l[1], l[2], l[3], l[4], a0, a1, b - 96));
+}
 #endif

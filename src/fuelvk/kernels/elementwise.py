@@ -28,8 +28,12 @@ ROUNDING_OPS = ("floor", "ceil", "trunc", "round")     # integers are already in
 MATH_OPS = ("log1p", "expm1", "exp2", "log2", "log10", "tan", "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos",
             "atan")
 FIXED_OPS = ("affine", "clamp", "powi")               # families of their own (FIXED_OP), same switch
+# Unary ops of the PyTorch device's aten ops with no array API name (not public fuelvk functions):
+# rsqrt is torch's 1 / sqrt(x) in one launch (it was sqrt then reciprocal, two launches and, in half
+# types, a rounding between them that torch CPU does not make).
+TORCH_UNARY_OPS = ("rsqrt",)
 # elementwise.comp's apply_unary switch (OP_<NAME>); the unary family's OP specialization constant.
-UNARY = ids(*UNARY_OPS, *ROUNDING_OPS, *MATH_OPS, *FIXED_OPS)
+UNARY = ids(*UNARY_OPS, *ROUNDING_OPS, *MATH_OPS, *FIXED_OPS, *TORCH_UNARY_OPS)
 BINARY_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "copysign", "hypot", "logaddexp",
               "atan2", "nextafter")
 # The array API's floor_divide / remainder / pow of floats (fuelvk.api composes their public functions,

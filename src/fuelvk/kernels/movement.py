@@ -68,3 +68,8 @@ del _name, _defs
 # copy_texels.comp: copies whose views are runs of whole 16-byte texels (any element width: raw bits),
 # read through texel views where the device reads those faster (ops/movement.py texel_runs).
 family("copy_texels", "copy_texels.comp", {"x16": "copy_texels"}, GROUP, defines=_SIZES, tag_defines={}, tag_features={})
+# concat_texels.comp: concatenate's 2 to CONCAT_PIECES pieces in one launch where all are rows of whole
+# texels (ops/movement.py _concat_texels; more pieces take a launch per CONCAT_PIECES).
+CONCAT_PIECES = 4
+family("concat_texels", "concat_texels.comp", {"x16": "concat_texels"}, GROUP, defines=_SIZES, tag_defines={},
+       tag_features={})

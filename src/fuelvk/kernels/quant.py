@@ -19,12 +19,25 @@ TEXEL_BYTES = 16                    # an rgba32ui texel (the load path of dequan
 MATVEC_ROWS = 16                    # output rows per qmatvec workgroup (NR; lavapipe CPU time per matvec, 1792 x 4096: NR 4 > 8 > 16)
 TILE_M, TILE_N = 16, 64
 
-# Loop iterations per invocation as kernels/matmul.py K_LOOP counts them: qmatvec's lanes stride over
-# 32-element sub-blocks 64 at a time; the tiled kernel per 32-deep chunk runs 4 load steps and the
-# 32-step FMA loop (its W tile's decode was 16 more steps before it became one unrolled sub-block per
-# lane; still counted: the K spans, hence the result bits, stay as they were) (docs/MEASUREMENTS.md:
-# where lavapipe's cap falls).
-K_LOOP = {"matvec": (2048, 1, 64), "tiled": (32, 57, 64)}
+# Loop iterations per invocation as kernels/matmul.py K_LOOP counts them: the tiled kernel per 32-deep
+# chunk runs 4 load steps and the 32-step FMA loop (its W tile's decode was 16 more steps before it
+# became one unrolled sub-block per lane; still counted: the K spans, hence the result bits, stay as
+# they were); qmatvec's in matvec_k_loop (docs/MEASUREMENTS.md: where lavapipe's cap falls).
+K_LOOP = {"tiled": (32, 57, 64)}
+MATVEC_WG_MAX = 64                  # qmatvec's lanes: the subgroup width up to this (shared partials red[64])
+
+
+def matvec_wg(device):
+    """qmatvec's workgroup size: one subgroup (no barrier: shaders/quant.comp's qmatvec notes why), at
+    most MATVEC_WG_MAX lanes."""
+    return max(1, min(MATVEC_WG_MAX, device.subgroup_size or MATVEC_WG_MAX))
+
+
+def matvec_k_loop(wg):
+    """K_LOOP of a qmatvec of wg lanes: they stride over K's 32-element sub-blocks wg at a time (one
+    loop iteration a step, 64 outside it)."""
+    return (32 * wg, 1, 64)
+
 
 _ID_DEFINES = id_defines(MODE=MODES, KIND=KIND_IDS)   # MODE_DEQUANT, KIND_Q4_0, ... for the shader
 _KIND_DEFINES = {k: {"KIND": v} for k, v in KIND_IDS.items()}

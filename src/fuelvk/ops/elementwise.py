@@ -110,6 +110,13 @@ def heaviside(x, h0=0.0):
     return _unary("heaviside", "unary", x, spec={"OP": UNARY["heaviside"]}, s0=h0)
 
 
+def rsqrt(x):
+    """torch.rsqrt: 1 / sqrt(x) in one launch (two roundings in the compute type, torch CPU's bits; half
+    types compute in f32 and round once). Not an array API function, so not exported: the PyTorch
+    device's aten.rsqrt (and pow(x, -0.5)) call it."""
+    return _unary("rsqrt", "unary", x, spec={"OP": UNARY["rsqrt"]})
+
+
 _INT_TAGS = {_dt.int8: "i8", _dt.int16: "i16", _dt.int32: "i32", _dt.int64: "i64", _dt.uint8: "u8",
              _dt.uint16: "u16", _dt.uint32: "u32", _dt.uint64: "u64"}
 

@@ -18,7 +18,7 @@ from ..array import Array, asarray, complex_part
 from ..errors import DTypeError, FuelVKIndexError, ShapeError
 from ..kernels import kernel
 from ..kernels.registry import storage_twin
-from ..kernels.movement import EPT, MAX_RANK, TRANSPOSE_WG, WORDS as REMAP_WORDS, WG, WRITE_FLAGS
+from ..kernels.movement import CONCAT_PIECES, EPT, MAX_RANK, TRANSPOSE_WG, WORDS as REMAP_WORDS, WG, WRITE_FLAGS
 from ._core import (blocks, contiguous, device_args, divider, element_words, fits, launch_strided, new_like,
                     result, spans, tiles, windowed)
 from ..kernels.movement_core import copy_variant
@@ -468,6 +468,9 @@ def concatenate(arrays, axis=0):
     shape[ax] = sum(x.shape[ax] for x in xs)
     out = new_like(tuple(shape), dt)
     ftag = _dt.FLOAT_TAGS.get(dt)
+    pieces = [x for x in xs if x.size]
+    if 2 <= len(pieces) <= CONCAT_PIECES and _concat_texels(out, pieces, ax):
+        return result(out, numpy_out)
     v = kernel("concat_along_dim", ftag) if ftag else kernel("write_slice", _width_tag("concatenate", dt))
     start = 0
     for x in xs:
@@ -477,6 +480,60 @@ def concatenate(arrays, axis=0):
             launch_write(v, out[key], x)
         start += n
     return result(out, numpy_out)
+
+
+def _run_from(x, ax):
+    """Elements in x's dims from ax on where they are contiguous (x is rows of that length), else None."""
+    run = 1
+    for d in range(x.ndim - 1, ax - 1, -1):
+        if x.shape[d] != 1 and x.strides[d] != run:
+            return None
+        run *= x.shape[d]
+    return run
+
+
+CONCAT_OUTER = 3   # concat_texels.comp: the collapsed dims before the axis it walks
+
+
+def _concat_texels(out, pieces, ax):
+    """out (fresh, contiguous) <- 2 to CONCAT_PIECES non-empty pieces along ax in one concat_texels launch
+    (concatenate's piece-per-launch loop cost a dispatch each: ~25 us of lavapipe time even when tiny).
+    Each piece must be rows of whole texels: contiguous from ax on, the dims before ax (collapsed for
+    all pieces together) at most CONCAT_OUTER with non-negative whole-texel strides. True when launched;
+    False where the device reads storage buffers faster than texels or a piece does not fit (then the
+    per-piece writes)."""
+    ctx = runtime.get()
+    loads, stores = loadpath.texel_paths(ctx)
+    isz = out.dtype.itemsize
+    if not loads or TEXEL_BYTES % isz or out.offset:
+        return False
+    per = TEXEL_BYTES // isz
+    runs = [_run_from(x, ax) for x in pieces]
+    if any(r is None or r % per or x.offset % per for r, x in zip(runs, pieces)):
+        return False
+    outer, strides = layout.collapse(out.shape[:ax], *[x.strides[:ax] for x in pieces])
+    if len(outer) > CONCAT_OUTER or any(s < 0 or s % per for st in strides for s in st):
+        return False
+    lim = ctx.device.limits
+    if any(not 0 < b.size // TEXEL_BYTES <= lim.maxTexelBufferElements or b.size > lim.maxStorageBufferRange
+           for b in [out.buffer] + [x.buffer for x in pieces]):
+        return False
+    pad_dims = CONCAT_OUTER - len(outer)
+    outer = (1,) * pad_dims + outer                 # outermost first
+    strides = [(0,) * pad_dims + tuple(s // per for s in st) for st in strides]
+    row = sum(runs) // per
+    n = math.prod(outer) * row
+    starts = [0]
+    for r in runs[:-1]:
+        starts.append(starts[-1] + r // per)
+    pad = CONCAT_PIECES - len(pieces)
+    magic, shift = divider(row, n)
+    views = {f"p{k}_t": pieces[k] if k < len(pieces) else pieces[0] for k in range(CONCAT_PIECES)}
+    by_dim = {f"stride{d}": [st[CONCAT_OUTER - 1 - d] for st in strides] + [0] * pad for d in range(CONCAT_OUTER)}
+    ctx.launch(kernel("concat_texels", "x16"), ctx.groups(-(-n // _PER_GROUP)), out=out, o_t=out, **views, n=n,
+               row=row, row_magic=magic, row_shift=shift, outer=[outer[2], outer[1]], start=starts + [row] * pad,
+               off=[x.offset // per for x in pieces] + [0] * pad, **by_dim, TEXW=int(stores), PIECES=len(pieces))
+    return True
 
 
 # -- masked_fill ----------------------------------------------------------------------------------

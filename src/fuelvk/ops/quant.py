@@ -35,7 +35,8 @@ from .. import runtime
 from ..array import Array, asarray, empty
 from ..errors import DTypeError, FormatError, FuelVKError, ShapeError, UnsupportedError
 from ..kernels import kernel
-from ..kernels.quant import BLOCK, DEQUANT_WG, K_LOOP, MATVEC_ROWS, QUANTIZE_WG, TEXEL_BYTES, TILE_M, TILE_N
+from ..kernels.quant import (BLOCK, DEQUANT_WG, K_LOOP, MATVEC_ROWS, QUANTIZE_WG, TEXEL_BYTES, TILE_M, TILE_N,
+                             matvec_k_loop, matvec_wg)
 from ..runtime import loadpath
 from ._core import blockwise, contiguous, device_args, fits, k_per_launch, result, spans, split_k, windowed
 from .movement import launch_write
@@ -48,10 +49,11 @@ KINDS = tuple(BLOCK)
 QUANTIZE_KINDS = ("q8_0", "q4_0")
 ROUTES = ("matvec", "tiled", "dequant")
 # Per kind, the M from which dequantize + f32 matmul beats one qmatvec per row of x: the crossover
-# measured (process CPU time, N=1024 K=4096, benches/bench_quant.py --routes) at M ~ 7 (q4_0, q4_k),
-# ~ 6 (q8_0), ~ 4 (q6_k, whose matvec decode costs most); at the crossover the matvec is kept (its
-# memory stays the packed blocks).
-DEQUANT_MIN_M = {"q4_0": 8, "q8_0": 7, "q4_k": 8, "q6_k": 5}
+# measured (process CPU time, N=1024 K=4096, best of 8, lavapipe) at M ~ 13-14 (q4_0, q4_k), ~ 9-10
+# (q8_0), ~ 7 (q6_k, whose matvec decode costs most) since qmatvec's one-subgroup workgroups and q4_0 /
+# q8_0 block pairs (it was 7 / 6 / 7 / 4 before); at the crossover the matvec is kept (its memory stays
+# the packed blocks).
+DEQUANT_MIN_M = {"q4_0": 13, "q8_0": 9, "q4_k": 13, "q6_k": 7}
 # f32 bytes of W dequantized at once by the dequant route (chunks of whole weight rows).
 DEQUANT_CHUNK_BYTES = 64 << 20
 ENV = "FUELVK_QMATMUL_ROUTE"
@@ -311,17 +313,28 @@ def qmatmul(x, w_blocks, kind=None, shape=None, route=None):
             groups = ctx.groups(-(-n // MATVEC_ROWS))
             v = kernel("qmatvec", k)
             views, tex = _texels(ctx, k, w, xa, "x_t")   # x's chunks start on texels: off_x % 4 == 0
+            pairs = int(_pairs(k, bpr, wk, (k1 - k0) // qk))
             for i in range(m):
                 ctx.launch(v, groups, out=dst, qin=w, xin=xa, **views, n=n, k=k1 - k0, blocks_per_row=bpr,
-                           off_x=xa.offset + i * kk + k0, off_w=wk, off_o=dst.offset + i * n, TEX=tex)
+                           off_x=xa.offset + i * kk + k0, off_w=wk, off_o=dst.offset + i * n, TEX=tex, PAIRS=pairs,
+                           WG=wg)
         else:
             groups = ctx.groups(-(-m // TILE_M) * -(-n // TILE_N))
             qt, tex = _block_texels(ctx, k, w)
             ctx.launch(kernel("qmatmul_tiled", k), groups, out=dst, qin=w, xin=xa, q_t=qt, m=m, n=n, k=k1 - k0,
                        blocks_per_row=bpr, ldx=kk, off_x=xa.offset + k0, off_w=wk, off_o=dst.offset, TEX=tex)
 
-    out = split_k(op, out, kk, k_per_launch(K_LOOP[picked], ctx.device.loop_budget, qk), run)
+    wg = matvec_wg(ctx.device)
+    k_loop = matvec_k_loop(wg) if picked == "matvec" else K_LOOP[picked]
+    out = split_k(op, out, kk, k_per_launch(k_loop, ctx.device.loop_budget, qk), run)
     return result(out, x_numpy and w_numpy)
+
+
+def _pairs(kind, bpr, off_w, span_blocks):
+    """Whether qmatvec takes q4_0 / q8_0 blocks two at a time (its PAIRS path): every row's blocks and
+    the K span start on a 4-byte word (off_w and the row length in 16-bit words even) and the span is
+    whole pairs. Else one block a lane step, realigned from any even byte."""
+    return kind in ("q4_0", "q8_0") and bpr % 2 == 0 and off_w % 2 == 0 and span_blocks % 2 == 0
 
 
 def _qmatmul_dequant(x2, w2, k, kk):

@@ -407,8 +407,7 @@ for _name, _f in (("lerp", _lerp), ("addcmul", _addc(fv.multiply)), ("addcdiv", 
     KERNELS[f"{_name}_{_ov}"] = (lambda f: lambda self, *a, **k: _into(self, f(self, *a, **k)))(_f)
 
 
-def _rsqrt(x):
-    return fv.reciprocal(fv.sqrt(x))
+_rsqrt = fv_elementwise.rsqrt   # 1 / sqrt(x) in one launch, as torch CPU computes it
 
 
 _UNARY = {"neg": fv.negative, "exp": fv.exp, "log": fv.log, "sqrt": fv.sqrt, "rsqrt": _rsqrt, "tanh": fv.tanh,

@@ -10,6 +10,7 @@ import torch
 import fuelvk as fv
 from .. import runtime as fv_runtime
 from ..errors import FuelVKError
+from ..kernels.attention import CPU_DECODE_ROWS
 from ..ops import elementwise as fv_elementwise, indexing as fv_indexing, rng as fv_rng
 from .. import dtypes as _dt
 from . import device as fuelvk_device
@@ -575,6 +576,35 @@ def _causal_bias(sq, sk, dtype, device):
     return bias
 
 
+def _fused_attention_wins(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
+    """Whether _sdpa_composed hands the call to fuelvk's fused kernel (one launch): a call that builds no
+    autograd graph (the kernel's output has none) and is not traced, of what the kernel expresses (no
+    mask, no dropout, causal only where the top-left mask is a band: Sq >= Sk; one float dtype; k and v
+    of one shape; heads equal or grouped under enable_gqa), where it is the cheaper route. On a CPU
+    device (lavapipe) that is at most one flash_decode row block per kv head, G * Sq <= CPU_DECODE_ROWS:
+    the decode steps of generate(). Device ms, B 2 Hq 4 Hk 2 D 64 f32, fused / composed: Sq 1 Sk 64
+    0.23 / 0.41, Sq 2 0.34 / 0.40, Sq 4 0.61 / 0.48, Sq = Sk = 32 causal 4.4 / 0.45; bf16 Sq 1 Sk 512
+    (Hq 32 Hk 8 D 128) 2.4 / 201 (half types' composed path is torch's math path). Other devices take
+    it wherever the kernel expresses the call, as _fused_sdp_choice answers (not measured here)."""
+    if attn_mask is not None or dropout_p != 0.0 or not all(type(t) is torch.Tensor for t in (query, key, value)):
+        return False
+    if torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad):
+        return False
+    if not (query.dim() == key.dim() == value.dim() == 4 and query.dtype in _ATTN_DTYPES
+            and query.dtype == key.dtype == value.dtype and key.shape == value.shape):
+        return False
+    (b, hq, sq, d), (bk, hk, sk, dk) = query.shape, key.shape
+    if not (b == bk and b > 0 and d == dk and hk > 0 and hq % hk == 0 and (hq == hk or enable_gqa)
+            and sq > 0 and sk > 0):
+        return False
+    if fv_runtime.get().device.device_type == "cpu" and (hq // hk) * sq > CPU_DECODE_ROWS:
+        return False
+    try:   # shapes the kernel refuses (head dim > 256, ...) and top-left causal with Sq < Sk: "math"
+        return fv.attention_route(tuple(query.shape), tuple(key.shape), is_causal=is_causal) != "math"
+    except FuelVKError:
+        return False
+
+
 @composite("scaled_dot_product_attention")
 def _sdpa_composed(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                    enable_gqa=False):
@@ -584,7 +614,11 @@ def _sdpa_composed(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=F
     Here: the scale on q, one batched matmul per kv head group (query heads of a kv head stacked as rows:
     no copy of k or v), a masked_fill of the causal triangle (every top-left causal row sees key 0, so a
     plain softmax), or the mask applied and the safe softmax (fully masked rows give 0), and p @ v.
-    Other calls (dropout, half types, 3-D inputs) take torch's math path unchanged."""
+    Other calls (dropout, half types, 3-D inputs) take torch's math path unchanged; calls with no graph to
+    build where the fused kernel is cheaper (decode steps: _fused_attention_wins) take that kernel."""
+    if _fused_attention_wins(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
+        return tensor_of(fv.scaled_dot_product_attention(array_of(query), array_of(key), array_of(value),
+                                                         is_causal=is_causal, scale=scale))
     if not _composed_attention_ok(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
         if attn_mask is not None and attn_mask.dtype == torch.bool:   # as torch's decomposition converts it
             attn_mask = torch.where(attn_mask.logical_not(), -math.inf,
