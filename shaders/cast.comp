@@ -1,8 +1,9 @@
 #version 450
 // Float casts between f8e4m3fn / f16 / bf16 / f32 / f64: one generic kernel for every src->dst pair
-// (SRC, DST: FMT_* codes below). Conversions are done on the raw bits with integer arithmetic only,
-// so results are bit-exact on every driver: no reliance on the device's float rounding mode,
-// denormal flushing or NaN canonicalization.
+// (SRC, DST: FMT_* codes below). Conversions are done on the raw bits with integer arithmetic, so
+// results are bit-exact on every driver: no reliance on the device's float rounding mode, denormal
+// flushing or NaN canonicalization; f16 <-> f32 are common/half.glsl's, the device's own instructions
+// where its probe found them exact and not slower (runtime/halfconv.py), NaNs still numpy's here.
 //   widening (f8/f16/bf16 -> f32 -> f64) is exact;
 //   narrowing rounds to nearest even once: f64 -> f32 directly, f64 -> f16/bf16/f8 via an f32 rounded
 //   to odd (exact double rounding: f32 keeps >= 2 more bits than any narrower target);
@@ -47,6 +48,9 @@
 #define DBITS 64
 #endif
 #include "common/castio.glsl"
+#if SRC == FMT_F16 || DST == FMT_F16
+#include "common/half.glsl"
+#endif
 
 // The conversions below are branch-free (every case computed, then selected): lavapipe runs 8 lanes
 // of a branch in lock step, and the early returns per special case cost more than the selects
@@ -58,12 +62,7 @@ uint small_to_f32(uint h) {
 #if SRC == FMT_BF16
     return h << 16;                       // bf16 is the top half of an f32 (NaN payload kept)
 #elif SRC == FMT_F16
-    // straight from the pattern: a normal magnitude a is (a << 13) + (112 << 23); inf / NaN keep
-    // their payload under exponent 255; a subnormal (and zero) is m * 2^-24, exact in f32 arithmetic
-    uint a = h & 0x7FFFu;
-    uint sub = floatBitsToUint(float(a) * 5.9604644775390625e-8);
-    uint r = a < 0x400u ? sub : (a >= 0x7C00u ? (a << 13) | 0x7F800000u : (a << 13) + (112u << 23));
-    return ((h & 0x8000u) << 16) | r;
+    return f16_to_f32_bits_numpy_nan(h, f16_to_f32_bits(h));   // common/half.glsl: exact, NAN_RULE 0
 #else                                     // f8e4m3fn
     const uint SE = 4u, SM = 3u;
     const uint EMAX = (1u << SE) - 1u, MMASK = (1u << SM) - 1u;
@@ -97,13 +96,18 @@ uint f8_from_f32_abs(uint a) {
     return min(a < (121u << 23) ? sub : r, 0x7Eu);
 }
 #endif
-#if DST == FMT_F16 || DST == FMT_BF16
-uint f32_to_small(uint u) {
 #if DST == FMT_F16
-    const uint DE = 5u, DM = 10u, MAXF = 0x7BFFu, OVER = 0x7C00u;
-#else
-    const uint DE = 8u, DM = 7u, MAXF = 0x7F7Fu, OVER = 0x7F80u;
+uint f32_to_small(uint u) {
+    // common/half.glsl: RNE, NaN's top payload bits kept (NAN_RULE 0); rule 2 gives the canonical NaN
+    uint r = f32_to_f16_bits_numpy_nan(u, f32_bits_to_f16(u));
+#if NAN_RULE == 2
+    r = (u & 0x7FFFFFFFu) > 0x7F800000u ? ((u >> 16) & 0x8000u) | 0x7E00u : r;
 #endif
+    return r;
+}
+#elif DST == FMT_BF16
+uint f32_to_small(uint u) {
+    const uint DE = 8u, DM = 7u, MAXF = 0x7F7Fu, OVER = 0x7F80u;
     const uint SH = 23u - DM, REBIAS = 127u - ((1u << (DE - 1u)) - 1u);
     uint s = (u >> 31) << (DE + DM);
     uint a = u & 0x7FFFFFFFu;

@@ -34,8 +34,8 @@ layout(constant_id = 0) const uint OP = 0;
 #define STOREQ(v) u64vec2(packUint2x32(floatBitsToUint((v).xy)), packUint2x32(floatBitsToUint((v).zw)))
 #elif defined(DT_F16)
 #define Q uint64_t
-#define LOADQ(w) vec4(unpackFloat2x16(unpackUint2x32(w).x), unpackFloat2x16(unpackUint2x32(w).y))
-#define STOREQ(v) packUint2x32(uvec2(packFloat2x16(f16vec2((v).xy)), packFloat2x16(f16vec2((v).zw))))
+#define LOADQ(w) vec4(f16x2_to_f32(unpackUint2x32(w).x), f16x2_to_f32(unpackUint2x32(w).y))
+#define STOREQ(v) packUint2x32(uvec2(f32x2_to_f16x2((v).xy), f32x2_to_f16x2((v).zw)))
 #elif defined(DT_BF16)
 #define Q uint64_t
 vec4 bf16x4_load(uvec2 u) {
@@ -113,7 +113,7 @@ dvec4 f64x4_texels(uvec4 u, uvec4 w) {
 #elif defined(DT_F16)
 vec4 f16x4_texel(uvec4 u, uint h) {     // half h of a texel: 4 halves, widened exactly
     uvec2 w = h != 0u ? u.zw : u.xy;
-    return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+    return vec4(f16x2_to_f32(w.x), f16x2_to_f32(w.y));
 }
 #define TEXQ(X, k) f16x4_texel(imageLoad(X, int((k) >> 1)), (k) & 1u)
 #else

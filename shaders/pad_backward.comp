@@ -28,7 +28,7 @@ V load_a(uint i) {
 #if defined(DT_F64)
     return packDouble2x32(texelFetch(a_t, int(i)).xy);
 #elif defined(DT_F16)
-    return unpackHalf2x16(texelFetch(a_t, int(i)).x).x;
+    return f16_to_f32(texelFetch(a_t, int(i)).x);
 #elif defined(DT_BF16)
     return uintBitsToFloat(texelFetch(a_t, int(i)).x << 16);
 #else

@@ -52,7 +52,7 @@ A load_src(uint i) {
 #if defined(DT_F64)
     return packDouble2x32(texelFetch(src_t, int(i)).xy);
 #elif defined(DT_F16)
-    return unpackHalf2x16(texelFetch(src_t, int(i)).x).x;
+    return f16_to_f32(texelFetch(src_t, int(i)).x);
 #elif defined(DT_BF16)
     return uintBitsToFloat(texelFetch(src_t, int(i)).x << 16);
 #else

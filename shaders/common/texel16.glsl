@@ -20,7 +20,7 @@ void unpack16(uvec4 u, out V v[PER]) {
     v[0] = packDouble2x32(u.xy);
     v[1] = packDouble2x32(u.zw);
 #elif defined(DT_F16)
-    for (uint j = 0u; j < 4u; ++j) { f16vec2 h = unpackFloat2x16(u[j]); v[2u * j] = float(h.x); v[2u * j + 1u] = float(h.y); }
+    for (uint j = 0u; j < 4u; ++j) { vec2 h = f16x2_to_f32(u[j]); v[2u * j] = h.x; v[2u * j + 1u] = h.y; }
 #else
     for (uint j = 0u; j < 4u; ++j) { v[2u * j] = uintBitsToFloat(u[j] << 16); v[2u * j + 1u] = uintBitsToFloat(u[j] & 0xFFFF0000u); }
 #endif
@@ -35,7 +35,7 @@ uvec4 pack16(V v[PER]) {
     u.xy = unpackDouble2x32(v[0]);
     u.zw = unpackDouble2x32(v[1]);
 #elif defined(DT_F16)
-    for (uint j = 0u; j < 4u; ++j) u[j] = packFloat2x16(f16vec2(float16_t(v[2u * j]), float16_t(v[2u * j + 1u])));
+    for (uint j = 0u; j < 4u; ++j) u[j] = f32x2_to_f16x2(vec2(v[2u * j], v[2u * j + 1u]));
 #else
     for (uint j = 0u; j < 4u; ++j) u[j] = f32_to_bf16_bits(v[2u * j]) | (f32_to_bf16_bits(v[2u * j + 1u]) << 16);
 #endif

@@ -30,6 +30,9 @@ def _info(args):
     lp = info["load_path"]
     print(f"loads    : matmul {lp['matmul']}; other kernels {lp['other kernels']} "
           f"(maxTexelBufferElements {lp['maxTexelBufferElements']})")
+    hc = info["half_conversions"]
+    print(f"f16      : widen {hc['widen']}, narrow {hc['narrow']} "
+          f"({'probed' if hc['probe'] is not None else 'FUELVK_HALF_NATIVE'})")
     huge = info["memory"].get("huge_pages")
     if huge is not None:
         print(f"huge pages: {'yes (THP-eligible)' if huge else 'no (madvise had no effect: shared mapping or THP off)'}")

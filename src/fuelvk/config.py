@@ -115,6 +115,9 @@ SETTINGS = {s.name: s for s in (
     Setting("FUELVK_TEXEL_LOADS", Flag(), None, "per call",
             "read memory-bound kernels' inputs through texel views (`1`) or storage buffers (`0`); "
             "default: probed, the faster on this device (runtime/loadpath.py)"),
+    Setting("FUELVK_HALF_NATIVE", Flag(), None, "at context creation",
+            "float16 kernels convert with the device's f16 instructions (`1`) or integer arithmetic (`0`), "
+            "same bits; default: probed per direction, native where exact and not slower (runtime/halfconv.py)"),
     Setting("FUELVK_SPV_DIR", Text("a directory holding manifest.json"), None, "at context creation",
             "where the compiled shaders are (default: the spv/ next to the package)"),
     Setting("FUELVK_PIPELINE_CACHE", Flag(), True, "at context creation",

@@ -65,6 +65,10 @@ def device_info(device=None):
                                        + ("; texel-view stores (f32 / f64)" if d.texel_stores else ""),
                       "probe": d.load_probe,
                       "maxTexelBufferElements": lim.maxTexelBufferElements},
+        # f16 <-> f32 in float16 kernels (shaders/common/half.glsl): the device's instructions or integer
+        # arithmetic per direction, as the probe (runtime/halfconv.py) or FUELVK_HALF_NATIVE chose
+        "half_conversions": {"widen": "native" if d.half_native & 1 else "integer",
+                             "narrow": "native" if d.half_native & 2 else "integer", "probe": d.half_probe},
         "features": feats,
         "extensions": list(d.extensions),
         "cooperative_matrix_shapes": d.coop_matrix_shapes,

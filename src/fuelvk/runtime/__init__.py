@@ -31,7 +31,7 @@ from .device import Device
 from .memory import MemoryPool
 from .commands import Stream
 from .pipelines import PipelineCache
-from . import loadpath, loopcap
+from . import halfconv, loadpath, loopcap
 from .vk import check, consts, ffi, lib
 
 _ctx = None          # device 0's (the default) context
@@ -55,6 +55,7 @@ class Context:
         self.pipelines = PipelineCache(self.device)
         self.device._budget_source = lambda: loopcap.resolve(self)   # probed on first use of loop_budget
         self.device._texel_source = lambda: loadpath.resolve(self)   # probed on first use of texel_loads
+        self.device._half_source = lambda: halfconv.resolve(self)    # probed on first use of half_native
         lim = self.device.limits
         self.max_groups = (lim.maxComputeWorkGroupCount[0], lim.maxComputeWorkGroupCount[1],
                            lim.maxComputeWorkGroupCount[2])

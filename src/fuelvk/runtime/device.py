@@ -206,6 +206,10 @@ class Device:
         self._texel_loads = self._texel_stores = _UNPROBED
         self.load_probe = None
         self._texel_source = None
+        # Device.half_native: probed on first use by runtime/halfconv.py (through the Context).
+        self._half_native = _UNPROBED
+        self.half_probe = None
+        self._half_source = None
         self.device_type = DEVICE_TYPE_NAME.get(self._props.deviceType, "other")
         ext_list, _ = enumerate_(lib.vkEnumerateDeviceExtensionProperties, "VkExtensionProperties",
                                  self.physical, ffi.NULL)
@@ -362,6 +366,20 @@ class Device:
         """Whether memory-bound kernels write through 16-byte texel views (measured faster here)."""
         self.texel_loads     # probes both
         return self._texel_stores
+
+    @property
+    def half_native(self):
+        """HALF_NATIVE of shaders/common/half.glsl: which f16 <-> f32 conversions float16 kernels do
+        with the device's own instructions (bit 1: widening, bit 2: narrowing; checked exact and not
+        slower here) rather than integer arithmetic on the bits (same bits for every non-NaN). Probed
+        on first use (runtime/halfconv.py); `half_probe` then holds the record."""
+        if self._half_native is _UNPROBED:
+            with self.lock:
+                if self._half_native is _UNPROBED:
+                    if self._half_source is None:
+                        raise DeviceError(f"{self.name}: the f16 conversion is probed through a fuelvk Context")
+                    self._half_native, self.half_probe = self._half_source()
+        return self._half_native
 
     @loop_budget.setter
     def loop_budget(self, value):

@@ -19,6 +19,7 @@ from ..kernels.signature import Signature
 from ..spirv import evaluate
 from .vk import consts, ffi, lib, check
 
+HALF_SPEC = "HALF_NATIVE"   # the spec constant of shaders/common/half.glsl, set from Device.half_native
 WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF  # VK_WHOLE_SIZE (the bindings export it as -1)
 DESCRIPTOR_TYPES = {"storage_buffer": consts.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                     "uniform_texel_buffer": consts.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER,
@@ -213,8 +214,19 @@ class PipelineCache:
         this instead of catching the error get() would raise)."""
         return not self.over_limits(variant, spec)
 
+    def specialization(self, variant, spec=()):
+        """spec plus the constants a device property sets where the caller does not: HALF_NATIVE of
+        shaders/common/half.glsl from Device.half_native (runtime/halfconv.py). Pipelines are cached
+        under the caller's spec: the property is fixed per device (tests that force it start a fresh
+        pipeline dict)."""
+        half = self.meta(variant.id)["spec_names"].get(HALF_SPEC)
+        if half is None or any(cid == half for cid, _ in spec):
+            return spec
+        return tuple(sorted(spec + ((half, int(self.device.half_native)),)))
+
     def _create(self, variant, spec):
         self.device.require(variant.features, f"kernel {variant.id} ({variant.name})")
+        spec = self.specialization(variant, spec)
         over = self.over_limits(variant, spec)
         if over:
             profile = f" (limits profile {self.device.limits_profile!r})" if self.device.limits_profile else ""
