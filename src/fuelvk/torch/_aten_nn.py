@@ -576,19 +576,11 @@ def _causal_bias(sq, sk, dtype, device):
     return bias
 
 
-def _fused_attention_wins(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
-    """Whether _sdpa_composed hands the call to fuelvk's fused kernel (one launch): a call that builds no
-    autograd graph (the kernel's output has none) and is not traced, of what the kernel expresses (no
-    mask, no dropout, causal only where the top-left mask is a band: Sq >= Sk; one float dtype; k and v
-    of one shape; heads equal or grouped under enable_gqa), where it is the cheaper route. On a CPU
-    device (lavapipe) that is at most one flash_decode row block per kv head, G * Sq <= CPU_DECODE_ROWS:
-    the decode steps of generate(). Device ms, B 2 Hq 4 Hk 2 D 64 f32, fused / composed: Sq 1 Sk 64
-    0.23 / 0.41, Sq 2 0.34 / 0.40, Sq 4 0.61 / 0.48, Sq = Sk = 32 causal 4.4 / 0.45; bf16 Sq 1 Sk 512
-    (Hq 32 Hk 8 D 128) 2.4 / 201 (half types' composed path is torch's math path). Other devices take
-    it wherever the kernel expresses the call, as _fused_sdp_choice answers (not measured here)."""
-    if attn_mask is not None or dropout_p != 0.0 or not all(type(t) is torch.Tensor for t in (query, key, value)):
-        return False
-    if torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad):
+def _fused_expresses(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
+    """Whether fuelvk's fused attention kernel expresses the call: no mask or dropout, 4-D inputs of one
+    float dtype, k and v of one shape, heads equal or grouped under enable_gqa, causal only where the
+    top-left mask is a band (Sq >= Sk), a head dim the kernel takes (attention_route says "math" else)."""
+    if attn_mask is not None or dropout_p != 0.0:
         return False
     if not (query.dim() == key.dim() == value.dim() == 4 and query.dtype in _ATTN_DTYPES
             and query.dtype == key.dtype == value.dtype and key.shape == value.shape):
@@ -597,12 +589,29 @@ def _fused_attention_wins(query, key, value, attn_mask, dropout_p, is_causal, en
     if not (b == bk and b > 0 and d == dk and hk > 0 and hq % hk == 0 and (hq == hk or enable_gqa)
             and sq > 0 and sk > 0):
         return False
-    if fv_runtime.get().device.device_type == "cpu" and (hq // hk) * sq > CPU_DECODE_ROWS:
-        return False
     try:   # shapes the kernel refuses (head dim > 256, ...) and top-left causal with Sq < Sk: "math"
         return fv.attention_route(tuple(query.shape), tuple(key.shape), is_causal=is_causal) != "math"
     except FuelVKError:
         return False
+
+
+def _fused_attention_wins(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
+    """Whether _sdpa_composed hands the call to fuelvk's fused kernel (one launch): a call that builds no
+    autograd graph (the kernel's output has none) and is not traced, that the kernel expresses
+    (_fused_expresses), where it is the cheaper route. On a CPU device (lavapipe) that is at most one
+    flash_decode row block per kv head, G * Sq <= CPU_DECODE_ROWS: the decode steps of generate(). Device
+    ms, B 2 Hq 4 Hk 2 D 64 f32, fused / composed: Sq 1 Sk 64 0.23 / 0.41, Sq 2 0.34 / 0.40, Sq 4 0.61 /
+    0.48, Sq = Sk = 32 causal 4.4 / 0.45; bf16 Sq 1 Sk 512 (Hq 32 Hk 8 D 128) 2.4 / 201 (half types'
+    composed path is torch's math path). Other devices take it wherever the kernel expresses the call,
+    as _fused_sdp_choice answers (not measured here)."""
+    if not all(type(t) is torch.Tensor for t in (query, key, value)):
+        return False
+    if torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad):
+        return False
+    if not _fused_expresses(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
+        return False
+    return (fv_runtime.get().device.device_type != "cpu"
+            or (query.shape[1] // key.shape[1]) * query.shape[2] <= CPU_DECODE_ROWS)
 
 
 @composite("scaled_dot_product_attention")
@@ -652,16 +661,7 @@ def _fused_sdp_choice(query, key, value, attn_mask=None, dropout_p=0.0, is_causa
     (Sq >= Sk; attention_route says "math" otherwise), heads equal or grouped under enable_gqa; torch's
     math path (matmul + softmax on fuelvk kernels) otherwise."""
     from torch.nn.attention import SDPBackend
-    fused = (attn_mask is None and dropout_p == 0.0 and query.dim() == key.dim() == value.dim() == 4
-             and query.dtype in _ATTN_DTYPES and query.dtype == key.dtype == value.dtype
-             and key.shape[1] == value.shape[1] and query.shape[1] % key.shape[1] == 0
-             and (query.shape[1] == key.shape[1] or enable_gqa)
-             and query.shape[3] == key.shape[3] == value.shape[3] and query.shape[2] > 0 and key.shape[2] > 0)
-    if fused:
-        try:   # shapes the kernel refuses (head dim > 256, ...) take the math path
-            fused = fv.attention_route(tuple(query.shape), tuple(key.shape), is_causal=is_causal) != "math"
-        except FuelVKError:
-            fused = False
+    fused = _fused_expresses(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
     return int(SDPBackend.OVERRIDEABLE if fused else SDPBackend.MATH)
 
 
