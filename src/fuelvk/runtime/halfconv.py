@@ -20,11 +20,11 @@ FUELVK_HALF_NATIVE=0/1 overrides it (integer / native both ways; read when a con
 import numpy as np
 
 from .. import config
-from .pipelines import cached_probe
+from .pipelines import HALF_SPEC as SPEC  # noqa: F401 - the name of the spec constant set from the choice
+from .pipelines import best_device_ms, cached_probe
 
 ENV = "FUELVK_HALF_NATIVE"
-SPEC = "HALF_NATIVE"      # the specialization constant of common/half.glsl
-WIDEN, NARROW = 1, 2      # its bits
+WIDEN, NARROW = 1, 2      # SPEC's bits
 VERSION = 2               # of the cached record
 INT_WINS = 0.9            # a direction goes integer where that takes <= 90% of the native time
 TIMING_WORDS = 1 << 15    # words (two halves each) per timing
@@ -103,22 +103,12 @@ def probe(ctx):
     t_buf, t_out = ctx.pool.alloc(4 * TIMING_WORDS), ctx.pool.alloc(4 * TIMING_WORDS)
     ctx.upload(t_buf, tw)
     masks = [m for m in range(4) if m & exact == m]
-    runs = {}
-    for mask in masks:
-        def run(mask=mask):
-            ctx.launch(v, ctx.groups(-(-TIMING_WORDS // WG)), words=t_buf, floats=t_buf, wide=t_out,
-                       narrow=t_out, n=TIMING_WORDS, reps=TIMING_REPS, scale=1.0, shift=0.0, HALF_NATIVE=mask)
-        runs[mask] = run
-        run()                                # pipeline build, first touch
-    ctx.stream.synchronize()
-    # rounds interleave the choices: a CPU device's speed can change run to run with its host's load
-    timer, best = ctx.timer(), {}
-    for _ in range(ROUNDS):
-        for mask in masks:
-            timer.start()
-            runs[mask]()
-            ms, _ = timer.stop()
-            best[mask] = min(ms, best.get(mask, ms))
+
+    def run(mask):
+        return lambda: ctx.launch(v, ctx.groups(-(-TIMING_WORDS // WG)), words=t_buf, floats=t_buf, wide=t_out,
+                                  narrow=t_out, n=TIMING_WORDS, reps=TIMING_REPS, scale=1.0, shift=0.0,
+                                  HALF_NATIVE=mask)
+    best = best_device_ms(ctx, {mask: run(mask) for mask in masks}, ROUNDS)
     rec["ms"] = {str(m): best[m] for m in masks}
     return rec
 

@@ -15,7 +15,7 @@ import weakref
 
 from .. import config
 from .device import _UNPROBED
-from .pipelines import cached_probe
+from .pipelines import best_device_ms, cached_probe
 
 ENV = "FUELVK_TEXEL_LOADS"
 TEXELS = 1 << 18          # 4 MiB read per timing: long enough to dwarf launch cost, short for a CPU driver
@@ -39,13 +39,11 @@ def probe(ctx):
     src = ctx.pool.alloc(TEXELS * 16)
     groups = -(-TEXELS // (LOADPATH_WG * LOADPATH_RPT))
     dst = ctx.pool.alloc(groups * LOADPATH_WG * 16)
-    times = {}
-    for name, tag in (("ssbo_ms", "ssbo_u4"), ("texel_ms", "stb_rgba32")):
-        v = kernel("loadpath", tag)
 
-        def run():
-            ctx.launch(v, ctx.groups(groups), dst=dst, src=src, n=TEXELS, off=0, READ=1)
-        times[name] = _best(ctx, run)
+    def run(tag):
+        v = kernel("loadpath", tag)
+        return lambda: ctx.launch(v, ctx.groups(groups), dst=dst, src=src, n=TEXELS, off=0, READ=1)
+    times = best_device_ms(ctx, {"ssbo_ms": run("ssbo_u4"), "texel_ms": run("stb_rgba32")}, REPEATS)
     times.update(_probe_stores(ctx, src))
     return times
 
@@ -59,28 +57,13 @@ def _probe_stores(ctx, src):
     n = TEXELS * 4
     dst = ctx.pool.alloc(n * 4)
     groups = ctx.groups(-(-n // (4 * WG * EPT)))
-    times = {}
-    for name, texw in (("ssbo_store_ms", 0), ("texel_store_ms", 1)):
-        def run():
-            ctx.launch(v, groups, out=dst, in_a=src, a_t=src, o_t=dst, n=n, rank=1, flags=FLAGS["a_contiguous"],
-                       off_o=0, off_a=0, off_b=0, s0=(0, 0), s1=(0, 0), shape=(n,), sa=(1,), sb=(),
-                       inner=0, magic=0, shift=1,
-                       OP=UNARY["negative"], LINEAR=1, TEX=1, TEXW=texw)
-        times[name] = _best(ctx, run)
-    return times
 
-
-def _best(ctx, run):
-    """The best of REPEATS device times of run(), after one untimed call (pipeline build, first touch)."""
-    run()
-    ctx.stream.synchronize()
-    timer, best = ctx.timer(), None
-    for _ in range(REPEATS):
-        timer.start()
-        run()
-        ms, _ = timer.stop()
-        best = ms if best is None else min(best, ms)
-    return best
+    def run(texw):
+        return lambda: ctx.launch(v, groups, out=dst, in_a=src, a_t=src, o_t=dst, n=n, rank=1,
+                                  flags=FLAGS["a_contiguous"], off_o=0, off_a=0, off_b=0, s0=(0, 0), s1=(0, 0),
+                                  shape=(n,), sa=(1,), sb=(), inner=0, magic=0, shift=1,
+                                  OP=UNARY["negative"], LINEAR=1, TEX=1, TEXW=texw)
+    return best_device_ms(ctx, {"ssbo_store_ms": run(0), "texel_store_ms": run(1)}, REPEATS)
 
 
 def decide(rec):

@@ -81,6 +81,23 @@ def cached_probe(device, stem, version, probe):
             pass
     return rec
 
+def best_device_ms(ctx, runs, rounds):
+    """{name: the least device ms of runs[name]()} over `rounds` rounds that take every run in turn (a CPU
+    device's speed changes from call to call with its host's load: interleaving gives each run the same
+    chances), after one untimed call of each (pipeline build, first touch). The probes' timer."""
+    for run in runs.values():
+        run()
+    ctx.stream.synchronize()
+    timer, best = ctx.timer(), {}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            timer.start()
+            run()
+            ms, _ = timer.stop()
+            best[name] = min(ms, best.get(name, ms))
+    return best
+
+
 class Pipeline:
     __slots__ = ("handle", "layout", "n_bindings", "infos", "infos_bytes", "writes", "writes_list", "push_size",
                  "variant", "views", "texel", "set_layout", "counts", "_keep")
