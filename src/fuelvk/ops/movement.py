@@ -484,12 +484,7 @@ def concatenate(arrays, axis=0):
 
 def _run_from(x, ax):
     """Elements in x's dims from ax on where they are contiguous (x is rows of that length), else None."""
-    run = 1
-    for d in range(x.ndim - 1, ax - 1, -1):
-        if x.shape[d] != 1 and x.strides[d] != run:
-            return None
-        run *= x.shape[d]
-    return run
+    return math.prod(x.shape[ax:]) if layout.is_contiguous(x.shape[ax:], x.strides[ax:]) else None
 
 
 CONCAT_OUTER = 3   # concat_texels.comp: the collapsed dims before the axis it walks
