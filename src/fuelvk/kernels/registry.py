@@ -142,3 +142,11 @@ def parallel_groups(device):
         import os
         return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return GPU_PARALLEL_GROUPS
+
+
+def occupying_wg(device, invocations, wg, floor, waves=1):
+    """wg halved (not below floor) until `invocations` make waves x parallel_groups(device) workgroups: a
+    CPU device runs a workgroup per driver thread, so a few large workgroups leave its cores idle."""
+    while wg // 2 >= floor and -(-invocations // wg) < waves * parallel_groups(device):
+        wg //= 2
+    return wg

@@ -28,7 +28,7 @@ from ..kernels import kernel
 from ..kernels.norm import (LANE_ROWS_MAX_COLS, LANE_ROWS_MIN_ROWS, ROW_SPLIT_WG, ROW_TEXELS, SG_MIN_COLS, SG_TWIN,
                             row_kernel, row_split_parts)
 from ..kernels.reduction import row_wg
-from ..kernels.registry import parallel_groups
+from ..kernels.registry import occupying_wg
 from ._core import binding_limit, contiguous, device_args, fits, new_like, result, rowwise, scalar_words
 from .casts import astype
 from .movement_core import ascontiguousarray
@@ -104,10 +104,7 @@ def _lane_r(ctx, rows, cols, passes, align, has_w, has_b):
     budget = dev.loop_budget
     if dev.device_type != "cpu" or align & need != need or (budget is not None and LANE_R * passes * cols > budget):
         return 1, wg
-    floor = dev.subgroup_size or 1
-    while wg > floor and -(-rows // (wg * LANE_R)) < 4 * parallel_groups(dev):
-        wg //= 2
-    return LANE_R, wg
+    return LANE_R, occupying_wg(dev, -(-rows // LANE_R), wg, dev.subgroup_size or 1, waves=4)
 
 
 def _axis_last(op, x, axis):

@@ -34,7 +34,7 @@ from ..runtime.loadpath import TEXEL_BYTES
 from ..array import Array, asarray
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError
 from ..kernels import kernel
-from ..kernels.registry import parallel_groups
+from ..kernels.registry import occupying_wg, parallel_groups
 from ..kernels.movement_core import copy_variant
 from ..kernels.reduction import (ARG_OPS, CHUNK_PER_INVOCATION, CUMSUM_MAX_RANK, CUMSUM_TEXELS, MODE_DIRECT,
                                  MODE_FINAL, MODE_PARTIAL, REDUCE_OPS, SHORT_ROW_MAX, ANY_DIM_INVOCATIONS,
@@ -655,10 +655,7 @@ def _cols_wg(device, n_inv):
     or _CUMSUM_SPLIT_WG where the device reports none) until the launch has parallel_groups(device)
     workgroups: few slices (lavapipe [4096, 64] f32 along axis 0: 16 invocations) otherwise run in one
     workgroup, on one core of a CPU device."""
-    wg, floor = _CUMSUM_WG, getattr(device, "subgroup_size", 0) or _CUMSUM_SPLIT_WG
-    while wg // 2 >= floor and -(-n_inv // wg) < parallel_groups(device):
-        wg //= 2
-    return wg
+    return occupying_wg(device, n_inv, _CUMSUM_WG, getattr(device, "subgroup_size", 0) or _CUMSUM_SPLIT_WG)
 
 
 def _adjacent_slices(x, out, ax, shape, s_in, s_out):
