@@ -222,23 +222,14 @@ def _make(buffer, shape, strides, offset, dtype):
     t = _create(shape, dtype)
     s = t.untyped_storage()
     setattr(s, _ATTR, buffer)
-    before = _meta_included()
-    _include_meta(True)
-    try:
-        if _excluded(_AD_INPLACE) and _excluded(_AUTOGRAD):
-            t.set_(s, offset, shape, strides)
-        else:
-            with torch._C._AutoDispatchBelowADInplaceOrView():
-                t.set_(s, offset, shape, strides)
-    finally:
-        _include_meta(before)
+    _set_on_meta(t, s, offset, shape, strides)
     return t
 
 
 def meta_method(method):
-    """A view kernel calling Tensor method `method` with Meta in the thread's included keys (as _make
-    does; cheaper than a boxed redispatch to Meta): torch's Meta kernel computes the view's metadata on
-    the same storage."""
+    """Tensor method `method` called with Meta in the thread's included keys (cheaper than a boxed
+    redispatch to Meta), below autograd and ADInplaceOrView: torch's Meta kernel computes a view's (or,
+    for set_, a result's) metadata on the same storage."""
     def view(self, *args, **kwargs):
         before = _meta_included()
         _include_meta(True)
@@ -253,6 +244,7 @@ def meta_method(method):
     return view
 
 
+_set_on_meta = meta_method(torch.Tensor.set_)
 _meta_included, _include_meta = torch._C._meta_in_tls_dispatch_include, torch._C._set_meta_in_tls_dispatch_include
 _create, _excluded = torch._C._acc.create_empty_tensor, torch._C._dispatch_tls_is_dispatch_key_excluded
 _AD_INPLACE, _AUTOGRAD = torch._C.DispatchKey.ADInplaceOrView, torch._C.DispatchKey.AutogradPrivateUse1
