@@ -12,7 +12,7 @@
 (e) qmatmul's routes per M (issue 18): one fused qmatvec per row ("matvec"), dequantize to f32 +
     f32 matmul ("dequant"), the fused tiled kernel ("tiled", only up to M=16: it is seconds above),
     and the route qmatmul picks (DEQUANT_MIN_M: where the measured crossover lies).
---small scales every shape down (for a quick check on a busy machine); --only kinds runs (d) alone,
+--small scales every shape down (for a quick check on a busy machine); --only q4_0,q8_0 runs (d) alone for those kinds,
 --routes (e) alone.
 """
 import argparse
