@@ -1,5 +1,6 @@
 """python -m fuelvk definitions {export, run}: FlashInfer-Bench Definitions and fuelvk's Traces."""
 import argparse
+import difflib
 import sys
 
 
@@ -50,7 +51,15 @@ def main(argv=None):
         names = write_workloads(args.definitions, args.root)
         print(f"{len(names)} workload files written under {args.root}/workloads", file=sys.stderr)
         return 0
-    from .run import INPUT_UNAVAILABLE, NO_SOLUTION, TOLERANCES, run
+    from .run import INPUT_UNAVAILABLE, NO_SOLUTION, TOLERANCES, load_definitions, run
+    if args.only:   # a misspelt name would otherwise skip every row and print an empty table
+        names = load_definitions(args.definitions)
+        unknown = [n for n in args.only if n not in names]
+        if unknown:
+            near = {n: difflib.get_close_matches(n, names, n=3) for n in unknown}
+            ap.error("--only: no Definition named " + "; ".join(
+                f"{n!r}" + (f" (did you mean {', '.join(near[n])}?)" if near[n] else "") for n in unknown)
+                + f" in {args.definitions} ({len(names)} Definitions)")
     TOLERANCES["sampling"].update({k: getattr(args, k) for k in ("validation_trials", "batch_rows", "draws")
                                    if getattr(args, k) is not None})
     traces = run(args.definitions, args.workloads, args.output, args.max_workloads,
