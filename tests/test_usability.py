@@ -61,6 +61,13 @@ def test_a_closed_pipe_is_not_a_traceback():
     assert p.wait(timeout=120) == 0 and "Traceback" not in err, err
 
 
+@pytest.mark.parametrize("raw, want", [("0", "storage buffers (FUELVK_TEXEL_LOADS=0)"),
+                                       ("1", "texel-view loads where aligned (FUELVK_TEXEL_LOADS=1)")])
+def test_info_shows_the_load_path_a_setting_forces(monkeypatch, raw, want):
+    monkeypatch.setenv("FUELVK_TEXEL_LOADS", raw)
+    assert want in fv.device_info()["load_path"]["other kernels"]
+
+
 def test_definitions_only_names_an_unknown_definition(capsys):
     defs = ROOT / "tests" / "data" / "flashinfer" / "definitions"
     name = sorted(defs.rglob("*.json"))[0].stem

@@ -32,7 +32,7 @@ def _info(args):
     print(f"memory   : {kind}, {mem['why']}")
     print(f"binding  : {desc['path']}, {desc['why']}")
     lp = info["load_path"]
-    print(f"loads    : matmul {lp['matmul']}; other kernels {lp['other kernels']} "
+    print(f"loads    : matmul {lp['matmul']}; {lp['other kernels']} "
           f"(maxTexelBufferElements {lp['maxTexelBufferElements']})")
     hc = info["half_conversions"]
     print(f"f16      : widen {hc['widen']}, narrow {hc['narrow']} "

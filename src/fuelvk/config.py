@@ -5,7 +5,8 @@ DeviceError naming the variable and what it accepts (unset or empty: the default
 when fuelvk reads it: per call (the op or cache reads it each time), or once where the value must
 stay fixed for the object it configures (the device and its memory pool are built once per context,
 so changing FUELVK_DEVICE afterwards cannot move them). README.md's settings table is generated
-from this one (`python -m fuelvk.config`; tests/test_config.py checks they agree).
+from this one (`python -m fuelvk settings --markdown`; tests/test_config.py checks they agree), and
+`python -m fuelvk settings` shows every value now.
 """
 import difflib
 import os
