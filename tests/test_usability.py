@@ -61,6 +61,20 @@ def test_a_closed_pipe_is_not_a_traceback():
     assert p.wait(timeout=120) == 0 and "Traceback" not in err, err
 
 
+@pytest.mark.parametrize("env, said", [
+    ({"FUELVK_MEMORY": "vram"}, "DeviceError: FUELVK_MEMORY='vram' is not a memory mode; accepted: auto, mapped, "
+                                "device-local"),
+    ({"VK_ICD_FILENAMES": "/nonexistent/icd.json"}, "DeviceError: no Vulkan driver found (vkCreateInstance: "
+                                                    "VK_ERROR_INCOMPATIBLE_DRIVER"),
+])
+def test_info_says_what_is_wrong_in_one_line(env, said):
+    """No driver installed, or a bad setting: one line naming it, exit status 1, no traceback."""
+    r = subprocess.run([sys.executable, "-m", "fuelvk", "info"], capture_output=True, text=True,
+                       env={**ENV, **env}, cwd=ROOT, timeout=120)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.startswith(f"python -m fuelvk: {said}") and r.stderr.count("\n") == 1, r.stderr
+
+
 @pytest.mark.parametrize("raw, want", [("0", "storage buffers (FUELVK_TEXEL_LOADS=0)"),
                                        ("1", "texel-view loads where aligned (FUELVK_TEXEL_LOADS=1)")])
 def test_info_shows_the_load_path_a_setting_forces(monkeypatch, raw, want):

@@ -94,8 +94,12 @@ def _bench(rest):
 
 
 def main(argv=None):
+    from fuelvk.errors import FuelVKError
     try:
         return _main(argv)
+    except FuelVKError as e:   # typed and self-explaining (a setting, no driver, ...): its message, no traceback
+        print(f"python -m fuelvk: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
     except BrokenPipeError:   # `python -m fuelvk kernels | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
