@@ -25,7 +25,7 @@ def test_help_lists_every_command_the_docs_use(capsys):
         main(["--help"])
     assert e.value.code == 0
     usage = capsys.readouterr().out
-    listed = set(re.findall(r"^    (\w+)", usage, re.M))
+    listed = set(re.findall(r"^    (\w+)", usage, re.MULTILINE))
     used = {cmd for path in DOCS for cmd in re.findall(r"python -m fuelvk (\w+)", path.read_text())}
     assert {"info", "settings", "kernels", "specs", "bench", "definitions"} <= listed
     assert used <= listed, f"the docs use commands --help does not list: {used - listed}"
@@ -37,8 +37,8 @@ def test_settings_shows_values_bad_values_and_unknown_names(monkeypatch, capsys)
     monkeypatch.setenv("FUELVK_VALIDATON", "1")   # a typo of FUELVK_VALIDATION
     assert main(["settings"]) == 1
     out = capsys.readouterr().out
-    assert re.search(r"^FUELVK_TIMEOUT_S +5\.0$", out, re.M)
-    assert re.search(r"^FUELVK_POOL_KEEP_MB +\(unset: 256\)$", out, re.M)
+    assert re.search(r"^FUELVK_TIMEOUT_S +5\.0$", out, re.MULTILINE)
+    assert re.search(r"^FUELVK_POOL_KEEP_MB +\(unset: 256\)$", out, re.MULTILINE)
     assert "BAD: FUELVK_MEMORY='vram' is not a memory mode; accepted: auto, mapped, device-local" in out
     assert "FUELVK_VALIDATON           not a fuelvk setting (ignored); did you mean FUELVK_VALIDATION?" in out
     monkeypatch.delenv("FUELVK_MEMORY")
@@ -62,15 +62,15 @@ def test_a_closed_pipe_is_not_a_traceback():
 
 
 @pytest.mark.parametrize("env, said", [
-    ({"FUELVK_MEMORY": "vram"}, "DeviceError: FUELVK_MEMORY='vram' is not a memory mode; accepted: auto, mapped, "
-                                "device-local"),
-    ({"VK_ICD_FILENAMES": "/nonexistent/icd.json"}, "DeviceError: no Vulkan driver found (vkCreateInstance: "
-                                                    "VK_ERROR_INCOMPATIBLE_DRIVER"),
+    ({"FUELVK_MEMORY": "vram"},
+     "DeviceError: FUELVK_MEMORY='vram' is not a memory mode; accepted: auto, mapped, device-local"),
+    ({"VK_ICD_FILENAMES": "/nonexistent/icd.json"},
+     "DeviceError: no Vulkan driver found (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER"),
 ])
 def test_info_says_what_is_wrong_in_one_line(env, said):
     """No driver installed, or a bad setting: one line naming it, exit status 1, no traceback."""
     r = subprocess.run([sys.executable, "-m", "fuelvk", "info"], capture_output=True, text=True,
-                       env={**ENV, **env}, cwd=ROOT, timeout=120)
+                       env={**ENV, **env}, cwd=ROOT, timeout=120, check=False)
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr.startswith(f"python -m fuelvk: {said}") and r.stderr.count("\n") == 1, r.stderr
 
@@ -84,7 +84,7 @@ def test_info_shows_the_load_path_a_setting_forces(monkeypatch, raw, want):
 
 def test_definitions_only_names_an_unknown_definition(capsys):
     defs = ROOT / "tests" / "data" / "flashinfer" / "definitions"
-    name = sorted(defs.rglob("*.json"))[0].stem
+    name = min(defs.rglob("*.json")).stem
     with pytest.raises(SystemExit) as e:
         main(["definitions", "run", str(defs), str(defs), "--only", name + "x"])
     assert e.value.code == 2
@@ -119,6 +119,7 @@ def test_spv_dir_must_hold_the_manifest(monkeypatch, tmp_path):
 def test_every_fuelvk_name_in_the_docs_exists():
     """`fv.x`, `fuelvk.a.b` in README.md and docs/*.md resolve (attribute or submodule)."""
     import importlib
+
     import fuelvk.torch  # noqa: F401  (the docs name its functions)
     missing = []
     for path in DOCS:
@@ -137,6 +138,14 @@ def test_every_fuelvk_name_in_the_docs_exists():
                         break
                 mod = f"{mod}.{part}"
     assert missing == []
+
+
+def test_every_public_function_says_what_it_does():
+    """help(fv.zeros) and friends: a docstring on every public function of the namespace."""
+    import inspect
+    bare = [n for n in dir(fv) if not n.startswith("_") and inspect.isfunction(inspect.unwrap(getattr(fv, n)))
+            and not (getattr(fv, n).__doc__ or "").strip()]
+    assert bare == []
 
 
 def test_every_repository_path_in_the_docs_exists():
@@ -237,7 +246,8 @@ def test_fallback_result_of_a_dtype_the_device_cannot_hold(monkeypatch):
 def test_fuelvk_torch_without_torch_says_what_to_install():
     code = "import sys; sys.modules['torch'] = None\nimport fuelvk, numpy\nfuelvk.exp(numpy.ones(2, 'f4'))\n" \
            "import fuelvk.torch"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120,
+                       check=False)
     assert r.returncode == 1
     assert r.stderr.strip().endswith("ImportError: fuelvk.torch needs PyTorch (pip install torch); the rest of "
                                      "fuelvk works without it")

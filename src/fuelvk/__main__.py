@@ -49,6 +49,7 @@ def _info(args):
 
 def _settings(args):
     from fuelvk import config
+    from fuelvk.errors import DeviceError
     if args.markdown:
         print(config.markdown_table(), end="")
         return 0
@@ -58,7 +59,7 @@ def _settings(args):
             value = config.get(name)
             default = config.shown_default(s)
             shown = repr(value) if config.is_set(name) else "(unset" + (f": {default})" if default else ")")
-        except Exception as e:   # the DeviceError naming the variable and what it accepts
+        except DeviceError as e:   # naming the variable and what it accepts
             shown, bad = f"BAD: {e}", bad + 1
         print(f"{name:26s} {shown}")
     for name, near in config.unknown_variables():

@@ -383,6 +383,7 @@ def empty(shape, dtype=_dt.float32, *, device=None):
 
 
 def zeros(shape, dtype=_dt.float32, *, device=None):
+    """An array of zeros (float32 unless dtype is given), filled on the device."""
     a = empty(layout.as_shape("zeros", shape), dtype, device=device)
     a.buffer.pool.context.stream.fill(a.buffer, (a.nbytes + 3) & ~3)
     return a
