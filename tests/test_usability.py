@@ -61,6 +61,18 @@ def test_a_closed_pipe_is_not_a_traceback():
     assert p.wait(timeout=120) == 0 and "Traceback" not in err, err
 
 
+def test_specs_roofline_shows_a_whole_call_and_reads_1e_6(capsys):
+    assert main(["specs", "roofline", "rms_norm"]) == 1
+    err = capsys.readouterr().err
+    assert "needs index N, which is not given" in err
+    example = err.split("python -m fuelvk specs roofline ")[1].split()
+    assert main(["specs", "roofline", *example]) == 0             # the example it shows runs as given
+    want = capsys.readouterr().out
+    assert main(["specs", "roofline", "rms_norm", "B=[2048]", "N=4096", "T=float32", "eps=1e-6",
+                 "some=[weight]"]) == 0                           # YAML alone reads 1e-6 as a string
+    assert capsys.readouterr().out == want == "flops=33554432 bytes=67125248\n"
+
+
 @pytest.mark.parametrize("env, said", [
     ({"FUELVK_MEMORY": "vram"},
      "DeviceError: FUELVK_MEMORY='vram' is not a memory mode; accepted: auto, mapped, device-local"),
