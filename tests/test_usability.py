@@ -94,14 +94,26 @@ def test_info_shows_the_load_path_a_setting_forces(monkeypatch, raw, want):
     assert want in fv.device_info()["load_path"]["other kernels"]
 
 
-def test_definitions_only_names_an_unknown_definition(capsys):
+def test_definitions_only_names_an_unknown_definition(capsys, tmp_path):
     defs = ROOT / "tests" / "data" / "flashinfer" / "definitions"
     name = min(defs.rglob("*.json")).stem
+    (tmp_path / "w.jsonl").write_text("")
     with pytest.raises(SystemExit) as e:
-        main(["definitions", "run", str(defs), str(defs), "--only", name + "x"])
+        main(["definitions", "run", str(defs), str(tmp_path), "--only", name + "x"])
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert f"--only: no Definition named '{name}x' (did you mean {name}" in err
+
+
+def test_definitions_run_names_missing_or_swapped_inputs(tmp_path, capsys):
+    defs = ROOT / "tests" / "data" / "flashinfer" / "definitions"
+    (tmp_path / "w.jsonl").write_text("")
+    nope = tmp_path / "nope"
+    for argv, said in (([str(nope), str(defs)], f"run: definitions '{nope}' does not exist"),
+                       ([str(tmp_path), str(defs)], "the order is DEFINITIONS WORKLOADS")):
+        with pytest.raises(SystemExit) as e:
+            main(["definitions", "run", *argv])
+        assert e.value.code == 2 and said in capsys.readouterr().err
 
 
 # -- settings -----------------------------------------------------------------------------------------
