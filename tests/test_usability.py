@@ -267,6 +267,18 @@ def test_fallback_result_of_a_dtype_the_device_cannot_hold(monkeypatch):
         torch.fft.rfft(d)
 
 
+def test_no_vulkan_loader_says_what_to_install(tmp_path):
+    """The vulkan bindings dlopen libvulkan.so.1 at import (a machine without libvulkan1: their OSError
+    asks for an "SDK"); a stand-in package raising that error simulates it."""
+    (tmp_path / "vulkan").mkdir()
+    (tmp_path / "vulkan" / "__init__.py").write_text("raise OSError('Cannot find Vulkan SDK version.')\n")
+    r = subprocess.run([sys.executable, "-c", "import fuelvk"], capture_output=True, text=True, timeout=120,
+                       env={**ENV, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ENV['PYTHONPATH']}"}, check=False)
+    assert r.returncode == 1
+    assert "ImportError: fuelvk needs the Vulkan loader library (libvulkan.so.1 on Linux) and a driver: on Debian, " \
+           "apt-get install libvulkan1 mesa-vulkan-drivers" in r.stderr
+
+
 def test_fuelvk_torch_without_torch_says_what_to_install():
     code = "import sys; sys.modules['torch'] = None\nimport fuelvk, numpy\nfuelvk.exp(numpy.ones(2, 'f4'))\n" \
            "import fuelvk.torch"
