@@ -199,6 +199,15 @@ def test_torch_dtypes_are_taken_by_name():
         fv.zeros(3, dtype=torch.float8_e5m2)
 
 
+def test_creation_takes_numpys_positional_dtype():
+    """np.zeros(3, np.int32) habits: zeros, empty, ones, full and asarray all take dtype second (third for
+    full), as numpy's do; the array API's keyword form is the same parameter."""
+    for got in (fv.zeros(3, fv.int32), fv.empty(3, fv.int32), fv.ones(3, fv.int32), fv.full(3, 7, fv.int32),
+                fv.asarray([1, 2, 3], fv.int32)):
+        assert got.dtype == fv.int32 and got.shape == (3,)
+    assert fv.full((2,), 7, fv.int32).tolist() == [7, 7] and fv.ones(2, dtype="bfloat16").dtype == fv.bfloat16
+
+
 @pytest.mark.parametrize("obj, holds", [
     ([None, 1], "NoneType None"), ({"a": 1}, "dict {'a': 1}"), ("abc", "str_ np.str_('abc')"),
     (np.array([1, "a"], dtype=object), "str 'a'"), (np.array(["2020-01-01"], dtype="datetime64[D]"), "datetime64"),

@@ -53,7 +53,7 @@ def _dtype(op, dtype, default):
         raise DTypeError(f"{op}: {e}") from None
 
 
-def full(shape, fill_value, *, dtype=None, device=None):
+def full(shape, fill_value, dtype=None, *, device=None):
     """A new array of `shape` filled with fill_value (cast as numpy's a[...] = value; on the device)."""
     check_device("full", device)
     shape = layout.as_shape("full", shape)
@@ -80,7 +80,7 @@ def full(shape, fill_value, *, dtype=None, device=None):
     return out
 
 
-def ones(shape, *, dtype=None, device=None):
+def ones(shape, dtype=None, *, device=None):
     """An array of ones (float32 unless dtype is given)."""
     return full(shape, 1, dtype=_dtype("ones", dtype, DEFAULT_FLOAT), device=device)
 
