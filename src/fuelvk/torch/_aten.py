@@ -25,7 +25,7 @@ from .. import dtypes as _dt
 from ..array import Array
 from ..errors import DeviceError, DTypeError, UnsupportedError
 from ..ops import elementwise as fv_elementwise
-from . import _plans, device as fuelvk_device
+from . import _layout, _plans, device as fuelvk_device
 from ._bridge import numpy_dtype
 from ._fallback import FallbackError, Unhandled, run_on_cpu
 
@@ -73,8 +73,38 @@ def _guarded(fn, op):
     return k
 
 
+# Functional kernels whose CPU result torch's TensorIterator lays out (dense in the memory order of the
+# operands at these positional indices, in its operand order; _layout.follows_inputs), and those laid out
+# as empty_like's preserve_format (_PRESERVES). The other kernels' results are contiguous, as torch's.
+_TWO = ("add", "sub", "mul", "div", "rsub", "remainder", "floor_divide", "maximum", "minimum", "pow", "eq", "ne",
+        "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
+        "bitwise_xor", "lerp", "sigmoid_backward", "tanh_backward", "silu_backward", "gelu_backward",
+        "native_dropout_backward")
+LAYOUT_OPERANDS = {**{n: (0, 1) for n in _TWO}, "where": (0, 1, 2), "addcmul": (0, 1, 2), "addcdiv": (0, 1, 2),
+                   "threshold_backward": (1, 0), "pow.Tensor_Scalar": (0,),
+                   "clamp_min.Tensor": (0, 1), "clamp_max.Tensor": (0, 1), "pow.Scalar": None}
+
+
+_PRESERVES = {"clone": None, "sort": (1, "dim"), "sort.stable": (None, "dim"), "flip": (1, "dims")}   # dim argument
+
+
+def _layout_rule(name, fn):
+    """fn with torch CPU's result layout (see LAYOUT_OPERANDS); unary kernels: over their one operand."""
+    if name in _PRESERVES:
+        return _layout.preserves_layout(fn, _PRESERVES[name])
+    base = name.partition(".")[0]
+    if base.endswith("_") or "out" in name.partition(".")[2]:
+        return fn
+    positions = LAYOUT_OPERANDS.get(name, LAYOUT_OPERANDS.get(base))
+    if positions is None and base in _UNARY_LAYOUT:
+        positions = (0,)
+    return fn if positions is None else _layout.follows_inputs(fn, positions)
+
+
 def register(lib):
     for name, fn in {**KERNELS, **_out_variants()}.items():
+        if name in KERNELS:
+            fn = _layout_rule(name, fn)
         if name in KERNELS and _plans.plannable(name):
             fn = _plans.planned(fn, name)
         lib.impl(name, _guarded(fn, _overload(name)), "PrivateUse1")
@@ -429,6 +459,7 @@ def _unaries(f):
 
 for _name, _f in _UNARY.items():
     KERNELS[_name], KERNELS[_name + "_"] = _unaries(_f)
+_UNARY_LAYOUT = set(_UNARY) | {"erf", "gelu", "logical_not", "bitwise_not", "clamp", "clamp_min", "clamp_max"}
 
 
 @kernel("pow.Tensor_Scalar")
@@ -549,7 +580,11 @@ for _name, _f in (("and", "and"), ("or", "or"), ("xor", "xor")):
 
 @kernel("masked_fill.Scalar", "masked_fill.Tensor")
 def masked_fill(self, mask, value):
-    return tensor_of(fv.masked_fill(array_of(self), array_of(mask), operand(value)))
+    """Out of place, self is broadcast to the mask's shape too (torch expands both; in place, only the mask)."""
+    x = array_of(self)
+    if tuple(mask.shape) != tuple(self.shape):
+        x = x.broadcast_to(tuple(torch.broadcast_shapes(self.shape, mask.shape)))
+    return tensor_of(fv.masked_fill(x, array_of(mask), operand(value)))
 
 
 @kernel("masked_fill_.Scalar", "masked_fill_.Tensor")
@@ -804,10 +839,28 @@ def index(self, indices):
     dims, idx, shape = _index_arrays(self, indices)
     if not dims:
         return tensor_of(fv.copy(array_of(self)))
+    return _layout.restride(tensor_of(_indexed(self, dims, idx, shape)), _index_strides(self, dims, idx, shape))
+
+
+def _index_strides(self, dims, idx, shape):
+    """The strides torch gives x[idx...]: TensorIterator's over self restrided to the result (the indexed
+    dims stride 0) and the index tensors (strides in the result's index dims)."""
+    perm, adjacent = _index_layout(self, dims)
+    k, at = len(shape), (dims[0] if adjacent else 0)
+    rest = [d for d in range(self.dim()) if d not in dims]
+    before, after = (rest[:at], rest[at:])
+    src = [self.stride()[d] for d in before] + [0] * k + [self.stride()[d] for d in after]
+    result = tuple(self.shape[d] for d in before) + shape + tuple(self.shape[d] for d in after)
+    ops = [(result, src)] + [(result, [0] * len(before) + list(i.strides) + [0] * len(after)) for i in idx]
+    return _layout.iterator_strides(result, ops)
+
+
+def _indexed(self, dims, idx, shape):
+    """x[idx...] as a C-contiguous Array."""
     x = array_of(self)
     if len(dims) == 1:
         out = fv.take(x, idx[0].reshape(-1), axis=dims[0])
-        return tensor_of(out.reshape(tuple(self.shape[:dims[0]]) + shape + tuple(self.shape[dims[0] + 1:])))
+        return out.reshape(tuple(self.shape[:dims[0]]) + shape + tuple(self.shape[dims[0] + 1:]))
     perm, adjacent = _index_layout(self, dims)
     rest = tuple(self.shape[d] for d in perm[len(dims):])
     flat = fv.permute_dims(x, tuple(perm)).reshape((-1,) + rest)
@@ -815,7 +868,7 @@ def index(self, indices):
     if adjacent and dims[0] > 0:   # the leading non-indexed dims go back in front of the result dims
         k, lead = len(shape), dims[0]
         out = fv.permute_dims(out, tuple(range(k, k + lead)) + tuple(range(k)) + tuple(range(k + lead, out.ndim)))
-    return tensor_of(fv.copy(out) if not out.is_contiguous else out)
+    return fv.copy(out) if not out.is_contiguous else out
 
 
 def _once_each(counts):
