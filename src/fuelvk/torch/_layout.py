@@ -147,6 +147,21 @@ def preserved_strides(shape, strides):
     return tuple(out)
 
 
+def partial_overlap(a, b):
+    """torch's MemOverlapStatus::Partial of fuelvk tensors a and b: on the same memory, both dense, their
+    byte ranges meet, and they are not the same range with the same strides (too hard to tell: False)."""
+    if not fuelvk_device.is_fuelvk(b) or fuelvk_device.buffer_of(a) is not fuelvk_device.buffer_of(b):
+        return False
+    if not a.numel() or not b.numel() or not _non_overlapping_and_dense(tuple(a.shape), a.stride()) or \
+            not _non_overlapping_and_dense(tuple(b.shape), b.stride()):
+        return False
+    a0, b0 = a.storage_offset() * a.element_size(), b.storage_offset() * b.element_size()
+    a1, b1 = a0 + a.numel() * a.element_size(), b0 + b.numel() * b.element_size()
+    if (a0, a1) == (b0, b1):
+        return a.stride() != b.stride()
+    return a0 < b1 and b0 < a1
+
+
 def restride(t, strides):
     """Fresh contiguous result t with these strides: t itself when they are contiguous, else a copy (for
     kernels that cannot run in another memory order: index)."""
