@@ -116,7 +116,7 @@ UNARY = {
 }
 
 
-@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("layout", ["transposed", "sliced", "offset_t", "channels_last", "col_t"])
 @pytest.mark.parametrize("op", list(UNARY))
 def test_unary_layout(op, layout):
     _run(UNARY[op], [layout])
@@ -178,7 +178,7 @@ def test_own_layout(op, layout):
     _run(OWN_LAYOUT[op], [layout])
 
 
-@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("layout", [n for n in LAYOUTS if n not in ("row", "bias4")])
 def test_transfer_keeps_strides(layout):
     """.to(fuelvk) and .cpu() keep a dense tensor's strides (empty_like's rule otherwise), as torch does."""
     x = LAYOUTS[layout](_maker(False, 3), torch.float32)
