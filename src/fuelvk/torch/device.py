@@ -276,10 +276,15 @@ def empty(shape, dtype, strides=None):
 
 
 def wrap(arr):
-    """A fuelvk tensor on arr's buffer with arr's layout (arr is a fresh result: no copy)."""
-    if arr.strides and min(arr.strides) < 0:
+    """A fuelvk tensor on arr's buffer with arr's layout (arr is a fresh result: no copy). A contiguous
+    arr gets torch's contiguous strides (fuelvk's size-1 dims may have any stride, torch's (1,) stay)."""
+    strides = arr.strides
+    if strides and min(strides) < 0:
         arr = arr.copy()
-    return _make(arr.buffer, arr.shape, arr.strides, arr.offset, TO_TORCH[arr.dtype])
+        strides = arr.strides
+    if 1 in arr.shape and arr.is_contiguous:
+        strides = _contiguous(arr.shape)
+    return _make(arr.buffer, arr.shape, strides, arr.offset, TO_TORCH[arr.dtype])
 
 
 def covers_storage(t):
@@ -305,8 +310,17 @@ def assign(dst, arr):
 
 
 def upload(host):
-    """A new fuelvk tensor with the values of CPU tensor host (bit-exact, contiguous)."""
-    return wrap(asarray(to_numpy(host.detach().contiguous(), "to")))
+    """A new fuelvk tensor with the values of CPU tensor host (bit-exact): with host's strides when host is
+    dense (a CPU fallback's result keeps the layout torch gave it), else contiguous."""
+    host = host.detach()
+    if host.dim() < 2 or (host.is_contiguous() and host.stride() == tuple(_contiguous(host.shape))):
+        return wrap(asarray(to_numpy(host.contiguous(), "to")))
+    from ._layout import dense_order
+    order = dense_order(tuple(host.shape), host.stride())
+    if order is None:
+        return wrap(asarray(to_numpy(host.contiguous(), "to")))
+    arr = asarray(to_numpy(host.permute(order).contiguous(), "to"))   # (already contiguous: no copy)
+    return _make(arr.buffer, tuple(host.shape), host.stride(), arr.offset, host.dtype)
 
 
 def download(t):
