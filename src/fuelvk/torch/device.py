@@ -227,6 +227,26 @@ def _contiguous(shape):
     return strides
 
 
+def non_overlapping_and_dense(shape, strides):
+    """torch's is_non_overlapping_and_dense(): the elements fill a dense block, each once."""
+    if len(shape) == 1:
+        return shape[0] < 2 or strides[0] == 1
+    dims = sorted((d for d in range(len(shape)) if shape[d] >= 2), key=lambda d: strides[d])
+    expected = 1
+    for d in dims:
+        if strides[d] != expected:
+            return False
+        expected *= shape[d]
+    return True
+
+
+def dense_order(shape, strides):
+    """The dims of a non-overlapping dense layout, slowest first (None when it is not dense)."""
+    if not non_overlapping_and_dense(shape, strides):
+        return None
+    return sorted(range(len(shape)), key=lambda d: (-strides[d], -d))
+
+
 def _make(buffer, shape, strides, offset, dtype):
     """A tensor on buffer with this layout: set_'s Meta kernel sets sizes, strides, offset and the
     storage's byte size. It is reached by putting Meta in the thread's included keys for one call, which
@@ -315,7 +335,6 @@ def upload(host):
     host = host.detach()
     if host.dim() < 2 or (host.is_contiguous() and host.stride() == tuple(_contiguous(host.shape))):
         return wrap(asarray(to_numpy(host.contiguous(), "to")))
-    from ._layout import dense_order
     order = dense_order(tuple(host.shape), host.stride())
     if order is None:
         return wrap(asarray(to_numpy(host.contiguous(), "to")))
