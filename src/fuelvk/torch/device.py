@@ -227,6 +227,26 @@ def _contiguous(shape):
     return strides
 
 
+def non_overlapping_and_dense(shape, strides):
+    """torch's is_non_overlapping_and_dense(): the elements fill a dense block, each once."""
+    if len(shape) == 1:
+        return shape[0] < 2 or strides[0] == 1
+    dims = sorted((d for d in range(len(shape)) if shape[d] >= 2), key=lambda d: strides[d])
+    expected = 1
+    for d in dims:
+        if strides[d] != expected:
+            return False
+        expected *= shape[d]
+    return True
+
+
+def dense_order(shape, strides):
+    """The dims of a non-overlapping dense layout, slowest first (None when it is not dense)."""
+    if not non_overlapping_and_dense(shape, strides):
+        return None
+    return sorted(range(len(shape)), key=lambda d: (-strides[d], -d))
+
+
 def _make(buffer, shape, strides, offset, dtype):
     """A tensor on buffer with this layout: set_'s Meta kernel sets sizes, strides, offset and the
     storage's byte size. It is reached by putting Meta in the thread's included keys for one call, which
@@ -276,10 +296,15 @@ def empty(shape, dtype, strides=None):
 
 
 def wrap(arr):
-    """A fuelvk tensor on arr's buffer with arr's layout (arr is a fresh result: no copy)."""
-    if arr.strides and min(arr.strides) < 0:
+    """A fuelvk tensor on arr's buffer with arr's layout (arr is a fresh result: no copy). A contiguous
+    arr gets torch's contiguous strides (fuelvk's size-1 dims may have any stride, torch's (1,) stay)."""
+    strides = arr.strides
+    if strides and min(strides) < 0:
         arr = arr.copy()
-    return _make(arr.buffer, arr.shape, arr.strides, arr.offset, TO_TORCH[arr.dtype])
+        strides = arr.strides
+    if 1 in arr.shape and arr.is_contiguous:
+        strides = _contiguous(arr.shape)
+    return _make(arr.buffer, arr.shape, strides, arr.offset, TO_TORCH[arr.dtype])
 
 
 def covers_storage(t):
@@ -305,8 +330,16 @@ def assign(dst, arr):
 
 
 def upload(host):
-    """A new fuelvk tensor with the values of CPU tensor host (bit-exact, contiguous)."""
-    return wrap(asarray(to_numpy(host.detach().contiguous(), "to")))
+    """A new fuelvk tensor with the values of CPU tensor host (bit-exact): with host's strides when host is
+    dense (a CPU fallback's result keeps the layout torch gave it), else contiguous."""
+    host = host.detach()
+    if host.dim() < 2 or (host.is_contiguous() and host.stride() == tuple(_contiguous(host.shape))):
+        return wrap(asarray(to_numpy(host.contiguous(), "to")))
+    order = dense_order(tuple(host.shape), host.stride())
+    if order is None:
+        return wrap(asarray(to_numpy(host.contiguous(), "to")))
+    arr = asarray(to_numpy(host.permute(order).contiguous(), "to"))   # (already contiguous: no copy)
+    return _make(arr.buffer, tuple(host.shape), host.stride(), arr.offset, host.dtype)
 
 
 def download(t):
