@@ -1,4 +1,10 @@
-"""python -m fuelvk definitions {export, run}: FlashInfer-Bench Definitions and fuelvk's Traces."""
+"""`python -m fuelvk definitions {export, workloads, run, report}`: FlashInfer-Bench Definitions and
+fuelvk's Traces.
+
+    python -m fuelvk definitions export DIR                        # fuelvk's ops as Definitions + workloads
+    python -m fuelvk definitions run DEFINITIONS WORKLOADS -o traces.jsonl --max-elements 2e7
+    python -m fuelvk definitions report DEFINITIONS traces.jsonl  # per-op_type tables of a run
+"""
 import argparse
 import difflib
 import sys
@@ -14,7 +20,8 @@ def _count(path, pattern):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m fuelvk definitions")
+    ap = argparse.ArgumentParser(prog="python -m fuelvk definitions", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("export", help="write DIR/definitions/*.json and DIR/workloads/*.jsonl, one per op")
     p.add_argument("dir")
