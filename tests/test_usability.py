@@ -238,6 +238,20 @@ def test_truth_value_of_an_array_is_numpys_rule():
     assert bool(a[:1, :1]) is True and bool(fv.asarray(0.0)) is False
 
 
+def test_copy_deepcopy_and_pickle_make_new_arrays():
+    """As numpy's: a new buffer (a write through the copy does not show in the original), same values."""
+    import copy
+    import pickle
+    a = fv.asarray(np.arange(6, dtype=np.float32).reshape(2, 3)).T
+    for make in (copy.copy, copy.deepcopy, lambda x: pickle.loads(pickle.dumps(x))):
+        b = make(a)
+        b[0, 0] = 100.0
+        assert b.shape == (3, 2) and b.dtype == fv.float32 and b.buffer is not a.buffer
+        assert a.numpy()[0, 0] == 0.0 and np.array_equal(b.numpy()[1:], a.numpy()[1:])
+    h = fv.asarray(np.linspace(-2, 2, 5).astype(fv.bfloat16))
+    assert np.array_equal(pickle.loads(pickle.dumps(h)).numpy().view(np.uint16), h.numpy().view(np.uint16))
+
+
 @pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
 def test_norm_weight_passed_where_eps_goes(op):
     """torch's F.rms_norm(x, shape, weight) order: fuelvk's second argument is eps."""

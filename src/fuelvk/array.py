@@ -27,6 +27,18 @@ class Array:
     def __init__(self, buffer, shape, strides, offset, dtype):
         self.buffer, self.shape, self.strides, self.offset, self.dtype = buffer, shape, strides, offset, dtype
 
+    # copy.copy / copy.deepcopy give a new array as numpy's do (a shallow copy would share the device buffer,
+    # so writes through one would show in the other); pickling goes through host memory and unpickles on
+    # the default device.
+    def __copy__(self):
+        return self.copy()
+
+    def __deepcopy__(self, memo):
+        return self.copy()
+
+    def __reduce__(self):
+        return _from_pickle, (self.numpy(),)
+
     # -- metadata ---------------------------------------------------------------------------------
     @property
     def ndim(self):
@@ -380,6 +392,10 @@ def empty(shape, dtype=_dt.float32, *, device=None):
     dt = _dt.float32 if dtype is None else _dt.dtype(dtype)   # (np.dtype(None) would be float64)
     buf = ctx.pool.alloc(max(layout.size_of(shape), 1) * dt.itemsize)
     return Array(buf, shape, layout.contiguous_strides(shape), 0, dt)
+
+
+def _from_pickle(host):
+    return asarray(host)
 
 
 def zeros(shape, dtype=_dt.float32, *, device=None):
