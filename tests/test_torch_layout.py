@@ -44,7 +44,7 @@ def _storage_read(r):
 
 
 def _dense(t):
-    return _layout._non_overlapping_and_dense(tuple(t.shape), t.stride())
+    return _layout.non_overlapping_and_dense(tuple(t.shape), t.stride())
 
 
 def check_same(cpu, dev):

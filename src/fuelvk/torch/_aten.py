@@ -230,10 +230,7 @@ def operand(x, npdt=None):
             return a if npdt is None or a.dtype == npdt else a.astype(npdt)
         if x.dim() == 0:
             return _scalar(x.item())
-        raise DeviceError(f"Expected all tensors to be on the same device, but found at least two devices, "
-                          f"{fuelvk_device.NAME}:0 and {x.device} (a {x.device} operand of shape "
-                          f"{tuple(x.shape)}); move it "
-                          f"with .to('{fuelvk_device.NAME}')")
+        raise fuelvk_device.not_here(x)
     return _scalar(x)
 
 

@@ -16,6 +16,7 @@ import torch
 from ..errors import ShapeError
 from ..layout import broadcast_shapes
 from . import device as fuelvk_device
+from .device import dense_order, non_overlapping_and_dense
 
 Tensor = torch.Tensor
 
@@ -57,26 +58,6 @@ def channels_last_strides(shape):
     return (h * w * c, 1, w * c, c)
 
 
-def _non_overlapping_and_dense(shape, strides):
-    """torch's is_non_overlapping_and_dense(): the elements fill a dense block, each once."""
-    if len(shape) == 1:
-        return shape[0] < 2 or strides[0] == 1
-    dims = sorted((d for d in range(len(shape)) if shape[d] >= 2), key=lambda d: strides[d])
-    expected = 1
-    for d in dims:
-        if strides[d] != expected:
-            return False
-        expected *= shape[d]
-    return True
-
-
-def dense_order(shape, strides):
-    """The dims of a non-overlapping dense layout, slowest first (None when it is not dense)."""
-    if not _non_overlapping_and_dense(shape, strides):
-        return None
-    return sorted(range(len(shape)), key=lambda d: (-strides[d], -d))
-
-
 def _order(shape, operand_strides):
     """TensorIterator's permutation: dims fastest first, by the operands' strides (broadcast dims 0),
     the first operand that orders a pair deciding it; an insertion sort that leaves ambiguous pairs."""
@@ -116,7 +97,7 @@ def iterator_strides(shape, operands):
             return contiguous_strides(shape)
         if all(_is_channels_last(s, st) for s, st in operands):
             return channels_last_strides(shape)
-        if all(_non_overlapping_and_dense(s, st) for s, st in operands) and \
+        if all(non_overlapping_and_dense(s, st) for s, st in operands) and \
                 all(tuple(st) == tuple(operands[0][1]) for _, st in operands):
             return tuple(operands[0][1])
     ndim = len(shape)
@@ -139,7 +120,7 @@ def preserved_strides(shape, strides):
     """empty_like's preserve_format (clone's default): a non-overlapping dense tensor's own strides,
     otherwise dense strides in its memory order (infer_dense_strides)."""
     shape, strides = tuple(shape), tuple(strides)
-    if _non_overlapping_and_dense(shape, strides):
+    if non_overlapping_and_dense(shape, strides):
         return strides
     perm = _order(shape, [[x for x in strides]])
     out, acc = [0] * len(shape), 1
@@ -154,8 +135,8 @@ def partial_overlap(a, b):
     byte ranges meet, and they are not the same range with the same strides (too hard to tell: False)."""
     if not fuelvk_device.is_fuelvk(b) or fuelvk_device.buffer_of(a) is not fuelvk_device.buffer_of(b):
         return False
-    if not a.numel() or not b.numel() or not _non_overlapping_and_dense(tuple(a.shape), a.stride()) or \
-            not _non_overlapping_and_dense(tuple(b.shape), b.stride()):
+    if not a.numel() or not b.numel() or not non_overlapping_and_dense(tuple(a.shape), a.stride()) or \
+            not non_overlapping_and_dense(tuple(b.shape), b.stride()):
         return False
     a0, b0 = a.storage_offset() * a.element_size(), b.storage_offset() * b.element_size()
     a1, b1 = a0 + a.numel() * a.element_size(), b0 + b.numel() * b.element_size()
