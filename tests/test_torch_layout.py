@@ -240,3 +240,17 @@ def test_autograd_through_relabelled_results():
         return a.grad, c.grad
     for cpu, dev in zip(run(False), run(True)):
         check_same(cpu, dev)
+
+
+@pytest.mark.parametrize("layout", ["transposed", "channels_last"])
+def test_dropout_layout(layout):
+    """Training dropout's output keeps the input's layout as on the CPU (its mask, internal, is laid out
+    with it), and each element is 0 or x / (1 - p); its backward gives the same mask's gradient."""
+    x_cpu = LAYOUTS[layout](_maker(False, 4), torch.float32)
+    x = LAYOUTS[layout](_maker(True, 4), torch.float32).requires_grad_(True)
+    out = TF.dropout(x, 0.5, training=True)
+    assert out.stride() == TF.dropout(x_cpu, 0.5, training=True).stride()
+    got, want = out.detach().cpu(), x_cpu * 2
+    assert bool(((got == 0) | (got == want)).all()) and bool((got != 0).any())
+    out.sum().backward()
+    assert torch.equal(x.grad.cpu(), (got != 0).float() * 2)
