@@ -223,3 +223,34 @@ def test_iterator_strides_rule():
         want = (torch.neg(ts[0]) if len(ts) == 1 else torch.add(*ts) if len(ts) == 2 else torch.addcmul(*ts))
         got = _layout.iterator_strides(tuple(want.shape), [o if o else ((), ()) for o in ops])
         assert got == want.stride(), (ops, got, want.stride())
+
+
+def test_autograd_through_relabelled_results():
+    """Gradients through ops whose results kept a transposed / channels_last layout match the CPU's, and
+    so do the gradients' strides (torch's backward formulas run on those layouts)."""
+    def run(dev):
+        g = torch.Generator().manual_seed(5)
+        a = torch.randn(4, 3, generator=g)
+        c = torch.randn(2, 3, 2, 2, generator=g).contiguous(memory_format=torch.channels_last)
+        a, c = (t.to(DEV) if dev else t for t in (a, c))
+        a.requires_grad_(True)
+        c.requires_grad_(True)
+        y = (torch.sigmoid(a.t()) * 2 + a.t().exp()).sum() + (TF.silu(c) * c).sum()
+        y.backward()
+        return a.grad, c.grad
+    for cpu, dev in zip(run(False), run(True)):
+        check_same(cpu, dev)
+
+
+@pytest.mark.parametrize("layout", ["transposed", "channels_last"])
+def test_dropout_layout(layout):
+    """Training dropout's output keeps the input's layout as on the CPU (its mask, internal, is laid out
+    with it), and each element is 0 or x / (1 - p); its backward gives the same mask's gradient."""
+    x_cpu = LAYOUTS[layout](_maker(False, 4), torch.float32)
+    x = LAYOUTS[layout](_maker(True, 4), torch.float32).requires_grad_(True)
+    out = TF.dropout(x, 0.5, training=True)
+    assert out.stride() == TF.dropout(x_cpu, 0.5, training=True).stride()
+    got, want = out.detach().cpu(), x_cpu * 2
+    assert bool(((got == 0) | (got == want)).all()) and bool((got != 0).any())
+    out.sum().backward()
+    assert torch.equal(x.grad.cpu(), (got != 0).float() * 2)

@@ -86,7 +86,7 @@ _TWO = ("add", "sub", "mul", "div", "rsub", "remainder", "floor_divide", "maximu
         "bitwise_xor", "lerp", "sigmoid_backward", "tanh_backward", "silu_backward", "gelu_backward",
         "native_dropout_backward")
 LAYOUT_OPERANDS = {**{n: (0, 1) for n in _TWO}, "where": (0, 1, 2), "addcmul": (0, 1, 2), "addcdiv": (0, 1, 2),
-                   "threshold_backward": (1, 0), "pow.Tensor_Scalar": (0,),
+                   "threshold_backward": (1, 0), "pow.Tensor_Scalar": (0,), "native_dropout": (0,),
                    "clamp_min.Tensor": (0, 1), "clamp_max.Tensor": (0, 1), "pow.Scalar": None}
 
 

@@ -13,6 +13,8 @@ here: iterator_strides and preserved_strides.
 """
 import torch
 
+from ..errors import ShapeError
+from ..layout import broadcast_shapes
 from . import device as fuelvk_device
 from .device import dense_order, non_overlapping_and_dense
 
@@ -225,7 +227,10 @@ def follows_inputs(fn, operands=None):
                 ops.append(((), ()))
         if canonical or not shapes:
             return fn(*args, **kwargs)
-        shape = tuple(torch.broadcast_shapes(*shapes))
+        try:
+            shape = shapes[0] if len(shapes) == 1 else broadcast_shapes("aten", *shapes)
+        except ShapeError:   # the kernel says what does not broadcast
+            return fn(*args, **kwargs)
         strides = iterator_strides(shape, ops)
         if strides == contiguous_strides(shape):
             return fn(*args, **kwargs)
