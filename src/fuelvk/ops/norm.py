@@ -92,6 +92,17 @@ def _row_plan(ctx, op, fam, tag, rows, cols, passes, lanes_first=False):
 # every lane's copy of the same chunk. Measured on lavapipe (f32 [512, 512], process CPU ms, three
 # interleaved rounds, same bits): rms_norm 0.69-0.73 -> 0.61-0.66, layer_norm 0.92-0.93 -> 0.75-0.80;
 # 2 rows no gain, 8 as 4. GPUs keep a row an invocation (their lanes share a loaded chunk already).
+# Backward with weight / bias-gradient partials (lane_rows_backward_main): the LANE_R rows' g * xh and g are
+# summed in registers and stored once an invocation, where a row an invocation read-modified-wrote a
+# partials row (rows_per_group) or wrote one per row. Measured on lavapipe (f32 unless said, process CPU ms,
+# best of 12, two interleaved rounds against a row an invocation; loaded host): rms_norm_backward
+# [512, 512] + weight 1.47-1.49 -> 1.06-1.13, layer_norm_backward [512, 512] + weight + bias 2.2-2.9 ->
+# 1.4-1.5, [2048, 192] 6.6-7.0 -> 1.8-2.1; 8 rows an invocation slower in f32 (rms 1.47-1.60). Without
+# partials no gain (rms_norm_backward [512, 512] 0.73-0.75 vs 0.78-0.83): one row an invocation there.
+# From LANE_R_OVER_SG_ROWS rows the backward with partials takes it before the subgroup twin (whose
+# units read-modify-write theirs): layer_norm_backward bf16 [1024, 1024] + weight + bias 15.6-17.6 ->
+# 4.3-5.7, f32 [512, 1024] 6.4-6.6 -> 3.9-4.4, rms_norm_backward [256, 2048] + weight 3.45 -> 3.4-4.5
+# (equal); fewer rows leave too few invocations (rms_norm_backward [128, 2048] 1.6-1.8 -> 1.8-2.0).
 LANE_R = 4
 LANE_R_OVER_SG_ROWS = 256
 
