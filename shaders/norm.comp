@@ -45,9 +45,10 @@ layout(constant_id = 8) const uint SG = 0;
 #else
 const uint SG = 0u;
 #endif
-#if !defined(BACKWARD) && !defined(ADD_RESIDUAL)
-// LANE_R (forward, LANE_ROWS, every operand whole aligned chunks): an invocation normalizes LANE_R
-// (<= 4) rows side by side, so each weight / bias chunk is read once for them all (see lane_rows_main).
+#ifndef ADD_RESIDUAL
+// LANE_R (LANE_ROWS, every operand whole aligned chunks): an invocation normalizes LANE_R (<= LANE_R_MAX) rows
+// side by side, so each weight / bias chunk is read once for them all (see lane_rows_main); backward,
+// their weight / bias-gradient terms are summed in registers and stored once (lane_rows_backward_main).
 layout(constant_id = 9) const uint LANE_R = 1;
 #define LANE_R_MAX 4u
 #endif
@@ -334,7 +335,100 @@ void split_main() {
 }
 #endif
 
-#ifdef LANE_R_MAX
+#if defined(LANE_R_MAX) && defined(BACKWARD)
+// Backward LANE_ROWS with LANE_R > 1 (the host's conditions as lane_rows_main's): rows u * LANE_R + k of
+// invocation u, each row's sums in the same order as one row an invocation (dx: same bits); each weight
+// chunk read once for them all; with WGRAD, unit u = invocation u: its rows' g * xh (and g) summed in
+// registers in row order and stored once as part[u * n_grad * n + ...] (no read-modify-write of part: the
+// same sums as rows_per_group = LANE_R). A row past n_rows recomputes the last row, stores nothing and
+// adds nothing.
+void lane_rows_backward_main() {
+    uint u = linear_group() * WG + gl_LocalInvocationID.x, n = p.n_cols, nch = n / PER;
+    if (u * LANE_R >= p.n_rows) return;
+    A eps = A(scalar_arg(p.eps)), inv_n = A(1) / A(n);
+    A v[PER], gv[PER], wv[PER], y[PER], dw[PER], db[PER];
+    uint bx[LANE_R_MAX], bg[LANE_R_MAX], bo[LANE_R_MAX];
+    A mu[LANE_R_MAX], ss[LANE_R_MAX], cs[LANE_R_MAX], sg[LANE_R_MAX], cg[LANE_R_MAX], sgx[LANE_R_MAX],
+      cgx[LANE_R_MAX];
+    bool live[LANE_R_MAX];
+    for (uint k = 0u; k < LANE_R_MAX; ++k) {
+        uint row = u * LANE_R + k;
+        live[k] = k < LANE_R && row < p.n_rows;
+        row = min(row, p.n_rows - 1u);
+        bx[k] = p.off_x + row * n;
+        bg[k] = p.off_g + row * n;
+        bo[k] = p.off_out + row * n;
+        mu[k] = A(0); ss[k] = A(0); cs[k] = A(0); sg[k] = A(0); cg[k] = A(0); sgx[k] = A(0); cgx[k] = A(0);
+    }
+#ifdef LN
+    for (uint i = 0u; i < nch; ++i) {
+        for (uint k = 0u; k < LANE_R_MAX; ++k) if (k < LANE_R) {
+            load_x(bx[k] + i * PER, 0u, PER, v);
+            A g = A(0);
+            for (uint j = 0u; j < PER; ++j) g += v[j];
+            kahan_add(ss[k], cs[k], g);
+        }
+    }
+    for (uint k = 0u; k < LANE_R_MAX; ++k) { mu[k] = ss[k] * inv_n; ss[k] = A(0); cs[k] = A(0); }
+#endif
+    for (uint i = 0u; i < nch; ++i) {
+        uint e0 = i * PER;
+        weights(e0, 0u, 0u, PER, wv);
+        for (uint k = 0u; k < LANE_R_MAX; ++k) if (k < LANE_R) {
+            load_x(bx[k] + e0, 0u, PER, v);
+            load_g(bg[k] + e0, 0u, PER, gv);
+            A qs = A(0), qg = A(0), qgx = A(0);
+            for (uint j = 0u; j < PER; ++j) {
+                A d = v[j] - mu[k], gw = gv[j] * wv[j];
+                qs += d * d;
+                qg += gw;
+                qgx += gw * d;
+            }
+            kahan_add(ss[k], cs[k], qs);
+            kahan_add(sg[k], cg[k], qg);
+            kahan_add(sgx[k], cgx[k], qgx);
+        }
+    }
+#ifdef LN
+    uint n_grad = 2u;
+#else
+    uint n_grad = 1u;
+#endif
+    for (uint k = 0u; k < LANE_R_MAX; ++k) {       // r, mean(gw * xh), [LN] mean(gw) in place of the sums
+        A r = A(1) / sqrt(ss[k] * inv_n + eps);
+        ss[k] = r;
+        sgx[k] = sgx[k] * r * inv_n;
+#ifdef LN
+        sg[k] = sg[k] * inv_n;
+#else
+        sg[k] = A(0);
+#endif
+    }
+    for (uint i = 0u; i < nch; ++i) {
+        uint e0 = i * PER;
+        weights(e0, 0u, 0u, PER, wv);
+        for (uint j = 0u; j < PER; ++j) { dw[j] = A(0); db[j] = A(0); }
+        for (uint k = 0u; k < LANE_R_MAX; ++k) if (k < LANE_R) {
+            load_x(bx[k] + e0, 0u, PER, v);
+            load_g(bg[k] + e0, 0u, PER, gv);
+            for (uint j = 0u; j < PER; ++j) {
+                A xh = (v[j] - mu[k]) * ss[k];
+                y[j] = ss[k] * (gv[j] * wv[j] - sg[k] - xh * sgx[k]);
+                if (live[k]) { dw[j] += gv[j] * xh; db[j] += gv[j]; }
+            }
+            if (live[k]) store_o(bo[k] + e0, 0u, PER, y);
+        }
+        if (WGRAD != 0u) {
+            store_part(u * n_grad * n + e0, dw);
+#ifdef LN
+            store_part(u * n_grad * n + n + e0, db);
+#endif
+        }
+    }
+}
+#endif
+
+#if defined(LANE_R_MAX) && !defined(BACKWARD)
 // LANE_ROWS with LANE_R > 1: rows u * LANE_R + k (k < LANE_R) of invocation u, their sums in step (each
 // row's sums in the same order as one row an invocation: same bits), then the weight and bias chunks
 // loaded once per chunk for all of them. The host takes it only when every operand is whole aligned
@@ -396,7 +490,9 @@ void lane_rows_main() {
 #endif
 
 void main() {
-#ifdef LANE_R_MAX
+#if defined(LANE_R_MAX) && defined(BACKWARD)
+    if (LANE_ROWS != 0u && LANE_R > 1u) { lane_rows_backward_main(); return; }
+#elif defined(LANE_R_MAX)
     if (LANE_ROWS != 0u && LANE_R > 1u) { lane_rows_main(); return; }
 #endif
 #ifdef ROW_SPLIT

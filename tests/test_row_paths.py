@@ -254,6 +254,80 @@ def test_norm_lane_rows_side_by_side(dt, monkeypatch, launches):
 
 
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)
+def test_norm_backward_lane_rows_side_by_side(dt, monkeypatch, launches):
+    """rms_norm / layer_norm backward with weight-gradient partials, one row an invocation and LANE_R rows
+    side by side (a CPU device, every operand whole aligned texels: the rows' g * xh and g summed in
+    registers, stored once an invocation): both load paths the same bits, dx the same bits as one row an
+    invocation (LANE_R = 1), dx / dweight / dbias float64's values; row counts that leave an invocation's
+    last rows past the end (37: they add nothing) or fill whole workgroups (64); a bias gradient alone.
+    Without gradient partials, or with the weight offset by one (no ALIGN bit), one row an invocation.
+    Rows of the subgroup twins' length (SG_MIN_COLS forced down) take LANE_R rows from
+    LANE_R_OVER_SG_ROWS rows on."""
+    import fuelvk.ops.norm as norm_ops
+    dev = runtime.get().device
+    monkeypatch.setattr(dev, "device_type", "cpu")
+    seen, orig, side_by_side = [], runtime.get().launch, norm_ops.LANE_R
+
+    def spy(v, *a, **k):
+        if "WGRAD" in k:
+            seen.append((v.id.split(".")[0], k.get("LANE_ROWS", 0), k.get("LANE_R", 1), k["WGRAD"]))
+        return orig(v, *a, **k)
+    monkeypatch.setattr(runtime.get(), "launch", spy)
+    cols = 48
+    for rows in (37, 64):
+        x, g = ((rng.standard_normal(rows * cols) * 2).astype(dt).reshape(rows, cols) for _ in range(2))
+        w, b = (rng.standard_normal(cols + 1).astype(dt) for _ in range(2))
+        W, B = fv.asarray(w)[:cols], fv.asarray(b)[:cols]
+
+        def run():
+            dx, dw = fv.rms_norm_backward(x, g, 1e-5, W)
+            ldx, ldw, ldb = fv.layer_norm_backward(x, g, 1e-5, W, B)
+            bdx, _, bdb = fv.layer_norm_backward(x, g, 1e-5, None, B)
+            return dx, dw, ldx, ldw, ldb, bdx, bdb
+        seen.clear()
+        got, _, _ = on_both_paths(monkeypatch, launches, run)
+        assert {(s[1], s[2], s[3]) for s in seen} == {(1, side_by_side, 1)} and side_by_side > 1, seen
+        monkeypatch.setattr(norm_ops, "LANE_R", 1)
+        seen.clear()
+        one = [np.asarray(r.numpy() if isinstance(r, fv.Array) else r) for r in run()]
+        assert {(s[1], s[2]) for s in seen} == {(1, 1)}, seen
+        monkeypatch.setattr(norm_ops, "LANE_R", side_by_side)
+        for i in (0, 2, 5):                                       # dx: the same sums in the same order
+            assert np.array_equal(got[i].view(np.uint8), one[i].view(np.uint8))
+        x64, g64, w64 = x.astype(np.float64), g.astype(np.float64), w[:cols].astype(np.float64)
+        rstd = 1 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-5)
+        xh, gw = x64 * rstd, g64 * w64
+        mu = x64.mean(-1, keepdims=True)
+        lr = 1 / np.sqrt(((x64 - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
+        lxh = (x64 - mu) * lr
+        want = [rstd * (gw - xh * (gw * xh).mean(-1, keepdims=True)), (g64 * xh).sum(0),
+                lr * (gw - gw.mean(-1, keepdims=True) - lxh * (gw * lxh).mean(-1, keepdims=True)),
+                (g64 * lxh).sum(0), g64.sum(0),
+                lr * (g64 - g64.mean(-1, keepdims=True) - lxh * (g64 * lxh).mean(-1, keepdims=True)), g64.sum(0)]
+        for i, (a, e) in enumerate(zip(got, want)):
+            close(a, e, dt, scale=rows ** 0.5 if i in (1, 3, 4, 6) else 4)
+        seen.clear()
+        fv.rms_norm_backward(x, g, 1e-5)                          # no partials
+        fv.rms_norm_backward(x, g, 1e-5, fv.asarray(w)[1:])       # the weight offset by one: no ALIGN bit
+        assert [s[2] for s in seen] == [1, 1], seen
+    # rows as long as the subgroup twins take: one row an invocation with LANE_R rows from
+    # LANE_R_OVER_SG_ROWS rows on (where the device has subgroup arithmetic; else one anyway)
+    monkeypatch.setattr(norm_ops, "SG_MIN_COLS", 1)
+    for rows, lanes in ((norm_ops.LANE_R_OVER_SG_ROWS, (1, side_by_side)), (LANE_ROWS_MIN_ROWS + 8, None)):
+        x, g = ((rng.standard_normal(rows * cols)).astype(dt).reshape(rows, cols) for _ in range(2))
+        W = fv.asarray(rng.standard_normal(cols).astype(dt))
+        seen.clear()
+        dx, dw = fv.rms_norm_backward(x, g, 1e-5, W)
+        if lanes:
+            assert [s[1:3] for s in seen] == [lanes], seen
+        elif dev.features >= {"subgroup_arithmetic"}:
+            assert seen[0][0].endswith("_sg"), seen
+        x64, g64 = x.astype(np.float64), g.astype(np.float64)
+        xh = x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-5)
+        close(np.asarray(dw.numpy()), (g64 * xh).sum(0), dt, scale=rows ** 0.5)
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=IDS)
 def test_subgroup_row_paths(dt, monkeypatch, launches):
     """The `_sg` twins forced for every row length (SG_MIN_COLS = 1), on both load paths: the same bits
     either way and float64's values; with the host's subgroup-size guess right, too small (each

@@ -3,7 +3,8 @@ per row for many short rows (LANE_ROWS), or a row per subgroup (the `_sg` twins,
 SG_MIN_COLS on devices with subgroup arithmetic), or (softmax and RMSNorm, forward and backward, few
 long rows) each row across several invocations in two passes (SPLIT, row_split_parts). The forward
 norms' LANE_ROWS launch on a CPU device takes LANE_R rows an invocation side by side (ops/norm.py's
-LANE_R: each weight / bias chunk read once for them).
+LANE_R: each weight / bias chunk read once for them), and so does the backward with weight / bias-gradient
+partials (the rows' partials summed in registers, one partials row an invocation).
 
 shaders/softmax.comp (forward, BACKWARD) and shaders/norm.comp (RMS / LN x forward / BACKWARD)
 share shaders/rows.glsl (compensated per-invocation sums and a tree across the workgroup) and

@@ -67,15 +67,16 @@ def _lane_rows(ctx, rows, cols, passes):
             and (budget is None or passes * cols <= budget))
 
 
-def _row_plan(ctx, op, fam, tag, rows, cols, passes):
+def _row_plan(ctx, op, fam, tag, rows, cols, passes, lanes_first=False):
     """(variant, spec constants {WG, LANE_ROWS[, SG]}, rows per workgroup) of a row kernel launch: a row
     to a subgroup (the `_sg` twin) for rows of at least SG_MIN_COLS where the device has subgroup
-    arithmetic, else a row to an invocation (many short rows) or to a workgroup."""
+    arithmetic, else a row to an invocation (many short rows) or to a workgroup. lanes_first: a row to an
+    invocation wherever it may (before the subgroup twin)."""
     dev = ctx.device
     v = row_kernel(fam, tag, dev.features)
     budget = dev.loop_budget
     sgs = dev.subgroup_size or 1
-    if (v.family.endswith(SG_TWIN) and cols >= SG_MIN_COLS
+    if (v.family.endswith(SG_TWIN) and cols >= SG_MIN_COLS and not (lanes_first and _lane_rows(ctx, rows, cols, passes))
             and (budget is None or passes * -(-cols // sgs) <= budget)):
         wg = max(row_wg(ctx), sgs)
         return v, dict(WG=wg, LANE_ROWS=0, SG=wg // sgs), wg // sgs
@@ -91,20 +92,34 @@ def _row_plan(ctx, op, fam, tag, rows, cols, passes):
 # every lane's copy of the same chunk. Measured on lavapipe (f32 [512, 512], process CPU ms, three
 # interleaved rounds, same bits): rms_norm 0.69-0.73 -> 0.61-0.66, layer_norm 0.92-0.93 -> 0.75-0.80;
 # 2 rows no gain, 8 as 4. GPUs keep a row an invocation (their lanes share a loaded chunk already).
+# Backward with weight / bias-gradient partials (lane_rows_backward_main): the LANE_R rows' g * xh and g are
+# summed in registers and stored once an invocation, where a row an invocation read-modified-wrote a
+# partials row (rows_per_group) or wrote one per row. Measured on lavapipe (f32 unless said, process CPU ms,
+# best of 12, two interleaved rounds against a row an invocation; loaded host): rms_norm_backward
+# [512, 512] + weight 1.47-1.49 -> 1.06-1.13, layer_norm_backward [512, 512] + weight + bias 2.2-2.9 ->
+# 1.4-1.5, [2048, 192] 6.6-7.0 -> 1.8-2.1; 8 rows an invocation slower in f32 (rms 1.47-1.60). Without
+# partials no gain (rms_norm_backward [512, 512] 0.73-0.75 vs 0.78-0.83): one row an invocation there.
+# From LANE_R_OVER_SG_ROWS rows the backward with partials takes it before the subgroup twin (whose
+# units read-modify-write theirs): layer_norm_backward bf16 [1024, 1024] + weight + bias 15.6-17.6 ->
+# 4.3-5.7, f32 [512, 1024] 6.4-6.6 -> 3.9-4.4, rms_norm_backward [256, 2048] + weight 3.45 -> 3.4-4.5
+# (equal); fewer rows leave too few invocations (rms_norm_backward [128, 2048] 1.6-1.8 -> 1.8-2.0).
 LANE_R = 4
+LANE_R_OVER_SG_ROWS = 256
 
 
-def _lane_r(ctx, rows, cols, passes, align, has_w, has_b):
-    """(rows an invocation, workgroup size) of a forward norm's LANE_ROWS launch: LANE_R where the device is a
-    CPU, every operand is whole aligned chunks (ALIGN) and LANE_R rows' loops fit Device.loop_budget; the
-    workgroup halved (down to a subgroup) until the rows fill the device's cores a few times over."""
-    need = ROW_TEXELS["x"] | ROW_TEXELS["o"] | (ROW_TEXELS["w"] if has_w else 0) | (ROW_TEXELS["r"] if has_b else 0)
+def _lane_r(ctx, rows, cols, passes, align, operands):
+    """(rows an invocation, workgroup size) of a norm's LANE_ROWS launch: LANE_R where the device is a
+    CPU, every operand (keys of ROW_TEXELS) is whole aligned chunks (ALIGN) and LANE_R rows' loops fit
+    Device.loop_budget; the workgroup halved (down to a subgroup) until the rows fill the device's cores a
+    few times over."""
+    need = sum(ROW_TEXELS[k] for k in operands)
+    r = LANE_R
     dev = ctx.device
     wg = row_wg(ctx)
     budget = dev.loop_budget
-    if dev.device_type != "cpu" or align & need != need or (budget is not None and LANE_R * passes * cols > budget):
+    if dev.device_type != "cpu" or align & need != need or (budget is not None and r * passes * cols > budget):
         return 1, wg
-    return LANE_R, occupying_wg(dev, -(-rows // LANE_R), wg, dev.subgroup_size or 1, waves=4)
+    return r, occupying_wg(dev, -(-rows // r), wg, dev.subgroup_size or 1, waves=4)
 
 
 def _axis_last(op, x, axis):
@@ -222,15 +237,19 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
         return out, grads, cols, numpy_out
     ctx = runtime.get()
     passes = 3 if ln else 2
-    kv, spec, per_group = _row_plan(ctx, op, fam, tag, rows, cols, passes)
+    loads = {"x": x, "w": w}
+    loads.update({"g": g} if backward else {"r": b})
+    align = whole_rows(ROW_TEXELS, {**loads, "o": out}, cols)
+    # weight-gradient partials: LANE_R rows an invocation (below, where it applies) before the subgroup twin
+    wgrad_lanes = ("x", "g", "o") + (("w",) if w is not None else ())
+    lanes_first = (n_grad > 0 and rows >= LANE_R_OVER_SG_ROWS
+                   and _lane_r(ctx, rows, cols, passes, align, wgrad_lanes)[0] > 1)
+    kv, spec, per_group = _row_plan(ctx, op, fam, tag, rows, cols, passes, lanes_first)
     budget = ctx.device.loop_budget
     per_row = passes * -(-cols // (1 if spec["LANE_ROWS"] else spec["WG"] // per_group)) + 1
     max_rpg = _MAX_ROWS_PER_GROUP if budget is None else max(1, min(_MAX_ROWS_PER_GROUP, budget // per_row))
     eps_w = scalar_words(op, eps, x.dtype)
-    loads = {"x": x, "w": w}
-    loads.update({"g": g} if backward else {"r": b})
     views, tex = texel_views(ROW_TEXELS, loads, {"o": out})
-    align = whole_rows(ROW_TEXELS, {**loads, "o": out}, cols)
     # weight/bias/part not given: `out` stands in (the kernel does not touch them: HAS_W etc. are 0)
     args = dict(out=out, x=x, weight=w if w is not None else out, n_rows=rows, n_cols=cols, off_out=0,
                 off_x=x.offset, off_w=w.offset if w is not None else 0, eps=eps_w, HAS_W=int(w is not None),
@@ -258,7 +277,19 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
     args.update(sums=out, SPLIT=0, **spec)
     if backward:
         wgrad = n_grad > 0
-        if wgrad:
+        lane_r = 1
+        if spec["LANE_ROWS"] and wgrad:    # without gradient partials, LANE_R rows measured no faster
+            lane_r, wg = _lane_r(ctx, rows, cols, passes, align, wgrad_lanes)
+            if lane_r > 1 and n_grad * cols * -(-rows // lane_r) * acc.itemsize > binding_limit():
+                lane_r = 1
+            if lane_r > 1:
+                args.update(WG=wg)
+                per_group = wg
+        args.update(LANE_R=lane_r)
+        if wgrad and lane_r > 1:      # a unit of LANE_R rows an invocation (lane_rows_backward_main)
+            n_groups, rpg = -(-rows // lane_r), lane_r
+            part = new_like((n_grad * cols * n_groups,), acc)
+        elif wgrad:
             n_groups = min(rows, max(_MIN_GROUPS, -(-rows // max_rpg)))
             # the partials [n_groups, n_grad * cols] must fit one binding
             n_groups = min(n_groups, max(1, binding_limit() // (n_grad * cols * accum_dtype(x.dtype).itemsize)))
@@ -278,7 +309,8 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
             grads = sum_over_groups(part, n_groups, x.dtype)
     else:
         if spec["LANE_ROWS"]:
-            lane_r, wg = _lane_r(ctx, rows, cols, passes, align, w is not None, b is not None)
+            lane_r, wg = _lane_r(ctx, rows, cols, passes, align,
+                                 ("x", "o") + (("w",) if w is not None else ()) + (("r",) if b is not None else ()))
             args.update(WG=wg, LANE_R=lane_r)
             per_group = lane_r * wg
         ctx.launch(kv, ctx.groups(-(-rows // per_group)), **args, bias=b if b is not None else out, off_g=0,
