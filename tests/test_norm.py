@@ -103,6 +103,25 @@ def test_rms_norm(dt, launched):
     assert f"rms_norm_last_dim.{tag}" in launched and f"rms_norm_last_dim_backward.{tag}" in launched
 
 
+@pytest.mark.parametrize("dt", [np.float16, "bfloat16"], ids=["float16", "bfloat16"])
+def test_norm_eps_in_compute_type(dt):
+    """eps is not rounded to a half type (torch's norms take it in their f32 compute type): rows whose
+    x^2 is near eps=1e-6, where float16's 1.013e-6 was 0.3% off forward and 1.3% off backward."""
+    dt = fv.dtypes.dtype(dt) if isinstance(dt, str) else np.dtype(dt)
+    x = np.array([[0.001], [0.0153], [-0.002], [0.0007]]).astype(dt)
+    g = np.array([[1.0], [-1.0], [0.5], [2.0]]).astype(dt)
+    r = TOL[dt][0]   # the output's rounding; the old eps was off by more (float16: 3x r forward)
+    xt = t64(x, True)
+    y = F.rms_norm(xt, (1,), None, eps=1e-6)
+    y.backward(t64(g))
+    np.testing.assert_allclose(np.asarray(fv.rms_norm(x, 1e-6), np.float64), y.detach().numpy(), rtol=r)
+    np.testing.assert_allclose(np.asarray(fv.rms_norm_backward(x, g, 1e-6), np.float64), xt.grad.numpy(),
+                               rtol=2 * r)
+    xl = np.array([[0.001, -0.001], [0.01, 0.012]]).astype(dt)
+    want = F.layer_norm(t64(xl), (2,), eps=1e-6).numpy()
+    np.testing.assert_allclose(np.asarray(fv.layer_norm(xl, 1e-6), np.float64), want, rtol=2 * r)
+
+
 @pytest.mark.parametrize("dt", FLOATS, ids=IDS)
 def test_layer_norm(dt, launched):
     for shape in SHAPES:

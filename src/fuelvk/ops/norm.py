@@ -248,7 +248,7 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
     budget = ctx.device.loop_budget
     per_row = passes * -(-cols // (1 if spec["LANE_ROWS"] else spec["WG"] // per_group)) + 1
     max_rpg = _MAX_ROWS_PER_GROUP if budget is None else max(1, min(_MAX_ROWS_PER_GROUP, budget // per_row))
-    eps_w = scalar_words(op, eps, x.dtype)
+    eps_w = _eps_words(op, eps, x.dtype)
     views, tex = texel_views(ROW_TEXELS, loads, {"o": out})
     # weight/bias/part not given: `out` stands in (the kernel does not touch them: HAS_W etc. are 0)
     args = dict(out=out, x=x, weight=w if w is not None else out, n_rows=rows, n_cols=cols, off_out=0,
@@ -339,6 +339,12 @@ def _norm_blocks(op, fam, x, g, eps, w, b, backward):
     return out, (total if total.dtype == x.dtype else astype(total, x.dtype))
 
 
+def _eps_words(op, eps, dt):
+    """eps in the kernels' compute type (f32; f64 for float64), as torch's norms take it: rounded to a
+    half type first, eps=1e-6 became 1.013e-6 in float16 (a subnormal), 1.3% off where x^2 ~ eps."""
+    return scalar_words(op, eps, _dt.float64 if dt == _dt.float64 else _dt.float32)
+
+
 def rms_norm(x, eps=1e-6, weight=None):
     """torch.nn.functional.rms_norm over the last dim: x / sqrt(mean(x^2) + eps) * weight."""
     out, _, _, numpy_out = _norm("rms_norm", "rms_norm_last_dim", x, None, eps, weight, None, False)
@@ -390,7 +396,7 @@ def fused_add_rmsnorm(x, residual, weight, eps=1e-6):
         views, tex = texel_views(ROW_TEXELS, loads, {"o": out})
         ctx.launch(kv, ctx.groups(-(-rows // per_group)), out=out, x=x, weight=w, residual=res,
                    **views, n_rows=rows, n_cols=cols, off_out=0, off_x=x.offset, off_g=0, off_w=w.offset,
-                   off_res=res.offset, rows_per_group=1, n_groups=rows, eps=scalar_words(op, eps, x.dtype),
+                   off_res=res.offset, rows_per_group=1, n_groups=rows, eps=_eps_words(op, eps, x.dtype),
                    HAS_W=1, HAS_B=0, WGRAD=0, TEX=tex, parts=0, **spec,
                    ALIGN=whole_rows(ROW_TEXELS, {**loads, "o": out}, cols))
     if host_res is not None:
