@@ -342,3 +342,11 @@ def test_complex_truth_values(dt):
     same(fv.not_equal(0, fz), z != 0)
     with pytest.raises(fv.DTypeError):
         fv.less(fz, 1)
+
+
+def test_row_larger_than_a_tiny_binding_is_a_typed_error(device_limits):
+    """A row split into binding-sized blocks of whole workgroup chunks: a binding smaller than one chunk
+    (no conformant device has one) left zero columns per block (an untyped ValueError from range())."""
+    device_limits(maxStorageBufferRange=4096)
+    with pytest.raises(fv.FuelVKMemoryError, match="larger than one binding"):
+        fv.sum(fv.asarray(np.ones(1000, np.int32))).numpy()
