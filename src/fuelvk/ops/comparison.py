@@ -19,7 +19,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import layout
 from .. import runtime
-from ..array import complex_part
+from ..array import asarray, complex_part
 from ..errors import DTypeError
 from ..kernels import kernel
 from ..kernels.elementwise import COMPARE, COMPARE_OPS, FLAGS
@@ -75,6 +75,8 @@ def _compare(op, a, b):
         return _compare(_MIRROR[op], b, a)
     if b_s:
         (x,), numpy_out = device_args(op, a)
+        if x.dtype.kind == "c":     # == / != against the scalar as a 0-d array of x's dtype (else DTypeError)
+            return result(_complex_equality(op, x, asarray(np.asarray(b, x.dtype))), numpy_out)
         dt = np.result_type(x.dtype, b)
         if x.dtype not in _FLOATS:
             k_op, s = _int_bound(op, x, b)

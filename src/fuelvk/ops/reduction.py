@@ -327,6 +327,9 @@ def _reduce_split(fam, tag, op_id, src, rows, cols, out, off_out):
     wg = row_wg(ctx)
     chunk = wg * CHUNK_PER_INVOCATION
     span = (lim - 512) // src.dtype.itemsize // chunk * chunk   # columns per block: whole chunks
+    if span == 0:    # (below any conformant device's maxStorageBufferRange, 2^27; tests shrink the limit)
+        raise FuelVKMemoryError(f"reduce: one {chunk}-element chunk of kernel {fam}.{tag} ({chunk * src.dtype.itemsize} "
+                                f"bytes) is larger than one binding (maxStorageBufferRange = {lim} bytes)")
     acc = accum_dtype(src.dtype)
     n_chunks = [-(-(builtins.min(c0 + span, cols) - c0) // chunk) for c0 in range(0, cols, span)]
     total = builtins.sum(n_chunks)
