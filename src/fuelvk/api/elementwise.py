@@ -163,9 +163,12 @@ def not_equal(*args, **kwargs):
 
 
 def astype(x, dtype, /, *, copy=True, device=None):
-    """x cast to dtype (fuelvk.ops.casts.astype, complex dtypes included), on device= when given."""
+    """x cast to dtype (fuelvk.ops.casts.astype, complex dtypes included), on device= when given; complex
+    to bool is x != 0 (numpy's, torch's: true where either part is nonzero)."""
     if isinstance(x, Array) and device is not None:
         x = x.to_device(device)     # the standard: the result lives on device= (itself where x does)
+    if _cx.is_complex(x) and isinstance(x, Array) and _dt.dtype(dtype) == _dt.bool_:
+        return not_equal(x, 0)
     return _REAL_OPS["astype"](x, dtype, copy=copy, device=device)
 
 

@@ -87,10 +87,8 @@ def astype(x, dtype, *, copy=True, device=None):
 def _complex_astype(xa, dt):
     """A cast with a complex side: complex -> complex casts the (re, im) float pairs view; a real
     array goes into the real part (imaginary 0). Complex -> real is refused (it would drop the
-    imaginary part; the standard leaves it unspecified); complex -> bool is x != 0 (numpy's, torch's)."""
-    if dt == _dt.bool_:
-        from .comparison import not_equal   # (comparison imports movement, which imports this module)
-        return not_equal(xa, 0)
+    imaginary part; the standard leaves it unspecified); complex -> bool is fuelvk.astype's (x != 0: the
+    comparisons sit above this module)."""
     if dt.kind != "c":
         raise DTypeError(f"astype: {xa.dtype} -> {dt} would drop the imaginary part; use real(x) (and cast it)")
     if xa.dtype.kind == "c":
