@@ -324,4 +324,4 @@ def test_upload_out_of_memory_names_the_op(monkeypatch):
         raise FuelVKMemoryError(f"cannot allocate {nbytes} bytes")
     monkeypatch.setattr(pool, "alloc", refuse)
     with pytest.raises(FuelVKMemoryError, match=r"^rms_norm: uploading input 0 \(shape \(2, 8\)\): cannot allocate"):
-        fv.rms_norm(np.ones((2, 8), np.float32), np.ones(8, np.float32))
+        fv.rms_norm(np.ones((2, 8), np.float32), weight=np.ones(8, np.float32))

@@ -1146,3 +1146,82 @@ def test_sdpa_without_graph_takes_the_fused_kernel_where_cheaper(kind, dtype, no
     assert not calls and od.grad_fn is not None
     od.float().sum().backward()
     assert all(t.grad is not None for t in dev)
+
+
+# -- differential audit against torch CPU: cases that gave a silent wrong answer (or none of CPU's errors) --
+def _both(f, x):
+    return f(x.clone()), f(x.to(DEV))
+
+
+def _bits_equal(cpu, dev):
+    dev = dev.cpu()
+    assert dev.dtype == cpu.dtype and dev.shape == cpu.shape, (dev.dtype, dev.shape, cpu.dtype, cpu.shape)
+    if cpu.is_floating_point():   # -0.0 and 0.0 differ; NaNs match NaNs
+        assert torch.equal(cpu.isnan(), dev.isnan())
+        c, d = cpu.nan_to_num(0.0), dev.nan_to_num(0.0)
+        assert torch.equal(c, d) and torch.equal(c.signbit(), d.signbit()), (dev, cpu)
+    else:
+        assert torch.equal(cpu, dev), (dev, cpu)
+
+
+_Z = torch.tensor([0.0, -0.0, 1.5, float("nan")])
+SAME_AS_CPU = {
+    "maximum_ties": (lambda x: torch.maximum(x, -x), _Z),        # torch keeps the first operand on -0/0 ties
+    "minimum_ties": (lambda x: torch.minimum(x, -x), _Z),
+    "maximum_bf16": (lambda x: torch.maximum(x, -x), _Z.bfloat16()),
+    "clamp_min_ties": (lambda x: x.clamp(min=0.0), _Z),
+    "clamp_max_ties": (lambda x: x.clamp(max=-0.0), _Z),
+    "clamp_min_op": (lambda x: torch.clamp_min(x, 0.0), _Z),
+    "sign_nan": (torch.sign, _Z),                                  # torch: (0 < x) - (x < 0) = 0 for NaN
+    "cumsum_0d": (lambda x: x.cumsum(0), torch.tensor(2.5)),       # was shape (1,)
+    "uint8_add_wraps": (lambda x: x + 300, torch.arange(4, dtype=torch.uint8)),
+    "uint8_mul_neg": (lambda x: x * -1, torch.arange(4, dtype=torch.uint8)),
+    "uint8_eq_wraps": (lambda x: x == 256, torch.arange(4, dtype=torch.uint8)),
+    "int8_floordiv_wraps": (lambda x: x // 300, torch.arange(4, dtype=torch.int8)),
+    "masked_fill_broadcasts_self": (lambda x: x.masked_fill(torch.ones(3, 4, dtype=torch.bool, device=x.device), 2.0),
+                                    torch.arange(4.)),
+    "sum_out_dtype": (lambda x: torch.sum(x, 0, out=torch.empty((), dtype=torch.int64, device=x.device)),
+                      torch.arange(6.)),
+}
+
+
+@pytest.mark.parametrize("case", list(SAME_AS_CPU))
+def test_same_as_cpu(case):
+    f, x = SAME_AS_CPU[case]
+    cpu, dev = _both(f, x)
+    _bits_equal(cpu, dev)
+
+
+REFUSED_AS_ON_CPU = {
+    "out_float_into_int": lambda x: torch.add(x, 1, out=torch.empty(6, dtype=torch.int32, device=x.device)),
+    "out_exp_into_int": lambda x: torch.exp(x, out=torch.empty(6, dtype=torch.int64, device=x.device)),
+    "inplace_int_mul_float": lambda x: x.long().mul_(1.5),
+    "inplace_int_add_float_tensor": lambda x: x.long().add_(x),
+    "inplace_bool_add_int": lambda x: (x > 2).add_(1),
+    "int_floordiv_zero": lambda x: x.long() // 0,
+    "int_remainder_zero": lambda x: x.long() % 0,
+    "int_floordiv_zero_tensor": lambda x: x.long() // (x.long() - 1),
+    "inplace_partial_overlap": lambda x: x[1:].add_(x[:-1]),
+    "inplace_transposed_self": lambda x: x[:4].view(2, 2).add_(x[:4].view(2, 2).t()),
+    "out_overlaps_input": lambda x: torch.add(x[:4], 1, out=x[1:5]),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED_AS_ON_CPU))
+def test_refused_as_on_cpu(case):
+    """torch CPU raises a RuntimeError; the device raises one too (fuelvk's, without running on the CPU)."""
+    f = REFUSED_AS_ON_CPU[case]
+    with pytest.raises(RuntimeError):
+        f(torch.arange(6.))
+    ft.reset_fallback_stats()
+    with pytest.raises(RuntimeError) as e:
+        f(torch.arange(6.).to(DEV))
+    assert isinstance(e.value, fuelvk.FuelVKError) and ft.fallback_stats() == {}, e.value
+
+
+def test_overlap_check_allows_same_view():
+    """x.add_(x) and an out= that is exactly an input are full overlaps, allowed as on the CPU."""
+    x = torch.arange(6.).to(DEV)
+    x.add_(x)
+    torch.mul(x, 2, out=x)
+    assert x.cpu().tolist() == [0.0, 4.0, 8.0, 12.0, 16.0, 20.0]

@@ -1,7 +1,11 @@
-"""python -m fuelvk {info, kernels, specs, bench, definitions}"""
+"""python -m fuelvk {info, settings, kernels, specs, bench, definitions}"""
 import argparse
 import json
+import os
 import sys
+
+DESCRIPTION = """fuelvk's command line. Start with `info` (which device fuelvk picked, and why), then
+`bench --quick`; `settings` shows the FUELVK_* environment variables and their values now."""
 
 
 def _info(args):
@@ -28,7 +32,7 @@ def _info(args):
     print(f"memory   : {kind}, {mem['why']}")
     print(f"binding  : {desc['path']}, {desc['why']}")
     lp = info["load_path"]
-    print(f"loads    : matmul {lp['matmul']}; other kernels {lp['other kernels']} "
+    print(f"loads    : matmul {lp['matmul']}; {lp['other kernels']} "
           f"(maxTexelBufferElements {lp['maxTexelBufferElements']})")
     hc = info["half_conversions"]
     print(f"f16      : widen {hc['widen']}, narrow {hc['narrow']} "
@@ -41,6 +45,26 @@ def _info(args):
     for op, routes in info["routes"].items():
         print(f"routes   : {op}: {', '.join(routes)}")
     return 0
+
+
+def _settings(args):
+    from fuelvk import config
+    from fuelvk.errors import DeviceError
+    if args.markdown:
+        print(config.markdown_table(), end="")
+        return 0
+    bad = 0
+    for name, s in config.SETTINGS.items():
+        try:
+            value = config.get(name)
+            default = config.shown_default(s)
+            shown = repr(value) if config.is_set(name) else "(unset" + (f": {default})" if default else ")")
+        except DeviceError as e:   # naming the variable and what it accepts
+            shown, bad = f"BAD: {e}", bad + 1
+        print(f"{name:26s} {shown}")
+    for name, near in config.unknown_variables():
+        print(f"{name:26s} not a fuelvk setting (ignored)" + (f"; did you mean {near}?" if near else ""))
+    return 1 if bad else 0
 
 
 def _kernels(args):
@@ -71,6 +95,18 @@ def _bench(rest):
 
 
 def main(argv=None):
+    from fuelvk.errors import FuelVKError
+    try:
+        return _main(argv)
+    except FuelVKError as e:   # typed and self-explaining (a setting, no driver, ...): its message, no traceback
+        print(f"python -m fuelvk: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:   # `python -m fuelvk kernels | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "specs":
         return _specs(argv[1:])
@@ -78,17 +114,22 @@ def main(argv=None):
         return _bench(argv[1:])
     if argv and argv[0] == "definitions":
         return _definitions(argv[1:])
-    ap = argparse.ArgumentParser(prog="python -m fuelvk")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("info", help="device, driver, limits, features, routes")
+    ap = argparse.ArgumentParser(prog="python -m fuelvk", description=DESCRIPTION)
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="command")
+    p = sub.add_parser("info", help="device, driver, limits, features, routes, and why each was picked")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=_info)
+    p = sub.add_parser("settings", help="the FUELVK_* environment variables: each one's value now, bad "
+                                        "values and unknown FUELVK_ names (exit 1 on a bad value)")
+    p.add_argument("--markdown", action="store_true", help="README.md's settings table (generated from config.py)")
+    p.set_defaults(fn=_settings)
     p = sub.add_parser("kernels", help="every kernel variant in the registry")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=_kernels)
-    sub.add_parser("specs", help="op specs: validate (see `specs --help`)")
-    sub.add_parser("bench", help="benchmarks (see `bench --help`)")
-    sub.add_parser("definitions", help="FlashInfer-Bench Definitions: export, run (see `definitions --help`)")
+    sub.add_parser("specs", help="op specs: validate, list, workloads, roofline (see `specs --help`)")
+    sub.add_parser("bench", help="time ops against the device's roofs, numpy and torch CPU (see `bench --help`)")
+    sub.add_parser("definitions", help="FlashInfer-Bench Definitions: export, workloads, run, report "
+                                       "(see `definitions --help`)")
     args = ap.parse_args(argv)
     return args.fn(args)
 

@@ -187,6 +187,9 @@ class Array:
         return float(self.item())
 
     def __bool__(self):
+        if self.size != 1:   # numpy's rule and words (item() would blame "item")
+            raise ShapeError(f"the truth value of an array with {self.size} elements is ambiguous (shape "
+                             f"{self.shape}); use fuelvk.any(x) or fuelvk.all(x)")
         return bool(self.item())
 
     def astype(self, dtype, /, *, copy=True, device=None):
@@ -380,6 +383,7 @@ def empty(shape, dtype=_dt.float32, *, device=None):
 
 
 def zeros(shape, dtype=_dt.float32, *, device=None):
+    """An array of zeros (float32 unless dtype is given), filled on the device."""
     a = empty(layout.as_shape("zeros", shape), dtype, device=device)
     a.buffer.pool.context.stream.fill(a.buffer, (a.nbytes + 3) & ~3)
     return a
@@ -395,6 +399,14 @@ def _host(obj, dt):
         host = np.asarray(obj)
     except ValueError as e:
         raise ShapeError(f"asarray: cannot make an array of this input ({e})") from None
+    if dt is None and host.dtype.kind in "OUSVMm" and host.dtype not in _dt.ALL:   # objects, strings, dates
+        odd = [v for v in host.ravel()[:1000] if not isinstance(v, numbers.Number)] \
+            if host.dtype.kind == "O" else list(host.ravel()[:1])
+        what = (f" (it holds {type(odd[0]).__name__} {odd[0]!r})" if odd else
+                " (numbers that fit no fuelvk dtype, e.g. integers past 64 bits)" if host.size else "")
+        raise DTypeError(f"asarray: numpy makes dtype {host.dtype} of the input{what}; "
+                         "accepted: bools, integers, floats and complex numbers (scalars, nested lists, numpy "
+                         f"arrays, torch tensors) of {', '.join(map(str, _dt.ALL))}")
     if dt is None or host.dtype == dt:
         return host
     if isinstance(obj, np.ndarray):

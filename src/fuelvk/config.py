@@ -5,9 +5,12 @@ DeviceError naming the variable and what it accepts (unset or empty: the default
 when fuelvk reads it: per call (the op or cache reads it each time), or once where the value must
 stay fixed for the object it configures (the device and its memory pool are built once per context,
 so changing FUELVK_DEVICE afterwards cannot move them). README.md's settings table is generated
-from this one (`python -m fuelvk.config`; tests/test_config.py checks they agree).
+from this one (`python -m fuelvk settings --markdown`; tests/test_config.py checks they agree), and
+`python -m fuelvk settings` shows every value now.
 """
+import difflib
 import os
+import warnings
 from collections import namedtuple
 
 from .errors import DeviceError
@@ -76,6 +79,19 @@ class Text:
         return raw
 
 
+class Directory:
+    """An existing directory, holding `holds` when given (a path that is not one is named at once,
+    not as a FileNotFoundError from deep inside whatever reads it)."""
+
+    def __init__(self, accepts, holds=None):
+        self.what, self.accepts, self.holds = "a directory" + (f" holding {holds}" if holds else ""), accepts, holds
+
+    def parse(self, raw):
+        if not os.path.isdir(raw) or self.holds and not os.path.isfile(os.path.join(raw, self.holds)):
+            raise ValueError
+        return raw
+
+
 class DeviceList:
     """Comma-separated device selectors, each as FUELVK_DEVICE takes it (one per device)."""
     what, accepts = "a device list", "comma-separated device indices or name substrings"
@@ -118,8 +134,9 @@ SETTINGS = {s.name: s for s in (
     Setting("FUELVK_HALF_NATIVE", Flag(), None, "at context creation",
             "float16 kernels convert with the device's f16 instructions (`1`) or integer arithmetic (`0`), "
             "same bits; default: probed per direction, native where exact and not slower (runtime/halfconv.py)"),
-    Setting("FUELVK_SPV_DIR", Text("a directory holding manifest.json"), None, "at context creation",
-            "where the compiled shaders are (default: the spv/ next to the package)"),
+    Setting("FUELVK_SPV_DIR", Directory("a directory holding manifest.json", "manifest.json"), None, "at context creation",
+            "where the compiled shaders are (default: the spv/ next to the package; "
+            "`python build_shaders.py` writes it)"),
     Setting("FUELVK_PIPELINE_CACHE", Flag(), True, "at context creation",
             "read/write the on-disk VkPipelineCache and probed loop cap (`0`: probe in every process)"),
     Setting("FUELVK_CACHE_DIR", Text("a directory"), None, "at context creation",
@@ -155,10 +172,32 @@ def get(name):
 
 def check(read):
     """Parse every setting read `read` (e.g. "at context creation") now: a bad one raises before
-    anything it configures is built."""
+    anything it configures is built. At context creation, also warn (once) about FUELVK_ names that
+    are no setting: a typo (FUELVK_VALIDATON=1) would otherwise be ignored without a word."""
     for name, s in SETTINGS.items():
         if s.read == read:
             get(name)
+    if read == "at context creation":
+        for name, near in unknown_variables():
+            if name not in _warned:
+                _warned.add(name)
+                hint = f"; did you mean {near}?" if near else "; `python -m fuelvk settings` lists them"
+                warnings.warn(f"{name} is set but is not a fuelvk setting, so it does nothing{hint}",
+                              UserWarning, stacklevel=3)
+
+
+# FUELVK_ variables read by the tools around the package, not by it: build_shaders.py (SPIRV_VAL),
+# tests/conftest.py and tests/test_threads.py (CHECK_FAMILIES, STRESS_S), scripts/second_driver.sh.
+TOOL_VARIABLES = frozenset(("FUELVK_SPIRV_VAL", "FUELVK_CHECK_FAMILIES", "FUELVK_STRESS_S", "FUELVK_DEBIAN_MIRROR"))
+_warned = set()
+
+
+def unknown_variables():
+    """[(name, the closest setting's name or None)] for each FUELVK_* variable set in the environment
+    that neither fuelvk nor its tools read."""
+    return [(name, next(iter(difflib.get_close_matches(name, SETTINGS, n=1, cutoff=0.8)), None))
+            for name in sorted(os.environ) if name.startswith("FUELVK_")
+            and name not in SETTINGS and name not in TOOL_VARIABLES]
 
 
 # is_set runs per launch for FUELVK_TEXEL_LOADS (tests switch it with monkeypatch.setenv, so it is
@@ -185,6 +224,12 @@ def _shown(default):
     if isinstance(default, bool):
         return "`1`" if default else "`0`"
     return f"`{default:g}`" if isinstance(default, float) else f"`{default}`"
+
+
+def shown_default(s):
+    """A setting's default as README's table shows it, without the backticks ('' when it has none:
+    probed, or picked by the device)."""
+    return _shown(s.default).strip("`")
 
 
 def markdown_table():

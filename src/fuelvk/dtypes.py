@@ -32,6 +32,8 @@ def dtype(d):
     """Normalize anything numpy/ml_dtypes/torch-style names into a supported numpy dtype."""
     if isinstance(d, str) and d in ("bf16", "f16", "f32", "f64"):
         return TAG_DTYPES[d]
+    if type(d).__module__ == "torch":   # torch.float32 ...: by name (torch.bool -> bool), no torch import
+        d = str(d).removeprefix("torch.")
     try:
         dt = np.dtype(d)
     except TypeError:

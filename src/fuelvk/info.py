@@ -2,6 +2,7 @@
 from . import runtime
 from ._device import check_device
 from .ops.matmul import available_routes
+from .runtime import loadpath
 
 
 def synchronize(device=None):
@@ -32,6 +33,7 @@ def device_info(device=None):
     with runtime.running(ctx):      # the routes of this device
         routes = available_routes()
     d = ctx.device
+    loads, stores = loadpath.texel_paths(ctx)   # FUELVK_TEXEL_LOADS when set, else the probe's choice
     lim = d.limits
     feats = sorted(d.features)
     return {
@@ -56,13 +58,16 @@ def device_info(device=None):
                    "huge_pages": _huge_pages(ctx)},
         "descriptors": {"path": d.descriptor_path[0], "why": d.descriptor_path[1]},
         # How kernels read memory: matvec / register-tile matmul through 16-byte rgba32ui texel views where
-        # a view's runs are whole texels and its slot is within maxTexelBufferElements; elementwise and
-        # casts where the load-path probe (runtime/loadpath.py) measured texels faster; the rest through
-        # storage buffers.
+        # a view's runs are whole texels and its slot is within maxTexelBufferElements; the other
+        # memory-bound kernels where the load-path probe (runtime/loadpath.py) measured texels faster
+        # (issue 18), storage buffers otherwise and for unaligned views, tails and small launches.
         "load_path": {"matmul": "texel views (rgba32ui) where aligned, else storage buffers",
-                      "other kernels": ("elementwise / casts: texel-view loads where aligned (probed faster)"
-                                        if d.texel_loads else "storage buffers (probed faster)")
-                                       + ("; texel-view stores (f32 / f64)" if d.texel_stores else ""),
+                      "other kernels": "memory-bound kernels (elementwise, casts, movement, row and reduction "
+                                       "kernels, gather, quant, attention, im2col): "
+                                       + ("texel-view loads where aligned" if loads else "storage buffers")
+                                       + (f" ({loadpath.ENV}={int(loads)})" if loadpath.forced() else
+                                          " (probed faster)")
+                                       + ("; texel-view stores (f32 / f64)" if stores else ""),
                       "probe": d.load_probe,
                       "maxTexelBufferElements": lim.maxTexelBufferElements},
         # f16 <-> f32 in float16 kernels (shaders/common/half.glsl): the device's instructions or integer

@@ -81,6 +81,7 @@ def full(shape, fill_value, *, dtype=None, device=None):
 
 
 def ones(shape, *, dtype=None, device=None):
+    """An array of ones (float32 unless dtype is given)."""
     return full(shape, 1, dtype=_dtype("ones", dtype, DEFAULT_FLOAT), device=device)
 
 
@@ -91,21 +92,25 @@ def _like(op, x):
 
 
 def full_like(x, fill_value, *, dtype=None, device=None):
+    """An array of x's shape (and dtype unless given) filled with fill_value."""
     x = _like("full_like", x)
     return full(x.shape, fill_value, dtype=_dtype("full_like", dtype, x.dtype), device=device)
 
 
 def ones_like(x, *, dtype=None, device=None):
+    """An array of ones of x's shape (and dtype unless given)."""
     return full_like(x, 1, dtype=dtype, device=device)
 
 
 def zeros_like(x, *, dtype=None, device=None):
+    """An array of zeros of x's shape (and dtype unless given)."""
     x = _like("zeros_like", x)
     check_device("zeros_like", device)
     return zeros(x.shape, _dtype("zeros_like", dtype, x.dtype), device=device)
 
 
 def empty_like(x, *, dtype=None, device=None):
+    """An uninitialized array of x's shape (and dtype, device unless given)."""
     x = _like("empty_like", x)
     check_device("empty_like", device)
     return empty(x.shape, _dtype("empty_like", dtype, x.dtype), device=device)

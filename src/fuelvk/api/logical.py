@@ -26,18 +26,22 @@ def _bool(x):
 
 
 def logical_not(x, /):
+    """Elementwise not x as bool (nonzero is True)."""
     return equal(_bool(x), False)
 
 
 def logical_xor(x1, x2, /):
+    """Elementwise x1 xor x2 as bool (nonzero is True), broadcast."""
     return not_equal(_bool(x1), _bool(x2))
 
 
 def logical_and(x1, x2, /):
+    """Elementwise x1 and x2 as bool (nonzero is True), broadcast."""
     return where(_bool(x1), _bool(x2), False)
 
 
 def logical_or(x1, x2, /):
+    """Elementwise x1 or x2 as bool (nonzero is True), broadcast."""
     return where(_bool(x1), True, _bool(x2))
 
 

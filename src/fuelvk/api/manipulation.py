@@ -81,6 +81,7 @@ def squeeze(x, /, axis):
 
 
 def permute_dims(x, /, axes):
+    """A view of x with its axes in the order `axes` (no copy)."""
     x = _arr("permute_dims", x)
     return x.transpose(tuple(axes))
 
@@ -99,10 +100,12 @@ def moveaxis(x, source, destination, /):
 
 
 def matrix_transpose(x, /):
+    """A view of x with its last two axes swapped (x.mT)."""
     return _arr("matrix_transpose", x).mT
 
 
 def broadcast_to(x, /, shape):
+    """A view of x broadcast to shape (stride 0 on the new axes; no copy)."""
     x = _arr("broadcast_to", x)
     shape = layout.as_shape("broadcast_to", shape)
     if layout.broadcast_shapes("broadcast_to", x.shape, shape) != shape:
@@ -111,6 +114,7 @@ def broadcast_to(x, /, shape):
 
 
 def broadcast_arrays(*arrays):
+    """Views of the arrays broadcast to one shape (no copies)."""
     xs = [_arr("broadcast_arrays", a) for a in arrays]
     shape = layout.broadcast_shapes("broadcast_arrays", *[x.shape for x in xs])
     return [x.broadcast_to(shape) for x in xs]

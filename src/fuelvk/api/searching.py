@@ -128,6 +128,7 @@ def _groups(op, x):
 
 
 def unique_values(x, /):
+    """The distinct values of x, sorted (NaNs distinct)."""
     s, _, starts = _groups("unique_values", x)
     return take(s, starts) if starts.size else s
 
@@ -138,6 +139,7 @@ def _counts(starts, n):
 
 
 def unique_counts(x, /):
+    """(values, counts) of the distinct values of x, sorted (NaNs distinct)."""
     s, _, starts = _groups("unique_counts", x)
     if not starts.size:
         return UniqueCountsResult(s, asarray(np.zeros(0, np.int64)))
@@ -159,12 +161,14 @@ def _inverse(x, s, perm, starts):
 
 
 def unique_inverse(x, /):
+    """(values, inverse_indices) of the distinct values of x, sorted: values[inverse_indices] == x."""
     s, perm, starts = _groups("unique_inverse", x)
     values = take(s, starts) if starts.size else s
     return UniqueInverseResult(values, _inverse(x, s, perm, starts))
 
 
 def unique_all(x, /):
+    """(values, indices, inverse_indices, counts) of the distinct values of x, sorted (NaNs distinct)."""
     s, perm, starts = _groups("unique_all", x)
     if not starts.size:
         z = asarray(np.zeros(0, np.int64))

@@ -153,6 +153,7 @@ def isfinite(x, /):
 
 
 def signbit(x, /):
+    """Elementwise: whether the sign bit is set (True for -0.0 and negative NaNs), as bool."""
     x = _arr("signbit", x)
     if x.dtype.kind in "biu":
         return less(x, 0)
@@ -231,11 +232,13 @@ matmul.__wrapped__ = _real_matmul     # the op it extends (inspect.unwrap: op re
 
 
 def real(x, /):
+    """The real part of a complex array (a copy of x for real dtypes), as a new array."""
     x = _arr("real", x)
     return complex_part(x, 0).copy() if x.dtype.kind == "c" else x.copy()
 
 
 def imag(x, /):
+    """The imaginary part of a complex array (zeros for real dtypes), as a new array."""
     x = _arr("imag", x)
     if x.dtype.kind == "c":
         return complex_part(x, 1).copy()
@@ -243,6 +246,7 @@ def imag(x, /):
 
 
 def conj(x, /):
+    """The complex conjugate (a copy of x for real dtypes)."""
     x = _arr("conj", x)
     out = x.copy()
     if x.dtype.kind == "c":

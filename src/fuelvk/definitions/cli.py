@@ -1,6 +1,16 @@
 """python -m fuelvk definitions {export, run}: FlashInfer-Bench Definitions and fuelvk's Traces."""
 import argparse
+import difflib
 import sys
+from pathlib import Path
+
+_PATTERN = {"definitions": "*.json files", "workloads": "*.jsonl files"}
+
+
+def _count(path, pattern):
+    """How many files of the pattern a path is or holds (folders searched recursively, as the loaders do)."""
+    p = Path(path)
+    return sum(1 for _ in p.rglob(pattern)) if p.is_dir() else int(p.match(pattern))
 
 
 def main(argv=None):
@@ -37,6 +47,19 @@ def main(argv=None):
     p.add_argument("traces")
     p.add_argument("-o", "--output")
     args = ap.parse_args(argv)
+    for what in ("definitions", "workloads", "traces", "root"):   # inputs that must exist (root is written)
+        path = getattr(args, what, None)
+        if path is not None and what != "root" and not Path(path).exists():
+            ap.error(f"{args.cmd}: {what} {path!r} does not exist")
+    if args.cmd in ("run", "workloads", "report"):
+        found = {"definitions": _count(args.definitions, "*.json")}
+        if args.cmd == "run":
+            found["workloads"] = _count(args.workloads, "*.jsonl")
+        empty = [w for w, n in found.items() if not n]
+        if empty:
+            ap.error(f"{args.cmd}: no {' and no '.join(f'{w} ({_PATTERN[w]})' for w in empty)} under "
+                     + ", ".join(repr(getattr(args, w)) for w in empty)
+                     + (" (the order is DEFINITIONS WORKLOADS)" if args.cmd == "run" else ""))
     if args.cmd == "report":
         from .report import report
         print(report(args.definitions, args.traces, args.output), end="")
@@ -50,7 +73,15 @@ def main(argv=None):
         names = write_workloads(args.definitions, args.root)
         print(f"{len(names)} workload files written under {args.root}/workloads", file=sys.stderr)
         return 0
-    from .run import INPUT_UNAVAILABLE, NO_SOLUTION, TOLERANCES, run
+    from .run import INPUT_UNAVAILABLE, NO_SOLUTION, TOLERANCES, load_definitions, run
+    if args.only:   # a misspelt name would otherwise skip every row and print an empty table
+        names = load_definitions(args.definitions)
+        unknown = [n for n in args.only if n not in names]
+        if unknown:
+            near = {n: difflib.get_close_matches(n, names, n=3) for n in unknown}
+            ap.error("--only: no Definition named " + "; ".join(
+                f"{n!r}" + (f" (did you mean {', '.join(near[n])}?)" if near[n] else "") for n in unknown)
+                + f" in {args.definitions} ({len(names)} Definitions)")
     TOLERANCES["sampling"].update({k: getattr(args, k) for k in ("validation_trials", "batch_rows", "draws")
                                    if getattr(args, k) is not None})
     traces = run(args.definitions, args.workloads, args.output, args.max_workloads,

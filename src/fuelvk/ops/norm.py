@@ -179,6 +179,10 @@ def softmax_backward(y, grad, axis=-1):
 
 def _norm(op, fam, x, grad, eps, weight, bias, backward):
     """Shared body of the four norm ops; returns (outputs..., numpy_out)."""
+    if not isinstance(eps, (int, float, np.integer, np.floating)) or isinstance(eps, (bool, np.bool_)):
+        # fv.rms_norm(x, w) is torch's F.rms_norm order (input, shape, weight); here eps comes second
+        raise DTypeError(f"{op}: eps must be a real number, got {type(eps).__name__}; weight and bias are "
+                         f"keywords ({op}(x, eps=..., weight=...))")
     names = ["x"] + (["grad"] if backward else []) + (["weight"] if weight is not None else []) \
         + (["bias"] if bias is not None else [])
     given = [a for a in (x, grad, weight, bias) if a is not None]

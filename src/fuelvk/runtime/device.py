@@ -159,7 +159,12 @@ class Device:
             "enabledLayerCount": len(layers), "ppEnabledLayerNames": cstrs(layers, keep),
             "enabledExtensionCount": len(exts), "ppEnabledExtensionNames": cstrs(exts, keep)}, keep)
         out = ffi.new("VkInstance*")
-        check(lib.vkCreateInstance(info, ffi.NULL, out), "vkCreateInstance")
+        res = lib.vkCreateInstance(info, ffi.NULL, out)
+        if res == consts.VK_ERROR_INCOMPATIBLE_DRIVER:   # what the loader says when it finds no driver at all
+            raise DeviceError("no Vulkan driver found (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER, no driver "
+                              "offers Vulkan 1.2): on Debian, apt-get install mesa-vulkan-drivers for lavapipe (the "
+                              "CPU driver), or your GPU's driver; VK_ICD_FILENAMES, when set, must name a driver's json")
+        check(res, "vkCreateInstance")
         self.instance = out[0]
         if self.messenger:
             sev = (consts.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | consts.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)

@@ -3,7 +3,12 @@
 fuelvk calls the cffi functions directly (``lib.vkCmdDispatch(...)``) instead of the package's
 Python wrappers: the wrappers' per-call overhead (docs/MEASUREMENTS.md) dominates a small dispatch.
 """
-import vulkan as _vulkan
+try:
+    import vulkan as _vulkan
+except OSError as e:   # the bindings dlopen libvulkan.so.1 at import; their message asks for an "SDK"
+    raise ImportError("fuelvk needs the Vulkan loader library (libvulkan.so.1 on Linux) and a driver: on Debian, "
+                      "apt-get install libvulkan1 mesa-vulkan-drivers (lavapipe, the CPU driver) or your GPU's "
+                      f"driver; no SDK is needed (the vulkan package said: {e})") from e
 
 from ..errors import DeviceError, FuelVKMemoryError
 

@@ -55,13 +55,39 @@ def main(argv=None) -> int:
             if not sep:
                 print(f"error: {b!r} is not NAME=VALUE", file=sys.stderr)
                 return 2
-            bindings[name] = yaml.safe_load(value)
-        flops, nbytes = eval_roofline(args.op, **bindings)
+            bindings[name] = _number(yaml.safe_load(value))
+        try:
+            flops, nbytes = eval_roofline(args.op, **bindings)
+        except SpecError as e:   # most often a binding left out: show a whole call, from the spec's first row
+            case = next(workloads(args.op), None)
+            if case is None:
+                raise
+            example = " ".join(f"{k}={_yaml(v)}" for k, v in {**case["indices"], **case["params"]}.items()
+                               if v is not None)
+            some = f" some={_yaml(case['some'])}" if case["some"] else ""
+            raise SpecError(f"{e}\n  e.g. (its first workload row): python -m fuelvk specs roofline {args.op} "
+                            f"{example}{some}") from None
         print(f"flops={flops} bytes={nbytes}")
         return 0
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+
+
+def _number(v):
+    """YAML 1.1 reads 1e-6 (no dot) as a string: a string Python reads as a number is that number."""
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            pass
+    return v
+
+
+def _yaml(v):
+    """A binding value as the command line takes it (YAML flow style: [2048], float16)."""
+    return yaml.safe_dump(list(v) if isinstance(v, tuple) else v, default_flow_style=True).strip().removesuffix(
+        "\n...").strip()
 
 
 if __name__ == "__main__":

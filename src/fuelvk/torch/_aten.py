@@ -23,16 +23,21 @@ import torch
 import fuelvk as fv
 from .. import dtypes as _dt
 from ..array import Array
-from ..errors import DeviceError, DTypeError, UnsupportedError
+from ..errors import DeviceError, DTypeError, FuelVKError, UnsupportedError
 from ..ops import elementwise as fv_elementwise
-from . import _plans, device as fuelvk_device
-from ._bridge import numpy_dtype
+from . import _layout, _plans, device as fuelvk_device
+from ._bridge import TO_TORCH, numpy_dtype
 from ._fallback import FallbackError, Unhandled, run_on_cpu
 
 KERNELS = {}   # aten overload name ("add.Tensor") -> python kernel
 COMPOSITES = {}   # aten overload name -> a composition of aten ops replacing torch's own (see composite())
 FLOATS = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
+
+
+class Refused(FuelVKError, RuntimeError):
+    """What torch CPU refuses with a RuntimeError, refused the same way (not run on the CPU): a result dtype
+    an in-place / out= tensor cannot hold, integer division by zero, a write overlapping its input."""
 
 
 def kernel(*names):
@@ -73,10 +78,71 @@ def _guarded(fn, op):
     return k
 
 
+# Functional kernels whose CPU result torch's TensorIterator lays out (dense in the memory order of the
+# operands at these positional indices, in its operand order; _layout.follows_inputs), and those laid out
+# as empty_like's preserve_format (_PRESERVES). The other kernels' results are contiguous, as torch's.
+_TWO = ("add", "sub", "mul", "div", "rsub", "remainder", "floor_divide", "maximum", "minimum", "pow", "eq", "ne",
+        "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
+        "bitwise_xor", "lerp", "sigmoid_backward", "tanh_backward", "silu_backward", "gelu_backward",
+        "native_dropout_backward")
+LAYOUT_OPERANDS = {**{n: (0, 1) for n in _TWO}, "where": (0, 1, 2), "addcmul": (0, 1, 2), "addcdiv": (0, 1, 2),
+                   "threshold_backward": (1, 0), "pow.Tensor_Scalar": (0,),
+                   "clamp_min.Tensor": (0, 1), "clamp_max.Tensor": (0, 1), "pow.Scalar": None}
+
+
+_PRESERVES = {"clone": None, "sort": (1, "dim"), "sort.stable": (None, "dim"), "flip": (1, "dims")}   # dim argument
+
+
+def _layout_rule(name, fn):
+    """fn with torch CPU's result layout (see LAYOUT_OPERANDS); unary kernels: over their one operand."""
+    if name in _PRESERVES:
+        return _layout.preserves_layout(fn, _PRESERVES[name])
+    base = name.partition(".")[0]
+    if base.endswith("_") or "out" in name.partition(".")[2]:
+        return fn
+    positions = LAYOUT_OPERANDS.get(name, LAYOUT_OPERANDS.get(base))
+    if positions is None and base in _UNARY_LAYOUT:
+        positions = (0,)
+    return fn if positions is None else _layout.follows_inputs(fn, positions)
+
+
+_NO_OVERLAP_CHECK = {"fill_", "zero_", "resize_", "set_", "uniform_", "normal_", "bernoulli_", "random_",
+                     "exponential_"}   # no tensor inputs (or torch does not check them)
+
+
+def _checks_overlap(fn, op):
+    """fn (an in-place or out= kernel) refusing, as torch does, an input that partially overlaps a tensor
+    it writes (same memory, other elements: the result would depend on the order of the writes)."""
+    args = op._schema.arguments
+    written = [(i, a.name) for i, a in enumerate(args) if a.alias_info is not None and a.alias_info.is_write]
+    if not written:
+        return fn
+
+    def k(*a, **kw):
+        for i, n in written:
+            w = a[i] if i < len(a) else kw.get(n)
+            if not (isinstance(w, torch.Tensor) and fuelvk_device.is_fuelvk(w)):
+                continue
+            for x in (*a, *kw.values()):
+                if x is not w and isinstance(x, torch.Tensor) and _layout.partial_overlap(w, x):
+                    raise Refused("unsupported operation: some elements of the input tensor and the written-to "
+                                  f"tensor refer to a single memory location ({op.name()}: an input of shape "
+                                  f"{tuple(x.shape)} strides {x.stride()} overlaps the written tensor of shape "
+                                  f"{tuple(w.shape)} strides {w.stride()}). Please clone() the tensor before "
+                                  "performing the operation.")
+        return fn(*a, **kw)
+    k.__name__ = getattr(fn, "__name__", op.name())
+    return k
+
+
 def register(lib):
     for name, fn in {**KERNELS, **_out_variants()}.items():
+        if name in KERNELS:
+            fn = _layout_rule(name, fn)
         if name in KERNELS and _plans.plannable(name):
             fn = _plans.planned(fn, name)
+        elif name.partition(".")[0] not in _NO_OVERLAP_CHECK:
+            fn = _checks_overlap(fn, _overload(name))
         lib.impl(name, _guarded(fn, _overload(name)), "PrivateUse1")
     for name, fn in COMPOSITES.items():
         for key in ("AutogradPrivateUse1", "PrivateUse1"):
@@ -106,16 +172,20 @@ def _out_variants():
                 continue
             oargs, oouts = _signature(getattr(packet, ov)._schema)
             if oouts and oargs == args:
-                found[full] = _writes_outs(fn, oouts)
+                found[full] = _writes_outs(fn, oouts, any(n == "dtype" for n, _ in args))
     return found
 
 
-def _writes_outs(fn, out_names):
+def _writes_outs(fn, out_names, takes_dtype=False):
+    """takes_dtype (a reduction's dtype argument): an out tensor's dtype is the dtype asked for, as torch's."""
     def k(*args, **kwargs):
         outs = [kwargs.pop(n) for n in out_names]
+        if takes_dtype and len(outs) == 1 and kwargs.get("dtype") is None:
+            kwargs["dtype"] = outs[0].dtype
         results = fn(*args, **kwargs)
         results = results if isinstance(results, tuple) else (results,)
         for dst, src in zip(outs, results):
+            _castable(array_of(src), dst)
             if tuple(dst.shape) != tuple(src.shape):
                 fuelvk_device.resize_(dst, tuple(src.shape))
             fuelvk_device.assign(dst, array_of(src))
@@ -160,10 +230,7 @@ def operand(x, npdt=None):
             return a if npdt is None or a.dtype == npdt else a.astype(npdt)
         if x.dim() == 0:
             return _scalar(x.item())
-        raise DeviceError(f"Expected all tensors to be on the same device, but found at least two devices, "
-                          f"{fuelvk_device.NAME}:0 and {x.device} (a {x.device} operand of shape "
-                          f"{tuple(x.shape)}); move it "
-                          f"with .to('{fuelvk_device.NAME}')")
+        raise fuelvk_device.not_here(x)
     return _scalar(x)
 
 
@@ -174,8 +241,18 @@ def _axes(dim, ndim):
     return tuple(sorted({d % ndim if ndim else 0 for d in dims}))
 
 
+def _castable(arr, dst):
+    """Refuse writing a result of arr's dtype into dst (in place, out=) where torch's can_cast refuses."""
+    src = TO_TORCH.get(arr.dtype) if isinstance(arr, Array) else None
+    if src is not None and src != dst.dtype and not torch.can_cast(src, dst.dtype):
+        raise Refused(f"result type {src} can't be cast to the desired output type {dst.dtype} (torch casts a "
+                      "result into an in-place or out= tensor only within its kind: no float into integer, "
+                      "nothing but bool into bool)")
+
+
 def _into(self, arr):
     """In-place result: write arr into self (see device.assign), return self."""
+    _castable(arr, self)
     return fuelvk_device.assign(self, arr)
 
 
@@ -319,8 +396,24 @@ KERNELS["as_strided"] = fuelvk_device.meta_method(torch.Tensor.as_strided)   # (
 
 # -- elementwise -------------------------------------------------------------------------------------
 # torch's arithmetic on bools: + and max are or, * and min are and
-_BOOL_OPS = {fv.add: fv.logical_or, fv.maximum: fv.logical_or, fv.multiply: fv.logical_and,
-             fv.minimum: fv.logical_and}
+def _first_on_ties(f):
+    """torch's maximum / minimum / clamp keep their first operand on ties (-0.0 against 0.0); fuelvk's keep
+    the second ((isnan(x) || x > y) ? x : y): the operands swapped. NaN propagates either way."""
+    def g(x, y):
+        return f(y, x)
+    g.__name__ = f.__name__
+    return g
+
+
+_maximum, _minimum = _first_on_ties(fv.maximum), _first_on_ties(fv.minimum)
+_BOOL_OPS = {fv.add: fv.logical_or, _maximum: fv.logical_or, fv.multiply: fv.logical_and, _minimum: fv.logical_and}
+def _wrapped(v, npdt):
+    """Integer scalar v as integer dtype npdt holds it, wrapped: torch casts a Python scalar to the tensor's
+    integer dtype (uint8 + 300 adds 44, uint8 == 256 compares with 0)."""
+    if isinstance(v, Array) or not isinstance(v, int):
+        return v
+    info = np.iinfo(npdt)
+    return (v - info.min) % (info.max - info.min + 1) + info.min
 
 
 def _binary(f, a, b, alpha=1):
@@ -341,6 +434,8 @@ def _binary(f, a, b, alpha=1):
         return _BOOL_OPS[f](x, y)
     if alpha != 1:
         y = fv.multiply(y, alpha) if isinstance(y, Array) else y * alpha
+    if dt in INTS:
+        x, y = _wrapped(x, npdt), _wrapped(y, npdt)
     return f(x, y)
 
 
@@ -366,6 +461,8 @@ def _torch_rounding(name):
     def f(x, y):
         arr = x if isinstance(x, Array) else y
         if np.issubdtype(arr.dtype, np.integer):
+            if (fv.any(fv.equal(y, 0)).item() if isinstance(y, Array) else y == 0):   # (waits for the device)
+                raise Refused(f"ZeroDivisionError: integer {name} by zero")
             return getattr(fv, name)(x, y)
         return fv_elementwise.api_binary(f"torch_{name}", x, y)
     f.__name__ = f.__qualname__ = name
@@ -378,8 +475,8 @@ for _name, _ovs in (("remainder", ("Tensor", "Scalar")), ("floor_divide", ("", "
         KERNELS[f"{_name}.{_ov}" if _ov else _name] = _op
     for _ov in ("Tensor", "Scalar"):
         KERNELS[f"{_name}_.{_ov}"] = _iop
-KERNELS["maximum"] = lambda self, other: tensor_of(_binary(fv.maximum, self, other))
-KERNELS["minimum"] = lambda self, other: tensor_of(_binary(fv.minimum, self, other))
+KERNELS["maximum"] = lambda self, other: tensor_of(_binary(_maximum, self, other))
+KERNELS["minimum"] = lambda self, other: tensor_of(_binary(_minimum, self, other))
 
 
 def _lerp(self, end, weight):
@@ -411,9 +508,16 @@ for _name, _f in (("lerp", _lerp), ("addcmul", _addc(fv.multiply)), ("addcdiv", 
 _rsqrt = fv_elementwise.rsqrt   # 1 / sqrt(x) in one launch, as torch CPU computes it
 
 
+def _torch_sign(x):
+    """torch's sign, (0 < x) - (x < 0): 0 for NaN (fuelvk's, the array API's, is NaN)."""
+    s = fv.sign(x)
+    return fv.masked_fill(s, fv.not_equal(x, x), 0) if np.issubdtype(x.dtype, np.inexact) or \
+        x.dtype.name == "bfloat16" else s
+
+
 _UNARY = {"neg": fv.negative, "exp": fv.exp, "log": fv.log, "sqrt": fv.sqrt, "rsqrt": _rsqrt, "tanh": fv.tanh,
           "sigmoid": fv.sigmoid, "silu": fv.silu, "relu": fv.relu, "abs": fv.abs, "sin": fv.sin, "cos": fv.cos,
-          "reciprocal": fv.reciprocal, "sign": fv.sign}
+          "reciprocal": fv.reciprocal, "sign": _torch_sign}
 
 
 def _unaries(f):
@@ -429,6 +533,7 @@ def _unaries(f):
 
 for _name, _f in _UNARY.items():
     KERNELS[_name], KERNELS[_name + "_"] = _unaries(_f)
+_UNARY_LAYOUT = set(_UNARY) | {"erf", "gelu", "logical_not", "bitwise_not", "clamp", "clamp_min", "clamp_max"}
 
 
 @kernel("pow.Tensor_Scalar")
@@ -470,7 +575,10 @@ def _compare(f):
         if isinstance(other, torch.Tensor) and fuelvk_device.is_fuelvk(other) and other.dtype != self.dtype:
             npdt = numpy_dtype("aten", _numeric(self, other))
             return tensor_of(f(operand(self, npdt), operand(other, npdt)))
-        return tensor_of(f(array_of(self), operand(other)))
+        y = operand(other)
+        if self.dtype in INTS and self.dtype != torch.bool:
+            y = _wrapped(y, array_of(self).dtype)
+        return tensor_of(f(array_of(self), y))
     return cmp
 
 
@@ -523,6 +631,7 @@ def _out(fn):
     """The out= overload of a functional kernel: compute, resize out if needed, write."""
     def k(*args, out, **kwargs):
         r = fn(*args, **kwargs)
+        _castable(array_of(r), out)
         if tuple(out.shape) != tuple(r.shape):
             fuelvk_device.resize_(out, tuple(r.shape))
         return fuelvk_device.assign(out, array_of(r))
@@ -549,7 +658,11 @@ for _name, _f in (("and", "and"), ("or", "or"), ("xor", "xor")):
 
 @kernel("masked_fill.Scalar", "masked_fill.Tensor")
 def masked_fill(self, mask, value):
-    return tensor_of(fv.masked_fill(array_of(self), array_of(mask), operand(value)))
+    """Out of place, self is broadcast to the mask's shape too (torch expands both; in place, only the mask)."""
+    x = array_of(self)
+    if tuple(mask.shape) != tuple(self.shape):
+        x = x.broadcast_to(tuple(torch.broadcast_shapes(self.shape, mask.shape)))
+    return tensor_of(fv.masked_fill(x, array_of(mask), operand(value)))
 
 
 @kernel("masked_fill_.Scalar", "masked_fill_.Tensor")
@@ -804,10 +917,28 @@ def index(self, indices):
     dims, idx, shape = _index_arrays(self, indices)
     if not dims:
         return tensor_of(fv.copy(array_of(self)))
+    return _layout.restride(tensor_of(_indexed(self, dims, idx, shape)), _index_strides(self, dims, idx, shape))
+
+
+def _index_strides(self, dims, idx, shape):
+    """The strides torch gives x[idx...]: TensorIterator's over self restrided to the result (the indexed
+    dims stride 0) and the index tensors (strides in the result's index dims)."""
+    perm, adjacent = _index_layout(self, dims)
+    k, at = len(shape), (dims[0] if adjacent else 0)
+    rest = [d for d in range(self.dim()) if d not in dims]
+    before, after = (rest[:at], rest[at:])
+    src = [self.stride()[d] for d in before] + [0] * k + [self.stride()[d] for d in after]
+    result = tuple(self.shape[d] for d in before) + shape + tuple(self.shape[d] for d in after)
+    ops = [(result, src)] + [(result, [0] * len(before) + list(i.strides) + [0] * len(after)) for i in idx]
+    return _layout.iterator_strides(result, ops)
+
+
+def _indexed(self, dims, idx, shape):
+    """x[idx...] as a C-contiguous Array."""
     x = array_of(self)
     if len(dims) == 1:
         out = fv.take(x, idx[0].reshape(-1), axis=dims[0])
-        return tensor_of(out.reshape(tuple(self.shape[:dims[0]]) + shape + tuple(self.shape[dims[0] + 1:])))
+        return out.reshape(tuple(self.shape[:dims[0]]) + shape + tuple(self.shape[dims[0] + 1:]))
     perm, adjacent = _index_layout(self, dims)
     rest = tuple(self.shape[d] for d in perm[len(dims):])
     flat = fv.permute_dims(x, tuple(perm)).reshape((-1,) + rest)
@@ -815,7 +946,7 @@ def index(self, indices):
     if adjacent and dims[0] > 0:   # the leading non-indexed dims go back in front of the result dims
         k, lead = len(shape), dims[0]
         out = fv.permute_dims(out, tuple(range(k, k + lead)) + tuple(range(k)) + tuple(range(k + lead, out.ndim)))
-    return tensor_of(fv.copy(out) if not out.is_contiguous else out)
+    return fv.copy(out) if not out.is_contiguous else out
 
 
 def _once_each(counts):
@@ -1041,13 +1172,13 @@ def _clamp(self, min=None, max=None):
         raise Unhandled("tensor bounds")
     x = array_of(self)
     if lo is not None:
-        x = fv.maximum(x, lo)
+        x = _maximum(x, lo)
     if hi is not None:
-        x = fv.minimum(x, hi)
+        x = _minimum(x, hi)
     return x if x is not array_of(self) else fv.copy(x)
 
 
-for _name, _f in (("clamp_min", fv.maximum), ("clamp_max", fv.minimum)):
+for _name, _f in (("clamp_min", _maximum), ("clamp_max", _minimum)):
     _k = (lambda f: lambda self, bound: tensor_of(_binary(f, self, bound)))(_f)
     KERNELS[_name] = KERNELS[_name + ".Tensor"] = _k
     KERNELS[_name + "_"] = KERNELS[_name + "_.Tensor"] = _in_place(_k)
@@ -1065,7 +1196,8 @@ def cumsum(self, dim, dtype=None):
         _float(self)
         out = fv.cumsum(array_of(self), d)
         want = numpy_dtype("cumsum", dtype or self.dtype)
-    return tensor_of(out if out.dtype == want else out.astype(want))
+    out = out if out.dtype == want else out.astype(want)
+    return tensor_of(out if self.dim() else out.reshape(()))
 
 
 @kernel("cat")

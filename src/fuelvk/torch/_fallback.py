@@ -15,6 +15,7 @@ fallback_stats() counts the fallbacks per op.
 import torch
 from torch.utils._pytree import tree_map
 
+from ..errors import DTypeError
 from . import device as fuelvk_device
 from ._fallback_log import ENV, FallbackError, FallbackWarning, fallback_stats, note, reset_fallback_stats  # noqa: F401
 
@@ -74,7 +75,13 @@ def run_on_cpu(op, args, kwargs, reason=None, name=None):
     def up(x):
         if isinstance(x, torch.Tensor):
             orig = orig_of.get(id(x))
-            return orig if orig is not None else fuelvk_device.upload(x)
+            if orig is not None:
+                return orig
+            try:
+                return fuelvk_device.upload(x)
+            except DTypeError as e:   # a dtype the device holds no tensors of (complex, float8_e5m2, ...)
+                raise DTypeError(f"{op.name()} ran on the CPU (fuelvk has no kernel for it), but its {x.dtype} "
+                                 f"result cannot live on the {fuelvk_device.NAME} device: {e}") from None
         return x
     return tree_map(up, out)
 

@@ -106,7 +106,12 @@ def register_backend():
     if current not in ("privateuseone", NAME):
         raise DeviceError(f"fuelvk.torch: PrivateUse1 is already registered as {current!r}; torch allows one "
                           "PrivateUse1 backend per process, so the fuelvk device cannot be registered")
-    from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+    try:
+        from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+    except ImportError:
+        raise UnsupportedError(f"fuelvk.torch: the {NAME!r} torch device needs PyTorch's Python device backend "
+                               "API (torch.utils.backend_registration._setup_privateuseone_for_python_backend, "
+                               f"PyTorch >= 2.13); this is torch {torch.__version__}") from None
     _setup_privateuseone_for_python_backend(None if current == NAME else NAME, backend_module=BackendModule())
     _registered = True
     _patch_printing()
@@ -182,10 +187,19 @@ def is_fuelvk(t):
     return isinstance(t, torch.Tensor) and not t.is_cpu and hasattr(t.untyped_storage(), _ATTR)
 
 
+def not_here(t):
+    """The error for a tensor of another device met by a fuelvk kernel (torch's own words for CPU ops)."""
+    return DeviceError(f"Expected all tensors to be on the same device, but found at least two devices, {NAME}:0 "
+                       f"and {t.device} (a {t.device} operand of shape {tuple(t.shape)}); move it with "
+                       f".to('{NAME}')")
+
+
 def buffer_of(t):
     try:
         return getattr(t.untyped_storage(), _ATTR)
     except AttributeError:
+        if t.device.type != NAME:   # a CPU operand beside fuelvk ones (x_fuelvk @ w_cpu)
+            raise not_here(t) from None
         raise DeviceError(f"a {NAME} tensor without device memory (shape {tuple(t.shape)}); it was not made by "
                           "fuelvk.torch") from None
 
@@ -211,6 +225,26 @@ def _contiguous(shape):
         strides[i] = acc
         acc *= max(int(shape[i]), 1)
     return strides
+
+
+def non_overlapping_and_dense(shape, strides):
+    """torch's is_non_overlapping_and_dense(): the elements fill a dense block, each once."""
+    if len(shape) == 1:
+        return shape[0] < 2 or strides[0] == 1
+    dims = sorted((d for d in range(len(shape)) if shape[d] >= 2), key=lambda d: strides[d])
+    expected = 1
+    for d in dims:
+        if strides[d] != expected:
+            return False
+        expected *= shape[d]
+    return True
+
+
+def dense_order(shape, strides):
+    """The dims of a non-overlapping dense layout, slowest first (None when it is not dense)."""
+    if not non_overlapping_and_dense(shape, strides):
+        return None
+    return sorted(range(len(shape)), key=lambda d: (-strides[d], -d))
 
 
 def _make(buffer, shape, strides, offset, dtype):
@@ -262,10 +296,15 @@ def empty(shape, dtype, strides=None):
 
 
 def wrap(arr):
-    """A fuelvk tensor on arr's buffer with arr's layout (arr is a fresh result: no copy)."""
-    if arr.strides and min(arr.strides) < 0:
+    """A fuelvk tensor on arr's buffer with arr's layout (arr is a fresh result: no copy). A contiguous
+    arr gets torch's contiguous strides (fuelvk's size-1 dims may have any stride, torch's (1,) stay)."""
+    strides = arr.strides
+    if strides and min(strides) < 0:
         arr = arr.copy()
-    return _make(arr.buffer, arr.shape, arr.strides, arr.offset, TO_TORCH[arr.dtype])
+        strides = arr.strides
+    if 1 in arr.shape and arr.is_contiguous:
+        strides = _contiguous(arr.shape)
+    return _make(arr.buffer, arr.shape, strides, arr.offset, TO_TORCH[arr.dtype])
 
 
 def covers_storage(t):
@@ -291,8 +330,16 @@ def assign(dst, arr):
 
 
 def upload(host):
-    """A new fuelvk tensor with the values of CPU tensor host (bit-exact, contiguous)."""
-    return wrap(asarray(to_numpy(host.detach().contiguous(), "to")))
+    """A new fuelvk tensor with the values of CPU tensor host (bit-exact): with host's strides when host is
+    dense (a CPU fallback's result keeps the layout torch gave it), else contiguous."""
+    host = host.detach()
+    if host.dim() < 2 or (host.is_contiguous() and host.stride() == tuple(_contiguous(host.shape))):
+        return wrap(asarray(to_numpy(host.contiguous(), "to")))
+    order = dense_order(tuple(host.shape), host.stride())
+    if order is None:
+        return wrap(asarray(to_numpy(host.contiguous(), "to")))
+    arr = asarray(to_numpy(host.permute(order).contiguous(), "to"))   # (already contiguous: no copy)
+    return _make(arr.buffer, tuple(host.shape), host.stride(), arr.offset, host.dtype)
 
 
 def download(t):
