@@ -15,6 +15,7 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common/index.glsl"
+#include "common/half.glsl"
 
 layout(local_size_x = 64) in;
 // SG8: 1 when the device's subgroups are 8 wide (lavapipe): the 8 lanes sharing rows are one
@@ -26,7 +27,12 @@ layout(constant_id = 2) const uint KSPLIT = 0;  // matvec: 1 = lanes split K (B 
 layout(constant_id = 3) const uint TNV = 1;     // 4-column groups per invocation (register-tiled)
 // TEXA / TEXB: how A / B are read (matvec / register tile). 0: scalar loads through the strides;
 // TEXA 1: A along K through its texel view, TEXA 2 (register tile): A along M (its columns: a
-// transposed A, as in a weight gradient dY.T @ X); TEXB 1: B along N (its rows), TEXB 2: B along K (its columns).
+// transposed A, as in a weight gradient dY.T @ X); TEXA 3 (register tile, SG8 != 0, TM % RPL == 0): A
+// along K like TEXA 1, but each texel is loaded by one lane of the 8-lane group and handed to the others
+// with share8: an eighth of the loads, a broadcast per A value. Which of 1 / 3 is faster is a property
+// of the device, measured once (ops/matmul.py share_a): lavapipe on Mesa 25 calls a function per texel
+// load (f32 512^3 ~18% faster shared), on Mesa 22 a broadcast is a loop over the lanes (2.7x slower).
+// TEXB 1: B along N (its rows), TEXB 2: B along K (its columns).
 // The host sets them only when the unit stride, offsets and other strides make every texel whole.
 layout(constant_id = 4) const uint TEXA = 0;
 layout(constant_id = 5) const uint TEXB = 0;
@@ -35,8 +41,8 @@ layout(constant_id = 5) const uint TEXB = 0;
 // head-dim products, a GQA k/v projection): otherwise those lanes load and multiply clamped columns
 // that are never stored.
 layout(constant_id = 6) const uint GN = 8;
-// CV4 (register tile, f32 or bf16 C): 1 when every 4-column quad of C starts a word (the host: N % 4 == 0
-// and off_c % 4 == 0): each quad is one vec4 (bf16: uvec2) store. Why: on lavapipe (Mesa 22.3) a storage-buffer store
+// CV4 (register tile): 1 when every 4-column quad of C starts a word (the host: N % 4 == 0
+// and off_c % 4 == 0): each quad is one vec4 (f16 / bf16: uvec2) store. Why: on lavapipe (Mesa 22.3) a storage-buffer store
 // is a loop over the lanes, so one vec4 store costs about one float store's loop; the K = 64 weight
 // gradients of a small Llama (C 640 x 256, 256 x 640) measured 2.01 / 1.79 -> 1.70 / 1.64 ms of process CPU.
 layout(constant_id = 7) const uint CV4 = 0;
@@ -45,10 +51,10 @@ layout(constant_id = 7) const uint CV4 = 0;
     layout(set = 0, binding = bind) readonly buffer name##_ { ELEM_##DT name[]; };
 // ELEM_<id> / TOF_<id>: element type and load of each TYPE_* id (pasted from A_DT / B_DT)
 #define ELEM_0 float
-#define ELEM_1 float16_t
+#define ELEM_1 uint16_t
 #define ELEM_2 uint16_t
 #define TOF_0(x) (x)
-#define TOF_1(x) float(x)
+#define TOF_1(x) f16_to_f32(uint(x))
 #define TOF_2(x) uintBitsToFloat(uint(x) << 16)
 #define CAT(a, b) a##b
 #define XCAT(a, b) CAT(a, b)
@@ -58,8 +64,9 @@ layout(set = 0, binding = 0) writeonly buffer C_ { float c[]; };
 layout(set = 0, binding = 0) writeonly buffer C4_ { vec4 c4[]; };   // the same C as 16-byte words (CV4)
 #define STORE_C(i, v) c[i] = (v)
 #elif C_DT == TYPE_F16
-layout(set = 0, binding = 0) writeonly buffer C_ { float16_t c[]; };
-#define STORE_C(i, v) c[i] = float16_t(v)
+layout(set = 0, binding = 0) writeonly buffer C_ { uint16_t c[]; };
+layout(set = 0, binding = 0) writeonly buffer C4_ { uvec2 c4[]; };   // the same C as 8-byte words (CV4)
+#define STORE_C(i, v) c[i] = uint16_t(f32_to_f16(v))
 #else
 layout(set = 0, binding = 0) writeonly buffer C_ { uint16_t c[]; };
 layout(set = 0, binding = 0) writeonly buffer C4_ { uvec2 c4[]; };   // the same C as 8-byte words (CV4)
@@ -72,6 +79,8 @@ uint f32_to_bf16_bits(float f) {  // round to nearest even; NaN stays a quiet Na
 #endif
 #if C_DT == TYPE_F32
 #define QUAD_C(v) (v)
+#elif C_DT == TYPE_F16
+#define QUAD_C(v) uvec2(f32x2_to_f16x2((v).xy), f32x2_to_f16x2((v).zw))
 #elif C_DT == TYPE_BF16
 #define QUAD_C(v) uvec2(f32_to_bf16_bits(v.x) | (f32_to_bf16_bits(v.y) << 16), \
                         f32_to_bf16_bits(v.z) | (f32_to_bf16_bits(v.w) << 16))
@@ -89,9 +98,11 @@ layout(set = 0, binding = 3, rgba32ui) uniform readonly uimageBuffer a_t;
 layout(set = 0, binding = 4, rgba32ui) uniform readonly uimageBuffer b_t;
 const uint QB = B_DT == TYPE_F32 ? 1u : 2u;   // 4-column quads per texel of B
 const uint APT = A_DT == TYPE_F32 ? 4u : 8u;  // A elements per texel (TEXA 2: rows per texel)
+const uint LPR = A_DT == TYPE_F32 ? 2u : 1u;   // TEXA 3: lanes holding one row's 8-deep K step of A
+const uint RPL = 8u / LPR;                      // TEXA 3: rows of A one texel load of the 8 lanes holds
 const uint LC = 4u * QB;                 // register tile: columns per lane per column group (one B texel)
 vec4 h4_0(uvec2 w) { return vec4(0.0); }   // (unused: f32 texels hold 4 elements)
-vec4 h4_1(uvec2 w) { return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+vec4 h4_1(uvec2 w) { return vec4(f16x2_to_f32(w.x), f16x2_to_f32(w.y)); }
 vec4 h4_2(uvec2 w) { return vec4(uintBitsToFloat(w.x << 16), uintBitsToFloat(w.x & 0xFFFF0000u),
                                  uintBitsToFloat(w.y << 16), uintBitsToFloat(w.y & 0xFFFF0000u)); }
 // v = elements e .. e + 7 of `img` holding DT elements; e is a multiple of the elements per texel.
@@ -149,6 +160,10 @@ void regtile_main() {
     uint m0 = (tile / tiles_n) * GM * TM + (grp / GN) * TM, nq = (tile % tiles_n) * GN * GC + (grp % GN) * GC + LC * ln;
     int arow[TM];
     [[unroll]] for (uint i = 0u; i < TM; ++i) arow[i] = ba + int(min(m0 + i, p.M - 1u)) * p.sa_m;
+    // TEXA 3: the A texel(s) this lane loads for the lanes of its group, RPL rows a load
+    int arl[(TM + RPL - 1u) / RPL];   // (at least one: TM is 1 in matvec)
+    [[unroll]] for (uint r = 0u; r < TM / RPL; ++r)
+        arl[r] = ba + int(min(m0 + RPL * r + ln / LPR, p.M - 1u)) * p.sa_m + int(4u * (ln % LPR));
     // Element index of each of the lane's columns at k = 0 (clamped; TEXB == 1: N % LC == 0, so a
     // clamped texel stays whole and column c of group j is bcol[j][0] + c).
     ivec4 bcol[TNV * QB];
@@ -157,6 +172,11 @@ void regtile_main() {
         bcol[j * QB + q] = TEXB == 1u ? ivec4(bb + int(min(nq + 8u * LC * j, p.N - LC)) + int(4u * q))
                                       : bb + ivec4(min(uvec4(c0) + uvec4(0u, 1u, 2u, 3u), uvec4(p.N - 1u))) * p.sb_n;
     }
+    // ACC_STEP: each accumulator is read into a local, takes the step's 8 FMAs and is stored back once
+    // (same operations in the same order as 8 updates in place). Why: the driver keeps acc, an array,
+    // in memory, and inside the K loop every store into it is a load, a blend with the loop's lane mask
+    // and a store (read from lavapipe's JIT'd loop, Mesa 25.0: a vblendvps per FMA); 512^3 f32 measured
+    // 20.5 -> 15.1 ms of process CPU there, 14.6 -> 11.8 on Mesa 22.3.
     vec4 acc[TM][TNV * QB];
     [[unroll]] for (uint i = 0u; i < TM; ++i) [[unroll]] for (uint j = 0u; j < TNV * QB; ++j) acc[i][j] = vec4(0.0);
     uint k = 0u;
@@ -192,8 +212,26 @@ void regtile_main() {
                     }
                 }
                 [[unroll]] for (uint h = 0u; h < APT / 4u; ++h) [[unroll]] for (uint r = 0u; r < 4u; ++r)
-                    [[unroll]] for (uint kk = 0u; kk < 8u; ++kk) [[unroll]] for (uint j = 0u; j < TNV * QB; ++j)
-                        acc[APT * iq + 4u * h + r][j] = fma(vec4(aq[kk][h][r]), bv[kk][j], acc[APT * iq + 4u * h + r][j]);
+                    [[unroll]] for (uint j = 0u; j < TNV * QB; ++j) {
+                        vec4 t = acc[APT * iq + 4u * h + r][j];   // one store into acc a step (see ACC_STEP)
+                        [[unroll]] for (uint kk = 0u; kk < 8u; ++kk) t = fma(vec4(aq[kk][h][r]), bv[kk][j], t);
+                        acc[APT * iq + 4u * h + r][j] = t;
+                    }
+            }
+        } else if (TEXA == 3u) {   // A along K, each texel loaded by one lane and handed out
+            [[unroll]] for (uint r = 0u; r < TM / RPL; ++r) {
+                vec4 al[2];   // this lane's texel(s): A[m0 + RPL r + ln / LPR, k + 4 (ln % LPR) ..]
+                uint e = uint(arl[r] + int(k));
+                if (A_DT == TYPE_F32) al[0] = uintBitsToFloat(imageLoad(a_t, int(e >> 2)));
+                else { uvec4 t = imageLoad(a_t, int(e >> 3)); al[0] = XCAT(h4_, A_DT)(t.xy); al[1] = XCAT(h4_, A_DT)(t.zw); }
+                [[unroll]] for (uint ir = 0u; ir < RPL; ++ir) [[unroll]] for (uint j = 0u; j < TNV * QB; ++j) {
+                    uint i = RPL * r + ir;
+                    vec4 t = acc[i][j];
+                    [[unroll]] for (uint kk = 0u; kk < 8u; ++kk)
+                        t = fma(vec4(share8(al[LPR == 2u ? 0u : kk >> 2][kk & 3u], LPR * ir + (LPR == 2u ? kk >> 2 : 0u))),
+                                bv[kk][j], t);
+                    acc[i][j] = t;
+                }
             }
         } else
         [[unroll]] for (uint i = 0u; i < TM; ++i) {
@@ -203,8 +241,11 @@ void regtile_main() {
                 float x = LA(arow[i] + int(k + ln) * p.sa_k);
                 [[unroll]] for (uint kk = 0u; kk < 8u; ++kk) av[kk >> 2][kk & 3u] = share8(x, kk);
             } else { SCALAR8(LA, arow[i] + int(k) * p.sa_k, p.sa_k, av); }
-            [[unroll]] for (uint kk = 0u; kk < 8u; ++kk)
-                [[unroll]] for (uint j = 0u; j < TNV * QB; ++j) acc[i][j] = fma(vec4(av[kk >> 2][kk & 3u]), bv[kk][j], acc[i][j]);
+            [[unroll]] for (uint j = 0u; j < TNV * QB; ++j) {
+                vec4 t = acc[i][j];
+                [[unroll]] for (uint kk = 0u; kk < 8u; ++kk) t = fma(vec4(av[kk >> 2][kk & 3u]), bv[kk][j], t);
+                acc[i][j] = t;
+            }
         }
     }
     for (; k < p.K; ++k) {   // the K % 8 tail, scalar loads
@@ -222,7 +263,6 @@ void regtile_main() {
     uint cb = p.off_c + z * p.M * p.N;
     [[unroll]] for (uint i = 0u; i < TM; ++i) {
         if (m0 + i >= p.M) break;
-#if C_DT != TYPE_F16
         if (CV4 == 1u) {   // quads lie wholly inside or outside N (N % 4 == 0)
             [[unroll]] for (uint j = 0u; j < TNV * QB; ++j) {
                 uint n = nq + 8u * LC * (j / QB) + 4u * (j % QB);
@@ -230,7 +270,6 @@ void regtile_main() {
             }
             continue;
         }
-#endif
         [[unroll]] for (uint j = 0u; j < TNV; ++j) [[unroll]] for (uint q = 0u; q < LC; ++q) {
             uint n = nq + 8u * LC * j + q;
             if (n < p.N) STORE_C(cb + (m0 + i) * p.N + n, acc[i][j * QB + (q >> 2)][q & 3u]);

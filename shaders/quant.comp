@@ -16,15 +16,16 @@
 // 16-bit storage-buffer words; the decoders then work on those registers, so both paths give the
 // same bits. TEX bit 1: x (qmatvec) / the output (dequantize) through its texel view too.
 // The products that define a dequantized value are `precise` (no fma contraction), so the values
-// are bit-identical to gguf-py's numpy float32 arithmetic. f16 <-> f32 conversions and the
-// divisions of quantize are done in integer arithmetic: Vulkan allows 2.5 ulp for OpFDiv and an
-// implementation-chosen rounding for f32 -> f16, while gguf (numpy) rounds each correctly.
+// are bit-identical to gguf-py's numpy float32 arithmetic. The divisions of quantize are done in
+// integer arithmetic (Vulkan allows 2.5 ulp for OpFDiv, gguf's numpy rounds correctly); f16 <-> f32
+// through common/half.glsl, exact in either of its forms.
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common/index.glsl"
+#include "common/half.glsl"
 
 // MODE_* and KIND_* are defines from the host's tables (kernels/quant.py MODES, KIND_IDS).
 
@@ -112,37 +113,15 @@ shared float sw[TN][KC + 1u];
 #endif
 
 // ---------------------------------------------------------------------------------------------
-// Exact conversions
-// Branch-free (every case computed, then selected): lavapipe runs a branch's lanes in lock step, and
-// the block scales are decoded once per sub-block per row in qmatvec's inner loop.
-float half_to_float(uint h) {
-    uint s = (h & 0x8000u) << 16;
-    uint e = (h >> 10) & 0x1Fu;
-    uint m = h & 0x3FFu;
-    uint sub = floatBitsToUint(float(m) * 5.9604644775390625e-8);          // m * 2^-24, exact
-    uint r = ((e == 31u ? 255u : e + 112u) << 23) | (m << 13);             // normal, inf / NaN
-    return uintBitsToFloat(s | (e == 0u ? sub : r));
-}
+// f16 <-> f32 (the block scales): shaders/common/half.glsl, the device's own conversion or integers as
+// its probe chose (both exact; a NaN scale only ever reaches an output through a product, which quiets
+// it the same way either form). quantize narrows the scales to numpy's bits, NaNs included.
+float half_to_float(uint h) { return f16_to_f32(h); }
 
 #if MODE == MODE_QUANTIZE
-// f32 -> f16, round to nearest even (numpy's astype(float16)), overflow to inf, f16 subnormals.
 uint float_to_half(float f) {
     uint u = floatBitsToUint(f);
-    uint s = (u >> 16) & 0x8000u;
-    uint a = u & 0x7FFFFFFFu;
-    if (a >= 0x7F800000u) return s | (a > 0x7F800000u ? 0x7E00u : 0x7C00u);
-    if (a >= 0x477FF000u) return s | 0x7C00u;                 // >= 65520 rounds to inf
-    if (a >= 0x38800000u) {                                   // normal f16 (>= 2^-14)
-        uint r = a - 0x38000000u;
-        return s | ((r + 0xFFFu + ((r >> 13) & 1u)) >> 13);
-    }
-    uint e = a >> 23;
-    if (e < 102u) return s;                                   // < 2^-25: rounds to (signed) zero
-    uint m = (a & 0x7FFFFFu) | 0x800000u;
-    uint sh = 126u - e;                                       // 14..24
-    uint qv = m >> sh, rem = m & ((1u << sh) - 1u), half_ = 1u << (sh - 1u);
-    if (rem > half_ || (rem == half_ && (qv & 1u) != 0u)) qv += 1u;
-    return s | qv;
+    return f32_to_f16_bits_numpy_nan(u, f32_bits_to_f16(u));
 }
 
 // Correctly rounded a / b for finite a >= 0, b > 0 (normal or subnormal): 26-bit long division

@@ -17,6 +17,7 @@ import fuelvk as fv
 from fuelvk import runtime
 from fuelvk.kernels import FAMILIES
 from fuelvk.kernels import matmul as matmul_kernels
+from fuelvk.ops import matmul as matmul_ops
 from fuelvk.ops.matmul import matmul, matmul_route
 from oracles import tol
 
@@ -210,6 +211,7 @@ def test_texel_load_paths(combo, monkeypatch):
     adt, bdt, cdt = COMBO_DTYPES[combo]
     out = None if cdt == adt else cdt
     pa, pb = 16 // adt.itemsize, 16 // bdt.itemsize        # elements per texel
+    monkeypatch.setattr(matmul_ops, "share_a", lambda ctx, dtype: False)   # TEXA 3: test_shared_a_loads
     seen = _specs(monkeypatch)
     big_a = fv.asarray(rand((2, 9, 48), adt, rng))          # rows 48 apart: texel-aligned
     big_b = fv.asarray(rand((40, 5 * pb + 8), bdt, rng))
@@ -230,10 +232,54 @@ def test_texel_load_paths(combo, monkeypatch):
         assert [(s["TEXA"], s["TEXB"]) for s in seen] == [(ta, tb)], (x.shape, x.strides, y.strides, seen)
 
 
+@pytest.mark.parametrize("combo", ["f32_f32_f32", "f32_bf16_f32", "bf16_bf16_bf16", "f16_f16_f16"])
+def test_shared_a_loads(combo, monkeypatch):
+    """The register tile's A texels along K split between the 8 lanes and handed out (TEXA 3, where the
+    rows a lane holds is a multiple of the rows one load covers: 4 f32 / 8 half) give the same bits as
+    every lane loading them (TEXA 1): whole and clamped row tiles, a K % 8 tail, batched operands with
+    an offset; without a forced choice the launch takes the device's probed one (share_a)."""
+    ctx = runtime.get()
+    if matmul_ops._sg8(ctx.device) == 0:
+        pytest.skip("subgroups narrower than 8 lanes: the register tile never shares A")
+    rng = np.random.default_rng(31)
+    adt, bdt, cdt = COMBO_DTYPES[combo]
+    out = None if cdt == adt else cdt
+    pa = 16 // adt.itemsize
+    seen = _specs(monkeypatch)
+    big_a = fv.asarray(rand((2, 70, 48), adt, rng))
+    cases = [(big_a[0, :64, :40], rand((40, 48), bdt, rng)),          # 64 rows, K = 40
+             (big_a[0, 3:70, 8:45], rand((37, 20), bdt, rng)),        # 67 rows (clamped), K % 8 tail, offset
+             (big_a[:, 5:38, pa:pa + 16], rand((2, 16, 36), bdt, rng))]   # batched
+    for x, y in cases:
+        got = {}
+        for share in (False, True):
+            monkeypatch.setattr(matmul_ops, "share_a", lambda ctx, dtype, share=share: share)
+            seen.clear()
+            got[share] = _np(matmul(x, y, out, route="register_tiled"))
+            want = {3} if share and seen[0]["TM"] % pa == 0 else {1}
+            assert {s["TEXA"] for s in seen} == want, (combo, x.shape, share, seen)
+        check(got[True], x, y, cdt)
+        np.testing.assert_array_equal(got[True], got[False])
+    monkeypatch.undo()
+    probed = matmul_ops.share_a(ctx, adt)
+    seen = _specs(monkeypatch)
+    matmul(cases[0][0], cases[0][1], out, route="register_tiled")
+    assert seen[0]["TEXA"] == (3 if probed and seen[0]["TM"] % pa == 0 else 1), (probed, seen)
+
+
+def test_share_probe():
+    """The shared-A probe times both load forms for an f32 and a 16-bit A; share_a follows it."""
+    ctx = runtime.get()
+    rec = matmul_ops._probe_share(ctx)
+    assert set(rec) == {f"{w}_{f}_ms" for w in ("f32", "half") for f in ("direct", "shared")}
+    assert all(v > 0 for v in rec.values()), rec
+    assert isinstance(matmul_ops.share_a(ctx, F32), bool) and isinstance(matmul_ops.share_a(ctx, BF16), bool)
+
+
 @pytest.mark.parametrize("combo", ["f32_f32_f32", "f32_bf16_f32", "bf16_bf16_f32", "f16_f16_f32"])
 def test_vec4_c_stores(combo, monkeypatch):
-    """The register tile (and matvec's one-row tile) stores an f32 or bf16 C a 4-column quad at a time
-    (CV4) when N % 4 == 0, and element by element otherwise or for an f16 C. Same bits as the element stores
+    """The register tile (and matvec's one-row tile) stores C a 4-column quad at a time (CV4) when
+    N % 4 == 0 (f32, and f16 / bf16 packed into 8 bytes), and element by element otherwise. Same bits as the element stores
     (the launch forced to CV4 = 0), partial row / column tiles (quads past N are not stored), batched
     outputs, split-K partials; within the f32 accumulation bound."""
     rng = np.random.default_rng(21)
@@ -252,9 +298,9 @@ def test_vec4_c_stores(combo, monkeypatch):
              (rand((3, 5, 37), adt, rng), big_b[:, 4:136], F32, 1),  # batched, 132 columns of an offset view
              (rand((1, 37), adt, rng), big_b[:, :132], F32, 1),      # M = 1: matvec's one-row tile
              (rand((19, 37), adt, rng), big_b[:, :35], F32, 0)]      # N % 4 != 0: element stores
-    if adt == bdt != F32:   # a half-type C: bf16 packs quads (8 bytes), f16 stores elements
-        cases += [(rand((19, 37), adt, rng), big_b[:, :36], adt, int(adt == BF16)),
-                  (rand((2, 19, 37), adt, rng), big_b[:, 4:136], adt, int(adt == BF16)),
+    if adt == bdt != F32:   # a half-type C: quads packed into 8 bytes
+        cases += [(rand((19, 37), adt, rng), big_b[:, :36], adt, 1),
+                  (rand((2, 19, 37), adt, rng), big_b[:, 4:136], adt, 1),
                   (rand((19, 37), adt, rng), big_b[:, :35], adt, 0)]
     for x, y, cdt, cv4 in cases:
         route = "matvec" if x.shape[-2] == 1 else "register_tiled"
@@ -306,7 +352,8 @@ FORCED_TILES = [(4, 1, 1), (8, 2, 2), (8, 1, 4), (16, 2, 4), (32, 2, 8), (16, 1,
 def test_register_tile_forced_tiles(combo, tile, monkeypatch):
     """Each tile shape, forced, on M / N / K that leave partial row, column and K tiles, batched, with
     A along K (texels), A transposed (texels along M where TM allows), x @ W.T (B along K) and offset
-    views (scalar loads); results within the f32-accumulation bound of numpy's."""
+    views (scalar loads); results within the f32-accumulation bound of numpy's. A along K is read shared
+    between the lanes (TEXA 3) where the device's probe chose it (Mesa 25 lavapipe: every tile here)."""
     from fuelvk.ops import matmul as mm
     tm = tile[0]
     monkeypatch.setattr(mm, "_reg_tile", lambda *a, **k: tile)
@@ -325,7 +372,9 @@ def test_register_tile_forced_tiles(combo, tile, monkeypatch):
         check(matmul(x, y, out, route="register_tiled"), x, y, cdt)
     assert {(s["TM"], s["TNV"], s["GN"]) for s in seen} == {tile}
     texa = {s["TEXA"] for s in seen}
-    assert {0, 1} <= texa and (2 in texa) == (tm % (16 // COMBO_DTYPES[combo][0].itemsize) == 0)
+    per = 16 // adt.itemsize   # A elements per texel: the rows TEXA 2 and a TEXA 3 load take
+    along_k = 3 if mm.share_a(runtime.get(), adt) and tm % per == 0 else 1   # shared A: the device's probe
+    assert {0, along_k} <= texa and (2 in texa) == (tm % per == 0), texa
 
 
 @pytest.mark.parametrize("route", ["register_tiled", "tiled", "small"])

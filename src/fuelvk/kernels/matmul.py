@@ -41,7 +41,11 @@ REG_LOAD_COST = 8
 # (no workgroup id, no loop counter), and LLVM does not merge the 8 loads even when the coordinate goes
 # through subgroupBroadcast first (measured: same instruction mix, no gain); handing A out with
 # subgroupBroadcast costs an 8-iteration loop per value (1.8x slower). Time over tile shapes fits
-# ~F + L (1 / columns per lane + 1 / rows) with the loads ~55% of it.
+# ~F + L (1 / columns per lane + 1 / rows) with the loads ~55% of it. Mesa 25.0's llvmpipe is the other
+# way round for A: each texel load is a call into a JIT'd image function (the live vector registers
+# spilled around it), a broadcast a register shuffle, so there the lanes share A's texels (TEXA 3,
+# chosen by a probe: ops/matmul.py share_a). Its 512^3 f32 loop with every load removed (timing only)
+# ran at ~99% of the FMA calibration kernel per CPU second; the texel loads take the rest.
 REG_MATVEC_GROUPS = 2                          # column groups per lane of the one-row (matvec) tile
 MATVEC_KSPLIT_COLS = 8 * 8                     # matvec with K-contiguous B: 8 groups x NCG columns
 TEXEL_BYTES = 16                               # matvec / register tile texel views: rgba32ui

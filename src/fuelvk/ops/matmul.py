@@ -29,9 +29,8 @@ Load paths chosen per launch (specialization constants, same kernel): matvec and
 read A along K (the register tile also along M: a transposed A, as in a weight gradient dY.T @ X) and
 B along N (its rows) or along K (x @ W.T) as 16-byte texels of a storage texel
 buffer view of the same buffer (4 f32 / 8 f16 or bf16 elements) when the unit stride, offset and
-other strides keep every run whole texels; scalar loads through the strides otherwise. Both store an
-f32 or bf16 C a 4-column quad (one 16- / 8-byte word) at a time when N % 4 == 0 (CV4), element by element
-otherwise and for f16 outputs.
+other strides keep every run whole texels; scalar loads through the strides otherwise. Both store C a
+4-column quad (one 16- / 8-byte word) at a time when N % 4 == 0 (CV4), element by element otherwise.
 """
 import math
 import operator
@@ -46,6 +45,7 @@ from .. import runtime
 from ..array import Array, zeros
 from ..errors import DTypeError, FuelVKMemoryError, ShapeError, UnsupportedError
 from ..kernels import VARIANTS, kernel
+from ..runtime.pipelines import best_device_ms, cached_probe
 from ..kernels import matmul as matmul_kernels
 from ._core import binding_limit, blockwise, contiguous, spans, device_args, fits, k_per_launch, new_like, result, split_k
 from ._core import windowed
@@ -274,9 +274,44 @@ def _texel_binding(pool, arr):
     return _stubs[pool], False
 
 
-def _launch(plan, a, b, out):
+# Shared A loads (TEXA 3): whether the register tile's 8 lanes split each K step's A texels between them
+# and hand the values out (share8) instead of every lane loading them all; a property of the device,
+# measured once per A element width on one product (cached on disk like the load-path probe).
+SHARE_PROBE_SHAPE = (128, 256, 512)   # M, N, K: a few workgroups of the 32-row tile, ~1 ms on lavapipe
+SHARE_WINS = 0.9                      # shared chosen where it took <= 90% of the direct loads' time
+SHARE_PROBE_VERSION = 1
+_share = weakref.WeakKeyDictionary()
+
+
+def _probe_share(ctx):
+    """{"<width>_direct_ms", "<width>_shared_ms"}: best device ms of the probe product with A texels
+    loaded by every lane and shared, for an f32 and a 16-bit (bf16) A."""
+    M, N, K = SHARE_PROBE_SHAPE
+    runs = {}
+    for width, dt in (("f32", _dt.float32), ("half", _dt.bfloat16)):
+        a, b = zeros((M, K), dt), zeros((K, N), dt)
+        plan = _plan(a, b, None, 1, "register_tiled")
+        out = new_like(plan.out_shape, plan.out_dtype)
+        for name, share in (("direct", False), ("shared", True)):
+            runs[f"{width}_{name}_ms"] = lambda plan=plan, a=a, b=b, out=out, share=share: _launch(plan, a, b, out, share)
+    return best_device_ms(ctx, runs, 3)
+
+
+def share_a(ctx, dtype):
+    """Whether the register tile shares A's texels among its lanes for an A of this dtype on ctx's
+    device: the probe's (_probe_share) choice, made once per device."""
+    dev = ctx.device
+    choice = _share.get(dev)
+    if choice is None:
+        rec = cached_probe(dev, "matmul_share_a", SHARE_PROBE_VERSION, lambda: _probe_share(ctx))
+        choice = _share[dev] = {w: rec[f"{w}_shared_ms"] <= SHARE_WINS * rec[f"{w}_direct_ms"] for w in ("f32", "half")}
+    return choice["f32" if dtype.itemsize == 4 else "half"]
+
+
+def _launch(plan, a, b, out, share=None):
     """Record the launches of C = A @ B into `out`; returns the result Array (out, or the sum of K-span
-    partials where K is longer than one launch may loop on this device: ops/_core.split_k)."""
+    partials where K is longer than one launch may loop on this device: ops/_core.split_k). share:
+    whether the register tile may share A's texels (TEXA 3); None: the device's measured choice."""
     ctx = runtime.get()
     dev = ctx.device
     batch, sa_b, sb_b, sa_m, sa_k, sb_k, sb_n = plan.a[1]
@@ -315,6 +350,7 @@ def _launch(plan, a, b, out):
     def run(k0, k1, dst, splits=1):
         """Launch C[k0:k1 span] into dst; splits > 1: that many consecutive spans of k1 - k0 at once,
         as an outermost batch dim whose partials land in dst[0 .. splits - 1]."""
+        nonlocal share
         variant = kernel(matmul_kernels.ROUTES[route], f"{a_dt}_{b_dt}_{_TAG[dst.dtype]}")
         bat, sab, sbb, sob = tuple(batch), tuple(sa_b), tuple(sb_b), tuple(so)
         if splits > 1:
@@ -335,7 +371,11 @@ def _launch(plan, a, b, out):
                 along_n = tb_ok and not ksplit and N % lc == 0 and \
                     _texel_ok(b.dtype.itemsize, offb, sb_n, (k1 - k0, sb_k), *zip(shape, sb))
                 texb = 1 if along_n else (2 if along_k else 0)
-                cv4 = int(not ksplit and dst.dtype in (_dt.float32, _dt.bfloat16) and N % 4 == 0 and (dst.offset + oc) % 4 == 0)
+                if texa == 1 and route == "register_tiled" and sg8 and tm % per_a == 0:
+                    if share is None:
+                        share = share_a(ctx, a.dtype)
+                    texa = 3 if share else 1
+                cv4 = int(not ksplit and N % 4 == 0 and (dst.offset + oc) % 4 == 0)
                 spec = {"SG8": sg8, "TM": tm, "KSPLIT": ksplit, "TNV": tnv, "TEXA": texa, "TEXB": texb, "GN": gn,
                         "CV4": cv4}
             else:
