@@ -7,6 +7,8 @@ import json
 import math
 import shutil
 import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import ml_dtypes
@@ -274,6 +276,23 @@ def test_share_probe():
     assert set(rec) == {f"{w}_{f}_ms" for w in ("f32", "half") for f in ("direct", "shared")}
     assert all(v > 0 for v in rec.values()), rec
     assert isinstance(matmul_ops.share_a(ctx, F32), bool) and isinstance(matmul_ops.share_a(ctx, BF16), bool)
+
+
+def test_share_probe_once_across_threads(monkeypatch):
+    """Threads starting their first matmuls together probe once (the choice is per device)."""
+    ctx = runtime.get()
+    calls, real = [], matmul_ops._probe_share
+    monkeypatch.setattr(matmul_ops, "_share", matmul_ops.weakref.WeakKeyDictionary())
+    monkeypatch.setattr(matmul_ops, "cached_probe", lambda dev, stem, version, probe: dict(probe(), version=version))
+    monkeypatch.setattr(matmul_ops, "_probe_share", lambda c: calls.append(1) or real(c))
+    barrier = threading.Barrier(4)
+
+    def first():
+        barrier.wait()
+        return matmul_ops.share_a(ctx, F32)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda _: first(), range(4)))
+    assert len(calls) == 1 and len(set(got)) == 1
 
 
 @pytest.mark.parametrize("combo", ["f32_f32_f32", "f32_bf16_f32", "bf16_bf16_f32", "f16_f16_f32"])

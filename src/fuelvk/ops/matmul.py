@@ -303,8 +303,12 @@ def share_a(ctx, dtype):
     dev = ctx.device
     choice = _share.get(dev)
     if choice is None:
-        rec = cached_probe(dev, "matmul_share_a", SHARE_PROBE_VERSION, lambda: _probe_share(ctx))
-        choice = _share[dev] = {w: rec[f"{w}_shared_ms"] <= SHARE_WINS * rec[f"{w}_direct_ms"] for w in ("f32", "half")}
+        with dev.lock:      # one probe per device, also when threads start their first matmuls together
+            choice = _share.get(dev)
+            if choice is None:
+                rec = cached_probe(dev, "matmul_share_a", SHARE_PROBE_VERSION, lambda: _probe_share(ctx))
+                choice = _share[dev] = {w: rec[f"{w}_shared_ms"] <= SHARE_WINS * rec[f"{w}_direct_ms"]
+                                        for w in ("f32", "half")}
     return choice["f32" if dtype.itemsize == 4 else "half"]
 
 
