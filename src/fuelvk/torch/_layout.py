@@ -14,6 +14,7 @@ here: iterator_strides and preserved_strides.
 import torch
 
 from ..errors import ShapeError
+from .. import layout
 from ..layout import broadcast_shapes
 from . import device as fuelvk_device
 from .device import dense_order, non_overlapping_and_dense
@@ -27,15 +28,7 @@ def contiguous_strides(shape):
 
 def _is_contiguous(shape, strides):
     """torch's is_contiguous(): size-1 dims' strides do not count; an empty tensor is contiguous."""
-    if 0 in shape:
-        return True
-    expected = 1
-    for n, s in zip(reversed(shape), reversed(strides)):
-        if n != 1:
-            if s != expected:
-                return False
-            expected *= n
-    return True
+    return 0 in shape or layout.is_contiguous(shape, strides)
 
 
 def _is_channels_last(shape, strides):
