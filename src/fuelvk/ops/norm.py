@@ -113,13 +113,12 @@ def _lane_r(ctx, rows, cols, passes, align, operands):
     Device.loop_budget; the workgroup halved (down to a subgroup) until the rows fill the device's cores a
     few times over."""
     need = sum(ROW_TEXELS[k] for k in operands)
-    r = LANE_R
     dev = ctx.device
     wg = row_wg(ctx)
     budget = dev.loop_budget
-    if dev.device_type != "cpu" or align & need != need or (budget is not None and r * passes * cols > budget):
+    if dev.device_type != "cpu" or align & need != need or (budget is not None and LANE_R * passes * cols > budget):
         return 1, wg
-    return r, occupying_wg(dev, -(-rows // r), wg, dev.subgroup_size or 1, waves=4)
+    return LANE_R, occupying_wg(dev, -(-rows // LANE_R), wg, dev.subgroup_size or 1, waves=4)
 
 
 def _axis_last(op, x, axis):
@@ -241,9 +240,9 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
     loads.update({"g": g} if backward else {"r": b})
     align = whole_rows(ROW_TEXELS, {**loads, "o": out}, cols)
     # weight-gradient partials: LANE_R rows an invocation (below, where it applies) before the subgroup twin
-    wgrad_lanes = ("x", "g", "o") + (("w",) if w is not None else ())
-    lanes_first = (n_grad > 0 and rows >= LANE_R_OVER_SG_ROWS
-                   and _lane_r(ctx, rows, cols, passes, align, wgrad_lanes)[0] > 1)
+    wgrad_lanes = (_lane_r(ctx, rows, cols, passes, align, ("x", "g", "o") + (("w",) if w is not None else ()))
+                   if n_grad > 0 else (1, None))
+    lanes_first = rows >= LANE_R_OVER_SG_ROWS and wgrad_lanes[0] > 1
     kv, spec, per_group = _row_plan(ctx, op, fam, tag, rows, cols, passes, lanes_first)
     budget = ctx.device.loop_budget
     per_row = passes * -(-cols // (1 if spec["LANE_ROWS"] else spec["WG"] // per_group)) + 1
@@ -279,7 +278,7 @@ def _norm(op, fam, x, grad, eps, weight, bias, backward):
         wgrad = n_grad > 0
         lane_r = 1
         if spec["LANE_ROWS"] and wgrad:    # without gradient partials, LANE_R rows measured no faster
-            lane_r, wg = _lane_r(ctx, rows, cols, passes, align, wgrad_lanes)
+            lane_r, wg = wgrad_lanes
             if lane_r > 1 and n_grad * cols * -(-rows // lane_r) * acc.itemsize > binding_limit():
                 lane_r = 1
             if lane_r > 1:
